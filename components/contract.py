@@ -1,0 +1,183 @@
+"""The platform contract: every name and setting that infrastructure and validation both rely on.
+
+Declared once, here. Pulumi components build resources from these values, the runtime connects with
+them, and ``gpurt validate`` checks the deployed reality against them. No other module repeats these
+literals. This module imports nothing heavier than the standard library so the runtime image, the
+CLI and the Pulumi program can all import it cheaply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+# --- Pub/Sub -------------------------------------------------------------------------------------
+
+REQUEST_TOPIC: Final = "gpu-job-request"
+RESULT_TOPIC: Final = "gpu-job-result"
+REQUEST_DLQ_TOPIC: Final = "gpu-job-request-dlq"
+
+REQUEST_SUBSCRIPTION: Final = "gpu-job-request-sub"
+RESULT_SUBSCRIPTION: Final = "gpu-job-result-sub"
+REQUEST_DLQ_SUBSCRIPTION: Final = "gpu-job-request-dlq-sub"
+
+# Seed 000 fixes these three; a GPU job may run for minutes, hence the long ack deadline.
+ACK_DEADLINE_S: Final = 600
+MESSAGE_RETENTION_S: Final = 7 * 24 * 3600
+MAX_DELIVERY_ATTEMPTS: Final = 5
+# Pub/Sub's allowed dead-letter range; the policy pack enforces it on every pull subscription.
+DELIVERY_ATTEMPTS_RANGE: Final = (5, 100)
+# Exponential redelivery backoff for nacked or expired messages (Pub/Sub bounds: 0 s to 600 s).
+RETRY_MIN_BACKOFF_S: Final = 10
+RETRY_MAX_BACKOFF_S: Final = 600
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    """A pull subscription the platform depends on, with the settings validation checks."""
+
+    name: str
+    topic: str
+    ack_deadline_s: int = ACK_DEADLINE_S
+    retention_s: int = MESSAGE_RETENTION_S
+    dead_letter_topic: str | None = None
+    max_delivery_attempts: int | None = None
+    retry_min_backoff_s: int | None = None
+    retry_max_backoff_s: int | None = None
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic and whether it is a dead-letter queue (which must be empty after a deploy)."""
+
+    name: str
+    is_dead_letter: bool = False
+
+
+TOPICS: Final = (
+    TopicSpec(REQUEST_TOPIC),
+    TopicSpec(RESULT_TOPIC),
+    TopicSpec(REQUEST_DLQ_TOPIC, is_dead_letter=True),
+)
+
+REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
+    name=REQUEST_SUBSCRIPTION,
+    topic=REQUEST_TOPIC,
+    dead_letter_topic=REQUEST_DLQ_TOPIC,
+    max_delivery_attempts=MAX_DELIVERY_ATTEMPTS,
+    retry_min_backoff_s=RETRY_MIN_BACKOFF_S,
+    retry_max_backoff_s=RETRY_MAX_BACKOFF_S,
+)
+RESULT_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=RESULT_SUBSCRIPTION, topic=RESULT_TOPIC)
+# A dead-letter topic without a subscription drops what it receives: every DLQ gets one.
+REQUEST_DLQ_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=REQUEST_DLQ_SUBSCRIPTION, topic=REQUEST_DLQ_TOPIC)
+
+SUBSCRIPTIONS: Final = (REQUEST_SUBSCRIPTION_SPEC, RESULT_SUBSCRIPTION_SPEC, REQUEST_DLQ_SUBSCRIPTION_SPEC)
+
+# The Pub/Sub service agent forwards dead letters; without these two grants dead-lettering silently
+# does nothing.
+PUBSUB_SERVICE_AGENT: Final = "service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+DLQ_TOPIC_AGENT_ROLE: Final = "roles/pubsub.publisher"
+SOURCE_SUBSCRIPTION_AGENT_ROLE: Final = "roles/pubsub.subscriber"
+
+# The deploy probe of seed 000 and how long its result may take.
+PROBE_MESSAGE: Final = {"job_id": "deploy-probe", "type": "noop", "session_id": "probe-001"}
+PROBE_TIMEOUT_S: Final = 30
+
+# --- Identity --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceAccountSpec:
+    """A Google service account, its project roles, and the Kubernetes account that impersonates it."""
+
+    account_id: str
+    display_name: str
+    roles: tuple[str, ...]
+    k8s_namespace: str
+    k8s_service_account: str
+
+    def email(self, project: str) -> str:
+        """The account's e-mail address in ``project``."""
+        return f"{self.account_id}@{project}.iam.gserviceaccount.com"
+
+
+RUNTIME_NAMESPACE: Final = "gpu-runtime"
+COMPUTE_NAMESPACE: Final = "compute"
+MONITORING_NAMESPACE: Final = "monitoring"
+
+SCHEDULER_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
+    account_id="gpu-scheduler",
+    display_name="GPU scheduler: consumes job requests, publishes results, submits Vertex AI jobs",
+    roles=(
+        "roles/pubsub.subscriber",
+        "roles/pubsub.publisher",
+        "roles/aiplatform.user",
+        "roles/logging.logWriter",
+    ),
+    k8s_namespace=RUNTIME_NAMESPACE,
+    k8s_service_account="gpu-scheduler",
+)
+RUNTIME_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
+    account_id="gpu-runtime",
+    display_name="GPU runtime: Dask GPU workers writing artifacts and pulling images",
+    roles=("roles/storage.objectAdmin", "roles/artifactregistry.reader"),
+    k8s_namespace=COMPUTE_NAMESPACE,
+    k8s_service_account="gpu-runtime",
+)
+SERVICE_ACCOUNTS: Final = (SCHEDULER_SERVICE_ACCOUNT, RUNTIME_SERVICE_ACCOUNT)
+
+# --- Kubernetes ------------------------------------------------------------------------------------
+
+SCHEDULER_DEPLOYMENT: Final = "gpu-scheduler"
+SCHEDULER_LABELS: Final = {"app": "gpu-scheduler"}
+SCHEDULER_PORT: Final = 8080
+HEALTH_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+METRICS_PATH: Final = "/metrics"
+HEALTH_BODY: Final = {"status": "ok"}
+# Seed 000: all scheduler pods Running within two minutes of a rollout.
+POD_READY_TIMEOUT_S: Final = 120
+LEADER_LEASE_NAME: Final = "gpu-scheduler-leader"
+CONTROL_TOKEN_SECRET: Final = "gpu-scheduler-control-token"
+CONTROL_TOKEN_ENV: Final = "GPURT_CONTROL_TOKEN"
+
+DASK_CLUSTER_NAME: Final = "gpu-dask"
+DASK_SCHEDULER_LABELS: Final = {"component": "scheduler"}
+DASK_WORKER_LABELS: Final = {"component": "worker"}
+DASK_SCHEDULER_PORT: Final = 8786
+DASK_DASHBOARD_PORT: Final = 8787
+# The Dask resource name a GPU worker advertises and a GPU task asks for.
+DASK_GPU_RESOURCE: Final = "GPU"
+
+GPU_NODE_LABEL: Final = ("nvidia.com/gpu", "true")
+GPU_TAINT_KEY: Final = "nvidia.com/gpu"
+GPU_TAINT_VALUE: Final = "present"
+GPU_TAINT_EFFECT: Final = "NoSchedule"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+# Labels on every resource this project creates (GCP label and Kubernetes label syntax both allow it).
+COMMON_LABELS: Final = {"app.kubernetes.io/part-of": "gpu-runtime", "managed-by": "pulumi"}
+GCP_LABELS: Final = {"part-of": "gpu-runtime", "managed-by": "pulumi"}
+
+DCGM_EXPORTER_PORT: Final = 9400
+
+# --- Vertex AI and metrics -------------------------------------------------------------------------
+
+VERTEX_JOB_PREFIX: Final = "gpu-runtime-"
+METRICS_PREFIX: Final = "gpu_runtime_"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The whole contract as one value, for code that wants to pass it around (validation reports)."""
+
+    topics: tuple[TopicSpec, ...] = TOPICS
+    subscriptions: tuple[SubscriptionSpec, ...] = SUBSCRIPTIONS
+    service_accounts: tuple[ServiceAccountSpec, ...] = SERVICE_ACCOUNTS
+    namespaces: tuple[str, ...] = field(
+        default=(RUNTIME_NAMESPACE, COMPUTE_NAMESPACE, MONITORING_NAMESPACE)
+    )
+
+
+CONTRACT: Final = Contract()

@@ -1,0 +1,153 @@
+"""Parameters of each job type, with the limits that keep one job inside one GPU's budget.
+
+These pydantic models are the job protocol's ``params``: the scheduler validates an incoming request
+with them, the kernels run from them. A bad or oversized parameter is a clear ``ValidationError``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Limits: large enough for the accuracy SLO (1.3e7 paths on the reference call), small enough that a
+# single request cannot monopolise a GPU for hours.
+MAX_PATHS: Final = 2_000_000_000
+MAX_STEPS: Final = 10_000
+MAX_PATH_STEPS: Final = 50_000_000_000  # paths x steps for path-dependent kernels
+MAX_ASSETS: Final = 256
+MAX_SLEEP_S: Final = 3_600.0
+
+
+class JobType(StrEnum):
+    """The job types of the protocol."""
+
+    NOOP = "noop"
+    RANDOM_WALK = "random_walk"
+    EUROPEAN_OPTION = "european_option"
+    ASIAN_OPTION = "asian_option"
+    PORTFOLIO_VAR = "portfolio_var"
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Seed = Annotated[int, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]
+Paths = Annotated[int, Field(ge=1, le=MAX_PATHS, description="Monte Carlo paths (scenarios).")]
+
+
+class NoopParams(_Params):
+    """The drill job: sleeps, optionally fails, touches no GPU."""
+
+    sleep_s: float = Field(0.0, ge=0.0, le=MAX_SLEEP_S, description="Seconds to sleep (cancellable).")
+    fail: Literal["transient", "permanent"] | None = Field(
+        None, description="Simulate a failure: transient is retried by redelivery, permanent is not."
+    )
+
+
+class RandomWalkParams(_Params):
+    """Seed 001's random walk: each path averages ``steps`` standard normal increments."""
+
+    paths: Paths = 1_000_000
+    steps: int = Field(1_000, ge=1, le=MAX_STEPS)
+    seed: Seed = 42
+
+    @model_validator(mode="after")
+    def _bounded_work(self) -> RandomWalkParams:
+        _check_path_steps(self.paths, self.steps)
+        return self
+
+
+class OptionKind(StrEnum):
+    CALL = "call"
+    PUT = "put"
+
+
+class _OptionParams(_Params):
+    spot: float = Field(100.0, gt=0, le=1e9)
+    strike: float = Field(100.0, gt=0, le=1e9)
+    rate: float = Field(0.05, ge=-1.0, le=1.0, description="Continuously compounded risk-free rate.")
+    volatility: float = Field(0.2, gt=0, le=5.0, description="Annualised lognormal volatility.")
+    maturity: float = Field(1.0, gt=0, le=100.0, description="Years to expiry.")
+    kind: OptionKind = OptionKind.CALL
+    paths: Paths = 1_000_000
+    seed: Seed = 42
+    control_variate: bool = True
+
+
+class EuropeanOptionParams(_OptionParams):
+    """A European option under geometric Brownian motion."""
+
+    antithetic: bool = True
+
+
+class AsianOptionParams(_OptionParams):
+    """An arithmetic-average Asian option, monitored at ``steps`` equally spaced dates."""
+
+    steps: int = Field(64, ge=1, le=MAX_STEPS)
+
+    @model_validator(mode="after")
+    def _bounded_work(self) -> AsianOptionParams:
+        _check_path_steps(self.paths, self.steps)
+        return self
+
+
+class PortfolioVarParams(_Params):
+    """Value at risk of a portfolio of lognormal assets with correlated normal log-return shocks.
+
+    ``exposures`` are position values today; ``revaluation`` ``linear`` uses P&L = sum(exposure * shock)
+    (the case with a closed form), ``full`` reprices each position as exposure * (exp(shock) - 1).
+    """
+
+    exposures: list[float] = Field(min_length=1, max_length=MAX_ASSETS)
+    volatilities: list[float] = Field(min_length=1, max_length=MAX_ASSETS, description="Annualised.")
+    correlation: list[list[float]] | None = Field(None, description="Defaults to the identity.")
+    horizon_days: float = Field(1.0, gt=0, le=365.0)
+    confidence: float = Field(0.99, gt=0.5, lt=1.0)
+    revaluation: Literal["linear", "full"] = "linear"
+    paths: Paths = 1_000_000
+    seed: Seed = 42
+
+    @model_validator(mode="after")
+    def _consistent_shapes(self) -> PortfolioVarParams:
+        n = len(self.exposures)
+        if len(self.volatilities) != n:
+            raise ValueError(f"volatilities has {len(self.volatilities)} entries, exposures has {n}")
+        if any(v <= 0 for v in self.volatilities):
+            raise ValueError("volatilities must be positive")
+        if self.correlation is not None:
+            if len(self.correlation) != n or any(len(row) != n for row in self.correlation):
+                raise ValueError(f"correlation must be a {n}x{n} matrix")
+            for i, row in enumerate(self.correlation):
+                if abs(row[i] - 1.0) > 1e-9:
+                    raise ValueError("correlation must have ones on its diagonal")
+                for j, value in enumerate(row):
+                    if abs(value - self.correlation[j][i]) > 1e-9:
+                        raise ValueError("correlation must be symmetric")
+                    if not -1.0 <= value <= 1.0:
+                        raise ValueError("correlation entries must lie in [-1, 1]")
+        return self
+
+
+def _check_path_steps(paths: int, steps: int) -> None:
+    if paths * steps > MAX_PATH_STEPS:
+        raise ValueError(f"paths x steps = {paths * steps:.3g} exceeds the limit of {MAX_PATH_STEPS:.3g}")
+
+
+PARAMS_BY_TYPE: Final[dict[JobType, type[_Params]]] = {
+    JobType.NOOP: NoopParams,
+    JobType.RANDOM_WALK: RandomWalkParams,
+    JobType.EUROPEAN_OPTION: EuropeanOptionParams,
+    JobType.ASIAN_OPTION: AsianOptionParams,
+    JobType.PORTFOLIO_VAR: PortfolioVarParams,
+}
+
+JobParams = NoopParams | RandomWalkParams | EuropeanOptionParams | AsianOptionParams | PortfolioVarParams
+
+
+def parse_params(job_type: JobType | str, params: object) -> JobParams:
+    """Validate ``params`` for ``job_type``; raises ``ValueError``/``ValidationError`` with the reason."""
+    model = PARAMS_BY_TYPE[JobType(job_type)]
+    return model.model_validate(params if params is not None else {})  # type: ignore[return-value]

@@ -1,0 +1,1 @@
+"""The ``gpurt`` command line: one entry point for everything a person runs."""

@@ -1,0 +1,134 @@
+"""The job protocol: what travels on ``gpu-job-request`` and ``gpu-job-result``, as pydantic models.
+
+A request's ``params`` are validated by the model of its ``type`` (``kernels.params``). Message
+attributes repeat ``job_id`` and ``type`` so subscribers can filter without parsing the body.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kernels.params import JobParams, JobType, parse_params
+
+MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
+MAX_TIMEOUT_S: Final = 24 * 3600.0
+DEFAULT_TIMEOUT_S: Final = 1800.0  # seed 001: p95 job completion < 30 minutes
+JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+class JobStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class ErrorKind(StrEnum):
+    INVALID = "invalid"          # bad JSON, unknown type, bad params: never retried
+    TRANSIENT = "transient"      # worker lost, CUDA OOM, timeout: redelivered
+    PERMANENT = "permanent"      # the job itself cannot succeed
+    CANCELLED = "cancelled"
+
+
+class JobRequest(BaseModel):
+    """One job request. ``job_id`` is the client's idempotency key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_id: str = Field(pattern=JOB_ID_PATTERN)
+    type: JobType
+    params: JobParams = Field(default=None, validate_default=False)  # type: ignore[assignment]
+    session_id: str | None = Field(None, max_length=128)
+    priority: int = Field(0, ge=0, le=9)
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _params_for_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "type" in data:
+            try:
+                job_type = JobType(data["type"])
+            except ValueError:
+                return data  # the field validator reports the unknown type
+            params = data.get("params")
+            if not isinstance(params, BaseModel):
+                data = {**data, "params": parse_params(job_type, params)}
+        return data
+
+    def attributes(self) -> dict[str, str]:
+        """Pub/Sub message attributes for this request."""
+        return {"job_id": self.job_id, "type": self.type.value}
+
+
+class JobError(BaseModel):
+    kind: ErrorKind
+    message: str
+
+
+class JobMetrics(BaseModel):
+    queue_wait_s: float | None = None
+    run_s: float | None = None
+    device: str | None = None
+    paths_per_s: float | None = None
+
+
+class JobResult(BaseModel):
+    """One job's outcome, published on ``gpu-job-result`` and kept in the result store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    status: JobStatus
+    type: JobType | None = None
+    attempt: int = Field(1, ge=1)
+    result: dict[str, Any] | None = None
+    metrics: JobMetrics = Field(default_factory=JobMetrics)
+    error: JobError | None = None
+    artifacts: dict[str, str] = Field(default_factory=dict, description="Artifact name -> fsspec URL.")
+    finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    def attributes(self) -> dict[str, str]:
+        """Pub/Sub message attributes for this result."""
+        return {"job_id": self.job_id, "status": self.status.value}
+
+
+class InvalidRequest(ValueError):
+    """A message that can never become a job; carries the best job_id it could find."""
+
+    def __init__(self, message: str, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+def parse_request(data: bytes) -> JobRequest:
+    """Parse a request message body; raises ``InvalidRequest`` with a readable reason."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise InvalidRequest(f"message is {len(data)} bytes, the limit is {MAX_MESSAGE_BYTES}")
+    import json
+
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequest(f"body is not valid JSON: {exc}") from None
+    job_id = raw.get("job_id") if isinstance(raw, dict) else None
+    job_id = job_id if isinstance(job_id, str) else None
+    if not isinstance(raw, dict):
+        raise InvalidRequest("body must be a JSON object", job_id)
+    try:
+        return JobRequest.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidRequest(_describe(exc), job_id) from None
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), job_id) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "body"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
