@@ -181,3 +181,28 @@ class Contract:
 
 
 CONTRACT: Final = Contract()
+
+
+# --- Metric names (the scheduler exports them; alert rules and dashboards query them) --------------
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """Prometheus series of the gpu-scheduler, all prefixed ``gpu_runtime_``."""
+
+    jobs_total: str = f"{METRICS_PREFIX}jobs_total"  # labels: type, status
+    job_duration_seconds: str = f"{METRICS_PREFIX}job_duration_seconds"  # histogram, label: type
+    queue_wait_seconds: str = f"{METRICS_PREFIX}queue_wait_seconds"  # histogram
+    jobs_in_flight: str = f"{METRICS_PREFIX}jobs_in_flight"
+    backlog_messages: str = f"{METRICS_PREFIX}backlog_messages"  # undelivered on the request subscription
+    dlq_messages: str = f"{METRICS_PREFIX}dlq_messages"
+    job_retries_total: str = f"{METRICS_PREFIX}job_retries_total"  # redeliveries seen (attempt > 1)
+    pool_workers: str = f"{METRICS_PREFIX}pool_workers"  # label: pool
+    pool_evictions_total: str = f"{METRICS_PREFIX}pool_evictions_total"  # label: pool
+    leader: str = f"{METRICS_PREFIX}leader"  # 1 on the replica holding the lease
+    maintenance_mode: str = f"{METRICS_PREFIX}maintenance_mode"  # 1 while draining
+    reclaimer_errors_total: str = f"{METRICS_PREFIX}reclaimer_errors_total"
+    leader_election_failures_total: str = f"{METRICS_PREFIX}leader_election_failures_total"
+
+
+METRICS: Final = MetricNames()
