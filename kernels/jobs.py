@@ -1,0 +1,119 @@
+"""The job entry point a Dask worker runs: job type and params in, a ``JobOutput`` out.
+
+``run_job`` is a module-level function so Dask pickles it by reference. It imports the kernel modules
+(and through them numba, and CUDA only on a GPU device) when a job runs, never when this module is
+imported, so the scheduler process that submits jobs never touches a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from kernels.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, parse_params
+
+# A noop polls for cancellation this often (seconds): short enough that a drain or cancel feels
+# immediate, long enough not to burn the worker's CPU.
+NOOP_POLL_S: Final = 0.05
+
+# Kernel modules by job type; each has ``run(params, device, ctx) -> KernelResult``.
+_KERNEL_MODULES: Final = {
+    JobType.RANDOM_WALK: "kernels.random_walk",
+    JobType.EUROPEAN_OPTION: "kernels.european",
+    JobType.ASIAN_OPTION: "kernels.asian",
+    JobType.PORTFOLIO_VAR: "kernels.portfolio_var",
+}
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    """What a job produced. ``summary`` is JSON-safe; ``artifacts`` go to the result store."""
+
+    summary: dict[str, Any]
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    device: str = "cpu"
+    elapsed_s: float = 0.0
+    paths: int = 0
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Cooperative controls handed to a kernel: cancellation polled between chunks, progress 0..1."""
+
+    should_stop: Callable[[], bool]
+    progress: Callable[[float], None]
+
+    def checkpoint(self, fraction: float) -> None:
+        """Report ``fraction`` done, then raise ``JobCancelled`` if the job was asked to stop."""
+        self.progress(min(max(fraction, 0.0), 1.0))
+        if self.should_stop():
+            raise JobCancelled(f"stopped at {fraction:.0%}")
+
+
+def run_job(
+    job_type: str | JobType,
+    params: Mapping[str, Any] | BaseModel | None,
+    *,
+    device: str = "auto",
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> JobOutput:
+    """Run one job to completion on ``device`` (``auto``, ``cpu``, ``gpu``; ``auto`` picks a GPU if present).
+
+    Raises ``ValueError`` for an unknown type or invalid params, ``JobCancelled`` when ``should_stop``
+    turns true, ``TransientJobError`` / ``PermanentJobError`` for failures worth / not worth retrying.
+    """
+    kind = JobType(job_type)
+    validated = _validate(kind, params)
+    ctx = RunContext(should_stop=should_stop or _never, progress=progress or _ignore)
+    started = time.perf_counter()
+    if kind is JobType.NOOP:
+        assert isinstance(validated, NoopParams)
+        summary = _run_noop(validated, ctx)
+        return JobOutput(summary=summary, device="cpu", elapsed_s=time.perf_counter() - started)
+
+    from kernels.device import resolve_device
+
+    used = resolve_device(device)
+    module = importlib.import_module(_KERNEL_MODULES[kind])
+    result = module.run(validated, used, ctx)
+    elapsed = time.perf_counter() - started
+    ctx.progress(1.0)
+    summary = {**result.summary, "device": used, "elapsed_s": elapsed, "paths_per_s": result.paths / elapsed}
+    return JobOutput(summary=summary, artifacts=result.artifacts, device=used, elapsed_s=elapsed, paths=result.paths)
+
+
+def _validate(kind: JobType, params: Mapping[str, Any] | BaseModel | None) -> JobParams:
+    model = PARAMS_BY_TYPE[kind]
+    if isinstance(params, model):
+        return params  # type: ignore[return-value]
+    if isinstance(params, BaseModel):
+        params = params.model_dump()
+    return parse_params(kind, params)
+
+
+def _run_noop(params: NoopParams, ctx: RunContext) -> dict[str, Any]:
+    deadline = time.monotonic() + params.sleep_s
+    while (left := deadline - time.monotonic()) > 0:
+        ctx.checkpoint(1.0 - left / params.sleep_s)
+        time.sleep(min(NOOP_POLL_S, left))
+    ctx.checkpoint(1.0)
+    if params.fail == "transient":
+        raise TransientJobError("simulated transient failure (noop drill)")
+    if params.fail == "permanent":
+        raise PermanentJobError("simulated permanent failure (noop drill)")
+    return {"slept_s": params.sleep_s}
+
+
+def _never() -> bool:
+    return False
+
+
+def _ignore(_: float) -> None:
+    return None

@@ -1,0 +1,55 @@
+"""The entry point with the drill job: validation, failures, cancellation, progress."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import pytest
+
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from kernels.jobs import run_job
+
+
+def test_noop_returns_immediately_on_cpu() -> None:
+    out = run_job("noop", {})
+    assert out.device == "cpu"
+    assert out.summary == {"slept_s": 0.0}
+    assert out.artifacts == {}
+
+
+@pytest.mark.parametrize(("fail", "error"), [("transient", TransientJobError), ("permanent", PermanentJobError)])
+def test_noop_simulated_failures_raise_their_kind(fail: str, error: type[Exception]) -> None:
+    with pytest.raises(error, match="simulated"):
+        run_job("noop", {"fail": fail})
+
+
+def test_noop_sleeps_reporting_progress() -> None:
+    seen: list[float] = []
+    started = time.monotonic()
+    run_job("noop", {"sleep_s": 0.3}, progress=seen.append)
+    assert time.monotonic() - started >= 0.3
+    assert seen == sorted(seen)
+    assert seen[-1] == 1.0 and len(seen) >= 3
+
+
+@pytest.mark.timeout(10)
+def test_noop_stops_soon_after_cancel() -> None:
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(JobCancelled):
+        run_job("noop", {"sleep_s": 60}, should_stop=cancel.is_set)
+    assert time.monotonic() - started < 2.0
+
+
+def test_invalid_params_and_type_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="sleep_s"):
+        run_job("noop", {"sleep_s": -1})
+    with pytest.raises(ValueError):
+        run_job("teleport", {})
+
+
+def test_run_job_pickles_by_reference() -> None:
+    assert pickle.loads(pickle.dumps(run_job)) is run_job
