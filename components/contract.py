@@ -206,3 +206,10 @@ class MetricNames:
 
 
 METRICS: Final = MetricNames()
+
+
+# --- gpu-scheduler runtime (appended by the scheduler service) -------------------------------------
+
+# Message attribute `gpurt dlq replay` sets on a request it republishes from the dead-letter queue: the
+# scheduler then runs the job again even though the result store holds its `failed` result.
+REPLAY_ATTRIBUTE: Final = "gpurt_replay"
