@@ -1,0 +1,163 @@
+"""Publishing job requests and collecting their results over Pub/Sub, as the real client does it.
+
+Results are read through a private, temporary subscription on the result topic, created before the
+first request is published (a subscription only sees messages published after it exists) and deleted
+afterwards, so no other consumer of ``gpu-job-result-sub`` loses a message to the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from pydantic import ValidationError
+
+from components.contract import REQUEST_TOPIC, RESULT_TOPIC
+from runtime.protocol import JobRequest, JobResult
+
+if TYPE_CHECKING:
+    from google.cloud import pubsub_v1
+
+# The private subscription outlives a crashed CLI by at most a day (Pub/Sub's minimum expiration TTL).
+TEMP_SUBSCRIPTION_TTL_S: Final = 24 * 3600
+TEMP_SUBSCRIPTION_PREFIX: Final = "gpu-job-result-cli-"
+PUBLISH_TIMEOUT_S: Final = 30.0
+# How often a waiting caller wakes to refresh its progress display even when no result arrived.
+WAIT_TICK_S: Final = 0.25
+
+
+@dataclass(frozen=True)
+class PubSubClients:
+    """A publisher and a subscriber bound to one project and endpoint."""
+
+    project: str
+    publisher: pubsub_v1.PublisherClient
+    subscriber: pubsub_v1.SubscriberClient
+
+    def topic(self, name: str) -> str:
+        """Full resource path of topic ``name``."""
+        return f"projects/{self.project}/topics/{name}"
+
+    def subscription(self, name: str) -> str:
+        """Full resource path of subscription ``name``."""
+        return f"projects/{self.project}/subscriptions/{name}"
+
+    def close(self) -> None:
+        """Close both clients' channels."""
+        with contextlib.suppress(Exception):
+            self.publisher.transport.close()
+        with contextlib.suppress(Exception):
+            self.subscriber.close()
+
+
+def make_clients(project: str, emulator_host: str | None) -> PubSubClients:
+    """Clients for ``project``: on the emulator at ``emulator_host`` (insecure channel), else real Pub/Sub."""
+    from google.cloud import pubsub_v1
+
+    if not emulator_host:
+        return PubSubClients(project, pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient())
+    import grpc
+    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+    from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+
+    # What the client does itself under PUBSUB_EMULATOR_HOST, without touching the process environment.
+    publisher = pubsub_v1.PublisherClient(
+        transport=PublisherGrpcTransport(channel=grpc.insecure_channel(emulator_host)))
+    subscriber = pubsub_v1.SubscriberClient(
+        transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(emulator_host)))
+    return PubSubClients(project, publisher, subscriber)
+
+
+def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, object] | bytes,
+                    extra_attributes: Mapping[str, str] | None = None) -> str:
+    """Publish one request to the request topic; returns the Pub/Sub message id.
+
+    A ``JobRequest`` is serialised with its attributes; a raw mapping or bytes (drills that send
+    deliberately broken messages) is published as is, with whatever ``job_id``/``type`` it carries.
+    """
+    if isinstance(request, JobRequest):
+        data = request.model_dump_json(exclude_none=True).encode()
+        attributes = request.attributes()
+    else:
+        data = request if isinstance(request, bytes) else json.dumps(request).encode()
+        raw = request if isinstance(request, Mapping) else {}
+        attributes = {k: str(raw[k]) for k in ("job_id", "type") if k in raw}
+    attributes.update(extra_attributes or {})
+    future = clients.publisher.publish(clients.topic(REQUEST_TOPIC), data, **attributes)
+    return str(future.result(timeout=PUBLISH_TIMEOUT_S))
+
+
+class ResultCollector:
+    """A private subscription on the result topic that hands results to a waiting caller.
+
+    Use as a context manager around the publishes whose results you want::
+
+        with ResultCollector(clients) as results:
+            publish_request(clients, request)
+            outcome = results.wait({request.job_id}, timeout_s=60)
+    """
+
+    def __init__(self, clients: PubSubClients) -> None:
+        self._clients = clients
+        self._name = clients.subscription(TEMP_SUBSCRIPTION_PREFIX + uuid.uuid4().hex[:12])
+        self._queue: queue.Queue[JobResult] = queue.Queue()
+        self._future: pubsub_v1.subscriber.futures.StreamingPullFuture | None = None
+        self.received: dict[str, JobResult] = {}
+
+    def __enter__(self) -> ResultCollector:
+        self._clients.subscriber.create_subscription(request={
+            "name": self._name,
+            "topic": self._clients.topic(RESULT_TOPIC),
+            "ack_deadline_seconds": 60,
+            "expiration_policy": {"ttl": {"seconds": TEMP_SUBSCRIPTION_TTL_S}},
+        })
+        self._future = self._clients.subscriber.subscribe(self._name, callback=self._on_message)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._future is not None:
+            self._future.cancel()
+            with contextlib.suppress(Exception):
+                self._future.result(timeout=5)
+        with contextlib.suppress(Exception):
+            self._clients.subscriber.delete_subscription(request={"subscription": self._name})
+
+    def _on_message(self, message: pubsub_v1.subscriber.message.Message) -> None:
+        try:
+            result = JobResult.model_validate_json(message.data)
+        except ValidationError:
+            result = None  # not ours to judge; the scheduler's own subscription keeps a copy
+        message.ack()  # a private subscription: acking costs no other consumer anything
+        if result is not None:
+            self._queue.put(result)
+
+    def wait(self, job_ids: Iterable[str], timeout_s: float,
+             on_result: Callable[[JobResult], None] | None = None,
+             on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
+        """Wait until every id in ``job_ids`` has a result or ``timeout_s`` passes; returns those received.
+
+        A job that was retried may publish more than one result (``failed`` at the last attempt, a replay
+        later); the latest one received wins.
+        """
+        wanted = set(job_ids)
+        deadline = time.monotonic() + timeout_s
+        while not wanted <= self.received.keys():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                result = self._queue.get(timeout=min(WAIT_TICK_S, remaining))
+            except queue.Empty:
+                if on_tick:
+                    on_tick()
+                continue
+            self.received[result.job_id] = result
+            if result.job_id in wanted and on_result:
+                on_result(result)
+        return {job_id: self.received[job_id] for job_id in wanted if job_id in self.received}

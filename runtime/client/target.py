@@ -1,0 +1,50 @@
+"""Where a client sends its calls: the scheduler API, its control token, and the Pub/Sub endpoint.
+
+Resolution order, most explicit first: command-line flags, then environment (``GPURT_API_URL``,
+``GPURT_CONTROL_TOKEN``, ``PUBSUB_EMULATOR_HOST``, ``GPURT_PROJECT``), then the local platform's state file.
+So ``gpurt`` works unconfigured against ``gpurt local up`` and, with two variables set, against a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from components.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
+from runtime.local.state import default_local_dir, load_state
+
+API_URL_ENV: Final = "GPURT_API_URL"
+PROJECT_ENV: Final = "GPURT_PROJECT"
+EMULATOR_ENV: Final = "PUBSUB_EMULATOR_HOST"
+DEFAULT_PROJECT: Final = "gpurt-local"
+DEFAULT_API_URL: Final = f"http://127.0.0.1:{SCHEDULER_PORT}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved platform endpoint set."""
+
+    api_url: str
+    project: str
+    token: str | None = field(default=None, repr=False)
+    emulator_host: str | None = None
+    emulator_admin_url: str | None = None
+    source: str = "defaults"  # where the settings came from, for `--help`-style diagnostics
+
+
+def resolve_target(api_url: str | None = None, token: str | None = None, project: str | None = None,
+                   local_dir: Path | None = None) -> Target:
+    """Combine flags, environment and the local state file into a ``Target``."""
+    state = load_state(local_dir or default_local_dir())
+    env_url = os.environ.get(API_URL_ENV)
+    source = "flags/environment" if (api_url or env_url) else ("local state" if state else "defaults")
+    return Target(
+        api_url=(api_url or env_url or (state.api_url if state else DEFAULT_API_URL)).rstrip("/"),
+        project=project or os.environ.get(PROJECT_ENV) or (state.project if state else DEFAULT_PROJECT),
+        token=token or os.environ.get(CONTROL_TOKEN_ENV) or (state.control_token if state else None),
+        emulator_host=os.environ.get(EMULATOR_ENV) or (state.emulator_host if state else None),
+        emulator_admin_url=state.emulator_admin_url if state else None,
+        source=source,
+    )

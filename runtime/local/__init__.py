@@ -1,0 +1,8 @@
+"""The local platform: the whole system on one machine (DESIGN.md section 7)."""
+
+from runtime.local.platform import DownResult, LocalConfig, LocalPlatform, LocalPlatformError, UpResult
+from runtime.local.state import LocalState, load_state
+from runtime.local.status import PlatformStatus
+
+__all__ = ["DownResult", "LocalConfig", "LocalPlatform", "LocalPlatformError", "LocalState", "PlatformStatus",
+           "UpResult", "load_state"]

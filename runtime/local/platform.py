@@ -1,0 +1,290 @@
+"""The local platform: emulator + gpu-scheduler (hosting its Dask LocalCluster) as background processes.
+
+``LocalPlatform`` is the one implementation behind ``gpurt local up|status|down``, the demo, the runtime
+benchmark, the tests and ``gpurt validate --local``. Everything it starts is recorded in the state file
+first, so ``down`` can always clean up, even after a failed ``up``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from components.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
+from runtime.client.api import ApiClient, ApiError
+from runtime.client.pubsub import PubSubClients, make_clients
+from runtime.client.target import DEFAULT_PROJECT, EMULATOR_ENV, Target
+from runtime.local import processes
+from runtime.local.state import LocalState, ProcessRecord, clear_state, default_local_dir, load_state, save_state
+from runtime.local.status import PlatformStatus, collect_status
+from runtime.local.topology import ensure_topology
+
+EMULATOR: Final = "emulator"
+SCHEDULER: Final = "scheduler"
+DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
+DEFAULT_WORKERS: Final = 2  # this project's reference machine has two cores
+# Start-up budget: the scheduler imports Dask and starts a LocalCluster; on a loaded 2-core box that
+# can take most of a minute.
+READY_TIMEOUT_S: Final = 180.0
+EMULATOR_START_TIMEOUT_S: Final = 60.0
+DRAIN_TIMEOUT_S: Final = 120.0  # how long `down` waits for in-flight jobs before stopping anyway
+STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
+
+
+class LocalPlatformError(RuntimeError):
+    """The local platform could not be started or reached; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """How to start the local platform. Port 0 picks a free port (tests, parallel runs)."""
+
+    workers: int = DEFAULT_WORKERS
+    port: int = SCHEDULER_PORT
+    emulator_port: int = DEFAULT_EMULATOR_PORT
+    host: str = "127.0.0.1"
+    project: str = DEFAULT_PROJECT
+    result_store: str | None = None  # fsspec URL; default: a folder beside the state file
+    emulator_args: tuple[str, ...] = ()  # emulator-only knobs, e.g. time scaling for drills
+    scheduler_env: Mapping[str, str] = field(default_factory=dict)  # extra scheduler settings
+    ready_timeout_s: float = READY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What ``up`` did."""
+
+    state: LocalState
+    already_running: bool
+    created_topology: list[str]
+
+
+@dataclass(frozen=True)
+class DownResult:
+    """What ``down`` did."""
+
+    was_running: bool
+    drained: bool
+    killed: list[str]
+
+
+Step = Callable[[str], None]
+
+
+def _no_step(_: str) -> None:
+    """Progress sink for callers that show none."""
+
+
+class LocalPlatform:
+    """Start, inspect and stop the local platform rooted at ``directory`` (default ``./.gpurt/local``)."""
+
+    def __init__(self, directory: Path | None = None, config: LocalConfig | None = None) -> None:
+        self.directory = (directory or default_local_dir()).resolve()
+        self.config = config or LocalConfig()
+
+    # --- context manager: up on enter, down on exit (also on Ctrl-C and failures) -----------------
+
+    def __enter__(self) -> LocalPlatform:
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> LocalState | None:
+        """The saved state, or None when not started."""
+        return load_state(self.directory)
+
+    def running_state(self) -> LocalState:
+        """The state of a running platform; raises ``LocalPlatformError`` when it is not up."""
+        state = self.state
+        if state is None or not all(processes.is_alive(p) for p in state.processes):
+            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
+                                     "start it with `gpurt local up`")
+        return state
+
+    def up(self, on_step: Step = _no_step) -> UpResult:
+        """Start everything and wait until the scheduler is ready. Idempotent."""
+        existing = self.state
+        if existing is not None:
+            if all(processes.is_alive(p) for p in existing.processes) and _ready(existing):
+                return UpResult(existing, already_running=True, created_topology=[])
+            on_step("cleaning up a previous run that is no longer healthy")
+            self._stop_all(existing)
+        try:
+            return self._start(on_step)
+        except BaseException:
+            # Ctrl-C or a failed start: leave nothing running.
+            self.down(drain_timeout_s=0)
+            raise
+
+    def _start(self, on_step: Step) -> UpResult:
+        cfg = self.config
+        if cfg.workers < 1:
+            raise LocalPlatformError("--workers must be at least 1")
+        port = self._port(cfg.port, "scheduler")
+        emulator_port = self._port(cfg.emulator_port, "emulator")
+        admin_port = processes.free_port(cfg.host)
+        logs = self.directory / "logs"
+        result_store = cfg.result_store or (self.directory / "results").as_uri()
+        token = secrets.token_urlsafe(32)
+        emulator_host = f"{cfg.host}:{emulator_port}"
+        base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        base_env.pop(EMULATOR_ENV, None)
+
+        on_step(f"starting the Pub/Sub emulator on {emulator_host}")
+        emulator = processes.start_process(
+            EMULATOR,
+            [sys.executable, "-m", "runtime.emulator", "--host", cfg.host, "--port", str(emulator_port),
+             "--admin-port", str(admin_port), *cfg.emulator_args],
+            base_env, logs / "emulator.log")
+        state = LocalState(
+            project=cfg.project, api_url=f"http://{cfg.host}:{port}", emulator_host=emulator_host,
+            emulator_admin_url=f"http://{cfg.host}:{admin_port}", control_token=token,
+            result_store=result_store, workers=cfg.workers, processes=[emulator])
+        save_state(state, self.directory)
+        self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
+                   [emulator], "the emulator did not open its port")
+
+        on_step("creating the contract's topics and subscriptions")
+        clients = make_clients(cfg.project, emulator_host)
+        try:
+            created = ensure_topology(clients)
+        finally:
+            clients.close()
+
+        on_step(f"starting the gpu-scheduler with {cfg.workers} Dask worker(s) on port {port}")
+        scheduler_env = {
+            **base_env,
+            EMULATOR_ENV: emulator_host,
+            "GPURT_PROJECT": cfg.project,
+            "GPURT_DASK_SCHEDULER": "",  # empty: the scheduler hosts its own LocalCluster
+            "GPURT_LOCAL_WORKERS": str(cfg.workers),
+            "GPURT_RESULT_STORE": result_store,
+            CONTROL_TOKEN_ENV: token,
+            "GPURT_HOST": cfg.host,
+            "GPURT_PORT": str(port),
+            "GPURT_POOLS": "local",
+            "GPURT_LEADER": "always",
+            "GPURT_EMULATOR_ADMIN_URL": state.emulator_admin_url or "",
+            **cfg.scheduler_env,
+        }
+        scheduler = processes.start_process(SCHEDULER, [sys.executable, "-m", "runtime.scheduler"],
+                                            scheduler_env, logs / "scheduler.log")
+        state = state.model_copy(update={"processes": [emulator, scheduler]})
+        save_state(state, self.directory)
+
+        on_step("waiting for the scheduler to become ready")
+        self._wait(lambda: _ready(state), cfg.ready_timeout_s, [emulator, scheduler],
+                   "the scheduler did not become ready")
+        return UpResult(state, already_running=False, created_topology=created)
+
+    def down(self, drain_timeout_s: float = DRAIN_TIMEOUT_S, grace_s: float = STOP_GRACE_S) -> DownResult:
+        """Drain the scheduler (in-flight jobs finish), stop every process, remove the state file."""
+        state = self.state
+        if state is None:
+            return DownResult(was_running=False, drained=False, killed=[])
+        drained = False
+        scheduler = state.process(SCHEDULER)
+        if drain_timeout_s > 0 and scheduler is not None and processes.is_alive(scheduler):
+            drained = _drain(state, drain_timeout_s)
+        killed = self._stop_all(state, grace_s)
+        clear_state(self.directory)
+        return DownResult(was_running=True, drained=drained, killed=killed)
+
+    def status(self) -> PlatformStatus:
+        """Processes, health, readiness, pools and backlog of the platform (works when down, too)."""
+        return collect_status(self.state, self.directory)
+
+    # --- clients -------------------------------------------------------------------------------------
+
+    def target(self) -> Target:
+        """Endpoints and token of the running platform."""
+        state = self.running_state()
+        return Target(api_url=state.api_url, project=state.project, token=state.control_token,
+                      emulator_host=state.emulator_host, emulator_admin_url=state.emulator_admin_url,
+                      source="local state")
+
+    def api(self) -> ApiClient:
+        """An authenticated API client of the running scheduler (close it, or use ``with``)."""
+        state = self.running_state()
+        return ApiClient(state.api_url, state.control_token)
+
+    def pubsub(self) -> PubSubClients:
+        """Pub/Sub clients bound to the platform's emulator (close them when done)."""
+        state = self.running_state()
+        return make_clients(state.project, state.emulator_host)
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _port(self, port: int, what: str) -> int:
+        if port == 0:
+            return processes.free_port(self.config.host)
+        if processes.port_in_use(self.config.host, port):
+            raise LocalPlatformError(f"port {port} on {self.config.host} is taken, so the {what} cannot use it; "
+                                     "stop what holds it or choose another port")
+        return port
+
+    def _wait(self, predicate: Callable[[], bool], timeout_s: float, watched: list[ProcessRecord],
+              failure: str) -> None:
+        def done_or_dead() -> bool:
+            return predicate() or any(not processes.is_alive(p) for p in watched)
+
+        processes.wait_until(done_or_dead, timeout_s, interval_s=0.25)
+        if predicate():
+            return
+        dead = next((p for p in watched if not processes.is_alive(p)), None)
+        culprit = dead or watched[-1]
+        reason = f"the {culprit.name} process exited" if dead else f"timed out after {timeout_s:.0f} s"
+        raise LocalPlatformError(f"{failure}: {reason}. Last lines of {culprit.log_path}:\n"
+                                 f"{processes.log_tail(culprit.log_path)}")
+
+    @staticmethod
+    def _stop_all(state: LocalState, grace_s: float = STOP_GRACE_S) -> list[str]:
+        # The scheduler first: it must not see its broker vanish while it still finishes jobs.
+        killed = []
+        for record in reversed(state.processes):
+            if processes.stop_process(record, grace_s):
+                killed.append(record.name)
+        return killed
+
+
+def _ready(state: LocalState) -> bool:
+    with ApiClient(state.api_url, state.control_token, timeout_s=2.0) as api:
+        return api.is_ready()
+
+
+def _drain(state: LocalState, timeout_s: float) -> bool:
+    """Put the scheduler in drain mode and wait until it runs no job; False if it did not get there."""
+    with ApiClient(state.api_url, state.control_token, timeout_s=5.0) as api:
+        try:
+            api.set_maintenance("drain")
+        except ApiError:
+            return False
+
+        def idle() -> bool:
+            try:
+                return in_flight(api.status()) == 0
+            except ApiError:
+                return False
+
+        return processes.wait_until(idle, timeout_s, interval_s=0.5)
+
+
+def in_flight(status: Mapping[str, object]) -> int:
+    """Jobs running now, from a ``GET /status`` body."""
+    for key in ("in_flight", "jobs_in_flight"):
+        value = status.get(key)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, list):
+            return len(value)
+    return 0

@@ -1,0 +1,132 @@
+"""Background processes of the local platform: start with a log file, check, stop gracefully.
+
+Each process leads its own session (process group), so a Ctrl-C in the terminal that ran ``gpurt local
+up`` does not reach it, and stopping it also stops its children (the scheduler's Dask LocalCluster
+workers) instead of leaving orphans behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import psutil
+
+from runtime.local.state import ProcessRecord
+
+# How often to look at a stopping process; short, since shutdown is usually quick.
+POLL_INTERVAL_S: Final = 0.1
+LOG_TAIL_BYTES: Final = 4_000  # enough of a log to show why a process died at start-up
+
+
+def start_process(name: str, command: Sequence[str], env: Mapping[str, str], log_path: Path,
+                  cwd: Path | None = None) -> ProcessRecord:
+    """Start ``command`` in its own session, stdout and stderr appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            list(command), env=dict(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=cwd, start_new_session=True,
+        )
+    try:
+        create_time = psutil.Process(proc.pid).create_time()
+    except psutil.NoSuchProcess:
+        create_time = 0.0  # died at once; is_alive reports it and the caller shows the log
+    return ProcessRecord(name=name, pid=proc.pid, create_time=create_time, log_path=log_path, command=list(command))
+
+
+def _process(record: ProcessRecord) -> psutil.Process | None:
+    try:
+        proc = psutil.Process(record.pid)
+        if abs(proc.create_time() - record.create_time) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.NoSuchProcess:
+        return None
+
+
+def is_alive(record: ProcessRecord) -> bool:
+    """Whether the process of ``record`` still runs (and is the same process, not a recycled pid)."""
+    return _process(record) is not None
+
+
+def stop_process(record: ProcessRecord, grace_s: float) -> bool:
+    """SIGTERM the process group of ``record``, SIGKILL it after ``grace_s``. True if it had to be killed."""
+    proc = _process(record)
+    if proc is None:
+        return False
+    # The group outlives its leader when a child ignores SIGTERM: collect the members first.
+    members = [proc, *_children(proc)]
+    _signal_group(record.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(members, timeout=grace_s)
+    if not alive:
+        _reap(record.pid)
+        return False
+    _signal_group(record.pid, signal.SIGKILL)
+    for member in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    _reap(record.pid)
+    return True
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _reap(pid: int) -> None:
+    # When this process started the child (tests, the demo), collect its exit status so no zombie stays.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log, for an error message."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - limit))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (the caller binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something accepts connections on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = POLL_INTERVAL_S) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout_s`` passes; returns its last value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)

@@ -1,0 +1,93 @@
+"""The local platform's state file: where its processes run and how to reach them.
+
+``.gpurt/local/state.json`` is written by ``gpurt local up`` and read by every other command (and by the
+validation helper) to find the API, the emulator and the control token. It holds a secret, so it is
+created with mode 0600 and never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Overrides where the local platform keeps its state and logs (default: ./.gpurt/local).
+LOCAL_DIR_ENV: Final = "GPURT_LOCAL_DIR"
+STATE_FILE: Final = "state.json"
+STATE_FILE_MODE: Final = 0o600  # the file carries the control token
+
+
+class ProcessRecord(BaseModel):
+    """One background process of the local platform."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    pid: int
+    create_time: float = Field(description="psutil create time, so a recycled pid is never mistaken for ours.")
+    log_path: Path
+    command: list[str]
+
+
+class LocalState(BaseModel):
+    """Everything a client needs to use a running local platform."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project: str
+    api_url: str
+    emulator_host: str = Field(description="host:port for PUBSUB_EMULATOR_HOST.")
+    emulator_admin_url: str | None = None
+    control_token: str = Field(repr=False)
+    result_store: str
+    workers: int
+    processes: list[ProcessRecord]
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    def process(self, name: str) -> ProcessRecord | None:
+        """The record of the process called ``name``, if any."""
+        return next((p for p in self.processes if p.name == name), None)
+
+
+def default_local_dir() -> Path:
+    """The local platform's folder: ``$GPURT_LOCAL_DIR`` or ``./.gpurt/local``."""
+    override = os.environ.get(LOCAL_DIR_ENV)
+    return Path(override) if override else Path.cwd() / ".gpurt" / "local"
+
+
+def save_state(state: LocalState, directory: Path) -> Path:
+    """Write ``state`` atomically with mode 0600 and return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    # Create the file with the final mode, so the token is never readable by others even for an instant.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, STATE_FILE_MODE)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(state.model_dump_json(indent=2))
+    os.chmod(tmp, STATE_FILE_MODE)
+    os.replace(tmp, path)
+    return path
+
+
+def load_state(directory: Path) -> LocalState | None:
+    """The saved state, or ``None`` when no local platform was started from ``directory``."""
+    path = directory / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        return LocalState.model_validate(json.loads(path.read_text()))
+    except (ValueError, OSError) as exc:
+        raise StateError(f"{path} is unreadable ({exc}); remove it and run `gpurt local up` again") from None
+
+
+def clear_state(directory: Path) -> None:
+    """Remove the state file (logs stay, for the post-mortem)."""
+    (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+class StateError(RuntimeError):
+    """The state file exists but cannot be used."""

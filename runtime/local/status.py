@@ -1,0 +1,76 @@
+"""A snapshot of the local platform: its processes, the scheduler's health, pools and backlog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from runtime.client.api import ApiClient, ApiError, Pool
+from runtime.local import processes
+from runtime.local.state import LocalState
+
+STATS_TIMEOUT_S = 2.0  # the emulator's admin view is local and instant; longer means it is stuck
+
+
+class ProcessStatus(BaseModel):
+    """One background process."""
+
+    name: str
+    pid: int
+    alive: bool
+    log_path: Path
+
+
+class PlatformStatus(BaseModel):
+    """Everything ``gpurt local status`` shows; ``running`` is False when nothing was started."""
+
+    running: bool
+    directory: Path
+    api_url: str | None = None
+    emulator_host: str | None = None
+    processes: list[ProcessStatus] = []
+    healthy: bool = False
+    ready: bool = False
+    scheduler: dict[str, Any] = {}
+    pools: list[Pool] = []
+    subscriptions: dict[str, dict[str, Any]] = {}  # emulator admin view: backlog, outstanding, dead-lettered
+    problems: list[str] = []
+
+
+def collect_status(state: LocalState | None, directory: Path) -> PlatformStatus:
+    """Ask every part of the platform how it is; never raises for an unreachable part, records it."""
+    if state is None:
+        return PlatformStatus(running=False, directory=directory)
+    procs = [ProcessStatus(name=p.name, pid=p.pid, alive=processes.is_alive(p), log_path=p.log_path)
+             for p in state.processes]
+    status = PlatformStatus(running=all(p.alive for p in procs), directory=directory, api_url=state.api_url,
+                            emulator_host=state.emulator_host, processes=procs)
+    status.problems.extend(f"{p.name} (pid {p.pid}) is not running; see {p.log_path}" for p in procs if not p.alive)
+    with ApiClient(state.api_url, state.control_token, timeout_s=3.0) as api:
+        try:
+            api.healthz()
+            status.healthy = True
+            status.ready = api.is_ready()
+            status.scheduler = api.status()
+            status.pools = api.pools()
+        except ApiError as exc:
+            status.problems.append(str(exc))
+    if state.emulator_admin_url:
+        try:
+            status.subscriptions = _emulator_stats(state.emulator_admin_url)
+        except (httpx.HTTPError, ValueError) as exc:
+            status.problems.append(f"emulator admin view unreachable: {exc}")
+    return status
+
+
+def _emulator_stats(admin_url: str) -> dict[str, dict[str, Any]]:
+    response = httpx.get(f"{admin_url}/stats", timeout=STATS_TIMEOUT_S)
+    response.raise_for_status()
+    body = response.json()
+    subs = body.get("subscriptions", body) if isinstance(body, dict) else {}
+    if isinstance(subs, list):
+        return {str(item.get("name", i)).rsplit("/", 1)[-1]: item for i, item in enumerate(subs)}
+    return {str(name).rsplit("/", 1)[-1]: value for name, value in subs.items() if isinstance(value, dict)}
