@@ -213,3 +213,11 @@ METRICS: Final = MetricNames()
 # Message attribute `gpurt dlq replay` sets on a request it republishes from the dead-letter queue: the
 # scheduler then runs the job again even though the result store holds its `failed` result.
 REPLAY_ATTRIBUTE: Final = "gpurt_replay"
+
+
+# --- Subscriptions without a dead-letter policy (appended by infra-core) -----------------------------
+# The policy pack requires a dead-letter policy on every pull subscription unless it carries this label.
+# Two kinds do: a DLQ's own subscription (dead-lettering a dead letter only hides it) and the result
+# subscription (its readers are clients that skip results they do not own; nacking those must not burn
+# delivery attempts and shunt other clients' results into a queue nobody replays).
+NO_DEAD_LETTER_LABEL: Final = ("dead-letter", "none")
