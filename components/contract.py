@@ -221,3 +221,24 @@ REPLAY_ATTRIBUTE: Final = "gpurt_replay"
 # subscription (its readers are clients that skip results they do not own; nacking those must not burn
 # delivery attempts and shunt other clients' results into a queue nobody replays).
 NO_DEAD_LETTER_LABEL: Final = ("dead-letter", "none")
+
+
+# --- Kubernetes workloads (appended by infra-k8s) ---------------------------------------------------
+
+# Key inside the CONTROL_TOKEN_SECRET Secret that holds the bearer token.
+CONTROL_TOKEN_SECRET_KEY: Final = "token"
+# Every Dask worker group (the DaskWorkerGroup object and its pods) carries this label with its GPU pool
+# name. The operator names the cluster's own group `<cluster>-default` whatever pool it serves, so code
+# that scales a pool looks its group up by this label rather than by name.
+DASK_POOL_LABEL: Final = "gpu-runtime.dev/pool"
+# In-cluster address of the Dask scheduler Service the operator creates (`<cluster>-scheduler`).
+DASK_SCHEDULER_ADDRESS: Final = (
+    f"tcp://{DASK_CLUSTER_NAME}-scheduler.{COMPUTE_NAMESPACE}.svc.cluster.local:{DASK_SCHEDULER_PORT}"
+)
+# In-cluster URL of the gpu-scheduler Service.
+SCHEDULER_URL: Final = f"http://{SCHEDULER_DEPLOYMENT}.{RUNTIME_NAMESPACE}.svc.cluster.local:{SCHEDULER_PORT}"
+# A workload that cannot meet a policy rule says so on its pod template with this annotation, whose value
+# names the rule and the reason (the DCGM exporter must run privileged to read GPUs it does not claim).
+POLICY_EXCEPTION_ANNOTATION: Final = "gpu-runtime.dev/policy-exception"
+# Prometheus job label of the DCGM exporter's scrape target (the Service name), which alerts select on.
+DCGM_EXPORTER_JOB: Final = "dcgm-exporter"
