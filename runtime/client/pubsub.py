@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import ValidationError
 
-from components.contract import REQUEST_TOPIC, RESULT_TOPIC
+from components.contract import RESULT_TOPIC
 from runtime.protocol import JobRequest, JobResult
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 # The private subscription outlives a crashed CLI by at most a day (Pub/Sub's minimum expiration TTL).
 TEMP_SUBSCRIPTION_TTL_S: Final = 24 * 3600
 TEMP_SUBSCRIPTION_PREFIX: Final = "gpu-job-result-cli-"
-PUBLISH_TIMEOUT_S: Final = 30.0
 # How often a waiting caller wakes to refresh its progress display even when no result arrived.
 WAIT_TICK_S: Final = 0.25
 
@@ -57,21 +56,10 @@ class PubSubClients:
 
 
 def make_clients(project: str, emulator_host: str | None) -> PubSubClients:
-    """Clients for ``project``: on the emulator at ``emulator_host`` (insecure channel), else real Pub/Sub."""
-    from google.cloud import pubsub_v1
+    """Clients for ``project``: on the emulator at ``emulator_host``, else real Pub/Sub with ambient credentials."""
+    from runtime.pubsub.clients import publisher_client, subscriber_client
 
-    if not emulator_host:
-        return PubSubClients(project, pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient())
-    import grpc
-    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
-    from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
-
-    # What the client does itself under PUBSUB_EMULATOR_HOST, without touching the process environment.
-    publisher = pubsub_v1.PublisherClient(
-        transport=PublisherGrpcTransport(channel=grpc.insecure_channel(emulator_host)))
-    subscriber = pubsub_v1.SubscriberClient(
-        transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(emulator_host)))
-    return PubSubClients(project, publisher, subscriber)
+    return PubSubClients(project, publisher_client(emulator_host), subscriber_client(emulator_host))
 
 
 def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, object] | bytes,
@@ -81,6 +69,8 @@ def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, o
     A ``JobRequest`` is serialised with its attributes; a raw mapping or bytes (drills that send
     deliberately broken messages) is published as is, with whatever ``job_id``/``type`` it carries.
     """
+    from runtime.pubsub.publisher import TopicPublisher
+
     if isinstance(request, JobRequest):
         data = request.model_dump_json(exclude_none=True).encode()
         attributes = request.attributes()
@@ -89,8 +79,7 @@ def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, o
         raw = request if isinstance(request, Mapping) else {}
         attributes = {k: str(raw[k]) for k in ("job_id", "type") if k in raw}
     attributes.update(extra_attributes or {})
-    future = clients.publisher.publish(clients.topic(REQUEST_TOPIC), data, **attributes)
-    return str(future.result(timeout=PUBLISH_TIMEOUT_S))
+    return TopicPublisher(clients.publisher, clients.project).publish_raw_request(data, attributes)
 
 
 class ResultCollector:

@@ -22,7 +22,6 @@ from runtime.client.target import DEFAULT_PROJECT, EMULATOR_ENV, Target
 from runtime.local import processes
 from runtime.local.state import LocalState, ProcessRecord, clear_state, default_local_dir, load_state, save_state
 from runtime.local.status import PlatformStatus, collect_status
-from runtime.local.topology import ensure_topology
 
 EMULATOR: Final = "emulator"
 SCHEDULER: Final = "scheduler"
@@ -155,9 +154,11 @@ class LocalPlatform:
                    [emulator], "the emulator did not open its port")
 
         on_step("creating the contract's topics and subscriptions")
+        from runtime.pubsub.admin import ensure_topology
+
         clients = make_clients(cfg.project, emulator_host)
         try:
-            created = ensure_topology(clients)
+            created = ensure_topology(cfg.project, clients.publisher, clients.subscriber)
         finally:
             clients.close()
 

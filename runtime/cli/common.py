@@ -1,0 +1,93 @@
+"""What every runtime command shares: the console, option types, target resolution and error handling.
+
+Errors a user can cause or fix (bad input, platform down, API refusal) print one clear line and exit
+non-zero; only real bugs keep their traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Final, ParamSpec, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from runtime.client.api import ApiClient, ApiError
+from runtime.client.target import Target, resolve_target
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_FAILED: Final = 1  # the operation ran and failed (job failed/rejected, API refused)
+EXIT_USAGE: Final = 2  # bad input (Typer's own convention)
+EXIT_TIMEOUT: Final = 3  # gave up waiting; the operation may still complete
+
+ApiUrlOption = Annotated[str | None, typer.Option("--api-url", help="Scheduler API URL "
+                         "(default: $GPURT_API_URL, the local platform's state, http://127.0.0.1:8080).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class UserError(Exception):
+    """Input the user must fix; printed without a traceback, exit code 2."""
+
+
+def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn the errors a user can act on into a one-line message and an exit code."""
+    from runtime.local.platform import LocalPlatformError
+    from runtime.local.state import StateError
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except UserError as exc:
+            err_console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        except (ApiError, LocalPlatformError, StateError) as exc:
+            err_console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(EXIT_FAILED) from None
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/]")
+            raise typer.Exit(130) from None
+        except Exception as exc:
+            from google.api_core.exceptions import GoogleAPICallError
+
+            if isinstance(exc, GoogleAPICallError):
+                err_console.print(f"[red]error:[/] Pub/Sub refused the call: {exc.message}")
+                raise typer.Exit(EXIT_FAILED) from None
+            raise
+
+    return wrapper
+
+
+def target(api_url: str | None) -> Target:
+    """The platform this command talks to."""
+    return resolve_target(api_url=api_url)
+
+
+def api_client(api_url: str | None) -> ApiClient:
+    """An authenticated client of the scheduler API."""
+    resolved = target(api_url)
+    return ApiClient(resolved.api_url, resolved.token)
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` (models included) as JSON on stdout."""
+    # Plain echo, not rich: JSON must never be wrapped or coloured for the program reading it.
+    typer.echo(json.dumps(_plain(value), indent=2, default=str))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,172 @@
+"""``gpurt submit`` and ``gpurt jobs get|cancel``: submit risk jobs and follow them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+from pydantic import ValidationError
+
+from runtime.cli.common import (
+    EXIT_FAILED,
+    EXIT_TIMEOUT,
+    ApiUrlOption,
+    JsonOption,
+    UserError,
+    api_client,
+    console,
+    err_console,
+    friendly_errors,
+    print_json,
+    target,
+)
+from runtime.cli.render import results_table
+from runtime.client.api import ApiError
+from runtime.protocol import JobRequest, JobResult, JobStatus
+
+jobs_app = typer.Typer(help="Look up or cancel a job by its id.", no_args_is_help=True)
+DEFAULT_WAIT_S: Final = 300.0
+STATE_POLL_S: Final = 2.0  # how often --wait asks the API where a job stands (for the progress line)
+
+
+def build_request(job_file: Path | None, job_type: str | None, params: list[str], job_id: str | None,
+                  timeout_s: float | None = None) -> JobRequest:
+    """A validated request from a JSON file, or from ``--type`` and ``--param k=v`` pairs."""
+    if job_file is not None and job_type is not None:
+        raise UserError("give a JOB.json file or --type, not both")
+    if job_file is not None:
+        try:
+            body = json.loads(job_file.read_text())
+        except OSError as exc:
+            raise UserError(f"cannot read {job_file}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{job_file} is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise UserError(f"{job_file} must hold a JSON object")
+        if params:
+            body["params"] = {**(body.get("params") or {}), **_parse_params(params)}
+    elif job_type is not None:
+        body = {"type": job_type, "params": _parse_params(params)}
+    else:
+        raise UserError("give a JOB.json file or --type (see `gpurt submit --help`)")
+    body.setdefault("job_id", job_id or f"{body.get('type', 'job')}-{uuid.uuid4().hex[:10]}")
+    if job_id:
+        body["job_id"] = job_id
+    if timeout_s is not None:
+        body["timeout_s"] = timeout_s
+    try:
+        return JobRequest.model_validate(body)
+    except (ValidationError, ValueError) as exc:
+        raise UserError(f"invalid job: {_validation_message(exc)}") from None
+
+
+def _parse_params(pairs: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--param takes key=value, got {pair!r}")
+        try:
+            params[key] = json.loads(raw)  # numbers, booleans, lists (exposures=[1e6,2e6])
+        except json.JSONDecodeError:
+            params[key] = raw  # a bare word such as kind=put
+    return params
+
+
+def _validation_message(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'job'}: {e['msg']}"
+                         for e in exc.errors(include_url=False))
+    return str(exc)
+
+
+@friendly_errors
+def submit(
+    job_file: Annotated[Path | None, typer.Argument(help="A job request as JSON (see examples/).")] = None,
+    job_type: Annotated[str | None, typer.Option("--type", "-t", help="Job type, instead of a file.")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Parameter key=value (repeat).")] = None,
+    job_id: Annotated[str | None, typer.Option("--job-id", help="Idempotency key (default: generated).")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the result, with progress.")] = False,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds --wait waits for the result.")] = DEFAULT_WAIT_S,
+    api_url: ApiUrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Publish a job to gpu-job-request. With --wait, exit 1 unless the job succeeds, 3 on timeout."""
+    from runtime.client.pubsub import ResultCollector, make_clients, publish_request
+
+    request = build_request(job_file, job_type, param or [], job_id)
+    resolved = target(api_url)
+    clients = make_clients(resolved.project, resolved.emulator_host)
+    try:
+        if not wait:
+            message_id = publish_request(clients, request)
+            if as_json:
+                print_json({"job_id": request.job_id, "message_id": message_id})
+            else:
+                console.print(f"published [bold]{request.job_id}[/] (message {message_id})")
+            return
+        with ResultCollector(clients) as collector:
+            publish_request(clients, request)
+            result = _wait_for(collector, request.job_id, timeout, api_url)
+    finally:
+        clients.close()
+    if result is None:
+        err_console.print(f"[yellow]no result for {request.job_id} after {timeout:.0f} s; "
+                          f"it may still finish: gpurt jobs get {request.job_id}[/]")
+        raise typer.Exit(EXIT_TIMEOUT)
+    if as_json:
+        print_json(result)
+    else:
+        console.print(results_table([result], title=f"job {request.job_id}"))
+    if result.status is not JobStatus.SUCCEEDED:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _wait_for(collector: Any, job_id: str, timeout_s: float, api_url: str | None) -> JobResult | None:
+    started = time.monotonic()
+    last_poll = 0.0
+    state = "queued"
+    with console.status(f"waiting for {job_id}…") as spinner, api_client(api_url) as api:
+        def tick() -> None:
+            nonlocal last_poll, state
+            now = time.monotonic()
+            if now - last_poll >= STATE_POLL_S:
+                last_poll = now
+                # Best effort: the progress line may miss a beat; the result itself comes by Pub/Sub.
+                with contextlib.suppress(ApiError):
+                    state = api.get_job(job_id).state or state
+            spinner.update(f"waiting for {job_id}: {state}, {now - started:.0f} s")
+
+        results = collector.wait({job_id}, timeout_s, on_tick=tick)
+    return results.get(job_id)
+
+
+@jobs_app.command("get")
+@friendly_errors
+def get(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
+    """Show a job's state and, once finished, its result."""
+    with api_client(api_url) as api:
+        job = api.get_job(job_id)
+    if as_json:
+        print_json(job)
+    elif job.result is not None:
+        console.print(results_table([job.result], title=f"job {job_id}"))
+    else:
+        console.print(f"job {job_id}: {job.state or 'unknown'}")
+
+
+@jobs_app.command("cancel")
+@friendly_errors
+def cancel(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
+    """Ask a running job to stop; its result becomes `cancelled`."""
+    with api_client(api_url) as api:
+        answer = api.cancel_job(job_id)
+    if as_json:
+        print_json(answer)
+    else:
+        console.print(f"cancellation requested for {job_id}")

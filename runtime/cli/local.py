@@ -1,0 +1,122 @@
+"""``gpurt local up|status|down``: the local platform's lifecycle."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from runtime.cli.common import JsonOption, console, friendly_errors, print_json
+
+if TYPE_CHECKING:
+    from runtime.local.status import PlatformStatus
+
+local_app = typer.Typer(help="Run the whole platform on this machine: emulator, scheduler, Dask.",
+                        no_args_is_help=True)
+
+
+@local_app.command("up")
+@friendly_errors
+def up(
+    workers: Annotated[int, typer.Option(min=1, help="Dask workers of the LocalCluster (the 'local' pool).")] = 2,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Scheduler API port (0 = any free port).")] = 8080,
+    emulator_port: Annotated[int, typer.Option(min=0, max=65535, help="Pub/Sub emulator port (0 = free).")] = 8085,
+    as_json: JsonOption = False,
+) -> None:
+    """Start the emulator and the scheduler in the background and wait until they are ready."""
+    from runtime.local import LocalConfig, LocalPlatform
+
+    platform = LocalPlatform(config=LocalConfig(workers=workers, port=port, emulator_port=emulator_port))
+    with console.status("starting the local platform…") as spinner:
+        outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
+    state = outcome.state
+    if as_json:
+        print_json({"already_running": outcome.already_running, "api_url": state.api_url,
+                    "emulator_host": state.emulator_host, "project": state.project,
+                    "result_store": state.result_store, "state_dir": str(platform.directory)})
+        return
+    console.print("[green]already running[/]" if outcome.already_running else "[green]local platform is up[/]")
+    table = Table(show_header=False, box=None)
+    table.add_row("scheduler API", state.api_url)
+    table.add_row("Pub/Sub emulator", f"PUBSUB_EMULATOR_HOST={state.emulator_host}")
+    table.add_row("project", state.project)
+    table.add_row("result store", state.result_store)
+    table.add_row("Dask workers", str(state.workers))
+    table.add_row("logs", str(platform.directory / "logs"))
+    table.add_row("control token", f"in {platform.directory / 'state.json'} (mode 0600)")
+    console.print(table)
+    console.print("next: [bold]gpurt submit --type noop --wait[/]   stop: [bold]gpurt local down[/]")
+
+
+@local_app.command("status")
+@friendly_errors
+def status(as_json: JsonOption = False) -> None:
+    """Show processes, health, pools and Pub/Sub backlog. Exit code 1 when not running or unhealthy."""
+    from runtime.local import LocalPlatform
+
+    report = LocalPlatform().status()
+    if as_json:
+        print_json(report)
+    elif not report.running and not report.processes:
+        console.print(f"the local platform is not running (state dir {report.directory})")
+    else:
+        _print_status(report)
+    if not (report.running and report.healthy):
+        raise typer.Exit(1)
+
+
+def _print_status(report: PlatformStatus) -> None:
+    procs = Table(title="processes")
+    for column in ("name", "pid", "state", "log"):
+        procs.add_column(column)
+    for proc in report.processes:
+        procs.add_row(proc.name, str(proc.pid), "[green]running[/]" if proc.alive else "[red]exited[/]",
+                      str(proc.log_path))
+    console.print(procs)
+    health = "[green]healthy[/]" if report.healthy else "[red]unreachable[/]"
+    ready = "[green]ready[/]" if report.ready else "[yellow]not ready[/]"
+    console.print(f"scheduler {report.api_url}: {health}, {ready}")
+    for key in ("maintenance", "mode", "in_flight", "jobs_in_flight", "leader", "consumer"):
+        if key in report.scheduler:
+            console.print(f"  {key}: {report.scheduler[key]}")
+    if report.pools:
+        pools = Table(title="pools")
+        for column in ("pool", "workers", "desired", "state"):
+            pools.add_column(column)
+        for pool in report.pools:
+            pools.add_row(pool.id, str(pool.workers), str(pool.desired if pool.desired is not None else "-"),
+                          pool.state or "-")
+        console.print(pools)
+    if report.subscriptions:
+        subs = Table(title="subscriptions (emulator)")
+        subs.add_column("subscription")
+        keys = sorted({key for value in report.subscriptions.values() for key in value if key != "name"})
+        for key in keys:
+            subs.add_column(key)
+        for name, value in sorted(report.subscriptions.items()):
+            subs.add_row(name, *(str(value.get(key, "-")) for key in keys))
+        console.print(subs)
+    for problem in report.problems:
+        console.print(f"[red]problem:[/] {problem}")
+
+
+@local_app.command("down")
+@friendly_errors
+def down(
+    drain_timeout: Annotated[float, typer.Option(min=0, help="Seconds to let in-flight jobs finish.")] = 120.0,
+) -> None:
+    """Drain the scheduler, let in-flight jobs finish, stop every process and remove the state."""
+    from runtime.local import LocalPlatform
+
+    with console.status("draining and stopping the local platform…"):
+        outcome = LocalPlatform().down(drain_timeout_s=drain_timeout)
+    if not outcome.was_running:
+        console.print("the local platform was not running")
+        return
+    if not outcome.drained:
+        console.print("[yellow]in-flight jobs did not finish before the drain deadline; "
+                      "Pub/Sub will redeliver them next time[/]")
+    if outcome.killed:
+        console.print(f"[yellow]had to SIGKILL: {', '.join(outcome.killed)}[/]")
+    console.print("[green]local platform stopped[/]")
