@@ -1,0 +1,263 @@
+"""Typed stack configuration: what ``Pulumi.<stack>.yaml`` may say, checked before any resource is declared.
+
+``parse_stack_config`` is pure (a mapping in, a validated ``StackConfig`` out) so it is unit-tested without
+Pulumi; ``load_stack_config`` reads the running stack's ``pulumi.Config`` and hands it to the parser. A bad
+value fails the program early with every problem listed by its config key, not deep inside a provider call.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pulumi
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+PROJECT_NAMESPACE: Final = "gpu-runtime"
+CONTROL_TOKEN_KEY: Final = "controlToken"
+
+# Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
+_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex")
+_INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
+_BOOL_KEYS: Final = ("deletionProtection",)
+_STRING_KEYS: Final = ("releaseChannel",)
+
+# Which machine families can host which accelerator (GCP attaches A100/L4/H100 only to their own families).
+ACCELERATOR_MACHINE_FAMILIES: Final = {
+    "nvidia-tesla-t4": ("n1-",),
+    "nvidia-tesla-v100": ("n1-",),
+    "nvidia-tesla-p100": ("n1-",),
+    "nvidia-tesla-a100": ("a2-highgpu-",),
+    "nvidia-a100-80gb": ("a2-ultragpu-",),
+    "nvidia-l4": ("g2-",),
+    "nvidia-h100-80gb": ("a3-",),
+}
+# GKE node pool names: lowercase DNS label, and short enough to leave room for GKE's own suffixes.
+_POOL_NAME_RE: Final = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
+RELEASE_CHANNELS: Final = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+
+class ConfigError(pulumi.RunError):
+    """Stack configuration is missing or invalid; the message names every offending key."""
+
+
+class _Model(BaseModel):
+    # Stack YAML is camelCase like every other Pulumi config; unknown keys are typos, so they are errors.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class AuthorizedNetwork(_Model):
+    """A CIDR allowed to reach the cluster's control plane."""
+
+    name: str = Field(description="Label shown in the cluster's authorized-networks list.")
+    cidr: str = Field(description="IPv4 range, e.g. 35.235.240.0/20 (Cloud Shell / IAP).")
+
+    @field_validator("cidr")
+    @classmethod
+    def _valid_cidr(cls, value: str) -> str:
+        ipaddress.ip_network(value)
+        return value
+
+
+class NetworkConfig(_Model):
+    """VPC ranges: nodes, pods and services (VPC-native), and the private control plane's /28."""
+
+    subnet_cidr: str = Field(description="Primary range of the cluster subnet (nodes).")
+    pods_cidr: str = Field(description="Secondary range for pod IPs.")
+    services_cidr: str = Field(description="Secondary range for ClusterIP services.")
+    master_cidr: str = Field(description="RFC 1918 /28 for the private control plane.")
+    master_authorized_networks: tuple[AuthorizedNetwork, ...] = Field(
+        default=(), description="Who may reach the public control-plane endpoint; empty means nobody outside the VPC."
+    )
+
+    @model_validator(mode="after")
+    def _ranges_do_not_overlap(self) -> NetworkConfig:
+        named = {
+            "subnetCidr": self.subnet_cidr,
+            "podsCidr": self.pods_cidr,
+            "servicesCidr": self.services_cidr,
+            "masterCidr": self.master_cidr,
+        }
+        networks = {key: ipaddress.ip_network(value) for key, value in named.items()}
+        if networks["masterCidr"].prefixlen != 28:
+            raise ValueError("masterCidr must be a /28 (GKE's private control-plane range)")
+        keys = list(networks)
+        for i, first in enumerate(keys):
+            for second in keys[i + 1:]:
+                if networks[first].overlaps(networks[second]):
+                    raise ValueError(f"{first} {named[first]} overlaps {second} {named[second]}")
+        return self
+
+
+class SystemPoolConfig(_Model):
+    """The CPU pool that runs the gpu-scheduler, the Dask scheduler, the operator and monitoring."""
+
+    machine_type: str = "e2-standard-4"
+    min_nodes: int = Field(1, ge=1, description="Per zone; at least one so system pods always have a home.")
+    max_nodes: int = Field(3, ge=1, description="Per zone.")
+    zones: tuple[str, ...] = Field(default=(), description="Node zones; empty means all stack zones.")
+    disk_size_gb: int = Field(100, ge=20)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SystemPoolConfig:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}")
+        return self
+
+
+class GpuPoolConfig(_Model):
+    """One GPU node pool and the Dask worker group that runs on it."""
+
+    name: str = Field(description="Pool name, also the Dask worker-group suffix (lowercase DNS label).")
+    machine_type: str = Field(description="Machine type, e.g. n1-standard-8 for T4, a2-highgpu-1g for A100.")
+    accelerator_type: str = Field(description="GKE accelerator type, e.g. nvidia-tesla-t4.")
+    accelerator_count: int = Field(1, ge=1, le=16, description="GPUs per node.")
+    min_nodes: int = Field(0, ge=0, description="Per zone; 0 lets the pool scale to zero when idle.")
+    max_nodes: int = Field(ge=1, description="Per zone.")
+    spot: bool = Field(False, description="Spot VMs: much cheaper, may be preempted (jobs are redelivered).")
+    zones: tuple[str, ...] = Field(default=(), description="Zones that offer this GPU; empty means all stack zones.")
+    disk_size_gb: int = Field(200, ge=50, description="Boot disk; CUDA images are large.")
+    dask_workers_min: int = Field(0, ge=0, description="DaskAutoscaler lower bound for this pool's workers.")
+    dask_workers_max: int = Field(ge=1, description="DaskAutoscaler upper bound for this pool's workers.")
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not _POOL_NAME_RE.match(value):
+            raise ValueError(f"{value!r} is not a lowercase DNS label of at most 32 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GpuPoolConfig:
+        families = ACCELERATOR_MACHINE_FAMILIES.get(self.accelerator_type)
+        if families is None:
+            known = ", ".join(sorted(ACCELERATOR_MACHINE_FAMILIES))
+            raise ValueError(f"acceleratorType {self.accelerator_type!r} is not one of: {known}")
+        if not self.machine_type.startswith(families):
+            raise ValueError(
+                f"machineType {self.machine_type!r} cannot host {self.accelerator_type} (needs {'/'.join(families)}*)"
+            )
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}")
+        if self.dask_workers_min > self.dask_workers_max:
+            raise ValueError(f"daskWorkersMin {self.dask_workers_min} exceeds daskWorkersMax {self.dask_workers_max}")
+        return self
+
+
+class ImageConfig(_Model):
+    """Container images, pushed by the deploy workflow to the stack's Artifact Registry repository."""
+
+    repository: str = Field("gpu-runtime", description="Artifact Registry repository id.")
+    scheduler_tag: str = Field(description="Tag of the gpu-scheduler image (the deploy workflow sets the git SHA).")
+    worker_tag: str = Field(description="Tag of the Dask GPU worker image.")
+
+
+class VertexConfig(_Model):
+    """Vertex AI custom-job defaults for jobs too large for the cluster."""
+
+    machine_type: str = Field(description="Custom-job machine type.")
+    accelerator_type: str = Field(description="Vertex accelerator enum, e.g. NVIDIA_TESLA_T4.")
+    accelerator_count: int = Field(1, ge=1, le=16)
+
+
+class StackConfig(_Model):
+    """Everything one stack (staging, production) decides."""
+
+    project: str = Field(description="GCP project id (provider config gcp:project).")
+    region: str = Field(description="GCP region (provider config gcp:region).")
+    zones: tuple[str, ...] = Field(min_length=1, description="Zones of the region the cluster's nodes may use.")
+    network: NetworkConfig
+    system_pool: SystemPoolConfig = SystemPoolConfig()
+    gpu_pools: tuple[GpuPoolConfig, ...] = Field(min_length=1)
+    images: ImageConfig
+    scheduler_replicas: int = Field(2, ge=1, le=10, description="gpu-scheduler replicas (one leads, all consume).")
+    vertex: VertexConfig
+    deletion_protection: bool = Field(True, description="Protect the cluster and buckets from `pulumi destroy`.")
+    release_channel: str = Field("REGULAR", description="GKE release channel.")
+    result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
+
+    @field_validator("release_channel")
+    @classmethod
+    def _known_channel(cls, value: str) -> str:
+        if value not in RELEASE_CHANNELS:
+            raise ValueError(f"{value!r} is not one of {', '.join(RELEASE_CHANNELS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _zones_and_pools(self) -> StackConfig:
+        for zone in self.zones:
+            if not zone.startswith(f"{self.region}-"):
+                raise ValueError(f"zone {zone} is not in region {self.region}")
+        names = [pool.name for pool in self.gpu_pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"gpuPools names must be unique, got {names}")
+        for pool in self.gpu_pools:
+            stray = set(pool.zones) - set(self.zones)
+            if stray:
+                raise ValueError(f"gpuPools[{pool.name}].zones {sorted(stray)} are not among the stack zones")
+        stray = set(self.system_pool.zones) - set(self.zones)
+        if stray:
+            raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")
+        return self
+
+    def pool_zones(self, pool: GpuPoolConfig | SystemPoolConfig) -> tuple[str, ...]:
+        """The zones a node pool uses: its own list, or all the stack's zones."""
+        return pool.zones or self.zones
+
+    def image(self, name: str, tag: str) -> str:
+        """Full Artifact Registry reference of an image of this stack."""
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.images.repository}/{name}:{tag}"
+
+
+def parse_stack_config(raw: Mapping[str, Any], project: str | None, region: str | None) -> StackConfig:
+    """Validate raw project-namespace config (camelCase keys) plus the provider's project and region.
+
+    Raises ``ConfigError`` listing every problem as ``key.path: message``.
+    """
+    missing = [key for key, value in (("gcp:project", project), ("gcp:region", region)) if not value]
+    if missing:
+        raise ConfigError(f"missing stack config: {', '.join(missing)}")
+    try:
+        return StackConfig.model_validate({**raw, "project": project, "region": region})
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(part) for part in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
+        ]
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems)) from None
+
+
+def load_stack_config() -> StackConfig:
+    """Read the running stack's config (``gcp:*`` provider keys and the ``gpu-runtime:*`` keys)."""
+    gcp = pulumi.Config("gcp")
+    config = pulumi.Config(PROJECT_NAMESPACE)
+    raw: dict[str, Any] = {}
+    try:
+        for key in _OBJECT_KEYS:
+            if (value := config.get_object(key)) is not None:
+                raw[key] = value
+        for key in _INT_KEYS:
+            if (value := config.get_int(key)) is not None:
+                raw[key] = value
+        for key in _BOOL_KEYS:
+            if (value := config.get_bool(key)) is not None:
+                raw[key] = value
+        for key in _STRING_KEYS:
+            if (value := config.get(key)) is not None:
+                raw[key] = value
+    except pulumi.ConfigTypeError as exc:
+        raise ConfigError(str(exc)) from None
+    return parse_stack_config(raw, gcp.get("project"), gcp.get("region"))
+
+
+def load_control_token() -> pulumi.Output[str]:
+    """The control-API bearer token, which must be a Pulumi secret (``pulumi config set --secret``)."""
+    try:
+        return pulumi.Config(PROJECT_NAMESPACE).require_secret(CONTROL_TOKEN_KEY)
+    except pulumi.ConfigMissingError:
+        raise ConfigError(
+            f"missing secret {PROJECT_NAMESPACE}:{CONTROL_TOKEN_KEY}; set it with "
+            f"`pulumi config set --secret {CONTROL_TOKEN_KEY} $(openssl rand -hex 32)`"
+        ) from None

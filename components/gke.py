@@ -1,0 +1,297 @@
+"""GKE: private VPC-native cluster, a CPU system pool, GPU pools from stack config, and a Kubernetes provider.
+
+Design notes (DESIGN.md section 8): nodes have no public IPs (Cloud NAT gives them egress to pull
+images), pods reach Google APIs through Workload Identity (``GKE_METADATA``), node images are shielded,
+GPU drivers are installed by GKE itself (``gpu_driver_installation_config``; no extra device-plugin
+DaemonSet), and every GPU pool autoscales from zero, carrying the GPU label and taint so that only pods
+which tolerate it land there. Dataplane V2 enforces the NetworkPolicies of the workloads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components import contract
+from components.config import GpuPoolConfig, NetworkConfig, StackConfig, SystemPoolConfig
+
+# Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
+# (Workload Identity gives them their own), so nothing more is granted.
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/artifactregistry.reader",
+    "roles/autoscaling.metricsWriter",
+)
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# GKE maps the Kubernetes taint effect NoSchedule to this enum.
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+# "LATEST" installs the newest driver the node version supports; A100/H100 need recent CUDA anyway.
+GPU_DRIVER_VERSION = "LATEST"
+# Node label naming the pool, so a Dask worker group can pin itself to its own pool.
+POOL_LABEL = "gpu-runtime/pool"
+PODS_RANGE = "pods"
+SERVICES_RANGE = "services"
+# gke-gcloud-auth-plugin is the only supported kubectl credential plugin for GKE since 1.26.
+_KUBECONFIG_TEMPLATE = """apiVersion: v1
+kind: Config
+clusters:
+- name: {name}
+  cluster:
+    server: https://{endpoint}
+    certificate-authority-data: {ca}
+contexts:
+- name: {name}
+  context:
+    cluster: {name}
+    user: {name}
+current-context: {name}
+users:
+- name: {name}
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: gke-gcloud-auth-plugin
+      installHint: Install gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin).
+      provideClusterInfo: true
+"""
+
+
+def gpu_taint() -> gcp.container.NodePoolNodeConfigTaintArgs:
+    """The contract's GPU taint in GKE's node-pool form."""
+    return gcp.container.NodePoolNodeConfigTaintArgs(
+        key=contract.GPU_TAINT_KEY, value=contract.GPU_TAINT_VALUE, effect=TAINT_EFFECTS[contract.GPU_TAINT_EFFECT]
+    )
+
+
+def render_kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
+    """A kubeconfig for the cluster that authenticates through gke-gcloud-auth-plugin (no static credentials)."""
+    return _KUBECONFIG_TEMPLATE.format(name=name, endpoint=endpoint, ca=ca_certificate)
+
+
+@dataclass
+class GkeClusterArgs:
+    """Inputs of the GKE component."""
+
+    config: StackConfig
+    """The stack's validated config: project, region, zones, network, pools, release channel, protection."""
+
+    cluster_name: str = "gpu-scheduler"
+    """Cluster name; seed 000's kubectl context is gke_<project>_<region>_gpu-scheduler."""
+
+    depends_on: list[pulumi.Resource] | None = None
+    """Resources that must exist first (the container and compute APIs)."""
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """VPC, Cloud NAT, private GKE cluster, system and GPU node pools, kubeconfig and a Kubernetes provider."""
+
+    gpu_pools: dict[str, gcp.container.NodePool]
+
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-runtime:gke:GkeCluster", name, None, opts)
+        cfg = args.config
+        after_apis = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on or [])
+        self._name = name
+        self._cfg = cfg
+
+        self.network, self.subnet, self.nat = self._network(cfg.network, after_apis)
+        self.node_service_account = self._node_service_account(after_apis)
+
+        self.cluster = gcp.container.Cluster(
+            f"{name}-cluster",
+            name=args.cluster_name,
+            project=cfg.project,
+            location=cfg.region,
+            node_locations=list(cfg.zones),
+            network=self.network.id,
+            subnetwork=self.subnet.id,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                cluster_secondary_range_name=PODS_RANGE, services_secondary_range_name=SERVICES_RANGE
+            ),
+            datapath_provider="ADVANCED_DATAPATH",
+            private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+                enable_private_nodes=True,
+                # The endpoint stays reachable, but only from the authorized networks (operators, CI).
+                enable_private_endpoint=False,
+                master_ipv4_cidr_block=cfg.network.master_cidr,
+            ),
+            master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+                cidr_blocks=[
+                    gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                        cidr_block=net.cidr, display_name=net.name
+                    )
+                    for net in cfg.network.master_authorized_networks
+                ],
+            ),
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=f"{cfg.project}.svc.id.goog"
+            ),
+            enable_shielded_nodes=True,
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cfg.release_channel),
+            monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+                enable_components=["SYSTEM_COMPONENTS"],
+                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
+            ),
+            deletion_protection=cfg.deletion_protection,
+            # Node pools are managed below; GKE insists on creating a default pool, which is then removed.
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            resource_labels=contract.GCP_LABELS,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*(args.depends_on or []), self.nat]),
+        )
+
+        self.system_pool = self._node_pool("system", cfg.system_pool)
+        self.gpu_pools = {pool.name: self._gpu_pool(pool) for pool in cfg.gpu_pools}
+
+        self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.workload_pool
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(
+                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+            ).apply(
+                lambda parts: render_kubeconfig(f"gke_{cfg.project}_{cfg.region}_{parts[0]}", parts[1], parts[2])
+            )
+        )
+        # Workloads wait for the pools: a Deployment applied before any node exists just sits Pending.
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool, *self.gpu_pools.values()]),
+        )
+        self.register_outputs({
+            "cluster_name": self.cluster.name,
+            "endpoint": self.cluster.endpoint,
+            "workload_pool": self.workload_pool,
+            "kubeconfig": self.kubeconfig,
+            "gpu_pools": {key: pool.name for key, pool in self.gpu_pools.items()},
+        })
+
+    def _network(
+        self, net: NetworkConfig, opts: pulumi.ResourceOptions
+    ) -> tuple[gcp.compute.Network, gcp.compute.Subnetwork, gcp.compute.RouterNat]:
+        cfg, name = self._cfg, self._name
+        network = gcp.compute.Network(
+            f"{name}-vpc", name="gpu-runtime", project=cfg.project, auto_create_subnetworks=False, opts=opts
+        )
+        subnet = gcp.compute.Subnetwork(
+            f"{name}-subnet",
+            name="gpu-runtime-nodes",
+            project=cfg.project,
+            region=cfg.region,
+            network=network.id,
+            ip_cidr_range=net.subnet_cidr,
+            secondary_ip_ranges=[
+                gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=PODS_RANGE, ip_cidr_range=net.pods_cidr),
+                gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=SERVICES_RANGE, ip_cidr_range=net.services_cidr),
+            ],
+            # Google APIs (Pub/Sub, GCS, Artifact Registry) over Google's network, not the NAT.
+            private_ip_google_access=True,
+            opts=opts,
+        )
+        router = gcp.compute.Router(
+            f"{name}-router", name="gpu-runtime-router", project=cfg.project, region=cfg.region,
+            network=network.id, opts=opts,
+        )
+        # Private nodes have no external IP; NAT is their only way to registries outside Google (e.g. Helm charts).
+        nat = gcp.compute.RouterNat(
+            f"{name}-nat",
+            name="gpu-runtime-nat",
+            project=cfg.project,
+            region=cfg.region,
+            router=router.name,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
+            opts=opts,
+        )
+        return network, subnet, nat
+
+    def _node_service_account(self, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
+        cfg, name = self._cfg, self._name
+        account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id="gpu-runtime-nodes",
+            display_name="GKE nodes of the GPU runtime (logs, metrics, image pulls)",
+            project=cfg.project,
+            opts=opts,
+        )
+        member = account.email.apply(lambda email: f"serviceAccount:{email}")
+        for role in NODE_ROLES:
+            gcp.projects.IAMMember(
+                f"{name}-nodes-{role.removeprefix('roles/').replace('.', '-').lower()}",
+                project=cfg.project, role=role, member=member, opts=opts,
+            )
+        return account
+
+    def _node_config(
+        self, machine_type: str, disk_size_gb: int, **extra: object
+    ) -> gcp.container.NodePoolNodeConfigArgs:
+        return gcp.container.NodePoolNodeConfigArgs(
+            machine_type=machine_type,
+            disk_size_gb=disk_size_gb,
+            disk_type="pd-balanced",
+            image_type="COS_CONTAINERD",
+            service_account=self.node_service_account.email,
+            oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_integrity_monitoring=True
+            ),
+            metadata={"disable-legacy-endpoints": "true"},
+            resource_labels=contract.GCP_LABELS,
+            **extra,
+        )
+
+    def _node_pool(
+        self,
+        pool_name: str,
+        pool: SystemPoolConfig | GpuPoolConfig,
+        location_policy: str | None = None,
+        **node_extra: object,
+    ) -> gcp.container.NodePool:
+        return gcp.container.NodePool(
+            f"{self._name}-{pool_name}",
+            name=pool_name,
+            project=self._cfg.project,
+            cluster=self.cluster.name,
+            location=self._cfg.region,
+            node_locations=list(self._cfg.pool_zones(pool)),
+            initial_node_count=pool.min_nodes,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                min_node_count=pool.min_nodes, max_node_count=pool.max_nodes, location_policy=location_policy
+            ),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            node_config=self._node_config(pool.machine_type, pool.disk_size_gb, **node_extra),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _gpu_pool(self, pool: GpuPoolConfig) -> gcp.container.NodePool:
+        gpu_label_key, gpu_label_value = contract.GPU_NODE_LABEL
+        return self._node_pool(
+            f"gpu-{pool.name}",
+            pool,
+            # Spot and scarce GPUs: take capacity in whichever zone has it rather than balancing zones.
+            location_policy="ANY",
+            spot=pool.spot,
+            guest_accelerators=[
+                gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                    type=pool.accelerator_type,
+                    count=pool.accelerator_count,
+                    gpu_driver_installation_config=(
+                        gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                            gpu_driver_version=GPU_DRIVER_VERSION
+                        )
+                    ),
+                )
+            ],
+            labels={gpu_label_key: gpu_label_value, POOL_LABEL: pool.name},
+            # GKE adds this taint to GPU nodes itself; declaring it keeps Pulumi from seeing drift.
+            taints=[gpu_taint()],
+        )

@@ -1,0 +1,86 @@
+"""Workload identities: the contract's Google service accounts, their project roles, and Workload Identity.
+
+Each ``contract.ServiceAccountSpec`` becomes one service account with exactly its roles (one project
+IAM member per role, so nothing else on the project is touched) and a ``roles/iam.workloadIdentityUser``
+binding for its Kubernetes service account. Pods authenticate through the GKE metadata server; no
+service-account key is ever created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components import contract
+
+WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
+
+
+def role_suffix(role: str) -> str:
+    """A resource-name-safe short form of a role: ``roles/pubsub.subscriber`` -> ``pubsub-subscriber``."""
+    return role.removeprefix("roles/").replace(".", "-").lower()
+
+
+def workload_identity_member(workload_pool: str, namespace: str, k8s_service_account: str) -> str:
+    """The IAM member that stands for a Kubernetes service account under Workload Identity."""
+    return f"serviceAccount:{workload_pool}[{namespace}/{k8s_service_account}]"
+
+
+@dataclass
+class IdentitiesArgs:
+    """Inputs of the identities component."""
+
+    project: pulumi.Input[str]
+    """GCP project id."""
+
+    workload_pool: pulumi.Input[str]
+    """The cluster's Workload Identity pool (``<project>.svc.id.goog``); taken from the cluster so the
+    bindings wait for the pool to exist."""
+
+    accounts: tuple[contract.ServiceAccountSpec, ...] = field(default=contract.SERVICE_ACCOUNTS)
+    """Accounts to create; the contract's by default."""
+
+
+class Identities(pulumi.ComponentResource):
+    """gpu-scheduler and gpu-runtime service accounts with their roles and Workload Identity bindings."""
+
+    accounts: dict[str, gcp.serviceaccount.Account]
+    emails: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-runtime:iam:Identities", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.accounts = {}
+        for spec in args.accounts:
+            account = gcp.serviceaccount.Account(
+                f"{name}-{spec.account_id}",
+                account_id=spec.account_id,
+                display_name=spec.display_name,
+                project=args.project,
+                opts=child,
+            )
+            self.accounts[spec.account_id] = account
+            member = account.email.apply(lambda email: f"serviceAccount:{email}")
+            for role in spec.roles:
+                gcp.projects.IAMMember(
+                    f"{name}-{spec.account_id}-{role_suffix(role)}",
+                    project=args.project,
+                    role=role,
+                    member=member,
+                    opts=child,
+                )
+            gcp.serviceaccount.IAMMember(
+                f"{name}-{spec.account_id}-workload-identity",
+                service_account_id=account.name,
+                role=WORKLOAD_IDENTITY_ROLE,
+                member=pulumi.Output.from_input(args.workload_pool).apply(
+                    lambda pool, spec=spec: workload_identity_member(
+                        pool, spec.k8s_namespace, spec.k8s_service_account
+                    )
+                ),
+                opts=child,
+            )
+        self.emails = {key: account.email for key, account in self.accounts.items()}
+        self.register_outputs({"emails": self.emails})

@@ -1,0 +1,1 @@
+"""Policy pack of the platform: the rules (``rules``) and their pulumi-policy wrappers (``pack``)."""

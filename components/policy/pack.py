@@ -1,0 +1,43 @@
+"""The rules of ``components.policy.rules`` as pulumi-policy policies (all mandatory)."""
+
+from __future__ import annotations
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from components.policy import rules
+
+PACK_NAME = "gpu-runtime-policies"
+
+
+def _resource_policy(rule: rules.ResourceRule) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        for message in rule.check(rules.Subject(args.resource_type, args.name, args.props)):
+            report_violation(message, None)
+
+    return ResourceValidationPolicy(
+        name=rule.id, description=rule.description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY
+    )
+
+
+def _stack_policy(rule: rules.StackRule) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        subjects = [rules.Subject(r.resource_type, r.name, r.props) for r in args.resources]
+        urns = {r.name: r.urn for r in args.resources}
+        for resource, message in rule.check(subjects):
+            report_violation(f"{resource}: {message}", urns.get(resource))
+
+    return StackValidationPolicy(
+        name=rule.id, description=rule.description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY
+    )
+
+
+def build_policies() -> list[ResourceValidationPolicy | StackValidationPolicy]:
+    """Every rule of the platform as a mandatory pulumi-policy policy."""
+    return [*map(_resource_policy, rules.RESOURCE_RULES), *map(_stack_policy, rules.STACK_RULES)]

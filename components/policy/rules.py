@@ -1,0 +1,302 @@
+"""The rules every stack obeys, as plain functions over (resource type, name, properties).
+
+The same functions back the pulumi-policy pack (``pulumi preview --policy-pack components/policy``) and
+``gpurt plan``'s offline check, so the two can never disagree. Properties use the engine's camelCase
+names, which is what both a policy pack and the Pulumi mock monitor see.
+
+A resource rule returns the violation messages for one resource (empty: compliant). A stack rule sees
+every resource at once, for facts that span resources (a dead-letter topic and its subscription).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from components import contract
+
+SUBSCRIPTION: Final = "gcp:pubsub/subscription:Subscription"
+SERVICE_ACCOUNT_KEY: Final = "gcp:serviceaccount/key:Key"
+CLUSTER: Final = "gcp:container/cluster:Cluster"
+NODE_POOL: Final = "gcp:container/nodePool:NodePool"
+DASK_CLUSTER: Final = "kubernetes:kubernetes.dask.org/v1:DaskCluster"
+DASK_WORKER_GROUP: Final = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
+DASK_JOB: Final = "kubernetes:kubernetes.dask.org/v1:DaskJob"
+GKE_TAINT_EFFECT: Final = "NO_SCHEDULE"  # GKE's spelling of the contract's NoSchedule
+WORKLOAD_METADATA_MODE: Final = "GKE_METADATA"
+
+# Where each Kubernetes kind keeps its pod specs (a path of keys from the resource's top level).
+_POD_SPEC_PATHS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    "kubernetes:apps/v1:Deployment": (("spec", "template"),),
+    "kubernetes:apps/v1:StatefulSet": (("spec", "template"),),
+    "kubernetes:apps/v1:DaemonSet": (("spec", "template"),),
+    "kubernetes:apps/v1:ReplicaSet": (("spec", "template"),),
+    "kubernetes:batch/v1:Job": (("spec", "template"),),
+    "kubernetes:batch/v1:CronJob": (("spec", "jobTemplate", "spec", "template"),),
+    "kubernetes:core/v1:Pod": ((),),
+    DASK_CLUSTER: (("spec", "scheduler"), ("spec", "worker")),
+    DASK_WORKER_GROUP: (("spec", "worker"),),
+    DASK_JOB: (("spec", "job"), ("spec", "cluster", "spec", "scheduler"), ("spec", "cluster", "spec", "worker")),
+}
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One resource as a rule sees it."""
+
+    resource_type: str
+    name: str
+    props: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceRule:
+    """A rule over one resource at a time."""
+
+    id: str
+    description: str
+    check: Callable[[Subject], list[str]]
+
+
+@dataclass(frozen=True)
+class StackRule:
+    """A rule over the whole stack; violations name the resource they concern."""
+
+    id: str
+    description: str
+    check: Callable[[Sequence[Subject]], list[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A failed rule: which rule, which resource, and why."""
+
+    rule: str
+    resource: str
+    message: str
+
+
+def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
+    """Nested lookup that treats a missing level as absent."""
+    value: Any = props
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+# --- Pub/Sub -----------------------------------------------------------------------------------------
+
+
+def _is_pull(props: Mapping[str, Any]) -> bool:
+    # Push, BigQuery and Cloud Storage subscriptions deliver by themselves; only pull subscriptions are read by us.
+    return not any(_get(props, key) for key in ("pushConfig", "bigqueryConfig", "cloudStorageConfig"))
+
+
+def _exempt_from_dead_letter(props: Mapping[str, Any]) -> bool:
+    key, value = contract.NO_DEAD_LETTER_LABEL
+    return (_get(props, "labels") or {}).get(key) == value
+
+
+def check_subscription_dead_letter(subject: Subject) -> list[str]:
+    """Pull subscriptions dead-letter after 5-100 attempts, unless labelled as deliberately without."""
+    if subject.resource_type != SUBSCRIPTION or not _is_pull(subject.props):
+        return []
+    policy = _get(subject.props, "deadLetterPolicy")
+    if not policy:
+        if _exempt_from_dead_letter(subject.props):
+            return []
+        key, value = contract.NO_DEAD_LETTER_LABEL
+        return [f"pull subscription has no dead-letter policy (nor the exemption label {key}={value})"]
+    low, high = contract.DELIVERY_ATTEMPTS_RANGE
+    attempts = _get(policy, "maxDeliveryAttempts")
+    problems = []
+    if not isinstance(attempts, int) or not low <= attempts <= high:
+        problems.append(f"maxDeliveryAttempts {attempts!r} is outside {low}-{high}")
+    if not _get(policy, "deadLetterTopic"):
+        problems.append("dead-letter policy names no deadLetterTopic")
+    return problems
+
+
+def _topic_name(reference: str) -> str:
+    """``projects/p/topics/t`` or ``t`` -> ``t``."""
+    return reference.rsplit("/", 1)[-1]
+
+
+def check_dead_letter_topics_subscribed(subjects: Sequence[Subject]) -> list[tuple[str, str]]:
+    """Every topic that receives dead letters has a subscription; otherwise dead letters are dropped."""
+    subscriptions = [s for s in subjects if s.resource_type == SUBSCRIPTION]
+    subscribed = {_topic_name(str(_get(s.props, "topic"))) for s in subscriptions if _get(s.props, "topic")}
+    violations = []
+    for sub in subscriptions:
+        target = _get(sub.props, "deadLetterPolicy", "deadLetterTopic")
+        if target and _topic_name(str(target)) not in subscribed:
+            violations.append((sub.name, f"dead-letter topic {_topic_name(str(target))} has no subscription"))
+    return violations
+
+
+# --- Identity ----------------------------------------------------------------------------------------
+
+
+def check_no_service_account_keys(subject: Subject) -> list[str]:
+    """No service-account keys: pods use Workload Identity, CI uses Workload Identity Federation."""
+    if subject.resource_type == SERVICE_ACCOUNT_KEY:
+        return ["service-account keys are forbidden; use Workload Identity"]
+    return []
+
+
+# --- GKE ---------------------------------------------------------------------------------------------
+
+
+def _is_gpu_pool(props: Mapping[str, Any]) -> bool:
+    return bool(_get(props, "nodeConfig", "guestAccelerators"))
+
+
+def check_gpu_pool_autoscaling_and_taint(subject: Subject) -> list[str]:
+    """GPU pools autoscale (from zero allowed) and carry the GPU taint, so only GPU pods land on them."""
+    if subject.resource_type != NODE_POOL or not _is_gpu_pool(subject.props):
+        return []
+    problems = []
+    autoscaling = _get(subject.props, "autoscaling")
+    max_nodes = _get(autoscaling, "maxNodeCount") or _get(autoscaling, "totalMaxNodeCount")
+    if not autoscaling or not max_nodes:
+        problems.append("GPU pool does not autoscale (autoscaling with a maxNodeCount is required)")
+    taints = _get(subject.props, "nodeConfig", "taints") or []
+    wanted = (contract.GPU_TAINT_KEY, contract.GPU_TAINT_VALUE, GKE_TAINT_EFFECT)
+    if not any((_get(t, "key"), _get(t, "value"), _get(t, "effect")) == wanted for t in taints):
+        problems.append(f"GPU pool lacks the taint {wanted[0]}={wanted[1]}:{contract.GPU_TAINT_EFFECT}")
+    return problems
+
+
+def check_private_nodes_and_workload_identity(subject: Subject) -> list[str]:
+    """Clusters have private nodes and a Workload Identity pool; node pools serve the GKE metadata server."""
+    props = subject.props
+    if subject.resource_type == CLUSTER:
+        problems = []
+        if _get(props, "privateClusterConfig", "enablePrivateNodes") is not True:
+            problems.append("cluster nodes are not private (privateClusterConfig.enablePrivateNodes)")
+        if not _get(props, "workloadIdentityConfig", "workloadPool"):
+            problems.append("cluster has no Workload Identity pool (workloadIdentityConfig.workloadPool)")
+        return problems
+    if subject.resource_type == NODE_POOL:
+        mode = _get(props, "nodeConfig", "workloadMetadataConfig", "mode")
+        if mode != WORKLOAD_METADATA_MODE:
+            return [f"node pool workloadMetadataConfig.mode is {mode!r}, not {WORKLOAD_METADATA_MODE}"]
+    return []
+
+
+# --- Kubernetes workloads ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Container:
+    where: str
+    spec: Mapping[str, Any]
+    pod_spec: Mapping[str, Any]
+    excepted: frozenset[str]
+
+
+def _exceptions(template: Mapping[str, Any]) -> frozenset[str]:
+    """Rule ids a pod template is excepted from: ``rule-id: reason`` entries separated by ';'."""
+    raw = _get(template, "metadata", "annotations", contract.POLICY_EXCEPTION_ANNOTATION)
+    if not isinstance(raw, str):
+        return frozenset()
+    return frozenset(entry.split(":", 1)[0].strip() for entry in raw.split(";") if ":" in entry)
+
+
+def _containers(subject: Subject) -> Iterator[_Container]:
+    for path in _POD_SPEC_PATHS.get(subject.resource_type, ()):
+        template = _get(subject.props, *path) if path else subject.props
+        pod_spec = _get(template, "spec")
+        if not isinstance(pod_spec, Mapping):
+            continue
+        excepted = _exceptions(template)
+        where = ".".join(path) or "pod"
+        for group in ("initContainers", "containers"):
+            for container in _get(pod_spec, group) or []:
+                label = f"{where}/{_get(container, 'name') or '?'}"
+                yield _Container(label, container, pod_spec, excepted)
+
+
+def check_container_limits(subject: Subject) -> list[str]:
+    """Every container declares CPU and memory limits (a runaway pod must not starve the node)."""
+    problems = []
+    for container in _containers(subject):
+        if "containers-resource-limits" in container.excepted:
+            continue
+        limits = _get(container.spec, "resources", "limits") or {}
+        missing = [resource for resource in ("cpu", "memory") if resource not in limits]
+        if missing:
+            problems.append(f"container {container.where} has no {' or '.join(missing)} limit")
+    return problems
+
+
+def _runs_as_non_root(container: _Container) -> bool:
+    own = _get(container.spec, "securityContext") or {}
+    pod = _get(container.pod_spec, "securityContext") or {}
+    if own.get("runAsUser", pod.get("runAsUser")) == 0:
+        return False
+    return bool(own.get("runAsNonRoot", pod.get("runAsNonRoot")))
+
+
+def check_container_non_root(subject: Subject) -> list[str]:
+    """Every container runs as non-root (runAsNonRoot, never uid 0), set on the container or its pod."""
+    return [
+        f"container {container.where} may run as root (set runAsNonRoot: true)"
+        for container in _containers(subject)
+        if "containers-non-root" not in container.excepted and not _runs_as_non_root(container)
+    ]
+
+
+def check_dask_scheduler_no_gpu(subject: Subject) -> list[str]:
+    """The Dask scheduler is CPU-only: a GPU on it is wasted and blocks a worker from scaling up."""
+    if subject.resource_type not in (DASK_CLUSTER, DASK_JOB):
+        return []
+    path = ("spec", "scheduler") if subject.resource_type == DASK_CLUSTER else ("spec", "cluster", "spec", "scheduler")
+    problems = []
+    for container in _get(subject.props, *path, "spec", "containers") or []:
+        resources = _get(container, "resources") or {}
+        for kind in ("requests", "limits"):
+            if contract.GPU_RESOURCE in (resources.get(kind) or {}):
+                problems.append(f"Dask scheduler container {_get(container, 'name')} {kind} {contract.GPU_RESOURCE}")
+    return problems
+
+
+def _resource_rule(rule_id: str, check: Callable[[Subject], list[str]]) -> ResourceRule:
+    return ResourceRule(rule_id, inspect.getdoc(check) or rule_id, check)
+
+
+RESOURCE_RULES: Final = (
+    _resource_rule("pubsub-dead-letter", check_subscription_dead_letter),
+    _resource_rule("no-service-account-keys", check_no_service_account_keys),
+    _resource_rule("gpu-pools-autoscale-tainted", check_gpu_pool_autoscaling_and_taint),
+    _resource_rule("gke-private-workload-identity", check_private_nodes_and_workload_identity),
+    _resource_rule("containers-resource-limits", check_container_limits),
+    _resource_rule("containers-non-root", check_container_non_root),
+    _resource_rule("dask-scheduler-no-gpu", check_dask_scheduler_no_gpu),
+)
+STACK_RULES: Final = (
+    StackRule(
+        "dead-letter-topics-subscribed",
+        inspect.getdoc(check_dead_letter_topics_subscribed) or "",
+        check_dead_letter_topics_subscribed,
+    ),
+)
+
+
+def evaluate(subjects: Iterable[Subject]) -> dict[str, list[Violation]]:
+    """Run every rule; the result maps each rule id to its violations (an empty list means it passed)."""
+    subjects = list(subjects)
+    results: dict[str, list[Violation]] = {}
+    for rule in RESOURCE_RULES:
+        results[rule.id] = [
+            Violation(rule.id, subject.name, message) for subject in subjects for message in rule.check(subject)
+        ]
+    for stack_rule in STACK_RULES:
+        results[stack_rule.id] = [
+            Violation(stack_rule.id, resource, message) for resource, message in stack_rule.check(subjects)
+        ]
+    return results
