@@ -1,0 +1,103 @@
+"""Start and stop the emulator: a gRPC server for Publisher and Subscriber over one broker, plus the
+optional admin HTTP port."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+
+from runtime.emulator.admin import AdminServer
+from runtime.emulator.clock import Clock
+from runtime.emulator.publisher import PublisherService
+from runtime.emulator.state import Broker, EmulatorStats
+from runtime.emulator.subscriber import SubscriberService
+
+log = logging.getLogger(__name__)
+
+# Every open StreamingPull holds one worker thread, and a waiting unary Pull holds one for up to 10 s;
+# 64 leaves room for every process of the local platform with several streams each.
+MAX_WORKERS = 64
+# Pub/Sub accepts publish requests of up to 10 MB; gRPC's default receive limit is 4 MiB.
+MAX_MESSAGE_BYTES = 20 * 1024 * 1024
+# On stop, in-flight RPCs get this long (s) to finish before they are cancelled.
+STOP_GRACE_S = 1.0
+
+
+@dataclass
+class EmulatorHandle:
+    """A running emulator. Point clients at it with ``PUBSUB_EMULATOR_HOST=handle.address``."""
+
+    host: str
+    port: int
+    broker: Broker
+    _server: grpc.Server
+    _admin: AdminServer | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the gRPC endpoint."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def admin_port(self) -> int | None:
+        """Port of the emulator-only ``GET /stats`` endpoint, if one was asked for."""
+        return self._admin.port if self._admin else None
+
+    def stats(self) -> EmulatorStats:
+        """Emulator-only counters: backlog, outstanding and dead-lettered per subscription."""
+        return self.broker.stats()
+
+    def stop(self) -> None:
+        """Release waiting pullers and streams, stop serving, free the ports. Idempotent."""
+        if self.broker.closed:
+            return
+        self.broker.close()
+        self._server.stop(STOP_GRACE_S).wait()
+        if self._admin is not None:
+            self._admin.stop()
+        log.info("pubsub emulator stopped", extra={"address": self.address})
+
+    def __enter__(self) -> EmulatorHandle:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def start_emulator(
+    host: str = "127.0.0.1", port: int = 0, *, time_scale: float = 1.0, admin_port: int | None = None
+) -> EmulatorHandle:
+    """Start an emulator on ``host:port`` (0 picks a free port) and return once it accepts connections.
+
+    ``time_scale`` (emulator-only) multiplies every protocol duration: ack deadlines, backoffs, retention.
+    ``admin_port`` (emulator-only) serves ``GET /stats``; 0 picks a free port, None serves none.
+    """
+    broker = Broker(Clock(time_scale))
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="pubsub-emulator-rpc"),
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
+    )
+    server.add_generic_rpc_handlers((PublisherService(broker).handler(), SubscriberService(broker).handler()))
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as error:
+        broker.close()
+        raise OSError(f"cannot listen on {host}:{port}: {error}") from error
+    admin = None
+    if admin_port is not None:
+        try:
+            admin = AdminServer(host, admin_port, broker.stats)
+        except OSError:
+            broker.close()
+            raise
+    server.start()
+    if admin is not None:
+        admin.start()
+    handle = EmulatorHandle(host, bound, broker, server, admin)
+    log.info("pubsub emulator listening",
+             extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale})
+    return handle

@@ -1,0 +1,346 @@
+"""The broker: topics, subscriptions and publishing, behind one lock.
+
+The gRPC servicers translate requests into calls on :class:`Broker`; the broker owns every topic and
+subscription, fans published messages out to the subscriptions that existed at publish time, and
+forwards dead letters. One lock guards it all: this is a development broker, and one lock keeps every
+transition (including dead-lettering across two subscriptions) atomic and easy to reason about.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from google.protobuf import field_mask_pb2
+
+from runtime.emulator import names, policy, proto
+from runtime.emulator.clock import Clock
+from runtime.emulator.delivery import DeadLetter, LeaseOwner, QueueStats, SubscriptionQueue
+from runtime.emulator.errors import already_exists, invalid_argument, not_found, shutting_down
+from runtime.emulator.sweeper import Sweeper
+
+log = logging.getLogger(__name__)
+
+# Attributes the service adds to a dead-lettered message (documented by Pub/Sub).
+DLQ_ATTR_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
+DLQ_ATTR_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
+DLQ_ATTR_SUBSCRIPTION_PROJECT = "CloudPubSubDeadLetterSourceSubscriptionProject"
+DLQ_ATTR_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
+
+# Pub/Sub limits: at most 1000 messages per publish and per pull response.
+MAX_MESSAGES_PER_CALL = 1000
+DEFAULT_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class SubscriptionStats:
+    """Emulator-only view of one subscription (see runtime.emulator.admin)."""
+
+    name: str
+    topic: str
+    undelivered: int
+    outstanding: int
+    dead_lettered: int
+    acked_retained: int
+
+
+@dataclass(frozen=True)
+class EmulatorStats:
+    """Emulator-only counters: per subscription, and published messages per topic."""
+
+    subscriptions: tuple[SubscriptionStats, ...]
+    published: dict[str, int] = field(default_factory=dict)
+
+    def subscription(self, subscription_id: str) -> SubscriptionStats:
+        """The stats of the subscription with this short id (or full name); KeyError if absent."""
+        for stats in self.subscriptions:
+            if subscription_id in (stats.name, stats.name.rsplit("/", 1)[-1]):
+                return stats
+        raise KeyError(subscription_id)
+
+
+@dataclass(eq=False)
+class _Subscription:
+    config: proto.Subscription
+    queue: SubscriptionQueue
+
+
+class Broker:
+    """All topics and subscriptions of one emulator. Thread-safe."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or Clock()
+        self.lock = threading.Lock()
+        self._topics: dict[str, proto.Topic] = {}
+        self._published: dict[str, int] = {}
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._message_ids = itertools.count(1)
+        self._sweeper = Sweeper(self.lock, self.clock, self._queues, self._forward_dead_letters)
+        self._sweeper.start()
+        self.closed = False
+
+    def close(self) -> None:
+        """Stop the sweeper and release every waiting puller and stream."""
+        with self.lock:
+            self.closed = True
+            for sub in self._subscriptions.values():
+                sub.queue.close()
+        self._sweeper.stop()
+
+    # --- topics -------------------------------------------------------------------------------------
+
+    def create_topic(self, topic: proto.Topic) -> proto.Topic:
+        """Create ``topic``; ALREADY_EXISTS if its name is taken."""
+        name = names.parse(topic.name, "topics")
+        with self.lock:
+            if topic.name in self._topics:
+                raise already_exists(name.id)
+            stored = proto.Topic()
+            stored.CopyFrom(topic)
+            self._topics[topic.name] = stored
+            self._published[topic.name] = 0
+            return stored
+
+    def get_topic(self, topic_name: str) -> proto.Topic:
+        """The topic named ``topic_name``."""
+        with self.lock:
+            return self._topic(topic_name)
+
+    def update_topic(self, topic: proto.Topic, mask: field_mask_pb2.FieldMask) -> proto.Topic:
+        """Change the fields of ``topic`` named in ``mask``."""
+        policy.check_update_mask(list(mask.paths), policy.UPDATABLE_TOPIC_FIELDS, "Topic")
+        with self.lock:
+            stored = self._topic(topic.name)
+            mask.MergeMessage(topic, stored, replace_message_field=True, replace_repeated_field=True)
+            return stored
+
+    def delete_topic(self, topic_name: str) -> None:
+        """Delete a topic; its subscriptions stay, detached from it, as on the real service."""
+        with self.lock:
+            self._topic(topic_name)
+            del self._topics[topic_name]
+            del self._published[topic_name]
+            for sub in self._subscriptions.values():
+                if sub.config.topic == topic_name:
+                    sub.config.topic = names.DELETED_TOPIC
+
+    def list_topics(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Topic], str]:
+        """One page of the project's topics and the token of the next page ("" at the end)."""
+        project_id = names.parse_project(project)
+        with self.lock:
+            topics = [t for n, t in sorted(self._topics.items()) if names.parse(n, "topics").project == project_id]
+        return _page(topics, page_size, page_token)
+
+    def list_topic_subscriptions(self, topic_name: str, page_size: int, page_token: str) -> tuple[list[str], str]:
+        """One page of the names of the subscriptions attached to a topic."""
+        with self.lock:
+            self._topic(topic_name)
+            attached = sorted(n for n, s in self._subscriptions.items() if s.config.topic == topic_name)
+        return _page(attached, page_size, page_token)
+
+    def publish(self, topic_name: str, messages: Iterable[proto.PubsubMessage]) -> list[str]:
+        """Publish to every subscription the topic has now; return the new message ids."""
+        batch = list(messages)
+        if not batch:
+            raise invalid_argument("The request must contain at least one message.")
+        if len(batch) > MAX_MESSAGES_PER_CALL:
+            raise invalid_argument(f"The request contains more than {MAX_MESSAGES_PER_CALL} messages.")
+        for message in batch:
+            _check_message(message)
+        with self.lock:
+            self._topic(topic_name)
+            return [self._publish_locked(topic_name, message) for message in batch]
+
+    def _publish_locked(self, topic_name: str, message: proto.PubsubMessage) -> str:
+        stored = proto.PubsubMessage()
+        stored.CopyFrom(message)
+        stored.message_id = str(next(self._message_ids))
+        wall, mono = self.clock.wall(), self.clock.monotonic()
+        stored.publish_time.FromNanoseconds(int(wall * 1e9))
+        self._published[topic_name] += 1
+        # Messages go only to subscriptions that exist now; with none, the message is dropped.
+        for sub in self._subscriptions.values():
+            if sub.config.topic == topic_name:
+                sub.queue.enqueue(stored, wall, mono)
+                self._sweeper.poke(sub.queue.next_due())
+        return stored.message_id
+
+    # --- subscriptions ------------------------------------------------------------------------------
+
+    def create_subscription(self, subscription: proto.Subscription) -> proto.Subscription:
+        """Create a subscription; it receives only messages published from now on."""
+        name = names.parse(subscription.name, "subscriptions")
+        topic_id = names.parse(subscription.topic, "topics").id
+        stored = proto.Subscription()
+        stored.CopyFrom(subscription)
+        policy.normalize(stored)
+        with self.lock:
+            if stored.name in self._subscriptions:
+                raise already_exists(name.id)
+            if stored.topic not in self._topics:
+                raise not_found(topic_id)
+            self._check_dead_letter_topic(stored)
+            queue = SubscriptionQueue(stored.name, policy.delivery_policy(stored), self.clock, self.lock)
+            self._subscriptions[stored.name] = _Subscription(stored, queue)
+            return stored
+
+    def get_subscription(self, subscription_name: str) -> proto.Subscription:
+        """The subscription named ``subscription_name``."""
+        with self.lock:
+            return self._subscription(subscription_name).config
+
+    def update_subscription(
+        self, subscription: proto.Subscription, mask: field_mask_pb2.FieldMask
+    ) -> proto.Subscription:
+        """Change the fields named in ``mask``; delivery follows the new settings from now on."""
+        policy.check_update_mask(list(mask.paths), policy.UPDATABLE_SUBSCRIPTION_FIELDS, "Subscription")
+        with self.lock:
+            current = self._subscription(subscription.name)
+            updated = proto.Subscription()
+            updated.CopyFrom(current.config)
+            mask.MergeMessage(subscription, updated, replace_message_field=True, replace_repeated_field=True)
+            policy.normalize(updated)
+            self._check_dead_letter_topic(updated)
+            current.config = updated
+            current.queue.update_policy(policy.delivery_policy(updated))
+            self._sweeper.poke(current.queue.next_due())
+            return updated
+
+    def delete_subscription(self, subscription_name: str) -> None:
+        """Delete a subscription and its messages; open streams on it end with NOT_FOUND."""
+        with self.lock:
+            sub = self._subscription(subscription_name)
+            del self._subscriptions[subscription_name]
+            sub.queue.close()
+
+    def list_subscriptions(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Subscription], str]:
+        """One page of the project's subscriptions."""
+        project_id = names.parse_project(project)
+        with self.lock:
+            subs = [s.config for n, s in sorted(self._subscriptions.items())
+                    if names.parse(n, "subscriptions").project == project_id]
+        return _page(subs, page_size, page_token)
+
+    def queue(self, subscription_name: str) -> SubscriptionQueue:
+        """The message queue of a subscription (for streaming pull, which waits on its condition)."""
+        with self.lock:
+            return self._subscription(subscription_name).queue
+
+    # --- delivery -----------------------------------------------------------------------------------
+
+    def pull(self, subscription_name: str, max_messages: int, wait_s: float) -> list[proto.ReceivedMessage]:
+        """Lease up to ``max_messages``, waiting up to ``wait_s`` real seconds for the first one."""
+        if max_messages <= 0:
+            raise invalid_argument("max_messages must be greater than 0.")
+        with self.lock:
+            queue = self._subscription(subscription_name).queue
+            queue.cond.wait_for(lambda: queue.closed or queue.has_ready(), timeout=max(wait_s, 0.0))
+            if self.closed:
+                raise shutting_down()
+            if queue.closed:
+                raise not_found(names.parse(subscription_name, "subscriptions").id)
+            return self.lease_locked(queue, min(max_messages, MAX_MESSAGES_PER_CALL), queue.policy.ack_deadline_s)
+
+    def lease_locked(
+        self, queue: SubscriptionQueue, max_messages: int, deadline_s: int, owner: LeaseOwner | None = None,
+        max_bytes: int = 0,
+    ) -> list[proto.ReceivedMessage]:
+        """Lease ready messages from ``queue``; call with the lock held (streaming pull does, while waiting)."""
+        received = queue.take(max_messages, deadline_s, owner, max_bytes)
+        if received:
+            self._sweeper.poke(queue.next_due())
+        return received
+
+    def acknowledge(self, subscription_name: str, ack_ids: Iterable[str]) -> None:
+        """Acknowledge messages of a subscription."""
+        with self.lock:
+            self._subscription(subscription_name).queue.ack(ack_ids)
+
+    def modify_ack_deadline(self, subscription_name: str, ack_ids: Iterable[str], deadline_s: int) -> None:
+        """Extend (or, with 0, end) the leases of messages."""
+        policy.check_modify_deadline(deadline_s)
+        with self.lock:
+            queue = self._subscription(subscription_name).queue
+            self._forward_dead_letters(queue.modify(ack_ids, deadline_s))
+            self._sweeper.poke(queue.next_due())
+
+    def seek_to_time(self, subscription_name: str, wall_time: float) -> None:
+        """Replay retained messages published at or after ``wall_time``; ack the older ones."""
+        with self.lock:
+            self._subscription(subscription_name).queue.seek_to_time(wall_time)
+
+    def stats(self) -> EmulatorStats:
+        """A snapshot of the emulator-only counters."""
+        with self.lock:
+            per_sub = []
+            for name, sub in sorted(self._subscriptions.items()):
+                counts: QueueStats = sub.queue.stats()
+                per_sub.append(SubscriptionStats(name=name, topic=sub.config.topic, undelivered=counts.undelivered,
+                                                 outstanding=counts.outstanding, dead_lettered=counts.dead_lettered,
+                                                 acked_retained=counts.acked_retained))
+            return EmulatorStats(subscriptions=tuple(per_sub), published=dict(self._published))
+
+    # --- internals (lock held) ----------------------------------------------------------------------
+
+    def _topic(self, topic_name: str) -> proto.Topic:
+        name = names.parse(topic_name, "topics")
+        try:
+            return self._topics[topic_name]
+        except KeyError:
+            raise not_found(name.id) from None
+
+    def _subscription(self, subscription_name: str) -> _Subscription:
+        name = names.parse(subscription_name, "subscriptions")
+        try:
+            return self._subscriptions[subscription_name]
+        except KeyError:
+            raise not_found(name.id) from None
+
+    def _check_dead_letter_topic(self, subscription: proto.Subscription) -> None:
+        if subscription.HasField("dead_letter_policy"):
+            dead_letter_topic = subscription.dead_letter_policy.dead_letter_topic
+            if dead_letter_topic not in self._topics:
+                raise not_found(names.parse(dead_letter_topic, "topics").id)
+
+    def _queues(self) -> list[SubscriptionQueue]:
+        return [sub.queue for sub in self._subscriptions.values()]
+
+    def _forward_dead_letters(self, dead_letters: list[DeadLetter]) -> None:
+        for dead in dead_letters:
+            if dead.topic not in self._topics:
+                log.warning("dead-letter topic is gone; message dropped",
+                            extra={"topic": dead.topic, "message_id": dead.message.message_id})
+                continue
+            source = names.parse(dead.source, "subscriptions")
+            forwarded = proto.PubsubMessage(data=dead.message.data, attributes=dead.message.attributes,
+                                            ordering_key=dead.message.ordering_key)
+            forwarded.attributes[DLQ_ATTR_DELIVERY_COUNT] = str(dead.delivery_attempt)
+            forwarded.attributes[DLQ_ATTR_SUBSCRIPTION] = source.id
+            forwarded.attributes[DLQ_ATTR_SUBSCRIPTION_PROJECT] = source.project
+            forwarded.attributes[DLQ_ATTR_PUBLISH_TIME] = dead.message.publish_time.ToJsonString()
+            message_id = self._publish_locked(dead.topic, forwarded)
+            log.info("message dead-lettered", extra={
+                "topic": dead.topic, "source_message_id": dead.message.message_id, "message_id": message_id,
+                "delivery_attempt": dead.delivery_attempt})
+
+
+def _check_message(message: proto.PubsubMessage) -> None:
+    if not message.data and not message.attributes:
+        raise invalid_argument("Some messages contain neither data nor attributes; a message needs at least one.")
+    for key in message.attributes:
+        if not key or key.startswith("goog"):
+            raise invalid_argument(f"The attribute key '{key}' is not allowed.")
+
+
+def _page(items: list, page_size: int, page_token: str) -> tuple[list, str]:
+    """Cut one page out of a sorted listing; the token is the offset of the next page."""
+    try:
+        start = int(page_token) if page_token else 0
+    except ValueError:
+        raise invalid_argument(f"Invalid page token: {page_token!r}.") from None
+    size = page_size if page_size > 0 else DEFAULT_PAGE_SIZE
+    end = start + size
+    return items[start:end], str(end) if end < len(items) else ""

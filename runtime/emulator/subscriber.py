@@ -1,0 +1,107 @@
+"""The ``google.pubsub.v1.Subscriber`` service: subscriptions, Pull, Acknowledge, ModifyAckDeadline, Seek,
+and StreamingPull (delegated to runtime.emulator.streaming)."""
+
+from __future__ import annotations
+
+import grpc
+
+from runtime.emulator import proto, rpc
+from runtime.emulator.errors import invalid_argument, unimplemented
+from runtime.emulator.state import Broker
+from runtime.emulator.streaming import StreamingPull
+
+# A unary pull without return_immediately waits for messages at most this long (real seconds), and
+# answers this much before the caller's deadline so the caller gets an empty response, not an error.
+MAX_PULL_WAIT_S = 10.0
+PULL_DEADLINE_MARGIN_S = 0.2
+
+
+class SubscriberService:
+    """Translates Subscriber RPCs into broker calls."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._streaming = StreamingPull(broker)
+
+    def create_subscription(self, request: proto.Subscription, context: grpc.ServicerContext) -> proto.Subscription:
+        """CreateSubscription."""
+        return self._broker.create_subscription(request)
+
+    def get_subscription(
+        self, request: proto.GetSubscriptionRequest, context: grpc.ServicerContext
+    ) -> proto.Subscription:
+        """GetSubscription."""
+        return self._broker.get_subscription(request.subscription)
+
+    def update_subscription(
+        self, request: proto.UpdateSubscriptionRequest, context: grpc.ServicerContext
+    ) -> proto.Subscription:
+        """UpdateSubscription."""
+        return self._broker.update_subscription(request.subscription, request.update_mask)
+
+    def delete_subscription(
+        self, request: proto.DeleteSubscriptionRequest, context: grpc.ServicerContext
+    ) -> proto.Empty:
+        """DeleteSubscription."""
+        self._broker.delete_subscription(request.subscription)
+        return proto.Empty()
+
+    def list_subscriptions(
+        self, request: proto.ListSubscriptionsRequest, context: grpc.ServicerContext
+    ) -> proto.ListSubscriptionsResponse:
+        """ListSubscriptions, paged."""
+        subscriptions, token = self._broker.list_subscriptions(request.project, request.page_size, request.page_token)
+        return proto.ListSubscriptionsResponse(subscriptions=subscriptions, next_page_token=token)
+
+    def pull(self, request: proto.PullRequest, context: grpc.ServicerContext) -> proto.PullResponse:
+        """Pull: waits for the first message unless return_immediately is set."""
+        wait_s = 0.0
+        if not request.return_immediately:
+            remaining = context.time_remaining()
+            wait_s = MAX_PULL_WAIT_S if remaining is None else min(MAX_PULL_WAIT_S, remaining - PULL_DEADLINE_MARGIN_S)
+        received = self._broker.pull(request.subscription, request.max_messages, wait_s)
+        return proto.PullResponse(received_messages=received)
+
+    def acknowledge(self, request: proto.AcknowledgeRequest, context: grpc.ServicerContext) -> proto.Empty:
+        """Acknowledge."""
+        if not request.ack_ids:
+            raise invalid_argument("No ack ids were given.")
+        self._broker.acknowledge(request.subscription, request.ack_ids)
+        return proto.Empty()
+
+    def modify_ack_deadline(
+        self, request: proto.ModifyAckDeadlineRequest, context: grpc.ServicerContext
+    ) -> proto.Empty:
+        """ModifyAckDeadline; a deadline of 0 nacks."""
+        if not request.ack_ids:
+            raise invalid_argument("No ack ids were given.")
+        self._broker.modify_ack_deadline(request.subscription, request.ack_ids, request.ack_deadline_seconds)
+        return proto.Empty()
+
+    def seek(self, request: proto.SeekRequest, context: grpc.ServicerContext) -> proto.SeekResponse:
+        """Seek to a time (snapshots are not implemented)."""
+        if request.WhichOneof("target") == "snapshot":
+            raise unimplemented("snapshots")
+        if not request.HasField("time"):
+            raise invalid_argument("A seek request needs a time or a snapshot.")
+        self._broker.seek_to_time(request.subscription, request.time.ToNanoseconds() / 1e9)
+        return proto.SeekResponse()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The generic handler that serves this service."""
+        return grpc.method_handlers_generic_handler(proto.SUBSCRIBER_SERVICE, {
+            "CreateSubscription": rpc.unary(self.create_subscription, proto.Subscription, proto.Subscription),
+            "GetSubscription": rpc.unary(self.get_subscription, proto.GetSubscriptionRequest, proto.Subscription),
+            "UpdateSubscription": rpc.unary(
+                self.update_subscription, proto.UpdateSubscriptionRequest, proto.Subscription
+            ),
+            "DeleteSubscription": rpc.unary(self.delete_subscription, proto.DeleteSubscriptionRequest, proto.Empty),
+            "ListSubscriptions": rpc.unary(
+                self.list_subscriptions, proto.ListSubscriptionsRequest, proto.ListSubscriptionsResponse
+            ),
+            "Pull": rpc.unary(self.pull, proto.PullRequest, proto.PullResponse),
+            "Acknowledge": rpc.unary(self.acknowledge, proto.AcknowledgeRequest, proto.Empty),
+            "ModifyAckDeadline": rpc.unary(self.modify_ack_deadline, proto.ModifyAckDeadlineRequest, proto.Empty),
+            "Seek": rpc.unary(self.seek, proto.SeekRequest, proto.SeekResponse),
+            "StreamingPull": rpc.bidi(self._streaming, proto.StreamingPullRequest, proto.StreamingPullResponse),
+        })
