@@ -1,0 +1,10 @@
+"""Pure builders of the platform's Kubernetes objects: plain dicts in, plain dicts out, no Pulumi.
+
+The Pulumi components (``components.dask``, ``components.scheduler_workload``, ``components.monitoring``)
+apply what these build; tests validate them against Kubernetes and CRD schemas without a cluster; the
+validation helper renders the alert rules with ``alerts.render_rules_yaml``.
+
+Modules: ``common`` (labels, security contexts, resources), ``scheduler`` (gpu-scheduler workload),
+``network`` (NetworkPolicies), ``dask`` (DaskCluster, worker groups, autoscaler), ``dcgm`` (GPU exporter),
+``monitors`` (ServiceMonitors), ``alerts`` (PrometheusRule), ``dashboard`` (Grafana).
+"""
