@@ -15,14 +15,15 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from kernels.context import RunContext
+from kernels.errors import PermanentJobError, TransientJobError
 from kernels.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, parse_params
 
 # A noop polls for cancellation this often (seconds): short enough that a drain or cancel feels
 # immediate, long enough not to burn the worker's CPU.
 NOOP_POLL_S: Final = 0.05
 
-# Kernel modules by job type; each has ``run(params, device, ctx) -> KernelResult``.
+# Kernel modules by job type; each has ``run(params, device, ctx) -> kernels.context.KernelResult``.
 _KERNEL_MODULES: Final = {
     JobType.RANDOM_WALK: "kernels.random_walk",
     JobType.EUROPEAN_OPTION: "kernels.european",
@@ -40,20 +41,6 @@ class JobOutput:
     device: str = "cpu"
     elapsed_s: float = 0.0
     paths: int = 0
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """Cooperative controls handed to a kernel: cancellation polled between chunks, progress 0..1."""
-
-    should_stop: Callable[[], bool]
-    progress: Callable[[float], None]
-
-    def checkpoint(self, fraction: float) -> None:
-        """Report ``fraction`` done, then raise ``JobCancelled`` if the job was asked to stop."""
-        self.progress(min(max(fraction, 0.0), 1.0))
-        if self.should_stop():
-            raise JobCancelled(f"stopped at {fraction:.0%}")
 
 
 def run_job(

@@ -18,6 +18,8 @@ MAX_STEPS: Final = 10_000
 MAX_PATH_STEPS: Final = 50_000_000_000  # paths x steps for path-dependent kernels
 MAX_ASSETS: Final = 256
 MAX_SLEEP_S: Final = 3_600.0
+# VaR keeps one float64 loss per scenario on the host to take quantiles: 25e6 scenarios = 200 MB.
+MAX_VAR_PATHS: Final = 25_000_000
 
 
 class JobType(StrEnum):
@@ -128,7 +130,19 @@ class PortfolioVarParams(_Params):
                         raise ValueError("correlation must be symmetric")
                     if not -1.0 <= value <= 1.0:
                         raise ValueError("correlation entries must lie in [-1, 1]")
+            _check_positive_definite(self.correlation)
+        if self.paths > MAX_VAR_PATHS:
+            raise ValueError(f"portfolio_var takes at most {MAX_VAR_PATHS:.3g} paths (scenarios), not {self.paths}")
         return self
+
+
+def _check_positive_definite(matrix: list[list[float]]) -> None:
+    import numpy as np
+
+    try:
+        np.linalg.cholesky(np.asarray(matrix, dtype=float))
+    except np.linalg.LinAlgError:
+        raise ValueError("correlation must be positive definite (no Cholesky factor exists)") from None
 
 
 def _check_path_steps(paths: int, steps: int) -> None:

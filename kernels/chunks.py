@@ -1,0 +1,73 @@
+"""Runs a kernel over its path blocks chunk by chunk: cancellation, progress, and out-of-memory retry.
+
+A kernel splits its samples into fixed-size *blocks* (the unit its random streams and partial sums are
+keyed by) and computes per-block sums for a range of blocks at a time. Summing those rows strictly in
+block order makes the total bit-for-bit independent of the chunk size, and of the device's launch grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Protocol
+
+import numpy as np
+
+from kernels.errors import TransientJobError
+
+if TYPE_CHECKING:
+    from kernels.jobs import RunContext
+
+_CUDA_ERROR_OUT_OF_MEMORY: Final = 2  # CUresult value in cuda.h
+
+
+class BlockRunner(Protocol):
+    """Computes per-block sums, shape ``(count, width)``, for blocks ``start .. start + count``."""
+
+    def __call__(self, start: int, count: int) -> np.ndarray: ...
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is a CUDA out-of-memory error from numba's driver or from cupy's allocator."""
+    name = type(exc).__name__
+    if name == "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
+        return True
+    code = getattr(exc, "code", None)  # numba's CudaAPIError carries a CUresult (enum member or int)
+    return name == "CudaAPIError" and (code == _CUDA_ERROR_OUT_OF_MEMORY or "OUT_OF_MEMORY" in str(code))
+
+
+def run_blocks(
+    n_blocks: int,
+    width: int,
+    chunk_blocks: int,
+    compute: BlockRunner,
+    ctx: RunContext,
+    *,
+    on_oom: Callable[[], None] = lambda: None,
+    oom: Callable[[BaseException], bool] = is_out_of_memory,
+) -> np.ndarray:
+    """Sum ``compute``'s per-block rows over all ``n_blocks``, ``chunk_blocks`` at a time.
+
+    Checks ``ctx`` for cancellation between chunks. An out-of-memory error calls ``on_oom`` (to free
+    cached device memory) and retries the chunk at half the size; failing at one block is transient.
+    """
+    total = np.zeros(width, dtype=np.float64)
+    start = 0
+    chunk = max(1, min(chunk_blocks, n_blocks))
+    ctx.checkpoint(0.0)
+    while start < n_blocks:
+        count = min(chunk, n_blocks - start)
+        try:
+            rows = compute(start, count)
+        except Exception as exc:
+            if not oom(exc):
+                raise
+            on_oom()
+            if count == 1:
+                raise TransientJobError("CUDA out of memory even for the smallest chunk") from exc
+            chunk = max(1, count // 2)
+            continue
+        # cumsum adds row after row, so the result does not depend on where chunks begin and end.
+        total = np.cumsum(np.vstack([total, rows]), axis=0)[-1]
+        start += count
+        ctx.checkpoint(start / n_blocks)
+    return total

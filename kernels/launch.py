@@ -1,0 +1,67 @@
+"""Runs a block-sum kernel on the chosen device: the CPU twin, or the CUDA kernel with pooled buffers.
+
+A kernel module supplies its CPU twin (``cpu(out, first_block, *args)`` filling ``out[count, width]``)
+and a factory for its CUDA kernel (launched ``[count, THREADS]`` with the same arguments); this module
+does the chunking, device buffers, out-of-memory retry and clean-up for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels.chunks import run_blocks
+from kernels.context import RunContext
+from kernels.device import CPU
+
+
+@dataclass(frozen=True)
+class BlockKernel:
+    """One kernel's two implementations and how many blocks a chunk holds on each device."""
+
+    width: int
+    cpu: Callable[..., None]
+    cuda_factory: Callable[[], Any]
+    cpu_chunk_blocks: int
+    gpu_chunk_blocks: int
+
+
+ChunkArgs = tuple[Any, ...] | Callable[[int, int], tuple[Any, ...]]
+
+
+def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str, ctx: RunContext) -> np.ndarray:
+    """Per-block sums of ``kernel`` over ``n_blocks`` blocks, summed in block order, on ``device``.
+
+    ``args`` are the arguments after ``(out, first_block)``: a tuple, or a function of the chunk's
+    ``(first_block, count)`` for kernels with per-chunk inputs (NumPy arrays are copied to the device).
+    """
+
+    def args_for(start: int, count: int) -> tuple[Any, ...]:
+        return args(start, count) if callable(args) else args
+
+    if device == CPU:
+
+        def compute_cpu(start: int, count: int) -> np.ndarray:
+            out = np.empty((count, kernel.width), dtype=np.float64)
+            kernel.cpu(out, start, *args_for(start, count))
+            return out
+
+        return run_blocks(n_blocks, kernel.width, kernel.cpu_chunk_blocks, compute_cpu, ctx)
+
+    from kernels import gpu
+
+    launch = kernel.cuda_factory()
+
+    def compute_gpu(start: int, count: int) -> np.ndarray:
+        out = gpu.empty((count, kernel.width))
+        launch[count, gpu.THREADS](out, start, *gpu.to_device_all(args_for(start, count)))
+        return gpu.to_host(out)
+
+    chunk = gpu.budget_blocks(kernel.width * np.dtype(np.float64).itemsize, kernel.gpu_chunk_blocks)
+    try:
+        return run_blocks(n_blocks, kernel.width, chunk, compute_gpu, ctx, on_oom=gpu.release)
+    finally:
+        gpu.release()

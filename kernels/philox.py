@@ -1,0 +1,83 @@
+"""Philox4x32-10, the counter-based generator every option and VaR kernel draws from.
+
+Written once as plain Python over ``numpy.uint64`` scalars and registered with ``register_jitable``:
+the same source runs in the Python interpreter (and so in the CUDA simulator), inside ``@njit`` CPU
+twins, and inside ``@cuda.jit`` kernels. A draw is a pure function of (key, counter): key = the job's
+seed, counter = (path group, draw index). Any thread on any grid that asks for the same counter gets
+the same numbers, which is what makes results independent of the launch grid and of chunking, and
+keeps the generator's whole state in registers.
+
+32-bit words live in ``uint64`` scalars so a 32x32-bit product fits without overflow; every constant
+is a ``uint64`` because NumPy and numba promote ``uint64 op int64`` to ``float64``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import numpy as np
+from numba.core.extending import register_jitable
+
+# Philox4x32 round multipliers and Weyl key increments (Salmon et al., SC'11, "Random123").
+_M0: Final = np.uint64(0xD2511F53)
+_M1: Final = np.uint64(0xCD9E8D57)
+_W0: Final = np.uint64(0x9E3779B9)
+_W1: Final = np.uint64(0xBB67AE85)
+_MASK32: Final = np.uint64(0xFFFFFFFF)
+_SHIFT32: Final = np.uint64(32)
+
+# 2**-32 maps a 32-bit word onto [0, 1). Uniforms are clamped to at least half a step above zero
+# before ``log`` so Box-Muller never sees log(0); this truncates normals at about 6.8 sigma.
+_TWO_POW_M32: Final = 2.0**-32
+UNIFORM_FLOOR: Final = 2.0**-33
+_TWO_PI: Final = 2.0 * math.pi
+
+# Normals per generator call: four 32-bit words make two Box-Muller pairs, both outputs used.
+NORMALS_PER_DRAW: Final = 4
+
+
+@register_jitable
+def philox4x32_10(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
+    """Ten Philox rounds on counter (c0..c3) with key (k0, k1); all ``uint64`` holding 32-bit words."""
+    for _ in range(10):
+        p0 = _M0 * c0
+        p1 = _M1 * c2
+        hi0 = p0 >> _SHIFT32
+        lo0 = p0 & _MASK32
+        hi1 = p1 >> _SHIFT32
+        lo1 = p1 & _MASK32
+        c0 = hi1 ^ c1 ^ k0
+        c1 = lo1
+        c2 = hi0 ^ c3 ^ k1
+        c3 = lo0
+        k0 = (k0 + _W0) & _MASK32
+        k1 = (k1 + _W1) & _MASK32
+    return c0, c1, c2, c3
+
+
+@register_jitable
+def _uniform(word):  # type: ignore[no-untyped-def]
+    return max(np.float64(word) * _TWO_POW_M32, UNIFORM_FLOOR)
+
+
+@register_jitable
+def _box_muller(w0, w1):  # type: ignore[no-untyped-def]
+    radius = math.sqrt(-2.0 * math.log(_uniform(w0)))
+    angle = _TWO_PI * _uniform(w1)
+    return radius * math.cos(angle), radius * math.sin(angle)
+
+
+@register_jitable
+def normals4(group, draw, seed):  # type: ignore[no-untyped-def]
+    """Four independent standard normals for path group ``group`` and draw index ``draw``.
+
+    ``group`` and ``seed`` are non-negative ints below 2**64, ``draw`` below 2**32.
+    """
+    g = np.uint64(group)
+    s = np.uint64(seed)
+    w0, w1, w2, w3 = philox4x32_10(g & _MASK32, g >> _SHIFT32, np.uint64(draw), np.uint64(0),
+                                   s & _MASK32, s >> _SHIFT32)
+    z0, z1 = _box_muller(w0, w1)
+    z2, z3 = _box_muller(w2, w3)
+    return z0, z1, z2, z3

@@ -1,0 +1,132 @@
+"""Seed 001's random walk: every path averages ``steps`` float32 normals from numba's xoroshiro128+.
+
+Kept bit-compatible with the seed's kernel: path ``i`` uses generator state ``i`` of
+``numba.cuda.random.create_xoroshiro128p_states(paths, seed)`` (the seed state jumped ``i`` times by 2**64)
+and draws with ``xoroshiro128p_normal_float32``. Those numba functions are CPU-``jit`` functions that
+numba also compiles for CUDA, so the CPU twin calls the very same code. States are made per chunk,
+resuming from where the previous chunk ended; each path's stream depends only on its index.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any, Final
+
+import numba
+import numpy as np
+from numba import njit, prange
+from numba.cuda import config as cuda_config
+from numba.cuda.random import (
+    init_xoroshiro128p_states_cpu,
+    xoroshiro128p_dtype,
+    xoroshiro128p_jump,
+    xoroshiro128p_normal_float32,
+)
+
+from kernels import estimators
+from kernels.context import KernelResult, RunContext
+from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import RandomWalkParams
+
+PATHS_PER_BLOCK: Final = 256  # one path per GPU thread, as in the seed; equals kernels.gpu.THREADS
+WIDTH: Final = 2  # sum of path averages, sum of their squares
+CPU_CHUNK_PATH_STEPS: Final = 2**24
+GPU_CHUNK_PATH_STEPS: Final = 2**33
+
+
+# Under the CUDA simulator numba's generator functions are object-mode; so must this caller be.
+_SIMULATED: Final = bool(cuda_config.ENABLE_CUDASIM)
+
+
+@numba.jit(nopython=not _SIMULATED, forceobj=_SIMULATED, cache=not _SIMULATED)
+def _fill_states(states, first):  # type: ignore[no-untyped-def]
+    """``states[0] = first[0]``, each next state jumped 2**64 draws ahead of the one before."""
+    states[0] = first[0]
+    for i in range(1, states.shape[0]):
+        states[i] = states[i - 1]
+        xoroshiro128p_jump(states, i)
+
+
+class StateChain:
+    """Generator states for any chunk of paths, made in order from the chunk before it."""
+
+    def __init__(self, seed: int) -> None:
+        first = np.empty(1, dtype=xoroshiro128p_dtype)
+        init_xoroshiro128p_states_cpu(first, np.uint64(seed), np.uint64(0))
+        self._next = {0: first}  # first path of a chunk -> its state; a retried chunk finds its start
+
+    def states(self, first_path: int, count: int) -> np.ndarray:
+        """States of paths ``first_path .. first_path + count``; ``first_path`` must start or end a chunk."""
+        states = np.empty(count, dtype=xoroshiro128p_dtype)
+        _fill_states(states, self._next[first_path])
+        following = states[-1:].copy()
+        xoroshiro128p_jump(following, 0)
+        self._next[first_path + count] = following
+        return states
+
+
+@njit(parallel=True, cache=True)
+def _cpu_blocks(out, first_block, n_paths, steps, states):  # type: ignore[no-untyped-def]
+    for b in prange(out.shape[0]):
+        total = 0.0
+        total_sq = 0.0
+        for t in range(PATHS_PER_BLOCK):
+            if (first_block + b) * PATHS_PER_BLOCK + t < n_paths:
+                walk = np.float32(0.0)
+                for _ in range(steps):
+                    walk += xoroshiro128p_normal_float32(states, b * PATHS_PER_BLOCK + t)
+                average = np.float64(walk / np.float32(steps))
+                total += average
+                total_sq += average * average
+        out[b, 0] = total
+        out[b, 1] = total_sq
+
+
+@cache
+def _cuda_kernel() -> Any:
+    from numba import cuda, float32, float64
+
+    from kernels.gpu import THREADS, block_reduce_store
+
+    @cuda.jit
+    def kernel(out, first_block, n_paths, steps, states):  # type: ignore[no-untyped-def]
+        shared = cuda.shared.array((WIDTH, THREADS), float64)
+        tid = cuda.threadIdx.x
+        index = cuda.blockIdx.x * THREADS + tid
+        average = 0.0
+        if (first_block + cuda.blockIdx.x) * THREADS + tid < n_paths:
+            walk = float32(0.0)
+            for _ in range(steps):
+                walk += xoroshiro128p_normal_float32(states, index)
+            average = float64(walk / float32(steps))
+        shared[0, tid] = average
+        shared[1, tid] = average * average
+        block_reduce_store(shared, out, cuda.blockIdx.x)
+
+    return kernel
+
+
+def run(p: RandomWalkParams, device: str, ctx: RunContext) -> KernelResult:
+    """Mean of the paths' averages (zero in expectation) and their spread (``1/sqrt(steps)`` expected)."""
+    n_paths = max(p.paths, 3)
+    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
+    path_steps_per_block = PATHS_PER_BLOCK * p.steps
+    kernel = BlockKernel(
+        width=WIDTH, cpu=_cpu_blocks, cuda_factory=_cuda_kernel,
+        cpu_chunk_blocks=max(1, CPU_CHUNK_PATH_STEPS // path_steps_per_block),
+        gpu_chunk_blocks=max(1, GPU_CHUNK_PATH_STEPS // path_steps_per_block),
+    )
+    chain = StateChain(p.seed)
+
+    def chunk_args(first_block: int, count: int) -> tuple[Any, ...]:
+        first = first_block * PATHS_PER_BLOCK
+        states = chain.states(first, min(count * PATHS_PER_BLOCK, n_paths - first))
+        return np.int64(n_paths), np.int64(p.steps), states
+
+    total, total_sq = sum_blocks(kernel, n_blocks, chunk_args, device, ctx)
+    variance = max((total_sq - total * total / n_paths) / (n_paths - 1), 0.0)
+    estimate = estimators.interval(total / n_paths, math.sqrt(variance / n_paths), n_paths)
+    summary = {**estimate.as_dict(), "paths": n_paths, "steps": p.steps, "path_steps": n_paths * p.steps,
+               "path_average_std": math.sqrt(variance), "expected_path_average_std": 1.0 / math.sqrt(p.steps)}
+    return KernelResult(summary=summary, paths=n_paths)
