@@ -1,0 +1,111 @@
+"""Validation results and their three renderings: a rich table, JSON, and JUnit XML for CI."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from rich.console import Console
+from rich.table import Table
+
+
+class Status(StrEnum):
+    """Outcome of one check."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+class CheckResult(BaseModel):
+    """One check's outcome, with what it saw and, on failure, what to fix."""
+
+    name: str
+    status: Status
+    evidence: str
+    fix: str | None = Field(None, description="What an operator should change; set on failures.")
+    duration_s: float = Field(ge=0.0)
+
+
+class Report(BaseModel):
+    """All checks of one validation run against one target (a stack or the local platform)."""
+
+    target: str
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    results: list[CheckResult] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        """The failing checks."""
+        return [r for r in self.results if r.status is Status.FAIL]
+
+    @property
+    def ok(self) -> bool:
+        """True when no check failed (skips do not fail a run)."""
+        return not self.failed
+
+    def result(self, name: str) -> CheckResult:
+        """The result of the check called ``name``."""
+        for result in self.results:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    def to_json(self) -> str:
+        """The report as JSON (a stable shape: target, started_at, ok, results[])."""
+        return json.dumps({"ok": self.ok, **self.model_dump(mode="json")}, indent=2)
+
+    def to_junit(self) -> str:
+        """The report as JUnit XML: one testcase per check, failures and skips marked."""
+        suite = ET.Element(
+            "testsuite",
+            name=f"gpurt validate {self.target}",
+            tests=str(len(self.results)),
+            failures=str(len(self.failed)),
+            skipped=str(sum(r.status is Status.SKIP for r in self.results)),
+            time=f"{sum(r.duration_s for r in self.results):.3f}",
+            timestamp=self.started_at.isoformat(),
+        )
+        for result in self.results:
+            case = ET.SubElement(suite, "testcase", classname=f"validate.{self.target}", name=result.name,
+                                 time=f"{result.duration_s:.3f}")
+            if result.status is Status.FAIL:
+                failure = ET.SubElement(case, "failure", message=result.evidence)
+                failure.text = f"{result.evidence}\nfix: {result.fix or 'see docs/validation.md'}"
+            elif result.status is Status.SKIP:
+                ET.SubElement(case, "skipped", message=result.evidence)
+            ET.SubElement(case, "system-out").text = result.evidence
+        suites = ET.Element("testsuites")
+        suites.append(suite)
+        ET.indent(suites)
+        return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+
+    def write_junit(self, path: Path) -> None:
+        """Write the JUnit XML report to ``path`` (parents created)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_junit())
+
+
+_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}
+
+
+def render_table(report: Report, console: Console) -> None:
+    """Print the report as a table, then one line per failure naming what to fix."""
+    table = Table(title=f"gpurt validate — {report.target}", show_lines=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status")
+    table.add_column("evidence", overflow="fold")
+    table.add_column("duration", justify="right")
+    for result in report.results:
+        style = _STYLE[result.status]
+        table.add_row(result.name, f"[{style}]{result.status.value}[/]", result.evidence,
+                      f"{result.duration_s:.2f}s")
+    console.print(table)
+    for result in report.failed:
+        console.print(f"[bold red]✗ {result.name}[/]: {result.fix or result.evidence}")
+    summary = "all checks passed" if report.ok else f"{len(report.failed)} check(s) failed"
+    console.print(f"[{'green' if report.ok else 'bold red'}]{summary}[/]")

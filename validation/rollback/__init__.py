@@ -1,0 +1,1 @@
+"""Rollback: redeploy the last good program and config, or undo the scheduler's Kubernetes rollout."""

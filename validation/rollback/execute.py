@@ -1,0 +1,39 @@
+"""Carry out a rollback plan: back up, check the old commit out, set its config, ``pulumi up``, validate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from validation.clients.pulumi_stack import OnOutput, PulumiStack
+from validation.rollback.plan import RollbackError, RollbackPlan
+from validation.rollback.worktree import worktree
+from validation.state.backups import backup_stack
+
+
+@dataclass(frozen=True)
+class RollbackOutcome:
+    """What the rollback did: where the state backup is, how ``up`` ended, whether validation passed."""
+
+    plan: RollbackPlan
+    backup: Path
+    up_result: str
+    validated: bool
+
+
+def execute(plan: RollbackPlan, stack: PulumiStack, repo: Path, open_stack: Callable[[Path], PulumiStack],
+            backup_dir: Path, validate: Callable[[], bool], on_output: OnOutput | None = None) -> RollbackOutcome:
+    """Deploy ``plan.commit`` with the target update's config, then run ``validate``.
+
+    ``open_stack`` selects the same stack for the program in a directory (the temporary worktree), so the
+    checkout the operator works in is never modified.
+    """
+    backup = backup_stack(stack, backup_dir)
+    with worktree(repo, plan.commit) as program:
+        old = open_stack(program)
+        old.set_config(plan.target.config, plan.target.secret_keys)
+        result = old.up(on_output)
+    if result != "succeeded":
+        raise RollbackError(f"pulumi up of commit {plan.commit[:12]} ended {result!r}; state backup: {backup}")
+    return RollbackOutcome(plan=plan, backup=backup, up_result=result, validated=validate())
