@@ -22,12 +22,15 @@ def up(
     workers: Annotated[int, typer.Option(min=1, help="Dask workers of the LocalCluster (the 'local' pool).")] = 2,
     port: Annotated[int, typer.Option(min=0, max=65535, help="Scheduler API port (0 = any free port).")] = 8080,
     emulator_port: Annotated[int, typer.Option(min=0, max=65535, help="Pub/Sub emulator port (0 = free).")] = 8085,
+    time_scale: Annotated[float, typer.Option(
+        "--emulator-time-scale", min=0.001, help="Emulator-only: scale ack deadlines and backoffs (drills).")] = 1.0,
     as_json: JsonOption = False,
 ) -> None:
     """Start the emulator and the scheduler in the background and wait until they are ready."""
     from runtime.local import LocalConfig, LocalPlatform
 
-    platform = LocalPlatform(config=LocalConfig(workers=workers, port=port, emulator_port=emulator_port))
+    platform = LocalPlatform(config=LocalConfig(workers=workers, port=port, emulator_port=emulator_port,
+                                                   emulator_time_scale=time_scale))
     with console.status("starting the local platform…") as spinner:
         outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
     state = outcome.state

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 
 from runtime.protocol import JobResult, JobStatus
+from runtime.report.summary import headline, number
 
 STATUS_STYLE = {
     JobStatus.SUCCEEDED: "green",
@@ -14,17 +15,6 @@ STATUS_STYLE = {
     JobStatus.REJECTED: "red",
     JobStatus.CANCELLED: "yellow",
 }
-# Summary fields worth a column, in the order a risk user reads them.
-HEADLINE_FIELDS = ("estimate", "std_error", "var", "cvar", "ci_low", "ci_high", "paths")
-
-
-def headline(result: JobResult) -> str:
-    """The one-line gist of a result: its main figures, or its error."""
-    if result.error is not None:
-        return f"{result.error.kind}: {result.error.message}"
-    summary = result.result or {}
-    parts = [f"{key}={_number(summary[key])}" for key in HEADLINE_FIELDS if key in summary]
-    return ", ".join(parts) or "-"
 
 
 def results_table(results: Iterable[JobResult], title: str = "results") -> Table:
@@ -37,14 +27,6 @@ def results_table(results: Iterable[JobResult], title: str = "results") -> Table
         metrics = result.metrics
         table.add_row(
             result.job_id, str(result.type or "-"), f"[{style}]{result.status}[/]", str(result.attempt),
-            _number(metrics.run_s), _number(metrics.queue_wait_s), metrics.device or "-", headline(result),
+            number(metrics.run_s), number(metrics.queue_wait_s), metrics.device or "-", headline(result),
         )
     return table
-
-
-def _number(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)

@@ -92,8 +92,10 @@ class ResultCollector:
             outcome = results.wait({request.job_id}, timeout_s=60)
     """
 
-    def __init__(self, clients: PubSubClients) -> None:
+    def __init__(self, clients: PubSubClients, on_any: Callable[[JobResult], None] | None = None) -> None:
+        """``on_any`` (optional) sees every result as it arrives, on the subscriber's thread."""
         self._clients = clients
+        self._on_any = on_any
         self._name = clients.subscription(TEMP_SUBSCRIPTION_PREFIX + uuid.uuid4().hex[:12])
         self._queue: queue.Queue[JobResult] = queue.Queue()
         self._future: pubsub_v1.subscriber.futures.StreamingPullFuture | None = None
@@ -124,6 +126,8 @@ class ResultCollector:
             result = None  # not ours to judge; the scheduler's own subscription keeps a copy
         message.ack()  # a private subscription: acking costs no other consumer anything
         if result is not None:
+            if self._on_any is not None:
+                self._on_any(result)
             self._queue.put(result)
 
     def wait(self, job_ids: Iterable[str], timeout_s: float,

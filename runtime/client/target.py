@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Final
 
 from components.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
-from runtime.local.state import default_local_dir, load_state
 
 API_URL_ENV: Final = "GPURT_API_URL"
 PROJECT_ENV: Final = "GPURT_PROJECT"
@@ -37,6 +36,8 @@ class Target:
 def resolve_target(api_url: str | None = None, token: str | None = None, project: str | None = None,
                    local_dir: Path | None = None) -> Target:
     """Combine flags, environment and the local state file into a ``Target``."""
+    from runtime.local.state import default_local_dir, load_state  # runtime.local imports this module
+
     state = load_state(local_dir or default_local_dir())
     env_url = os.environ.get(API_URL_ENV)
     source = "flags/environment" if (api_url or env_url) else ("local state" if state else "defaults")

@@ -49,7 +49,9 @@ class LocalConfig:
     host: str = "127.0.0.1"
     project: str = DEFAULT_PROJECT
     result_store: str | None = None  # fsspec URL; default: a folder beside the state file
-    emulator_args: tuple[str, ...] = ()  # emulator-only knobs, e.g. time scaling for drills
+    # Emulator-only: multiplies ack deadlines, backoffs and retention, so a dead-letter drill (5 deliveries
+    # with 10 s+ backoff) takes seconds. 1.0 is real Pub/Sub timing.
+    emulator_time_scale: float = 1.0
     scheduler_env: Mapping[str, str] = field(default_factory=dict)  # extra scheduler settings
     ready_timeout_s: float = READY_TIMEOUT_S
 
@@ -129,6 +131,8 @@ class LocalPlatform:
         cfg = self.config
         if cfg.workers < 1:
             raise LocalPlatformError("--workers must be at least 1")
+        if cfg.emulator_time_scale <= 0:
+            raise LocalPlatformError("the emulator time scale must be positive")
         port = self._port(cfg.port, "scheduler")
         emulator_port = self._port(cfg.emulator_port, "emulator")
         admin_port = processes.free_port(cfg.host)
@@ -143,7 +147,7 @@ class LocalPlatform:
         emulator = processes.start_process(
             EMULATOR,
             [sys.executable, "-m", "runtime.emulator", "--host", cfg.host, "--port", str(emulator_port),
-             "--admin-port", str(admin_port), *cfg.emulator_args],
+             "--admin-port", str(admin_port), "--time-scale", str(cfg.emulator_time_scale)],
             base_env, logs / "emulator.log")
         state = LocalState(
             project=cfg.project, api_url=f"http://{cfg.host}:{port}", emulator_host=emulator_host,

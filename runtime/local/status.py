@@ -66,6 +66,14 @@ def collect_status(state: LocalState | None, directory: Path) -> PlatformStatus:
     return status
 
 
+def subscription_stats(admin_url: str, subscription: str) -> dict[str, Any]:
+    """The emulator's counters (undelivered, outstanding, dead_lettered) for one subscription."""
+    stats = _emulator_stats(admin_url)
+    if subscription not in stats:
+        raise KeyError(f"the emulator has no subscription {subscription}")
+    return stats[subscription]
+
+
 def _emulator_stats(admin_url: str) -> dict[str, dict[str, Any]]:
     response = httpx.get(f"{admin_url}/stats", timeout=STATS_TIMEOUT_S)
     response.raise_for_status()

@@ -1,0 +1,69 @@
+"""``gpurt demo`` (what ``make demo`` runs): the whole platform on this machine, end to end."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from runtime.cli.common import EXIT_FAILED, console, err_console, friendly_errors
+from runtime.cli.render import results_table
+
+
+@friendly_errors
+def demo(
+    quick: Annotated[bool, typer.Option("--quick", help="Small jobs (CI): the same flow in well under a minute "
+                                        "of compute.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Dask workers if the demo starts the platform.")] = 2,
+    reports: Annotated[Path, typer.Option(help="Folder that receives demo-<timestamp>/.")] = Path("reports"),
+    validate: Annotated[bool, typer.Option(help="Run `gpurt validate --local` when available.")] = True,
+    timeout: Annotated[float, typer.Option(min=10, help="Seconds to wait for all results.")] = 900.0,
+) -> None:
+    """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
+    from runtime.local import LocalConfig, LocalPlatform
+    from runtime.local.demo import build_report, run_validation, run_workload, validate_available
+    from runtime.local.workload import build_workload
+    from runtime.report import write_report
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    # Free ports: the demo must not fail because something else listens on 8080/8085.
+    platform = LocalPlatform(config=LocalConfig(workers=workers, port=0, emulator_port=0))
+    with console.status("starting the local platform…") as spinner:
+        started = platform.up(on_step=lambda step: spinner.update(step + "…"))
+    owned = not started.already_running  # a platform the user started stays up after the demo
+    try:
+        console.print(f"local platform {'reused' if not owned else 'up'} at {started.state.api_url}")
+        workload = build_workload(f"demo-{stamp.lower()}-{uuid.uuid4().hex[:4]}", quick)
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console) as progress:
+            task = progress.add_task("running risk jobs", total=len(workload.requests))
+            results = run_workload(
+                platform, workload, timeout,
+                on_result=lambda r: progress.update(task, advance=1, description=f"{r.job_id}: {r.status}"),
+                on_tick=lambda: progress.refresh())
+        console.print(results_table([results[r.job_id] for r in workload.requests if r.job_id in results],
+                                    title="demo results"))
+        passed, rows = True, None
+        if validate and validate_available():
+            with console.status("validating the local platform (gpurt validate --local)…"):
+                passed, rows = run_validation(platform)
+            console.print(f"validation: {'[green]passed[/]' if passed else '[red]failed[/]'}")
+        elif validate:
+            console.print("[yellow]validation skipped: `gpurt validate` is not installed in this build[/]")
+        files = write_report(build_report(workload, results, f"GPU Runtime demo {stamp}", rows),
+                             reports / f"demo-{stamp}")
+        console.print(f"report: {files.markdown} and {files.html} ({len(files.plots)} plot(s))")
+    finally:
+        if owned:
+            with console.status("shutting the local platform down…"):
+                platform.down()
+    failed = [r.job_id for r in workload.requests if r.job_id not in results
+              or results[r.job_id].status != "succeeded"]
+    if failed or not passed:
+        err_console.print(f"[red]demo finished with problems[/]: {', '.join(failed) or 'validation failed'}")
+        raise typer.Exit(EXIT_FAILED)
+    console.print("[green]demo finished: every job succeeded[/]")

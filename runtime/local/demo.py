@@ -1,0 +1,100 @@
+"""``make demo``: run the demo workload on a running local platform and turn its results into a report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any, Final
+
+from runtime.client.pubsub import ResultCollector, publish_request
+from runtime.local.platform import LocalPlatform
+from runtime.local.workload import CONVERGENCE_OPTION, Workload
+from runtime.protocol import JobResult, JobStatus
+from runtime.report import ConvergencePoint, ReportInput
+from runtime.report.artifacts import ArtifactError, loss_distribution
+
+VALIDATE_TIMEOUT_S: Final = 180.0  # the probe check alone may take PROBE_TIMEOUT_S
+
+
+def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
+                 on_result: Callable[[JobResult], None] | None = None,
+                 on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
+    """Publish every request of ``workload`` and collect results until all arrived or ``timeout_s`` passed."""
+    clients = platform.pubsub()
+    try:
+        with ResultCollector(clients) as collector:
+            for request in workload.requests:
+                publish_request(clients, request)
+            return collector.wait([r.job_id for r in workload.requests], timeout_s,
+                                  on_result=on_result, on_tick=on_tick)
+    finally:
+        clients.close()
+
+
+def build_report(workload: Workload, results: dict[str, JobResult], title: str,
+                 validation: list[dict[str, str]] | None = None) -> ReportInput:
+    """The report of one demo run: every result, the convergence series and the loss distribution."""
+    from kernels.closed_form import black_scholes
+
+    notes: list[str] = []
+    missing = [r.job_id for r in workload.requests if r.job_id not in results]
+    if missing:
+        notes.append(f"no result within the time limit for: {', '.join(missing)}")
+    points = []
+    for job_id, paths in workload.convergence_ids.items():
+        summary = _succeeded(results.get(job_id))
+        if summary and {"estimate", "ci_low", "ci_high"} <= summary.keys():
+            points.append(ConvergencePoint(paths=paths, estimate=summary["estimate"], ci_low=summary["ci_low"],
+                                           ci_high=summary["ci_high"]))
+    option = CONVERGENCE_OPTION
+    reference = black_scholes(option["spot"], option["strike"], option["rate"], option["volatility"],
+                              option["maturity"], call=option["kind"] == "call")
+    loss = None
+    var_result = results.get(workload.var_id)
+    if var_result is not None and var_result.status is JobStatus.SUCCEEDED:
+        try:
+            loss = loss_distribution(var_result)
+        except (ArtifactError, OSError, ValueError) as exc:
+            notes.append(f"loss distribution not drawn: {exc}")
+        if loss is None:
+            notes.append("the portfolio VaR job stored no loss distribution artifact")
+    ordered = [results[r.job_id] for r in workload.requests if r.job_id in results]
+    return ReportInput(title=title, results=ordered, convergence=points, reference_price=reference, loss=loss,
+                       notes=notes, validation=validation)
+
+
+def _succeeded(result: JobResult | None) -> dict[str, Any] | None:
+    if result is None or result.status is not JobStatus.SUCCEEDED:
+        return None
+    return result.result
+
+
+def validate_available() -> bool:
+    """Whether the validation package offers ``gpurt validate`` (it is optional for the demo)."""
+    from typer.main import get_command
+
+    from runtime.cli.app import app
+
+    return "validate" in getattr(get_command(app), "commands", {})
+
+
+def run_validation(platform: LocalPlatform) -> tuple[bool, list[dict[str, str]]]:
+    """Run ``gpurt validate --local --json`` against ``platform``; (all passed, table rows)."""
+    from runtime.local.state import LOCAL_DIR_ENV
+
+    env = {LOCAL_DIR_ENV: str(platform.directory)}
+    command = [sys.executable, "-c", "from runtime.cli.app import main; main()", "validate", "--local", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=VALIDATE_TIMEOUT_S,
+                          env={**os.environ, **env}, check=False)
+    try:
+        body = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return False, [{"check": "gpurt validate --local", "status": "error",
+                        "detail": (done.stderr or done.stdout).strip()[-500:]}]
+    items = body.get("results", body.get("checks", [])) if isinstance(body, dict) else body
+    rows = [{"check": str(item.get("name", item.get("check", ""))), "status": str(item.get("status", "")),
+             "detail": str(item.get("evidence", item.get("detail", "")))} for item in items if isinstance(item, dict)]
+    return done.returncode == 0, rows
