@@ -5,10 +5,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from validation.clients.pulumi_stack import PulumiStack
 
 console = Console()
 err_console = Console(stderr=True)
@@ -58,7 +61,7 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def open_stack(stack: str, work_dir: Path):  # returns PulumiStack, imported lazily
+def open_stack(stack: str, work_dir: Path) -> PulumiStack:
     """The stack ``stack`` of the program in ``work_dir``, through pulumi.automation."""
     from validation.clients.pulumi_stack import AutomationStack
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,6 +19,10 @@ from validation.cli_common import (
     open_stack,
 )
 from validation.state.backups import DEFAULT_BACKUP_DIR
+
+if TYPE_CHECKING:
+    from validation.clients.pulumi_stack import PulumiStack
+    from validation.rollback.plan import RollbackPlan
 
 state_app = typer.Typer(help="Pulumi state: back up, restore a checkpoint, repair pending operations.",
                         no_args_is_help=True)
@@ -75,7 +79,7 @@ def _validate_stack(stack: str, work_dir: Path, kube_context: str | None) -> boo
     return report.ok
 
 
-def _show_plan(plan) -> None:  # RollbackPlan, imported lazily
+def _show_plan(plan: RollbackPlan) -> None:
     table = Table(title="rollback plan")
     for column in ("", "version", "result", "commit", "started", "message"):
         table.add_column(column)
@@ -150,7 +154,8 @@ def restore(
     console.print(f"state backup: {change.backup}; imported {source}; refresh: {change.refresh_result or 'skipped'}")
 
 
-def _load_deployment(stack, version, backend_url, project, checkpoint, from_file):
+def _load_deployment(stack: PulumiStack, version: int | None, backend_url: str | None, project: str,
+                     checkpoint: str | None, from_file: Path | None) -> tuple[dict[str, Any], str]:
     from validation.state import checkpoints
     from validation.state.backups import read_backup
 
