@@ -1,9 +1,84 @@
-"""Commands this package adds to ``gpurt``."""
+"""Commands this package adds to ``gpurt``: the offline infrastructure plan."""
 
 from __future__ import annotations
 
+import json
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
 import typer
+
+if TYPE_CHECKING:  # heavy imports stay inside the command so `gpurt --help` stays fast
+    from rich.console import Console
+
+    from components.plan import Plan
+
+
+class StackName(StrEnum):
+    """The stacks of this project (one ``Pulumi.<stack>.yaml`` each)."""
+
+    STAGING = "staging"
+    PRODUCTION = "production"
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add this package's commands to the root app and the ``bench`` group."""
+    app.command("plan")(plan)
+
+
+def plan(
+    stack: StackName = typer.Option(..., "--stack", "-s", help="Stack whose Pulumi.<stack>.yaml config is used."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole plan as JSON (for machines)."),
+) -> None:
+    """Run the Pulumi program offline under mocks: list every resource and check the policy rules.
+
+    Needs no cloud credentials and no Pulumi CLI. Exits 1 when a policy rule is violated.
+    """
+    from rich.console import Console
+
+    from components.plan import PlanError, run_plan
+
+    console = Console(stderr=as_json)
+    try:
+        with console.status(f"Running the Pulumi program for stack {stack.value} under mocks..."):
+            result = run_plan(stack.value)
+    except PlanError as exc:
+        console.print(f"[red]plan failed:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True, default=str))
+    else:
+        _print_plan(console, result)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def _print_plan(console: Console, result: Plan) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from components.plan import key_settings
+
+    components = {r.urn: r.name for r in result.resources if not r.custom}
+    table = Table(title=f"gpu-runtime / {result.stack}: {len(result.resources)} resources", show_lines=False)
+    for column in ("component", "type", "name", "key settings"):
+        table.add_column(column, overflow="fold")
+    ordered = sorted(result.resources, key=lambda r: (components.get(r.parent or "", ""), r.type, r.name))
+    for resource in ordered:
+        if resource.custom:
+            table.add_row(components.get(resource.parent or "", "-"), resource.type, resource.name,
+                          key_settings(resource))
+    console.print(table)
+
+    policy = Table(title="policy")
+    for column in ("rule", "result", "details"):
+        policy.add_column(column, overflow="fold")
+    for rule in result.policy:
+        details = escape("; ".join(f"{v.resource}: {v.message}" for v in rule.violations))
+        policy.add_row(rule.rule, "[green]pass[/green]" if rule.passed else "[red]FAIL[/red]", details)
+    console.print(policy)
+    if result.placeholders:
+        console.print(f"[yellow]offline placeholders used for secrets:[/yellow] {', '.join(result.placeholders)}")
+    for name, value in sorted(result.outputs.items()):
+        shown = value if isinstance(value, str) else json.dumps(value)
+        console.print(f"[bold]{name}[/bold] = {escape(shown)}")

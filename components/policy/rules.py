@@ -114,11 +114,16 @@ def check_subscription_dead_letter(subject: Subject) -> list[str]:
     low, high = contract.DELIVERY_ATTEMPTS_RANGE
     attempts = _get(policy, "maxDeliveryAttempts")
     problems = []
-    if not isinstance(attempts, int) or not low <= attempts <= high:
+    if not _is_whole_number(attempts) or not low <= attempts <= high:
         problems.append(f"maxDeliveryAttempts {attempts!r} is outside {low}-{high}")
     if not _get(policy, "deadLetterTopic"):
         problems.append("dead-letter policy names no deadLetterTopic")
     return problems
+
+
+def _is_whole_number(value: Any) -> bool:
+    # Engines pass numbers as doubles (5.0), so "integer" means a whole number here, not a Python int.
+    return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
 
 
 def _topic_name(reference: str) -> str:

@@ -1,0 +1,415 @@
+"""Offline plan: run the real Pulumi program under mocks with a stack's config, record it, check the policies.
+
+No Pulumi CLI, no cloud credentials. ``__main__.py`` is executed as-is (``runpy``) against a mock engine
+whose monitor records every registered resource (type, name, parent, inputs) and whose mocks answer
+with realistic provider outputs (resource ids, service-account e-mails, cluster endpoint, the project
+number), so everything derived from outputs is exercised too. The recorded resources then go through
+``components.policy.rules`` — the same rules the pulumi-policy pack enforces during ``pulumi preview``.
+
+Secrets: a stack file's ``secure:`` values cannot be decrypted offline, and a secret the project declares
+but the stack lacks cannot be read; both get a placeholder that is plainly not a secret and is listed in
+the plan's ``placeholders``. Secret values are masked in everything the plan prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import runpy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.stack import run_in_stack
+from pulumi.runtime.sync_await import _sync_await
+
+from components.policy import rules
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+STACKS: Final = ("staging", "production")
+SECRET_PLACEHOLDER: Final = "offline-plan-placeholder-not-a-secret"
+MASK: Final = "[secret]"
+_STACK_TYPE: Final = "pulumi:pulumi:Stack"
+
+
+class PlanError(Exception):
+    """The plan could not run: unknown stack, unreadable config, or the program itself failed."""
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    """One resource the program registered."""
+
+    type: str
+    name: str
+    urn: str
+    parent: str | None
+    custom: bool
+    props: Mapping[str, Any] = field(repr=False)
+    """Inputs with secrets unwrapped (what policies see)."""
+    shown: Mapping[str, Any] = field(repr=False)
+    """Inputs with secrets masked (what the plan prints)."""
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One policy rule's verdict over the whole plan."""
+
+    rule: str
+    description: str
+    violations: tuple[rules.Violation, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no resource violates the rule."""
+        return not self.violations
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``gpurt plan`` reports for one stack."""
+
+    stack: str
+    resources: tuple[PlannedResource, ...]
+    outputs: Mapping[str, Any]
+    policy: tuple[RuleResult, ...]
+    placeholders: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every policy rule passed."""
+        return all(result.passed for result in self.policy)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready view: resources (secrets masked), outputs, policy results."""
+        return {
+            "stack": self.stack,
+            "ok": self.ok,
+            "placeholders": list(self.placeholders),
+            "resources": [
+                {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
+                 "inputs": r.shown}
+                for r in self.resources
+            ],
+            "outputs": self.outputs,
+            "policy": [
+                {"rule": p.rule, "description": p.description, "passed": p.passed,
+                 "violations": [{"resource": v.resource, "message": v.message} for v in p.violations]}
+                for p in self.policy
+            ],
+        }
+
+
+# --- configuration -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """A stack's config as the engine would hand it to the program."""
+
+    project_name: str
+    config: dict[str, str]
+    secret_keys: tuple[str, ...]
+    placeholders: tuple[str, ...]
+
+
+def _qualify(key: str, project_name: str) -> str:
+    return key if ":" in key else f"{project_name}:{key}"
+
+
+def _encode(value: Any) -> str:
+    # The engine passes every config value as a string; structured ones as JSON (what Config.get_object parses).
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def load_stack_settings(stack: str, root: Path = REPO_ROOT) -> StackSettings:
+    """Merge ``Pulumi.yaml`` defaults with ``Pulumi.<stack>.yaml`` and substitute placeholders for secrets."""
+    project_file, stack_file = root / "Pulumi.yaml", root / f"Pulumi.{stack}.yaml"
+    if not stack_file.is_file():
+        known = sorted(p.name.split(".")[1] for p in root.glob("Pulumi.*.yaml"))
+        raise PlanError(f"no stack {stack!r} (no {stack_file.name}); stacks here: {', '.join(known) or 'none'}")
+    try:
+        project = yaml.safe_load(project_file.read_text()) or {}
+        stack_values = (yaml.safe_load(stack_file.read_text()) or {}).get("config") or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise PlanError(f"cannot read stack config: {exc}") from None
+    project_name = project.get("name", "project")
+    config: dict[str, str] = {}
+    secret_keys: set[str] = set()
+    placeholders: list[str] = []
+    for key, declaration in (project.get("config") or {}).items():
+        full = _qualify(key, project_name)
+        if isinstance(declaration, Mapping):
+            if "default" in declaration:
+                config[full] = _encode(declaration["default"])
+            if declaration.get("secret"):
+                secret_keys.add(full)
+    for key, value in stack_values.items():
+        full = _qualify(key, project_name)
+        if isinstance(value, Mapping) and "secure" in value:
+            secret_keys.add(full)
+            placeholders.append(full)
+            config[full] = SECRET_PLACEHOLDER
+        else:
+            config[full] = _encode(value)
+    for full in sorted(secret_keys - config.keys()):
+        placeholders.append(full)
+        config[full] = SECRET_PLACEHOLDER
+    return StackSettings(project_name, config, tuple(sorted(secret_keys)), tuple(placeholders))
+
+
+# --- the mock engine ---------------------------------------------------------------------------------
+
+
+def fake_project_number(project_id: str) -> str:
+    """A stable 12-digit project number derived from the project id (real numbers are 12 digits)."""
+    digest = int(hashlib.sha256(project_id.encode()).hexdigest(), 16)
+    return str(100_000_000_000 + digest % 900_000_000_000)
+
+
+class RealisticMocks(pulumi.runtime.Mocks):
+    """Answers resource registrations and invokes the way GCP and Kubernetes would, shape for shape."""
+
+    def __init__(self, project: str, region: str) -> None:
+        self.project = project
+        self.region = region
+        self.project_number = fake_project_number(project)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        """Invokes: the project lookup returns a project number, the rest echo their arguments."""
+        if args.token == "gcp:organizations/getProject:getProject":
+            project = args.args.get("projectId") or self.project
+            return {"projectId": project, "number": self.project_number, "name": project, "id": f"projects/{project}"}
+        return dict(args.args)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        """Resource registrations: inputs come back as state, plus the outputs the provider would add."""
+        state = dict(args.inputs)
+        name = str(state.get("name") or args.name)
+        project = str(state.get("project") or self.project)
+        builder = _OUTPUTS.get(args.typ)
+        resource_id, extra = builder(self, name, project, state) if builder else (f"{args.name}-id", {})
+        state.update(extra)
+        return resource_id, state
+
+
+def _topic(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    return f"projects/{project}/topics/{name}", {"name": name}
+
+
+def _subscription(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    return f"projects/{project}/subscriptions/{name}", {"name": name}
+
+
+def _service_account(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    email = f"{state['accountId']}@{project}.iam.gserviceaccount.com"
+    unique_id = fake_project_number(email) + "000000000"
+    return f"projects/{project}/serviceAccounts/{email}", {
+        "email": email, "name": f"projects/{project}/serviceAccounts/{email}", "uniqueId": unique_id,
+        "member": f"serviceAccount:{email}",
+    }
+
+
+def _cluster(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    location = state.get("location", m.region)
+    ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk9GRkxJTkUtUExBTgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+    return f"projects/{project}/locations/{location}/clusters/{name}", {
+        "endpoint": "34.118.10.2",
+        "masterAuth": {"clusterCaCertificate": ca},
+        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}",
+    }
+
+
+def _node_pool(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    location = state.get("location", m.region)
+    return f"projects/{project}/locations/{location}/clusters/{state.get('cluster')}/nodePools/{name}", {}
+
+
+def _bucket(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    return name, {"url": f"gs://{name}", "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
+
+
+def _repository(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    repo_id = state.get("repositoryId", name)
+    path = f"projects/{project}/locations/{state.get('location', m.region)}/repositories/{repo_id}"
+    return path, {"name": repo_id, "project": project}
+
+
+def _global(kind: str) -> Any:
+    def build(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+        path = f"projects/{project}/global/{kind}/{name}"
+        return path, {"selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
+    return build
+
+
+def _regional(kind: str) -> Any:
+    def build(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+        path = f"projects/{project}/regions/{state.get('region', m.region)}/{kind}/{name}"
+        return path, {"selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
+    return build
+
+
+_OUTPUTS: Final = {
+    "gcp:pubsub/topic:Topic": _topic,
+    "gcp:pubsub/subscription:Subscription": _subscription,
+    "gcp:serviceaccount/account:Account": _service_account,
+    "gcp:container/cluster:Cluster": _cluster,
+    "gcp:container/nodePool:NodePool": _node_pool,
+    "gcp:storage/bucket:Bucket": _bucket,
+    "gcp:artifactregistry/repository:Repository": _repository,
+    "gcp:compute/network:Network": _global("networks"),
+    "gcp:compute/subnetwork:Subnetwork": _regional("subnetworks"),
+    "gcp:compute/router:Router": _regional("routers"),
+}
+
+
+def _plain(value: Any, mask: bool) -> Any:
+    """Engine values as plain Python: secrets masked or unwrapped, whole floats back to ints.
+
+    The engine's wire format (protobuf Struct) carries every number as a double, so 5 comes back as 5.0.
+    """
+    if rpc.is_rpc_secret(value):
+        if mask:
+            return MASK
+        value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, Mapping):
+        return {k: _plain(v, mask) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, mask) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping each registration's parent and the stack's outputs."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.recorded: list[PlannedResource] = []
+        self.stack_outputs: dict[str, Any] = {}
+        self._stack_urn: str | None = None
+
+    def RegisterResource(self, request: Any) -> Any:
+        """Record the registration, then let the SDK's mock answer it."""
+        response = super().RegisterResource(request)
+        if request.type == _STACK_TYPE:
+            self._stack_urn = response.urn
+        else:
+            inputs = rpc.deserialize_properties(request.object)
+            self.recorded.append(PlannedResource(
+                type=request.type, name=request.name, urn=response.urn, parent=request.parent or None,
+                custom=bool(request.custom), props=_plain(inputs, mask=False), shown=_plain(inputs, mask=True),
+            ))
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        """Keep the root stack's outputs (the program's exports), masked."""
+        if request.urn == self._stack_urn:
+            self.stack_outputs = _plain(rpc.deserialize_properties(request.outputs), mask=True)
+        return super().RegisterResourceOutputs(request)
+
+
+# --- running -----------------------------------------------------------------------------------------
+
+
+def run_plan(stack: str, root: Path = REPO_ROOT) -> Plan:
+    """Run ``root/__main__.py`` for ``stack`` under mocks and evaluate the policy rules on what it declares."""
+    stack_settings = load_stack_settings(stack, root)
+    project = stack_settings.config.get("gcp:project", "")
+    region = stack_settings.config.get("gcp:region", "")
+    monitor = RecordingMonitor(RealisticMocks(project, region))
+
+    settings.reset_options(project=stack_settings.project_name, stack=stack, preview=False)
+    pulumi.runtime.set_mocks(
+        monitor.mocks, project=stack_settings.project_name, stack=stack, preview=False, monitor=monitor
+    )
+    # set_mocks registers (and finishes) a root stack of its own; the program gets a fresh one, as under the CLI.
+    settings.set_root_resource(None)  # type: ignore[arg-type]
+    pulumi.runtime.set_all_config(stack_settings.config, list(stack_settings.secret_keys))
+    program = root / "__main__.py"
+    try:
+        _sync_await(run_in_stack(lambda: runpy.run_path(str(program), run_name="__main__")))
+    except pulumi.RunError as exc:
+        raise PlanError(str(exc)) from None
+    except Exception as exc:
+        raise PlanError(f"the program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        settings.set_root_resource(None)  # type: ignore[arg-type]
+
+    subjects = [rules.Subject(r.type, r.name, r.props) for r in monitor.recorded if r.custom]
+    verdicts = rules.evaluate(subjects)
+    descriptions = {rule.id: rule.description for rule in (*rules.RESOURCE_RULES, *rules.STACK_RULES)}
+    policy = tuple(
+        RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
+    )
+    return Plan(stack, tuple(monitor.recorded), monitor.stack_outputs, policy, stack_settings.placeholders)
+
+
+# --- presentation ------------------------------------------------------------------------------------
+
+# The settings worth a reviewer's eye, per resource type (engine property paths, dotted).
+KEY_SETTINGS: Final[dict[str, tuple[str, ...]]] = {
+    "gcp:pubsub/topic:Topic": ("name",),
+    "gcp:pubsub/subscription:Subscription": (
+        "topic", "ackDeadlineSeconds", "messageRetentionDuration", "deadLetterPolicy.maxDeliveryAttempts",
+        "retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff",
+    ),
+    "gcp:pubsub/topicIAMMember:TopicIAMMember": ("topic", "role", "member"),
+    "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember": ("subscription", "role", "member"),
+    "gcp:serviceaccount/account:Account": ("accountId",),
+    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+    "gcp:serviceaccount/iAMMember:IAMMember": ("role", "member"),
+    "gcp:projects/service:Service": ("service",),
+    "gcp:artifactregistry/repository:Repository": ("repositoryId", "format", "location"),
+    "gcp:storage/bucket:Bucket": ("name", "uniformBucketLevelAccess", "publicAccessPrevention", "versioning.enabled"),
+    "gcp:compute/subnetwork:Subnetwork": ("ipCidrRange", "privateIpGoogleAccess"),
+    "gcp:compute/routerNat:RouterNat": ("natIpAllocateOption",),
+    "gcp:container/cluster:Cluster": (
+        "name", "location", "privateClusterConfig.enablePrivateNodes", "workloadIdentityConfig.workloadPool",
+        "enableShieldedNodes", "releaseChannel.channel", "deletionProtection",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "name", "nodeConfig.machineType", "nodeConfig.guestAccelerators", "nodeConfig.spot",
+        "autoscaling.minNodeCount", "autoscaling.maxNodeCount", "nodeConfig.taints",
+    ),
+}
+
+
+def _lookup(props: Mapping[str, Any], path: str) -> Any:
+    value: Any = props
+    for key in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        # Taints, accelerators: their scalar fields joined, e.g. [nvidia.com/gpu:present:NO_SCHEDULE].
+        items = (":".join(str(v) for v in item.values() if not isinstance(v, Mapping)) for item in value)
+        return "[" + ", ".join(items) + "]"
+    return json.dumps(value) if isinstance(value, list | dict | bool) else str(value)
+
+
+def key_settings(resource: PlannedResource) -> str:
+    """A one-line summary of a resource's most telling inputs (secrets stay masked)."""
+    paths = KEY_SETTINGS.get(resource.type)
+    if paths is None:
+        # Kubernetes objects and anything unlisted: namespace/name and a few top-level scalars.
+        meta = resource.shown.get("metadata") if isinstance(resource.shown.get("metadata"), Mapping) else None
+        if meta:
+            return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+        paths = tuple(k for k, v in resource.shown.items() if not isinstance(v, Mapping | list))[:4]
+    parts = []
+    for path in paths:
+        value = _lookup(resource.shown, path)
+        if value is not None and value != []:
+            parts.append(f"{path.rsplit('.', 1)[-1]}={_brief(value)}")
+    return " ".join(parts)
