@@ -145,6 +145,11 @@ def worker_group_name(cluster: str, pool: str, *, primary: bool) -> str:
     return name
 
 
+def scheduler_address(cluster: str) -> str:
+    """In-cluster ``tcp://`` address of the scheduler Service the operator creates for ``cluster``."""
+    return f"tcp://{cluster}-scheduler.{contract.COMPUTE_NAMESPACE}.svc.cluster.local:{contract.DASK_SCHEDULER_PORT}"
+
+
 def worker_command(gpus: int) -> list[str]:
     """``dask worker`` with one thread and one ``GPU`` resource unit per GPU.
 

@@ -127,7 +127,7 @@ def _role_binding(name: str, namespace: str) -> Manifest:
     }
 
 
-def build_rbac() -> list[Manifest]:
+def build_rbac(compute_namespace: str = contract.COMPUTE_NAMESPACE) -> list[Manifest]:
     """Least-privilege RBAC: Leases in its own namespace, and scaling Dask worker groups in ``compute``.
 
     ``create`` on leases cannot be limited by name (the object does not exist yet); get/update can, so
@@ -154,8 +154,8 @@ def build_rbac() -> list[Manifest]:
     return [
         _role(leader, contract.RUNTIME_NAMESPACE, lease_rules),
         _role_binding(leader, contract.RUNTIME_NAMESPACE),
-        _role(pools, contract.COMPUTE_NAMESPACE, pool_rules),
-        _role_binding(pools, contract.COMPUTE_NAMESPACE),
+        _role(pools, compute_namespace, pool_rules),
+        _role_binding(pools, compute_namespace),
     ]
 
 

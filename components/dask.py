@@ -1,0 +1,105 @@
+"""``DaskCluster``: the dask-kubernetes operator and the GPU Dask cluster it runs, in namespace ``compute``.
+
+The operator is installed from its Helm chart; the DaskCluster, extra DaskWorkerGroups and the
+DaskAutoscaler are custom resources that wait for that release (it installs their CRDs). The operator
+reconciles only a few spec fields after creation (replica counts), so any other spec change replaces the
+object (deleted first, since the name is fixed) instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import contract
+from components.k8s_objects import apply_manifest
+from components.manifests import common, network
+from components.manifests import dask as manifests
+from components.manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
+
+TYPE = "gpu-runtime:dask:DaskCluster"
+
+
+@dataclass
+class DaskClusterArgs:
+    """Inputs of the Dask cluster."""
+
+    image: pulumi.Input[str]
+    """Worker image (with the kernels); the Dask scheduler runs it too so every Dask version matches."""
+    pools: Sequence[manifests.WorkerPoolSpec]
+    """One entry per GPU node pool; the first is the primary pool (autoscaled by the DaskAutoscaler)."""
+    runtime_service_account_email: pulumi.Input[str]
+    """Google service account the workers impersonate (``gpu-runtime``, Workload Identity)."""
+    name: str = contract.DASK_CLUSTER_NAME
+    """DaskCluster name."""
+    scheduler_resources: common.Resources = manifests.SCHEDULER_RESOURCES
+    """Dask scheduler CPU and memory (it never gets a GPU)."""
+    operator_chart: Chart = field(default_factory=dask_operator_chart)
+    """Operator chart and version; defaults to the locked dask-kubernetes version."""
+
+
+class DaskCluster(pulumi.ComponentResource):
+    """Namespace ``compute``, its NetworkPolicies, the workers' service account, the operator and the cluster."""
+
+    namespace: pulumi.Output[str]
+    """The namespace the cluster runs in."""
+    scheduler_address: pulumi.Output[str]
+    """In-cluster ``tcp://`` address of the Dask scheduler."""
+    worker_groups: pulumi.Output[dict[str, str]]
+    """Pool name to DaskWorkerGroup name."""
+
+    def __init__(self, name: str, args: DaskClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE, name, None, opts)
+        spec = manifests.DaskClusterSpec(
+            image=args.image,  # an Output: builders place it, never inspect it
+            pools=tuple(args.pools),
+            name=args.name,
+            scheduler_resources=args.scheduler_resources,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        ns = apply_manifest(name, common.namespace(contract.COMPUTE_NAMESPACE), child)
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        account = apply_manifest(
+            name, manifests.build_runtime_service_account(args.runtime_service_account_email), in_ns
+        )
+        for policy in network.build_compute_policies(spec.name):
+            apply_manifest(name, policy, in_ns)
+        chart = args.operator_chart
+        release = k8s.helm.v3.Release(
+            f"{name}-operator",
+            name=chart.name,
+            chart=chart.name,
+            version=chart.version,
+            repository_opts={"repo": chart.repository},
+            namespace=contract.COMPUTE_NAMESPACE,
+            values=dask_operator_values(),
+            atomic=True,
+            opts=in_ns,
+        )
+        # The operator acts on these only at creation: replace them whole when their spec changes.
+        custom = pulumi.ResourceOptions(
+            parent=self, depends_on=[release, account], replace_on_changes=["spec"], delete_before_replace=True
+        )
+        cluster = apply_manifest(name, manifests.build_dask_cluster(spec), custom)
+        after_cluster = pulumi.ResourceOptions.merge(custom, pulumi.ResourceOptions(depends_on=[cluster]))
+        groups = {spec.primary.name: manifests.worker_group_name(spec.name, spec.primary.name, primary=True)}
+        for pool in spec.pools[1:]:
+            group = manifests.build_worker_group(spec, pool)
+            apply_manifest(name, group, after_cluster)
+            groups[pool.name] = group["metadata"]["name"]
+        apply_manifest(name, manifests.build_autoscaler(spec), after_cluster)
+
+        self.namespace = ns.metadata.apply(lambda meta: meta["name"])
+        self.scheduler_address = cluster.id.apply(lambda _: manifests.scheduler_address(spec.name))
+        self.worker_groups = pulumi.Output.from_input(groups)
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "scheduler_address": self.scheduler_address,
+                "worker_groups": self.worker_groups,
+                "operator_release": release.status.apply(lambda status: status["status"] if status else None),
+            }
+        )
