@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1.7
+# gpu-scheduler image: Pub/Sub consumer, HTTP API on 8080, Dask client. No GPU libraries.
+# Build from the repository root (BuildKit reads scheduler.Dockerfile.dockerignore beside this file):
+#   docker build -f runtime/docker/scheduler.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-scheduler:$GIT_SHA .
+
+# ---- build: resolve exactly what uv.lock pins, without dev tools or the `gpu` extra ------------------
+FROM python:3.11.14-slim-bookworm AS build
+COPY --from=ghcr.io/astral-sh/uv:0.13.8 /uv /usr/local/bin/uv
+ENV UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/opt/gpurt
+WORKDIR /src
+# Dependencies first, so a code change does not rebuild this layer.
+COPY pyproject.toml uv.lock README.md ./
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-install-project
+COPY components ./components
+COPY runtime ./runtime
+COPY kernels ./kernels
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-editable
+
+# ---- runtime: the virtualenv alone, owned by root, run by an unprivileged user -------------------
+FROM python:3.11.14-slim-bookworm
+RUN groupadd --gid 10001 gpurt \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin gpurt
+COPY --from=build /opt/gpurt /opt/gpurt
+# Read-only root filesystem: nothing is written outside /tmp (mount an emptyDir there); results go to
+# GPURT_RESULT_STORE (gs:// in the cloud). Caches that libraries would write are pointed at /tmp.
+ENV PATH=/opt/gpurt/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    MPLCONFIGDIR=/tmp/matplotlib \
+    NUMBA_CACHE_DIR=/tmp/numba \
+    GPURT_HOST=0.0.0.0 \
+    GPURT_PORT=8080
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
+ENTRYPOINT ["python", "-m", "runtime.scheduler"]

@@ -1,0 +1,115 @@
+"""The images' key properties, read from the Dockerfiles (no Docker engine here)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DOCKER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "docker"
+SECRET_NAMES = re.compile(r"(PASSWORD|SECRET|TOKEN|PRIVATE_KEY|CREDENTIALS|API_KEY)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    args: str
+
+
+def parse(path: Path) -> list[Instruction]:
+    """Instructions of a Dockerfile, continuation lines joined and comments dropped."""
+    instructions, pending = [], ""
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        pending += stripped.rstrip("\\").strip() + " "
+        if not stripped.endswith("\\"):
+            keyword, _, args = pending.strip().partition(" ")
+            instructions.append(Instruction(keyword.upper(), args.strip()))
+            pending = ""
+    return instructions
+
+
+def final_stage(instructions: list[Instruction]) -> list[Instruction]:
+    start = max(i for i, ins in enumerate(instructions) if ins.keyword == "FROM")
+    return instructions[start:]
+
+
+def resolved_bases(instructions: list[Instruction]) -> list[str]:
+    args = {}
+    for ins in instructions:
+        if ins.keyword == "ARG" and "=" in ins.args:
+            name, _, value = ins.args.partition("=")
+            args[name] = value
+    bases = []
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            image = ins.args.split()[0]
+            bases.append(re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), image))
+    return bases
+
+
+@pytest.fixture(params=["scheduler", "worker"])
+def dockerfile(request: pytest.FixtureRequest) -> tuple[str, list[Instruction]]:
+    return request.param, parse(DOCKER_DIR / f"{request.param}.Dockerfile")
+
+
+def test_every_base_image_has_a_pinned_version_tag(dockerfile: tuple[str, list[Instruction]]) -> None:
+    _, instructions = dockerfile
+    for image in resolved_bases(instructions) + [
+        ins.args.split()[0].removeprefix("--from=") for ins in instructions
+        if ins.keyword == "COPY" and ins.args.startswith("--from=") and ":" in ins.args.split()[0]
+    ]:
+        name, _, tag = image.rpartition(":")
+        assert name and tag and tag != "latest" and re.search(r"\d", tag), f"unpinned image {image}"
+
+
+def test_final_stage_runs_as_unprivileged_numeric_user(dockerfile: tuple[str, list[Instruction]]) -> None:
+    _, instructions = dockerfile
+    users = [ins.args for ins in final_stage(instructions) if ins.keyword == "USER"]
+    assert users, "the final stage sets no USER (it would run as root)"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) >= 10000
+
+
+def test_dependencies_come_from_the_lock_file(dockerfile: tuple[str, list[Instruction]]) -> None:
+    name, instructions = dockerfile
+    assert any(ins.keyword == "COPY" and "uv.lock" in ins.args.split() for ins in instructions)
+    syncs = [ins.args for ins in instructions if ins.keyword == "RUN" and "uv sync" in ins.args]
+    assert syncs and all("--frozen" in s and "--no-dev" in s for s in syncs)
+    gpu = [("--extra gpu" in s) for s in syncs]
+    assert all(gpu) if name == "worker" else not any(gpu)
+
+
+def test_no_secrets_in_any_layer(dockerfile: tuple[str, list[Instruction]]) -> None:
+    _, instructions = dockerfile
+    for ins in instructions:
+        if ins.keyword in {"ENV", "ARG", "LABEL"}:
+            assert not SECRET_NAMES.search(ins.args), f"possible secret baked into the image: {ins}"
+        if ins.keyword in {"COPY", "ADD"}:
+            assert not re.search(r"\.(pem|key)\b|credentials|\.env\b|state\.json", ins.args), ins
+
+
+def test_dockerignore_excludes_everything_not_copied(dockerfile: tuple[str, list[Instruction]]) -> None:
+    name, _ = dockerfile
+    rules = [line for line in (DOCKER_DIR / f"{name}.Dockerfile.dockerignore").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert rules[0] == "**"  # deny by default: .venv, .git and .gpurt (tokens) never reach the context
+    assert not any(rule.startswith("!.") for rule in rules)
+
+
+def test_scheduler_image_serves_and_checks_health() -> None:
+    instructions = parse(DOCKER_DIR / "scheduler.Dockerfile")
+    final = final_stage(instructions)
+    assert any(ins.keyword == "HEALTHCHECK" and "/healthz" in ins.args for ins in final)
+    assert any(ins.keyword == "ENTRYPOINT" and "runtime.scheduler" in ins.args for ins in final)
+    assert all("slim" in base for base in resolved_bases(instructions))
+    assert len(resolved_bases(instructions)) >= 2  # multi-stage: no build tools in the final image
+
+
+def test_worker_image_is_built_on_rapids() -> None:
+    bases = resolved_bases(parse(DOCKER_DIR / "worker.Dockerfile"))
+    assert bases and all("rapidsai/base" in base and "cuda12" in base for base in bases)
