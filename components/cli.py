@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -29,6 +30,10 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 def plan(
     stack: StackName = typer.Option(..., "--stack", "-s", help="Stack whose Pulumi.<stack>.yaml config is used."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole plan as JSON (for machines)."),
+    project_dir: Path | None = typer.Option(
+        None, "--project-dir", help="Directory holding Pulumi.yaml and __main__.py (default: this checkout).",
+        exists=True, file_okay=False,
+    ),
 ) -> None:
     """Run the Pulumi program offline under mocks: list every resource and check the policy rules.
 
@@ -41,7 +46,7 @@ def plan(
     console = Console(stderr=as_json)
     try:
         with console.status(f"Running the Pulumi program for stack {stack.value} under mocks..."):
-            result = run_plan(stack.value)
+            result = run_plan(stack.value, project_dir)
     except PlanError as exc:
         console.print(f"[red]plan failed:[/red] {exc}")
         raise typer.Exit(2) from None

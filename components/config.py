@@ -198,6 +198,14 @@ class StackConfig(_Model):
             stray = set(pool.zones) - set(self.zones)
             if stray:
                 raise ValueError(f"gpuPools[{pool.name}].zones {sorted(stray)} are not among the stack zones")
+        for pool in self.gpu_pools:
+            # One Dask GPU worker per node: more workers than nodes could never be scheduled.
+            capacity = pool.max_nodes * len(self.pool_zones(pool))
+            if pool.dask_workers_max > capacity:
+                raise ValueError(
+                    f"gpuPools[{pool.name}].daskWorkersMax {pool.dask_workers_max} exceeds the pool's node capacity "
+                    f"{capacity} (maxNodes {pool.max_nodes} x {len(self.pool_zones(pool))} zones)"
+                )
         stray = set(self.system_pool.zones) - set(self.zones)
         if stray:
             raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")

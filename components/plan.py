@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import runpy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -318,37 +318,69 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 # --- running -----------------------------------------------------------------------------------------
 
 
-def run_plan(stack: str, root: Path = REPO_ROOT) -> Plan:
-    """Run ``root/__main__.py`` for ``stack`` under mocks and evaluate the policy rules on what it declares."""
-    stack_settings = load_stack_settings(stack, root)
-    project = stack_settings.config.get("gcp:project", "")
-    region = stack_settings.config.get("gcp:region", "")
-    monitor = RecordingMonitor(RealisticMocks(project, region))
+@dataclass(frozen=True)
+class Recording:
+    """What a program registered under the mocks: its resources in registration order, and its exports."""
 
-    settings.reset_options(project=stack_settings.project_name, stack=stack, preview=False)
-    pulumi.runtime.set_mocks(
-        monitor.mocks, project=stack_settings.project_name, stack=stack, preview=False, monitor=monitor
-    )
+    resources: tuple[PlannedResource, ...]
+    outputs: Mapping[str, Any]
+
+
+def record(
+    program: Callable[[], object],
+    *,
+    project: str,
+    region: str,
+    stack: str = "test",
+    project_name: str = "gpu-runtime",
+    config: Mapping[str, str] | None = None,
+    secret_keys: tuple[str, ...] = (),
+) -> Recording:
+    """Run ``program`` inside a fresh root stack under ``RealisticMocks`` and return what it registered.
+
+    Exceptions from the program propagate. Safe to call repeatedly in one process: each call resets the
+    SDK's global settings and installs its own stack.
+    """
+    monitor = RecordingMonitor(RealisticMocks(project, region))
+    settings.reset_options(project=project_name, stack=stack, preview=False)
+    pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)
     # set_mocks registers (and finishes) a root stack of its own; the program gets a fresh one, as under the CLI.
     settings.set_root_resource(None)  # type: ignore[arg-type]
-    pulumi.runtime.set_all_config(stack_settings.config, list(stack_settings.secret_keys))
+    pulumi.runtime.set_all_config(dict(config or {}), list(secret_keys))
+    try:
+        _sync_await(run_in_stack(program))
+    finally:
+        settings.set_root_resource(None)  # type: ignore[arg-type]
+    return Recording(tuple(monitor.recorded), monitor.stack_outputs)
+
+
+def run_plan(stack: str, root: Path | None = None) -> Plan:
+    """Run ``root/__main__.py`` (default: this checkout) for ``stack`` under mocks and check the policy rules."""
+    root = root or REPO_ROOT
+    stack_settings = load_stack_settings(stack, root)
     program = root / "__main__.py"
     try:
-        _sync_await(run_in_stack(lambda: runpy.run_path(str(program), run_name="__main__")))
+        recording = record(
+            lambda: runpy.run_path(str(program), run_name="__main__"),
+            project=stack_settings.config.get("gcp:project", ""),
+            region=stack_settings.config.get("gcp:region", ""),
+            stack=stack,
+            project_name=stack_settings.project_name,
+            config=stack_settings.config,
+            secret_keys=stack_settings.secret_keys,
+        )
     except pulumi.RunError as exc:
         raise PlanError(str(exc)) from None
     except Exception as exc:
         raise PlanError(f"the program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
-    finally:
-        settings.set_root_resource(None)  # type: ignore[arg-type]
 
-    subjects = [rules.Subject(r.type, r.name, r.props) for r in monitor.recorded if r.custom]
+    subjects = [rules.Subject(r.type, r.name, r.props) for r in recording.resources if r.custom]
     verdicts = rules.evaluate(subjects)
     descriptions = {rule.id: rule.description for rule in (*rules.RESOURCE_RULES, *rules.STACK_RULES)}
     policy = tuple(
         RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
     )
-    return Plan(stack, tuple(monitor.recorded), monitor.stack_outputs, policy, stack_settings.placeholders)
+    return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders)
 
 
 # --- presentation ------------------------------------------------------------------------------------
