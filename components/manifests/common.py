@@ -65,11 +65,12 @@ class Resources:
 
     def to_manifest(self) -> Manifest:
         """The container ``resources`` block."""
-        requests: dict[str, str | int] = {"cpu": self.cpu_request, "memory": self.memory_request}
-        limits: dict[str, str | int] = {"cpu": self.cpu_limit, "memory": self.memory_limit}
+        requests = {"cpu": self.cpu_request, "memory": self.memory_request}
+        limits = {"cpu": self.cpu_limit, "memory": self.memory_limit}
         if self.gpus:
-            requests[contract.GPU_RESOURCE] = self.gpus
-            limits[contract.GPU_RESOURCE] = self.gpus
+            # A quantity string: the Dask CRDs type resource values as strings and reject a bare integer.
+            requests[contract.GPU_RESOURCE] = str(self.gpus)
+            limits[contract.GPU_RESOURCE] = str(self.gpus)
         return {"requests": requests, "limits": limits}
 
 
