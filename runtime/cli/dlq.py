@@ -17,6 +17,7 @@ from runtime.cli.common import (
     print_json,
     target,
 )
+from runtime.dlq.tools import MAX_SCAN
 
 if TYPE_CHECKING:
     from runtime.client.pubsub import PubSubClients
@@ -96,12 +97,14 @@ def replay(
     try:
         with console.status(f"replaying {what}…"):
             report = queue.replay(sample)
+            remaining = len(queue.list(MAX_SCAN))
     finally:
         clients.close()
     if as_json:
-        print_json({"replayed": report.replayed, "failed": report.failed, "left": report.left})
+        print_json({"replayed": report.replayed, "failed": report.failed, "remaining": remaining})
     else:
-        console.print(f"replayed {len(report.replayed)}, failed {len(report.failed)}, left on the DLQ {report.left}")
+        console.print(f"replayed {len(report.replayed)}, failed {len(report.failed)}, "
+                      f"still on the DLQ {remaining}")
         for message_id, error in report.failed.items():
             console.print(f"[red]{message_id}[/]: {error} (kept on the DLQ)")
     if report.failed:

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 REPLAYED_FROM_ATTRIBUTE: Final = "replayed_from"  # the DLQ message id a replayed request came from
 PULL_BATCH: Final = 100  # messages per pull call
-PULL_TIMEOUT_S: Final = 5.0  # a pull that finds nothing returns empty or times out; both mean "drained"
+# A pull that finds nothing returns empty or times out; both mean "drained". The first pull waits longer
+# (Pub/Sub may take a moment to offer messages); once messages flow, a short wait tells the end quickly.
+FIRST_PULL_TIMEOUT_S: Final = 3.0
+NEXT_PULL_TIMEOUT_S: Final = 1.0
 # A listing holds what it pulled; this keeps a DLQ storm from pulling millions of messages into memory.
 MAX_SCAN: Final = 10_000
 
@@ -34,11 +37,10 @@ class _Held:
 
 @dataclass
 class ReplayReport:
-    """What a replay did: message ids republished (with the new request message id), and failures."""
+    """What a replay did: DLQ message id -> new request message id, and DLQ message id -> error."""
 
     replayed: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    left: int = 0  # dead letters seen but not selected; they stay on the DLQ
 
 
 class DeadLetterQueue:
@@ -65,11 +67,8 @@ class DeadLetterQueue:
         from runtime.pubsub.publisher import TopicPublisher
 
         publisher = TopicPublisher(self._clients.publisher, self._clients.project)
-        held = self._pull(sample if sample is not None else MAX_SCAN)
-        chosen, rest = (held[:sample], held[sample:]) if sample is not None else (held, [])
-        report = ReplayReport(left=len(rest))
-        self._release(rest)
-        for item in chosen:
+        report = ReplayReport()
+        for item in self._pull(sample if sample is not None else MAX_SCAN):
             attributes = {**item.letter.replay_attributes(), REPLAY_ATTRIBUTE: "1",
                           REPLAYED_FROM_ATTRIBUTE: item.letter.message_id}
             try:
@@ -93,7 +92,7 @@ class DeadLetterQueue:
                 response = self._clients.subscriber.pull(
                     request={"subscription": self._subscription,
                              "max_messages": min(PULL_BATCH, limit - len(held))},
-                    timeout=PULL_TIMEOUT_S, retry=None)
+                    timeout=NEXT_PULL_TIMEOUT_S if held else FIRST_PULL_TIMEOUT_S, retry=None)
             except DeadlineExceeded:
                 break
             if not response.received_messages:
