@@ -1,0 +1,154 @@
+"""Cloud-only checks at their client seams, fed recorded real-format API responses (fixtures/gcp).
+
+The adapters get autospecced GAPIC clients, so a changed client interface breaks these tests, and the
+responses are parsed into the real message types the libraries return.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from google.protobuf import json_format
+
+from components import contract
+from validation.checks.identity import service_account_roles
+from validation.checks.pubsub import service_agent_grants
+from validation.checks.vertex import vertex_and_quota
+from validation.clients.iam import ResourceManagerIam
+from validation.clients.pubsub import GooglePubSubAdmin
+from validation.clients.vertex import GoogleVertexQuota, quota_metric
+from validation.report import Status
+from validation.runner import run_check
+
+GCP = Path(__file__).parent / "fixtures" / "gcp"
+PROJECT = "impulse-gpu-runtime-staging"
+
+
+def _policy(name: str, drop_role: str | None = None):
+    from google.iam.v1 import policy_pb2
+
+    document = json.loads((GCP / name).read_text())
+    document["bindings"] = [b for b in document["bindings"] if b["role"] != drop_role]
+    return json_format.ParseDict(document, policy_pb2.Policy())
+
+
+def _iam(drop_role: str | None = None, extra: tuple[str, str] | None = None) -> ResourceManagerIam:
+    from google.cloud import resourcemanager_v3
+
+    policy = _policy("project_iam_policy.json", drop_role)
+    if extra:
+        policy.bindings.add(role=extra[0], members=[extra[1]])
+    client = mock.create_autospec(resourcemanager_v3.ProjectsClient, instance=True)
+    client.get_iam_policy.return_value = policy
+    client.get_project.return_value = resourcemanager_v3.Project.from_json((GCP / "project.json").read_text())
+    return ResourceManagerIam(PROJECT, client)
+
+
+def test_roles_match_the_contract_table() -> None:
+    result = run_check(service_account_roles(_iam(), PROJECT))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 2/2)"
+
+
+def test_a_missing_role_fails_and_names_account_and_role() -> None:
+    result = run_check(service_account_roles(_iam(drop_role="roles/aiplatform.user"), PROJECT))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == "gpu-scheduler lacks roles/aiplatform.user"
+
+
+def test_an_extra_role_is_reported_but_passes() -> None:
+    member = f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}"
+    result = run_check(service_account_roles(_iam(extra=("roles/editor", member)), PROJECT))
+
+    assert result.status is Status.PASS
+    assert "extra (least privilege: review): gpu-runtime also has roles/editor" in result.evidence
+
+
+def _pubsub(topic_policy: str, subscription_policy: str, drop_role: str | None = None) -> GooglePubSubAdmin:
+    from google import pubsub_v1
+
+    publisher = mock.create_autospec(pubsub_v1.PublisherClient, instance=True)
+    subscriber = mock.create_autospec(pubsub_v1.SubscriberClient, instance=True)
+    publisher.get_iam_policy.return_value = _policy(topic_policy, drop_role)
+    subscriber.get_iam_policy.return_value = _policy(subscription_policy, drop_role)
+    return GooglePubSubAdmin(PROJECT, publisher, subscriber)
+
+
+def test_service_agent_grants_pass_with_both_roles() -> None:
+    admin = _pubsub("dlq_topic_iam_policy.json", "request_subscription_iam_policy.json")
+
+    result = run_check(service_agent_grants(admin, _iam().project_number))
+
+    assert result.status is Status.PASS, result
+    assert "service-284716533902@gcp-sa-pubsub.iam.gserviceaccount.com" in result.evidence
+    admin._publisher.get_iam_policy.assert_called_once_with(
+        request={"resource": f"projects/{PROJECT}/topics/{contract.REQUEST_DLQ_TOPIC}"})
+    admin._subscriber.get_iam_policy.assert_called_once_with(
+        request={"resource": f"projects/{PROJECT}/subscriptions/{contract.REQUEST_SUBSCRIPTION}"})
+
+
+def test_missing_publisher_grant_on_the_dlq_topic_fails() -> None:
+    admin = _pubsub("dlq_topic_iam_policy.json", "request_subscription_iam_policy.json",
+                    drop_role="roles/pubsub.publisher")
+
+    result = run_check(service_agent_grants(admin, _iam().project_number))
+
+    assert result.status is Status.FAIL
+    assert result.evidence.endswith(f"lacks roles/pubsub.publisher on topic {contract.REQUEST_DLQ_TOPIC}")
+    assert "silently does nothing" in result.fix
+
+
+def _vertex(jobs_error: Exception | None = None) -> GoogleVertexQuota:
+    from google.cloud import aiplatform_v1, compute_v1
+
+    jobs = mock.create_autospec(aiplatform_v1.JobServiceClient, instance=True)
+    response = aiplatform_v1.ListCustomJobsResponse.from_json((GCP / "custom_jobs.json").read_text())
+    if jobs_error:
+        jobs.list_custom_jobs.side_effect = jobs_error
+    else:
+        jobs.list_custom_jobs.return_value = iter(response.custom_jobs)
+    regions = mock.create_autospec(compute_v1.RegionsClient, instance=True)
+    regions.get.return_value = compute_v1.Region.from_json((GCP / "region_us-central1.json").read_text(),
+                                                           ignore_unknown_fields=True)
+    return GoogleVertexQuota(PROJECT, "us-central1", jobs, regions)
+
+
+def test_quota_metric_names_follow_compute_engine() -> None:
+    assert quota_metric("nvidia-tesla-t4") == "NVIDIA_T4_GPUS"
+    assert quota_metric("nvidia-tesla-t4", spot=True) == "PREEMPTIBLE_NVIDIA_T4_GPUS"
+    assert quota_metric("nvidia-a100-80gb") == "NVIDIA_A100_80GB_GPUS"
+
+
+def test_vertex_reachable_and_quota_left() -> None:
+    result = run_check(vertex_and_quota(_vertex(), "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)]))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == ("Vertex AI reachable (1 recent gpu-runtime job(s)); "
+                               "PREEMPTIBLE_NVIDIA_T4_GPUS 14/16 free")
+
+
+@pytest.mark.parametrize(("metric", "detail"), [
+    ("NVIDIA_V100_GPUS", "NVIDIA_V100_GPUS 4/4 used"),
+    ("NVIDIA_A100_GPUS", "NVIDIA_A100_GPUS 0/0 used"),
+    ("NVIDIA_H100_GPUS", "NVIDIA_H100_GPUS absent"),
+])
+def test_exhausted_or_absent_quota_fails(metric: str, detail: str) -> None:
+    result = run_check(vertex_and_quota(_vertex(), "us-central1", [metric]))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == f"no GPU quota left in us-central1: {detail}"
+
+
+def test_vertex_api_error_fails_with_the_reason() -> None:
+    from google.api_core.exceptions import PermissionDenied
+
+    vertex = _vertex(PermissionDenied("Vertex AI API has not been used in project 284716533902"))
+    result = run_check(vertex_and_quota(vertex, "us-central1", []))
+
+    assert result.status is Status.FAIL
+    assert "PermissionDenied" in result.evidence and "aiplatform.googleapis.com" in result.fix

@@ -1,0 +1,157 @@
+"""Kubernetes-backed checks and the scheduler rollout undo, through the official client against recorded API JSON."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import contract
+from tests.validation.recorded_kube import RecordedKubeApi
+from validation.checks.alerts import rules_in_cluster
+from validation.checks.dask import gpu_workers
+from validation.checks.scheduler import health_pods, pods_running
+from validation.clients.dask_info import KubeServiceDask
+from validation.clients.kube import KubernetesApi
+from validation.report import Status
+from validation.rollback import kubernetes as rollout
+from validation.runner import run_check
+
+pytestmark = pytest.mark.timeout(60)
+K8S = Path(__file__).parent / "fixtures" / "kubernetes"
+NS = contract.RUNTIME_NAMESPACE
+PODS = f"/api/v1/namespaces/{NS}/pods"
+
+
+def _load(name: str) -> dict:
+    return json.loads((K8S / name).read_text())
+
+
+@pytest.fixture
+def server() -> Iterator[RecordedKubeApi]:
+    recorded = RecordedKubeApi({})
+    yield recorded
+    recorded.close()
+
+
+def _kube(server: RecordedKubeApi) -> KubernetesApi:
+    return KubernetesApi(server.api_client())
+
+
+def test_pods_running_passes_and_sends_the_label_selector(server) -> None:
+    server.routes[("GET", PODS)] = _load("scheduler_pods.json")
+
+    result = run_check(pods_running(_kube(server), timeout_s=0))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence.startswith("2 pod(s) Running and ready")
+    assert server.requests[0].query["labelSelector"] == ["app=gpu-scheduler"]
+
+
+def test_a_pending_pod_fails_after_the_deadline(server) -> None:
+    pods = _load("scheduler_pods.json")
+    pods["items"][1]["status"] = {"phase": "Pending", "containerStatuses": [
+        {"name": "gpu-scheduler", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+         "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}
+    server.routes[("GET", PODS)] = pods
+    looks: list[float] = []
+
+    result = run_check(pods_running(_kube(server), timeout_s=0.05, sleep=looks.append))
+
+    assert result.status is Status.FAIL
+    assert "gpu-scheduler-6c9d8f7b5-9qvzr=Pending (not ready)" in result.evidence
+    assert "gpurt rollback --kubernetes" in result.fix
+    assert looks  # it polled again before giving up
+
+
+def test_healthz_through_the_pod_proxy(server) -> None:
+    server.routes[("GET", PODS)] = _load("scheduler_pods.json")
+    for pod in ("gpu-scheduler-6c9d8f7b5-2xk4p", "gpu-scheduler-6c9d8f7b5-9qvzr"):
+        server.routes[("GET", f"{PODS}/{pod}:8080/proxy/healthz")] = {"status": "ok"}
+
+    assert run_check(health_pods(_kube(server))).status is Status.PASS
+
+    server.routes[("GET", f"{PODS}/gpu-scheduler-6c9d8f7b5-9qvzr:8080/proxy/healthz")] = {"status": "degraded"}
+    result = run_check(health_pods(_kube(server)))
+    assert result.status is Status.FAIL
+    assert result.evidence.startswith("pod gpu-scheduler-6c9d8f7b5-9qvzr returned")
+
+
+def _rules(*names: str) -> str:
+    return yaml.safe_dump({"groups": [{"name": "g", "rules": [{"alert": n, "expr": "1"} for n in names]}]})
+
+
+def test_prometheus_rules_present_or_named_missing(server) -> None:
+    server.routes[("GET", "/apis/monitoring.coreos.com/v1/namespaces/monitoring/prometheusrules")] = \
+        _load("prometheusrules.json")
+
+    ok = run_check(rules_in_cluster(_kube(server), render=lambda: _rules("GpuNodeDown", "GpuHighTemperature")))
+    missing = run_check(rules_in_cluster(_kube(server), render=lambda: _rules("GpuNodeDown", "DlqGrowth")))
+
+    assert ok.status is Status.PASS, ok
+    assert missing.status is Status.FAIL
+    assert missing.evidence == "1 alert(s) not loaded in monitoring: DlqGrowth"
+
+
+def test_dask_gpu_workers_from_the_dashboard_identity(server) -> None:
+    path = "/api/v1/namespaces/compute/services/gpu-dask-scheduler:8787/proxy/json/identity.json"
+    identity = _load("dask_identity.json")
+    server.routes[("GET", path)] = identity
+
+    assert run_check(gpu_workers(KubeServiceDask(_kube(server)), gpu_expected=True)).evidence == \
+        "2 GPU worker(s), 2 GPU in all"
+
+    cpu_only = copy.deepcopy(identity)
+    cpu_only["workers"]["tcp://10.12.5.2:42817"]["resources"] = {}
+    server.routes[("GET", path)] = cpu_only
+    result = run_check(gpu_workers(KubeServiceDask(_kube(server)), gpu_expected=True))
+    assert result.status is Status.FAIL
+    assert result.evidence == "1 of 2 worker(s) lack the GPU resource: tcp://10.12.5.2:42817"
+
+
+def test_zero_workers_on_scale_from_zero_pools_is_a_skip_with_the_next_step(server) -> None:
+    path = "/api/v1/namespaces/compute/services/gpu-dask-scheduler:8787/proxy/json/identity.json"
+    server.routes[("GET", path)] = {**_load("dask_identity.json"), "workers": {}}
+
+    result = run_check(gpu_workers(KubeServiceDask(_kube(server)), gpu_expected=True, scales_from_zero=True))
+
+    assert result.status is Status.SKIP and "gpurt pools scale" in result.evidence
+
+
+DEPLOYMENT = f"/apis/apps/v1/namespaces/{NS}/deployments/{contract.SCHEDULER_DEPLOYMENT}"
+
+
+def test_rollout_undo_patches_the_previous_template_and_waits(server) -> None:
+    deployment = _load("deployment.json")
+    server.routes[("GET", f"/apis/apps/v1/namespaces/{NS}/replicasets")] = _load("replicasets.json")
+    reads = {"n": 0}
+
+    def read(_: object) -> tuple[int, dict]:
+        # After the patch the controller needs one more look before the new generation is rolled out.
+        reads["n"] += 1
+        current = copy.deepcopy(deployment)
+        if reads["n"] == 2:
+            current["metadata"]["generation"] = 8
+        return 200, current
+
+    server.routes[("GET", DEPLOYMENT)] = read
+    server.routes[("PATCH", DEPLOYMENT)] = lambda body: (200, deployment)
+    sleeps: list[float] = []
+
+    plan = rollout.undo(rollout.KubernetesDeploymentApi(server.api_client()), sleep=sleeps.append)
+
+    assert (plan.current_revision, plan.target_revision) == (5, 4)
+    assert plan.target_images[0].endswith("/gpu-runtime/scheduler:9a1b2c3")
+    patch = next(r for r in server.requests if r.method == "PATCH")
+    assert patch.body[0]["op"] == "replace" and patch.body[0]["path"] == "/spec/template"
+    assert patch.body[0]["value"]["metadata"]["labels"] == {"app": "gpu-scheduler"}
+    assert len(sleeps) == 1  # one wait while generation 8 was not yet observed
+
+
+def test_rollout_undo_to_an_unknown_revision_names_the_known_ones() -> None:
+    with pytest.raises(rollout.RolloutError, match=r"revision 9 not found; known: \[3, 4\]"):
+        rollout.plan_undo(_load("deployment.json"), _load("replicasets.json")["items"], to_revision=9)
