@@ -10,10 +10,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import pulumi
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 PROJECT_NAMESPACE: Final = "gpu-runtime"
@@ -49,26 +49,28 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
+def _valid_cidr(value: str) -> str:
+    ipaddress.ip_network(value)  # raises ValueError with the reason
+    return value
+
+
+Cidr = Annotated[str, AfterValidator(_valid_cidr)]
+
+
 class AuthorizedNetwork(_Model):
     """A CIDR allowed to reach the cluster's control plane."""
 
     name: str = Field(description="Label shown in the cluster's authorized-networks list.")
-    cidr: str = Field(description="IPv4 range, e.g. 35.235.240.0/20 (Cloud Shell / IAP).")
-
-    @field_validator("cidr")
-    @classmethod
-    def _valid_cidr(cls, value: str) -> str:
-        ipaddress.ip_network(value)
-        return value
+    cidr: Cidr = Field(description="IPv4 range, e.g. 35.235.240.0/20 (Cloud Shell / IAP).")
 
 
 class NetworkConfig(_Model):
     """VPC ranges: nodes, pods and services (VPC-native), and the private control plane's /28."""
 
-    subnet_cidr: str = Field(description="Primary range of the cluster subnet (nodes).")
-    pods_cidr: str = Field(description="Secondary range for pod IPs.")
-    services_cidr: str = Field(description="Secondary range for ClusterIP services.")
-    master_cidr: str = Field(description="RFC 1918 /28 for the private control plane.")
+    subnet_cidr: Cidr = Field(description="Primary range of the cluster subnet (nodes).")
+    pods_cidr: Cidr = Field(description="Secondary range for pod IPs.")
+    services_cidr: Cidr = Field(description="Secondary range for ClusterIP services.")
+    master_cidr: Cidr = Field(description="RFC 1918 /28 for the private control plane.")
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = Field(
         default=(), description="Who may reach the public control-plane endpoint; empty means nobody outside the VPC."
     )

@@ -1,0 +1,114 @@
+"""Stack config: the committed stacks are valid, and bad values fail with the key that is wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.config import ConfigError, load_control_token, load_stack_config, parse_stack_config
+from components.plan import load_stack_settings, record
+from tests.components.infra import stack_config
+
+
+def _raw(**overrides: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "zones": ["us-central1-a", "us-central1-b"],
+        "network": {
+            "subnetCidr": "10.0.0.0/20", "podsCidr": "10.4.0.0/14", "servicesCidr": "10.8.0.0/20",
+            "masterCidr": "172.16.0.0/28",
+        },
+        "gpuPools": [{
+            "name": "t4", "machineType": "n1-standard-8", "acceleratorType": "nvidia-tesla-t4", "maxNodes": 2,
+            "daskWorkersMax": 4,
+        }],
+        "images": {"schedulerTag": "abc", "workerTag": "abc"},
+        "vertex": {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4"},
+    }
+    raw.update(overrides)
+    return raw
+
+
+def _error(raw: dict[str, Any], project: str | None = "p", region: str | None = "us-central1") -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(raw, project, region)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("stack", ["staging", "production"])
+def test_committed_stacks_are_valid(stack: str) -> None:
+    config = stack_config(stack)
+    assert config.region == "us-central1"
+    assert config.gpu_pools and all(p.min_nodes == 0 for p in config.gpu_pools)
+
+
+def test_stack_choices() -> None:
+    staging, production = stack_config("staging"), stack_config("production")
+    assert {p.accelerator_type for p in staging.gpu_pools} == {"nvidia-tesla-t4"}
+    assert all(p.spot for p in staging.gpu_pools) and not staging.deletion_protection
+    assert "nvidia-tesla-a100" in {p.accelerator_type for p in production.gpu_pools}
+    assert production.deletion_protection
+
+
+def test_defaults_and_image_reference() -> None:
+    config = parse_stack_config(_raw(), "p", "us-central1")
+    assert (config.scheduler_replicas, config.release_channel, config.deletion_protection) == (2, "REGULAR", True)
+    assert config.pool_zones(config.gpu_pools[0]) == ("us-central1-a", "us-central1-b")
+    assert config.image("gpu-scheduler", "abc") == "us-central1-docker.pkg.dev/p/gpu-runtime/gpu-scheduler:abc"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (_raw(zones=["europe-west4-a"]), "zone europe-west4-a is not in region us-central1"),
+        (
+            _raw(network={**_raw()["network"], "podsCidr": "10.0.0.0/14"}),
+            "subnetCidr 10.0.0.0/20 overlaps podsCidr 10.0.0.0/14",
+        ),
+        (_raw(network={**_raw()["network"], "masterCidr": "172.16.0.0/24"}), "masterCidr must be a /28"),
+        (_raw(network={**_raw()["network"], "subnetCidr": "10.0.0.300/20"}), "network.subnetCidr"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "machineType": "a2-highgpu-1g"}]), "cannot host nvidia-tesla-t4"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "acceleratorType": "nvidia-tesla-k80"}]), "is not one of"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "T4_Pool"}]), "gpuPools.0.name"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "daskWorkersMax": 5}]), "exceeds the pool's node capacity 4"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "minNodes": 3}]), "minNodes 3 exceeds maxNodes 2"),
+        (_raw(gpuPools=[_raw()["gpuPools"][0]] * 2), "names must be unique"),
+        (_raw(gpuPools=[]), "gpuPools"),
+        (_raw(releaseChannel="NIGHTLY"), "releaseChannel"),
+        (_raw(imags={}), "imags: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_config_names_the_key(raw: dict[str, Any], expected: str) -> None:
+    assert expected in _error(raw)
+
+
+def test_missing_provider_settings() -> None:
+    assert "gcp:project, gcp:region" in _error(_raw(), project=None, region="")
+
+
+def _pulumi_config(stack: str, drop: str | None = None) -> dict[str, str]:
+    config = load_stack_settings(stack).config
+    return {key: value for key, value in config.items() if key != drop}
+
+
+def test_load_from_pulumi_config() -> None:
+    loaded = {}
+
+    def program() -> None:
+        loaded["config"] = load_stack_config()
+        load_control_token()
+
+    record(program, project="p", region="r", config=_pulumi_config("production"))
+    assert loaded["config"] == stack_config("production")
+
+
+def test_control_token_is_required() -> None:
+    with pytest.raises(ConfigError, match="pulumi config set --secret controlToken"):
+        record(load_control_token, project="p", region="r",
+               config=_pulumi_config("staging", drop="gpu-runtime:controlToken"))
+
+
+def test_wrong_type_in_pulumi_config_is_a_config_error() -> None:
+    config = {**_pulumi_config("staging"), "gpu-runtime:schedulerReplicas": "many"}
+    with pytest.raises(ConfigError, match="schedulerReplicas"):
+        record(load_stack_config, project="p", region="r", config=config)

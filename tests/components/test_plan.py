@@ -1,0 +1,155 @@
+"""The offline plan: the real program for both stacks, its JSON, secrets, and policy failures."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from components import cli as components_cli
+from components import contract
+from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
+
+EXPECTED_TYPES = {
+    "gcp:pubsub/topic:Topic", "gcp:pubsub/subscription:Subscription", "gcp:serviceaccount/account:Account",
+    "gcp:projects/iAMMember:IAMMember", "gcp:serviceaccount/iAMMember:IAMMember", "gcp:container/cluster:Cluster",
+    "gcp:container/nodePool:NodePool", "gcp:storage/bucket:Bucket", "gcp:artifactregistry/repository:Repository",
+    "gcp:projects/service:Service", "gcp:compute/routerNat:RouterNat", "pulumi:providers:kubernetes",
+}
+EXPORTS = {
+    "cluster_name", "kubeconfig", "topics", "subscriptions", "service_accounts", "scheduler_url", "result_bucket",
+    "result_store_url", "registry_url", "vertex_job_settings",
+}
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, Plan]:
+    return {stack: run_plan(stack) for stack in STACKS}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_whole_platform_passes_policy(plans: dict[str, Plan], stack: str) -> None:
+    plan = plans[stack]
+    failures = [v for result in plan.policy for v in result.violations]
+    assert failures == [] and plan.ok
+    assert {r.type for r in plan.resources} >= EXPECTED_TYPES
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_resource_is_parented_by_a_component(plans: dict[str, Plan], stack: str) -> None:
+    plan = plans[stack]
+    components = {r.urn for r in plan.resources if not r.custom}
+    orphans = [r.name for r in plan.resources if r.custom and r.parent not in components]
+    assert orphans == []
+    assert all(r.type.startswith("gpu-runtime:") for r in plan.resources if not r.custom)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_exports_an_operator_needs(plans: dict[str, Plan], stack: str) -> None:
+    outputs = plans[stack].outputs
+    assert set(outputs) >= EXPORTS
+    assert outputs["cluster_name"] == "gpu-scheduler"
+    assert outputs["scheduler_url"] == "http://gpu-scheduler.gpu-runtime.svc.cluster.local:8080"
+    assert set(outputs["topics"]) == {t.name for t in contract.TOPICS}
+    assert set(outputs["subscriptions"]) == {s.name for s in contract.SUBSCRIPTIONS}
+    assert set(outputs["service_accounts"]) == {"gpu-scheduler", "gpu-runtime"}
+    assert outputs["kubeconfig"] == MASK
+
+
+def test_gpu_pools_per_stack(plans: dict[str, Plan]) -> None:
+    def accelerators(plan: Plan) -> list[str]:
+        return sorted(
+            r.props["nodeConfig"]["guestAccelerators"][0]["type"] for r in plan.resources
+            if r.type == "gcp:container/nodePool:NodePool" and r.props["nodeConfig"].get("guestAccelerators")
+        )
+
+    assert accelerators(plans["staging"]) == ["nvidia-tesla-t4"]
+    assert accelerators(plans["production"]) == ["nvidia-tesla-a100", "nvidia-tesla-t4", "nvidia-tesla-v100"]
+
+
+def test_json_masks_secrets_and_lists_placeholders(plans: dict[str, Plan]) -> None:
+    document = plans["production"].to_json()
+    text = json.dumps(document)
+    assert SECRET_PLACEHOLDER not in text and "gke-gcloud-auth-plugin" not in text
+    assert document["placeholders"] == ["gpu-runtime:controlToken"]
+    assert document["ok"] is True
+    assert {p["rule"] for p in document["policy"]} >= {"pubsub-dead-letter", "dead-letter-topics-subscribed"}
+
+
+def test_stack_settings_merge_defaults_and_replace_secure_values(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text(textwrap.dedent("""\
+        name: demo
+        runtime: python
+        config:
+          replicas: {type: integer, default: 2}
+          pools: {default: [{name: a}]}
+          token: {secret: true}
+          apiKey: {secret: true}
+    """))
+    (tmp_path / "Pulumi.dev.yaml").write_text(textwrap.dedent("""\
+        config:
+          gcp:project: p
+          demo:replicas: 3
+          demo:apiKey:
+            secure: v1:AAAAencrypted
+    """))
+    settings = load_stack_settings("dev", tmp_path)
+    assert settings.config == {
+        "demo:replicas": "3", "demo:pools": '[{"name": "a"}]', "gcp:project": "p",
+        "demo:apiKey": SECRET_PLACEHOLDER, "demo:token": SECRET_PLACEHOLDER,
+    }
+    assert set(settings.placeholders) == set(settings.secret_keys) == {"demo:apiKey", "demo:token"}
+
+
+def test_unknown_stack_is_a_clear_error() -> None:
+    with pytest.raises(PlanError, match=r"no stack 'qa'.*staging"):
+        run_plan("qa")
+
+
+@pytest.fixture
+def violating_project(tmp_path: Path) -> Path:
+    """A copy of the project whose program adds a service-account key."""
+    root = Path(__file__).resolve().parents[2]
+    for name in ("Pulumi.yaml", "Pulumi.staging.yaml"):
+        (tmp_path / name).write_text((root / name).read_text())
+    main = (root / "__main__.py").read_text()
+    main += '\ngcp.serviceaccount.Key("ci-key", service_account_id=identities.accounts["gpu-runtime"].name)\n'
+    (tmp_path / "__main__.py").write_text(main)
+    return tmp_path
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    components_cli.register(app, typer.Typer())
+    app.command("noop", hidden=True)(lambda: None)  # a second command keeps `plan` a named subcommand
+    return app
+
+
+def test_cli_exits_1_on_a_violation(violating_project: Path) -> None:
+    result = CliRunner().invoke(
+        _cli(), ["plan", "--stack", "staging", "--json", "--project-dir", str(violating_project)]
+    )
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    [keys] = [p for p in document["policy"] if p["rule"] == "no-service-account-keys"]
+    assert keys["violations"] == [
+        {"resource": "ci-key", "message": "service-account keys are forbidden; use Workload Identity"},
+    ]
+
+
+def test_cli_table_and_exit_0() -> None:
+    result = CliRunner().invoke(_cli(), ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "gke-gpu-t4-spot" in result.output and "dead-letter-topics-subscribed" in result.output
+    assert "kubeconfig = [secret]" in result.output
+
+
+def test_cli_reports_program_errors_without_traceback(violating_project: Path) -> None:
+    (violating_project / "Pulumi.staging.yaml").write_text("config:\n  gcp:project: p\n")
+    result = CliRunner().invoke(_cli(), ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
+    assert result.exit_code == 2
+    assert "missing stack config: gcp:region" in result.output and "Traceback" not in result.output
