@@ -1,0 +1,92 @@
+"""The state file (secret-safe, round trip) and the process helpers (groups stopped, nothing left over)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from runtime.local import processes
+from runtime.local.state import LocalState, StateError, clear_state, load_state, save_state
+
+
+def _state(tmp_path: Path, **changes: object) -> LocalState:
+    base = {"project": "p", "api_url": "http://127.0.0.1:1", "emulator_host": "127.0.0.1:2",
+            "control_token": "s3cret", "result_store": tmp_path.as_uri(), "workers": 2, "processes": []}
+    return LocalState.model_validate({**base, **changes})
+
+
+def test_state_round_trip_is_private(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    path = save_state(state, tmp_path / "local")
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_state(tmp_path / "local") == state
+    assert "s3cret" not in repr(load_state(tmp_path / "local"))
+    clear_state(tmp_path / "local")
+    assert load_state(tmp_path / "local") is None
+
+
+def test_corrupt_state_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text("{not json")
+    with pytest.raises(StateError, match="remove it"):
+        load_state(tmp_path)
+
+
+SLEEPER_WITH_CHILD = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n"
+)
+IGNORES_SIGTERM = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def _start(tmp_path: Path, code: str) -> processes.ProcessRecord:
+    log = tmp_path / "p.log"
+    record = processes.start_process("p", [sys.executable, "-c", code], os.environ, log)
+    assert processes.wait_until(lambda: "ready" in processes.log_tail(log), 30)
+    return record
+
+
+@pytest.mark.timeout(60)
+def test_stop_terminates_the_whole_group(tmp_path: Path) -> None:
+    record = _start(tmp_path, SLEEPER_WITH_CHILD)
+    children = psutil.Process(record.pid).children(recursive=True)
+    assert children and processes.is_alive(record)
+
+    killed = processes.stop_process(record, grace_s=10)
+
+    assert not killed
+    assert not processes.is_alive(record)
+    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
+
+
+@pytest.mark.timeout(60)
+def test_stop_kills_what_ignores_sigterm_after_the_grace(tmp_path: Path) -> None:
+    record = _start(tmp_path, IGNORES_SIGTERM)
+
+    assert processes.stop_process(record, grace_s=0.5)
+    assert not processes.is_alive(record)
+
+
+def test_a_recycled_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
+    me = psutil.Process()
+    record = processes.ProcessRecord(name="x", pid=me.pid, create_time=me.create_time() - 100,
+                                     log_path=tmp_path / "x.log", command=["x"])
+    assert not processes.is_alive(record)
+    assert processes.stop_process(record, grace_s=0.1) is False  # and it is left alone
+
+
+def test_ports() -> None:
+    port = processes.free_port()
+    assert not processes.port_in_use("127.0.0.1", port)
