@@ -34,6 +34,7 @@ class EmulatorHandle:
     port: int
     broker: Broker
     _server: grpc.Server
+    _executor: ThreadPoolExecutor
     _admin: AdminServer | None = None
 
     @property
@@ -56,6 +57,7 @@ class EmulatorHandle:
             return
         self.broker.close()
         self._server.stop(STOP_GRACE_S).wait()
+        self._executor.shutdown(wait=False)
         if self._admin is not None:
             self._admin.stop()
         log.info("pubsub emulator stopped", extra={"address": self.address})
@@ -76,28 +78,27 @@ def start_emulator(
     ``admin_port`` (emulator-only) serves ``GET /stats``; 0 picks a free port, None serves none.
     """
     broker = Broker(Clock(time_scale))
+    executor = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="pubsub-emulator-rpc")
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="pubsub-emulator-rpc"),
+        executor,
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                 # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
+                 ("grpc.so_reuseport", 0)],
     )
     server.add_generic_rpc_handlers((PublisherService(broker).handler(), SubscriberService(broker).handler()))
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
-    except RuntimeError as error:
+        admin = AdminServer(host, admin_port, broker.stats) if admin_port is not None else None
+    except (RuntimeError, OSError) as error:
+        server.stop(None)
+        executor.shutdown(wait=False)
         broker.close()
-        raise OSError(f"cannot listen on {host}:{port}: {error}") from error
-    admin = None
-    if admin_port is not None:
-        try:
-            admin = AdminServer(host, admin_port, broker.stats)
-        except OSError:
-            broker.close()
-            raise
+        raise OSError(f"cannot listen on {host} (port {port}, admin port {admin_port}): {error}") from error
     server.start()
     if admin is not None:
         admin.start()
-    handle = EmulatorHandle(host, bound, broker, server, admin)
+    handle = EmulatorHandle(host, bound, broker, server, executor, admin)
     log.info("pubsub emulator listening",
              extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale})
     return handle

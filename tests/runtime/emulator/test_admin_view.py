@@ -70,6 +70,11 @@ def test_admin_port_answers_404_for_other_paths(admin_pubsub: PubSub) -> None:
     assert raised.value.code == 404
 
 
+def test_a_taken_port_is_refused_not_shared(emulator: EmulatorHandle) -> None:
+    with pytest.raises(OSError, match="cannot listen"):
+        start_emulator(port=emulator.port)
+
+
 def test_time_scale_must_be_positive() -> None:
     with pytest.raises(ValueError, match="time_scale"):
         start_emulator(time_scale=0)
