@@ -1,0 +1,42 @@
+"""``python -m runtime.scheduler``: run the gpu-scheduler (consumer, API on GPURT_HOST:GPURT_PORT)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from runtime.scheduler.settings import Settings, SettingsError
+
+
+def main() -> int:
+    """Start the service, serve the API until SIGTERM/SIGINT, then drain and stop."""
+    import uvicorn
+
+    from runtime.scheduler import logs
+    from runtime.scheduler.api import create_app
+    from runtime.scheduler.service import Service
+
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"gpu-scheduler: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level)
+    service = Service(settings)
+    try:
+        service.start()
+    except Exception as exc:
+        logging.getLogger("runtime.scheduler").exception("could not start: %s", exc)
+        service.stop(timeout_s=0)
+        return 1
+    try:
+        # uvicorn turns SIGTERM/SIGINT into a graceful exit of run(); the drain follows.
+        uvicorn.run(create_app(service), host=settings.host, port=settings.port, log_config=None,
+                    access_log=False)
+    finally:
+        service.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The gpu-scheduler's HTTP API (DESIGN.md section 5). Health and metrics are open; control needs a token."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Response, status
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
+
+from components import contract
+from runtime.scheduler.auth import TokenGuard
+from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
+from runtime.scheduler.service import JobView, Mode, Service
+
+
+class MaintenanceRequest(BaseModel):
+    mode: Literal["drain", "normal"] = Field(description="drain: stop intake, in-flight jobs finish; normal: resume.")
+
+
+class ScaleRequest(BaseModel):
+    workers: int = Field(ge=0, le=MAX_POOL_WORKERS, description="Desired workers of the pool.")
+
+
+class CancelResponse(BaseModel):
+    job_id: str
+    cancel_requested: bool
+
+
+def create_app(service: Service) -> FastAPI:
+    """The FastAPI app over ``service``."""
+    app = FastAPI(title="gpu-scheduler", version="1",
+                  description="Consumes GPU job requests from Pub/Sub, runs them on Dask or Vertex AI, publishes "
+                              "results. Control endpoints need `Authorization: Bearer <GPURT_CONTROL_TOKEN>`.")
+    guard = Depends(TokenGuard(service.settings.control_token))
+
+    @app.get(contract.HEALTH_PATH, summary="Liveness: the process serves requests.")
+    def healthz() -> dict[str, str]:
+        return dict(contract.HEALTH_BODY)
+
+    @app.get(contract.READY_PATH, summary="Readiness: consuming (unless drained) and the backend is reachable.")
+    def readyz() -> JSONResponse:
+        reasons = service.readiness()
+        code = status.HTTP_200_OK if not reasons else status.HTTP_503_SERVICE_UNAVAILABLE
+        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=code)
+
+    @app.get(contract.METRICS_PATH, summary="Prometheus metrics (gpu_runtime_*).")
+    def metrics() -> Response:
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/status", summary="Mode, slots, in-flight jobs, backend and leader of this replica.")
+    def status_() -> dict[str, Any]:
+        return service.status()
+
+    @app.get("/status/leader", summary="Who holds the leader lease.")
+    def leader() -> dict[str, Any]:
+        return service.leader_status()
+
+    @app.get("/jobs/{job_id}", response_model=JobView, summary="A running job or its stored result.")
+    def get_job(job_id: str) -> JobView:
+        view = service.job(job_id)
+        if view is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no running job and no result for {job_id!r}")
+        return view
+
+    @app.delete("/jobs/{job_id}", response_model=CancelResponse, dependencies=[guard],
+                summary="Cancel a running job: it stops cooperatively and its result is `cancelled`.")
+    def cancel_job(job_id: str) -> CancelResponse:
+        if service.cancel(job_id):
+            return CancelResponse(job_id=job_id, cancel_requested=True)
+        view = service.job(job_id)
+        if view is not None:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id!r} already finished: {view.state}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} is not running on this replica")
+
+    @app.get("/pools", response_model=list[PoolInfo], summary="Worker pools and their sizes.")
+    def list_pools() -> list[PoolInfo]:
+        return _pools(service).list()
+
+    @app.post("/pools/stop-all", response_model=list[PoolInfo], dependencies=[guard],
+              summary="Evict every pool (its workers retire; their jobs move or are retried).")
+    def stop_all() -> list[PoolInfo]:
+        return _pool_call(lambda: _pools(service).stop_all())
+
+    @app.post("/pools/{pool_id}/stop", response_model=PoolInfo, dependencies=[guard], summary="Evict one pool.")
+    def stop_pool(pool_id: str) -> PoolInfo:
+        return _pool_call(lambda: _pools(service).stop(pool_id))
+
+    @app.post("/pools/{pool_id}/scale", response_model=PoolInfo, dependencies=[guard], summary="Resize a pool.")
+    def scale_pool(pool_id: str, body: ScaleRequest) -> PoolInfo:
+        return _pool_call(lambda: _pools(service).scale(pool_id, body.workers))
+
+    @app.post("/control/maintenance", dependencies=[guard],
+              summary="drain: stop pulling without nacking, in-flight jobs finish; normal: resume intake.")
+    def maintenance(body: MaintenanceRequest) -> dict[str, Any]:
+        service.set_mode(Mode(body.mode))
+        return {"mode": service.mode.value, "in_flight": service.registry.count()}
+
+    return app
+
+
+def _pools(service: Service) -> Any:
+    if service.pools is None:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "pools are not available yet")
+    return service.pools
+
+
+def _pool_call(action: Any) -> Any:
+    try:
+        return action()
+    except PoolNotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except PoolError as exc:
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(exc)) from None

@@ -1,0 +1,106 @@
+"""Run jobs on a Dask cluster: the DaskCluster's scheduler in the cloud, a LocalCluster on one machine.
+
+A job is one task (``worker_task.execute``) submitted with ``pure=False`` (the same job id may run
+again after a redelivery) and ``resources={"GPU": 1}`` when the cluster has GPU workers, so Dask
+places at most one job per GPU. A worker that dies mid-task is handled by Dask itself: the scheduler
+reschedules the task on another worker (up to ``distributed.scheduler.allowed-failures``). Task-level
+``retries`` stay off on purpose: they would re-run permanent failures and cancellations too; every
+other retry is Pub/Sub's redelivery.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from concurrent.futures import CancelledError
+from typing import Any
+
+from components import contract
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from runtime.protocol import JobRequest
+from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.worker_task import cancel_event_name, execute
+
+log = logging.getLogger(__name__)
+
+
+class DaskBackend:
+    """Submits jobs through a ``distributed.Client``."""
+
+    name = "dask"
+
+    def __init__(self, client: Any, device: str = "auto") -> None:
+        self._client = client
+        self._device = device
+        self._lock = threading.Lock()
+        self._running: dict[str, Any] = {}
+
+    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+        """Submit ``request`` and wait for it, at most ``request.timeout_s``."""
+        from distributed import Event, KilledWorker
+
+        job_id = request.job_id
+        event = Event(cancel_event_name(job_id), client=self._client)
+        event.clear()  # a replayed job must not inherit an old cancel
+        resources = {contract.DASK_GPU_RESOURCE: 1} if self._has_gpu_workers() else None
+        future = self._client.submit(
+            execute, request.type.value, request.params, self._device, job_id,
+            key=f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}", pure=False, resources=resources,
+        )
+        with self._lock:
+            self._running[job_id] = future
+        try:
+            output = future.result(timeout=request.timeout_s)
+        except TimeoutError:
+            event.set()
+            future.cancel()
+            raise TransientJobError(f"timed out after {request.timeout_s:g} s") from None
+        except CancelledError:
+            raise JobCancelled("cancelled before it started") from None
+        except KilledWorker as exc:
+            raise TransientJobError(f"Dask workers kept dying while running it: {exc}") from None
+        except (JobCancelled, PermanentJobError, TransientJobError):
+            raise
+        except ValueError as exc:
+            # run_job raises ValueError for params it cannot accept: retrying cannot help.
+            raise PermanentJobError(str(exc)) from None
+        finally:
+            with self._lock:
+                self._running.pop(job_id, None)
+        return Execution(summary=dict(output.summary), artifacts=dict(output.artifacts), device=output.device,
+                         run_s=float(output.elapsed_s), paths=int(output.paths))
+
+    def cancel(self, job_id: str) -> bool:
+        """Set the job's cancel event: a running task stops at its next checkpoint, a queued one at its first."""
+        from distributed import Event
+
+        with self._lock:
+            running = job_id in self._running
+        if running:
+            Event(cancel_event_name(job_id), client=self._client).set()
+        return running
+
+    def gpu_slots(self) -> int:
+        """GPUs the workers advertise; without GPU workers, one slot per worker thread."""
+        workers = self._workers()
+        gpus = sum(int(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE, 0)) for w in workers)
+        return gpus if gpus else sum(int(w.get("nthreads", 1)) for w in workers)
+
+    def ready(self) -> bool:
+        """Connected to the Dask scheduler."""
+        return self._client.status == "running"
+
+    def close(self) -> None:
+        """Close the client."""
+        self._client.close()
+
+    def _has_gpu_workers(self) -> bool:
+        return any(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE) for w in self._workers())
+
+    def _workers(self) -> list[dict[str, Any]]:
+        try:
+            return list(self._client.scheduler_info().get("workers", {}).values())
+        except Exception as exc:
+            log.warning("cannot read Dask workers: %s", exc)
+            return []

@@ -1,0 +1,42 @@
+"""The function a Dask worker runs for one job: ``kernels.jobs.run_job`` plus cooperative cancel.
+
+Cancellation crosses processes through a ``distributed.Event`` named after the job; the kernel's
+``should_stop`` reads it at most once per ``CANCEL_POLL_S`` so a tight kernel loop does not flood the
+Dask scheduler with RPCs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from kernels.params import JobParams
+
+# How stale a cancellation may be seen (seconds): a cancel is honoured within about this long.
+CANCEL_POLL_S: Final = 0.25
+
+
+def cancel_event_name(job_id: str) -> str:
+    """The ``distributed.Event`` that tells the worker running ``job_id`` to stop."""
+    return f"gpurt-cancel-{job_id}"
+
+
+def execute(job_type: str, params: JobParams, device: str, job_id: str) -> object:
+    """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
+    from distributed import Event
+
+    from kernels.jobs import run_job
+
+    event = Event(cancel_event_name(job_id))
+    last_check = 0.0
+    stopped = False
+
+    def should_stop() -> bool:
+        nonlocal last_check, stopped
+        now = time.monotonic()
+        if not stopped and now - last_check >= CANCEL_POLL_S:
+            last_check = now
+            stopped = event.is_set()
+        return stopped
+
+    return run_job(job_type, params, device=device, should_stop=should_stop)

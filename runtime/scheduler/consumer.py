@@ -1,0 +1,152 @@
+"""Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
+
+Flow control admits at most ``slots`` messages (the server is told too, so it sends no more), and
+``max_lease_duration`` covers the longest job, so the client's own leaser keeps a long job's lease.
+Jobs run inside the client's callback threads (one thread per slot).
+
+Drain closes the stream with ``await_callbacks_on_shutdown=True``. The client then stops receiving,
+*waits for the running callbacks* - its leaser keeps their leases and its dispatcher still sends their
+acks - and only then stops. The only messages the client nacks on close are ones held back by flow
+control, and there are none because the server honours the same limit. So a drain nacks nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+from runtime.protocol import MAX_TIMEOUT_S
+from runtime.scheduler.records import Decision, Delivery, Settle
+
+# Leases are extended for up to the longest job a request may ask for, plus time to store and
+# publish its result.
+MAX_LEASE_S: Final = MAX_TIMEOUT_S + 600.0
+
+log = logging.getLogger(__name__)
+
+
+class Consumer:
+    """Owns the streaming pull future: ``start``, ``drain``, ``resume``, ``stop`` (all idempotent)."""
+
+    def __init__(self, subscriber: Any, subscription: str, process: Callable[[Delivery], Decision],
+                 slots: int) -> None:
+        if slots < 1:
+            raise ValueError("a consumer needs at least one slot")
+        self._subscriber = subscriber
+        self._subscription = subscription
+        self._process = process
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._future: Any = None
+        self._draining: list[Any] = []
+        self._wanted = False
+
+    @property
+    def slots(self) -> int:
+        """Messages admitted at once."""
+        return self._slots
+
+    @property
+    def running(self) -> bool:
+        """Whether the stream is open and pulling."""
+        with self._lock:
+            return self._future is not None and not self._future.done()
+
+    @property
+    def draining(self) -> bool:
+        """Whether intake is stopped on purpose (maintenance drain)."""
+        with self._lock:
+            return not self._wanted
+
+    def start(self) -> None:
+        """Open the stream (no-op if it is open)."""
+        from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
+        from google.cloud.pubsub_v1.types import FlowControl
+
+        with self._lock:
+            self._wanted = True
+            if self._future is not None and not self._future.done():
+                return
+            executor = ThreadPoolExecutor(max_workers=self._slots, thread_name_prefix="gpurt-job")
+            self._future = self._subscriber.subscribe(
+                self._subscription,
+                callback=self._on_message,
+                flow_control=FlowControl(max_messages=self._slots, max_lease_duration=MAX_LEASE_S),
+                scheduler=ThreadScheduler(executor),
+                await_callbacks_on_shutdown=True,
+            )
+            self._future.add_done_callback(self._on_stream_end)
+        log.info("consuming %s with %d slot(s)", self._subscription, self._slots)
+
+    def drain(self) -> None:
+        """Stop intake; in-flight jobs finish and are acked; nothing is nacked."""
+        with self._lock:
+            self._wanted = False
+            future, self._future = self._future, None
+            if future is not None:
+                self._draining.append(future)
+        if future is not None:
+            future.cancel()  # returns at once; the client's shutdown thread waits for the callbacks
+            log.info("draining: intake stopped, in-flight jobs finish")
+
+    def resume(self) -> None:
+        """Resume intake after a drain."""
+        self.start()
+
+    def wait_drained(self, timeout_s: float | None = None) -> bool:
+        """Block until every closing stream has finished its in-flight jobs."""
+        with self._lock:
+            closing = list(self._draining)
+        for future in closing:
+            try:
+                future.result(timeout=timeout_s)
+            except TimeoutError:
+                return False
+            except Exception:  # a stream that ended with an error is closed as well
+                log.debug("closed stream ended with an error", exc_info=True)
+        with self._lock:
+            self._draining = [f for f in self._draining if not f.done()]
+        return True
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Drain and wait; for shutdown."""
+        self.drain()
+        return self.wait_drained(timeout_s)
+
+    def _on_message(self, message: Any) -> None:
+        delivery = Delivery(
+            message_id=message.message_id,
+            data=message.data,
+            attributes=dict(message.attributes),
+            delivery_attempt=message.delivery_attempt or 1,
+            publish_time=message.publish_time,
+        )
+        decision = self._process(delivery)
+        if decision.settle is Settle.ACK:
+            message.ack()
+        else:
+            message.nack()
+
+    def _on_stream_end(self, future: Any) -> None:
+        # Ended without a drain (the broker went away, a non-retryable error): open it again while
+        # intake is wanted, so the consumer never silently stops.
+        if future.cancelled():
+            return
+        error = future.exception() if future.done() else None
+        with self._lock:
+            reopen = self._wanted and self._future is future
+            if reopen:
+                self._future = None
+        if error is not None:
+            log.error("streaming pull ended: %s", error)
+        if reopen:
+            threading.Thread(target=self._reopen, name="gpurt-consumer-reopen", daemon=True).start()
+
+    def _reopen(self) -> None:
+        try:
+            self.start()
+        except Exception:
+            log.exception("could not reopen the streaming pull")

@@ -1,0 +1,130 @@
+"""Pools in the cloud: each pool is the DaskWorkerGroup ``<cluster>-<pool>`` of the Dask operator.
+
+Scaling patches ``spec.worker.replicas`` through the Kubernetes API (``CustomObjectsApi``, passed in).
+The desired size is also written to an annotation, so a stopped pool stays stopped and a new leader
+rehydrates every pool's size from the cluster itself after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from components import contract
+from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
+
+DASK_GROUP: Final = "kubernetes.dask.org"
+DASK_VERSION: Final = "v1"
+WORKER_GROUP_PLURAL: Final = "daskworkergroups"
+CLUSTER_LABEL: Final = "dask.org/cluster-name"
+DESIRED_ANNOTATION: Final = "gpu-runtime.dev/desired-replicas"
+
+
+class KubernetesPools:
+    """Worker groups of the DaskCluster ``cluster`` in ``namespace``."""
+
+    def __init__(self, api: Any, cluster: str = contract.DASK_CLUSTER_NAME,
+                 namespace: str = contract.COMPUTE_NAMESPACE,
+                 on_evict: Callable[[str], None] = lambda pool: None) -> None:
+        self._api = api
+        self._cluster = cluster
+        self._namespace = namespace
+        self._on_evict = on_evict
+
+    def list(self) -> list[PoolInfo]:
+        """Every worker group of the cluster, as pools."""
+        return [self._info(group) for group in self._groups()]
+
+    def scale(self, pool_id: str, workers: int) -> PoolInfo:
+        """Patch the group's replicas and desired-size annotation."""
+        check_workers(workers)
+        self._group(pool_id)  # a clear 404 before any write
+        return self._info(self._patch(pool_id, workers, record_desired=True))
+
+    def stop(self, pool_id: str) -> PoolInfo:
+        """Scale ``pool_id`` to zero and keep it there."""
+        info = self.scale(pool_id, 0)
+        self._on_evict(pool_id)
+        return info
+
+    def stop_all(self) -> list[PoolInfo]:
+        """Stop every pool of the cluster."""
+        return [self.stop(info.id) for info in self.list()]
+
+    def reconcile(self) -> None:
+        """Put back the recorded desired size where replicas drifted (an operator restart, a manual edit)."""
+        for group in self._groups():
+            desired = _desired(group)
+            if desired is not None and _replicas(group) != desired:
+                self._patch(self._pool_id(group), desired, record_desired=False)
+
+    def gpu_slots(self) -> int:
+        """GPUs the pools want: desired workers times GPUs per worker."""
+        return sum(info.desired * max(1, info.gpus_per_worker) for info in self.list())
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _groups(self) -> list[dict[str, Any]]:
+        try:
+            listing = self._api.list_namespaced_custom_object(
+                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL,
+                label_selector=f"{CLUSTER_LABEL}={self._cluster}",
+            )
+        except Exception as exc:
+            raise PoolError(f"cannot list Dask worker groups in {self._namespace}: {exc}") from exc
+        return sorted(listing.get("items", []), key=lambda item: item["metadata"]["name"])
+
+    def _group(self, pool_id: str) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._api.get_namespaced_custom_object(
+                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL, self._name(pool_id)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise PoolNotFound(f"no pool {pool_id!r} (worker group {self._name(pool_id)})") from None
+            raise PoolError(f"cannot read worker group {self._name(pool_id)}: {exc.reason}") from exc
+
+    def _patch(self, pool_id: str, replicas: int, *, record_desired: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"spec": {"worker": {"replicas": replicas}}}
+        if record_desired:
+            body["metadata"] = {"annotations": {DESIRED_ANNOTATION: str(replicas)}}
+        try:
+            return self._api.patch_namespaced_custom_object(
+                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL, self._name(pool_id), body
+            )
+        except Exception as exc:
+            raise PoolError(f"cannot scale worker group {self._name(pool_id)}: {exc}") from exc
+
+    def _name(self, pool_id: str) -> str:
+        return f"{self._cluster}-{pool_id}"
+
+    def _pool_id(self, group: dict[str, Any]) -> str:
+        return str(group["metadata"]["name"]).removeprefix(f"{self._cluster}-")
+
+    def _info(self, group: dict[str, Any]) -> PoolInfo:
+        replicas = _replicas(group)
+        desired = _desired(group)
+        desired = replicas if desired is None else desired
+        ready = int(group.get("status", {}).get("readyReplicas", group.get("status", {}).get("workers", replicas)))
+        return PoolInfo(id=self._pool_id(group), desired=desired, workers=ready,
+                        gpus_per_worker=_gpus_per_worker(group), status=pool_status(desired, ready))
+
+
+def _replicas(group: dict[str, Any]) -> int:
+    return int(group.get("spec", {}).get("worker", {}).get("replicas", 0))
+
+
+def _desired(group: dict[str, Any]) -> int | None:
+    value = (group.get("metadata", {}).get("annotations") or {}).get(DESIRED_ANNOTATION)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def _gpus_per_worker(group: dict[str, Any]) -> int:
+    containers = group.get("spec", {}).get("worker", {}).get("spec", {}).get("containers", [])
+    for container in containers:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if contract.GPU_RESOURCE in limits:
+            return int(limits[contract.GPU_RESOURCE])
+    return 0

@@ -1,0 +1,78 @@
+"""The DLQ reclaimer (leader only): every dead-lettered job ends with a terminal result.
+
+The consumer publishes ``failed`` at a job's last attempt, so normally there is nothing to do. If a
+replica died during that last attempt, the message dead-letters with no result; the reclaimer finds
+it, stores and publishes ``failed``, and releases the message again *without acking it*: it stays in
+the DLQ for ``gpurt dlq replay``. The DLQ subscription has no dead-letter policy of its own, so
+releasing costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, Final
+
+from components import contract
+from runtime.protocol import JOB_ID_PATTERN, ErrorKind, JobError, JobResult, JobStatus
+from runtime.pubsub.admin import subscription_path
+from runtime.pubsub.publisher import ResultSink
+from runtime.store import ResultStore
+
+# Dead letters looked at per run; a storm is worked through over several runs.
+BATCH: Final = 100
+PULL_TIMEOUT_S: Final = 10.0
+
+log = logging.getLogger(__name__)
+
+
+class DlqReclaimer:
+    """One ``run()`` reads a batch of dead letters and gives result-less ones a ``failed`` result."""
+
+    def __init__(self, subscriber: Any, project: str, store: ResultStore, sink: ResultSink) -> None:
+        self._subscriber = subscriber
+        self._subscription = subscription_path(project, contract.REQUEST_DLQ_SUBSCRIPTION)
+        self._store = store
+        self._sink = sink
+
+    def run(self) -> list[str]:
+        """Reclaim one batch; returns the job ids that got a result now."""
+        response = self._subscriber.pull(
+            request={"subscription": self._subscription, "max_messages": BATCH}, timeout=PULL_TIMEOUT_S
+        )
+        received = list(response.received_messages)
+        reclaimed: list[str] = []
+        try:
+            for item in received:
+                job_id = _job_id(item.message.data, dict(item.message.attributes))
+                if job_id is None or self._store.exists(job_id):
+                    continue
+                result = JobResult(job_id=job_id, status=JobStatus.FAILED,
+                                   attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
+                                   error=JobError(kind=ErrorKind.TRANSIENT,
+                                                  message="dead-lettered without a result (found by the reclaimer)"))
+                self._store.put(result)
+                self._sink.publish_result(result)
+                self._store.mark_published(job_id)
+                reclaimed.append(job_id)
+                log.warning("reclaimed a dead-lettered job without a result", extra={"job_id": job_id})
+        finally:
+            if received:
+                self._subscriber.modify_ack_deadline(request={
+                    "subscription": self._subscription,
+                    "ack_ids": [item.ack_id for item in received],
+                    "ack_deadline_seconds": 0,
+                })
+        return reclaimed
+
+
+def _job_id(data: bytes, attributes: dict[str, str]) -> str | None:
+    candidate = attributes.get("job_id")
+    if candidate is None:
+        try:
+            body = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        candidate = body.get("job_id") if isinstance(body, dict) else None
+    return candidate if isinstance(candidate, str) and re.match(JOB_ID_PATTERN, candidate) else None

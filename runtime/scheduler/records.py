@@ -1,0 +1,49 @@
+"""Typed records that cross threads: a received delivery, the decision on it, a job in flight."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from runtime.protocol import JobRequest, JobResult
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of a request message, detached from the Pub/Sub client's message object."""
+
+    message_id: str
+    data: bytes
+    attributes: dict[str, str]
+    delivery_attempt: int
+    publish_time: datetime | None
+
+
+class Settle(StrEnum):
+    """What to tell Pub/Sub about a delivery."""
+
+    ACK = "ack"  # done: a terminal result is stored and published (or the message is a duplicate)
+    NACK = "nack"  # redeliver (with backoff) or, at the last attempt, dead-letter
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of processing one delivery."""
+
+    settle: Settle
+    job_id: str | None
+    result: JobResult | None = None
+    reason: str = ""
+
+
+@dataclass
+class InFlight:
+    """A job this replica is running now."""
+
+    request: JobRequest
+    attempt: int
+    started_at: datetime
+    done: threading.Event = field(default_factory=threading.Event)
+    cancel_requested: bool = False

@@ -1,0 +1,272 @@
+"""Wires the gpu-scheduler together: store, Pub/Sub, execution backend, pools, consumer, leader loop.
+
+``Service`` is what the HTTP API talks to. Components are built from ``Settings``; tests pass a
+``wrap_backend`` to put a recording or failing layer in front of the real backend.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from pydantic import BaseModel, Field
+
+from components import contract
+from runtime.protocol import JobResult
+from runtime.pubsub.admin import subscription_path
+from runtime.pubsub.depth import DepthSource, MonitoringDepth, NoDepth
+from runtime.pubsub.publisher import TopicPublisher
+from runtime.scheduler.backends.base import ExecutionBackend
+from runtime.scheduler.consumer import Consumer
+from runtime.scheduler.metrics import SchedulerMetrics
+from runtime.scheduler.pools.base import PoolBackend
+from runtime.scheduler.processor import Processor
+from runtime.scheduler.reclaimer import DlqReclaimer
+from runtime.scheduler.registry import JobRegistry
+from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBackend, Settings
+from runtime.scheduler.singletons import Elector, SingletonLoop
+from runtime.store import ResultStore
+
+LOCAL_POOL: Final = "local"
+# Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
+SHUTDOWN_DRAIN_S: Final = 60.0
+
+log = logging.getLogger(__name__)
+
+
+class Mode(StrEnum):
+    NORMAL = "normal"
+    DRAIN = "drain"
+
+
+class JobView(BaseModel):
+    """A job as ``GET /jobs/{id}`` shows it."""
+
+    job_id: str
+    state: str = Field(description="running, or the terminal status of its stored result.")
+    attempt: int | None = None
+    started_at: datetime | None = None
+    cancel_requested: bool = False
+    result: JobResult | None = None
+
+
+class Service:
+    """The running scheduler; ``start``/``stop`` are idempotent."""
+
+    def __init__(self, settings: Settings, *, metrics: SchedulerMetrics | None = None,
+                 wrap_backend: Callable[[ExecutionBackend], ExecutionBackend] | None = None,
+                 elector: Elector | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or SchedulerMetrics()
+        self.store = ResultStore(settings.result_store_url())
+        self.registry = JobRegistry(on_change=self.metrics.in_flight.set)
+        self._wrap_backend = wrap_backend
+        self._elector = elector
+        self._cluster: Any = None
+        self.backend: ExecutionBackend | None = None
+        self.pools: PoolBackend | None = None
+        self.consumer: Consumer | None = None
+        self._loop: SingletonLoop | None = None
+        self._clients: tuple[Any, Any] | None = None
+        self.mode = Mode.NORMAL
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect everything and start consuming."""
+        if self.consumer is not None:
+            return
+        from runtime.pubsub.clients import publisher_client, subscriber_client
+
+        s = self.settings
+        publisher, subscriber = publisher_client(s.pubsub_emulator_host), subscriber_client(s.pubsub_emulator_host)
+        self._clients = (publisher, subscriber)
+        sink = TopicPublisher(publisher, s.project)
+        backend = self._build_backend()
+        self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
+        self.pools = self._build_pools()
+        slots = s.max_in_flight or max(1, self.pools.gpu_slots(), self.backend.gpu_slots())
+        processor = Processor(self.backend, self.store, sink, self.registry, self.metrics)
+        self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
+                                 processor.process, slots)
+        reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
+        self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
+                                   reconcile=self._reconcile_pools, reclaim=reclaimer.run)
+        self.consumer.start()
+        self._loop.start()
+        log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
+
+    def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
+        """Drain (in-flight jobs finish and are acked), release the lease, close connections."""
+        if self.consumer is not None:
+            if not self.consumer.stop(timeout_s):
+                log.warning("in-flight jobs did not finish within %.0f s; Pub/Sub will redeliver them", timeout_s)
+            self.consumer = None
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+        if self._clients is not None:
+            publisher, subscriber = self._clients
+            publisher.stop()
+            subscriber.close()
+            self._clients = None
+
+    # --- what the API asks -------------------------------------------------------------------------
+
+    def readiness(self) -> list[str]:
+        """Reasons the service is not ready; empty when it is."""
+        reasons = []
+        if self.consumer is None:
+            reasons.append("not started")
+        elif self.mode is Mode.NORMAL and not self.consumer.running:
+            reasons.append("the Pub/Sub consumer is not running")
+        if self.backend is not None and not self.backend.ready():
+            reasons.append(f"the {self.backend.name} backend is not reachable")
+        return reasons
+
+    def set_mode(self, mode: Mode) -> None:
+        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it."""
+        if self.consumer is None:
+            raise RuntimeError("the service is not started")
+        if mode is Mode.DRAIN:
+            self.consumer.drain()
+        else:
+            self.consumer.resume()
+        self.mode = mode
+        self.metrics.maintenance.set(1 if mode is Mode.DRAIN else 0)
+
+    def job(self, job_id: str) -> JobView | None:
+        """A running job, else its stored result, else ``None``."""
+        entry = self.registry.get(job_id)
+        if entry is not None:
+            return JobView(job_id=job_id, state="running", attempt=entry.attempt, started_at=entry.started_at,
+                           cancel_requested=entry.cancel_requested)
+        result = self.store.get(job_id)
+        if result is None:
+            return None
+        return JobView(job_id=job_id, state=result.status.value, attempt=result.attempt, result=result)
+
+    def cancel(self, job_id: str) -> bool:
+        """Ask a job running on this replica to stop; False if it does not run here."""
+        entry = self.registry.mark_cancelled(job_id)
+        if entry is None:
+            return False
+        if self.backend is not None:
+            self.backend.cancel(job_id)
+        return True
+
+    def status(self) -> dict[str, Any]:
+        """A summary for ``GET /status``."""
+        return {
+            "mode": self.mode.value,
+            "consuming": bool(self.consumer and self.consumer.running),
+            "slots": self.consumer.slots if self.consumer else 0,
+            "in_flight": [e.request.job_id for e in self.registry.snapshot()],
+            "backend": self.backend.name if self.backend else None,
+            "leader": self.leader_status(),
+            "project": self.settings.project,
+            "result_store": self.store.url,
+        }
+
+    def leader_status(self) -> dict[str, Any]:
+        """Who leads, and whether it is this replica."""
+        elector = self._loop_elector()
+        return {
+            "identity": self.settings.pod_name,
+            "is_leader": bool(elector and elector.is_leader),
+            "holder": getattr(elector, "holder", None),
+            "mode": self.settings.leader.value,
+        }
+
+    def count_eviction(self, pool: str) -> None:
+        """Metrics hook for pool backends."""
+        self.metrics.evictions.labels(pool).inc()
+
+    def _reconcile_pools(self) -> None:
+        if self.pools is None:
+            return
+        self.pools.reconcile()
+        for info in self.pools.list():
+            self.metrics.pool_workers.labels(info.id).set(info.workers)
+
+    # --- builders ----------------------------------------------------------------------------------
+
+    def _loop_elector(self) -> Elector | None:
+        return self._elector
+
+    def _build_backend(self) -> ExecutionBackend:
+        s = self.settings
+        dask_backend = self._build_dask()
+        if s.backend is ExecutionBackendName.DASK and not s.vertex_types:
+            return dask_backend
+        from runtime.scheduler.backends.routing import RoutingBackend
+        from runtime.scheduler.backends.vertex import VertexBackend
+
+        vertex = VertexBackend.from_settings(s, self.store)
+        if s.backend is ExecutionBackendName.VERTEX:
+            return vertex
+        return RoutingBackend(default=dask_backend, routes={t: vertex for t in s.vertex_types})
+
+    def _build_dask(self) -> ExecutionBackend:
+        from distributed import Client
+
+        from runtime.scheduler.backends.dask import DaskBackend
+
+        if self.settings.dask_scheduler:
+            client = Client(self.settings.dask_scheduler, timeout="30s")
+        else:
+            from distributed import LocalCluster
+
+            # Workers start empty; LocalPools adds them per pool. One thread each: one job per worker.
+            self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
+                                         dashboard_address=None, host="127.0.0.1")
+            client = Client(self._cluster)
+        return DaskBackend(client, device=self.settings.device)
+
+    def _build_pools(self) -> PoolBackend:
+        if self.settings.pools is PoolsBackend.KUBERNETES:
+            from kubernetes import client, config
+
+            from runtime.scheduler.pools.kubernetes import KubernetesPools
+
+            config.load_incluster_config()
+            return KubernetesPools(client.CustomObjectsApi(), cluster=self.settings.dask_cluster_name,
+                                   on_evict=self.count_eviction)
+        if self._cluster is None:
+            raise RuntimeError("GPURT_POOLS=local needs the in-process cluster: leave GPURT_DASK_SCHEDULER empty")
+        from runtime.scheduler.pools.local import LocalPools
+
+        return LocalPools(self._cluster, {LOCAL_POOL: self.settings.local_workers}, on_evict=self.count_eviction)
+
+    def _build_elector(self) -> Elector:
+        from runtime.scheduler.leader import AlwaysLeader, KubernetesLeaseStore, LeaderElector
+
+        if self._elector is None:
+            if self.settings.leader is LeaderMode.KUBERNETES:
+                from kubernetes import client, config
+
+                config.load_incluster_config()
+                store = KubernetesLeaseStore(client.CoordinationV1Api(), self.settings.pod_namespace)
+                self._elector = LeaderElector(store, self.settings.pod_name,
+                                              on_error=lambda exc: self.metrics.election_failures.inc())
+            else:
+                self._elector = AlwaysLeader(self.settings.pod_name)
+        return self._elector
+
+    def _build_depth(self) -> DepthSource:
+        if self.settings.emulator_admin_url:
+            from runtime.pubsub.emulator_depth import EmulatorDepth
+
+            return EmulatorDepth(self.settings.emulator_admin_url)
+        if self.settings.pubsub_emulator_host:
+            return NoDepth()
+        return MonitoringDepth(self.settings.project)

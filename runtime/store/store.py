@@ -1,0 +1,146 @@
+"""Job results and artifacts kept under an fsspec root.
+
+Layout under the root URL::
+
+    results/<job_id>.json          the terminal JobResult (the idempotency record of a job)
+    artifacts/<job_id>/<name>      larger outputs (distributions, plots)
+    published/<job_id>             marker: the result was published on gpu-job-result
+
+Writes go to a temporary name and are then moved into place, so a reader never sees half a result on a
+local disk; on object stores (gs://) a single-object upload is atomic already. Artifacts are written
+before the result, so a result that exists always has its artifacts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+from typing import Final
+
+import fsspec
+from fsspec.spec import AbstractFileSystem
+
+from runtime.protocol import JOB_ID_PATTERN, JobResult
+
+# Artifact names become object keys: keep them to one path segment of safe characters.
+_ARTIFACT_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_JOB_ID: Final = re.compile(JOB_ID_PATTERN)
+
+
+class StoreError(RuntimeError):
+    """The store could not be read or written (unreachable bucket, permissions, bad name)."""
+
+
+class ResultStore:
+    """Results and artifacts of jobs under ``url``; safe to share between threads."""
+
+    def __init__(self, url: str, fs: AbstractFileSystem | None = None) -> None:
+        if fs is None:
+            fs, root = fsspec.core.url_to_fs(url)
+        else:
+            root = fs._strip_protocol(url)
+        self.url = url.rstrip("/")
+        self._fs: AbstractFileSystem = fs
+        self._root = root.rstrip("/")
+        self._atomic_rename = "file" in _protocols(fs)
+
+    # --- results -----------------------------------------------------------------------------------
+
+    def put(self, result: JobResult) -> None:
+        """Store ``result`` as the job's terminal record (replacing an earlier one)."""
+        self._write(self._result_path(result.job_id), result.model_dump_json().encode())
+
+    def get(self, job_id: str) -> JobResult | None:
+        """The stored result of ``job_id``, or ``None`` if it has none."""
+        path = self._result_path(job_id)
+        try:
+            with self._fs.open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot read {self._url_of(path)}: {exc}") from exc
+        return JobResult.model_validate_json(data)
+
+    def exists(self, job_id: str) -> bool:
+        """Whether ``job_id`` has a stored result."""
+        return self._exists(self._result_path(job_id))
+
+    # --- publication marker ------------------------------------------------------------------------
+
+    def mark_published(self, job_id: str) -> None:
+        """Record that the stored result of ``job_id`` went out on the result topic."""
+        self._write(self._marker_path(job_id), b"")
+
+    def is_published(self, job_id: str) -> bool:
+        """Whether the stored result of ``job_id`` was published."""
+        return self._exists(self._marker_path(job_id))
+
+    # --- artifacts ---------------------------------------------------------------------------------
+
+    def put_artifacts(self, job_id: str, artifacts: dict[str, bytes]) -> dict[str, str]:
+        """Write ``artifacts`` of ``job_id``; returns name -> URL for the result's ``artifacts``."""
+        urls: dict[str, str] = {}
+        for name, data in artifacts.items():
+            if not _ARTIFACT_NAME.match(name):
+                raise StoreError(f"artifact name {name!r} is not a safe file name")
+            path = posixpath.join(self._job_dir(job_id), name)
+            self._write(path, data)
+            urls[name] = self._url_of(path)
+        return urls
+
+    def get_artifact(self, job_id: str, name: str) -> bytes:
+        """The bytes of artifact ``name`` of ``job_id``."""
+        if not _ARTIFACT_NAME.match(name):
+            raise StoreError(f"artifact name {name!r} is not a safe file name")
+        path = posixpath.join(self._job_dir(job_id), name)
+        try:
+            with self._fs.open(path, "rb") as handle:
+                return handle.read()
+        except OSError as exc:
+            raise StoreError(f"cannot read {self._url_of(path)}: {exc}") from exc
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _result_path(self, job_id: str) -> str:
+        return f"{self._root}/results/{_checked(job_id)}.json"
+
+    def _marker_path(self, job_id: str) -> str:
+        return f"{self._root}/published/{_checked(job_id)}"
+
+    def _job_dir(self, job_id: str) -> str:
+        return f"{self._root}/artifacts/{_checked(job_id)}"
+
+    def _url_of(self, path: str) -> str:
+        return self.url + path[len(self._root):]
+
+    def _exists(self, path: str) -> bool:
+        try:
+            return bool(self._fs.exists(path))
+        except OSError as exc:
+            raise StoreError(f"cannot reach {self._url_of(path)}: {exc}") from exc
+
+    def _write(self, path: str, data: bytes) -> None:
+        try:
+            self._fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            if not self._atomic_rename:
+                self._fs.pipe_file(path, data)
+                return
+            staging = f"{path}.{uuid.uuid4().hex}.tmp"
+            self._fs.pipe_file(staging, data)
+            self._fs.mv(staging, path)
+        except OSError as exc:
+            raise StoreError(f"cannot write {self._url_of(path)}: {exc}") from exc
+
+
+def _checked(job_id: str) -> str:
+    # Job ids are validated by the protocol already; this keeps a path from ever escaping the root.
+    if not _JOB_ID.match(job_id):
+        raise StoreError(f"job id {job_id!r} is not a valid job id")
+    return job_id
+
+
+def _protocols(fs: AbstractFileSystem) -> set[str]:
+    protocol = fs.protocol
+    return set(protocol) if isinstance(protocol, tuple | list) else {protocol}

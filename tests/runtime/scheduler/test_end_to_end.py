@@ -1,0 +1,99 @@
+"""The scheduler end to end: real emulator, real LocalCluster, real HTTP on loopback."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import contract
+from runtime.protocol import ErrorKind, JobStatus
+from tests.runtime.scheduler.conftest import Platform
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> None:
+    platform.requests.raw(contract.PROBE_MESSAGE)
+    result = platform.results.wait(contract.PROBE_MESSAGE["job_id"], timeout_s=contract.PROBE_TIMEOUT_S)
+    assert result.status is JobStatus.SUCCEEDED
+    assert platform.service.store.get(result.job_id) == result
+
+
+def test_health_is_open_and_control_needs_the_token(platform: Platform) -> None:
+    assert platform.api.anonymous.get(contract.HEALTH_PATH).json() == contract.HEALTH_BODY
+    refused = platform.api.anonymous.post("/control/maintenance", json={"mode": "drain"})
+    assert refused.status_code == 401
+    wrong = platform.api.anonymous.post("/pools/local/stop", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert platform.service.mode.value == "normal"
+    assert platform.api.http.get(contract.READY_PATH).status_code == 200
+
+
+def test_invalid_message_is_rejected_and_the_consumer_lives_on(platform: Platform) -> None:
+    platform.requests.raw(b"{not json", job_id="broken-1")
+    platform.requests.raw({"job_id": "bad-type", "type": "quantum_annealing"})
+    platform.requests.raw({"job_id": "too-big", "type": "random_walk", "params": {"paths": 10**12}})
+    for job_id in ("broken-1", "bad-type", "too-big"):
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.REJECTED
+        assert result.error is not None and result.error.kind is ErrorKind.INVALID
+    platform.requests.job("after-invalid")
+    assert platform.results.wait("after-invalid").status is JobStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("job_type, params, key", [
+    ("random_walk", {"paths": 2000, "steps": 8}, "paths"),
+    ("european_option", {"paths": 4000}, "estimate"),
+    ("asian_option", {"paths": 2000, "steps": 4}, "estimate"),
+    ("portfolio_var", {"exposures": [1e6, 5e5], "volatilities": [0.2, 0.3], "paths": 4000}, "var"),
+])
+def test_each_job_type_end_to_end(platform: Platform, job_type: str, params: dict, key: str) -> None:
+    job_id = f"e2e-{job_type}"
+    platform.requests.job(job_id, job_type, **params)
+    result = platform.results.wait(job_id, timeout_s=60)
+    assert result.status is JobStatus.SUCCEEDED, result.error
+    assert result.result is not None and any(key in name for name in result.result)
+    assert result.metrics.run_s is not None and result.metrics.queue_wait_s is not None
+    for url in result.artifacts.values():
+        assert platform.service.store.get_artifact(job_id, url.rsplit("/", 1)[-1])
+
+
+def test_transient_failure_is_retried_then_succeeds(platform: Platform) -> None:
+    platform.backend.fail_attempts["flaky-1"] = {1}
+    platform.requests.job("flaky-1")
+    result = platform.results.wait("flaky-1")
+    assert result.status is JobStatus.SUCCEEDED
+    assert result.attempt == 2
+    assert platform.backend.runs["flaky-1"] == [1, 2]
+    assert len(platform.results.of("flaky-1")) == 1
+
+
+def test_permanent_failure_is_failed_at_once(platform: Platform) -> None:
+    platform.requests.job("perm-1", fail="permanent")
+    result = platform.results.wait("perm-1")
+    assert result.status is JobStatus.FAILED
+    assert result.error is not None and result.error.kind is ErrorKind.PERMANENT
+    assert platform.backend.runs["perm-1"] == [1]
+
+
+def test_duplicate_delivery_is_answered_from_the_store(platform: Platform) -> None:
+    platform.requests.job("dup-1", sleep_s=0.1)
+    first = platform.results.wait("dup-1")
+    platform.requests.job("dup-1", sleep_s=0.1)
+    platform.requests.job("dup-marker")  # published after the duplicate: once it is done, so is the duplicate
+    platform.results.wait("dup-marker")
+    assert platform.backend.runs["dup-1"] == [1]
+    assert platform.results.of("dup-1") == [first]
+
+
+def test_cancel_stops_a_running_job(platform: Platform) -> None:
+    platform.requests.job("cancel-1", sleep_s=60)
+    from tests.runtime.scheduler.platform import wait_for
+
+    wait_for(lambda: platform.api.http.get("/jobs/cancel-1").json().get("state") == "running", 30, "cancel-1 running")
+    assert platform.api.anonymous.delete("/jobs/cancel-1").status_code == 401
+    response = platform.api.http.delete("/jobs/cancel-1")
+    assert response.status_code == 200
+    result = platform.results.wait("cancel-1", timeout_s=15)
+    assert result.status is JobStatus.CANCELLED
+    assert platform.api.http.get("/jobs/cancel-1").json()["state"] == "cancelled"
+    assert platform.api.http.delete("/jobs/cancel-1").status_code == 409
