@@ -15,12 +15,28 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import contract
+from components.config import GpuPoolConfig
 from components.k8s_objects import apply_manifest
 from components.manifests import common, network
 from components.manifests import dask as manifests
 from components.manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
 
 TYPE = "gpu-runtime:dask:DaskCluster"
+
+
+def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoolSpec]:
+    """The stack's GPU pools as Dask worker pools: one worker per node, holding all of the node's GPUs."""
+    return [
+        manifests.WorkerPoolSpec(
+            name=pool.name,
+            accelerator_type=pool.accelerator_type,
+            gpus_per_worker=pool.accelerator_count,
+            min_workers=pool.dask_workers_min,
+            max_workers=pool.dask_workers_max,
+            resources=manifests.worker_resources(pool.machine_type, pool.accelerator_count),
+        )
+        for pool in gpu_pools
+    ]
 
 
 @dataclass

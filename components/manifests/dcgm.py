@@ -24,8 +24,10 @@ GKE_NVIDIA_HOST_DIR: Final = "/home/kubernetes/bin/nvidia"
 # The kubelet's pod-resources socket lets the exporter label each GPU series with the pod using it.
 POD_RESOURCES_DIR: Final = "/var/lib/kubelet/pod-resources"
 RESOURCES: Final = Resources(cpu_request="100m", memory_request="256Mi", cpu_limit="500m", memory_limit="512Mi")
-EXCEPTION_REASON: Final = (
-    "privileged, runs as root: reads GPUs it does not claim (nvidia.com/gpu would starve the Dask workers)"
+# `<policy rule id>: <reason>`, the format the policy pack reads from contract.POLICY_EXCEPTION_ANNOTATION.
+POLICY_EXCEPTION: Final = (
+    "containers-non-root: runs privileged as root to read GPUs it does not claim "
+    "(claiming nvidia.com/gpu would take them from the Dask workers)"
 )
 
 # The series this project alerts and draws on (name, Prometheus type, help). Profiling (DCGM_FI_PROF_*)
@@ -103,7 +105,7 @@ def build_daemonset(image: str = DEFAULT_IMAGE) -> Manifest:
             "template": {
                 "metadata": {
                     "labels": {**contract.COMMON_LABELS, **POD_LABELS},
-                    "annotations": {contract.POLICY_EXCEPTION_ANNOTATION: EXCEPTION_REASON},
+                    "annotations": {contract.POLICY_EXCEPTION_ANNOTATION: POLICY_EXCEPTION},
                 },
                 "spec": {
                     "automountServiceAccountToken": False,

@@ -1,0 +1,127 @@
+"""The DaskCluster component under the plan's realistic mocks, built from the production stack's pools:
+operator release, custom resources that wait for it and are replaced on change, contract values."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+
+import components.plan
+from components import contract
+from components.dask import TYPE, DaskCluster, DaskClusterArgs, worker_pools
+from components.plan import Recording
+from tests.components.infra import children_of, named, of_type, run, stack_config
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+DASK_CLUSTER = "kubernetes:kubernetes.dask.org/v1:DaskCluster"
+WORKER_GROUP = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
+AUTOSCALER = "kubernetes:kubernetes.dask.org/v1:DaskAutoscaler"
+EMAIL = "gpu-runtime@impulse-gpu-runtime-test.iam.gserviceaccount.com"
+
+
+class _OptionsMonitor(components.plan.RecordingMonitor):
+    """The plan's recording monitor, also keeping each registration's dependencies and replace options."""
+
+    options: dict[str, dict[str, Any]] = {}  # noqa: RUF012 - reset per recording below
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        _OptionsMonitor.options[request.name] = {
+            "depends_on": set(request.dependencies),
+            "replace_on_changes": list(request.replaceOnChanges),
+            "delete_before_replace": request.deleteBeforeReplace,
+        }
+        return response
+
+
+@pytest.fixture(scope="module")
+def recording() -> Recording:
+    pools = worker_pools(stack_config("production").gpu_pools)
+    _OptionsMonitor.options = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(components.plan, "RecordingMonitor", _OptionsMonitor)
+        return run(
+            lambda: DaskCluster(
+                "dask", DaskClusterArgs(image="registry/worker:v1", pools=pools, runtime_service_account_email=EMAIL)
+            )
+        )
+
+
+def test_every_resource_is_a_child_of_the_component(recording: Recording) -> None:
+    (component,) = [r for r in recording.resources if r.type == TYPE]
+    custom = [r for r in recording.resources if r.custom]
+    assert custom and children_of(recording, component.name) == custom
+
+
+def test_operator_chart_is_installed_in_compute(recording: Recording) -> None:
+    release = named(recording, RELEASE, "dask-operator").props
+    assert release["chart"] == "dask-kubernetes-operator"
+    assert release["repositoryOpts"] == {"repo": "https://helm.dask.org"}
+    assert release["version"] == version("dask-kubernetes")
+    assert release["namespace"] == contract.COMPUTE_NAMESPACE
+
+
+def test_custom_resources_wait_for_the_release_and_are_replaced_on_change(recording: Recording) -> None:
+    release_urn = named(recording, RELEASE, "dask-operator").urn
+    crs = of_type(recording, DASK_CLUSTER) + of_type(recording, WORKER_GROUP) + of_type(recording, AUTOSCALER)
+    assert len(crs) == 1 + 2 + 1
+    for resource in crs:
+        options = _OptionsMonitor.options[resource.name]
+        assert release_urn in options["depends_on"], resource.name
+        assert options["replace_on_changes"] == ["spec"]
+        assert options["delete_before_replace"] is True
+
+
+def test_cluster_has_a_cpu_scheduler_and_the_a100_pool_as_default_group(recording: Recording) -> None:
+    (cluster,) = of_type(recording, DASK_CLUSTER)
+    assert cluster.props["metadata"]["name"] == contract.DASK_CLUSTER_NAME
+    assert cluster.props["metadata"]["namespace"] == contract.COMPUTE_NAMESPACE
+    (scheduler,) = cluster.props["spec"]["scheduler"]["spec"]["containers"]
+    assert contract.GPU_RESOURCE not in scheduler["resources"]["limits"]
+    worker = cluster.props["spec"]["worker"]
+    (container,) = worker["spec"]["containers"]
+    assert container["image"] == "registry/worker:v1"
+    assert container["resources"]["limits"][contract.GPU_RESOURCE] == "1"
+    assert worker["spec"]["nodeSelector"]["cloud.google.com/gke-accelerator"] == "nvidia-tesla-a100"
+    assert worker["metadata"]["labels"][contract.DASK_POOL_LABEL] == "a100"
+
+
+def test_other_pools_are_worker_groups_and_the_autoscaler_bounds_the_primary(recording: Recording) -> None:
+    groups = {r.props["metadata"]["name"]: r.props for r in of_type(recording, WORKER_GROUP)}
+    assert set(groups) == {"gpu-dask-t4-spot", "gpu-dask-v100"}
+    assert groups["gpu-dask-v100"]["spec"]["worker"]["spec"]["nodeSelector"] == {
+        "nvidia.com/gpu": "true", "cloud.google.com/gke-accelerator": "nvidia-tesla-v100",
+    }  # fmt: skip
+    (autoscaler,) = of_type(recording, AUTOSCALER)
+    assert autoscaler.props["spec"] == {"cluster": contract.DASK_CLUSTER_NAME, "minimum": 0, "maximum": 16}
+
+
+def test_workers_impersonate_the_runtime_account(recording: Recording) -> None:
+    (account,) = of_type(recording, "kubernetes:core/v1:ServiceAccount")
+    assert account.props["metadata"]["name"] == contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account
+    assert account.props["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": EMAIL}
+
+
+def test_compute_namespace_is_locked_down(recording: Recording) -> None:
+    (namespace,) = of_type(recording, "kubernetes:core/v1:Namespace")
+    assert namespace.props["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    policy_type = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+    policies = {r.props["metadata"]["name"] for r in of_type(recording, policy_type)}
+    assert "default-deny-ingress" in policies
+
+
+def test_outputs_name_the_scheduler_address_and_worker_groups() -> None:
+    outputs: dict[str, Any] = {}
+
+    def program() -> None:
+        pools = worker_pools(stack_config("staging").gpu_pools)
+        cluster = DaskCluster("dask", DaskClusterArgs(image="w:1", pools=pools, runtime_service_account_email=EMAIL))
+        cluster.scheduler_address.apply(lambda value: outputs.setdefault("address", value))
+        cluster.worker_groups.apply(lambda value: outputs.setdefault("groups", value))
+
+    run(program)
+    assert outputs["address"] == contract.DASK_SCHEDULER_ADDRESS
+    primary = stack_config("staging").gpu_pools[0].name
+    assert outputs["groups"][primary] == f"{contract.DASK_CLUSTER_NAME}-default"
