@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC
 
 from google.protobuf import field_mask_pb2
 
@@ -320,11 +321,17 @@ class Broker:
             forwarded.attributes[DLQ_ATTR_DELIVERY_COUNT] = str(dead.delivery_attempt)
             forwarded.attributes[DLQ_ATTR_SUBSCRIPTION] = source.id
             forwarded.attributes[DLQ_ATTR_SUBSCRIPTION_PROJECT] = source.project
-            forwarded.attributes[DLQ_ATTR_PUBLISH_TIME] = dead.message.publish_time.ToJsonString()
+            forwarded.attributes[DLQ_ATTR_PUBLISH_TIME] = _service_time(dead.message.publish_time)
             message_id = self._publish_locked(dead.topic, forwarded)
             log.info("message dead-lettered", extra={
                 "topic": dead.topic, "source_message_id": dead.message.message_id, "message_id": message_id,
                 "delivery_attempt": dead.delivery_attempt})
+
+
+def _service_time(timestamp: proto.Timestamp) -> str:
+    """A timestamp as the service writes it in dead-letter attributes: 2022-08-12T15:56:29.732+00:00."""
+    moment = timestamp.ToDatetime(tzinfo=UTC)
+    return moment.isoformat(timespec="milliseconds")
 
 
 def _check_message(message: proto.PubsubMessage) -> None:

@@ -121,6 +121,10 @@ def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
     [dead] = pubsub.pull_within(dlq_sub, 5)
     assert dead.message.data == b"poison"
     assert dead.message.attributes["job_id"] == "p1"
+    # The service's own record of where the message came from.
+    assert dead.message.attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "5"
+    assert dead.message.attributes["CloudPubSubDeadLetterSourceSubscription"] == "requests-sub"
+    assert dead.message.attributes["CloudPubSubDeadLetterSourceTopicPublishTime"].endswith("+00:00")
     assert pubsub.pull_within(sub, 0.5) == []
 
 
