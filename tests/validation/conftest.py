@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,3 +38,40 @@ def pubsub(emulator) -> GooglePubSubAdmin:
 def request_subscription_path() -> str:
     """Full path of the request subscription in the test project."""
     return f"projects/{PROJECT}/subscriptions/{contract.REQUEST_SUBSCRIPTION}"
+
+
+@pytest.fixture
+def pulumi_cli(tmp_path, monkeypatch):
+    """A ``RecordingPulumiCli`` first on PATH, seeded from tests/fixtures/pulumi."""
+    from tests.validation.recording_pulumi_cli import RecordingPulumiCli
+
+    cli = RecordingPulumiCli(tmp_path / "pulumi-cli")
+    monkeypatch.setenv("PATH", f"{cli.bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK", "1")
+    return cli
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a fixed identity; returns stdout."""
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": os.environ["PATH"]}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+@pytest.fixture
+def program(tmp_path) -> tuple[Path, str, str]:
+    """A git checkout of a Pulumi program with two commits: (repo, good commit, bad commit)."""
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "Pulumi.yaml").write_text("name: gpu-runtime\nruntime: python\n")
+    (repo / "__main__.py").write_text("RELEASE = 'good'\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "good")
+    good = git(repo, "rev-parse", "HEAD")
+    (repo / "__main__.py").write_text("RELEASE = 'bad'\n")
+    git(repo, "commit", "-qam", "bad")
+    return repo, good, git(repo, "rev-parse", "HEAD")

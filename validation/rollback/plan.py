@@ -45,10 +45,10 @@ def choose_target(history: list[UpdateRecord], to_version: int | None = None) ->
         if target is None:
             known = ", ".join(str(e.version) for e in updates[:10])
             raise RollbackError(f"version {to_version} is not an update of this stack (recent updates: {known})")
-        if target.result != "succeeded":
-            raise RollbackError(f"version {to_version} ended {target.result!r}; roll back to a succeeded update")
         if target.version == current.version:
             raise RollbackError(f"version {to_version} is the current update; nothing to roll back")
+        if target.result != "succeeded":
+            raise RollbackError(f"version {to_version} ended {target.result!r}; roll back to a succeeded update")
     else:
         target = next((e for e in updates[1:] if e.result == "succeeded"), None)
         if target is None:
