@@ -144,7 +144,8 @@ def test_cli_restore_from_a_file_backend_checkpoint(stack, pulumi_cli, tmp_path)
 def test_cli_restore_needs_exactly_one_source(stack, tmp_path) -> None:
     from runtime.cli.app import app
 
-    result = CliRunner().invoke(app, ["state", "restore", "--stack", "staging", "--work-dir", str(tmp_path / "program")],
+    program = str(tmp_path / "program")
+    result = CliRunner().invoke(app, ["state", "restore", "--stack", "staging", "--work-dir", program],
                                 env={"COLUMNS": "200"})
 
     assert result.exit_code == 2 and "choose one source" in result.output

@@ -33,7 +33,11 @@ def execute(plan: RollbackPlan, stack: PulumiStack, repo: Path, open_stack: Call
     with worktree(repo, plan.commit) as program:
         old = open_stack(program)
         old.set_config(plan.target.config, plan.target.secret_keys)
-        result = old.up(on_output)
+        try:
+            result = old.up(on_output)
+        except Exception as exc:  # whatever failed, the operator needs the backup's path with the reason
+            raise RollbackError(f"pulumi up of commit {plan.commit[:12]} failed: {str(exc).strip()[-500:]}; "
+                                f"state backup: {backup}") from exc
     if result != "succeeded":
         raise RollbackError(f"pulumi up of commit {plan.commit[:12]} ended {result!r}; state backup: {backup}")
     return RollbackOutcome(plan=plan, backup=backup, up_result=result, validated=validate())
