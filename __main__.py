@@ -10,10 +10,13 @@ import pulumi_gcp as gcp
 
 from components import contract
 from components.config import load_control_token, load_stack_config
+from components.dask import DaskCluster, DaskClusterArgs, worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
 from components.iam import Identities, IdentitiesArgs
+from components.monitoring import Monitoring, MonitoringArgs
 from components.platform_services import PlatformServices, PlatformServicesArgs
 from components.pubsub import PubSub, PubSubArgs
+from components.scheduler_workload import SchedulerWorkload, SchedulerWorkloadArgs
 
 config = load_stack_config()
 control_token = load_control_token()
@@ -37,12 +40,40 @@ identities = Identities(
     "iam", IdentitiesArgs(project=config.project, workload_pool=gke.workload_pool), opts=after_apis
 )
 
+in_cluster = pulumi.ResourceOptions(providers=[gke.provider])
+dask = DaskCluster(
+    "dask",
+    DaskClusterArgs(
+        image=config.image("gpu-worker", config.images.worker_tag),
+        pools=worker_pools(config.gpu_pools),
+        runtime_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
+    ),
+    opts=in_cluster,
+)
+scheduler = SchedulerWorkload(
+    "scheduler",
+    SchedulerWorkloadArgs(
+        project=config.project,
+        image=config.image("gpu-scheduler", config.images.scheduler_tag),
+        result_store=services.result_store_url,
+        scheduler_service_account_email=identities.emails[contract.SCHEDULER_SERVICE_ACCOUNT.account_id],
+        control_token=control_token,
+        replicas=config.scheduler_replicas,
+        compute_namespace=dask.namespace,
+    ),
+    opts=in_cluster,
+)
+monitoring = Monitoring("monitoring", MonitoringArgs(), opts=in_cluster)
+
 pulumi.export("cluster_name", gke.cluster.name)
 pulumi.export("kubeconfig", gke.kubeconfig)
 pulumi.export("topics", pubsub.topic_ids)
 pulumi.export("subscriptions", pubsub.subscription_ids)
 pulumi.export("service_accounts", identities.emails)
-pulumi.export("scheduler_url", contract.SCHEDULER_URL)
+pulumi.export("scheduler_url", scheduler.service_url)
+pulumi.export("dask_scheduler_address", dask.scheduler_address)
+pulumi.export("dask_worker_groups", dask.worker_groups)
+pulumi.export("alerts", monitoring.alerts)
 pulumi.export("result_bucket", services.result_bucket.name)
 pulumi.export("result_store_url", services.result_store_url)
 pulumi.export("registry_url", services.registry_url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import textwrap
 from pathlib import Path
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 from components import cli as components_cli
 from components import contract
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
+from components.policy import rules
 
 EXPECTED_TYPES = {
     "gcp:pubsub/topic:Topic", "gcp:pubsub/subscription:Subscription", "gcp:serviceaccount/account:Account",
@@ -153,3 +155,31 @@ def test_cli_reports_program_errors_without_traceback(violating_project: Path) -
     result = CliRunner().invoke(_cli(), ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
     assert result.exit_code == 2
     assert "missing stack config: gcp:region" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "kind", ["kubernetes:apps/v1:Deployment", "kubernetes:kubernetes.dask.org/v1:DaskCluster",
+             "kubernetes:apps/v1:DaemonSet"],
+)
+def test_rules_see_the_containers_of_real_workloads(plans: dict[str, Plan], kind: str) -> None:
+    """The rules read the shapes the program really declares: strip limits and each container is reported."""
+    [workload] = [r for r in plans["production"].resources if r.type == kind]
+    stripped = copy.deepcopy(dict(workload.props))
+    count = 0
+    for container in _all_containers(stripped):
+        container.pop("resources", None)
+        count += 1
+    assert count > 0
+    assert len(rules.check_container_limits(rules.Subject(kind, workload.name, stripped))) == count
+
+
+def _all_containers(node: object) -> list[dict]:
+    if isinstance(node, dict):
+        found = list(node.get("containers", []))
+        for key, value in node.items():
+            if key != "containers":
+                found += _all_containers(value)
+        return found
+    if isinstance(node, list):
+        return [c for item in node for c in _all_containers(item)]
+    return []
