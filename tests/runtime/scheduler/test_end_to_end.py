@@ -7,6 +7,7 @@ import pytest
 from components import contract
 from runtime.protocol import ErrorKind, JobStatus
 from tests.runtime.scheduler.conftest import Platform
+from tests.runtime.scheduler.platform import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -87,8 +88,6 @@ def test_duplicate_delivery_is_answered_from_the_store(platform: Platform) -> No
 
 def test_cancel_stops_a_running_job(platform: Platform) -> None:
     platform.requests.job("cancel-1", sleep_s=60)
-    from tests.runtime.scheduler.platform import wait_for
-
     wait_for(lambda: platform.api.http.get("/jobs/cancel-1").json().get("state") == "running", 30, "cancel-1 running")
     assert platform.api.anonymous.delete("/jobs/cancel-1").status_code == 401
     response = platform.api.http.delete("/jobs/cancel-1")
@@ -97,3 +96,53 @@ def test_cancel_stops_a_running_job(platform: Platform) -> None:
     assert result.status is JobStatus.CANCELLED
     assert platform.api.http.get("/jobs/cancel-1").json()["state"] == "cancelled"
     assert platform.api.http.delete("/jobs/cancel-1").status_code == 409
+
+
+def _undelivered(platform: Platform, subscription: str) -> int:
+    return platform.emulator.stats().subscription(subscription).undelivered
+
+
+@pytest.mark.slow
+def test_transient_forever_fails_at_the_last_attempt_and_dead_letters(platform: Platform) -> None:
+    platform.requests.job("forever-1", fail="transient")
+    result = platform.results.wait("forever-1", timeout_s=60)
+    assert result.status is JobStatus.FAILED
+    assert result.error is not None and result.error.kind is ErrorKind.TRANSIENT
+    assert result.attempt == contract.MAX_DELIVERY_ATTEMPTS
+    assert platform.backend.runs["forever-1"] == list(range(1, contract.MAX_DELIVERY_ATTEMPTS + 1))
+    # Nothing lost: the message now waits in the dead-letter queue for `gpurt dlq replay`.
+    wait_for(lambda: _undelivered(platform, contract.REQUEST_DLQ_SUBSCRIPTION) >= 1, 30, "the dead letter")
+    assert len(platform.results.of("forever-1")) == 1
+
+
+@pytest.mark.slow
+def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform) -> None:
+    platform.requests.job("drain-a", sleep_s=2)
+    wait_for(lambda: platform.service.registry.get("drain-a"), 30, "drain-a running")
+    assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+    platform.requests.job("drain-b")
+    # The in-flight job finishes and is acked on its first delivery: no nack burned an attempt.
+    first = platform.results.wait("drain-a")
+    assert first.status is JobStatus.SUCCEEDED and first.attempt == 1
+    wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
+    assert platform.results.of("drain-b") == []
+    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 1
+    assert platform.api.http.get(contract.READY_PATH).status_code == 200  # drained on purpose is still ready
+    assert platform.api.http.post("/control/maintenance", json={"mode": "normal"}).status_code == 200
+    resumed = platform.results.wait("drain-b")
+    assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+
+
+@pytest.mark.slow
+def test_a_dask_worker_killed_mid_job_does_not_lose_the_job(platform: Platform) -> None:
+    import os
+    import signal
+
+    client = platform.backend._inner._client  # the real DaskBackend's client
+    platform.requests.job("kill-1", sleep_s=3)
+    busy = wait_for(lambda: [addr for addr, keys in client.processing().items() if keys], 30, "kill-1 on a worker")
+    pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
+    os.kill(pid, signal.SIGKILL)
+    result = platform.results.wait("kill-1", timeout_s=60)
+    assert result.status is JobStatus.SUCCEEDED
+    assert platform.backend.runs["kill-1"] == [1]  # Dask rescheduled it; no redelivery was needed
