@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from components.config import ConfigError, load_control_token, load_stack_config, parse_stack_config
-from components.plan import load_stack_settings, record
+from components.plan import REPO_ROOT, load_stack_settings, record
 from tests.components.infra import stack_config
 
 
@@ -112,3 +113,29 @@ def test_wrong_type_in_pulumi_config_is_a_config_error() -> None:
     config = {**_pulumi_config("staging"), "gpu-runtime:schedulerReplicas": "many"}
     with pytest.raises(ConfigError, match="schedulerReplicas"):
         record(load_stack_config, project="p", region="r", config=config)
+
+
+_VALUE_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
+
+
+def test_project_config_schema_is_complete_and_typed() -> None:
+    """Pulumi.yaml declares every key the stacks set, each typed, defaults of their type (as the CLI checks)."""
+    project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
+    assert project["runtime"] == {"name": "python", "options": {"toolchain": "uv", "virtualenv": ".venv"}}
+    declared = project["config"]
+    for key, declaration in declared.items():
+        assert declaration["description"], key
+        kind = declaration["type"]
+        if kind == "array":
+            assert declaration["items"]["type"] in _VALUE_TYPES, key
+        if "default" in declaration:
+            assert isinstance(declaration["default"], _VALUE_TYPES[kind]), key
+    for stack in ("staging", "production"):
+        values = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+        ours = {key.split(":", 1)[1]: value for key, value in values.items() if key.startswith("gpu-runtime:")}
+        assert set(ours) <= set(declared), f"{stack} sets undeclared keys"
+        required = {k for k, d in declared.items() if "default" not in d and not d.get("secret")}
+        assert required <= set(ours), f"{stack} misses {required - set(ours)}"
+        for key, value in ours.items():
+            assert isinstance(value, _VALUE_TYPES[declared[key]["type"]]), (stack, key)
+        assert "gpu-runtime:controlToken" not in values  # never committed in plain text

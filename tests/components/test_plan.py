@@ -16,6 +16,9 @@ from components import contract
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
 
+# Each test module run executes the whole Pulumi program twice (a few seconds of imports and mocks).
+pytestmark = pytest.mark.slow
+
 EXPECTED_TYPES = {
     "gcp:pubsub/topic:Topic", "gcp:pubsub/subscription:Subscription", "gcp:serviceaccount/account:Account",
     "gcp:projects/iAMMember:IAMMember", "gcp:serviceaccount/iAMMember:IAMMember", "gcp:container/cluster:Cluster",

