@@ -1,0 +1,164 @@
+"""Run jobs as Vertex AI custom jobs named ``gpu-runtime-<job_id>`` (google-cloud-aiplatform).
+
+The custom job runs the worker image's ``vertex_task`` entry point on one GPU machine and writes its
+output under the result store (``vertex/<job_id>/<attempt>/``); this backend creates the job, polls
+it to a terminal state and reads the output back. The ``JobServiceClient`` is passed in: tests give
+it a recording stand-in that returns real-format ``CustomJob`` messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import fsspec
+
+from components import contract
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from runtime.protocol import JobRequest
+from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.vertex_task import ERROR_FILE, OUTPUT_FILE
+
+# Vertex jobs take minutes to provision: polling faster only spends API quota.
+POLL_INTERVAL_S: Final = 15.0
+_LABEL_VALUE: Final = re.compile(r"[^a-z0-9_-]")
+
+
+class VertexBackend:
+    """Creates, polls and cancels custom jobs through ``client`` (an ``aiplatform_v1.JobServiceClient``)."""
+
+    name = "vertex"
+
+    def __init__(self, client: Any, *, project: str, region: str, image: str, machine_type: str,
+                 accelerator: str, output_root: str, service_account: str | None = None,
+                 poll_interval_s: float = POLL_INTERVAL_S, sleep: Callable[[float], None] = time.sleep) -> None:
+        if not image:
+            raise ValueError("the Vertex AI backend needs GPURT_VERTEX_IMAGE (the Dask GPU worker image)")
+        self._client = client
+        self._parent = f"projects/{project}/locations/{region}"
+        self._image = image
+        self._machine_type = machine_type
+        self._accelerator = accelerator
+        self._output_root = output_root.rstrip("/")
+        self._service_account = service_account
+        self._poll = poll_interval_s
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._running: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Any, store: Any) -> VertexBackend:
+        """Build from the service settings, with a regional ``JobServiceClient``."""
+        from google.cloud import aiplatform_v1
+
+        client = aiplatform_v1.JobServiceClient(
+            client_options={"api_endpoint": f"{settings.vertex_region}-aiplatform.googleapis.com"})
+        return cls(client, project=settings.project, region=settings.vertex_region, image=settings.vertex_image,
+                   machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
+                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account)
+
+    def custom_job(self, request: JobRequest, attempt: int) -> dict[str, Any]:
+        """The CustomJob resource for one delivery of ``request`` (pure; what ``run`` submits)."""
+        output = self._output_url(request.job_id, attempt)
+        params = request.params.model_dump_json() if request.params is not None else "{}"
+        spec: dict[str, Any] = {
+            "worker_pool_specs": [{
+                "replica_count": 1,
+                "machine_spec": {"machine_type": self._machine_type, "accelerator_type": self._accelerator,
+                                 "accelerator_count": 1},
+                "container_spec": {
+                    "image_uri": self._image,
+                    "command": ["python", "-m", "runtime.scheduler.backends.vertex_task"],
+                    "args": ["--job-type", request.type.value, "--params", params, "--output", output],
+                },
+            }],
+            "scheduling": {"timeout": {"seconds": int(request.timeout_s)}},
+        }
+        if self._service_account:
+            spec["service_account"] = self._service_account
+        labels = {**contract.GCP_LABELS, "job-id": _LABEL_VALUE.sub("-", request.job_id.lower())[:63]}
+        return {"display_name": f"{contract.VERTEX_JOB_PREFIX}{request.job_id}", "job_spec": spec, "labels": labels}
+
+    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+        """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``)."""
+        from google.cloud.aiplatform_v1 import JobState
+
+        created = self._client.create_custom_job(parent=self._parent, custom_job=self.custom_job(request, attempt))
+        with self._lock:
+            self._running[request.job_id] = created.name
+        try:
+            job = created
+            while job.state not in _TERMINAL:
+                self._sleep(self._poll)
+                job = self._client.get_custom_job(name=created.name)
+        finally:
+            with self._lock:
+                self._running.pop(request.job_id, None)
+        output = self._output_url(request.job_id, attempt)
+        if job.state == JobState.JOB_STATE_SUCCEEDED:
+            return self._read_output(output)
+        if job.state == JobState.JOB_STATE_CANCELLED:
+            raise JobCancelled(f"Vertex AI job {created.name} was cancelled")
+        self._raise_failure(output, f"Vertex AI job {created.name} ended {JobState(job.state).name}: "
+                                    f"{job.error.message or 'no message'}")
+        raise AssertionError("unreachable")  # _raise_failure always raises
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel the custom job of ``job_id``; ``run`` then reports ``JobCancelled``."""
+        with self._lock:
+            name = self._running.get(job_id)
+        if name is None:
+            return False
+        self._client.cancel_custom_job(name=name)
+        return True
+
+    def gpu_slots(self) -> int:
+        """Unknown here: Vertex AI capacity is a quota, not a worker count."""
+        return 0
+
+    def ready(self) -> bool:
+        """Vertex AI is a managed API; readiness is not probed per request."""
+        return True
+
+    def close(self) -> None:
+        """Close the client's transport."""
+        transport = getattr(self._client, "transport", None)
+        if transport is not None:
+            transport.close()
+
+    def _output_url(self, job_id: str, attempt: int) -> str:
+        return f"{self._output_root}/{job_id}/{attempt}"
+
+    def _read_output(self, output: str) -> Execution:
+        with fsspec.open(f"{output}/{OUTPUT_FILE}", "rb") as handle:
+            body = json.loads(handle.read())
+        artifacts = {}
+        for name in body.get("artifacts", []):
+            with fsspec.open(f"{output}/artifacts/{name}", "rb") as handle:
+                artifacts[name] = handle.read()
+        return Execution(summary=body["summary"], artifacts=artifacts, device=body.get("device", "gpu"),
+                         run_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)))
+
+    def _raise_failure(self, output: str, fallback: str) -> None:
+        try:
+            with fsspec.open(f"{output}/{ERROR_FILE}", "rb") as handle:
+                error = json.loads(handle.read())
+        except (OSError, ValueError):
+            raise TransientJobError(fallback) from None  # no verdict from the job: worth another try
+        if error.get("kind") == "permanent":
+            raise PermanentJobError(error.get("message", fallback))
+        raise TransientJobError(error.get("message", fallback))
+
+
+def _terminal_states() -> frozenset[int]:
+    from google.cloud.aiplatform_v1 import JobState
+
+    return frozenset({JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED,
+                      JobState.JOB_STATE_EXPIRED, JobState.JOB_STATE_PARTIALLY_SUCCEEDED})
+
+
+_TERMINAL: Final = _terminal_states()

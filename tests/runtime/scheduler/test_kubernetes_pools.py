@@ -1,0 +1,89 @@
+"""Kubernetes pools against a recording stand-in of CustomObjectsApi (real DaskWorkerGroup shapes)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from runtime.scheduler.pools.base import PoolError, PoolNotFound
+from runtime.scheduler.pools.kubernetes import DESIRED_ANNOTATION, KubernetesPools
+
+
+def _group(pool: str, replicas: int, ready: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubernetes.dask.org/v1", "kind": "DaskWorkerGroup",
+        "metadata": {"name": f"gpu-dask-{pool}", "namespace": "compute",
+                     "labels": {"dask.org/cluster-name": "gpu-dask"}},
+        "spec": {"cluster": "gpu-dask", "worker": {"replicas": replicas, "spec": {"containers": [
+            {"name": "worker", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+        "status": {"readyReplicas": ready},
+    }
+
+
+class RecordingCustomObjects:
+    """Keeps worker groups in memory; records every call."""
+
+    def __init__(self, *groups: dict[str, Any]) -> None:
+        self.groups = {g["metadata"]["name"]: g for g in groups}
+        self.calls: list[tuple[str, tuple]] = []
+
+    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=""):  # noqa: ANN001
+        self.calls.append(("list", (group, version, namespace, plural, label_selector)))
+        return {"items": [copy.deepcopy(g) for g in self.groups.values()]}
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
+        self.calls.append(("get", (namespace, plural, name)))
+        if name not in self.groups:
+            raise ApiException(status=404, reason="Not Found")
+        return copy.deepcopy(self.groups[name])
+
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):  # noqa: ANN001
+        self.calls.append(("patch", (namespace, plural, name, copy.deepcopy(body))))
+        target = self.groups[name]
+        target["spec"]["worker"]["replicas"] = body["spec"]["worker"]["replicas"]
+        annotations = body.get("metadata", {}).get("annotations")
+        if annotations:
+            target["metadata"].setdefault("annotations", {}).update(annotations)
+        return copy.deepcopy(target)
+
+
+def test_list_reports_pools_with_gpus() -> None:
+    api = RecordingCustomObjects(_group("a100", 2, 2), _group("t4", 1, 0))
+    pools = KubernetesPools(api)
+    listed = {p.id: p for p in pools.list()}
+    assert listed["a100"].workers == 2 and listed["a100"].status == "running"
+    assert listed["t4"].status == "scaling" and listed["t4"].gpus_per_worker == 1
+    assert api.calls[0][1][-1] == "dask.org/cluster-name=gpu-dask"
+    assert pools.gpu_slots() == 3
+
+
+def test_scale_and_stop_patch_replicas_and_record_the_desired_size() -> None:
+    evicted: list[str] = []
+    api = RecordingCustomObjects(_group("a100", 2, 2), _group("t4", 1, 1))
+    pools = KubernetesPools(api, on_evict=evicted.append)
+    pools.scale("a100", 4)
+    assert api.calls[-1] == ("patch", ("compute", "daskworkergroups", "gpu-dask-a100", {
+        "spec": {"worker": {"replicas": 4}}, "metadata": {"annotations": {DESIRED_ANNOTATION: "4"}}}))
+    pools.stop_all()
+    assert all(g["spec"]["worker"]["replicas"] == 0 for g in api.groups.values())
+    assert evicted == ["a100", "t4"]
+
+
+def test_reconcile_restores_the_recorded_size_after_drift() -> None:
+    api = RecordingCustomObjects(_group("a100", 2, 2))
+    pools = KubernetesPools(api)
+    pools.stop("a100")
+    api.groups["gpu-dask-a100"]["spec"]["worker"]["replicas"] = 3  # someone scaled it by hand
+    pools.reconcile()
+    assert api.groups["gpu-dask-a100"]["spec"]["worker"]["replicas"] == 0
+
+
+def test_unknown_pool_and_bad_sizes_are_clear_errors() -> None:
+    pools = KubernetesPools(RecordingCustomObjects(_group("a100", 1, 1)))
+    with pytest.raises(PoolNotFound, match="gpu-dask-v100"):
+        pools.scale("v100", 1)
+    with pytest.raises(PoolError, match="between 0 and"):
+        pools.scale("a100", 10_000)
