@@ -26,8 +26,7 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
-# The SDK's own test decorator (pulumi.runtime.test) drives programs with this helper; so does the plan.
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime.sync_await import _sync_await  # what the SDK's own pulumi.runtime.test drives programs with
 
 from components.policy import rules
 
