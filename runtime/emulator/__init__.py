@@ -4,11 +4,31 @@ A gRPC server speaking ``google.pubsub.v1`` Publisher and Subscriber, so the rea
 client works against it through ``PUBSUB_EMULATOR_HOST``. It implements what the runtime relies on:
 StreamingPull with flow control, Pull, ack deadlines and ModifyAckDeadline, redelivery with retry
 backoff, dead-letter policies with delivery attempts, retention and seek by time. See docs/emulator.md.
+
+The public names are loaded on first use, so ``python -m runtime.emulator`` can set up its JSON logging
+before gRPC and the Google libraries are imported.
 """
 
 from __future__ import annotations
 
-from runtime.emulator.server import EmulatorHandle, start_emulator
-from runtime.emulator.state import EmulatorStats, SubscriptionStats
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runtime.emulator.server import EmulatorHandle, start_emulator
+    from runtime.emulator.state import EmulatorStats, SubscriptionStats
 
 __all__ = ["EmulatorHandle", "EmulatorStats", "SubscriptionStats", "start_emulator"]
+
+_HOMES = {
+    "EmulatorHandle": "runtime.emulator.server",
+    "start_emulator": "runtime.emulator.server",
+    "EmulatorStats": "runtime.emulator.state",
+    "SubscriptionStats": "runtime.emulator.state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -14,8 +14,6 @@ import sys
 import threading
 import time
 
-from runtime.emulator.server import start_emulator
-
 # LogRecord attributes that are not extra fields passed by the caller.
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -55,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # library warnings become JSON lines too
+    # Imported after logging is set up: the Google libraries warn at import time.
+    from runtime.emulator.server import start_emulator
+
     if args.time_scale <= 0:
         logging.getLogger(__name__).error("--time-scale must be positive", extra={"time_scale": args.time_scale})
         return 2

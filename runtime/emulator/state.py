@@ -103,7 +103,8 @@ class Broker:
             stored.CopyFrom(topic)
             self._topics[topic.name] = stored
             self._published[topic.name] = 0
-            return stored
+        log.info("topic created", extra={"topic": topic.name})
+        return stored
 
     def get_topic(self, topic_name: str) -> proto.Topic:
         """The topic named ``topic_name``."""
@@ -127,6 +128,7 @@ class Broker:
             for sub in self._subscriptions.values():
                 if sub.config.topic == topic_name:
                     sub.config.topic = names.DELETED_TOPIC
+        log.info("topic deleted", extra={"topic": topic_name})
 
     def list_topics(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Topic], str]:
         """One page of the project's topics and the token of the next page ("" at the end)."""
@@ -186,7 +188,8 @@ class Broker:
             self._check_dead_letter_topic(stored)
             queue = SubscriptionQueue(stored.name, policy.delivery_policy(stored), self.clock, self.lock)
             self._subscriptions[stored.name] = _Subscription(stored, queue)
-            return stored
+        log.info("subscription created", extra={"subscription": stored.name, "topic": stored.topic})
+        return stored
 
     def get_subscription(self, subscription_name: str) -> proto.Subscription:
         """The subscription named ``subscription_name``."""
@@ -216,6 +219,7 @@ class Broker:
             sub = self._subscription(subscription_name)
             del self._subscriptions[subscription_name]
             sub.queue.close()
+        log.info("subscription deleted", extra={"subscription": subscription_name})
 
     def list_subscriptions(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Subscription], str]:
         """One page of the project's subscriptions."""
