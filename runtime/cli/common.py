@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable
 from typing import Annotated, Any, Final, ParamSpec, TypeVar
 
@@ -17,6 +18,9 @@ from rich.console import Console
 
 from runtime.client.api import ApiClient, ApiError
 from runtime.client.target import Target, resolve_target
+
+# google-api-core warns on every import that Python 3.11 support ends in 2027: noise for a CLI user.
+warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
 
 console = Console()
 err_console = Console(stderr=True)

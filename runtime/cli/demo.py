@@ -25,7 +25,7 @@ def demo(
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
     from runtime.local import LocalConfig, LocalPlatform
-    from runtime.local.demo import build_report, run_validation, run_workload, validate_available
+    from runtime.local.demo import build_report, probe_result, run_validation, run_workload, validate_available
     from runtime.local.workload import build_workload
     from runtime.report import write_report
 
@@ -37,7 +37,17 @@ def demo(
     owned = not started.already_running  # a platform the user started stays up after the demo
     try:
         console.print(f"local platform {'reused' if not owned else 'up'} at {started.state.api_url}")
-        workload = build_workload(f"demo-{stamp.lower()}-{uuid.uuid4().hex[:4]}", quick)
+        # Validation first: its probe check publishes the contract's probe (a fixed job id that the
+        # scheduler answers once per result store), so the workload then leaves the probe out.
+        passed, rows = True, None
+        validating = validate and validate_available()
+        if validating:
+            with console.status("validating the local platform (gpurt validate --local)…"):
+                passed, rows = run_validation(platform)
+            console.print(f"validation: {'[green]passed[/]' if passed else '[red]failed[/]'}")
+        elif validate:
+            console.print("[yellow]validation skipped: `gpurt validate` is not installed in this build[/]")
+        workload = build_workload(f"demo-{uuid.uuid4().hex[:6]}", quick, include_probe=not validating)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
             task = progress.add_task("running risk jobs", total=len(workload.requests))
@@ -45,16 +55,10 @@ def demo(
                 platform, workload, timeout,
                 on_result=lambda r: progress.update(task, advance=1, description=f"{r.job_id}: {r.status}"),
                 on_tick=lambda: progress.refresh())
-        console.print(results_table([results[r.job_id] for r in workload.requests if r.job_id in results],
-                                    title="demo results"))
-        passed, rows = True, None
-        if validate and validate_available():
-            with console.status("validating the local platform (gpurt validate --local)…"):
-                passed, rows = run_validation(platform)
-            console.print(f"validation: {'[green]passed[/]' if passed else '[red]failed[/]'}")
-        elif validate:
-            console.print("[yellow]validation skipped: `gpurt validate` is not installed in this build[/]")
-        files = write_report(build_report(workload, results, f"GPU Runtime demo {stamp}", rows),
+        shown = [results[r.job_id] for r in workload.requests if r.job_id in results]
+        probe = probe_result(platform) if validating else None
+        console.print(results_table(([probe] if probe else []) + shown, title="demo results"))
+        files = write_report(build_report(workload, results, f"GPU Runtime demo {stamp}", rows, probe),
                              reports / f"demo-{stamp}")
         console.print(f"report: {files.markdown} and {files.html} ({len(files.plots)} plot(s))")
     finally:

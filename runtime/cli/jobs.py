@@ -25,7 +25,7 @@ from runtime.cli.common import (
     print_json,
     target,
 )
-from runtime.cli.render import results_table
+from runtime.cli.render import result_detail
 from runtime.client.api import ApiError
 from runtime.protocol import JobRequest, JobResult, JobStatus
 
@@ -122,7 +122,7 @@ def submit(
     if as_json:
         print_json(result)
     else:
-        console.print(results_table([result], title=f"job {request.job_id}"))
+        console.print(result_detail(result))
     if result.status is not JobStatus.SUCCEEDED:
         raise typer.Exit(EXIT_FAILED)
 
@@ -155,9 +155,11 @@ def get(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = False) 
     if as_json:
         print_json(job)
     elif job.result is not None:
-        console.print(results_table([job.result], title=f"job {job_id}"))
+        console.print(result_detail(job.result))
     else:
-        console.print(f"job {job_id}: {job.state or 'unknown'}")
+        suffix = f", attempt {job.attempt}" if job.attempt else ""
+        cancel = " (cancel requested)" if job.cancel_requested else ""
+        console.print(f"job {job_id}: {job.state or 'unknown'}{suffix}{cancel}")
 
 
 @jobs_app.command("cancel")

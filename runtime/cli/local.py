@@ -80,25 +80,27 @@ def _print_status(report: PlatformStatus) -> None:
     health = "[green]healthy[/]" if report.healthy else "[red]unreachable[/]"
     ready = "[green]ready[/]" if report.ready else "[yellow]not ready[/]"
     console.print(f"scheduler {report.api_url}: {health}, {ready}")
-    for key in ("maintenance", "mode", "in_flight", "jobs_in_flight", "leader", "consumer"):
-        if key in report.scheduler:
-            console.print(f"  {key}: {report.scheduler[key]}")
+    scheduler = report.scheduler
+    if scheduler:
+        in_flight = scheduler.get("in_flight", [])
+        leader = scheduler.get("leader") or {}
+        console.print(f"  mode: {scheduler.get('mode', '?')}, in flight: "
+                      f"{len(in_flight) if isinstance(in_flight, list) else in_flight}, "
+                      f"consuming: {scheduler.get('consuming', '?')}, leader: {leader.get('holder', '?')}")
     if report.pools:
         pools = Table(title="pools")
-        for column in ("pool", "workers", "desired", "state"):
+        for column in ("pool", "workers", "desired", "GPUs/worker", "status"):
             pools.add_column(column)
         for pool in report.pools:
             pools.add_row(pool.id, str(pool.workers), str(pool.desired if pool.desired is not None else "-"),
-                          pool.state or "-")
+                          str(pool.gpus_per_worker), pool.status or "-")
         console.print(pools)
     if report.subscriptions:
-        subs = Table(title="subscriptions (emulator)")
-        subs.add_column("subscription")
-        keys = sorted({key for value in report.subscriptions.values() for key in value if key != "name"})
-        for key in keys:
-            subs.add_column(key)
+        subs = Table(title="Pub/Sub (emulator)")
+        for column in ("subscription", "backlog", "outstanding", "dead-lettered"):
+            subs.add_column(column)
         for name, value in sorted(report.subscriptions.items()):
-            subs.add_row(name, *(str(value.get(key, "-")) for key in keys))
+            subs.add_row(name, *(str(value.get(key, "-")) for key in ("undelivered", "outstanding", "dead_lettered")))
         console.print(subs)
     for problem in report.problems:
         console.print(f"[red]problem:[/] {problem}")

@@ -36,11 +36,11 @@ def list_pools(api_url: ApiUrlOption = None, as_json: JsonOption = False) -> Non
         print_json(pools)
         return
     table = Table(title="pools")
-    for column in ("pool", "workers", "desired", "state"):
+    for column in ("pool", "workers", "desired", "GPUs/worker", "status"):
         table.add_column(column)
     for pool in pools:
         table.add_row(pool.id, str(pool.workers), "-" if pool.desired is None else str(pool.desired),
-                      pool.state or "-")
+                      str(pool.gpus_per_worker), pool.status or "-")
     console.print(table)
 
 

@@ -17,16 +17,46 @@ STATUS_STYLE = {
 }
 
 
+def _status(result: JobResult) -> str:
+    return f"[{STATUS_STYLE.get(result.status, 'white')}]{result.status}[/]"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def results_table(results: Iterable[JobResult], title: str = "results") -> Table:
-    """A table with one row per result."""
+    """A table with one row per result (the demo's batch)."""
     table = Table(title=title)
-    for column in ("job", "type", "status", "attempt", "run s", "queue s", "device", "result"):
-        table.add_column(column, overflow="fold")
+    table.add_column("job", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("try", justify="right")
+    table.add_column("run s", justify="right")
+    table.add_column("result", overflow="fold")
     for result in results:
-        style = STATUS_STYLE.get(result.status, "white")
-        metrics = result.metrics
-        table.add_row(
-            result.job_id, str(result.type or "-"), f"[{style}]{result.status}[/]", str(result.attempt),
-            number(metrics.run_s), number(metrics.queue_wait_s), metrics.device or "-", headline(result),
-        )
+        table.add_row(result.job_id, _status(result), str(result.attempt), _seconds(result.metrics.run_s),
+                      headline(result))
+    return table
+
+
+def result_detail(result: JobResult) -> Table:
+    """One result, field by field (``gpurt submit --wait``, ``gpurt jobs get``)."""
+    table = Table(title=f"job {result.job_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    metrics = result.metrics
+    table.add_row("type", str(result.type or "-"))
+    table.add_row("status", _status(result))
+    table.add_row("attempt", str(result.attempt))
+    table.add_row("device", metrics.device or "-")
+    table.add_row("queue wait s", _seconds(metrics.queue_wait_s))
+    table.add_row("run s", _seconds(metrics.run_s))
+    if metrics.paths_per_s:
+        table.add_row("paths/s", f"{metrics.paths_per_s:.3g}")
+    for key, value in (result.result or {}).items():
+        table.add_row(key, number(value))
+    for name, url in result.artifacts.items():
+        table.add_row(f"artifact {name}", url)
+    if result.error is not None:
+        table.add_row("error", f"[red]{result.error.kind}[/]: {result.error.message}")
     return table

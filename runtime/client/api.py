@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final, Literal, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from components.contract import HEALTH_PATH, READY_PATH
 from runtime.protocol import JobResult
@@ -36,7 +36,8 @@ class Pool(BaseModel):
     id: str
     workers: int = 0
     desired: int | None = None
-    state: str | None = None
+    gpus_per_worker: int = 0
+    status: str | None = None  # running, scaling or stopped
 
 
 class JobState(BaseModel):
@@ -45,7 +46,9 @@ class JobState(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     job_id: str
-    state: str | None = None
+    state: str | None = Field(None, description="running, or the terminal status of the stored result.")
+    attempt: int | None = None
+    cancel_requested: bool = False
     result: JobResult | None = None
 
 
@@ -93,10 +96,7 @@ class ApiClient:
 
     def get_job(self, job_id: str) -> JobState:
         """``GET /jobs/{id}``: the job's state and, once finished, its result."""
-        body = self._call("GET", f"/jobs/{job_id}")
-        if "status" in body and "result" not in body:  # the endpoint returned the bare JobResult
-            body = {"job_id": job_id, "state": body.get("status"), "result": body}
-        return _model(JobState, body)
+        return _model(JobState, self._call("GET", f"/jobs/{job_id}"))
 
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         """``DELETE /jobs/{id}``: ask a running job to stop."""

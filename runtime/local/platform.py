@@ -12,6 +12,7 @@ import secrets
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -137,7 +138,10 @@ class LocalPlatform:
         emulator_port = self._port(cfg.emulator_port, "emulator")
         admin_port = processes.free_port(cfg.host)
         logs = self.directory / "logs"
-        result_store = cfg.result_store or (self.directory / "results").as_uri()
+        # A fresh store per `up`: job ids (the contract's probe above all) are answered once per store, so a
+        # new session must not find the previous session's results. Old sessions stay on disk.
+        session = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        result_store = cfg.result_store or (self.directory / "results" / session).as_uri()
         token = secrets.token_urlsafe(32)
         emulator_host = f"{cfg.host}:{emulator_port}"
         base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -57,10 +57,10 @@ def correlation_matrix(n: int = ASSETS) -> list[list[float]]:
              for j in range(n)] for i in range(n)]
 
 
-def build_workload(run_id: str, quick: bool) -> Workload:
-    """The probe plus options, a portfolio VaR, a random walk and the convergence series."""
+def build_workload(run_id: str, quick: bool, include_probe: bool = True) -> Workload:
+    """The probe (unless validation already sent it) plus options, a VaR, a random walk and a convergence series."""
     sizes = QUICK if quick else FULL
-    jobs: list[dict[str, Any]] = [dict(PROBE_MESSAGE)]
+    jobs: list[dict[str, Any]] = [dict(PROBE_MESSAGE)] if include_probe else []
     for strike in (80.0, 90.0, 100.0, 110.0, 120.0):
         jobs.append({"job_id": f"{run_id}-euro-call-{strike:.0f}", "type": "european_option",
                      "params": {**CONVERGENCE_OPTION, "strike": strike, "paths": sizes.option_paths}})

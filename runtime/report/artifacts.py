@@ -19,13 +19,14 @@ class ArtifactError(ValueError):
 def loss_distribution(result: JobResult) -> LossDistribution | None:
     """The loss histogram of a ``portfolio_var`` result, or None when it stored none.
 
-    Accepts the two shapes a kernel can sensibly store: ``*.npy`` with loss samples, or ``*.json`` with a
-    histogram (``edges``/``bin_edges`` and ``counts``), optionally carrying ``var``/``cvar``.
+    Accepts the two shapes a kernel can sensibly store: a ``*.json`` histogram (``edges``/``bin_edges`` and
+    ``counts``, optionally ``var``/``cvar``/``confidence``), preferred, or ``*.npy`` loss samples. A quantile
+    grid (``*quantile*.npy``) is not a sample and is skipped.
     """
     summary = result.result or {}
-    for name, url in sorted(result.artifacts.items()):
-        if not name.endswith((".npy", ".json")):
-            continue
+    candidates = [(n, u) for n, u in result.artifacts.items() if n.endswith(".json")]
+    candidates += [(n, u) for n, u in result.artifacts.items() if n.endswith(".npy") and "quantile" not in n]
+    for name, url in candidates:
         raw = _read(url)
         if name.endswith(".npy"):
             samples = np.load(io.BytesIO(raw), allow_pickle=False)

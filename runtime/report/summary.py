@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 from runtime.protocol import JobResult
-
-# Summary fields worth showing, in the order a risk user reads them.
-HEADLINE_FIELDS: Final = ("estimate", "std_error", "var", "cvar", "ci_low", "ci_high", "paths")
 
 
 def headline(result: JobResult) -> str:
-    """The gist of a result: its main figures, or its error."""
+    """The gist of a result: its main figures with their uncertainty, or its error."""
     if result.error is not None:
         return f"{result.error.kind}: {result.error.message}"
     summary = result.result or {}
-    parts = [f"{key}={number(summary[key])}" for key in HEADLINE_FIELDS if key in summary]
-    return ", ".join(parts) or "-"
+    paths = f" ({summary['paths']:,} paths)" if isinstance(summary.get("paths"), int) else ""
+    if "var" in summary and "cvar" in summary:
+        level = f" @ {summary['var_confidence']:.1%}" if "var_confidence" in summary else ""
+        return f"VaR {summary['var']:,.0f}, CVaR {summary['cvar']:,.0f}{level}{paths}"
+    if "estimate" in summary:
+        error = f" ± {summary['std_error']:.3g}" if isinstance(summary.get("std_error"), float) else ""
+        return f"{number(summary['estimate'])}{error}{paths}"
+    return "-"
 
 
 def number(value: object) -> str:
