@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any, Final
 
 import numpy as np
-from numba import njit, prange
+from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
 from kernels import estimators
@@ -91,7 +91,7 @@ def _cpu_blocks(out, first_block, n_paths, seed, steps, log_spot, drift_dt, vol_
 
 @cache
 def _cuda_kernel() -> Any:
-    from numba import cuda, float64
+    from numba import float64
 
     from kernels.gpu import THREADS, block_reduce_store
 

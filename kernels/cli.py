@@ -1,9 +1,155 @@
-"""Commands this package adds to ``gpurt``."""
+"""Commands this package adds to ``gpurt``: ``run`` a job file, ``bench kernels``, ``bench accuracy``.
+
+Numba and the kernels are imported inside the commands so ``gpurt --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+
+DEVICE_HELP = "auto (a GPU if one exists), cpu or gpu"
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _load_request(path: Path) -> Any:
+    """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file."""
+    from runtime.protocol import InvalidRequest, parse_request
+
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise _fail(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _fail(f"{path} is not valid JSON: {exc}") from None
+    if isinstance(raw, dict):
+        raw.setdefault("job_id", path.stem.replace(" ", "-") or "local-run")
+    try:
+        return parse_request(json.dumps(raw).encode())
+    except InvalidRequest as exc:
+        raise _fail(f"invalid job in {path}: {exc}") from None
+
+
+def run_command(
+    job: Path = typer.Argument(..., help="Job JSON: {\"type\": ..., \"params\": {...}} (job_id optional)."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    artifacts: Path = typer.Option(Path(".gpurt/runs"), "--artifacts", help="Folder for the job's artifacts."),
+) -> None:
+    """Run one job in this process and print its result JSON (the protocol's JobResult)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kernels.device import CHOICES
+    from kernels.errors import JobFailure
+    from kernels.jobs import run_job
+    from runtime.protocol import ErrorKind, JobError, JobMetrics, JobResult, JobStatus
+
+    if device not in CHOICES:
+        raise _fail(f"--device must be one of {', '.join(CHOICES)}")
+    request = _load_request(job)
+    columns = (TextColumn(f"{request.type.value}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("run", total=1.0)
+        try:
+            out = run_job(request.type, request.params, device=device,
+                          progress=lambda done: progress.update(task, completed=done))
+        except JobFailure as exc:
+            result = JobResult(job_id=request.job_id, type=request.type, status=JobStatus.FAILED,
+                               error=JobError(kind=ErrorKind.PERMANENT, message=str(exc)))
+            typer.echo(result.model_dump_json(indent=2))
+            raise typer.Exit(1) from None
+    stored = {}
+    if out.artifacts:
+        folder = artifacts / request.job_id
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in out.artifacts.items():
+            (folder / name).write_bytes(data)
+            stored[name] = str(folder / name)
+    result = JobResult(
+        job_id=request.job_id, type=request.type, status=JobStatus.SUCCEEDED, result=out.summary,
+        metrics=JobMetrics(run_s=out.elapsed_s, device=out.device,
+                           paths_per_s=out.paths / out.elapsed_s if out.paths and out.elapsed_s else None),
+        artifacts=stored,
+    )
+    typer.echo(result.model_dump_json(indent=2))
+
+
+def bench_kernels(
+    device: str = typer.Option("cpu", "--device", help="cpu or gpu"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    write: bool = typer.Option(False, "--write", help="Record the figures in BENCHMARKS.md."),
+    scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
+) -> None:
+    """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run."""
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from kernels import bench
+    from kernels.benchmarks_md import write_section
+    from kernels.device import CPU, GPU, gpu_available, resolve_device
+
+    if device not in (CPU, GPU):
+        raise _fail("--device must be cpu or gpu")
+    try:
+        resolve_device(device)
+    except Exception as exc:
+        raise _fail(str(exc)) from None
+    figures = []
+    todo = bench.cases(device, scale)
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("benchmarking", total=len(todo))
+        for case in todo:
+            progress.update(task, description=f"{case.job_type.value} vs baseline")
+            figures.append(bench.measure(case, device))
+            progress.advance(task)
+    if as_json:
+        typer.echo(json.dumps({"device": device, "figures": bench.figures_json(figures)}, indent=2))
+    else:
+        table = Table("kernel", "kernel rate", "baseline rate", "speed-up", title=f"kernels on {device}")
+        for f in figures:
+            table.add_row(f.kernel, f"{f.kernel_rate:.3g} {f.unit}", f"{f.baseline_rate:.3g} {f.unit}",
+                          f"{f.ratio:.1f}x")
+        Console().print(table)
+    if write:
+        write_section(f"kernels-{device}", bench.kernels_markdown(figures, device, gpu_available()))
+
+
+def bench_accuracy(
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    write: bool = typer.Option(False, "--write", help="Record the result in BENCHMARKS.md."),
+) -> None:
+    """The accuracy SLO: relative error < 1e-3 at 99% confidence on the at-the-money reference call."""
+    from rich.console import Console
+
+    from kernels import bench
+    from kernels.benchmarks_md import write_section
+    from kernels.device import CHOICES
+
+    if device not in CHOICES:
+        raise _fail(f"--device must be one of {', '.join(CHOICES)}")
+    with Console(stderr=True).status(f"pricing the reference call with {bench.ACCURACY_PATHS:.2g} paths"):
+        result = bench.accuracy(device)
+    verdict = "PASS" if result.passed else "FAIL"
+    typer.echo(f"estimate {result.estimate:.6f}  Black-Scholes {result.black_scholes:.6f}  "
+               f"relative error {result.relative_error:.2e}  99% CI half-width/price "
+               f"{result.ci99_half_width_relative:.2e}  tolerance {result.tolerance:.0e}  {verdict}")
+    if write:
+        write_section("accuracy", bench.accuracy_markdown(result))
+    if not result.passed:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add this package's commands to the root app and the ``bench`` group."""
+    app.command("run")(run_command)
+    bench.command("kernels")(bench_kernels)
+    bench.command("accuracy")(bench_accuracy)

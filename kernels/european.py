@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any, Final
 
 import numpy as np
-from numba import njit, prange
+from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
 from kernels import estimators
@@ -22,7 +22,8 @@ from kernels.closed_form import black_scholes
 from kernels.context import KernelResult, RunContext
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import EuropeanOptionParams, OptionKind
-from kernels.philox import NORMALS_PER_DRAW, normals4
+from kernels.philox import _MASK32, _SHIFT32, NORMALS_PER_DRAW, box_muller, normals4, philox4x32_10
+from kernels.special import exp32
 
 # Generator calls per block, and so samples per block: the unit random streams and partial sums are
 # keyed by. 4096 calls = 16 per GPU thread, enough work to amortise the block's reduction.
@@ -30,26 +31,37 @@ GROUPS_PER_BLOCK: Final = 4096
 SAMPLES_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_BLOCKS: Final = 64  # ~1e6 samples: a cancel is noticed within tens of milliseconds
 GPU_CHUNK_BLOCKS: Final = 16_384  # ~2.7e8 samples per launch: milliseconds on a data-centre GPU
+_ZERO: Final = np.float32(0.0)
+_HALF: Final = np.float32(0.5)
+_ZERO_WORD: Final = np.uint64(0)
 
 
 @register_jitable
 def _sample(z, forward, vol_sqrt_t, strike, discount, spot, call, antithetic):  # type: ignore[no-untyped-def]
-    """Discounted payoff and centred control for one sample driven by the normal ``z``."""
-    growth = math.exp(vol_sqrt_t * z)
+    """Discounted payoff and centred control (float32) for one sample driven by the normal ``z``."""
+    growth = exp32(vol_sqrt_t * z)
     up = forward * growth
-    pay_up = max(up - strike, 0.0) if call else max(strike - up, 0.0)
+    pay_up = max(up - strike, _ZERO) if call else max(strike - up, _ZERO)
     if not antithetic:
         return discount * pay_up, discount * up - spot
     down = forward / growth
-    pay_down = max(down - strike, 0.0) if call else max(strike - down, 0.0)
-    return 0.5 * discount * (pay_up + pay_down), 0.5 * discount * (up + down) - spot
+    pay_down = max(down - strike, _ZERO) if call else max(strike - down, _ZERO)
+    return _HALF * discount * (pay_up + pay_down), _HALF * discount * (up + down) - spot
+
+
+@register_jitable
+def _add(sums, y, x):  # type: ignore[no-untyped-def]
+    """``sums`` (y, y^2, x, x^2, xy) with one more sample, accumulated in float64."""
+    y = np.float64(y)
+    x = np.float64(x)
+    return sums[0] + y, sums[1] + y * y, sums[2] + x, sums[3] + x * x, sums[4] + x * y
 
 
 @register_jitable
 def european_sums(first_group, n_groups, stride, n_samples, seed,  # type: ignore[no-untyped-def]
                   forward, vol_sqrt_t, strike, discount, spot, call, antithetic):
-    """Sums (y, y^2, x, x^2, xy) over the samples of groups ``first_group + i * stride``, i < n_groups."""
-    sy = syy = sx = sxx = sxy = 0.0
+    """Sums over the samples of groups ``first_group + i * stride``, i < n_groups: the fused GPU path."""
+    sums = (0.0, 0.0, 0.0, 0.0, 0.0)
     for i in range(n_groups):
         group = first_group + i * stride
         first = group * NORMALS_PER_DRAW
@@ -58,33 +70,50 @@ def european_sums(first_group, n_groups, stride, n_samples, seed,  # type: ignor
         zs = normals4(group, 0, seed)
         for lane in range(min(NORMALS_PER_DRAW, n_samples - first)):
             y, x = _sample(zs[lane], forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
-            sy += y
-            syy += y * y
-            sx += x
-            sxx += x * x
-            sxy += x * y
-    return sy, syy, sx, sxx, sxy
+            sums = _add(sums, y, x)
+    return sums
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_blocks(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, discount, spot,  # type: ignore[no-untyped-def]
                 call, antithetic):
+    # The same functions as the GPU path, in two passes per block so the second one vectorises: the
+    # generator (integer work LLVM leaves scalar) fills a block of words, then Box-Muller, payoffs
+    # and sums run as one straight loop over pairs of words.
+    key0, key1 = np.uint64(seed) & _MASK32, np.uint64(seed) >> _SHIFT32
     for b in prange(out.shape[0]):
-        sums = european_sums((first_block + b) * GROUPS_PER_BLOCK, GROUPS_PER_BLOCK, 1, n_samples, seed,
-                             forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
+        first_sample = (first_block + b) * SAMPLES_PER_BLOCK
+        valid = min(SAMPLES_PER_BLOCK, n_samples - first_sample)
+        words = np.empty(SAMPLES_PER_BLOCK, dtype=np.uint32)
+        first_group = first_sample // NORMALS_PER_DRAW
+        for i in range((valid + NORMALS_PER_DRAW - 1) // NORMALS_PER_DRAW):
+            g = np.uint64(first_group + i)
+            w = philox4x32_10(g & _MASK32, g >> _SHIFT32, _ZERO_WORD, _ZERO_WORD, key0, key1)
+            for lane in range(NORMALS_PER_DRAW):
+                words[i * NORMALS_PER_DRAW + lane] = np.uint32(w[lane])
+        sums = (0.0, 0.0, 0.0, 0.0, 0.0)
+        for j in range(valid // 2):
+            za, zb = box_muller(words[2 * j], words[2 * j + 1])
+            ya, xa = _sample(za, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
+            yb, xb = _sample(zb, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
+            sums = _add(_add(sums, ya, xa), yb, xb)
+        if valid % 2 == 1:
+            za, _ = box_muller(words[valid - 1], words[valid])
+            ya, xa = _sample(za, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
+            sums = _add(sums, ya, xa)
         for k in range(len(sums)):
             out[b, k] = sums[k]
 
 
 @cache
 def _cuda_kernel() -> Any:
-    from numba import cuda, float64
+    from numba import float64
 
     from kernels.gpu import THREADS, block_reduce_store
 
     per_thread = GROUPS_PER_BLOCK // THREADS
 
-    @cuda.jit
+    @cuda.jit(fastmath=True)
     def kernel(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, discount, spot,  # type: ignore[no-untyped-def]
                call, antithetic):
         shared = cuda.shared.array((estimators.SUM_WIDTH, THREADS), float64)
@@ -108,8 +137,9 @@ KERNEL: Final = BlockKernel(
 def kernel_args(p: EuropeanOptionParams, n_samples: int) -> tuple[Any, ...]:
     """The scalar arguments both implementations take after ``(out, first_block)``."""
     forward = p.spot * math.exp((p.rate - 0.5 * p.volatility**2) * p.maturity)
-    return (np.int64(n_samples), np.int64(p.seed), forward, p.volatility * math.sqrt(p.maturity), p.strike,
-            math.exp(-p.rate * p.maturity), p.spot, p.kind is OptionKind.CALL, p.antithetic)
+    f32 = np.float32  # per-path math is single precision; the sums are double
+    return (np.int64(n_samples), np.int64(p.seed), f32(forward), f32(p.volatility * math.sqrt(p.maturity)),
+            f32(p.strike), f32(math.exp(-p.rate * p.maturity)), f32(p.spot), p.kind is OptionKind.CALL, p.antithetic)
 
 
 def samples_for(p: EuropeanOptionParams) -> int:

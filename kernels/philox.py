@@ -19,6 +19,8 @@ from typing import Final
 import numpy as np
 from numba.core.extending import register_jitable
 
+from kernels.special import cos_sin_turn, log32
+
 # Philox4x32 round multipliers and Weyl key increments (Salmon et al., SC'11, "Random123").
 _M0: Final = np.uint64(0xD2511F53)
 _M1: Final = np.uint64(0xCD9E8D57)
@@ -27,11 +29,11 @@ _W1: Final = np.uint64(0xBB67AE85)
 _MASK32: Final = np.uint64(0xFFFFFFFF)
 _SHIFT32: Final = np.uint64(32)
 
-# 2**-32 maps a 32-bit word onto [0, 1). Uniforms are clamped to at least half a step above zero
+# 2**-32 maps a 32-bit word onto [0, 1]. Uniforms are clamped to at least half a step above zero
 # before ``log`` so Box-Muller never sees log(0); this truncates normals at about 6.8 sigma.
-_TWO_POW_M32: Final = 2.0**-32
-UNIFORM_FLOOR: Final = 2.0**-33
-_TWO_PI: Final = 2.0 * math.pi
+_TWO_POW_M32: Final = np.float32(2.0**-32)
+UNIFORM_FLOOR: Final = np.float32(2.0**-33)
+_MINUS_TWO: Final = np.float32(-2.0)
 
 # Normals per generator call: four 32-bit words make two Box-Muller pairs, both outputs used.
 NORMALS_PER_DRAW: Final = 4
@@ -57,20 +59,16 @@ def philox4x32_10(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _uniform(word):  # type: ignore[no-untyped-def]
-    return max(np.float64(word) * _TWO_POW_M32, UNIFORM_FLOOR)
-
-
-@register_jitable
-def _box_muller(w0, w1):  # type: ignore[no-untyped-def]
-    radius = math.sqrt(-2.0 * math.log(_uniform(w0)))
-    angle = _TWO_PI * _uniform(w1)
-    return radius * math.cos(angle), radius * math.sin(angle)
+def box_muller(w0, w1):  # type: ignore[no-untyped-def]
+    """Two independent float32 standard normals from two 32-bit words (both Box-Muller outputs)."""
+    radius = math.sqrt(_MINUS_TWO * log32(max(np.float32(w0) * _TWO_POW_M32, UNIFORM_FLOOR)))
+    cos, sin = cos_sin_turn(np.float32(w1) * _TWO_POW_M32)
+    return radius * cos, radius * sin
 
 
 @register_jitable
 def normals4(group, draw, seed):  # type: ignore[no-untyped-def]
-    """Four independent standard normals for path group ``group`` and draw index ``draw``.
+    """Four independent float32 standard normals for path group ``group`` and draw index ``draw``.
 
     ``group`` and ``seed`` are non-negative ints below 2**64, ``draw`` below 2**32.
     """
@@ -78,6 +76,6 @@ def normals4(group, draw, seed):  # type: ignore[no-untyped-def]
     s = np.uint64(seed)
     w0, w1, w2, w3 = philox4x32_10(g & _MASK32, g >> _SHIFT32, np.uint64(draw), np.uint64(0),
                                    s & _MASK32, s >> _SHIFT32)
-    z0, z1 = _box_muller(w0, w1)
-    z2, z3 = _box_muller(w2, w3)
+    z0, z1 = box_muller(w0, w1)
+    z2, z3 = box_muller(w2, w3)
     return z0, z1, z2, z3

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any, Final
 
 import numpy as np
-from numba import njit, prange
+from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
 from kernels import estimators
@@ -95,7 +95,7 @@ def _cpu_chunk(losses, first_block, n_blocks, n_scenarios, seed, chol, scale, ex
 
 @cache
 def _cuda_kernel() -> Any:
-    from numba import cuda, float64
+    from numba import float64
 
     from kernels.gpu import THREADS
 

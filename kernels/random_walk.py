@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.cuda import config as cuda_config
 from numba.cuda.random import (
     init_xoroshiro128p_states_cpu,
@@ -85,7 +85,7 @@ def _cpu_blocks(out, first_block, n_paths, steps, states):  # type: ignore[no-un
 
 @cache
 def _cuda_kernel() -> Any:
-    from numba import cuda, float32, float64
+    from numba import float32, float64
 
     from kernels.gpu import THREADS, block_reduce_store
 

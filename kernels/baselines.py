@@ -1,0 +1,92 @@
+"""Vectorised reference implementations the benchmarks compare the kernels with.
+
+The same array code runs on NumPy (CPU) and on cupy (GPU: cuRAND normals, elementwise kernels), chosen
+by the array module ``xp``. Each computes the same estimator as its kernel from the same parameters,
+chunk by chunk so memory stays bounded, and returns the number of paths (or path-steps) it did.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import numpy as np
+
+from kernels.closed_form import geometric_asian
+from kernels.params import AsianOptionParams, EuropeanOptionParams, OptionKind, PortfolioVarParams, RandomWalkParams
+
+CHUNK_ELEMENTS: Final = 2**22  # random numbers per chunk: 32 MB of float64, past cache effects, far from OOM
+
+
+def _chunks(total: int, per_item: int) -> list[int]:
+    size = max(1, CHUNK_ELEMENTS // per_item)
+    return [min(size, total - start) for start in range(0, total, size)]
+
+
+def _payoff(xp: Any, price: Any, strike: float, call: bool) -> Any:
+    return xp.maximum(price - strike, 0.0) if call else xp.maximum(strike - price, 0.0)
+
+
+def _moment_sums(xp: Any, y: Any, x: Any) -> np.ndarray:
+    return np.array([float(v) for v in (y.sum(), (y * y).sum(), x.sum(), (x * x).sum(), (x * y).sum())])
+
+
+def european(xp: Any, p: EuropeanOptionParams) -> np.ndarray:
+    """Sums (y, y^2, x, x^2, xy) of antithetic pairs, as the European kernel returns them."""
+    rng = xp.random.default_rng(p.seed)
+    call = p.kind is OptionKind.CALL
+    forward = p.spot * math.exp((p.rate - 0.5 * p.volatility**2) * p.maturity)
+    vol_sqrt_t, discount = p.volatility * math.sqrt(p.maturity), math.exp(-p.rate * p.maturity)
+    sums = np.zeros(5)
+    for n in _chunks(-(-p.paths // 2), 1):
+        growth = xp.exp(vol_sqrt_t * rng.standard_normal(n))
+        up, down = forward * growth, forward / growth
+        y = 0.5 * discount * (_payoff(xp, up, p.strike, call) + _payoff(xp, down, p.strike, call))
+        sums += _moment_sums(xp, y, 0.5 * discount * (up + down) - p.spot)
+    return sums
+
+
+def asian(xp: Any, p: AsianOptionParams) -> np.ndarray:
+    """Sums (y, y^2, x, x^2, xy) with the geometric-average control, as the Asian kernel returns them."""
+    rng = xp.random.default_rng(p.seed)
+    call = p.kind is OptionKind.CALL
+    dt = p.maturity / p.steps
+    drift, vol = (p.rate - 0.5 * p.volatility**2) * dt, p.volatility * math.sqrt(dt)
+    discount = math.exp(-p.rate * p.maturity)
+    geometric = geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps, call)
+    sums = np.zeros(5)
+    for n in _chunks(p.paths, p.steps):
+        log_paths = math.log(p.spot) + xp.cumsum(drift + vol * rng.standard_normal((n, p.steps)), axis=1)
+        y = discount * _payoff(xp, xp.exp(log_paths).mean(axis=1), p.strike, call)
+        x = discount * _payoff(xp, xp.exp(log_paths.mean(axis=1)), p.strike, call) - geometric
+        sums += _moment_sums(xp, y, x)
+    return sums
+
+
+def random_walk(xp: Any, p: RandomWalkParams) -> np.ndarray:
+    """Sum and sum of squares of the paths' float32 averages."""
+    rng = xp.random.default_rng(p.seed)
+    sums = np.zeros(2)
+    for n in _chunks(p.paths, p.steps):
+        averages = rng.standard_normal((n, p.steps), dtype=xp.float32).mean(axis=1)
+        sums += [float(averages.sum()), float((averages * averages).sum())]
+    return sums
+
+
+def portfolio_losses(xp: Any, p: PortfolioVarParams) -> np.ndarray:
+    """One loss per scenario (host array), correlated by the Cholesky factor."""
+    from kernels.portfolio_var import TRADING_DAYS_PER_YEAR
+
+    rng = xp.random.default_rng(p.seed)
+    n_assets = len(p.exposures)
+    correlation = np.asarray(p.correlation) if p.correlation is not None else np.eye(n_assets)
+    chol = xp.asarray(np.linalg.cholesky(correlation))
+    exposures = xp.asarray(np.asarray(p.exposures, dtype=np.float64))
+    scale = xp.asarray(np.asarray(p.volatilities) * math.sqrt(p.horizon_days / TRADING_DAYS_PER_YEAR))
+    parts = []
+    for n in _chunks(p.paths, n_assets):
+        shocks = (rng.standard_normal((n, n_assets)) @ chol.T) * scale
+        pnl = shocks @ exposures if p.revaluation == "linear" else xp.expm1(shocks) @ exposures
+        losses = -pnl
+        parts.append(losses.get() if hasattr(losses, "get") else losses)
+    return np.concatenate(parts)

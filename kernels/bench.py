@@ -1,0 +1,227 @@
+"""``gpurt bench kernels`` and ``gpurt bench accuracy``: measured figures, printed and optionally recorded.
+
+Each kernel is timed end to end through ``run_job`` (what a worker runs) against its vectorised baseline
+from ``kernels.baselines`` on the same device and parameters, in the same run. Warm-up runs (JIT
+compilation, CUDA context, memory pools) come first and are not timed; each figure is the best of a
+few repetitions, the usual way to see through noise from other work on a shared machine.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kernels import baselines
+from kernels.closed_form import black_scholes
+from kernels.device import CPU, GPU
+from kernels.jobs import run_job
+from kernels.params import (
+    AsianOptionParams,
+    EuropeanOptionParams,
+    JobType,
+    PortfolioVarParams,
+    RandomWalkParams,
+)
+
+REPEATS: Final = 3
+# The accuracy SLO of seed 001 made concrete (DESIGN.md section 6).
+ACCURACY_TOLERANCE: Final = 1e-3
+ACCURACY_PATHS: Final = 13_000_000
+ACCURACY_CASE: Final = EuropeanOptionParams(spot=100, strike=100, rate=0.05, volatility=0.2, maturity=1.0,
+                                            paths=ACCURACY_PATHS, seed=2026)
+
+_VAR_ASSETS: Final = 10
+
+
+def _var_params(paths: int) -> PortfolioVarParams:
+    """A 10-asset book with 0.3 pairwise correlation, long and short positions."""
+    n = _VAR_ASSETS
+    return PortfolioVarParams(
+        exposures=[1e6 * (1 + i) * (-1) ** i for i in range(n)],
+        volatilities=[0.1 + 0.02 * i for i in range(n)],
+        correlation=[[1.0 if i == j else 0.3 for j in range(n)] for i in range(n)],
+        paths=paths, seed=7,
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmarked kernel: its job, the unit of its rate, and how much work one run is."""
+
+    job_type: JobType
+    params: Any
+    unit: str
+    work: int  # paths or path-steps per run
+    baseline: Callable[[Any, Any], Any]
+
+
+def cases(device: str, scale: float = 1.0) -> list[Case]:
+    """The benchmark cases for ``device``; ``scale`` shrinks them (tests use tiny sizes)."""
+    big = 1_000 if device == GPU else 1
+    n = lambda base: max(1_000, int(base * big * scale))  # noqa: E731
+    eu = EuropeanOptionParams(paths=min(n(20_000_000), 2_000_000_000), seed=1)
+    asian = AsianOptionParams(paths=n(200_000), steps=64, seed=1)
+    walk = RandomWalkParams(paths=n(50_000), steps=1_000, seed=1)
+    var = _var_params(min(n(1_000_000), 25_000_000))
+    return [
+        Case(JobType.EUROPEAN_OPTION, eu, "paths/s", eu.paths, baselines.european),
+        Case(JobType.ASIAN_OPTION, asian, "path-steps/s", asian.paths * asian.steps, baselines.asian),
+        Case(JobType.RANDOM_WALK, walk, "path-steps/s", walk.paths * walk.steps, baselines.random_walk),
+        Case(JobType.PORTFOLIO_VAR, var, "scenarios/s", var.paths, baselines.portfolio_losses),
+    ]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """Rates of a kernel and of its baseline, measured in the same run."""
+
+    kernel: str
+    unit: str
+    work: int
+    kernel_rate: float
+    baseline_rate: float
+
+    @property
+    def ratio(self) -> float:
+        """How many times faster the kernel is than the baseline."""
+        return self.kernel_rate / self.baseline_rate
+
+
+def _best_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def array_module(device: str) -> Any:
+    """NumPy on the CPU, cupy on a GPU (the ``gpu`` extra)."""
+    if device == GPU:
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy
+
+
+def measure(case: Case, device: str, repeats: int = REPEATS) -> Figure:
+    """Time ``case`` on ``device`` and its baseline, after an untimed warm-up of each."""
+    xp = array_module(device)
+    kernel = lambda: run_job(case.job_type, case.params, device=device)  # noqa: E731
+    baseline = lambda: case.baseline(xp, case.params)  # noqa: E731
+    warmup = case.params.model_copy(update={"paths": min(case.params.paths, 20_000)})
+    run_job(case.job_type, warmup, device=device)
+    case.baseline(xp, warmup)
+    if device == GPU:
+        kernel()  # first full-size launch also sizes the memory pool
+    kernel_s = _best_seconds(kernel, repeats)
+    baseline_s = _best_seconds(baseline, repeats)
+    return Figure(case.job_type.value, case.unit, case.work, case.work / kernel_s, case.work / baseline_s)
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The accuracy SLO check on the reference at-the-money call."""
+
+    device: str
+    paths: int
+    estimate: float
+    black_scholes: float
+    relative_error: float
+    ci99_half_width_relative: float
+    tolerance: float
+    elapsed_s: float
+
+    @property
+    def passed(self) -> bool:
+        """Both the realised error and the 99% interval's half-width are within the tolerance."""
+        return self.relative_error < self.tolerance and self.ci99_half_width_relative < self.tolerance
+
+
+def accuracy(device: str, paths: int = ACCURACY_PATHS) -> Accuracy:
+    """Price the reference call with ``paths`` paths and compare with Black-Scholes."""
+    p = ACCURACY_CASE.model_copy(update={"paths": paths})
+    out = run_job(JobType.EUROPEAN_OPTION, p, device=device)
+    exact = black_scholes(p.spot, p.strike, p.rate, p.volatility, p.maturity)
+    s = out.summary
+    return Accuracy(out.device, out.paths, s["estimate"], exact, abs(s["estimate"] - exact) / exact,
+                    (s["ci_high"] - s["ci_low"]) / 2.0 / exact, ACCURACY_TOLERANCE, out.elapsed_s)
+
+
+def machine() -> str:
+    """A one-line description of where figures were measured."""
+    import os
+    from pathlib import Path
+
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+              if line.startswith("model name")] if cpuinfo.exists() else []
+    cpu = models[0] if models else platform.processor() or platform.machine()
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def gpu_name() -> str:
+    """The CUDA device's name."""
+    from numba import cuda
+
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def today() -> str:
+    """Today's date (UTC), for the figures' heading."""
+    return datetime.now(UTC).date().isoformat()
+
+
+def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> str:
+    """The ``kernels-<device>`` section of BENCHMARKS.md."""
+    baseline = "cupy (cuRAND normals + elementwise)" if device == GPU else "vectorised NumPy"
+    where = gpu_name() if device == GPU else machine()
+    lines = [
+        f"## Kernels on {device.upper()} — {today()}",
+        "",
+        f"Device: {where}. Baseline: {baseline}, same parameters, same run. Best of {REPEATS} runs after an "
+        "untimed warm-up (JIT compile excluded); kernels timed end to end through `run_job`.",
+        "",
+        "| kernel | work per run | kernel rate | baseline rate | speed-up |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {f.kernel} | {f.work:.3g} | {f.kernel_rate:.3g} {f.unit} | {f.baseline_rate:.3g} {f.unit} | "
+              f"{f.ratio:.1f}x |" for f in figures]
+    if device == CPU:
+        lines += ["", "The CPU is shared: up to seven other jobs were using this 2-core machine while it was "
+                  "measured, so these rates are lower bounds and vary between runs."]
+        if not gpu_present:
+            lines += ["", f"**No GPU was available on {today()}**: no GPU figures were measured. They will be "
+                      "measured with `gpurt bench kernels --device gpu --write` on an H100 (numba-cuda kernels "
+                      "against the cupy baseline; target for european_option: >= 2e11 paths/s and >= 2x cupy)."]
+    return "\n".join(lines)
+
+
+def accuracy_markdown(result: Accuracy) -> str:
+    """The ``accuracy`` section of BENCHMARKS.md."""
+    verdict = "PASS" if result.passed else "FAIL"
+    return "\n".join([
+        f"## Accuracy SLO — {today()}",
+        "",
+        f"At-the-money call S=K=100, r=5%, sigma=20%, T=1, {result.paths:.3g} paths on {result.device} "
+        "(antithetic + control variate).",
+        "",
+        "| estimate | Black-Scholes | relative error | 99% CI half-width / price | tolerance | verdict |",
+        "| ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| {result.estimate:.6f} | {result.black_scholes:.6f} | {result.relative_error:.2e} | "
+        f"{result.ci99_half_width_relative:.2e} | {result.tolerance:.0e} | {verdict} |",
+    ])
+
+
+def figures_json(figures: list[Figure]) -> list[dict[str, Any]]:
+    """JSON-safe figures, ratio included."""
+    return [{**asdict(f), "ratio": f.ratio} for f in figures]
