@@ -42,7 +42,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--admin-port", type=int, default=None,
                         help="emulator-only HTTP port serving GET /stats (default: none)")
     parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="emulator-only: multiply ack deadlines, backoffs and retention by this (default 1)")
+                        help="emulator-only: multiply retry backoffs and retention by this (default 1)")
+    parser.add_argument("--lease-time-scale", type=float, default=1.0,
+                        help="emulator-only: multiply ack deadlines by this (default 1; keep 1 for streaming "
+                             "clients, which extend leases in real time)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -57,11 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     # Imported after logging is set up: the Google libraries warn at import time.
     from runtime.emulator.server import start_emulator
 
-    if args.time_scale <= 0:
-        logging.getLogger(__name__).error("--time-scale must be positive", extra={"time_scale": args.time_scale})
-        return 2
     try:
-        emulator = start_emulator(args.host, args.port, time_scale=args.time_scale, admin_port=args.admin_port)
+        emulator = start_emulator(args.host, args.port, time_scale=args.time_scale,
+                                  lease_time_scale=args.lease_time_scale, admin_port=args.admin_port)
+    except ValueError as error:
+        logging.getLogger(__name__).error("invalid option", extra={"error": str(error)})
+        return 2
     except OSError as error:
         logging.getLogger(__name__).error("cannot start the emulator", extra={"error": str(error)})
         return 1

@@ -1,9 +1,15 @@
-"""Time as the emulator sees it, with an emulator-only speed-up for tests.
+"""Time as the emulator sees it, with emulator-only speed-ups for tests and drills.
 
-Pub/Sub's durations are long (ack deadlines of at least 10 s, retention of at least 10 minutes, backoffs
-up to 10 minutes). ``time_scale`` multiplies every such protocol duration before it is turned into a
-real-time deadline, so a test can run a 10 s ack deadline in 0.5 s (``time_scale=0.05``) while clients
-still send valid values. Publish times and seek targets stay real wall-clock timestamps.
+Pub/Sub's durations are long: ack deadlines of at least 10 s, backoffs up to 10 minutes, retention of at
+least 10 minutes. Two factors shorten them in real time while clients keep sending valid values:
+
+- ``time_scale`` multiplies what the server waits out on its own: retry backoffs and retention.
+  At 0.01 the contract's 10 s..600 s backoff runs from 0.1 s to 6 s. Streaming clients are unaffected.
+- ``lease_time_scale`` multiplies ack deadlines (subscription, stream and ModifyAckDeadline values).
+  At 0.05 a 10 s deadline expires after 0.5 s. A streaming ``subscribe()`` client extends leases on its
+  own real-time schedule, which a scaled deadline outruns: leave this at 1 where such clients run.
+
+Publish times and seek targets are always real wall-clock timestamps.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Clock:
-    """Monotonic time for deadlines, wall time for publish timestamps, and the protocol time scale."""
+    """Monotonic time for deadlines, wall time for publish timestamps, and the two protocol time scales."""
 
     time_scale: float = 1.0
+    lease_time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.time_scale > 0:
-            raise ValueError(f"time_scale must be positive, got {self.time_scale}")
+        for name in ("time_scale", "lease_time_scale"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     def monotonic(self) -> float:
         """Seconds on the monotonic clock: deadlines, backoffs and retention are measured on it."""
@@ -31,5 +39,9 @@ class Clock:
         return time.time()
 
     def span(self, protocol_seconds: float) -> float:
-        """Real seconds that a protocol duration (ack deadline, backoff, retention) lasts."""
+        """Real seconds that a backoff or retention period of ``protocol_seconds`` lasts."""
         return protocol_seconds * self.time_scale
+
+    def lease_span(self, protocol_seconds: float) -> float:
+        """Real seconds that an ack deadline of ``protocol_seconds`` lasts."""
+        return protocol_seconds * self.lease_time_scale

@@ -158,7 +158,7 @@ class SubscriptionQueue:
         self._by_ack_id.pop(entry.ack_id, None)
         entry.ack_id = f"{self._ack_prefix}-{next(self._seq)}"
         self._by_ack_id[entry.ack_id] = entry
-        entry.lease_deadline = now + self.clock.span(deadline_s)
+        entry.lease_deadline = now + self.clock.lease_span(deadline_s)
         heapq.heappush(self._leases, (entry.lease_deadline, next(self._seq), entry, entry.ack_id))
         entry.owner = owner
         if owner is not None:
@@ -197,7 +197,7 @@ class SubscriptionQueue:
                 dead.extend(self._fail(entry, now))
             else:
                 # The lease heap keeps the old deadline; sweep re-files the entry when it pops early.
-                entry.lease_deadline = now + self.clock.span(deadline_s)
+                entry.lease_deadline = now + self.clock.lease_span(deadline_s)
         self.cond.notify_all()
         return dead
 

@@ -70,14 +70,20 @@ class EmulatorHandle:
 
 
 def start_emulator(
-    host: str = "127.0.0.1", port: int = 0, *, time_scale: float = 1.0, admin_port: int | None = None
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    time_scale: float = 1.0,
+    lease_time_scale: float = 1.0,
+    admin_port: int | None = None,
 ) -> EmulatorHandle:
     """Start an emulator on ``host:port`` (0 picks a free port) and return once it accepts connections.
 
-    ``time_scale`` (emulator-only) multiplies every protocol duration: ack deadlines, backoffs, retention.
-    ``admin_port`` (emulator-only) serves ``GET /stats``; 0 picks a free port, None serves none.
+    Emulator-only knobs: ``time_scale`` multiplies retry backoffs and retention, ``lease_time_scale`` ack
+    deadlines (see runtime.emulator.clock); ``admin_port`` serves ``GET /stats`` (0 picks a free port,
+    None serves none).
     """
-    broker = Broker(Clock(time_scale))
+    broker = Broker(Clock(time_scale, lease_time_scale))
     executor = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="pubsub-emulator-rpc")
     server = grpc.server(
         executor,
@@ -100,5 +106,6 @@ def start_emulator(
         admin.start()
     handle = EmulatorHandle(host, bound, broker, server, executor, admin)
     log.info("pubsub emulator listening",
-             extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale})
+             extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale,
+                    "lease_time_scale": lease_time_scale})
     return handle

@@ -1,8 +1,9 @@
 """Contract-test fixtures: an emulator on a free loopback port and the real google-cloud-pubsub clients.
 
 The tests themselves use only the client library, so they would pass against the official emulator.
-The one emulator-only knob, ``time_scale`` (protocol durations run faster), is confined to the
-``start_scaled`` fixture below: against another emulator, run those tests without it (slowly).
+The emulator-only knobs ``time_scale`` / ``lease_time_scale`` (protocol durations run faster) are
+confined to the ``start_scaled`` fixture below: against another emulator, run those tests without them
+(slowly).
 """
 
 from __future__ import annotations
@@ -95,12 +96,12 @@ def pubsub(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 @pytest.fixture
 def start_scaled(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[float], PubSub]]:
-    """EMULATOR-ONLY: start an emulator whose protocol durations run ``time_scale`` times as long
-    (0.05 turns a 10 s ack deadline into 0.5 s) and return clients bound to it."""
+    """EMULATOR-ONLY: start an emulator whose protocol durations (ack deadlines, backoffs, retention) run
+    ``time_scale`` times as long (0.05 turns a 10 s ack deadline into 0.5 s); return clients bound to it."""
     stack: list[tuple[EmulatorHandle, Iterator[PubSub]]] = []
 
     def start(time_scale: float) -> PubSub:
-        handle = start_emulator(time_scale=time_scale)
+        handle = start_emulator(time_scale=time_scale, lease_time_scale=time_scale)
         clients = _clients(handle, monkeypatch)
         stack.append((handle, clients))
         return next(clients)

@@ -74,9 +74,11 @@ def test_a_taken_port_is_refused_not_shared(emulator: EmulatorHandle) -> None:
         start_emulator(port=emulator.port)
 
 
-def test_time_scale_must_be_positive() -> None:
+def test_time_scales_must_be_positive() -> None:
     with pytest.raises(ValueError, match="time_scale"):
         start_emulator(time_scale=0)
+    with pytest.raises(ValueError, match="lease_time_scale"):
+        start_emulator(lease_time_scale=-1)
 
 
 @pytest.mark.slow
@@ -103,3 +105,23 @@ def test_module_entry_point_serves_until_sigterm(monkeypatch: pytest.MonkeyPatch
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def backoff_scaled_pubsub(monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
+    """Clients against an emulator with only ``time_scale`` set (backoffs 100 times shorter)."""
+    with start_emulator(time_scale=0.01) as handle:
+        yield from _clients(handle, monkeypatch)
+
+
+def test_time_scale_shortens_backoff_but_not_leases(backoff_scaled_pubsub: PubSub) -> None:
+    pubsub = backoff_scaled_pubsub
+    topic = pubsub.topic("requests")
+    sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10,
+                              retry_policy={"minimum_backoff": {"seconds": 10}})
+    pubsub.publish(topic, b"job")
+    [received] = pubsub.pull_within(sub, 5)
+    assert pubsub.pull_within(sub, 0.5) == []  # the 10 s lease runs in real time
+    pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
+    [again] = pubsub.pull_within(sub, 2)  # a 10 s backoff lasts 0.1 s
+    assert again.message.message_id == received.message.message_id

@@ -28,6 +28,9 @@ class ManualClock:
     def span(self, protocol_seconds: float) -> float:
         return protocol_seconds
 
+    def lease_span(self, protocol_seconds: float) -> float:
+        return protocol_seconds
+
 
 @pytest.fixture
 def clock() -> ManualClock:
