@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 import typer
 
 if TYPE_CHECKING:  # heavy imports stay inside the command so `gpurt --help` stays fast
     from rich.console import Console
 
-    from components.plan import Plan
+    from components.plan import Plan, PlannedResource
 
 
 class StackName(StrEnum):
@@ -62,8 +63,6 @@ def _print_plan(console: Console, result: Plan) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from components.plan import key_settings
-
     components = {r.urn: r.name for r in result.resources if not r.custom}
     table = Table(title=f"gpu-runtime / {result.stack}: {len(result.resources)} resources", show_lines=False)
     for column in ("component", "type", "name", "key settings"):
@@ -87,3 +86,71 @@ def _print_plan(console: Console, result: Plan) -> None:
     for name, value in sorted(result.outputs.items()):
         shown = value if isinstance(value, str) else json.dumps(value)
         console.print(f"[bold]{name}[/bold] = {escape(shown)}")
+
+
+# The settings worth a reviewer's eye, per resource type (engine property paths, dotted).
+KEY_SETTINGS: Final[dict[str, tuple[str, ...]]] = {
+    "gcp:pubsub/topic:Topic": ("name",),
+    "gcp:pubsub/subscription:Subscription": (
+        "topic", "ackDeadlineSeconds", "messageRetentionDuration", "deadLetterPolicy.maxDeliveryAttempts",
+        "retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff",
+    ),
+    "gcp:pubsub/topicIAMMember:TopicIAMMember": ("topic", "role", "member"),
+    "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember": ("subscription", "role", "member"),
+    "gcp:serviceaccount/account:Account": ("accountId",),
+    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+    "gcp:serviceaccount/iAMMember:IAMMember": ("role", "member"),
+    "gcp:projects/service:Service": ("service",),
+    "gcp:artifactregistry/repository:Repository": ("repositoryId", "format", "location"),
+    "gcp:storage/bucket:Bucket": ("name", "uniformBucketLevelAccess", "publicAccessPrevention", "versioning.enabled"),
+    "gcp:compute/subnetwork:Subnetwork": ("ipCidrRange", "privateIpGoogleAccess"),
+    "gcp:compute/routerNat:RouterNat": ("natIpAllocateOption",),
+    "gcp:container/cluster:Cluster": (
+        "name", "location", "privateClusterConfig.enablePrivateNodes", "workloadIdentityConfig.workloadPool",
+        "enableShieldedNodes", "releaseChannel.channel", "deletionProtection",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "name", "nodeConfig.machineType", "nodeConfig.guestAccelerators", "nodeConfig.spot",
+        "autoscaling.minNodeCount", "autoscaling.maxNodeCount", "nodeConfig.taints",
+    ),
+}
+
+
+def _lookup(props: Mapping[str, Any], path: str) -> Any:
+    value: Any = props
+    for key in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _brief_item(item: Mapping[str, Any]) -> str:
+    if {"key", "effect"} <= item.keys():  # a taint
+        return f"{item['key']}={item.get('value', '')}:{item['effect']}"
+    if {"type", "count"} <= item.keys():  # a guest accelerator
+        return f"{item['count']}x {item['type']}"
+    return ",".join(f"{k}={v}" for k, v in sorted(item.items()) if not isinstance(v, Mapping | list))
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        return "[" + ", ".join(_brief_item(item) for item in value) + "]"
+    return json.dumps(value) if isinstance(value, list | dict | bool) else str(value)
+
+
+def key_settings(resource: PlannedResource) -> str:
+    """A one-line summary of a resource's most telling inputs (secrets stay masked)."""
+    paths = KEY_SETTINGS.get(resource.type)
+    if paths is None:
+        # Kubernetes objects and anything unlisted: namespace/name and a few top-level scalars.
+        meta = resource.shown.get("metadata") if isinstance(resource.shown.get("metadata"), Mapping) else None
+        if meta:
+            return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+        paths = tuple(k for k, v in resource.shown.items() if not isinstance(v, Mapping | list))[:4]
+    parts = []
+    for path in paths:
+        value = _lookup(resource.shown, path)
+        if value is not None and value != []:
+            parts.append(f"{path.rsplit('.', 1)[-1]}={_brief(value)}")
+    return " ".join(parts)

@@ -50,6 +50,8 @@ class PlannedResource:
     urn: str
     parent: str | None
     custom: bool
+    dependencies: tuple[str, ...]
+    """URNs this resource waits for (explicit depends_on and those implied by its inputs)."""
     props: Mapping[str, Any] = field(repr=False)
     """Inputs with secrets unwrapped (what policies see)."""
     shown: Mapping[str, Any] = field(repr=False)
@@ -93,7 +95,7 @@ class Plan:
             "placeholders": list(self.placeholders),
             "resources": [
                 {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
-                 "inputs": r.shown}
+                 "dependencies": list(r.dependencies), "inputs": r.shown}
                 for r in self.resources
             ],
             "outputs": self.outputs,
@@ -304,7 +306,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             inputs = rpc.deserialize_properties(request.object)
             self.recorded.append(PlannedResource(
                 type=request.type, name=request.name, urn=response.urn, parent=request.parent or None,
-                custom=bool(request.custom), props=_plain(inputs, mask=False), shown=_plain(inputs, mask=True),
+                custom=bool(request.custom), dependencies=tuple(sorted(set(request.dependencies))),
+                props=_plain(inputs, mask=False), shown=_plain(inputs, mask=True),
             ))
         return response
 
@@ -381,67 +384,3 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
         RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
     )
     return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders)
-
-
-# --- presentation ------------------------------------------------------------------------------------
-
-# The settings worth a reviewer's eye, per resource type (engine property paths, dotted).
-KEY_SETTINGS: Final[dict[str, tuple[str, ...]]] = {
-    "gcp:pubsub/topic:Topic": ("name",),
-    "gcp:pubsub/subscription:Subscription": (
-        "topic", "ackDeadlineSeconds", "messageRetentionDuration", "deadLetterPolicy.maxDeliveryAttempts",
-        "retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff",
-    ),
-    "gcp:pubsub/topicIAMMember:TopicIAMMember": ("topic", "role", "member"),
-    "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember": ("subscription", "role", "member"),
-    "gcp:serviceaccount/account:Account": ("accountId",),
-    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
-    "gcp:serviceaccount/iAMMember:IAMMember": ("role", "member"),
-    "gcp:projects/service:Service": ("service",),
-    "gcp:artifactregistry/repository:Repository": ("repositoryId", "format", "location"),
-    "gcp:storage/bucket:Bucket": ("name", "uniformBucketLevelAccess", "publicAccessPrevention", "versioning.enabled"),
-    "gcp:compute/subnetwork:Subnetwork": ("ipCidrRange", "privateIpGoogleAccess"),
-    "gcp:compute/routerNat:RouterNat": ("natIpAllocateOption",),
-    "gcp:container/cluster:Cluster": (
-        "name", "location", "privateClusterConfig.enablePrivateNodes", "workloadIdentityConfig.workloadPool",
-        "enableShieldedNodes", "releaseChannel.channel", "deletionProtection",
-    ),
-    "gcp:container/nodePool:NodePool": (
-        "name", "nodeConfig.machineType", "nodeConfig.guestAccelerators", "nodeConfig.spot",
-        "autoscaling.minNodeCount", "autoscaling.maxNodeCount", "nodeConfig.taints",
-    ),
-}
-
-
-def _lookup(props: Mapping[str, Any], path: str) -> Any:
-    value: Any = props
-    for key in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _brief(value: Any) -> str:
-    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        # Taints, accelerators: their scalar fields joined, e.g. [nvidia.com/gpu:present:NO_SCHEDULE].
-        items = (":".join(str(v) for v in item.values() if not isinstance(v, Mapping)) for item in value)
-        return "[" + ", ".join(items) + "]"
-    return json.dumps(value) if isinstance(value, list | dict | bool) else str(value)
-
-
-def key_settings(resource: PlannedResource) -> str:
-    """A one-line summary of a resource's most telling inputs (secrets stay masked)."""
-    paths = KEY_SETTINGS.get(resource.type)
-    if paths is None:
-        # Kubernetes objects and anything unlisted: namespace/name and a few top-level scalars.
-        meta = resource.shown.get("metadata") if isinstance(resource.shown.get("metadata"), Mapping) else None
-        if meta:
-            return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
-        paths = tuple(k for k, v in resource.shown.items() if not isinstance(v, Mapping | list))[:4]
-    parts = []
-    for path in paths:
-        value = _lookup(resource.shown, path)
-        if value is not None and value != []:
-            parts.append(f"{path.rsplit('.', 1)[-1]}={_brief(value)}")
-    return " ".join(parts)

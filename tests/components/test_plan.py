@@ -186,3 +186,19 @@ def _all_containers(node: object) -> list[dict]:
     if isinstance(node, list):
         return [c for item in node for c in _all_containers(item)]
     return []
+
+
+def test_key_settings_summarise_what_reviewers_check(plans: dict[str, Plan]) -> None:
+    by_name = {r.name: r for r in plans["staging"].resources}
+    subscription = components_cli.key_settings(by_name["pubsub-gpu-job-request-sub"])
+    assert "ackDeadlineSeconds=600" in subscription and "maxDeliveryAttempts=5" in subscription
+    pool = components_cli.key_settings(by_name["gke-gpu-t4-spot"])
+    assert "taints=[nvidia.com/gpu=present:NO_SCHEDULE]" in pool and "spot=true" in pool
+    assert "guestAccelerators=[1x nvidia-tesla-t4]" in pool
+    assert components_cli.key_settings(by_name["scheduler-deployment-gpu-scheduler"]) == "gpu-runtime/gpu-scheduler"
+
+
+def test_dependencies_are_recorded(plans: dict[str, Plan]) -> None:
+    by_name = {r.name: r for r in plans["production"].resources}
+    dlq_topic = by_name["pubsub-gpu-job-request-dlq"].urn
+    assert dlq_topic in by_name["pubsub-gpu-job-request-sub"].dependencies
