@@ -1,0 +1,148 @@
+"""The operator CLI through Typer's runner, against a running local platform."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from components.contract import REQUEST_DLQ_TOPIC
+from runtime.cli.app import app
+from runtime.local import LocalPlatform
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
+runner = CliRunner()
+
+
+def gpurt(env: dict[str, str], *args: str) -> Result:
+    return runner.invoke(app, list(args), env=env)
+
+
+def as_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 60.0) -> Any:
+    """Poll ``check`` until it returns something truthy, or fail at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.25)
+    pytest.fail(f"condition not met within {timeout_s} s")
+
+
+def job_state(env: dict[str, str], job_id: str) -> str | None:
+    result = gpurt(env, "jobs", "get", job_id, "--json")
+    return json.loads(result.stdout)["state"] if result.exit_code == 0 else None
+
+
+def test_local_status_reports_a_healthy_platform(cli_env: dict[str, str]) -> None:
+    status = as_json(gpurt(cli_env, "local", "status", "--json"))
+    assert status["running"] and status["healthy"] and status["ready"]
+
+
+def test_submit_wait_then_get(cli_env: dict[str, str]) -> None:
+    result = as_json(gpurt(cli_env, "submit", "--type", "noop", "--job-id", "cli-ok", "--wait", "--json"))
+    assert (result["job_id"], result["status"], result["attempt"]) == ("cli-ok", "succeeded", 1)
+    job = as_json(gpurt(cli_env, "jobs", "get", "cli-ok", "--json"))
+    assert job["state"] == "succeeded" and job["result"]["job_id"] == "cli-ok"
+
+
+def test_submit_from_a_file_with_param_override(cli_env: dict[str, str], tmp_path: Path) -> None:
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"job_id": "cli-file", "type": "european_option",
+                               "params": {"paths": 1_000_000, "strike": 105}}))
+    result = as_json(gpurt(cli_env, "submit", str(job), "-p", "paths=2000", "--wait", "--json"))
+    assert result["status"] == "succeeded" and result["result"]["paths"] == 2000
+
+
+def test_a_failed_job_exits_non_zero(cli_env: dict[str, str]) -> None:
+    result = gpurt(cli_env, "submit", "--type", "noop", "-p", "fail=permanent", "--wait")
+    assert result.exit_code == 1
+    assert "permanent" in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("submit", "--type", "nope"), "invalid job"),
+    (("submit", "--type", "noop", "-p", "sleep_s=-1"), "sleep_s"),
+    (("submit", "--type", "noop", "-p", "novalue"), "key=value"),
+    (("submit", "missing.json"), "cannot read"),
+    (("submit",), "JOB.json file or --type"),
+])
+def test_bad_input_is_one_clear_line(cli_env: dict[str, str], args: tuple[str, ...], message: str) -> None:
+    result = gpurt(cli_env, *args)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_pools_list_and_scale(cli_env: dict[str, str]) -> None:
+    pools = as_json(gpurt(cli_env, "pools", "list", "--json"))
+    assert [p["id"] for p in pools] == ["local"]
+    scaled = as_json(gpurt(cli_env, "pools", "scale", "local", "2", "--json"))
+    assert scaled["desired"] == 2
+    eventually(lambda: as_json(gpurt(cli_env, "pools", "list", "--json"))[0]["workers"] == 2)
+    assert as_json(gpurt(cli_env, "pools", "scale", "local", "1", "--json"))["desired"] == 1
+
+
+def test_drain_holds_intake_and_normal_resumes_it(cli_env: dict[str, str]) -> None:
+    assert gpurt(cli_env, "maintenance", "drain", "--wait", "--timeout", "30").exit_code == 0
+    try:
+        assert as_json(gpurt(cli_env, "maintenance", "status", "--json"))["mode"] == "drain"
+        held = gpurt(cli_env, "submit", "--type", "noop", "--job-id", "cli-held", "--wait", "--timeout", "3")
+        assert held.exit_code == 3 and "no result" in held.output  # intake is stopped
+        assert job_state(cli_env, "cli-held") is None
+    finally:
+        assert gpurt(cli_env, "maintenance", "normal").exit_code == 0
+    assert eventually(lambda: job_state(cli_env, "cli-held") == "succeeded")  # the held job was not lost
+
+
+def test_control_without_a_token_is_refused(platform: LocalPlatform, tmp_path: Path) -> None:
+    env = {"GPURT_LOCAL_DIR": str(tmp_path), "GPURT_API_URL": platform.running_state().api_url,
+           "GPURT_CONTROL_TOKEN": ""}
+    result = gpurt(env, "pools", "stop-all", "--yes")
+    assert result.exit_code == 1
+    assert "401" in result.output and "Traceback" not in result.output
+
+
+def test_dead_letter_then_replay(cli_env: dict[str, str], platform: LocalPlatform) -> None:
+    failed = gpurt(cli_env, "submit", "--type", "noop", "-p", "fail=transient", "--job-id", "cli-dlq", "--wait",
+                   "--timeout", "90", "--json")
+    assert failed.exit_code == 1
+    outcome = json.loads(failed.stdout)
+    assert (outcome["status"], outcome["attempt"]) == ("failed", 5)  # failed is published at the last attempt
+
+    letters = eventually(lambda: [x for x in as_json(gpurt(cli_env, "dlq", "list", "--json"))
+                                  if x["job_id"] == "cli-dlq"])
+    assert as_json(gpurt(cli_env, "dlq", "inspect", "cli-dlq"))["message_id"] == letters[0]["message_id"]
+    assert len(as_json(gpurt(cli_env, "dlq", "list", "--json"))) == 1  # looking consumed nothing
+
+    # A dead letter whose cause has since been fixed (here: a request that now succeeds).
+    clients = platform.pubsub()
+    try:
+        body = json.dumps({"job_id": "cli-fixed", "type": "noop"}).encode()
+        clients.publisher.publish(clients.topic(REQUEST_DLQ_TOPIC), body, job_id="cli-fixed", type="noop").result(10)
+    finally:
+        clients.close()
+    eventually(lambda: len(as_json(gpurt(cli_env, "dlq", "list", "--json"))) == 2)
+
+    replay = as_json(gpurt(cli_env, "dlq", "replay", "--all", "--yes", "--json"))
+
+    assert len(replay["replayed"]) == 2 and replay["failed"] == {}
+    assert eventually(lambda: job_state(cli_env, "cli-fixed") == "succeeded")
+    # The still-broken request fails again and returns to the DLQ: nothing is lost.
+    eventually(lambda: [x for x in as_json(gpurt(cli_env, "dlq", "list", "--json")) if x["job_id"] == "cli-dlq"],
+               timeout_s=90)
+
+
+def test_replay_needs_a_choice(cli_env: dict[str, str]) -> None:
+    result = gpurt(cli_env, "dlq", "replay", "--yes")
+    assert result.exit_code == 2 and "--sample N or --all" in result.output
