@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from components import contract
 from validation.checks import alerts, dask, identity, probe, pubsub, scheduler, vertex
 from validation.clients.dask_info import DaskInfo
 from validation.clients.iam import ProjectIam
@@ -18,6 +19,8 @@ from validation.clients.vertex import VertexQuota
 from validation.runner import Check, skip
 
 CLOUD_ONLY = "cloud only: the local platform has no {what}"
+# The local emulator is on loopback and hands out a waiting message at once; an empty pull only waits.
+LOCAL_PEEK_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class LocalTarget:
     dask: DaskInfo
     processes_alive: Callable[[], tuple[bool, str]]
     rules_yaml: Callable[[], str] | None = None
+    probe_timeout_s: float = contract.PROBE_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -56,13 +60,13 @@ def local_checks(target: LocalTarget) -> list[Check]:
     return [
         pubsub.topics_exist(target.pubsub),
         pubsub.dlq_subscriptions_exist(target.pubsub),
-        pubsub.dlqs_empty(target.pubsub),
+        pubsub.dlqs_empty(target.pubsub, LOCAL_PEEK_TIMEOUT_S),
         pubsub.subscription_settings(target.pubsub),
         Check("pubsub.service-agent", skip(CLOUD_ONLY.format(what="IAM (the emulator grants everything)"))),
         Check("iam.service-account-roles", skip(CLOUD_ONLY.format(what="service accounts"))),
         scheduler.process_running(target.processes_alive),
         scheduler.health_http(target.api_url),
-        probe.probe_round_trip(target.pubsub),
+        probe.probe_round_trip(target.pubsub, target.probe_timeout_s),
         dask.gpu_workers(target.dask, gpu_expected=False),
         Check("vertex.reachable-and-quota", skip(CLOUD_ONLY.format(what="Vertex AI or GPU quota"))),
         alerts.rules_pass_promtool(**_rules(target.rules_yaml)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 
@@ -47,7 +48,8 @@ def test_probe_passes_when_a_consumer_answers_and_cleans_up(pubsub, responder) -
     result = run_check(probe_round_trip(pubsub))
 
     assert result.status is Status.PASS, result
-    assert result.evidence.startswith(f"{contract.PROBE_MESSAGE['job_id']} succeeded in ")
+    job_id = rf"{contract.PROBE_MESSAGE['job_id']}-\d{{8}}T\d{{6}}Z-[0-9a-f]{{6}}"
+    assert re.match(rf"{job_id} succeeded in ", result.evidence)
     assert _temporary_subscriptions(pubsub) == []
 
 
@@ -63,8 +65,18 @@ def test_probe_fails_within_its_timeout_when_nobody_consumes(pubsub) -> None:
     result = run_check(probe_round_trip(pubsub, timeout_s=1.5))
 
     assert result.status is Status.FAIL
-    assert result.evidence == (f"no result for {contract.PROBE_MESSAGE['job_id']} on {contract.RESULT_TOPIC} "
-                               "within 2s")
+    assert re.fullmatch(rf"no result for {contract.PROBE_MESSAGE['job_id']}-\S+ on {contract.RESULT_TOPIC} within 2s",
+                        result.evidence)
     assert "gpurt maintenance status" in result.fix
     assert result.duration_s < 10
     assert _temporary_subscriptions(pubsub) == []
+
+
+def test_each_probe_carries_the_contract_message_with_a_fresh_job_id() -> None:
+    from validation.checks.probe import probe_message
+
+    first, second = probe_message(), probe_message()
+
+    assert first["job_id"] != second["job_id"]
+    assert {k: v for k, v in first.items() if k != "job_id"} == {
+        k: v for k, v in contract.PROBE_MESSAGE.items() if k != "job_id"}

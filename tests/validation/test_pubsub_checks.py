@@ -66,3 +66,14 @@ def test_dead_letter_is_reported_by_job_id_and_left_in_place(pubsub) -> None:
     assert first.status is Status.FAIL
     assert "poison-1" in first.evidence and "gpurt dlq replay" in first.fix
     assert second.evidence == first.evidence  # the peek released the message: nothing was consumed
+
+
+def test_a_missing_dlq_subscription_fails_one_check_only(pubsub) -> None:
+    pubsub.delete_subscription(contract.REQUEST_DLQ_SUBSCRIPTION)
+
+    statuses = {check.name: run_check(check).status for check in (
+        checks.topics_exist(pubsub), checks.dlq_subscriptions_exist(pubsub), checks.dlqs_empty(pubsub),
+        checks.subscription_settings(pubsub))}
+
+    assert statuses == {"pubsub.topics": Status.PASS, "pubsub.dlq-subscriptions": Status.FAIL,
+                        "pubsub.dlq-empty": Status.SKIP, "pubsub.subscription-settings": Status.PASS}

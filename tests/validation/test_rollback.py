@@ -94,7 +94,8 @@ def test_failed_up_raises_and_names_the_backup(program, pulumi_cli, tmp_path, mo
     monkeypatch.setenv("RECORDING_PULUMI_RESULT", "failed")
     stack = AutomationStack.select("staging", repo)
 
-    with pytest.raises(RollbackError, match=r"(?s)pulumi up of commit [0-9a-f]{12} failed: .*update failed.*state backup: "):
+    expected = r"(?s)pulumi up of commit [0-9a-f]{12} failed: .*update failed.*state backup: "
+    with pytest.raises(RollbackError, match=expected):
         execute(choose_target(stack.history()), stack, repo, lambda p: AutomationStack.select("staging", p),
                 tmp_path / "backups", validate=lambda: True)
     assert list((tmp_path / "backups").iterdir())  # backed up before anything was changed

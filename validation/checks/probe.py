@@ -2,6 +2,10 @@
 
 The result is read on a temporary subscription of the result topic, created before the publish (so the
 result cannot slip past) and deleted afterwards, so the probe never steals results from real consumers.
+
+Each run sends the contract's probe with a fresh ``job_id`` (``deploy-probe-<stamp>-<hex>``): the
+scheduler treats ``job_id`` as an idempotency key and does not publish a stored result a second time, so
+a fixed id would only ever be answered on the first validation after the result store was emptied.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
@@ -26,7 +31,7 @@ def probe_round_trip(pubsub: PubSubAdmin, timeout_s: float = contract.PROBE_TIME
     """Publish ``contract.PROBE_MESSAGE`` and wait for its result on a temporary subscription."""
 
     def run() -> str:
-        probe = contract.PROBE_MESSAGE
+        probe = probe_message()
         temp = f"{PROBE_SUBSCRIPTION_PREFIX}{uuid.uuid4().hex[:12]}"
         pubsub.create_subscription(temp, contract.RESULT_TOPIC, ack_deadline_s=60)
         try:
@@ -48,6 +53,12 @@ def probe_round_trip(pubsub: PubSubAdmin, timeout_s: float = contract.PROBE_TIME
         return f"{probe['job_id']} {result.status.value} in {elapsed:.1f}s (attempt {result.attempt})"
 
     return Check("probe.round-trip", run)
+
+
+def probe_message() -> dict[str, str]:
+    """The contract's probe message with a job id unique to this run."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return {**contract.PROBE_MESSAGE, "job_id": f"{contract.PROBE_MESSAGE['job_id']}-{stamp}-{uuid.uuid4().hex[:6]}"}
 
 
 def _await_result(pubsub: PubSubAdmin, subscription: str, job_id: str, deadline: float) -> JobResult | None:
