@@ -30,17 +30,17 @@ class RecordingCustomObjects:
         self.groups = {g["metadata"]["name"]: g for g in groups}
         self.calls: list[tuple[str, tuple]] = []
 
-    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=""):  # noqa: ANN001
+    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=""):
         self.calls.append(("list", (group, version, namespace, plural, label_selector)))
         return {"items": [copy.deepcopy(g) for g in self.groups.values()]}
 
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
         self.calls.append(("get", (namespace, plural, name)))
         if name not in self.groups:
             raise ApiException(status=404, reason="Not Found")
         return copy.deepcopy(self.groups[name])
 
-    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):  # noqa: ANN001
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):
         self.calls.append(("patch", (namespace, plural, name, copy.deepcopy(body))))
         target = self.groups[name]
         target["spec"]["worker"]["replicas"] = body["spec"]["worker"]["replicas"]

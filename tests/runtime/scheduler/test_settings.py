@@ -1,0 +1,37 @@
+"""Settings from the environment: defaults, parsing, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.scheduler.settings import LeaderMode, PoolsBackend, Settings, SettingsError
+
+
+def test_defaults_are_the_local_platform() -> None:
+    settings = Settings.from_env({})
+    assert (settings.project, settings.port, settings.host) == ("gpurt-local", 8080, "127.0.0.1")
+    assert settings.pools is PoolsBackend.LOCAL and settings.leader is LeaderMode.ALWAYS
+    assert settings.control_token is None
+    assert settings.result_store_url() == (Path.cwd() / ".gpurt/results").as_uri()
+
+
+def test_values_are_parsed_and_empty_means_unset() -> None:
+    settings = Settings.from_env({"GPURT_VERTEX_TYPES": "portfolio_var, asian_option", "GPURT_MAX_IN_FLIGHT": "4",
+                                  "GPURT_POOLS": "kubernetes", "GPURT_DASK_SCHEDULER": "", "GPURT_PORT": "9000",
+                                  "GPURT_RESULT_STORE": "gs://bucket/results", "GPURT_LOG_LEVEL": "debug"})
+    assert settings.vertex_types == {"portfolio_var", "asian_option"}
+    assert settings.max_in_flight == 4 and settings.port == 9000 and settings.log_level == "DEBUG"
+    assert settings.result_store_url() == "gs://bucket/results"
+
+
+def test_bad_values_name_the_variable() -> None:
+    with pytest.raises(SettingsError, match=r"GPURT_VERTEX_TYPES: .*unknown job types"):
+        Settings.from_env({"GPURT_VERTEX_TYPES": "quantum"})
+    with pytest.raises(SettingsError, match="GPURT_POOLS"):
+        Settings.from_env({"GPURT_POOLS": "cloud"})
+
+
+def test_the_token_is_not_shown_in_repr() -> None:
+    assert "s3cret" not in repr(Settings.from_env({"GPURT_CONTROL_TOKEN": "s3cret"}))
