@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from runtime.emulator.server import EmulatorHandle, start_emulator
-    from runtime.emulator.state import EmulatorStats, SubscriptionStats
+    from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 
 __all__ = ["EmulatorHandle", "EmulatorStats", "SubscriptionStats", "start_emulator"]
 
 _HOMES = {
     "EmulatorHandle": "runtime.emulator.server",
     "start_emulator": "runtime.emulator.server",
-    "EmulatorStats": "runtime.emulator.state",
-    "SubscriptionStats": "runtime.emulator.state",
+    "EmulatorStats": "runtime.emulator.stats",
+    "SubscriptionStats": "runtime.emulator.stats",
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from runtime.emulator.state import EmulatorStats
+from runtime.emulator.stats import EmulatorStats
 
 STATS_PATH = "/stats"
 

@@ -12,7 +12,8 @@ import grpc
 from runtime.emulator.admin import AdminServer
 from runtime.emulator.clock import Clock
 from runtime.emulator.publisher import PublisherService
-from runtime.emulator.state import Broker, EmulatorStats
+from runtime.emulator.state import Broker
+from runtime.emulator.stats import EmulatorStats
 from runtime.emulator.subscriber import SubscriberService
 
 log = logging.getLogger(__name__)

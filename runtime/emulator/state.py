@@ -12,55 +12,23 @@ import itertools
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC
+from dataclasses import dataclass
 
 from google.protobuf import field_mask_pb2
 
 from runtime.emulator import names, policy, proto
 from runtime.emulator.clock import Clock
+from runtime.emulator.deadletter import dead_letter_message
 from runtime.emulator.delivery import DeadLetter, LeaseOwner, QueueStats, SubscriptionQueue
 from runtime.emulator.errors import already_exists, invalid_argument, not_found, shutting_down
+from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 from runtime.emulator.sweeper import Sweeper
 
 log = logging.getLogger(__name__)
 
-# Attributes the service adds to a dead-lettered message (documented by Pub/Sub).
-DLQ_ATTR_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
-DLQ_ATTR_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
-DLQ_ATTR_SUBSCRIPTION_PROJECT = "CloudPubSubDeadLetterSourceSubscriptionProject"
-DLQ_ATTR_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
-
 # Pub/Sub limits: at most 1000 messages per publish and per pull response.
 MAX_MESSAGES_PER_CALL = 1000
 DEFAULT_PAGE_SIZE = 100
-
-
-@dataclass(frozen=True)
-class SubscriptionStats:
-    """Emulator-only view of one subscription (see runtime.emulator.admin)."""
-
-    name: str
-    topic: str
-    undelivered: int
-    outstanding: int
-    dead_lettered: int
-    acked_retained: int
-
-
-@dataclass(frozen=True)
-class EmulatorStats:
-    """Emulator-only counters: per subscription, and published messages per topic."""
-
-    subscriptions: tuple[SubscriptionStats, ...]
-    published: dict[str, int] = field(default_factory=dict)
-
-    def subscription(self, subscription_id: str) -> SubscriptionStats:
-        """The stats of the subscription with this short id (or full name); KeyError if absent."""
-        for stats in self.subscriptions:
-            if subscription_id in (stats.name, stats.name.rsplit("/", 1)[-1]):
-                return stats
-        raise KeyError(subscription_id)
 
 
 @dataclass(eq=False)
@@ -319,23 +287,10 @@ class Broker:
                 log.warning("dead-letter topic is gone; message dropped",
                             extra={"topic": dead.topic, "message_id": dead.message.message_id})
                 continue
-            source = names.parse(dead.source, "subscriptions")
-            forwarded = proto.PubsubMessage(data=dead.message.data, attributes=dead.message.attributes,
-                                            ordering_key=dead.message.ordering_key)
-            forwarded.attributes[DLQ_ATTR_DELIVERY_COUNT] = str(dead.delivery_attempt)
-            forwarded.attributes[DLQ_ATTR_SUBSCRIPTION] = source.id
-            forwarded.attributes[DLQ_ATTR_SUBSCRIPTION_PROJECT] = source.project
-            forwarded.attributes[DLQ_ATTR_PUBLISH_TIME] = _service_time(dead.message.publish_time)
-            message_id = self._publish_locked(dead.topic, forwarded)
+            message_id = self._publish_locked(dead.topic, dead_letter_message(dead))
             log.info("message dead-lettered", extra={
                 "topic": dead.topic, "source_message_id": dead.message.message_id, "message_id": message_id,
                 "delivery_attempt": dead.delivery_attempt})
-
-
-def _service_time(timestamp: proto.Timestamp) -> str:
-    """A timestamp as the service writes it in dead-letter attributes: 2022-08-12T15:56:29.732+00:00."""
-    moment = timestamp.ToDatetime(tzinfo=UTC)
-    return moment.isoformat(timespec="milliseconds")
 
 
 def _check_message(message: proto.PubsubMessage) -> None:
