@@ -12,6 +12,8 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else None
 
 
-def fmt_ms(seconds: float | None) -> str:
-    """Seconds as milliseconds with three significant digits; ``n/a`` for none."""
-    return "n/a" if seconds is None else f"{seconds * 1e3:.3g} ms"
+def fmt_duration(seconds: float | None) -> str:
+    """A duration with three significant digits, in ms below a second; ``n/a`` for none."""
+    if seconds is None:
+        return "n/a"
+    return f"{seconds * 1e3:.3g} ms" if abs(seconds) < 1.0 else f"{seconds:.3g} s"

@@ -95,7 +95,7 @@ def run_backend_alone(jobs: int, workers: int) -> float:
 
     from kernels.jobs import run_job
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         client.gather(client.map(run_job, ["noop"] * workers, [{}] * workers, pure=False))  # warm the workers
         start = time.perf_counter()
