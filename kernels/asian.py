@@ -19,6 +19,7 @@ from numba.core.extending import register_jitable
 from kernels import estimators
 from kernels.closed_form import geometric_asian
 from kernels.context import KernelResult, RunContext
+from kernels.estimators import SUM_WIDTH
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import AsianOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, normals4
@@ -100,7 +101,7 @@ def _cuda_kernel() -> Any:
     @cuda.jit
     def kernel(out, first_block, n_paths, seed, steps, log_spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
                strike, call, discount, geometric_price):
-        shared = cuda.shared.array((estimators.SUM_WIDTH, THREADS), float64)
+        shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
         tid = cuda.threadIdx.x
         first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
         sums = asian_sums(first_group, per_thread, THREADS, n_paths, seed, steps,

@@ -20,6 +20,7 @@ from numba.core.extending import register_jitable
 from kernels import estimators
 from kernels.closed_form import black_scholes
 from kernels.context import KernelResult, RunContext
+from kernels.estimators import SUM_WIDTH
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import EuropeanOptionParams, OptionKind
 from kernels.philox import _MASK32, _SHIFT32, NORMALS_PER_DRAW, box_muller, normals4, philox4x32_10
@@ -116,7 +117,7 @@ def _cuda_kernel() -> Any:
     @cuda.jit(fastmath=True)
     def kernel(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, discount, spot,  # type: ignore[no-untyped-def]
                call, antithetic):
-        shared = cuda.shared.array((estimators.SUM_WIDTH, THREADS), float64)
+        shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
         tid = cuda.threadIdx.x
         first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
         sums = european_sums(first_group, per_thread, THREADS, n_samples, seed,
