@@ -22,13 +22,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180
 
 PROJECT = "sched-restart"
 START_TIMEOUT_S = 90.0
-LEASE_TIME_SCALE = 0.25
+LEASE_TIME_SCALE = 0.1
 
 
 @pytest.fixture
 def emulator() -> Iterator[EmulatorHandle]:
-    # Emulator-only knob: leases of the killed scheduler expire in a quarter of the protocol time.
-    handle = start_emulator("127.0.0.1", 0, time_scale=LEASE_TIME_SCALE)
+    # Emulator-only knob: the killed scheduler's lease (the client asks for 60 s) lapses in 6 s.
+    handle = start_emulator("127.0.0.1", 0, lease_time_scale=LEASE_TIME_SCALE)
     create_topology(handle.address, PROJECT)
     yield handle
     handle.stop()
