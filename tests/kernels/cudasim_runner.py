@@ -1,0 +1,32 @@
+"""Runs jobs on the CUDA simulator and prints their summaries as JSON (started by test_cudasim.py).
+
+``NUMBA_ENABLE_CUDASIM=1`` must be set before numba.cuda is first imported, hence a separate process.
+Input (argv[1]): a JSON list of ``[job_type, params, gpu_chunk_blocks_or_null]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import warnings
+
+
+def main() -> None:
+    """Run every job of argv[1] with device ``gpu`` (the simulator) and print the summaries."""
+    warnings.simplefilter("ignore")  # numba's simulator warns about object-mode fallbacks it makes itself
+    from kernels import asian, european, jobs, random_walk
+
+    summaries = []
+    for job, params, chunk in json.loads(sys.argv[1]):
+        if chunk is not None:
+            european.KERNEL = dataclasses.replace(european.KERNEL, gpu_chunk_blocks=chunk)
+            asian.GPU_CHUNK_PATH_STEPS = asian.PATHS_PER_BLOCK * params.get("steps", 1) * chunk
+            random_walk.GPU_CHUNK_PATH_STEPS = random_walk.PATHS_PER_BLOCK * params.get("steps", 1) * chunk
+        out = jobs.run_job(job, params, device="gpu")
+        summaries.append({"device": out.device, **out.summary})
+    print(json.dumps(summaries))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""``gpurt run`` and the kernel benchmarks through the real CLI app (typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from kernels import bench
+from runtime.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _invoke(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_run_prints_a_succeeded_result_for_an_example(tmp_path: Path) -> None:
+    job = tmp_path / "call.json"
+    example = json.loads((REPO / "examples" / "european_option.json").read_text())
+    job.write_text(json.dumps({**example, "params": {**example["params"], "paths": 200_000}}))
+    result = _invoke("run", str(job), "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["status"] == "succeeded" and body["job_id"] == example["job_id"]
+    assert body["metrics"]["device"] == "cpu"
+    assert abs(body["result"]["estimate"] - body["result"]["closed_form"]) < 4 * body["result"]["std_error"]
+
+
+def test_run_writes_artifacts_and_names_them(tmp_path: Path) -> None:
+    job = tmp_path / "var.json"
+    job.write_text(json.dumps({"type": "portfolio_var", "params": {"exposures": [1e6], "volatilities": [0.2],
+                                                                   "paths": 20_000}}))
+    result = _invoke("run", str(job), "--device", "cpu", "--artifacts", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["job_id"] == "var"  # taken from the file name when the file has none
+    quantiles = np.load(body["artifacts"]["loss_quantiles.npy"])
+    assert quantiles[990] == pytest.approx(body["result"]["var"], rel=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read"),
+        ("{not json", "not valid JSON"),
+        ('{"type": "teleport"}', "invalid job"),
+        ('{"type": "european_option", "params": {"paths": -5}}', "paths: Input should be greater"),
+    ],
+)
+def test_run_refuses_bad_files_without_a_traceback(tmp_path: Path, content: str | None, message: str) -> None:
+    job = tmp_path / "job.json"
+    if content is not None:
+        job.write_text(content)
+    result = _invoke("run", str(job))
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_run_refuses_an_unknown_device(tmp_path: Path) -> None:
+    job = tmp_path / "job.json"
+    job.write_text('{"type": "noop"}')
+    result = _invoke("run", str(job), "--device", "tpu")
+    assert result.exit_code == 2 and "--device" in result.output
+
+
+def test_run_reports_a_failed_job_as_json(tmp_path: Path) -> None:
+    job = tmp_path / "drill.json"
+    job.write_text('{"job_id": "d1", "type": "noop", "params": {"fail": "permanent"}}')
+    result = _invoke("run", str(job))
+    assert result.exit_code == 1
+    body = json.loads(result.stdout)
+    assert body["status"] == "failed" and "simulated" in body["error"]["message"]
+
+
+def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "REPEATS", 1)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--json", "--scale", "0.001")
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)["figures"]
+    assert [f["kernel"] for f in figures] == ["european_option", "asian_option", "random_walk", "portfolio_var"]
+    for f in figures:
+        assert f["kernel_rate"] > 0 and f["baseline_rate"] > 0
+        assert f["ratio"] == pytest.approx(f["kernel_rate"] / f["baseline_rate"])
+
+
+def test_bench_markdown_says_when_no_gpu_was_available() -> None:
+    figure = bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
+    text = bench.kernels_markdown([figure], "cpu", gpu_present=False)
+    assert "| european_option |" in text and "5.0x" in text
+    assert "No GPU was available" in text
+
+
+def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
+    small = bench.accuracy("cpu", paths=200_000)
+    assert small.relative_error < 1e-2
+    assert small.ci99_half_width_relative > bench.ACCURACY_TOLERANCE  # too few paths for the SLO
+    assert not small.passed
+    assert "FAIL" in bench.accuracy_markdown(small)

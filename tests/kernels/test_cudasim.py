@@ -1,0 +1,63 @@
+"""The CUDA kernels, interpreted by numba's simulator, against the CPU twins for the same seed.
+
+Tiny sizes only: the simulator runs about 1e4 paths/s. Per-path math is float32 on both sides (the
+simulator evaluates some of it in double), so summaries agree to float32 rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.jobs import run_job
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = [
+    ("european_option", {"paths": 801, "seed": 3}, None),
+    ("european_option", {"paths": 400, "seed": 3, "kind": "put", "antithetic": False}, None),
+    ("asian_option", {"paths": 4_100, "steps": 2, "seed": 3}, None),
+    ("asian_option", {"paths": 4_100, "steps": 2, "seed": 3}, 1),  # two launches of one block each
+    ("random_walk", {"paths": 300, "steps": 3, "seed": 3}, None),
+    ("random_walk", {"paths": 300, "steps": 3, "seed": 3}, 1),
+    ("portfolio_var", {"exposures": [1.0, 2.0], "volatilities": [0.2, 0.3], "correlation": [[1, 0.4], [0.4, 1]],
+                       "paths": 301, "revaluation": "full", "seed": 3}, None),
+]
+COMPARED = ("estimate", "std_error", "ci_low", "ci_high")
+
+
+@pytest.fixture(scope="module")
+def simulated() -> list[dict]:
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(CASES)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: list[dict]) -> None:
+    for (job, params, _), sim in zip(CASES, simulated, strict=True):
+        assert sim["device"] == "cudasim"
+        cpu = run_job(job, params, device="cpu").summary
+        for key in COMPARED:
+            assert sim[key] == pytest.approx(cpu[key], rel=2e-5, abs=1e-6), (job, key)
+        assert sim["paths"] == cpu["paths"]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_simulated_results_do_not_depend_on_the_launch_grid(simulated: list[dict]) -> None:
+    by_case = {json.dumps(case[:2]): [] for case in CASES}
+    for case, sim in zip(CASES, simulated, strict=True):
+        by_case[json.dumps(case[:2])].append(sim)
+    for runs in by_case.values():
+        for other in runs[1:]:
+            assert {k: other[k] for k in COMPARED} == {k: runs[0][k] for k in COMPARED}

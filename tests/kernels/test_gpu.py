@@ -1,0 +1,55 @@
+"""Real CUDA kernels (skipped without a GPU): equal to the CPU twins, and to the seed's random walk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.jobs import run_job
+
+pytestmark = pytest.mark.gpu
+
+CASES = [
+    ("european_option", {"paths": 3_000_001, "seed": 12}),
+    ("european_option", {"paths": 1_000_000, "seed": 12, "kind": "put", "antithetic": False}),
+    ("asian_option", {"paths": 100_003, "steps": 16, "seed": 12}),
+    ("random_walk", {"paths": 10_007, "steps": 100, "seed": 12}),
+    ("portfolio_var", {"exposures": [1e6, -2e6, 5e5], "volatilities": [0.2, 0.1, 0.4], "paths": 200_003,
+                       "revaluation": "full", "seed": 12}),
+]
+
+
+@pytest.mark.parametrize(("job", "params"), CASES)
+def test_gpu_kernel_equals_cpu_twin(job: str, params: dict) -> None:
+    gpu = run_job(job, params, device="gpu")
+    cpu = run_job(job, params, device="cpu")
+    assert gpu.device == "gpu"
+    for key in ("estimate", "std_error", "ci_low", "ci_high"):
+        assert gpu.summary[key] == pytest.approx(cpu.summary[key], rel=1e-5, abs=1e-7), key
+
+
+def test_random_walk_matches_the_seed_kernel() -> None:
+    from numba import cuda
+    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_normal_float32
+
+    @cuda.jit
+    def seed_kernel(rng_states, results, iterations):  # type: ignore[no-untyped-def]
+        idx = cuda.grid(1)
+        if idx < len(results):
+            total = 0.0
+            for _ in range(iterations):
+                total += xoroshiro128p_normal_float32(rng_states, idx)
+            results[idx] = total / iterations
+
+    n, steps = 20_000, 200
+    results = cuda.device_array(n, dtype=np.float32)
+    seed_kernel[(n + 255) // 256, 256](create_xoroshiro128p_states(n, seed=42), results, steps)
+    expected = results.copy_to_host().astype(np.float64).mean()
+    ours = run_job("random_walk", {"paths": n, "steps": steps, "seed": 42}, device="gpu").summary["estimate"]
+    assert ours == pytest.approx(expected, rel=1e-4, abs=1e-6)
+
+
+def test_device_memory_is_returned_after_a_job() -> None:
+    cupy = pytest.importorskip("cupy")
+    run_job("portfolio_var", CASES[-1][1], device="gpu")
+    assert cupy.get_default_memory_pool().total_bytes() == 0

@@ -1,0 +1,56 @@
+"""Bad parameters are refused with a reason, before any kernel runs."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from kernels.device import DeviceUnavailable, resolve_device
+from kernels.errors import TransientJobError
+from kernels.jobs import run_job
+from kernels.params import MAX_PATH_STEPS, MAX_VAR_PATHS, parse_params
+
+
+@pytest.mark.parametrize(
+    ("job", "params", "reason"),
+    [
+        ("european_option", {"paths": 0}, "paths"),
+        ("european_option", {"volatility": -0.1}, "volatility"),
+        ("european_option", {"kind": "straddle"}, "kind"),
+        ("european_option", {"strikes": 100}, "strikes"),
+        ("asian_option", {"steps": 0}, "steps"),
+        ("asian_option", {"paths": 2_000_000_000, "steps": MAX_PATH_STEPS // 1_000_000_000}, "exceeds the limit"),
+        ("random_walk", {"steps": 100_000}, "steps"),
+        ("portfolio_var", {"exposures": [1, 2], "volatilities": [0.1]}, "volatilities has 1"),
+        ("portfolio_var", {"exposures": [1, 2], "volatilities": [0.1, 0.2], "correlation": [[1, 0.9], [0.8, 1]]},
+         "symmetric"),
+        ("portfolio_var", {"exposures": [1, 1, 1], "volatilities": [0.1] * 3,
+                           "correlation": [[1, 0.9, -0.9], [0.9, 1, 0.9], [-0.9, 0.9, 1]]}, "positive definite"),
+        ("portfolio_var", {"exposures": [1], "volatilities": [0.1], "paths": MAX_VAR_PATHS + 1}, "at most"),
+        ("portfolio_var", {"exposures": [1], "volatilities": [0.1], "confidence": 1.0}, "confidence"),
+    ],
+)
+def test_invalid_params_are_rejected_with_the_reason(job: str, params: dict, reason: str) -> None:
+    with pytest.raises(ValidationError, match=reason):
+        parse_params(job, params)
+    with pytest.raises(ValueError, match=reason):
+        run_job(job, params, device="cpu")
+
+
+def test_device_names_are_checked() -> None:
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="device must be one of"):
+        resolve_device("tpu")
+
+
+def test_auto_falls_back_to_cpu_and_gpu_without_one_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernels import device
+
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(DeviceUnavailable, match="no CUDA device") as caught:
+        resolve_device("gpu")
+    assert isinstance(caught.value, TransientJobError)
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    assert resolve_device("auto") == "gpu"
