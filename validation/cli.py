@@ -50,10 +50,11 @@ def validate(
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add this package's commands to the root app and the ``bench`` group."""
-    from validation.cli_ops import leader_app
+    from validation.cli_ops import drill_app, leader_app
     from validation.cli_rollback import rollback, state_app
 
     app.command("validate")(validate)
     app.command("rollback")(rollback)
     app.add_typer(state_app, name="state")
     app.add_typer(leader_app, name="leader")
+    app.add_typer(drill_app, name="drill")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
-from validation.cli_common import YesOption, console, handled
+from validation.cli_common import YesOption, console, err_console, handled
 
 if TYPE_CHECKING:
     from runtime.scheduler.leader import KubernetesLeaseStore
@@ -78,3 +80,67 @@ def release(
         typer.confirm("Release the leader lease?", abort=True)
     released = force_release(store, expected_holder=holder or (lease.holder if lease else None))
     console.print(f"lease released (version {released.version}); a standby takes it within its retry period")
+
+
+drill_app = typer.Typer(help="Operator drills on the local platform (seed 002's drill checklist).",
+                        no_args_is_help=True)
+DrillTimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds each wait of a drill may "
+                                                   "take (the DLQ drill waits out 10 backoffs).")]
+LocalDirOption = Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")]
+DEFAULT_DRILL_TIMEOUT_S = 600.0  # the DLQ drill's redelivery backoffs add up to minutes at full time scale
+
+
+def _run_drills(names: list[str], timeout_s: float, local_dir: Path | None, as_json: bool) -> None:
+    from runtime.local.platform import LocalPlatform
+    from validation.drills.base import DrillContext
+    from validation.drills.runner import run_drill
+
+    platform = LocalPlatform(local_dir)
+    platform.running_state()  # fails with "start it with gpurt local up" when it is not running
+    results = []
+    with err_console.status("drilling…") as status:
+        ctx = DrillContext(platform, timeout_s, on_step=lambda message: status.update(message))
+        for name in names:
+            status.update(f"drill {name}…")
+            result = run_drill(name, ctx)
+            results.append(result)
+            if not as_json:
+                mark = "[green]PASS[/]" if result.passed else "[bold red]FAIL[/]"
+                console.print(f"{mark} {name} ({result.duration_s:.1f}s)")
+                for line in result.evidence:
+                    console.print(f"   • {line}")
+                if result.failure:
+                    console.print(f"   [red]✗ {result.failure}[/]")
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in results], indent=2))
+    if not all(r.passed for r in results):
+        raise typer.Exit(1)
+
+
+# Names and one-line help of the drills (validation.drills.runner.DRILLS runs them; a test keeps both in step).
+DRILL_HELP: Final = {
+    "drain-upgrade": "Drain, restart the scheduler, resume: no job lost or run twice, no redelivery.",
+    "evict-pool": "Force-evict a pool while it runs jobs, restore it: every job still finishes once.",
+    "dlq": "Poison job: 5 deliveries, dead-lettered, replayed, dead-lettered again; cleans up after itself.",
+    "leader": "Leader crash takeover and stuck-lock forced release, at the scheduler's LeaseStore seam.",
+}
+
+
+def _register_drill(name: str, help_text: str) -> None:
+    def command(timeout: DrillTimeoutOption = DEFAULT_DRILL_TIMEOUT_S, local_dir: LocalDirOption = None,
+                as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False) -> None:
+        _run_drills([name], timeout, local_dir, as_json)
+
+    drill_app.command(name, help=help_text)(handled(command))
+
+
+for _name, _help in DRILL_HELP.items():
+    _register_drill(_name, _help)
+
+
+@drill_app.command("all")
+@handled
+def drill_all(timeout: DrillTimeoutOption = DEFAULT_DRILL_TIMEOUT_S, local_dir: LocalDirOption = None,
+              as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False) -> None:
+    """Run every drill in turn; exit 1 if any fails."""
+    _run_drills(list(DRILL_HELP), timeout, local_dir, as_json)
