@@ -15,6 +15,7 @@ from typing import Final
 
 from components import contract
 from kernels.errors import JobCancelled, PermanentJobError
+from kernels.params import JobType
 from runtime.protocol import (
     JOB_ID_PATTERN,
     ErrorKind,
@@ -37,6 +38,7 @@ from runtime.store import ResultStore
 # handed back to Pub/Sub; a job's own timeout bounds the wait in practice.
 DUPLICATE_WAIT_MARGIN_S: Final = 30.0
 _JOB_ID: Final = re.compile(JOB_ID_PATTERN)
+_KNOWN_TYPES: Final = frozenset(t.value for t in JobType)
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +74,13 @@ class Processor:
     def _reject(self, delivery: Delivery, exc: InvalidRequest) -> Decision:
         # Not stored: a rejected message is no job, and its id may be fixed and sent again.
         job_id = _usable_job_id(exc.job_id or delivery.attributes.get("job_id"), delivery.message_id)
+        # Label by a known type only: an attribute from the wire must not create new metric series.
         job_type = delivery.attributes.get("type")
+        job_type = job_type if job_type in _KNOWN_TYPES else "unknown"
         result = JobResult(job_id=job_id, status=JobStatus.REJECTED, attempt=delivery.delivery_attempt,
                            error=JobError(kind=ErrorKind.INVALID, message=str(exc)))
         self._sink.publish_result(result)
-        self._metrics.jobs.labels(job_type or "unknown", JobStatus.REJECTED.value).inc()
+        self._metrics.jobs.labels(job_type, JobStatus.REJECTED.value).inc()
         log.warning("rejected an invalid request: %s", exc, extra={"job_id": job_id})
         return Decision(Settle.ACK, job_id, result, reason="invalid request")
 

@@ -57,7 +57,9 @@ class DaskBackend:
             future.cancel()
             raise TransientJobError(f"timed out after {request.timeout_s:g} s") from None
         except CancelledError:
-            raise JobCancelled("cancelled before it started") from None
+            # Cancel requests go through the Event, never future.cancel(): a cancelled future means the
+            # client lost the Dask scheduler (restart, network), which another delivery can survive.
+            raise TransientJobError("the Dask scheduler dropped the task (connection lost)") from None
         except KilledWorker as exc:
             raise TransientJobError(f"Dask workers kept dying while running it: {exc}") from None
         except (JobCancelled, PermanentJobError, TransientJobError):

@@ -1,4 +1,4 @@
-"""One emulator and one running scheduler (LocalCluster, 2 workers, HTTP on a free loopback port) per module."""
+"""One emulator and one running scheduler (LocalCluster, 2 workers, HTTP on a free loopback port) per session."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ class Platform:
     token: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def emulator() -> Iterator[EmulatorHandle]:
     handle = start_emulator("127.0.0.1", 0, admin_port=0)
     yield handle
     handle.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def platform(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     import uvicorn
 

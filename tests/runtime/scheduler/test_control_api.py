@@ -1,0 +1,58 @@
+"""Pools, metrics and status through the real HTTP API of the running service."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from components import contract
+from components.contract import METRICS
+from runtime.scheduler.service import LOCAL_POOL
+from tests.runtime.scheduler.conftest import Platform
+from tests.runtime.scheduler.platform import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def _samples(platform: Platform) -> dict[tuple[str, tuple], float]:
+    text = platform.api.anonymous.get(contract.METRICS_PATH).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_count_jobs_and_show_leadership_and_pools(platform: Platform) -> None:
+    platform.requests.job("metrics-1")
+    platform.results.wait("metrics-1")
+    samples = _samples(platform)
+    assert samples[(METRICS.jobs_total, (("status", "succeeded"), ("type", "noop")))] >= 1
+    assert samples[(METRICS.maintenance_mode, ())] == 0
+    wait_for(lambda: _samples(platform).get((METRICS.leader, ())) == 1, 30, "the leader gauge")
+    wait_for(lambda: _samples(platform).get((METRICS.pool_workers, (("pool", LOCAL_POOL),))) == 2, 30,
+             "the pool gauge")
+    assert all(name.startswith(contract.METRICS_PREFIX) for name, _ in samples)
+
+
+def test_status_and_leader(platform: Platform) -> None:
+    status = platform.api.anonymous.get("/status").json()
+    assert status["mode"] == "normal" and status["consuming"] and status["slots"] == 2
+    leader = platform.api.anonymous.get("/status/leader").json()
+    assert leader["is_leader"] is True and leader["holder"] == leader["identity"]
+    assert platform.api.anonymous.get("/jobs/never-submitted").status_code == 404
+
+
+def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
+    assert platform.api.anonymous.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 3}).status_code == 401
+    try:
+        scaled = platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 3}).json()
+        assert scaled == {"id": LOCAL_POOL, "desired": 3, "workers": 3, "gpus_per_worker": 0, "status": "running"}
+        stopped = platform.api.http.post("/pools/stop-all").json()
+        assert stopped[0]["status"] == "stopped"
+        evictions = (METRICS.pool_evictions_total, (("pool", LOCAL_POOL),))
+        assert _samples(platform)[evictions] == 1
+        assert platform.api.http.post("/pools/gpu-a100/stop").status_code == 404
+        assert platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": -1}).status_code == 422
+    finally:
+        restored = platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 2})
+    assert restored.json()["workers"] == 2
+    platform.requests.job("after-pools")
+    assert platform.results.wait("after-pools").status.value == "succeeded"

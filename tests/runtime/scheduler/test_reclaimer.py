@@ -1,0 +1,41 @@
+"""The DLQ reclaimer on the emulator: result-less dead letters get `failed`, and stay in the DLQ."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import contract
+from runtime.protocol import ErrorKind, JobResult, JobStatus
+from runtime.pubsub.admin import topic_path
+from runtime.pubsub.clients import publisher_client, subscriber_client
+from runtime.pubsub.publisher import TopicPublisher
+from runtime.scheduler.reclaimer import DlqReclaimer
+from runtime.scheduler.singletons import SINGLETON_PERIOD_S
+from tests.runtime.scheduler.conftest import Platform
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -> None:
+    publisher = publisher_client(platform.emulator.address)
+    subscriber = subscriber_client(platform.emulator.address)
+    store = platform.service.store
+    store.put(JobResult(job_id="dlq-done", status=JobStatus.FAILED, attempt=5))
+    dlq = topic_path(platform.project, contract.REQUEST_DLQ_TOPIC)
+    for job_id in ("dlq-orphan", "dlq-done"):
+        publisher.publish(dlq, json.dumps({"job_id": job_id, "type": "noop"}).encode(), job_id=job_id).result(10)
+    try:
+        # The service's leader loop runs the reclaimer every SINGLETON_PERIOD_S.
+        result = platform.results.wait("dlq-orphan", timeout_s=SINGLETON_PERIOD_S + 20)
+        assert result.status is JobStatus.FAILED and result.error.kind is ErrorKind.TRANSIENT
+        assert store.get("dlq-orphan") == result
+        reclaimer = DlqReclaimer(subscriber, platform.project, store, TopicPublisher(publisher, platform.project))
+        assert reclaimer.run() == []  # idempotent: both now have results
+        assert platform.results.of("dlq-done") == []
+        stats = platform.emulator.stats().subscription(contract.REQUEST_DLQ_SUBSCRIPTION)
+        assert stats.undelivered + stats.outstanding >= 2  # released, not acked: replay still has them
+    finally:
+        publisher.stop()
+        subscriber.close()
