@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from components.contract import REQUEST_SUBSCRIPTION
+from runtime.bench.measure import percentile
 from runtime.client.pubsub import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
 from runtime.local.status import subscription_stats
@@ -36,6 +37,8 @@ class SoakSummary:
     retries: int
     dlq_count: int
     duration_s: float
+    latency_p50_s: float | None
+    latency_p95_s: float | None
 
 
 def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: Path, sleep_s: float = 0.0,
@@ -47,6 +50,7 @@ def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: P
     lock = threading.Lock()
     retries = 0
     completed = 0
+    latencies: list[float] = []
     dlq_count = 0
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     clients = platform.pubsub()
@@ -62,6 +66,7 @@ def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: P
                 retries += result.attempt - 1
                 completed += 1
                 sent = published.get(result.job_id, now)
+                latencies.append(now - sent)
                 writer.writerow((f"{now - start:.3f}", result.job_id, result.status.value, f"{now - sent:.4f}",
                                  _opt(result.metrics.queue_wait_s), result.attempt, retries, dlq_count))
 
@@ -92,7 +97,8 @@ def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: P
         finally:
             clients.close()
     return SoakSummary(published=len(published), completed=completed, retries=retries, dlq_count=dlq_count,
-                       duration_s=time.perf_counter() - start)
+                       duration_s=time.perf_counter() - start, latency_p50_s=percentile(latencies, 50),
+                       latency_p95_s=percentile(latencies, 95))
 
 
 def _opt(value: float | None) -> str:

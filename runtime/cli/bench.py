@@ -82,6 +82,7 @@ def _throughput(platform: LocalPlatform, jobs: int, write: bool) -> None:
 
 
 def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, write: bool) -> None:
+    from runtime.bench.measure import fmt_duration as fmt
     from runtime.bench.soak import soak
 
     with _progress() as progress:
@@ -91,18 +92,21 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
                                                                       description=f"soak: {sent} sent"))
     rows = [("duration", f"{summary.duration_s:.0f} s"), ("published", str(summary.published)),
             ("completed", str(summary.completed)), ("retries", str(summary.retries)),
+            ("latency p50 / p95", f"{fmt(summary.latency_p50_s)} / {fmt(summary.latency_p95_s)}"),
             ("dead-lettered", str(summary.dlq_count)), ("CSV", str(csv_path))]
     for name, value in rows:
         console.print(f"{name}: {value}")
     if write:
-        _write_section(f"Soak: noop jobs at {rate:g}/s for {seconds:g} s.", rows, section="runtime-soak")
+        _write_section(f"Soak: noop jobs at {rate:g}/s for {seconds:g} s.", rows, section="runtime-soak",
+                       heading="Runtime: soak")
 
 
-def _write_section(what: str, rows: list[tuple[str, str]], section: str = "runtime") -> None:
+def _write_section(what: str, rows: list[tuple[str, str]], section: str = "runtime",
+                   heading: str = "Runtime: end-to-end throughput and scheduler overhead") -> None:
     from kernels.benchmarks_md import write_section
 
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"## Runtime ({section})", "",
+    lines = [f"## {heading}", "",
              f"Device: CPU only, {os.cpu_count()} cores shared with other work; {date}. {what}", "",
              "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
     write_section(section, "\n".join(lines))
