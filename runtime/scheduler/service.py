@@ -244,8 +244,11 @@ class Service:
         if self._cluster is None:
             raise RuntimeError("GPURT_POOLS=local needs the in-process cluster: leave GPURT_DASK_SCHEDULER empty")
         from runtime.scheduler.pools.local import LocalPools
+        from runtime.scheduler.settings import DEFAULT_LOCAL_WORKERS, detect_gpus
 
-        return LocalPools(self._cluster, {LOCAL_POOL: self.settings.local_workers}, on_evict=self.count_eviction)
+        gpus = self.settings.local_gpus if self.settings.local_gpus is not None else detect_gpus()
+        workers = self.settings.local_workers or gpus or DEFAULT_LOCAL_WORKERS
+        return LocalPools(self._cluster, {LOCAL_POOL: workers}, gpus=gpus, on_evict=self.count_eviction)
 
     def _build_elector(self) -> Elector:
         from runtime.scheduler.leader import AlwaysLeader, KubernetesLeaseStore, LeaderElector

@@ -7,6 +7,8 @@ interface, so they are spelled out here rather than derived.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -62,7 +64,10 @@ class Settings(BaseModel):
     project: str = Field(DEFAULT_PROJECT, validation_alias="GPURT_PROJECT", min_length=1)
     dask_scheduler: str = Field("", validation_alias="GPURT_DASK_SCHEDULER",
                                 description="Dask scheduler address; empty starts an in-process LocalCluster.")
-    local_workers: int = Field(DEFAULT_LOCAL_WORKERS, validation_alias="GPURT_LOCAL_WORKERS", ge=1, le=256)
+    local_workers: int | None = Field(None, validation_alias="GPURT_LOCAL_WORKERS", ge=1, le=256,
+                                      description="Workers of the local pool; default one per GPU, else 2.")
+    local_gpus: int | None = Field(None, validation_alias="GPURT_LOCAL_GPUS", ge=0, le=64,
+                                   description="GPUs the local workers share; default: what nvidia-smi lists.")
     result_store: str = Field("", validation_alias="GPURT_RESULT_STORE",
                               description="fsspec URL of the result store; empty means .gpurt/results here.")
     control_token: str | None = Field(None, validation_alias=contract.CONTROL_TOKEN_ENV, repr=False)
@@ -145,3 +150,15 @@ def _env_names() -> frozenset[str]:
 
 
 _ENV_NAMES: Final = _env_names()
+
+
+def detect_gpus() -> int:
+    """GPUs ``nvidia-smi -L`` lists (0 without the tool). The scheduler itself never opens a CUDA context."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return 0
+    try:
+        listing = subprocess.run([tool, "-L"], capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))

@@ -4,6 +4,9 @@ A worker spec named ``<pool>-<n>`` belongs to ``<pool>``. Scaling edits the clus
 and lets the cluster correct its state (start or retire Nanny processes) - the same path
 ``SpecCluster.scale`` takes, but per pool. Retired workers hand their tasks back to the Dask
 scheduler, which runs them elsewhere.
+
+On a machine with GPUs each worker gets one (``CUDA_VISIBLE_DEVICES``, round robin) and advertises the
+Dask resource ``GPU: 1`` - what dask-cuda's LocalCUDACluster does, without needing dask-cuda.
 """
 
 from __future__ import annotations
@@ -13,16 +16,28 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from components import contract
 from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
+
+
+def worker_spec(template: dict[str, Any], index: int, gpus: int) -> dict[str, Any]:
+    """The spec of the ``index``-th worker of a pool: ``template``, pinned to one GPU when there are any."""
+    spec = copy.deepcopy(template)
+    if gpus > 0:
+        options = spec.setdefault("options", {})
+        options["resources"] = {**options.get("resources", {}), contract.DASK_GPU_RESOURCE: 1}
+        options["env"] = {**options.get("env", {}), "CUDA_VISIBLE_DEVICES": str(index % gpus)}
+    return spec
 
 
 class LocalPools:
     """Named worker groups of ``cluster`` (a ``distributed.SpecCluster``, e.g. a LocalCluster)."""
 
-    def __init__(self, cluster: Any, desired: dict[str, int],
+    def __init__(self, cluster: Any, desired: dict[str, int], gpus: int = 0,
                  on_evict: Callable[[str], None] = lambda pool: None) -> None:
         self._cluster = cluster
         self._template = copy.deepcopy(cluster.new_spec)
+        self._gpus = gpus
         self._desired = dict(desired)
         self._lock = threading.Lock()
         self._on_evict = on_evict
@@ -33,6 +48,11 @@ class LocalPools:
         running = self._running_by_pool()
         with self._lock:
             return [self._info(pool, running.get(pool, 0)) for pool in sorted(self._desired)]
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of this machine the workers share out."""
+        return self._gpus
 
     def scale(self, pool_id: str, workers: int) -> PoolInfo:
         """Set the desired size of ``pool_id`` and start or retire workers to match."""
@@ -68,7 +88,7 @@ class LocalPools:
                 while sum(1 for name in spec if _pool_of(name) == pool) < want:
                     name = f"{pool}-{index}"
                     if name not in spec:
-                        spec[name] = copy.deepcopy(self._template)
+                        spec[name] = worker_spec(self._template, index, self._gpus)
                     index += 1
         try:
             self._cluster.sync(self._cluster._correct_state)
@@ -89,7 +109,8 @@ class LocalPools:
 
     def _info(self, pool: str, running: int) -> PoolInfo:
         desired = self._desired.get(pool, 0)
-        return PoolInfo(id=pool, desired=desired, workers=running, status=pool_status(desired, running))
+        return PoolInfo(id=pool, desired=desired, workers=running, gpus_per_worker=1 if self._gpus else 0,
+                        status=pool_status(desired, running))
 
 
 def _pool_of(worker_name: str) -> str:

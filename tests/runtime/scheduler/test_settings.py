@@ -13,6 +13,7 @@ def test_defaults_are_the_local_platform() -> None:
     settings = Settings.from_env({})
     assert (settings.project, settings.port, settings.host) == ("gpurt-local", 8080, "127.0.0.1")
     assert settings.pools is PoolsBackend.LOCAL and settings.leader is LeaderMode.ALWAYS
+    assert settings.local_workers is None  # one per GPU, else DEFAULT_LOCAL_WORKERS
     assert settings.control_token is None
     assert settings.result_store_url() == (Path.cwd() / ".gpurt/results").as_uri()
 
@@ -35,3 +36,8 @@ def test_bad_values_name_the_variable() -> None:
 
 def test_the_token_is_not_shown_in_repr() -> None:
     assert "s3cret" not in repr(Settings.from_env({"GPURT_CONTROL_TOKEN": "s3cret"}))
+
+
+def test_local_workers_and_gpus_default_to_detection() -> None:
+    settings = Settings.from_env({"GPURT_LOCAL_GPUS": "2"})
+    assert settings.local_workers is None and settings.local_gpus == 2
