@@ -30,7 +30,7 @@ def _commands(text: str) -> list[str]:
 
 
 def _all_commands() -> list[tuple[str, str]]:
-    pages = sorted(RUNBOOKS.glob("*.md")) + [DOCS / "validation.md", DOCS / "rollback.md"]
+    pages = [*sorted(RUNBOOKS.glob("*.md")), DOCS / "validation.md", DOCS / "rollback.md"]
     return [(page.name, command) for page in pages if page.exists() for command in _commands(page.read_text())]
 
 
