@@ -106,7 +106,8 @@ def run_backend_alone(jobs: int, workers: int) -> float:
 
 def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], None] | None = None) -> RuntimeFigures:
     """Run both phases and return the figures."""
-    workers = platform.running_state().workers
+    with platform.api() as api:
+        workers = sum(pool.workers for pool in api.pools())  # what the scheduler actually runs
     e2e = run_end_to_end(platform, jobs, on_progress)
     direct = run_backend_alone(jobs, workers)
     return RuntimeFigures(

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 @friendly_errors
 def bench_runtime(
     jobs: Annotated[int, typer.Option(min=1, max=100_000, help="noop jobs in the throughput batch.")] = 200,
-    workers: Annotated[int, typer.Option(min=1, help="Dask workers of the benchmark's platform.")] = 2,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Dask workers of the benchmark's platform (default: one per GPU, else 2).")] = None,
     soak_s: Annotated[float | None, typer.Option("--soak", min=1, help="Soak for this many seconds instead.")] = None,
     rate: Annotated[float, typer.Option(min=0.01, help="Soak: jobs published per second.")] = 5.0,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Soak: CSV file of per-job rows.")] = None,

@@ -18,7 +18,8 @@ from runtime.cli.render import results_table
 def demo(
     quick: Annotated[bool, typer.Option("--quick", help="Small jobs (CI): the same flow in well under a minute "
                                         "of compute.")] = False,
-    workers: Annotated[int, typer.Option(min=1, help="Dask workers if the demo starts the platform.")] = 2,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Dask workers if the demo starts the platform (default: one per GPU, else 2).")] = None,
     reports: Annotated[Path, typer.Option(help="Folder that receives demo-<timestamp>/.")] = Path("reports"),
     validate: Annotated[bool, typer.Option(help="Run `gpurt validate --local` when available.")] = True,
     timeout: Annotated[float, typer.Option(min=10, help="Seconds to wait for all results.")] = 900.0,

@@ -19,7 +19,10 @@ local_app = typer.Typer(help="Run the whole platform on this machine: emulator, 
 @local_app.command("up")
 @friendly_errors
 def up(
-    workers: Annotated[int, typer.Option(min=1, help="Dask workers of the LocalCluster (the 'local' pool).")] = 2,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Dask workers of the 'local' pool (default: one per GPU, else 2).")] = None,
+    gpus: Annotated[int | None, typer.Option(
+        min=0, help="GPUs the local workers share (default: what nvidia-smi lists; 0 forces CPU).")] = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="Scheduler API port (0 = any free port).")] = 8080,
     emulator_port: Annotated[int, typer.Option(min=0, max=65535, help="Pub/Sub emulator port (0 = free).")] = 8085,
     time_scale: Annotated[float, typer.Option(
@@ -29,7 +32,7 @@ def up(
     """Start the emulator and the scheduler in the background and wait until they are ready."""
     from runtime.local import LocalConfig, LocalPlatform
 
-    platform = LocalPlatform(config=LocalConfig(workers=workers, port=port, emulator_port=emulator_port,
+    platform = LocalPlatform(config=LocalConfig(workers=workers, gpus=gpus, port=port, emulator_port=emulator_port,
                                                    emulator_time_scale=time_scale))
     with console.status("starting the local platform…") as spinner:
         outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
@@ -45,7 +48,7 @@ def up(
     table.add_row("Pub/Sub emulator", f"PUBSUB_EMULATOR_HOST={state.emulator_host}")
     table.add_row("project", state.project)
     table.add_row("result store", state.result_store)
-    table.add_row("Dask workers", str(state.workers))
+    table.add_row("Dask workers", "scheduler default" if state.workers is None else str(state.workers))
     table.add_row("logs", str(platform.directory / "logs"))
     table.add_row("control token", f"in {platform.directory / 'state.json'} (mode 0600)")
     console.print(table)

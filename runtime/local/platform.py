@@ -27,7 +27,6 @@ from runtime.local.status import PlatformStatus, collect_status
 EMULATOR: Final = "emulator"
 SCHEDULER: Final = "scheduler"
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
-DEFAULT_WORKERS: Final = 2  # this project's reference machine has two cores
 # Start-up budget: the scheduler imports Dask and starts a LocalCluster; on a loaded 2-core box that
 # can take most of a minute.
 READY_TIMEOUT_S: Final = 180.0
@@ -44,13 +43,14 @@ class LocalPlatformError(RuntimeError):
 class LocalConfig:
     """How to start the local platform. Port 0 picks a free port (tests, parallel runs)."""
 
-    workers: int = DEFAULT_WORKERS
+    workers: int | None = None  # None: the scheduler's default (one per GPU, else 2)
+    gpus: int | None = None  # GPUs the local workers share; None: the scheduler asks nvidia-smi
     port: int = SCHEDULER_PORT
     emulator_port: int = DEFAULT_EMULATOR_PORT
     host: str = "127.0.0.1"
     project: str = DEFAULT_PROJECT
     result_store: str | None = None  # fsspec URL; default: a folder beside the state file
-    # Emulator-only: multiplies ack deadlines, backoffs and retention, so a dead-letter drill (5 deliveries
+    # Emulator-only: multiplies retry backoffs and retention, so a dead-letter drill (5 deliveries
     # with 10 s+ backoff) takes seconds. 1.0 is real Pub/Sub timing.
     emulator_time_scale: float = 1.0
     scheduler_env: Mapping[str, str] = field(default_factory=dict)  # extra scheduler settings
@@ -130,7 +130,7 @@ class LocalPlatform:
 
     def _start(self, on_step: Step) -> UpResult:
         cfg = self.config
-        if cfg.workers < 1:
+        if cfg.workers is not None and cfg.workers < 1:
             raise LocalPlatformError("--workers must be at least 1")
         if cfg.emulator_time_scale <= 0:
             raise LocalPlatformError("the emulator time scale must be positive")
@@ -170,13 +170,15 @@ class LocalPlatform:
         finally:
             clients.close()
 
-        on_step(f"starting the gpu-scheduler with {cfg.workers} Dask worker(s) on port {port}")
+        on_step(f"starting the gpu-scheduler and its Dask workers on port {port}")
         scheduler_env = {
             **base_env,
             EMULATOR_ENV: emulator_host,
             "GPURT_PROJECT": cfg.project,
             "GPURT_DASK_SCHEDULER": "",  # empty: the scheduler hosts its own LocalCluster
-            "GPURT_LOCAL_WORKERS": str(cfg.workers),
+            # Empty means unset to the scheduler: it then sizes the pool (and picks LocalCUDACluster) itself.
+            "GPURT_LOCAL_WORKERS": "" if cfg.workers is None else str(cfg.workers),
+            "GPURT_LOCAL_GPUS": "" if cfg.gpus is None else str(cfg.gpus),
             "GPURT_RESULT_STORE": result_store,
             CONTROL_TOKEN_ENV: token,
             "GPURT_HOST": cfg.host,

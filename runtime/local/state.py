@@ -44,7 +44,7 @@ class LocalState(BaseModel):
     emulator_admin_url: str | None = None
     control_token: str = Field(repr=False)
     result_store: str
-    workers: int
+    workers: int | None = Field(None, description="Requested Dask workers; None: the scheduler's default.")
     processes: list[ProcessRecord]
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
