@@ -19,73 +19,94 @@ from numba.core.extending import register_jitable
 from kernels import estimators
 from kernels.closed_form import geometric_asian
 from kernels.context import KernelResult, RunContext
-from kernels.estimators import SUM_WIDTH
+from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import AsianOptionParams, OptionKind
-from kernels.philox import NORMALS_PER_DRAW, normals4
+from kernels.philox import _MASK32, _SHIFT32, NORMALS_PER_DRAW, box_muller, normals4, philox4x32_10
+from kernels.special import exp32
 
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 paths) per GPU thread; each path runs all its steps
 PATHS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 # Chunks are sized in path-steps so a long-dated, finely monitored option still yields often.
 CPU_CHUNK_PATH_STEPS: Final = 2**24
 GPU_CHUNK_PATH_STEPS: Final = 2**33
+_ZERO: Final = np.float32(0.0)
+_ZERO_WORD: Final = np.uint64(0)
 
 
 @register_jitable
-def _payoffs(sum_s, sum_log, steps, strike, call, discount, geometric_price):  # type: ignore[no-untyped-def]
+def _step(walk, sum_growth, sum_walk, z, drift_dt, vol_sqrt_dt):  # type: ignore[no-untyped-def]
+    """Advance one path by one date: ``walk`` is log(S/S0); running sums of S/S0 and of the walk."""
+    walk += drift_dt + vol_sqrt_dt * z
+    return walk, sum_growth + exp32(walk), sum_walk + walk
+
+
+@register_jitable
+def _payoffs(sum_growth, sum_walk, steps, spot, strike, call, discount, geometric_price):  # type: ignore[no-untyped-def]
     """Discounted arithmetic-average payoff and centred geometric-average control of one path."""
-    arithmetic = sum_s / steps
-    geometric = math.exp(sum_log / steps)
+    arithmetic = spot * sum_growth / steps
+    geometric = spot * exp32(sum_walk / steps)
     if call:
-        return discount * max(arithmetic - strike, 0.0), discount * max(geometric - strike, 0.0) - geometric_price
-    return discount * max(strike - arithmetic, 0.0), discount * max(strike - geometric, 0.0) - geometric_price
+        return discount * max(arithmetic - strike, _ZERO), discount * max(geometric - strike, _ZERO) - geometric_price
+    return discount * max(strike - arithmetic, _ZERO), discount * max(strike - geometric, _ZERO) - geometric_price
 
 
 @register_jitable
 def asian_sums(first_group, n_groups, stride, n_paths, seed, steps,  # type: ignore[no-untyped-def]
-               log_spot, drift_dt, vol_sqrt_dt, strike, call, discount, geometric_price):
-    """Sums (y, y^2, x, x^2, xy) over the paths of groups ``first_group + i * stride``, i < n_groups."""
-    sy = syy = sx = sxx = sxy = 0.0
+               spot, drift_dt, vol_sqrt_dt, strike, call, discount, geometric_price):
+    """Sums (y, y^2, x, x^2, xy) over the paths of groups ``first_group + i * stride``: the fused GPU path."""
+    sums = (0.0, 0.0, 0.0, 0.0, 0.0)
     for i in range(n_groups):
         group = first_group + i * stride
         first = group * NORMALS_PER_DRAW
         if first >= n_paths:
             break
-        l0 = l1 = l2 = l3 = log_spot
-        a0 = a1 = a2 = a3 = 0.0  # running sums of prices
-        g0 = g1 = g2 = g3 = 0.0  # running sums of log prices
+        w0 = w1 = w2 = w3 = e0 = e1 = e2 = e3 = s0 = s1 = s2 = s3 = _ZERO
         for step in range(steps):
             z0, z1, z2, z3 = normals4(group, step, seed)
-            l0 += drift_dt + vol_sqrt_dt * z0
-            l1 += drift_dt + vol_sqrt_dt * z1
-            l2 += drift_dt + vol_sqrt_dt * z2
-            l3 += drift_dt + vol_sqrt_dt * z3
-            a0 += math.exp(l0)
-            a1 += math.exp(l1)
-            a2 += math.exp(l2)
-            a3 += math.exp(l3)
-            g0 += l0
-            g1 += l1
-            g2 += l2
-            g3 += l3
-        sums_s = (a0, a1, a2, a3)
-        sums_log = (g0, g1, g2, g3)
+            w0, e0, s0 = _step(w0, e0, s0, z0, drift_dt, vol_sqrt_dt)
+            w1, e1, s1 = _step(w1, e1, s1, z1, drift_dt, vol_sqrt_dt)
+            w2, e2, s2 = _step(w2, e2, s2, z2, drift_dt, vol_sqrt_dt)
+            w3, e3, s3 = _step(w3, e3, s3, z3, drift_dt, vol_sqrt_dt)
+        growths = (e0, e1, e2, e3)
+        walks = (s0, s1, s2, s3)
         for lane in range(min(NORMALS_PER_DRAW, n_paths - first)):
-            y, x = _payoffs(sums_s[lane], sums_log[lane], steps, strike, call, discount, geometric_price)
-            sy += y
-            syy += y * y
-            sx += x
-            sxx += x * x
-            sxy += x * y
-    return sy, syy, sx, sxx, sxy
+            y, x = _payoffs(growths[lane], walks[lane], steps, spot, strike, call, discount, geometric_price)
+            sums = add_sample(sums, y, x)
+    return sums
 
 
-@njit(parallel=True, cache=True)
-def _cpu_blocks(out, first_block, n_paths, seed, steps, log_spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _cpu_blocks(out, first_block, n_paths, seed, steps, spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
                 strike, call, discount, geometric_price):
+    # The GPU path's functions, reorganised so the per-path work vectorises: for each date the
+    # generator fills a block of words (scalar integer work), then one straight loop moves every path
+    # of the block; the block's paths keep their state in small arrays instead of registers.
+    key0, key1 = np.uint64(seed) & _MASK32, np.uint64(seed) >> _SHIFT32
     for b in prange(out.shape[0]):
-        sums = asian_sums((first_block + b) * GROUPS_PER_BLOCK, GROUPS_PER_BLOCK, 1, n_paths, seed, steps,
-                          log_spot, drift_dt, vol_sqrt_dt, strike, call, discount, geometric_price)
+        first_path = (first_block + b) * PATHS_PER_BLOCK
+        valid = min(PATHS_PER_BLOCK, n_paths - first_path)
+        groups = (valid + NORMALS_PER_DRAW - 1) // NORMALS_PER_DRAW
+        words = np.empty(PATHS_PER_BLOCK, dtype=np.uint32)
+        walk = np.zeros(PATHS_PER_BLOCK, dtype=np.float32)
+        sum_growth = np.zeros(PATHS_PER_BLOCK, dtype=np.float32)
+        sum_walk = np.zeros(PATHS_PER_BLOCK, dtype=np.float32)
+        for step in range(steps):
+            for i in range(groups):
+                g = np.uint64(first_path // NORMALS_PER_DRAW + i)
+                w = philox4x32_10(g & _MASK32, g >> _SHIFT32, np.uint64(step), _ZERO_WORD, key0, key1)
+                for lane in range(NORMALS_PER_DRAW):
+                    words[i * NORMALS_PER_DRAW + lane] = np.uint32(w[lane])
+            for j in range(groups * NORMALS_PER_DRAW // 2):
+                za, zb = box_muller(words[2 * j], words[2 * j + 1])
+                walk[2 * j], sum_growth[2 * j], sum_walk[2 * j] = _step(
+                    walk[2 * j], sum_growth[2 * j], sum_walk[2 * j], za, drift_dt, vol_sqrt_dt)
+                walk[2 * j + 1], sum_growth[2 * j + 1], sum_walk[2 * j + 1] = _step(
+                    walk[2 * j + 1], sum_growth[2 * j + 1], sum_walk[2 * j + 1], zb, drift_dt, vol_sqrt_dt)
+        sums = (0.0, 0.0, 0.0, 0.0, 0.0)
+        for p in range(valid):
+            y, x = _payoffs(sum_growth[p], sum_walk[p], steps, spot, strike, call, discount, geometric_price)
+            sums = add_sample(sums, y, x)
         for k in range(len(sums)):
             out[b, k] = sums[k]
 
@@ -98,14 +119,14 @@ def _cuda_kernel() -> Any:
 
     per_thread = GROUPS_PER_BLOCK // THREADS
 
-    @cuda.jit
-    def kernel(out, first_block, n_paths, seed, steps, log_spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
+    @cuda.jit(fastmath=True)
+    def kernel(out, first_block, n_paths, seed, steps, spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
                strike, call, discount, geometric_price):
         shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
         tid = cuda.threadIdx.x
         first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
         sums = asian_sums(first_group, per_thread, THREADS, n_paths, seed, steps,
-                          log_spot, drift_dt, vol_sqrt_dt, strike, call, discount, geometric_price)
+                          spot, drift_dt, vol_sqrt_dt, strike, call, discount, geometric_price)
         for k in range(len(sums)):
             shared[k, tid] = sums[k]
         block_reduce_store(shared, out, cuda.blockIdx.x)
@@ -128,9 +149,10 @@ def kernel_args(p: AsianOptionParams, n_paths: int) -> tuple[Any, ...]:
     dt = p.maturity / p.steps
     call = p.kind is OptionKind.CALL
     geometric = geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps, call)
-    return (np.int64(n_paths), np.int64(p.seed), np.int64(p.steps), math.log(p.spot),
-            (p.rate - 0.5 * p.volatility**2) * dt, p.volatility * math.sqrt(dt), p.strike, call,
-            math.exp(-p.rate * p.maturity), geometric)
+    f32 = np.float32  # per-path math is single precision (log-prices relative to spot); sums are double
+    return (np.int64(n_paths), np.int64(p.seed), np.int64(p.steps), f32(p.spot),
+            f32((p.rate - 0.5 * p.volatility**2) * dt), f32(p.volatility * math.sqrt(dt)), f32(p.strike), call,
+            f32(math.exp(-p.rate * p.maturity)), f32(geometric))
 
 
 def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
@@ -141,5 +163,6 @@ def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
     sums = sum_blocks(kernel_for(p.steps), n_blocks, args, device, ctx)
     estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate)
     summary = {**estimate.as_dict(), "paths": n_paths, "steps": p.steps, "path_steps": n_paths * p.steps,
-               "geometric_closed_form": args[-1]}
+               "geometric_closed_form": geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps,
+                                                        p.kind is OptionKind.CALL)}
     return KernelResult(summary=summary, paths=n_paths)

@@ -14,6 +14,7 @@ from statistics import NormalDist
 from typing import Any, Final
 
 import numpy as np
+from numba.core.extending import register_jitable
 
 # Confidence of every reported interval: the accuracy SLO is stated at 99%.
 CONFIDENCE: Final = 0.99
@@ -36,6 +37,14 @@ class Estimate:
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe fields, ``None`` ones left out."""
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@register_jitable
+def add_sample(sums, y, x):  # type: ignore[no-untyped-def]
+    """``sums`` (y, y^2, x, x^2, xy) with one more sample, accumulated in float64 (kernel code)."""
+    y = np.float64(y)
+    x = np.float64(x)
+    return sums[0] + y, sums[1] + y * y, sums[2] + x, sums[3] + x * x, sums[4] + x * y
 
 
 def z_score(confidence: float) -> float:

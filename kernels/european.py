@@ -20,7 +20,7 @@ from numba.core.extending import register_jitable
 from kernels import estimators
 from kernels.closed_form import black_scholes
 from kernels.context import KernelResult, RunContext
-from kernels.estimators import SUM_WIDTH
+from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import EuropeanOptionParams, OptionKind
 from kernels.philox import _MASK32, _SHIFT32, NORMALS_PER_DRAW, box_muller, normals4, philox4x32_10
@@ -52,14 +52,6 @@ def _sample(z, forward, vol_sqrt_t, strike, discount, spot, call, antithetic):  
 
 
 @register_jitable
-def _add(sums, y, x):  # type: ignore[no-untyped-def]
-    """``sums`` (y, y^2, x, x^2, xy) with one more sample, accumulated in float64."""
-    y = np.float64(y)
-    x = np.float64(x)
-    return sums[0] + y, sums[1] + y * y, sums[2] + x, sums[3] + x * x, sums[4] + x * y
-
-
-@register_jitable
 def european_sums(first_group, n_groups, stride, n_samples, seed,  # type: ignore[no-untyped-def]
                   forward, vol_sqrt_t, strike, discount, spot, call, antithetic):
     """Sums over the samples of groups ``first_group + i * stride``, i < n_groups: the fused GPU path."""
@@ -72,7 +64,7 @@ def european_sums(first_group, n_groups, stride, n_samples, seed,  # type: ignor
         zs = normals4(group, 0, seed)
         for lane in range(min(NORMALS_PER_DRAW, n_samples - first)):
             y, x = _sample(zs[lane], forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
-            sums = _add(sums, y, x)
+            sums = add_sample(sums, y, x)
     return sums
 
 
@@ -112,7 +104,7 @@ def _cpu_blocks(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, 
         if valid % 2 == 1:
             za, _ = box_muller(words[valid - 1], words[valid])
             ya, xa = _sample(za, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
-            sums = _add(sums, ya, xa)
+            sums = add_sample(sums, ya, xa)
         for k in range(len(sums)):
             out[b, k] = sums[k]
 

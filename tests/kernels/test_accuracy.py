@@ -47,12 +47,14 @@ def test_control_variate_and_antithetics_shrink_the_standard_error() -> None:
 
 
 def test_asian_twin_with_one_date_matches_black_scholes() -> None:
-    z = bonferroni_z(2)
+    """With one date both averages are the terminal price: a European option."""
     exact = black_scholes(100, 95, 0.03, 0.25, 0.5)
-    for cv in (True, False):
-        s = run_job("asian_option", {"strike": 95, "rate": 0.03, "volatility": 0.25, "maturity": 0.5, "steps": 1,
-                                     "paths": 200_000, "seed": 8, "control_variate": cv}, device="cpu").summary
-        assert abs(s["estimate"] - exact) < z * s["std_error"]
+    base = {"strike": 95, "rate": 0.03, "volatility": 0.25, "maturity": 0.5, "steps": 1, "paths": 200_000, "seed": 8}
+    plain = run_job("asian_option", {**base, "control_variate": False}, device="cpu").summary
+    assert abs(plain["estimate"] - exact) < 3 * plain["std_error"]
+    # the control is then the payoff itself: exact up to the float32 rounding of the inputs
+    controlled = run_job("asian_option", base, device="cpu").summary
+    assert controlled["estimate"] == pytest.approx(exact, rel=1e-6)
 
 
 def test_asian_geometric_paths_match_their_closed_form() -> None:
