@@ -26,7 +26,7 @@ def demo(
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
     from runtime.local import LocalConfig, LocalPlatform
-    from runtime.local.demo import build_report, probe_result, run_validation, run_workload, validate_available
+    from runtime.local.demo import build_report, run_validation, run_workload, validate_available
     from runtime.local.workload import build_workload
     from runtime.report import write_report
 
@@ -38,8 +38,6 @@ def demo(
     owned = not started.already_running  # a platform the user started stays up after the demo
     try:
         console.print(f"local platform {'reused' if not owned else 'up'} at {started.state.api_url}")
-        # Validation first: its probe check publishes the contract's probe (a fixed job id that the
-        # scheduler answers once per result store), so the workload then leaves the probe out.
         passed, rows = True, None
         validating = validate and validate_available()
         if validating:
@@ -48,7 +46,8 @@ def demo(
             console.print(f"validation: {'[green]passed[/]' if passed else '[red]failed[/]'}")
         elif validate:
             console.print("[yellow]validation skipped: `gpurt validate` is not installed in this build[/]")
-        workload = build_workload(f"demo-{uuid.uuid4().hex[:6]}", quick, include_probe=not validating)
+        run_id = f"demo-{uuid.uuid4().hex[:6]}"
+        workload = build_workload(run_id, quick)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
             task = progress.add_task("running risk jobs", total=len(workload.requests))
@@ -57,9 +56,8 @@ def demo(
                 on_result=lambda r: progress.update(task, advance=1, description=f"{r.job_id}: {r.status}"),
                 on_tick=lambda: progress.refresh())
         shown = [results[r.job_id] for r in workload.requests if r.job_id in results]
-        probe = probe_result(platform) if validating else None
-        console.print(results_table(([probe] if probe else []) + shown, title="demo results"))
-        files = write_report(build_report(workload, results, f"GPU Runtime demo {stamp}", rows, probe),
+        console.print(results_table(shown, title=f"demo results (run {run_id})", strip=run_id))
+        files = write_report(build_report(workload, results, f"GPU Runtime demo {stamp}", rows),
                              reports / f"demo-{stamp}")
         console.print(f"report: {files.markdown} and {files.html} ({len(files.plots)} plot(s))")
     finally:

@@ -25,8 +25,14 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def results_table(results: Iterable[JobResult], title: str = "results") -> Table:
-    """A table with one row per result (the demo's batch)."""
+def _short(job_id: str, run_id: str) -> str:
+    if not run_id:
+        return job_id
+    return job_id.removeprefix(f"{run_id}-").removesuffix(f"-{run_id}")
+
+
+def results_table(results: Iterable[JobResult], title: str = "results", strip: str = "") -> Table:
+    """A table with one row per result (the demo's batch); ``strip`` (a run id) is left out of job ids."""
     table = Table(title=title)
     table.add_column("job", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -34,8 +40,8 @@ def results_table(results: Iterable[JobResult], title: str = "results") -> Table
     table.add_column("run s", justify="right")
     table.add_column("result", overflow="fold")
     for result in results:
-        table.add_row(result.job_id, _status(result), str(result.attempt), _seconds(result.metrics.run_s),
-                      headline(result))
+        table.add_row(_short(result.job_id, strip), _status(result), str(result.attempt),
+                      _seconds(result.metrics.run_s), headline(result))
     return table
 
 

@@ -35,7 +35,7 @@ def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
 
 
 def build_report(workload: Workload, results: dict[str, JobResult], title: str,
-                 validation: list[dict[str, str]] | None = None, probe: JobResult | None = None) -> ReportInput:
+                 validation: list[dict[str, str]] | None = None) -> ReportInput:
     """The report of one demo run: every result, the convergence series and the loss distribution."""
     from kernels.closed_form import black_scholes
 
@@ -61,21 +61,9 @@ def build_report(workload: Workload, results: dict[str, JobResult], title: str,
             notes.append(f"loss distribution not drawn: {exc}")
         if loss is None:
             notes.append("the portfolio VaR job stored no loss distribution artifact")
-    ordered = ([probe] if probe else []) + [results[r.job_id] for r in workload.requests if r.job_id in results]
+    ordered = [results[r.job_id] for r in workload.requests if r.job_id in results]
     return ReportInput(title=title, results=ordered, convergence=points, reference_price=reference, loss=loss,
                        notes=notes, validation=validation)
-
-
-def probe_result(platform: LocalPlatform) -> JobResult | None:
-    """The stored result of the contract's probe (after validation sent it), if the scheduler has one."""
-    from components.contract import PROBE_MESSAGE
-    from runtime.client.api import ApiError
-
-    try:
-        with platform.api() as api:
-            return api.get_job(str(PROBE_MESSAGE["job_id"])).result
-    except ApiError:
-        return None
 
 
 def _succeeded(result: JobResult | None) -> dict[str, Any] | None:

@@ -57,10 +57,13 @@ def correlation_matrix(n: int = ASSETS) -> list[list[float]]:
              for j in range(n)] for i in range(n)]
 
 
-def build_workload(run_id: str, quick: bool, include_probe: bool = True) -> Workload:
-    """The probe (unless validation already sent it) plus options, a VaR, a random walk and a convergence series."""
+def build_workload(run_id: str, quick: bool) -> Workload:
+    """The probe plus options, a portfolio VaR, a random walk and the convergence series."""
     sizes = QUICK if quick else FULL
-    jobs: list[dict[str, Any]] = [dict(PROBE_MESSAGE)] if include_probe else []
+    # The contract's probe body under a per-run id: a job id is answered once per result store, so a
+    # fixed id would go unanswered on a platform that already saw it (as `gpurt validate` does too).
+    probe_id = f"{PROBE_MESSAGE['job_id']}-{run_id}"
+    jobs: list[dict[str, Any]] = [{**PROBE_MESSAGE, "job_id": probe_id}]
     for strike in (80.0, 90.0, 100.0, 110.0, 120.0):
         jobs.append({"job_id": f"{run_id}-euro-call-{strike:.0f}", "type": "european_option",
                      "params": {**CONVERGENCE_OPTION, "strike": strike, "paths": sizes.option_paths}})
@@ -86,4 +89,4 @@ def build_workload(run_id: str, quick: bool, include_probe: bool = True) -> Work
                      "params": {**CONVERGENCE_OPTION, "paths": paths, "seed": 1000 + i,
                                 "antithetic": False, "control_variate": False}})
     requests = [JobRequest.model_validate(job) for job in jobs]
-    return Workload(requests, probe_id=str(PROBE_MESSAGE["job_id"]), var_id=var_id, convergence_ids=convergence)
+    return Workload(requests, probe_id=probe_id, var_id=var_id, convergence_ids=convergence)
