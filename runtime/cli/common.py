@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import warnings
 from collections.abc import Callable
-from typing import Annotated, Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, ParamSpec, TypeVar
 
 import typer
 from pydantic import BaseModel
 from rich.console import Console
 
 from runtime.client.api import ApiClient, ApiError
-from runtime.client.target import Target, resolve_target
+from runtime.client.target import PROJECT_ENV, Target, resolve_target
+
+if TYPE_CHECKING:
+    from runtime.client.pubsub import PubSubClients
 
 # google-api-core warns on every import that Python 3.11 support ends in 2027: noise for a CLI user.
 warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
@@ -41,6 +45,10 @@ class UserError(Exception):
     """Input the user must fix; printed without a traceback, exit code 2."""
 
 
+class NoPlatform(Exception):
+    """Nothing to talk to: no local platform and no cloud settings; exit code 1."""
+
+
 def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn the errors a user can act on into a one-line message and an exit code."""
     from runtime.local.platform import LocalPlatformError
@@ -53,7 +61,7 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
         except UserError as exc:
             err_console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(EXIT_USAGE) from None
-        except (ApiError, LocalPlatformError, StateError) as exc:
+        except (ApiError, LocalPlatformError, StateError, NoPlatform) as exc:
             err_console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(EXIT_FAILED) from None
         except KeyboardInterrupt:
@@ -61,9 +69,14 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(130) from None
         except Exception as exc:
             from google.api_core.exceptions import GoogleAPICallError
+            from google.auth.exceptions import GoogleAuthError
 
             if isinstance(exc, GoogleAPICallError):
                 err_console.print(f"[red]error:[/] Pub/Sub refused the call: {exc.message}")
+                raise typer.Exit(EXIT_FAILED) from None
+            if isinstance(exc, GoogleAuthError):
+                err_console.print(f"[red]error:[/] no usable Google credentials ({exc}); run "
+                                  "`gcloud auth application-default login`, or use `gpurt local up`")
                 raise typer.Exit(EXIT_FAILED) from None
             raise
 
@@ -73,6 +86,17 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
 def target(api_url: str | None) -> Target:
     """The platform this command talks to."""
     return resolve_target(api_url=api_url)
+
+
+def pubsub_clients(api_url: str | None) -> PubSubClients:
+    """Pub/Sub clients for the target platform; a clear error when none is configured."""
+    from runtime.client.pubsub import make_clients
+
+    resolved = target(api_url)
+    if resolved.emulator_host is None and not os.environ.get(PROJECT_ENV):
+        raise NoPlatform("no platform to talk to: start one with `gpurt local up`, or set GPURT_PROJECT "
+                         "(with Google credentials) for a cloud project, or PUBSUB_EMULATOR_HOST for an emulator")
+    return make_clients(resolved.project, resolved.emulator_host)
 
 
 def api_client(api_url: str | None) -> ApiClient:

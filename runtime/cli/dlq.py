@@ -15,7 +15,7 @@ from runtime.cli.common import (
     console,
     friendly_errors,
     print_json,
-    target,
+    pubsub_clients,
 )
 from runtime.dlq.tools import MAX_SCAN
 
@@ -28,11 +28,9 @@ dlq_app = typer.Typer(help="Dead-letter queue: list, inspect, replay (nothing is
 
 
 def _queue(api_url: str | None) -> tuple[DeadLetterQueue, PubSubClients]:
-    from runtime.client.pubsub import make_clients
     from runtime.dlq import DeadLetterQueue
 
-    resolved = target(api_url)
-    clients = make_clients(resolved.project, resolved.emulator_host)
+    clients = pubsub_clients(api_url)
     return DeadLetterQueue(clients), clients
 
 

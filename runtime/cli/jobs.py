@@ -23,7 +23,7 @@ from runtime.cli.common import (
     err_console,
     friendly_errors,
     print_json,
-    target,
+    pubsub_clients,
 )
 from runtime.cli.render import result_detail
 from runtime.client.api import ApiError
@@ -97,11 +97,10 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Publish a job to gpu-job-request. With --wait, exit 1 unless the job succeeds, 3 on timeout."""
-    from runtime.client.pubsub import ResultCollector, make_clients, publish_request
+    from runtime.client.pubsub import ResultCollector, publish_request
 
     request = build_request(job_file, job_type, param or [], job_id)
-    resolved = target(api_url)
-    clients = make_clients(resolved.project, resolved.emulator_host)
+    clients = pubsub_clients(api_url)
     try:
         if not wait:
             message_id = publish_request(clients, request)

@@ -55,7 +55,9 @@ def test_unreachable_scheduler_is_a_clear_error() -> None:
 def test_pools_and_jobs_are_typed() -> None:
     recorder = Recorder({
         ("GET", "/pools"): httpx.Response(200, json={"pools": [{"id": "local", "workers": 2, "desired": 2}]}),
-        ("GET", "/jobs/j1"): httpx.Response(200, json={"job_id": "j1", "status": "succeeded", "attempt": 1}),
+        ("GET", "/jobs/j1"): httpx.Response(200, json={
+            "job_id": "j1", "state": "succeeded", "attempt": 1,
+            "result": {"job_id": "j1", "status": "succeeded", "attempt": 1}}),
     })
     with client(recorder) as api:
         (pool,) = api.pools()

@@ -71,19 +71,6 @@ def test_a_failed_job_exits_non_zero(cli_env: dict[str, str]) -> None:
     assert "permanent" in result.output
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("submit", "--type", "nope"), "invalid job"),
-    (("submit", "--type", "noop", "-p", "sleep_s=-1"), "sleep_s"),
-    (("submit", "--type", "noop", "-p", "novalue"), "key=value"),
-    (("submit", "missing.json"), "cannot read"),
-    (("submit",), "JOB.json file or --type"),
-])
-def test_bad_input_is_one_clear_line(cli_env: dict[str, str], args: tuple[str, ...], message: str) -> None:
-    result = gpurt(cli_env, *args)
-    assert result.exit_code == 2
-    assert message in result.output and "Traceback" not in result.output
-
-
 def test_pools_list_and_scale(cli_env: dict[str, str]) -> None:
     pools = as_json(gpurt(cli_env, "pools", "list", "--json"))
     assert [p["id"] for p in pools] == ["local"]

@@ -1,0 +1,59 @@
+"""CLI behaviour that needs no running platform: input errors and 'nothing to talk to'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from runtime.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """No local platform, no cloud settings."""
+    return {"GPURT_LOCAL_DIR": str(tmp_path), "GPURT_API_URL": "", "GPURT_CONTROL_TOKEN": "",
+            "PUBSUB_EMULATOR_HOST": "", "GPURT_PROJECT": ""}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("submit", "--type", "nope"), "invalid job"),
+    (("submit", "--type", "noop", "-p", "sleep_s=-1"), "sleep_s"),
+    (("submit", "--type", "noop", "-p", "novalue"), "key=value"),
+    (("submit", "missing.json"), "cannot read"),
+    (("submit",), "JOB.json file or --type"),
+    (("dlq", "replay", "--yes"), "--sample N or --all"),
+    (("bench", "runtime", "--soak", "5"), "--soak needs --csv"),
+])
+def test_bad_input_is_one_clear_line(env: dict[str, str], args: tuple[str, ...], message: str) -> None:
+    result = runner.invoke(app, list(args), env=env)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_submit_file_that_is_not_a_job(env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "job.json").write_text("[1, 2]")
+    result = runner.invoke(app, ["submit", str(tmp_path / "job.json")], env=env)
+    assert result.exit_code == 2 and "JSON object" in result.output
+
+
+@pytest.mark.parametrize("args", [("submit", "--type", "noop"), ("dlq", "list")])
+def test_pubsub_commands_without_a_platform_say_what_to_do(env: dict[str, str], args: tuple[str, ...]) -> None:
+    result = runner.invoke(app, list(args), env=env)
+    assert result.exit_code == 1
+    assert "gpurt local up" in result.output
+
+
+def test_api_commands_without_a_platform_fail_clearly(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["pools", "list", "--api-url", "http://127.0.0.1:9"], env=env)
+    assert result.exit_code == 1 and "cannot reach the scheduler" in result.output
+
+
+def test_local_status_and_down_when_nothing_runs(env: dict[str, str]) -> None:
+    status = runner.invoke(app, ["local", "status"], env=env)
+    assert status.exit_code == 1 and "not running" in status.output
+    down = runner.invoke(app, ["local", "down"], env=env)
+    assert down.exit_code == 0 and "was not running" in down.output
