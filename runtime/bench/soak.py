@@ -61,8 +61,8 @@ def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: P
 
         def on_result(result: JobResult) -> None:  # runs on the subscriber's thread
             nonlocal retries, completed
-            now = time.perf_counter()
-            with lock:
+            with lock:  # the subscriber may call back from several threads; rows stay in time order
+                now = time.perf_counter()
                 retries += result.attempt - 1
                 completed += 1
                 sent = published.get(result.job_id, now)

@@ -133,3 +133,17 @@ def test_dead_letter_then_replay(cli_env: dict[str, str], platform: LocalPlatfor
 def test_replay_needs_a_choice(cli_env: dict[str, str]) -> None:
     result = gpurt(cli_env, "dlq", "replay", "--yes")
     assert result.exit_code == 2 and "--sample N or --all" in result.output
+
+
+def test_soak_writes_one_csv_row_per_result(platform: LocalPlatform, tmp_path: Path) -> None:
+    import csv
+
+    from runtime.bench.soak import CSV_COLUMNS, soak
+
+    summary = soak(platform, seconds=1.5, rate_per_s=4, csv_path=tmp_path / "soak.csv")
+
+    rows = list(csv.DictReader((tmp_path / "soak.csv").open()))
+    assert tuple(rows[0].keys()) == CSV_COLUMNS
+    assert summary.published >= 5 and summary.completed == summary.published == len(rows)
+    assert all(r["status"] == "succeeded" and float(r["latency_s"]) > 0 for r in rows)
+    assert [float(r["t_s"]) for r in rows] == sorted(float(r["t_s"]) for r in rows)
