@@ -147,3 +147,25 @@ def test_soak_writes_one_csv_row_per_result(platform: LocalPlatform, tmp_path: P
     assert summary.published >= 5 and summary.completed == summary.published == len(rows)
     assert all(r["status"] == "succeeded" and float(r["latency_s"]) > 0 for r in rows)
     assert [float(r["t_s"]) for r in rows] == sorted(float(r["t_s"]) for r in rows)
+
+
+def test_cancel_a_running_job(cli_env: dict[str, str]) -> None:
+    assert gpurt(cli_env, "submit", "--type", "noop", "-p", "sleep_s=60", "--job-id", "cli-cancel").exit_code == 0
+    eventually(lambda: job_state(cli_env, "cli-cancel") == "running")
+
+    assert as_json(gpurt(cli_env, "jobs", "cancel", "cli-cancel", "--json"))["cancel_requested"] is True
+
+    assert eventually(lambda: job_state(cli_env, "cli-cancel") == "cancelled", timeout_s=30)
+    again = gpurt(cli_env, "jobs", "cancel", "cli-cancel")
+    assert again.exit_code == 1 and "already finished" in again.output
+
+
+def test_stop_a_pool_then_bring_it_back(cli_env: dict[str, str]) -> None:
+    stopped = as_json(gpurt(cli_env, "pools", "stop", "local", "--yes", "--json"))
+    assert stopped["desired"] == 0
+    eventually(lambda: as_json(gpurt(cli_env, "pools", "list", "--json"))[0]["workers"] == 0)
+    assert gpurt(cli_env, "pools", "stop", "nope", "--yes").exit_code == 1
+
+    assert as_json(gpurt(cli_env, "pools", "scale", "local", "1", "--json"))["desired"] == 1
+    eventually(lambda: as_json(gpurt(cli_env, "pools", "list", "--json"))[0]["workers"] == 1)
+    assert as_json(gpurt(cli_env, "submit", "--type", "noop", "--wait", "--json"))["status"] == "succeeded"
