@@ -29,12 +29,13 @@ def main() -> int:
         logging.getLogger("runtime.scheduler").exception("could not start: %s", exc)
         service.stop(timeout_s=0)
         return 1
+    # uvicorn turns SIGTERM/SIGINT into a graceful shutdown, whose last step drains the service (in-flight
+    # jobs finish and are acked). It re-raises the signal afterwards, so the stop must happen in there.
     try:
-        # uvicorn turns SIGTERM/SIGINT into a graceful exit of run(); the drain follows.
-        uvicorn.run(create_app(service), host=settings.host, port=settings.port, log_config=None,
-                    access_log=False)
+        uvicorn.run(create_app(service, on_shutdown=service.stop), host=settings.host, port=settings.port,
+                    log_config=None, access_log=False)
     finally:
-        service.stop()
+        service.stop()  # idempotent: covers a server that failed to start
     return 0
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Response, status
@@ -28,9 +31,17 @@ class CancelResponse(BaseModel):
     cancel_requested: bool
 
 
-def create_app(service: Service) -> FastAPI:
-    """The FastAPI app over ``service``."""
-    app = FastAPI(title="gpu-scheduler", version="1",
+def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
+    """The FastAPI app over ``service``; ``on_shutdown`` runs when the server stops (before the process exits)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_shutdown is not None:
+            # Runs in the server's shutdown, so it also runs when SIGTERM ends the process.
+            await asyncio.to_thread(on_shutdown)
+
+    app = FastAPI(title="gpu-scheduler", version="1", lifespan=lifespan,
                   description="Consumes GPU job requests from Pub/Sub, runs them on Dask or Vertex AI, publishes "
                               "results. Control endpoints need `Authorization: Bearer <GPURT_CONTROL_TOKEN>`.")
     guard = Depends(TokenGuard(service.settings.control_token))

@@ -1,8 +1,12 @@
-"""The background loop of every replica: leader election, and - on the leader only - the singletons.
+"""Background threads of every replica: leader election, and - on the leader only - the singletons.
 
-Each period: tick the elector; sample backlog and DLQ depth; if leading, reconcile the pools and run
-the DLQ reclaimer. One thread with an idempotent ``start``/``stop``; failures of one step are logged
-and counted, never fatal to the loop.
+Two loops, so a slow singleton (a DLQ pull, a pool resize) can never delay a lease renewal:
+
+- election, every ``RETRY_PERIOD_S``: tick the elector, publish the leader gauge;
+- work, every ``SINGLETON_PERIOD_S``: sample backlog and DLQ depth; if leading, reconcile the pools
+  and run the DLQ reclaimer.
+
+``start``/``stop`` are idempotent; a failing step is logged and counted, never fatal to its loop.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class Elector(Protocol):
 
 
 class SingletonLoop:
-    """Runs election rounds every ``period_s`` and the leader's jobs every ``singleton_period_s``."""
+    """Runs election rounds every ``period_s`` and the leader's work every ``singleton_period_s``."""
 
     def __init__(self, elector: Elector, metrics: SchedulerMetrics, depth: DepthSource,
                  reconcile: Callable[[], None], reclaim: Callable[[], object],
@@ -48,43 +52,51 @@ class SingletonLoop:
         self._period = period_s
         self._singleton_period = singleton_period_s
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        """Start the loop thread (no-op if running)."""
-        if self._thread is not None:
+        """Start both loops (no-op if running)."""
+        if self._threads:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="gpurt-singletons", daemon=True)
-        self._thread.start()
+        self.elect_once()  # lead (or not) before the first singleton round
+        self._threads = [
+            threading.Thread(target=self._every, args=(self._period, self.elect_once), name="gpurt-election",
+                             daemon=True),
+            threading.Thread(target=self._every, args=(self._singleton_period, self.work_once),
+                             name="gpurt-singletons", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
-        """Stop the loop and release the lease so a standby takes over at once."""
-        if self._thread is None:
+        """Stop the loops and release the lease so a standby takes over at once."""
+        if not self._threads:
             return
         self._stop.set()
-        self._thread.join()
-        self._thread = None
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
         self._elector.release()
         self._metrics.leader.set(0)
 
-    def run_once(self, with_singletons: bool = True) -> None:
-        """One round (also what tests call)."""
+    def elect_once(self) -> bool:
+        """One election round."""
         leading = self._elector.tick()
         self._metrics.leader.set(1 if leading else 0)
+        return leading
+
+    def work_once(self) -> None:
+        """One round of depth sampling and, on the leader, the singletons."""
         self._sample_depth()
-        if leading and with_singletons:
+        if self._elector.is_leader:
             self._step("pool reconciler", self._reconcile)
             if not self._step("DLQ reclaimer", self._reclaim):
                 self._metrics.reclaimer_errors.inc()
 
-    def _loop(self) -> None:
-        rounds_per_singleton = max(1, round(self._singleton_period / self._period))
-        count = 0
-        while not self._stop.is_set():
-            self.run_once(with_singletons=count % rounds_per_singleton == 0)
-            count += 1
-            self._stop.wait(self._period)
+    def _every(self, period_s: float, action: Callable[[], object]) -> None:
+        while not self._stop.wait(period_s):
+            action()
 
     def _sample_depth(self) -> None:
         for gauge, subscription in ((self._metrics.backlog, contract.REQUEST_SUBSCRIPTION),

@@ -52,7 +52,7 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def test_scheduler_killed_mid_job_yields_exactly_one_result(emulator: EmulatorHandle, tmp_path: Path) -> None:
+def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHandle, tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": PROJECT,
            "GPURT_PORT": str(port), "GPURT_LOCAL_WORKERS": "1", "GPURT_CONTROL_TOKEN": "t",
@@ -80,6 +80,14 @@ def test_scheduler_killed_mid_job_yields_exactly_one_result(emulator: EmulatorHa
         requests.job("restart-marker")  # once this is through, a second restart-1 result would have shown
         results.wait("restart-marker", timeout_s=30)
         assert len(results.of("restart-1")) == 1
+
+        # SIGTERM (a rollout) drains: the in-flight job finishes and is acked before the process ends.
+        requests.job("sigterm-1", sleep_s=2)
+        wait_for(lambda: api.get("/jobs/sigterm-1").json().get("state") == "running", 30, "sigterm-1 running")
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=60)
+        finished = results.wait("sigterm-1", timeout_s=5)
+        assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
     finally:
         for proc in (first, second):
             if proc is not None:
