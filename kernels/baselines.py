@@ -73,9 +73,10 @@ def random_walk(xp: Any, p: RandomWalkParams) -> np.ndarray:
     return sums
 
 
-def portfolio_losses(xp: Any, p: PortfolioVarParams) -> np.ndarray:
-    """One loss per scenario (host array), correlated by the Cholesky factor."""
+def portfolio_var(xp: Any, p: PortfolioVarParams) -> Any:
+    """Losses per scenario, correlated by the Cholesky factor, then the kernel's own VaR/CVaR summary."""
     from kernels.portfolio_var import TRADING_DAYS_PER_YEAR
+    from kernels.risk import summarise
 
     rng = xp.random.default_rng(p.seed)
     n_assets = len(p.exposures)
@@ -89,4 +90,4 @@ def portfolio_losses(xp: Any, p: PortfolioVarParams) -> np.ndarray:
         pnl = shocks @ exposures if p.revaluation == "linear" else xp.expm1(shocks) @ exposures
         losses = -pnl
         parts.append(losses.get() if hasattr(losses, "get") else losses)
-    return np.concatenate(parts)
+    return summarise(np.concatenate(parts), p.confidence)

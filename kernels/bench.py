@@ -72,7 +72,7 @@ def cases(device: str, scale: float = 1.0) -> list[Case]:
         Case(JobType.EUROPEAN_OPTION, eu, "paths/s", eu.paths, baselines.european),
         Case(JobType.ASIAN_OPTION, asian, "path-steps/s", asian.paths * asian.steps, baselines.asian),
         Case(JobType.RANDOM_WALK, walk, "path-steps/s", walk.paths * walk.steps, baselines.random_walk),
-        Case(JobType.PORTFOLIO_VAR, var, "scenarios/s", var.paths, baselines.portfolio_losses),
+        Case(JobType.PORTFOLIO_VAR, var, "scenarios/s", var.paths, baselines.portfolio_var),
     ]
 
 

@@ -10,8 +10,6 @@ distribution, so this kernel writes one loss per scenario; chunks are copied bac
 
 from __future__ import annotations
 
-import io
-import json
 import math
 from functools import cache
 from typing import Any, Final
@@ -20,22 +18,19 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels import estimators
 from kernels.chunks import run_blocks
 from kernels.closed_form import parametric_var
 from kernels.context import KernelResult, RunContext
 from kernels.device import CPU
 from kernels.params import MAX_ASSETS, PortfolioVarParams
 from kernels.philox import NORMALS_PER_DRAW, normals4
+from kernels.risk import summarise
 
 TRADING_DAYS_PER_YEAR: Final = 252.0  # volatilities are annualised; shocks scale with sqrt(days / 252)
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 scenarios) per GPU thread
 SCENARIOS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_DRAWS: Final = 2**22  # scenarios x assets per chunk
 GPU_CHUNK_DRAWS: Final = 2**31
-HISTOGRAM_BINS: Final = 200
-QUANTILE_GRID: Final = 1001  # the loss_quantiles.npy artifact: quantiles at 0, 0.001, ..., 1
-REPORTED_QUANTILES: Final = (0.5, 0.9, 0.95, 0.99, 0.995, 0.999)
 
 
 @register_jitable
@@ -172,51 +167,19 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
     return losses
 
 
-def risk_measures(losses: np.ndarray, confidence: float) -> tuple[estimators.Estimate, estimators.Estimate]:
-    """VaR (order-statistic interval) and CVaR (with its asymptotic standard error) of ``losses``."""
-    n = losses.size
-    z = estimators.z_score(estimators.CONFIDENCE)
-    spread = z * math.sqrt(n * confidence * (1.0 - confidence))
-    k = min(n - 1, max(0, math.ceil(n * confidence) - 1))
-    lo, hi = max(0, math.floor(k - spread)), min(n - 1, math.ceil(k + spread))
-    ordered = np.partition(losses, (lo, k, hi))
-    var = float(ordered[k])
-    var_est = estimators.Estimate(var, float(ordered[hi] - ordered[lo]) / (2.0 * z), float(ordered[lo]),
-                                  float(ordered[hi]), estimators.CONFIDENCE, n)
-    excess = np.maximum(losses - var, 0.0)
-    tail = 1.0 - confidence
-    cvar = var + float(excess.mean()) / tail
-    cvar_est = estimators.interval(cvar, float(excess.std(ddof=1)) / (math.sqrt(n) * tail), n)
-    return var_est, cvar_est
-
-
-def loss_artifacts(losses: np.ndarray, var: float, cvar: float, confidence: float) -> dict[str, bytes]:
-    """A histogram with headline quantiles (JSON) and a 1001-point quantile function (``.npy``)."""
-    counts, edges = np.histogram(losses, bins=HISTOGRAM_BINS)
-    quantiles = np.quantile(losses, np.linspace(0.0, 1.0, QUANTILE_GRID))
-    histogram = {
-        "confidence": confidence, "var": var, "cvar": cvar, "scenarios": int(losses.size),
-        "bin_edges": edges.tolist(), "counts": counts.tolist(),
-        "quantiles": {str(q): float(np.quantile(losses, q)) for q in REPORTED_QUANTILES},
-    }
-    buffer = io.BytesIO()
-    np.save(buffer, quantiles)
-    return {"loss_histogram.json": json.dumps(histogram).encode(), "loss_quantiles.npy": buffer.getvalue()}
-
-
 def run(p: PortfolioVarParams, device: str, ctx: RunContext) -> KernelResult:
     """VaR and CVaR at ``p.confidence``; the summary's ``estimate`` is the VaR."""
     model = _Model(p)
     losses = simulate_losses(p, model, device, ctx)
-    var, cvar = risk_measures(losses, p.confidence)
+    result = summarise(losses, p.confidence)
+    var, cvar = result.var, result.cvar
     reference = parametric_var(model.exposures, model.covariance, p.confidence)
     summary = {
         **var.as_dict(), "paths": p.paths, "var_confidence": p.confidence, "revaluation": p.revaluation,
         "var": var.estimate, "var_std_error": var.std_error, "var_ci": [var.ci_low, var.ci_high],
         "cvar": cvar.estimate, "cvar_std_error": cvar.std_error, "cvar_ci": [cvar.ci_low, cvar.ci_high],
-        "mean_loss": float(losses.mean()),
+        "mean_loss": result.mean_loss,
         # exact for linear revaluation; the delta-normal approximation for full revaluation
         "parametric_var": reference.var, "parametric_cvar": reference.cvar,
     }
-    return KernelResult(summary=summary, paths=p.paths,
-                        artifacts=loss_artifacts(losses, var.estimate, cvar.estimate, p.confidence))
+    return KernelResult(summary=summary, paths=p.paths, artifacts=result.artifacts)

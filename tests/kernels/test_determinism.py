@@ -7,7 +7,7 @@ import dataclasses
 import numba
 import pytest
 
-from kernels import asian, european, portfolio_var, random_walk
+from kernels import asian, european, portfolio_var, random_walk, risk
 from kernels.errors import JobCancelled
 from kernels.jobs import run_job
 
@@ -57,7 +57,7 @@ def test_a_portfolio_var_artifact_is_the_loss_distribution() -> None:
     histogram = json.loads(out.artifacts["loss_histogram.json"])
     quantiles = np.load(io.BytesIO(out.artifacts["loss_quantiles.npy"]))
     assert sum(histogram["counts"]) == out.paths == histogram["scenarios"]
-    assert quantiles.shape == (portfolio_var.QUANTILE_GRID,) and np.all(np.diff(quantiles) >= 0)
+    assert quantiles.shape == (risk.QUANTILE_GRID,) and np.all(np.diff(quantiles) >= 0)
     assert quantiles[990] == pytest.approx(out.summary["var"], rel=1e-3)
 
 
