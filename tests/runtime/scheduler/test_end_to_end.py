@@ -117,20 +117,25 @@ def test_transient_forever_fails_at_the_last_attempt_and_dead_letters(platform: 
 
 @pytest.mark.slow
 def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform) -> None:
+    # Both slots busy and one more request waiting: the case where a client could hold a message back
+    # and nack it on close. Any nack would show as delivery attempt 2 on the results.
     platform.requests.job("drain-a", sleep_s=2)
-    wait_for(lambda: platform.service.registry.get("drain-a"), 30, "drain-a running")
-    assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+    platform.requests.job("drain-a2", sleep_s=2)
+    wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
     platform.requests.job("drain-b")
-    # The in-flight job finishes and is acked on its first delivery: no nack burned an attempt.
-    first = platform.results.wait("drain-a")
-    assert first.status is JobStatus.SUCCEEDED and first.attempt == 1
+    assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+    platform.requests.job("drain-c")
+    for job_id in ("drain-a", "drain-a2"):
+        finished = platform.results.wait(job_id)
+        assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
     wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
-    assert platform.results.of("drain-b") == []
-    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 1
+    assert platform.results.of("drain-b") == [] and platform.results.of("drain-c") == []
+    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 2
     assert platform.api.http.get(contract.READY_PATH).status_code == 200  # drained on purpose is still ready
     assert platform.api.http.post("/control/maintenance", json={"mode": "normal"}).status_code == 200
-    resumed = platform.results.wait("drain-b")
-    assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+    for job_id in ("drain-b", "drain-c"):
+        resumed = platform.results.wait(job_id)
+        assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
 
 
 @pytest.mark.slow
