@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 # The private subscription outlives a crashed CLI by at most a day (Pub/Sub's minimum expiration TTL).
 TEMP_SUBSCRIPTION_TTL_S: Final = 24 * 3600
 TEMP_SUBSCRIPTION_PREFIX: Final = "gpu-job-result-cli-"
+# Results are acked as soon as they are parsed; a minute is ample and bounds redelivery after a crash.
+TEMP_SUBSCRIPTION_ACK_DEADLINE_S: Final = 60
 # How often a waiting caller wakes to refresh its progress display even when no result arrived.
 WAIT_TICK_S: Final = 0.25
 
@@ -105,7 +107,7 @@ class ResultCollector:
         self._clients.subscriber.create_subscription(request={
             "name": self._name,
             "topic": self._clients.topic(RESULT_TOPIC),
-            "ack_deadline_seconds": 60,
+            "ack_deadline_seconds": TEMP_SUBSCRIPTION_ACK_DEADLINE_S,
             "expiration_policy": {"ttl": {"seconds": TEMP_SUBSCRIPTION_TTL_S}},
         })
         self._future = self._clients.subscriber.subscribe(self._name, callback=self._on_message)

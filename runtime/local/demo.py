@@ -87,8 +87,12 @@ def run_validation(platform: LocalPlatform) -> tuple[bool, list[dict[str, str]]]
 
     env = {LOCAL_DIR_ENV: str(platform.directory)}
     command = [sys.executable, "-c", "from runtime.cli.app import main; main()", "validate", "--local", "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=VALIDATE_TIMEOUT_S,
-                          env={**os.environ, **env}, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=VALIDATE_TIMEOUT_S,
+                              env={**os.environ, **env}, check=False)
+    except subprocess.TimeoutExpired:
+        return False, [{"check": "gpurt validate --local", "status": "error",
+                        "detail": f"did not finish within {VALIDATE_TIMEOUT_S:.0f} s"}]
     try:
         body = json.loads(done.stdout)
     except json.JSONDecodeError:
