@@ -22,7 +22,7 @@ from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import AsianOptionParams, OptionKind
-from kernels.philox import _MASK32, _SHIFT32, NORMALS_PER_DRAW, box_muller, normals4, philox4x32_10
+from kernels.philox import NORMALS_PER_DRAW, box_muller, fill_words, normals4
 from kernels.special import exp32
 
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 paths) per GPU thread; each path runs all its steps
@@ -31,7 +31,6 @@ PATHS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_PATH_STEPS: Final = 2**24
 GPU_CHUNK_PATH_STEPS: Final = 2**33
 _ZERO: Final = np.float32(0.0)
-_ZERO_WORD: Final = np.uint64(0)
 
 
 @register_jitable
@@ -79,10 +78,9 @@ def asian_sums(first_group, n_groups, stride, n_paths, seed, steps,  # type: ign
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_blocks(out, first_block, n_paths, seed, steps, spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
                 strike, call, discount, geometric_price):
-    # The GPU path's functions, reorganised so the per-path work vectorises: for each date the
-    # generator fills a block of words (scalar integer work), then one straight loop moves every path
-    # of the block; the block's paths keep their state in small arrays instead of registers.
-    key0, key1 = np.uint64(seed) & _MASK32, np.uint64(seed) >> _SHIFT32
+    # The GPU path's functions, reorganised so the work vectorises: for each date the generator fills
+    # a block of words, then one straight loop moves every path of the block; the block's paths keep
+    # their state in small arrays instead of registers.
     for b in prange(out.shape[0]):
         first_path = (first_block + b) * PATHS_PER_BLOCK
         valid = min(PATHS_PER_BLOCK, n_paths - first_path)
@@ -92,11 +90,7 @@ def _cpu_blocks(out, first_block, n_paths, seed, steps, spot, drift_dt, vol_sqrt
         sum_growth = np.zeros(PATHS_PER_BLOCK, dtype=np.float32)
         sum_walk = np.zeros(PATHS_PER_BLOCK, dtype=np.float32)
         for step in range(steps):
-            for i in range(groups):
-                g = np.uint64(first_path // NORMALS_PER_DRAW + i)
-                w = philox4x32_10(g & _MASK32, g >> _SHIFT32, np.uint64(step), _ZERO_WORD, key0, key1)
-                for lane in range(NORMALS_PER_DRAW):
-                    words[i * NORMALS_PER_DRAW + lane] = np.uint32(w[lane])
+            fill_words(words, first_path // NORMALS_PER_DRAW, groups, step, seed)
             for j in range(groups * NORMALS_PER_DRAW // 2):
                 za, zb = box_muller(words[2 * j], words[2 * j + 1])
                 walk[2 * j], sum_growth[2 * j], sum_walk[2 * j] = _step(

@@ -23,7 +23,7 @@ from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import EuropeanOptionParams, OptionKind
-from kernels.philox import _MASK32, _SHIFT32, NORMALS_PER_DRAW, box_muller, normals4, philox4x32_10
+from kernels.philox import NORMALS_PER_DRAW, box_muller, fill_words, normals4
 from kernels.special import exp32
 
 # Generator calls per block, and so samples per block: the unit random streams and partial sums are
@@ -35,7 +35,6 @@ GPU_CHUNK_BLOCKS: Final = 16_384  # ~2.7e8 samples per launch: milliseconds on a
 CPU_RUN_PAIRS: Final = 128
 _ZERO: Final = np.float32(0.0)
 _HALF: Final = np.float32(0.5)
-_ZERO_WORD: Final = np.uint64(0)
 
 
 @register_jitable
@@ -71,20 +70,13 @@ def european_sums(first_group, n_groups, stride, n_samples, seed,  # type: ignor
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_blocks(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, discount, spot,  # type: ignore[no-untyped-def]
                 call, antithetic):
-    # The same functions as the GPU path, in two passes per block so the second one vectorises: the
-    # generator (integer work LLVM leaves scalar) fills a block of words, then Box-Muller, payoffs
-    # and sums run as one straight loop over pairs of words.
-    key0, key1 = np.uint64(seed) & _MASK32, np.uint64(seed) >> _SHIFT32
+    # The same functions as the GPU path, in two vectorisable passes per block: the generator fills a
+    # block of words, then Box-Muller, payoffs and sums run as one straight loop over pairs of words.
     for b in prange(out.shape[0]):
         first_sample = (first_block + b) * SAMPLES_PER_BLOCK
         valid = min(SAMPLES_PER_BLOCK, n_samples - first_sample)
         words = np.empty(SAMPLES_PER_BLOCK, dtype=np.uint32)
-        first_group = first_sample // NORMALS_PER_DRAW
-        for i in range((valid + NORMALS_PER_DRAW - 1) // NORMALS_PER_DRAW):
-            g = np.uint64(first_group + i)
-            w = philox4x32_10(g & _MASK32, g >> _SHIFT32, _ZERO_WORD, _ZERO_WORD, key0, key1)
-            for lane in range(NORMALS_PER_DRAW):
-                words[i * NORMALS_PER_DRAW + lane] = np.uint32(w[lane])
+        fill_words(words, first_sample // NORMALS_PER_DRAW, -(-valid // NORMALS_PER_DRAW), 0, seed)
         sums = (0.0, 0.0, 0.0, 0.0, 0.0)
         pairs = valid // 2
         for run in range(0, pairs, CPU_RUN_PAIRS):

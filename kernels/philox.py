@@ -28,6 +28,7 @@ _W0: Final = np.uint64(0x9E3779B9)
 _W1: Final = np.uint64(0xBB67AE85)
 _MASK32: Final = np.uint64(0xFFFFFFFF)
 _SHIFT32: Final = np.uint64(32)
+ROUNDS: Final = 10
 
 # 2**-32 maps a 32-bit word onto [0, 1]. Uniforms are clamped to at least half a step above zero
 # before ``log`` so Box-Muller never sees log(0); this truncates normals at about 6.8 sigma.
@@ -40,22 +41,51 @@ NORMALS_PER_DRAW: Final = 4
 
 
 @register_jitable
+def _round(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
+    """One Philox round: two 32x32 -> 64-bit products, their halves crossed and keyed."""
+    p0 = _M0 * c0
+    p1 = _M1 * c2
+    return (p1 >> _SHIFT32) ^ c1 ^ k0, p1 & _MASK32, (p0 >> _SHIFT32) ^ c3 ^ k1, p0 & _MASK32
+
+
+@register_jitable
 def philox4x32_10(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
     """Ten Philox rounds on counter (c0..c3) with key (k0, k1); all ``uint64`` holding 32-bit words."""
-    for _ in range(10):
-        p0 = _M0 * c0
-        p1 = _M1 * c2
-        hi0 = p0 >> _SHIFT32
-        lo0 = p0 & _MASK32
-        hi1 = p1 >> _SHIFT32
-        lo1 = p1 & _MASK32
-        c0 = hi1 ^ c1 ^ k0
-        c1 = lo1
-        c2 = hi0 ^ c3 ^ k1
-        c3 = lo0
+    for _ in range(ROUNDS):
+        c0, c1, c2, c3 = _round(c0, c1, c2, c3, k0, k1)
         k0 = (k0 + _W0) & _MASK32
         k1 = (k1 + _W1) & _MASK32
     return c0, c1, c2, c3
+
+
+@register_jitable
+def fill_words(words, first_group, n_groups, draw, seed):  # type: ignore[no-untyped-def]
+    """``words[4 i + lane]`` = word ``lane`` of ``philox4x32_10`` for group ``first_group + i``, i < n_groups.
+
+    The same rounds as ``philox4x32_10``, taken round by round over the whole range (one array per
+    counter word) so that a CPU compiler vectorises them; CPU twins use it to fill a block of words.
+    """
+    c0 = np.empty(n_groups, dtype=np.uint64)
+    c1 = np.empty(n_groups, dtype=np.uint64)
+    c2 = np.full(n_groups, np.uint64(draw), dtype=np.uint64)
+    c3 = np.zeros(n_groups, dtype=np.uint64)
+    for i in range(n_groups):
+        g = np.uint64(first_group + i)
+        c0[i] = g & _MASK32
+        c1[i] = g >> _SHIFT32
+    s = np.uint64(seed)
+    k0 = s & _MASK32
+    k1 = s >> _SHIFT32
+    for _ in range(ROUNDS):
+        for i in range(n_groups):
+            c0[i], c1[i], c2[i], c3[i] = _round(c0[i], c1[i], c2[i], c3[i], k0, k1)
+        k0 = (k0 + _W0) & _MASK32
+        k1 = (k1 + _W1) & _MASK32
+    for i in range(n_groups):
+        words[4 * i] = np.uint32(c0[i])
+        words[4 * i + 1] = np.uint32(c1[i])
+        words[4 * i + 2] = np.uint32(c2[i])
+        words[4 * i + 3] = np.uint32(c3[i])
 
 
 @register_jitable

@@ -53,3 +53,12 @@ def test_invalid_params_and_type_are_value_errors() -> None:
 
 def test_run_job_pickles_by_reference() -> None:
     assert pickle.loads(pickle.dumps(run_job)) is run_job
+
+
+def test_importing_the_entry_point_loads_neither_numba_nor_cuda() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, kernels.jobs; print(sorted(m for m in sys.modules if m.startswith(('numba', 'cupy'))))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
