@@ -25,6 +25,7 @@ from validation.targets import local_checks
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 # A stopped scheduler never answers; the test need not wait the full 30 s of the contract to see that.
 SHORT_PROBE_S = 3.0
+STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a graceful Dask shutdown
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def platform(tmp_path_factory) -> Iterator[object]:
     local = LocalPlatform(tmp_path_factory.mktemp("local"), LocalConfig(port=0, emulator_port=0, workers=1))
     local.up()
     yield local
-    local.down(drain_timeout_s=0)
+    local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
 
 
 def _validate(platform) -> Report:
@@ -104,7 +105,7 @@ def test_stopped_scheduler_fails_the_checks_that_need_it(platform) -> None:
     from runtime.local.platform import SCHEDULER
 
     record = platform.state.process(SCHEDULER)
-    processes.stop_process(record, grace_s=10)
+    processes.stop_process(record, grace_s=STOP_GRACE_S)
 
     report = _validate(platform)
 

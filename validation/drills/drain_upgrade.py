@@ -17,8 +17,8 @@ from validation.drills.base import DrillContext, DrillFailed, counter, in_flight
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap
 
-JOBS = 6  # more than the local slots, so some wait in the subscription while others run
-JOB_SLEEP_S = 2.0  # long enough to be caught in flight by the drain
+JOBS = 4  # twice the local platform's default slots: some wait in the subscription while others run
+JOB_SLEEP_S = 1.5  # long enough to be caught in flight by the drain
 
 
 def restart_scheduler(ctx: DrillContext) -> int:

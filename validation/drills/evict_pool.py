@@ -13,8 +13,8 @@ from validation.drills.base import DrillContext, DrillFailed, counter, in_flight
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap
 
-JOBS = 3
-JOB_SLEEP_S = 2.0
+JOBS = 2  # one per default local slot: both run on the pool when it is evicted
+JOB_SLEEP_S = 1.5  # long enough to still run when the eviction lands
 
 
 def run(ctx: DrillContext) -> None:
