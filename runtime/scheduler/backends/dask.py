@@ -50,11 +50,13 @@ class DaskBackend:
         )
         with self._lock:
             self._running[job_id] = future
+        task_may_run_on = False
         try:
             output = future.result(timeout=request.timeout_s)
         except TimeoutError:
-            event.set()
+            event.set()  # the task stops at its next checkpoint; the event must outlive this call
             future.cancel()
+            task_may_run_on = True
             raise TransientJobError(f"timed out after {request.timeout_s:g} s") from None
         except CancelledError:
             # Cancel requests go through the Event, never future.cancel(): a cancelled future means the
@@ -70,6 +72,11 @@ class DaskBackend:
         finally:
             with self._lock:
                 self._running.pop(job_id, None)
+            if not task_may_run_on:
+                try:
+                    event.clear()  # without waiters, clearing deletes the event on the Dask scheduler
+                except Exception as exc:  # the job's outcome matters more than this cleanup
+                    log.warning("could not clear the cancel event of %s: %s", job_id, exc)
         return Execution(summary=dict(output.summary), artifacts=dict(output.artifacts), device=output.device,
                          run_s=float(output.elapsed_s), paths=int(output.paths))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import contract
-from runtime.protocol import ErrorKind, JobStatus
+from runtime.protocol import ErrorKind, JobRequest, JobStatus
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
 
@@ -151,3 +151,15 @@ def test_a_dask_worker_killed_mid_job_does_not_lose_the_job(platform: Platform) 
     result = platform.results.wait("kill-1", timeout_s=60)
     assert result.status is JobStatus.SUCCEEDED
     assert platform.backend.runs["kill-1"] == [1]  # Dask rescheduled it; no redelivery was needed
+
+
+@pytest.mark.slow
+def test_a_timeout_is_transient_and_the_next_delivery_runs_again(platform: Platform) -> None:
+    request = JobRequest.model_validate({"job_id": "timeout-1", "type": "noop", "params": {"sleep_s": 60},
+                                         "timeout_s": 3})
+    platform.requests.raw(request.model_dump_json().encode(), job_id="timeout-1", type="noop")
+    wait_for(lambda: platform.backend.runs["timeout-1"] == [1, 2], 30, "a redelivery after the timeout")
+    assert platform.results.of("timeout-1") == []  # not failed before the last attempt
+    wait_for(lambda: platform.service.registry.get("timeout-1"), 10, "the second attempt running")
+    assert platform.api.http.delete("/jobs/timeout-1").status_code == 200
+    assert platform.results.wait("timeout-1").status is JobStatus.CANCELLED
