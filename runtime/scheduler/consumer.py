@@ -24,6 +24,8 @@ from runtime.scheduler.records import Decision, Delivery, Settle
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
 # publish its result.
 MAX_LEASE_S: Final = MAX_TIMEOUT_S + 600.0
+# Pause before reopening a stream that ended on its own (broker restarting): no hot reconnect loop.
+REOPEN_DELAY_S: Final = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class Consumer:
         self._future: Any = None
         self._draining: list[Any] = []
         self._wanted = False
+        self._stopping = threading.Event()
 
     @property
     def slots(self) -> int:
@@ -66,6 +69,7 @@ class Consumer:
         from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
         from google.cloud.pubsub_v1.types import FlowControl
 
+        self._stopping.clear()
         with self._lock:
             self._wanted = True
             if self._future is not None and not self._future.done():
@@ -83,6 +87,7 @@ class Consumer:
 
     def drain(self) -> None:
         """Stop intake; in-flight jobs finish and are acked; nothing is nacked."""
+        self._stopping.set()
         with self._lock:
             self._wanted = False
             future, self._future = self._future, None
@@ -146,6 +151,8 @@ class Consumer:
             threading.Thread(target=self._reopen, name="gpurt-consumer-reopen", daemon=True).start()
 
     def _reopen(self) -> None:
+        if self._stopping.wait(REOPEN_DELAY_S):
+            return  # drained or stopped meanwhile
         try:
             self.start()
         except Exception:

@@ -1,0 +1,84 @@
+"""The consumer against an autospec of SubscriberClient: flow control, drain, reopen, ack/nack mapping."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from unittest import mock
+
+import pytest
+from google.cloud.pubsub_v1 import SubscriberClient
+
+from runtime.protocol import MAX_TIMEOUT_S
+from runtime.scheduler import consumer as consumer_module
+from runtime.scheduler.consumer import Consumer
+from runtime.scheduler.records import Decision, Delivery, Settle
+from tests.runtime.scheduler.platform import wait_for
+
+
+class StreamFuture(Future):
+    """Behaves like StreamingPullFuture: cancel() records, the stream ends when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_calls = 0
+
+    def cancel(self) -> bool:
+        self.cancel_calls += 1
+        return True
+
+    def cancelled(self) -> bool:
+        return self.cancel_calls > 0
+
+
+@pytest.fixture
+def subscriber() -> mock.Mock:
+    client = mock.create_autospec(SubscriberClient, instance=True)
+    client.subscribe.side_effect = lambda *args, **kwargs: StreamFuture()
+    return client
+
+
+def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: mock.Mock) -> None:
+    Consumer(subscriber, "projects/p/subscriptions/s", lambda d: Decision(Settle.ACK, None), slots=3).start()
+    kwargs = subscriber.subscribe.call_args.kwargs
+    assert kwargs["flow_control"].max_messages == 3
+    assert kwargs["flow_control"].max_lease_duration >= MAX_TIMEOUT_S
+    assert kwargs["await_callbacks_on_shutdown"] is True  # what makes a drain nack-free
+
+
+def test_drain_cancels_the_stream_and_resume_opens_a_new_one(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    first = consumer._future
+    consumer.drain()
+    assert first.cancel_calls == 1 and consumer.draining and not consumer.running
+    first.set_result(True)  # the client finished its shutdown
+    assert consumer.wait_drained(1)
+    consumer.resume()
+    assert subscriber.subscribe.call_count == 2 and consumer.running
+
+
+def test_a_stream_that_dies_on_its_own_is_reopened(subscriber: mock.Mock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_module, "REOPEN_DELAY_S", 0.01)
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    consumer._future.set_exception(RuntimeError("broker went away"))
+    wait_for(lambda: subscriber.subscribe.call_count == 2, 5, "a reopened stream")
+    consumer.drain()
+    consumer._draining[-1].set_result(True)
+
+
+def test_messages_become_deliveries_and_decisions_become_ack_or_nack(subscriber: mock.Mock) -> None:
+    seen: list[Delivery] = []
+    decisions = iter([Settle.ACK, Settle.NACK])
+    consumer = Consumer(subscriber, "s", lambda d: seen.append(d) or Decision(next(decisions), None), slots=1)
+    consumer.start()
+    callback = subscriber.subscribe.call_args.kwargs["callback"]
+    messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={"job_id": "j"}, delivery_attempt=attempt,
+                          publish_time=datetime.now(UTC)) for i, attempt in enumerate([None, 3])]
+    for message in messages:
+        callback(message)
+    assert [d.delivery_attempt for d in seen] == [1, 3]  # no dead-letter policy reads as attempt 1
+    messages[0].ack.assert_called_once_with()
+    messages[1].nack.assert_called_once_with()
+    messages[0].nack.assert_not_called()
