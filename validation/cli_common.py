@@ -37,6 +37,7 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         from validation.build import TargetError
+        from validation.leader import LeaderError
         from validation.rollback.kubernetes import RolloutError
         from validation.rollback.plan import RollbackError
         from validation.rollback.worktree import WorktreeError
@@ -44,7 +45,8 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
 
         try:
             return inner(*args, **kwargs)
-        except (TargetError, RollbackError, RolloutError, WorktreeError, CheckpointError, ValueError) as exc:
+        except (TargetError, RollbackError, RolloutError, WorktreeError, CheckpointError, LeaderError,
+                ValueError) as exc:
             err_console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(EXIT_FAILED) from None
         except Exception as exc:
@@ -52,6 +54,13 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
 
             if isinstance(exc, CommandError):
                 err_console.print(f"[red]error:[/] the pulumi CLI failed: {str(exc).strip()[-800:]}")
+                raise typer.Exit(EXIT_FAILED) from None
+            from kubernetes.client.exceptions import ApiException
+            from kubernetes.config import ConfigException
+
+            if isinstance(exc, ApiException | ConfigException):
+                reason = getattr(exc, "reason", None) or str(exc)
+                err_console.print(f"[red]error:[/] Kubernetes: {reason} (check the kubeconfig context and RBAC)")
                 raise typer.Exit(EXIT_FAILED) from None
             if isinstance(exc, FileNotFoundError) and "pulumi" in str(exc):
                 err_console.print("[red]error:[/] the pulumi CLI is not on PATH: install it (get.pulumi.com)")
