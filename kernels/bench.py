@@ -203,9 +203,13 @@ def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> s
     ]
     lines += [f"| {f.kernel} | {f.work:.3g} | {f.kernel_rate:.3g} {f.unit} | {f.baseline_rate:.3g} {f.unit} | "
               f"{f.ratio:.1f}x |" for f in figures]
+    lines += ["", "Notes: `random_walk` keeps the seed's xoroshiro128+ stream (bit-compatible with its kernel), whose "
+              "generator and libm calls stay scalar, while the baseline uses NumPy's own vectorised generator; "
+              "`portfolio_var` includes sorting the losses for VaR/CVaR and the artifacts, the same host-side work "
+              "for kernel and baseline."]
     if device == CPU:
-        lines += ["", "The CPU is shared: up to seven other jobs were using this 2-core machine while it was "
-                  "measured, so these rates are lower bounds and vary between runs."]
+        lines += ["", "The CPU is shared: up to seven other helpers were building and testing this project on the "
+                  "same 2-core machine while it was measured, so rates are lower bounds and vary between runs."]
         if not gpu_present:
             lines += ["", f"**No GPU was available on {today()}**: no GPU figures were measured. They will be "
                       "measured with `gpurt bench kernels --device gpu --write` on an H100 (numba-cuda kernels "
