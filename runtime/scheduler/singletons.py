@@ -61,9 +61,9 @@ class SingletonLoop:
         self._stop.clear()
         self.elect_once()  # lead (or not) before the first singleton round
         self._threads = [
-            threading.Thread(target=self._every, args=(self._period, self.elect_once), name="gpurt-election",
-                             daemon=True),
-            threading.Thread(target=self._every, args=(self._singleton_period, self.work_once),
+            threading.Thread(target=self._every, args=(self._period, self.elect_once, False),
+                             name="gpurt-election", daemon=True),
+            threading.Thread(target=self._every, args=(self._singleton_period, self.work_once, True),
                              name="gpurt-singletons", daemon=True),
         ]
         for thread in self._threads:
@@ -94,7 +94,9 @@ class SingletonLoop:
             if not self._step("DLQ reclaimer", self._reclaim):
                 self._metrics.reclaimer_errors.inc()
 
-    def _every(self, period_s: float, action: Callable[[], object]) -> None:
+    def _every(self, period_s: float, action: Callable[[], object], at_once: bool) -> None:
+        if at_once:
+            action()
         while not self._stop.wait(period_s):
             action()
 

@@ -61,7 +61,8 @@ class LocalPools:
             if pool_id not in self._desired:
                 raise PoolNotFound(f"no pool {pool_id!r}; pools: {sorted(self._desired)}")
             self._desired[pool_id] = workers
-        self.reconcile()
+        # Returns at once (status `scaling`): starting worker processes takes seconds, an API call should not.
+        self._apply(wait=False)
         return self._info(pool_id, self._running_by_pool().get(pool_id, 0))
 
     def stop(self, pool_id: str) -> PoolInfo:
@@ -77,7 +78,10 @@ class LocalPools:
         return [self.stop(pool) for pool in pools]
 
     def reconcile(self) -> None:
-        """Make the cluster's worker specs match the desired sizes (idempotent)."""
+        """Make the cluster's worker specs match the desired sizes and wait for it (idempotent)."""
+        self._apply(wait=True)
+
+    def _apply(self, wait: bool) -> None:
         with self._lock:
             spec = self._cluster.worker_spec
             for pool, want in self._desired.items():
@@ -91,7 +95,11 @@ class LocalPools:
                         spec[name] = worker_spec(self._template, index, self._gpus)
                     index += 1
         try:
-            self._cluster.sync(self._cluster._correct_state)
+            # SpecCluster.scale takes the same path: edit worker_spec, let the cluster correct its state.
+            if wait:
+                self._cluster.sync(self._cluster._correct_state)
+            else:
+                self._cluster.loop.add_callback(self._cluster._correct_state)
         except Exception as exc:
             raise PoolError(f"the local Dask cluster could not change its workers: {exc}") from exc
 

@@ -20,6 +20,10 @@ def _samples(platform: Platform) -> dict[tuple[str, tuple], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+def _pool(platform: Platform) -> dict:
+    return platform.api.anonymous.get("/pools").json()[0]
+
+
 def test_metrics_count_jobs_and_show_leadership_and_pools(platform: Platform) -> None:
     platform.requests.job("metrics-1")
     platform.results.wait("metrics-1")
@@ -44,15 +48,17 @@ def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
     assert platform.api.anonymous.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 3}).status_code == 401
     try:
         scaled = platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 3}).json()
-        assert scaled == {"id": LOCAL_POOL, "desired": 3, "workers": 3, "gpus_per_worker": 0, "status": "running"}
-        stopped = platform.api.http.post("/pools/stop-all").json()
-        assert stopped[0]["status"] == "stopped"
+        assert scaled["desired"] == 3 and scaled["status"] in {"scaling", "running"}
+        wait_for(lambda: _pool(platform) == {"id": LOCAL_POOL, "desired": 3, "workers": 3, "gpus_per_worker": 0,
+                                             "status": "running"}, 60, "three workers")
+        assert platform.api.http.post("/pools/stop-all").json()[0]["desired"] == 0
+        wait_for(lambda: _pool(platform)["status"] == "stopped", 60, "the pool stopped")
         evictions = (METRICS.pool_evictions_total, (("pool", LOCAL_POOL),))
         assert _samples(platform)[evictions] == 1
         assert platform.api.http.post("/pools/gpu-a100/stop").status_code == 404
         assert platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": -1}).status_code == 422
     finally:
-        restored = platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 2})
-    assert restored.json()["workers"] == 2
+        platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 2})
+    wait_for(lambda: _pool(platform)["workers"] == 2, 60, "the pool back at two workers")
     platform.requests.job("after-pools")
     assert platform.results.wait("after-pools").status.value == "succeeded"
