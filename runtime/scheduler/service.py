@@ -179,7 +179,7 @@ class Service:
 
     def leader_status(self) -> dict[str, Any]:
         """Who leads, and whether it is this replica."""
-        elector = self._loop_elector()
+        elector = self._elector
         return {
             "identity": self.settings.pod_name,
             "is_leader": bool(elector and elector.is_leader),
@@ -199,9 +199,6 @@ class Service:
             self.metrics.pool_workers.labels(info.id).set(info.workers)
 
     # --- builders ----------------------------------------------------------------------------------
-
-    def _loop_elector(self) -> Elector | None:
-        return self._elector
 
     def _build_backend(self) -> ExecutionBackend:
         s = self.settings

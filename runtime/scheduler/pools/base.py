@@ -51,6 +51,10 @@ class PoolBackend(Protocol):
         """Bring each pool to its desired size (restart lost workers, rehydrate after a restart)."""
         ...
 
+    def gpu_slots(self) -> int:
+        """Jobs the pools can run at once when at their desired size (sizes the consumer's flow control)."""
+        ...
+
 
 def pool_status(desired: int, workers: int) -> str:
     """``stopped`` at zero, ``running`` at size, ``scaling`` in between."""

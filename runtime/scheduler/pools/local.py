@@ -49,11 +49,6 @@ class LocalPools:
         with self._lock:
             return [self._info(pool, running.get(pool, 0)) for pool in sorted(self._desired)]
 
-    @property
-    def gpus(self) -> int:
-        """GPUs of this machine the workers share out."""
-        return self._gpus
-
     def scale(self, pool_id: str, workers: int) -> PoolInfo:
         """Set the desired size of ``pool_id`` and start or retire workers to match."""
         check_workers(workers)
