@@ -15,7 +15,7 @@ import numpy as np
 from kernels.errors import TransientJobError
 
 if TYPE_CHECKING:
-    from kernels.jobs import RunContext
+    from kernels.context import RunContext
 
 _CUDA_ERROR_OUT_OF_MEMORY: Final = 2  # CUresult value in cuda.h
 
@@ -35,29 +35,31 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return name == "CudaAPIError" and (code == _CUDA_ERROR_OUT_OF_MEMORY or "OUT_OF_MEMORY" in str(code))
 
 
-def run_blocks(
+def _nothing() -> None:
+    return None
+
+
+def run_chunks(
     n_blocks: int,
-    width: int,
     chunk_blocks: int,
-    compute: BlockRunner,
+    compute: Callable[[int, int], None],
     ctx: RunContext,
     *,
-    on_oom: Callable[[], None] = lambda: None,
+    on_oom: Callable[[], None] = _nothing,
     oom: Callable[[BaseException], bool] = is_out_of_memory,
-) -> np.ndarray:
-    """Sum ``compute``'s per-block rows over all ``n_blocks``, ``chunk_blocks`` at a time.
+) -> None:
+    """Call ``compute(start, count)`` over all ``n_blocks`` blocks in order, ``chunk_blocks`` at a time.
 
     Checks ``ctx`` for cancellation between chunks. An out-of-memory error calls ``on_oom`` (to free
     cached device memory) and retries the chunk at half the size; failing at one block is transient.
     """
-    total = np.zeros(width, dtype=np.float64)
     start = 0
     chunk = max(1, min(chunk_blocks, n_blocks))
     ctx.checkpoint(0.0)
     while start < n_blocks:
         count = min(chunk, n_blocks - start)
         try:
-            rows = compute(start, count)
+            compute(start, count)
         except Exception as exc:
             if not oom(exc):
                 raise
@@ -66,8 +68,28 @@ def run_blocks(
                 raise TransientJobError("CUDA out of memory even for the smallest chunk") from exc
             chunk = max(1, count // 2)
             continue
-        # cumsum adds row after row, so the result does not depend on where chunks begin and end.
-        total = np.cumsum(np.vstack([total, rows]), axis=0)[-1]
         start += count
         ctx.checkpoint(start / n_blocks)
+
+
+def run_blocks(
+    n_blocks: int,
+    width: int,
+    chunk_blocks: int,
+    compute: BlockRunner,
+    ctx: RunContext,
+    *,
+    on_oom: Callable[[], None] = _nothing,
+    oom: Callable[[BaseException], bool] = is_out_of_memory,
+) -> np.ndarray:
+    """Sum ``compute``'s per-block rows over all ``n_blocks``, chunk by chunk (see ``run_chunks``)."""
+    total = np.zeros(width, dtype=np.float64)
+
+    def accumulate(start: int, count: int) -> None:
+        nonlocal total
+        rows = compute(start, count)
+        # cumsum adds row after row, so the result does not depend on where chunks begin and end.
+        total = np.cumsum(np.vstack([total, rows]), axis=0)[-1]
+
+    run_chunks(n_blocks, chunk_blocks, accumulate, ctx, on_oom=on_oom, oom=oom)
     return total

@@ -2,9 +2,10 @@
 
 One sample is one path, or with ``antithetic`` one pair of paths driven by ``z`` and ``-z`` whose payoffs
 are averaged. The control is the discounted terminal price, whose expectation is today's spot, so
-``x = e^{-rT} S_T - S_0`` has mean zero. ``european_sums`` is the math, written once: the CPU twin runs it
-with stride 1 over a whole block, each CUDA thread runs it over every ``THREADS``-th group of a block.
-Nothing per path is written to memory: each block returns five sums (see ``kernels.estimators``).
+``x = e^{-rT} S_T - S_0`` has mean zero. The math is written once (``philox``, ``box_muller``, ``_sample``):
+each CUDA thread runs it fused over every ``THREADS``-th group of a block (``european_sums``), the CPU
+twin runs the same functions in two vectorisable passes per block. Nothing per path is written to
+device memory: each block returns five sums (see ``kernels.estimators``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ GROUPS_PER_BLOCK: Final = 4096
 SAMPLES_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_BLOCKS: Final = 256  # ~4e6 samples, ~30 ms: long parallel regions, a cancel still felt at once
 GPU_CHUNK_BLOCKS: Final = 16_384  # ~2.7e8 samples per launch: milliseconds on a data-centre GPU
-CPU_RUN_PAIRS: Final = 128
+CPU_RUN_PAIRS: Final = 128  # antithetic pairs per float32 partial sum in the CPU twin
 _ZERO: Final = np.float32(0.0)
 _HALF: Final = np.float32(0.5)
 

@@ -20,6 +20,8 @@ MAX_ASSETS: Final = 256
 MAX_SLEEP_S: Final = 3_600.0
 # VaR keeps one float64 loss per scenario on the host to take quantiles: 25e6 scenarios = 200 MB.
 MAX_VAR_PATHS: Final = 25_000_000
+# Below this a tail quantile and its interval are not worth reporting.
+MIN_VAR_PATHS: Final = 100
 
 
 class JobType(StrEnum):
@@ -131,8 +133,9 @@ class PortfolioVarParams(_Params):
                     if not -1.0 <= value <= 1.0:
                         raise ValueError("correlation entries must lie in [-1, 1]")
             _check_positive_definite(self.correlation)
-        if self.paths > MAX_VAR_PATHS:
-            raise ValueError(f"portfolio_var takes at most {MAX_VAR_PATHS:.3g} paths (scenarios), not {self.paths}")
+        if not MIN_VAR_PATHS <= self.paths <= MAX_VAR_PATHS:
+            raise ValueError(f"portfolio_var takes {MIN_VAR_PATHS} to {MAX_VAR_PATHS:.3g} paths (scenarios), "
+                             f"not {self.paths}")
         return self
 
 

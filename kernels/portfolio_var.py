@@ -18,7 +18,7 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels.chunks import run_blocks
+from kernels.chunks import run_chunks
 from kernels.closed_form import parametric_var
 from kernels.context import KernelResult, RunContext
 from kernels.device import CPU
@@ -131,22 +131,21 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
     draws_per_block = SCENARIOS_PER_BLOCK * len(p.exposures)
     args = (np.int64(n), np.int64(p.seed), model.chol, model.scale, model.exposures, model.coeffs, model.full)
 
-    def keep(start: int, chunk: np.ndarray) -> np.ndarray:
+    def keep(start: int, chunk: np.ndarray) -> None:
         first = start * SCENARIOS_PER_BLOCK
         losses[first:first + chunk.size] = chunk
-        return np.zeros((0, 1))  # this kernel returns losses, not block sums
 
     def chunk_len(start: int, count: int) -> int:
         return min(count * SCENARIOS_PER_BLOCK, n - start * SCENARIOS_PER_BLOCK)
 
     if device == CPU:
 
-        def compute_cpu(start: int, count: int) -> np.ndarray:
+        def compute_cpu(start: int, count: int) -> None:
             chunk = np.empty(chunk_len(start, count))
             _cpu_chunk(chunk, np.int64(start), np.int64(count), *args)
-            return keep(start, chunk)
+            keep(start, chunk)
 
-        run_blocks(n_blocks, 1, max(1, CPU_CHUNK_DRAWS // draws_per_block), compute_cpu, ctx)
+        run_chunks(n_blocks, max(1, CPU_CHUNK_DRAWS // draws_per_block), compute_cpu, ctx)
         return losses
 
     from kernels import gpu
@@ -154,14 +153,14 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
     launch = _cuda_kernel()
     device_args = gpu.to_device_all(args)
 
-    def compute_gpu(start: int, count: int) -> np.ndarray:
+    def compute_gpu(start: int, count: int) -> None:
         chunk = gpu.empty((chunk_len(start, count),))
         launch[count, gpu.THREADS](chunk, np.int64(start), *device_args)
-        return keep(start, gpu.to_host(chunk))
+        keep(start, gpu.to_host(chunk))
 
     chunk_blocks = gpu.budget_blocks(SCENARIOS_PER_BLOCK * 8, max(1, GPU_CHUNK_DRAWS // draws_per_block))
     try:
-        run_blocks(n_blocks, 1, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
+        run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()
     return losses

@@ -26,7 +26,8 @@ from kernels.params import MAX_PATH_STEPS, MAX_VAR_PATHS, parse_params
          "symmetric"),
         ("portfolio_var", {"exposures": [1, 1, 1], "volatilities": [0.1] * 3,
                            "correlation": [[1, 0.9, -0.9], [0.9, 1, 0.9], [-0.9, 0.9, 1]]}, "positive definite"),
-        ("portfolio_var", {"exposures": [1], "volatilities": [0.1], "paths": MAX_VAR_PATHS + 1}, "at most"),
+        ("portfolio_var", {"exposures": [1], "volatilities": [0.1], "paths": MAX_VAR_PATHS + 1}, "100 to"),
+        ("portfolio_var", {"exposures": [1], "volatilities": [0.1], "paths": 10}, "100 to"),
         ("portfolio_var", {"exposures": [1], "volatilities": [0.1], "confidence": 1.0}, "confidence"),
     ],
 )
