@@ -47,7 +47,7 @@ def run_command(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kernels.device import CHOICES
-    from kernels.errors import JobFailure
+    from kernels.errors import JobFailure, TransientJobError
     from kernels.jobs import run_job
     from runtime.protocol import ErrorKind, JobError, JobMetrics, JobResult, JobStatus
 
@@ -62,8 +62,9 @@ def run_command(
             out = run_job(request.type, request.params, device=device,
                           progress=lambda done: progress.update(task, completed=done))
         except JobFailure as exc:
+            kind = ErrorKind.TRANSIENT if isinstance(exc, TransientJobError) else ErrorKind.PERMANENT
             result = JobResult(job_id=request.job_id, type=request.type, status=JobStatus.FAILED,
-                               error=JobError(kind=ErrorKind.PERMANENT, message=str(exc)))
+                               error=JobError(kind=kind, message=str(exc)))
             typer.echo(result.model_dump_json(indent=2))
             raise typer.Exit(1) from None
     stored = {}

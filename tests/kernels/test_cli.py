@@ -70,13 +70,14 @@ def test_run_refuses_an_unknown_device(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--device" in result.output
 
 
-def test_run_reports_a_failed_job_as_json(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["transient", "permanent"])
+def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
     job = tmp_path / "drill.json"
-    job.write_text('{"job_id": "d1", "type": "noop", "params": {"fail": "permanent"}}')
+    job.write_text(json.dumps({"job_id": "d1", "type": "noop", "params": {"fail": kind}}))
     result = _invoke("run", str(job))
     assert result.exit_code == 1
     body = json.loads(result.stdout)
-    assert body["status"] == "failed" and "simulated" in body["error"]["message"]
+    assert body["status"] == "failed" and body["error"]["kind"] == kind and "simulated" in body["error"]["message"]
 
 
 def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Path,
