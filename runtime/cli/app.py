@@ -6,12 +6,18 @@ Command modules import their heavy dependencies (Pulumi, numba, Dask) inside the
 
 from __future__ import annotations
 
-import typer
+import warnings
 
-import components.cli
-import kernels.cli
-import runtime.cli.commands
-import validation.cli
+# google-api-core warns on every import that Python 3.11 support ends in 2027; an operator at a terminal
+# cannot act on that, so it is kept out of every command's output.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
+
+import typer  # noqa: E402
+
+import components.cli  # noqa: E402
+import kernels.cli  # noqa: E402
+import runtime.cli.commands  # noqa: E402
+import validation.cli  # noqa: E402
 
 app = typer.Typer(
     name="gpurt",
