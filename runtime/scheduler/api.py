@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Response, status
+from fastapi import Depends, FastAPI, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from components import contract
+from runtime.protocol import JOB_ID_PATTERN
 from runtime.scheduler.auth import TokenGuard
 from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
 from runtime.scheduler.service import JobView, Mode, Service
+from runtime.store import StoreError
+
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 class MaintenanceRequest(BaseModel):
@@ -29,6 +34,7 @@ class ScaleRequest(BaseModel):
 class CancelResponse(BaseModel):
     job_id: str
     cancel_requested: bool
+    running_here: bool = Field(description="Whether this replica runs the job; others see the request within 2 s.")
 
 
 def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
@@ -45,6 +51,11 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
                   description="Consumes GPU job requests from Pub/Sub, runs them on Dask or Vertex AI, publishes "
                               "results. Control endpoints need `Authorization: Bearer <GPURT_CONTROL_TOKEN>`.")
     guard = Depends(TokenGuard(service.settings.control_token))
+
+    @app.exception_handler(StoreError)
+    def store_unavailable(_: Request, exc: StoreError) -> JSONResponse:
+        return JSONResponse({"detail": f"the result store is unavailable: {exc}"},
+                            status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
 
     @app.get(contract.HEALTH_PATH, summary="Liveness: the process serves requests.")
     def healthz() -> dict[str, str]:
@@ -70,20 +81,24 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
 
     @app.get("/jobs/{job_id}", response_model=JobView, summary="A running job or its stored result.")
     def get_job(job_id: str) -> JobView:
+        if not _JOB_ID.match(job_id):
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no running job and no result for {job_id!r}")
         return view
 
-    @app.delete("/jobs/{job_id}", response_model=CancelResponse, dependencies=[guard],
-                summary="Cancel a running job: it stops cooperatively and its result is `cancelled`.")
+    @app.delete("/jobs/{job_id}", response_model=CancelResponse, status_code=status.HTTP_202_ACCEPTED,
+                dependencies=[guard],
+                summary="Cancel a job: a running one stops cooperatively, a queued one never starts; "
+                        "its result is `cancelled`.")
     def cancel_job(job_id: str) -> CancelResponse:
-        if service.cancel(job_id):
-            return CancelResponse(job_id=job_id, cancel_requested=True)
+        if not _JOB_ID.match(job_id):
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
-        if view is not None:
+        if view is not None and view.result is not None:
             raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id!r} already finished: {view.state}")
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} is not running on this replica")
+        return CancelResponse(job_id=job_id, cancel_requested=True, running_here=service.cancel(job_id))
 
     @app.get("/pools", response_model=list[PoolInfo], summary="Worker pools and their sizes.")
     def list_pools() -> list[PoolInfo]:

@@ -93,7 +93,8 @@ class Processor:
         if entry is None:
             return self._running_elsewhere_here(request, replay)
         try:
-            return self._run(request, delivery, replay, entry.cancel_requested)
+            cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
+            return self._run(request, delivery, replay, cancelled)
         finally:
             self._registry.end(entry)
 

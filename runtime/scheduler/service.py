@@ -20,6 +20,7 @@ from runtime.pubsub.admin import subscription_path
 from runtime.pubsub.depth import DepthSource, MonitoringDepth, NoDepth
 from runtime.pubsub.publisher import TopicPublisher
 from runtime.scheduler.backends.base import ExecutionBackend
+from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.pools.base import PoolBackend
@@ -71,6 +72,7 @@ class Service:
         self.consumer: Consumer | None = None
         self._loop: SingletonLoop | None = None
         self._clients: tuple[Any, Any] | None = None
+        self._cancel_watch: CancelWatcher | None = None
         self.mode = Mode.NORMAL
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -95,8 +97,10 @@ class Service:
         reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
         self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run)
+        self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)
         self.consumer.start()
         self._loop.start()
+        self._cancel_watch.start()
         log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
 
     def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
@@ -108,6 +112,9 @@ class Service:
         if self._loop is not None:
             self._loop.stop()
             self._loop = None
+        if self._cancel_watch is not None:
+            self._cancel_watch.stop()
+            self._cancel_watch = None
         if self.backend is not None:
             self.backend.close()
             self.backend = None
@@ -156,7 +163,15 @@ class Service:
         return JobView(job_id=job_id, state=result.status.value, attempt=result.attempt, result=result)
 
     def cancel(self, job_id: str) -> bool:
-        """Ask a job running on this replica to stop; False if it does not run here."""
+        """Request cancellation of ``job_id`` on every replica; True if it runs on this one.
+
+        The marker in the store reaches a job running on another replica (its cancel watcher) and a job
+        that has not started yet (it ends ``cancelled`` without running).
+        """
+        self.store.request_cancel(job_id)
+        return self._cancel_here(job_id)
+
+    def _cancel_here(self, job_id: str) -> bool:
         entry = self.registry.mark_cancelled(job_id)
         if entry is None:
             return False

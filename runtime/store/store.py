@@ -5,6 +5,7 @@ Layout under the root URL::
     results/<job_id>.json          the terminal JobResult (the idempotency record of a job)
     artifacts/<job_id>/<name>      larger outputs (distributions, plots)
     published/<job_id>             marker: the result was published on gpu-job-result
+    cancel/<job_id>                marker: cancellation was requested (seen by every replica)
 
 Writes go to a temporary name and are then moved into place, so a reader never sees half a result on a
 local disk; on object stores (gs://) a single-object upload is atomic already. Artifacts are written
@@ -77,6 +78,16 @@ class ResultStore:
         """Whether the stored result of ``job_id`` was published."""
         return self._exists(self._marker_path(job_id))
 
+    # --- cancellation marker ----------------------------------------------------------------------
+
+    def request_cancel(self, job_id: str) -> None:
+        """Record that ``job_id`` should stop (or never start), for whichever replica has it."""
+        self._write(self._cancel_path(job_id), b"")
+
+    def cancel_requested(self, job_id: str) -> bool:
+        """Whether cancellation of ``job_id`` was requested."""
+        return self._exists(self._cancel_path(job_id))
+
     # --- artifacts ---------------------------------------------------------------------------------
 
     def put_artifacts(self, job_id: str, artifacts: dict[str, bytes]) -> dict[str, str]:
@@ -108,6 +119,9 @@ class ResultStore:
 
     def _marker_path(self, job_id: str) -> str:
         return f"{self._root}/published/{_checked(job_id)}"
+
+    def _cancel_path(self, job_id: str) -> str:
+        return f"{self._root}/cancel/{_checked(job_id)}"
 
     def _job_dir(self, job_id: str) -> str:
         return f"{self._root}/artifacts/{_checked(job_id)}"

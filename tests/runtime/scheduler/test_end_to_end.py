@@ -91,11 +91,21 @@ def test_cancel_stops_a_running_job(platform: Platform) -> None:
     wait_for(lambda: platform.api.http.get("/jobs/cancel-1").json().get("state") == "running", 30, "cancel-1 running")
     assert platform.api.anonymous.delete("/jobs/cancel-1").status_code == 401
     response = platform.api.http.delete("/jobs/cancel-1")
-    assert response.status_code == 200
+    assert response.status_code == 202 and response.json()["running_here"] is True
     result = platform.results.wait("cancel-1", timeout_s=15)
     assert result.status is JobStatus.CANCELLED
     assert platform.api.http.get("/jobs/cancel-1").json()["state"] == "cancelled"
     assert platform.api.http.delete("/jobs/cancel-1").status_code == 409
+
+
+def test_a_job_cancelled_before_it_runs_never_runs(platform: Platform) -> None:
+    # What a replica sees when the DELETE landed on another one: only the marker in the shared store.
+    response = platform.api.http.delete("/jobs/cancel-early")
+    assert response.status_code == 202 and response.json()["running_here"] is False
+    platform.requests.job("cancel-early")
+    assert platform.results.wait("cancel-early").status is JobStatus.CANCELLED
+    assert "cancel-early" not in platform.backend.runs
+    assert platform.api.http.get("/jobs/not a job id").status_code == 422
 
 
 def _undelivered(platform: Platform, subscription: str) -> int:
@@ -161,5 +171,5 @@ def test_a_timeout_is_transient_and_the_next_delivery_runs_again(platform: Platf
     wait_for(lambda: platform.backend.runs["timeout-1"] == [1, 2], 30, "a redelivery after the timeout")
     assert platform.results.of("timeout-1") == []  # not failed before the last attempt
     wait_for(lambda: platform.service.registry.get("timeout-1"), 10, "the second attempt running")
-    assert platform.api.http.delete("/jobs/timeout-1").status_code == 200
+    assert platform.api.http.delete("/jobs/timeout-1").status_code == 202
     assert platform.results.wait("timeout-1").status is JobStatus.CANCELLED

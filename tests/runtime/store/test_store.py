@@ -32,6 +32,9 @@ def test_artifacts_and_publication_marker(store: ResultStore) -> None:
     assert not store.is_published("job-2")
     store.mark_published("job-2")
     assert store.is_published("job-2")
+    assert not store.cancel_requested("job-2")
+    store.request_cancel("job-2")
+    assert store.cancel_requested("job-2")
 
 
 def test_unsafe_names_never_escape_the_root(store: ResultStore) -> None:

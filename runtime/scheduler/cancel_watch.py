@@ -1,0 +1,68 @@
+"""Cancellation across replicas: ``DELETE /jobs/{id}`` may land on any replica.
+
+The API writes a cancel marker to the shared result store; this watcher, one thread per replica,
+looks for markers of the jobs running *here* and stops them. A job not yet running sees the marker
+when it starts and ends ``cancelled`` without running.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Final
+
+from runtime.scheduler.registry import JobRegistry
+from runtime.store import ResultStore
+
+# How quickly a cancel reaches a job running on another replica (seconds); one store read per
+# in-flight job per period.
+WATCH_PERIOD_S: Final = 2.0
+
+log = logging.getLogger(__name__)
+
+
+class CancelWatcher:
+    """Polls the store's cancel markers of in-flight jobs and calls ``cancel`` for each one found."""
+
+    def __init__(self, registry: JobRegistry, store: ResultStore, cancel: Callable[[str], bool],
+                 period_s: float = WATCH_PERIOD_S) -> None:
+        self._registry = registry
+        self._store = store
+        self._cancel = cancel
+        self._period = period_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start watching (no-op if running)."""
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="gpurt-cancel-watch", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def check_once(self) -> list[str]:
+        """Cancel every in-flight job with a marker; returns their ids."""
+        found = []
+        for entry in self._registry.snapshot():
+            job_id = entry.request.job_id
+            if entry.cancel_requested:
+                continue
+            try:
+                if self._store.cancel_requested(job_id):
+                    self._cancel(job_id)
+                    found.append(job_id)
+            except Exception as exc:
+                log.warning("cannot check the cancel marker: %s", exc, extra={"job_id": job_id})
+        return found
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._period):
+            self.check_once()
