@@ -34,6 +34,7 @@ SAMPLES_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_BLOCKS: Final = 256  # ~4e6 samples, ~30 ms: long parallel regions, a cancel still felt at once
 GPU_CHUNK_BLOCKS: Final = 16_384  # ~2.7e8 samples per launch: milliseconds on a data-centre GPU
 CPU_RUN_PAIRS: Final = 128  # antithetic pairs per float32 partial sum in the CPU twin
+CPU_BATCH_SAMPLES: Final = 4096  # samples generated at a time by the CPU twin (a multiple of 2 * CPU_RUN_PAIRS)
 _ZERO: Final = np.float32(0.0)
 _HALF: Final = np.float32(0.5)
 
@@ -76,26 +77,29 @@ def _cpu_blocks(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, 
     for b in prange(out.shape[0]):
         first_sample = (first_block + b) * SAMPLES_PER_BLOCK
         valid = min(SAMPLES_PER_BLOCK, n_samples - first_sample)
-        words = np.empty(SAMPLES_PER_BLOCK, dtype=np.uint32)
-        fill_words(words, first_sample // NORMALS_PER_DRAW, -(-valid // NORMALS_PER_DRAW), 0, seed)
+        words = np.empty(CPU_BATCH_SAMPLES, dtype=np.uint32)
         sums = (0.0, 0.0, 0.0, 0.0, 0.0)
-        pairs = valid // 2
-        for run in range(0, pairs, CPU_RUN_PAIRS):
-            # float32 partial sums over a short run vectorise twice as wide; a run is short enough
-            # (256 samples) that their rounding stays ~1e-7 relative, then the run joins the float64 sums
-            r0 = r1 = r2 = r3 = r4 = _ZERO
-            for j in range(run, min(run + CPU_RUN_PAIRS, pairs)):
-                za, zb = box_muller(words[2 * j], words[2 * j + 1])
-                ya, xa = _sample(za, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
-                yb, xb = _sample(zb, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
-                r0 += ya + yb
-                r1 += ya * ya + yb * yb
-                r2 += xa + xb
-                r3 += xa * xa + xb * xb
-                r4 += xa * ya + xb * yb
-            sums = (sums[0] + r0, sums[1] + r1, sums[2] + r2, sums[3] + r3, sums[4] + r4)
-        if valid % 2 == 1:
-            za, _ = box_muller(words[valid - 1], words[valid])
+        for batch in range(0, valid, CPU_BATCH_SAMPLES):
+            # a batch's words and the generator's counter arrays stay in the core's L1/L2 cache
+            size = min(CPU_BATCH_SAMPLES, valid - batch)
+            fill_words(words, (first_sample + batch) // NORMALS_PER_DRAW, -(-size // NORMALS_PER_DRAW), 0, seed)
+            for run in range(0, size // 2, CPU_RUN_PAIRS):
+                # float32 partial sums over a short run vectorise twice as wide; a run is short enough
+                # (256 samples) that their rounding stays ~1e-7 relative, then it joins the float64 sums
+                r0 = r1 = r2 = r3 = r4 = _ZERO
+                for j in range(run, min(run + CPU_RUN_PAIRS, size // 2)):
+                    za, zb = box_muller(words[2 * j], words[2 * j + 1])
+                    ya, xa = _sample(za, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
+                    yb, xb = _sample(zb, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
+                    r0 += ya + yb
+                    r1 += ya * ya + yb * yb
+                    r2 += xa + xb
+                    r3 += xa * xa + xb * xb
+                    r4 += xa * ya + xb * yb
+                sums = (sums[0] + r0, sums[1] + r1, sums[2] + r2, sums[3] + r3, sums[4] + r4)
+        if valid % 2 == 1:  # only the last batch can be odd; its words are still in the buffer
+            last = (valid - 1) % CPU_BATCH_SAMPLES
+            za, _ = box_muller(words[last], words[last + 1])
             ya, xa = _sample(za, forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
             sums = add_sample(sums, ya, xa)
         for k in range(len(sums)):
