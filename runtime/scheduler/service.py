@@ -34,6 +34,8 @@ from runtime.store import ResultStore
 LOCAL_POOL: Final = "local"
 # Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
 SHUTDOWN_DRAIN_S: Final = 60.0
+# Each result is published alone and waited for before the ack: flush almost at once (seconds).
+RESULT_BATCH_LATENCY_S: Final = 0.001
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,8 @@ class Service:
         from runtime.pubsub.clients import publisher_client, subscriber_client
 
         s = self.settings
-        publisher, subscriber = publisher_client(s.pubsub_emulator_host), subscriber_client(s.pubsub_emulator_host)
+        publisher = publisher_client(s.pubsub_emulator_host, batch_latency_s=RESULT_BATCH_LATENCY_S)
+        subscriber = subscriber_client(s.pubsub_emulator_host)
         self._clients = (publisher, subscriber)
         sink = TopicPublisher(publisher, s.project)
         backend = self._build_backend()

@@ -45,6 +45,8 @@ class ResultStore:
         self._fs: AbstractFileSystem = fs
         self._root = root.rstrip("/")
         self._atomic_rename = "file" in _protocols(fs)
+        # Folders known to exist: a job's writes need not ask the filesystem again (set add is atomic).
+        self._made_dirs: set[str] = set()
 
     # --- results -----------------------------------------------------------------------------------
 
@@ -72,7 +74,7 @@ class ResultStore:
 
     def mark_published(self, job_id: str) -> None:
         """Record that the stored result of ``job_id`` went out on the result topic."""
-        self._write(self._marker_path(job_id), b"")
+        self._write(self._marker_path(job_id), b"", atomic=False)  # empty: nothing to see half-written
 
     def is_published(self, job_id: str) -> bool:
         """Whether the stored result of ``job_id`` was published."""
@@ -82,7 +84,7 @@ class ResultStore:
 
     def request_cancel(self, job_id: str) -> None:
         """Record that ``job_id`` should stop (or never start), for whichever replica has it."""
-        self._write(self._cancel_path(job_id), b"")
+        self._write(self._cancel_path(job_id), b"", atomic=False)
 
     def cancel_requested(self, job_id: str) -> bool:
         """Whether cancellation of ``job_id`` was requested."""
@@ -135,17 +137,27 @@ class ResultStore:
         except OSError as exc:
             raise StoreError(f"cannot reach {self._url_of(path)}: {exc}") from exc
 
-    def _write(self, path: str, data: bytes) -> None:
+    def _write(self, path: str, data: bytes, atomic: bool = True) -> None:
+        folder = posixpath.dirname(path)
         try:
-            self._fs.makedirs(posixpath.dirname(path), exist_ok=True)
-            if not self._atomic_rename:
-                self._fs.pipe_file(path, data)
-                return
-            staging = f"{path}.{uuid.uuid4().hex}.tmp"
-            self._fs.pipe_file(staging, data)
-            self._fs.mv(staging, path)
+            try:
+                self._write_in(folder, path, data, atomic)
+            except FileNotFoundError:
+                self._made_dirs.discard(folder)  # removed behind our back: make it again
+                self._write_in(folder, path, data, atomic)
         except OSError as exc:
             raise StoreError(f"cannot write {self._url_of(path)}: {exc}") from exc
+
+    def _write_in(self, folder: str, path: str, data: bytes, atomic: bool) -> None:
+        if folder not in self._made_dirs:
+            self._fs.makedirs(folder, exist_ok=True)
+            self._made_dirs.add(folder)
+        if not (atomic and self._atomic_rename):
+            self._fs.pipe_file(path, data)
+            return
+        staging = f"{path}.{uuid.uuid4().hex}.tmp"
+        self._fs.pipe_file(staging, data)
+        self._fs.mv(staging, path)
 
 
 def _checked(job_id: str) -> str:

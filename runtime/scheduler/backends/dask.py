@@ -41,15 +41,14 @@ class DaskBackend:
         from distributed import Event, KilledWorker
 
         job_id = request.job_id
-        event = Event(cancel_event_name(job_id), client=self._client)
-        event.clear()  # a replayed job must not inherit an old cancel
+        event = Event(cancel_event_name(job_id, attempt), client=self._client)
         resources = {contract.DASK_GPU_RESOURCE: 1} if self._has_gpu_workers() else None
         future = self._client.submit(
-            execute, request.type.value, request.params, self._device, job_id,
+            execute, request.type.value, request.params, self._device, event.name,
             key=f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}", pure=False, resources=resources,
         )
         with self._lock:
-            self._running[job_id] = future
+            self._running[job_id] = event
         task_may_run_on = False
         try:
             output = future.result(timeout=request.timeout_s)
@@ -82,13 +81,11 @@ class DaskBackend:
 
     def cancel(self, job_id: str) -> bool:
         """Set the job's cancel event: a running task stops at its next checkpoint, a queued one at its first."""
-        from distributed import Event
-
         with self._lock:
-            running = job_id in self._running
-        if running:
-            Event(cancel_event_name(job_id), client=self._client).set()
-        return running
+            event = self._running.get(job_id)
+        if event is not None:
+            event.set()
+        return event is not None
 
     def gpu_slots(self) -> int:
         """GPUs the workers advertise; without GPU workers, one slot per worker thread."""

@@ -1,6 +1,7 @@
 """The function a Dask worker runs for one job: ``kernels.jobs.run_job`` plus cooperative cancel.
 
-Cancellation crosses processes through a ``distributed.Event`` named after the job; the kernel's
+Cancellation crosses processes through a ``distributed.Event`` named after the job and delivery
+attempt (so a stale event of an earlier attempt can never stop a later one); the kernel's
 ``should_stop`` reads it at most once per ``CANCEL_POLL_S`` so a tight kernel loop does not flood the
 Dask scheduler with RPCs.
 """
@@ -16,19 +17,20 @@ from kernels.params import JobParams
 CANCEL_POLL_S: Final = 0.25
 
 
-def cancel_event_name(job_id: str) -> str:
-    """The ``distributed.Event`` that tells the worker running ``job_id`` to stop."""
-    return f"gpurt-cancel-{job_id}"
+def cancel_event_name(job_id: str, attempt: int) -> str:
+    """The ``distributed.Event`` that tells the worker running this delivery of ``job_id`` to stop."""
+    return f"gpurt-cancel-{job_id}-{attempt}"
 
 
-def execute(job_type: str, params: JobParams, device: str, job_id: str) -> object:
+def execute(job_type: str, params: JobParams, device: str, event_name: str) -> object:
     """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
     from distributed import Event
 
     from kernels.jobs import run_job
 
-    event = Event(cancel_event_name(job_id))
-    last_check = 0.0
+    event = Event(event_name)
+    # The first look is one period in: a short job never pays a round trip to the Dask scheduler.
+    last_check = time.monotonic()
     stopped = False
 
     def should_stop() -> bool:

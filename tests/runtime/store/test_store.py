@@ -47,3 +47,13 @@ def test_unsafe_names_never_escape_the_root(store: ResultStore) -> None:
 def test_file_store_leaves_no_temporary_files(tmp_path: Path) -> None:
     ResultStore(tmp_path.as_uri()).put(JobResult(job_id="job-4", status=JobStatus.CANCELLED))
     assert [p.name for p in (tmp_path / "results").iterdir()] == ["job-4.json"]
+
+
+def test_a_folder_removed_behind_the_store_is_made_again(tmp_path: Path) -> None:
+    import shutil
+
+    store = ResultStore(tmp_path.as_uri())
+    store.put(JobResult(job_id="job-5", status=JobStatus.SUCCEEDED))
+    shutil.rmtree(tmp_path / "results")
+    store.put(JobResult(job_id="job-6", status=JobStatus.SUCCEEDED))
+    assert store.exists("job-6")
