@@ -60,8 +60,7 @@ def run_job(
     validated = _validate(kind, params)
     ctx = RunContext(should_stop=should_stop or _never, progress=progress or _ignore)
     started = time.perf_counter()
-    if kind is JobType.NOOP:
-        assert isinstance(validated, NoopParams)
+    if isinstance(validated, NoopParams):
         summary = _run_noop(validated, ctx)
         return JobOutput(summary=summary, device="cpu", elapsed_s=time.perf_counter() - started)
 
