@@ -21,6 +21,8 @@ JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
 class JobStatus(StrEnum):
+    """Terminal outcome of a job; every status is final for its job id."""
+
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     REJECTED = "rejected"
@@ -28,6 +30,8 @@ class JobStatus(StrEnum):
 
 
 class ErrorKind(StrEnum):
+    """Why a job did not succeed, which decides whether it is retried."""
+
     INVALID = "invalid"          # bad JSON, unknown type, bad params: never retried
     TRANSIENT = "transient"      # worker lost, CUDA OOM, timeout: redelivered
     PERMANENT = "permanent"      # the job itself cannot succeed
@@ -65,11 +69,15 @@ class JobRequest(BaseModel):
 
 
 class JobError(BaseModel):
+    """The error of a result that did not succeed."""
+
     kind: ErrorKind
     message: str
 
 
 class JobMetrics(BaseModel):
+    """Measurements of one run: seconds from publish to start, run time, device, throughput."""
+
     queue_wait_s: float | None = None
     run_s: float | None = None
     device: str | None = None
