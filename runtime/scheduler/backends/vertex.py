@@ -25,6 +25,9 @@ from runtime.scheduler.backends.vertex_task import ERROR_FILE, OUTPUT_FILE
 
 # Vertex jobs take minutes to provision: polling faster only spends API quota.
 POLL_INTERVAL_S: Final = 15.0
+# A custom job's own timeout counts running time only; a GPU machine may take this long to provision
+# before that. Past timeout + allowance the job is cancelled and the delivery counts as transient.
+PROVISION_ALLOWANCE_S: Final = 1800.0
 _LABEL_VALUE: Final = re.compile(r"[^a-z0-9_-]")
 
 
@@ -35,7 +38,8 @@ class VertexBackend:
 
     def __init__(self, client: Any, *, project: str, region: str, image: str, machine_type: str,
                  accelerator: str, output_root: str, service_account: str | None = None,
-                 poll_interval_s: float = POLL_INTERVAL_S, sleep: Callable[[float], None] = time.sleep) -> None:
+                 poll_interval_s: float = POLL_INTERVAL_S, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not image:
             raise ValueError("the Vertex AI backend needs GPURT_VERTEX_IMAGE (the Dask GPU worker image)")
         self._client = client
@@ -47,6 +51,7 @@ class VertexBackend:
         self._service_account = service_account
         self._poll = poll_interval_s
         self._sleep = sleep
+        self._clock = clock
         self._lock = threading.Lock()
         self._running: dict[str, str] = {}
 
@@ -90,9 +95,14 @@ class VertexBackend:
         created = self._client.create_custom_job(parent=self._parent, custom_job=self.custom_job(request, attempt))
         with self._lock:
             self._running[request.job_id] = created.name
+        give_up_at = self._clock() + request.timeout_s + PROVISION_ALLOWANCE_S
         try:
             job = created
             while job.state not in _TERMINAL:
+                if self._clock() > give_up_at:
+                    self._client.cancel_custom_job(name=created.name)
+                    raise TransientJobError(f"Vertex AI job {created.name} did not finish within "
+                                            f"{request.timeout_s + PROVISION_ALLOWANCE_S:g} s; cancelled it")
                 self._sleep(self._poll)
                 job = self._client.get_custom_job(name=created.name)
         finally:

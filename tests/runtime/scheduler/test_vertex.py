@@ -91,3 +91,17 @@ def test_cancel_cancels_the_custom_job() -> None:
     assert backend.cancel("nothing-running") is False
     with pytest.raises(JobCancelled):
         backend.run(_request("c"), attempt=1)
+
+
+def test_a_job_stuck_in_provisioning_is_cancelled_and_transient() -> None:
+    now = [0.0]
+    client = RecordingJobService(JobState.JOB_STATE_PENDING)
+
+    def sleep(seconds: float) -> None:
+        now[0] += 600.0  # each poll, ten minutes pass
+
+    backend = VertexBackend(client, project="p", region="r", image="img", machine_type="m", accelerator="a",
+                            output_root="memory://vertex-stuck", poll_interval_s=0, sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(TransientJobError, match="did not finish"):
+        backend.run(_request("stuck"), attempt=1)
+    assert client.calls[-1] == ("cancel", {"name": JOB_NAME})
