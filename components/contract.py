@@ -231,6 +231,8 @@ CONTROL_TOKEN_SECRET_KEY: Final = "token"
 # name. The operator names the cluster's own group `<cluster>-default` whatever pool it serves, so code
 # that scales a pool looks its group up by this label rather than by name.
 DASK_POOL_LABEL: Final = "gpu-runtime.dev/pool"
+# The DaskAutoscaler of a cluster is named ``<cluster><suffix>``; pool scaling pins its bounds.
+DASK_AUTOSCALER_SUFFIX: Final = "-autoscaler"
 # In-cluster address of the Dask scheduler Service the operator creates (`<cluster>-scheduler`).
 DASK_SCHEDULER_ADDRESS: Final = (
     f"tcp://{DASK_CLUSTER_NAME}-scheduler.{COMPUTE_NAMESPACE}.svc.cluster.local:{DASK_SCHEDULER_PORT}"

@@ -280,7 +280,7 @@ def build_autoscaler(spec: DaskClusterSpec) -> Manifest:
     return {
         "apiVersion": DASK_API_VERSION,
         "kind": "DaskAutoscaler",
-        "metadata": metadata(f"{spec.name}-autoscaler", contract.COMPUTE_NAMESPACE),
+        "metadata": metadata(f"{spec.name}{contract.DASK_AUTOSCALER_SUFFIX}", contract.COMPUTE_NAMESPACE),
         "spec": {"cluster": spec.name, "minimum": primary.min_workers, "maximum": primary.max_workers},
     }
 

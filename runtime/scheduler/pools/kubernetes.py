@@ -1,8 +1,12 @@
-"""Pools in the cloud: each pool is the DaskWorkerGroup ``<cluster>-<pool>`` of the Dask operator.
+"""Pools in the cloud: each pool is a DaskWorkerGroup of the Dask operator, named by its pool label.
 
 Scaling patches ``spec.worker.replicas`` through the Kubernetes API (``CustomObjectsApi``, passed in).
 The desired size is also written to an annotation, so a stopped pool stays stopped and a new leader
 rehydrates every pool's size from the cluster itself after a restart.
+
+The primary pool is the operator's ``<cluster>-default`` group, which a DaskAutoscaler also sizes. An
+operator's scale or stop there pins the autoscaler's bounds to the same size too; otherwise the
+autoscaler and the reconciler would overwrite each other's replicas forever.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, chec
 DASK_GROUP: Final = "kubernetes.dask.org"
 DASK_VERSION: Final = "v1"
 WORKER_GROUP_PLURAL: Final = "daskworkergroups"
+AUTOSCALER_PLURAL: Final = "daskautoscalers"
+DEFAULT_GROUP_SUFFIX: Final = "-default"  # the group the operator makes from the DaskCluster's own worker spec
 CLUSTER_LABEL: Final = "dask.org/cluster-name"
 DESIRED_ANNOTATION: Final = "gpu-runtime.dev/desired-replicas"
 
@@ -38,8 +44,11 @@ class KubernetesPools:
     def scale(self, pool_id: str, workers: int) -> PoolInfo:
         """Patch the group's replicas and desired-size annotation."""
         check_workers(workers)
-        self._group(pool_id)  # a clear 404 before any write
-        return self._info(self._patch(pool_id, workers, record_desired=True))
+        group = self._group(pool_id)  # a clear "no such pool" before any write
+        name = group["metadata"]["name"]
+        if name == f"{self._cluster}{DEFAULT_GROUP_SUFFIX}":
+            self._pin_autoscaler(workers)
+        return self._info(self._patch(name, workers, record_desired=True))
 
     def stop(self, pool_id: str) -> PoolInfo:
         """Scale ``pool_id`` to zero and keep it there."""
@@ -56,7 +65,7 @@ class KubernetesPools:
         for group in self._groups():
             desired = _desired(group)
             if desired is not None and _replicas(group) != desired:
-                self._patch(self._pool_id(group), desired, record_desired=False)
+                self._patch(group["metadata"]["name"], desired, record_desired=False)
 
     def gpu_slots(self) -> int:
         """GPUs the pools want: desired workers times GPUs per worker."""
@@ -75,33 +84,43 @@ class KubernetesPools:
         return sorted(listing.get("items", []), key=lambda item: item["metadata"]["name"])
 
     def _group(self, pool_id: str) -> dict[str, Any]:
-        from kubernetes.client.exceptions import ApiException
+        for group in self._groups():
+            if self._pool_id(group) == pool_id:
+                return group
+        raise PoolNotFound(f"no pool {pool_id!r} (worker group {self._cluster}-{pool_id} or pool label "
+                           f"{contract.DASK_POOL_LABEL}={pool_id})")
 
-        try:
-            return self._api.get_namespaced_custom_object(
-                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL, self._name(pool_id)
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                raise PoolNotFound(f"no pool {pool_id!r} (worker group {self._name(pool_id)})") from None
-            raise PoolError(f"cannot read worker group {self._name(pool_id)}: {exc.reason}") from exc
-
-    def _patch(self, pool_id: str, replicas: int, *, record_desired: bool) -> dict[str, Any]:
+    def _patch(self, group_name: str, replicas: int, *, record_desired: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"spec": {"worker": {"replicas": replicas}}}
         if record_desired:
             body["metadata"] = {"annotations": {DESIRED_ANNOTATION: str(replicas)}}
         try:
             return self._api.patch_namespaced_custom_object(
-                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL, self._name(pool_id), body
+                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL, group_name, body
             )
         except Exception as exc:
-            raise PoolError(f"cannot scale worker group {self._name(pool_id)}: {exc}") from exc
+            raise PoolError(f"cannot scale worker group {group_name}: {exc}") from exc
 
-    def _name(self, pool_id: str) -> str:
-        return f"{self._cluster}-{pool_id}"
+    def _pin_autoscaler(self, workers: int) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        name = f"{self._cluster}{contract.DASK_AUTOSCALER_SUFFIX}"
+        body = {"spec": {"minimum": workers, "maximum": workers}}
+        try:
+            self._api.patch_namespaced_custom_object(
+                DASK_GROUP, DASK_VERSION, self._namespace, AUTOSCALER_PLURAL, name, body
+            )
+        except ApiException as exc:
+            if exc.status != 404:  # no autoscaler: nothing else sizes the group
+                raise PoolError(f"cannot pin the autoscaler {name}: {exc.reason}") from exc
 
     def _pool_id(self, group: dict[str, Any]) -> str:
-        return str(group["metadata"]["name"]).removeprefix(f"{self._cluster}-")
+        """The pool a group serves: its pool label (the operator's default group carries it on its worker
+        template), else its name without the cluster prefix."""
+        worker_labels = group.get("spec", {}).get("worker", {}).get("metadata", {}).get("labels") or {}
+        labels = {**worker_labels, **(group.get("metadata", {}).get("labels") or {})}
+        return str(labels.get(contract.DASK_POOL_LABEL)
+                   or str(group["metadata"]["name"]).removeprefix(f"{self._cluster}-"))
 
     def _info(self, group: dict[str, Any]) -> PoolInfo:
         replicas = _replicas(group)

@@ -83,7 +83,7 @@ def test_duplicate_delivery_is_answered_from_the_store(platform: Platform) -> No
     platform.requests.job("dup-marker")  # published after the duplicate: once it is done, so is the duplicate
     platform.results.wait("dup-marker")
     assert platform.backend.runs["dup-1"] == [1]
-    assert platform.results.of("dup-1") == [first]
+    assert platform.results.of("dup-1") == [first, first]  # the second request is answered with the stored result
 
 
 def test_cancel_stops_a_running_job(platform: Platform) -> None:

@@ -8,17 +8,20 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from components import contract
 from runtime.scheduler.pools.base import PoolError, PoolNotFound
 from runtime.scheduler.pools.kubernetes import DESIRED_ANNOTATION, KubernetesPools
 
 
-def _group(pool: str, replicas: int, ready: int) -> dict[str, Any]:
+def _group(pool: str, replicas: int, ready: int, name: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "kubernetes.dask.org/v1", "kind": "DaskWorkerGroup",
-        "metadata": {"name": f"gpu-dask-{pool}", "namespace": "compute",
+        "metadata": {"name": name or f"gpu-dask-{pool}", "namespace": "compute",
                      "labels": {"dask.org/cluster-name": "gpu-dask"}},
-        "spec": {"cluster": "gpu-dask", "worker": {"replicas": replicas, "spec": {"containers": [
-            {"name": "worker", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+        "spec": {"cluster": "gpu-dask", "worker": {
+            "replicas": replicas,
+            "metadata": {"labels": {contract.DASK_POOL_LABEL: pool}},
+            "spec": {"containers": [{"name": "worker", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
         "status": {"readyReplicas": ready},
     }
 
@@ -26,8 +29,9 @@ def _group(pool: str, replicas: int, ready: int) -> dict[str, Any]:
 class RecordingCustomObjects:
     """Keeps worker groups in memory; records every call."""
 
-    def __init__(self, *groups: dict[str, Any]) -> None:
+    def __init__(self, *groups: dict[str, Any], autoscaler: dict[str, Any] | None = None) -> None:
         self.groups = {g["metadata"]["name"]: g for g in groups}
+        self.autoscaler = autoscaler
         self.calls: list[tuple[str, tuple]] = []
 
     def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=""):
@@ -42,6 +46,11 @@ class RecordingCustomObjects:
 
     def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):
         self.calls.append(("patch", (namespace, plural, name, copy.deepcopy(body))))
+        if plural == "daskautoscalers":
+            if self.autoscaler is None or self.autoscaler["metadata"]["name"] != name:
+                raise ApiException(status=404, reason="Not Found")
+            self.autoscaler["spec"].update(body["spec"])
+            return copy.deepcopy(self.autoscaler)
         target = self.groups[name]
         target["spec"]["worker"]["replicas"] = body["spec"]["worker"]["replicas"]
         annotations = body.get("metadata", {}).get("annotations")
@@ -87,3 +96,17 @@ def test_unknown_pool_and_bad_sizes_are_clear_errors() -> None:
         pools.scale("v100", 1)
     with pytest.raises(PoolError, match="between 0 and"):
         pools.scale("a100", 10_000)
+
+
+def test_the_primary_pool_is_named_by_its_label_and_scaling_it_pins_the_autoscaler() -> None:
+    autoscaler = {"metadata": {"name": "gpu-dask-autoscaler"}, "spec": {"cluster": "gpu-dask", "minimum": 0,
+                                                                         "maximum": 8}}
+    api = RecordingCustomObjects(_group("a100", 2, 2, name="gpu-dask-default"), _group("t4", 1, 1),
+                                 autoscaler=autoscaler)
+    pools = KubernetesPools(api)
+    assert sorted(p.id for p in pools.list()) == ["a100", "t4"]
+    pools.stop("a100")
+    assert api.groups["gpu-dask-default"]["spec"]["worker"]["replicas"] == 0
+    assert autoscaler["spec"]["minimum"] == autoscaler["spec"]["maximum"] == 0  # the autoscaler cannot undo it
+    pools.scale("t4", 3)  # a secondary group: the autoscaler is left alone
+    assert autoscaler["spec"]["maximum"] == 0 and api.groups["gpu-dask-t4"]["spec"]["worker"]["replicas"] == 3
