@@ -149,7 +149,14 @@ def build_rbac(compute_namespace: str = contract.COMPUTE_NAMESPACE) -> list[Mani
             "apiGroups": ["kubernetes.dask.org"],
             "resources": ["daskworkergroups"],
             "verbs": ["get", "list", "patch"],
-        }
+        },
+        {
+            # Scaling the primary pool pins the autoscaler's bounds; nothing else of it is touched.
+            "apiGroups": ["kubernetes.dask.org"],
+            "resources": ["daskautoscalers"],
+            "resourceNames": [f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"],
+            "verbs": ["patch"],
+        },
     ]
     return [
         _role(leader, contract.RUNTIME_NAMESPACE, lease_rules),

@@ -184,11 +184,17 @@ def test_rbac_grants_only_the_leader_lease_and_worker_group_scaling() -> None:
         }
     ]
     assert all(rule["resources"] == ["leases"] for rule in lease_rules)
-    (pool_rule,) = objects[("Role", contract.COMPUTE_NAMESPACE)]["rules"]
+    pool_rule, autoscaler_rule = objects[("Role", contract.COMPUTE_NAMESPACE)]["rules"]
     assert pool_rule == {
         "apiGroups": ["kubernetes.dask.org"],
         "resources": ["daskworkergroups"],
         "verbs": ["get", "list", "patch"],
+    }
+    assert autoscaler_rule == {
+        "apiGroups": ["kubernetes.dask.org"],
+        "resources": ["daskautoscalers"],
+        "resourceNames": ["gpu-dask-autoscaler"],
+        "verbs": ["patch"],
     }
     for namespace in (contract.RUNTIME_NAMESPACE, contract.COMPUTE_NAMESPACE):
         binding = objects[("RoleBinding", namespace)]
