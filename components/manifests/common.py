@@ -74,6 +74,19 @@ class Resources:
         return {"requests": requests, "limits": limits}
 
 
+def workload_identity_service_account(account: contract.ServiceAccountSpec, gcp_service_account_email: str) -> Manifest:
+    """The Kubernetes account of ``account``, bound to its Google account through Workload Identity (no keys)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(
+            account.k8s_service_account,
+            account.k8s_namespace,
+            annotations={"iam.gke.io/gcp-service-account": gcp_service_account_email},
+        ),
+    }
+
+
 def pod_security_context() -> Manifest:
     """Pod-level context: a fixed non-root user and group, and the runtime's default seccomp profile."""
     return {

@@ -28,6 +28,7 @@ from components.manifests.common import (
     metadata,
     pod_security_context,
     scratch_volume,
+    workload_identity_service_account,
 )
 
 DASK_API_VERSION: Final = "kubernetes.dask.org/v1"
@@ -287,13 +288,4 @@ def build_autoscaler(spec: DaskClusterSpec) -> Manifest:
 
 def build_runtime_service_account(gcp_service_account_email: str) -> Manifest:
     """The ``gpu-runtime`` Kubernetes account of the workers, bound to its Google account (Workload Identity)."""
-    account = contract.RUNTIME_SERVICE_ACCOUNT
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(
-            account.k8s_service_account,
-            account.k8s_namespace,
-            annotations={"iam.gke.io/gcp-service-account": gcp_service_account_email},
-        ),
-    }
+    return workload_identity_service_account(contract.RUNTIME_SERVICE_ACCOUNT, gcp_service_account_email)

@@ -18,6 +18,7 @@ from components.manifests.common import (
     metadata,
     pod_security_context,
     scratch_volume,
+    workload_identity_service_account,
 )
 
 # Seconds a terminating pod keeps running. The preStop hook switches the replica to drain at once, so no
@@ -78,16 +79,7 @@ class SchedulerSpec:
 
 def build_service_account(gcp_service_account_email: str) -> Manifest:
     """The ``gpu-scheduler`` Kubernetes account, bound to its Google account through Workload Identity."""
-    account = contract.SCHEDULER_SERVICE_ACCOUNT
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(
-            account.k8s_service_account,
-            account.k8s_namespace,
-            annotations={"iam.gke.io/gcp-service-account": gcp_service_account_email},
-        ),
-    }
+    return workload_identity_service_account(contract.SCHEDULER_SERVICE_ACCOUNT, gcp_service_account_email)
 
 
 def build_control_token_secret(token: T) -> Manifest:
