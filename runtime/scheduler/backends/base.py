@@ -1,6 +1,7 @@
 """The seam between the consumer and whatever runs a job.
 
-A backend runs one job to completion and returns an ``Execution``, or raises one of the kernels'
+A backend runs one job to completion and returns an ``Execution`` (the kernels' own ``JobOutput``:
+a Dask backend hands the worker's value through unchanged, a Vertex backend rebuilds it), or raises one of the kernels'
 failure kinds: ``TransientJobError`` (worth another delivery: worker lost, timeout, CUDA OOM),
 ``PermanentJobError`` (never), ``JobCancelled`` (``cancel`` was called). Anything else it raises is
 treated as transient by the consumer, so an unforeseen fault ends in ``failed`` after the last
@@ -9,21 +10,12 @@ delivery instead of being dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from kernels.jobs import JobOutput as Execution
 from runtime.protocol import JobRequest
 
-
-@dataclass(frozen=True)
-class Execution:
-    """What a job produced, as the consumer stores and publishes it."""
-
-    summary: dict[str, Any]
-    artifacts: dict[str, bytes] = field(default_factory=dict)
-    device: str = "cpu"
-    run_s: float = 0.0
-    paths: int = 0
+__all__ = ["Execution", "ExecutionBackend"]
 
 
 class ExecutionBackend(Protocol):

@@ -76,8 +76,7 @@ class DaskBackend:
                     event.clear()  # without waiters, clearing deletes the event on the Dask scheduler
                 except Exception as exc:  # the job's outcome matters more than this cleanup
                     log.warning("could not clear the cancel event of %s: %s", job_id, exc)
-        return Execution(summary=dict(output.summary), artifacts=dict(output.artifacts), device=output.device,
-                         run_s=float(output.elapsed_s), paths=int(output.paths))
+        return output
 
     def cancel(self, job_id: str) -> bool:
         """Set the job's cancel event: a running task stops at its next checkpoint, a queued one at its first."""

@@ -151,7 +151,7 @@ class VertexBackend:
             with fsspec.open(f"{output}/artifacts/{name}", "rb") as handle:
                 artifacts[name] = handle.read()
         return Execution(summary=body["summary"], artifacts=artifacts, device=body.get("device", "gpu"),
-                         run_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)))
+                         elapsed_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)))
 
     def _raise_failure(self, output: str, fallback: str) -> None:
         try:

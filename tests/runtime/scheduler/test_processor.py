@@ -44,7 +44,7 @@ class GatedBackend:
             self.gate.wait(10)
         if request.job_id in self.fail:
             raise TransientJobError("boom")
-        return Execution(summary={"ok": True}, artifacts={"out.txt": b"x"}, run_s=0.01, paths=10)
+        return Execution(summary={"ok": True}, artifacts={"out.txt": b"x"}, elapsed_s=0.01, paths=10)
 
     def cancel(self, job_id: str) -> bool:
         return False
