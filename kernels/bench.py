@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kernels import baselines
+from kernels.benchmarks_md import load_note
 from kernels.closed_form import black_scholes
 from kernels.device import CPU, GPU
 from kernels.jobs import run_job
@@ -214,8 +215,8 @@ def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> s
               "`portfolio_var` includes sorting the losses for VaR/CVaR and the artifacts, the same host-side work "
               "for kernel and baseline."]
     if device == CPU:
-        lines += ["", "The CPU is shared: up to seven other helpers were building and testing this project on the "
-                  "same 2-core machine while it was measured, so rates are lower bounds and vary between runs."]
+        lines += ["", f"Machine load: {load_note()}; other work on the cores lowers the rates of the parallel "
+                  "kernels more than the single-threaded baseline's."]
         if not gpu_present:
             lines += ["", f"**No GPU was available on {today()}**: no GPU figures were measured. They will be "
                       "measured with `gpurt bench kernels --device gpu --write` on an H100 (numba-cuda kernels "

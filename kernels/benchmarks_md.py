@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -24,3 +25,9 @@ def write_section(name: str, markdown: str, path: Path = DEFAULT_PATH) -> None:
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def load_note() -> str:
+    """How busy the machine was as the figures were taken: CPU rates are only comparable at similar load."""
+    one_minute, _, _ = os.getloadavg()
+    return f"load average {one_minute:.1f} on {os.cpu_count()} cores when written"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,11 +103,12 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
 
 def _write_section(what: str, rows: list[tuple[str, str]], section: str = "runtime",
                    heading: str = "Runtime: end-to-end throughput and scheduler overhead") -> None:
-    from kernels.benchmarks_md import write_section
+    from kernels.bench import machine
+    from kernels.benchmarks_md import load_note, write_section
 
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"## {heading}", "",
-             f"Device: CPU only, {os.cpu_count()} cores shared with other work; {date}. {what}", "",
+             f"Device: {machine()}, no GPU; {load_note()}; {date}. {what}", "",
              "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
     write_section(section, "\n".join(lines))
     console.print(f"written to BENCHMARKS.md (section {section})")
