@@ -11,3 +11,13 @@ def test_sections_are_replaced_not_appended(tmp_path: Path) -> None:
     text = path.read_text()
     assert "new figures" in text and "old figures" not in text
     assert text.index("new figures") < text.index("runtime figures")
+
+
+def test_load_note_reports_the_load_average_and_the_core_count(monkeypatch) -> None:
+    import os
+
+    from kernels import benchmarks_md
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.25, 0.0, 0.0))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert benchmarks_md.load_note() == "load average 3.2 on 2 cores when written"
