@@ -82,7 +82,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     @app.get("/jobs/{job_id}", response_model=JobView, summary="A running job or its stored result.")
     def get_job(job_id: str) -> JobView:
         if not _JOB_ID.match(job_id):
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"{job_id!r} is not a valid job id")
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no running job and no result for {job_id!r}")
@@ -94,7 +94,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
                         "its result is `cancelled`.")
     def cancel_job(job_id: str) -> CancelResponse:
         if not _JOB_ID.match(job_id):
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"{job_id!r} is not a valid job id")
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is not None and view.result is not None:
             raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id!r} already finished: {view.state}")
