@@ -33,6 +33,7 @@ class PoolsBackend(StrEnum):
 class LeaderMode(StrEnum):
     ALWAYS = "always"  # one replica, no election (the local platform)
     KUBERNETES = "kubernetes"  # a coordination.k8s.io Lease decides
+    FILE = "file"  # a lease file shared by replicas on one machine (gpurt local up --replicas N)
 
 
 class ExecutionBackendName(StrEnum):
@@ -75,6 +76,8 @@ class Settings(BaseModel):
     port: int = Field(contract.SCHEDULER_PORT, validation_alias="GPURT_PORT", ge=0, le=65535)
     pools: PoolsBackend = Field(PoolsBackend.LOCAL, validation_alias="GPURT_POOLS")
     leader: LeaderMode = Field(LeaderMode.ALWAYS, validation_alias="GPURT_LEADER")
+    lease_file: Path | None = Field(None, validation_alias="GPURT_LEASE_FILE",
+                                    description="The shared lease file when GPURT_LEADER=file.")
     max_in_flight: int | None = Field(None, validation_alias="GPURT_MAX_IN_FLIGHT", ge=1, le=10_000,
                                       description="GPU slots; unset means what the pools report (at least 1).")
     backend: ExecutionBackendName = Field(ExecutionBackendName.DASK, validation_alias="GPURT_BACKEND")
