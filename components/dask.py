@@ -89,7 +89,7 @@ class DaskCluster(pulumi.ComponentResource):
             name=chart.name,
             chart=chart.name,
             version=chart.version,
-            repository_opts={"repo": chart.repository},
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
             namespace=contract.COMPUTE_NAMESPACE,
             values=dask_operator_values(),
             atomic=True,

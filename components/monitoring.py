@@ -75,7 +75,7 @@ class Monitoring(pulumi.ComponentResource):
                     name=chart.name,
                     chart=chart.name,
                     version=chart.version,
-                    repository_opts={"repo": chart.repository},
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
                     namespace=contract.MONITORING_NAMESPACE,
                     values=values,
                     atomic=True,

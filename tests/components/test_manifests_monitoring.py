@@ -89,6 +89,17 @@ def test_operator_values_pass_the_restricted_pod_security_level() -> None:
     assert {"cpu", "memory"} <= values["resources"]["limits"].keys()
 
 
+def test_operator_values_are_keys_the_chart_reads() -> None:
+    # Helm ignores unknown values silently; the chart's own values.yaml (shipped in the locked package) lists them.
+    from importlib.resources import files
+
+    import yaml
+
+    chart_dir = files("dask_kubernetes") / "operator/deployment/helm/dask-kubernetes-operator"
+    defaults = yaml.safe_load((chart_dir / "values.yaml").read_text())
+    assert set(helm_values.dask_operator_values()) <= set(defaults)
+
+
 def test_operator_chart_matches_the_locked_package() -> None:
     from importlib.metadata import version
 
