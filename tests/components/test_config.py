@@ -118,6 +118,48 @@ def test_wrong_type_in_pulumi_config_is_a_config_error() -> None:
 _VALUE_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
 
 
+def _of_type(value: Any, declaration: dict[str, Any]) -> bool:
+    """Whether a stack value matches its declaration, items included (YAML booleans are no integers)."""
+    kind = declaration["type"]
+    if isinstance(value, bool) and kind != "boolean":
+        return False
+    if not isinstance(value, _VALUE_TYPES[kind]):
+        return False
+    return kind != "array" or all(_of_type(item, declaration["items"]) for item in value)
+
+
+# The project-file schema's config declaration: these attributes only (``value`` is for other namespaces).
+_DECLARATION_KEYS = {"type", "items", "description", "secret", "default"}
+# ``type: object`` (and arrays of objects) entered the project-file schema in Pulumi CLI 3.187.0 (pulumi#20129,
+# pulumi#20132); older CLIs reject the whole Pulumi.yaml.
+_OBJECT_TYPE_SINCE = (3, 187, 0)
+
+
+def _types_used(declaration: dict[str, Any]) -> set[str]:
+    used = {declaration["type"]}
+    if "items" in declaration:
+        used |= _types_used(declaration["items"])
+    return used
+
+
+def _minimum_version(requirement: str) -> tuple[int, ...]:
+    """The lower bound of a ``>=X.Y.Z`` CLI version range."""
+    assert requirement.startswith(">="), requirement
+    return tuple(int(part) for part in requirement.removeprefix(">=").split("."))
+
+
+def test_project_file_demands_a_cli_that_knows_its_config_types() -> None:
+    project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
+    used = set()
+    for key, declaration in project["config"].items():
+        assert set(declaration) <= _DECLARATION_KEYS, key
+        used |= _types_used(declaration)
+    assert used <= set(_VALUE_TYPES)
+    if "object" in used:
+        assert "requiredPulumiVersion" in project, "object-typed config needs a CLI floor"
+        assert _minimum_version(project["requiredPulumiVersion"]) >= _OBJECT_TYPE_SINCE
+
+
 def test_project_config_schema_is_complete_and_typed() -> None:
     """Pulumi.yaml declares every key the stacks set, each typed, defaults of their type (as the CLI checks)."""
     project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
@@ -137,5 +179,5 @@ def test_project_config_schema_is_complete_and_typed() -> None:
         required = {k for k, d in declared.items() if "default" not in d and not d.get("secret")}
         assert required <= set(ours), f"{stack} misses {required - set(ours)}"
         for key, value in ours.items():
-            assert isinstance(value, _VALUE_TYPES[declared[key]["type"]]), (stack, key)
+            assert _of_type(value, declared[key]), (stack, key)
         assert "gpu-runtime:controlToken" not in values  # never committed in plain text
