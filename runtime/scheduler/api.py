@@ -107,15 +107,18 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     @app.post("/pools/stop-all", response_model=list[PoolInfo], dependencies=[guard],
               summary="Evict every pool (its workers retire; their jobs move or are retried).")
     def stop_all() -> list[PoolInfo]:
-        return _pool_call(lambda: _pools(service).stop_all())
+        _pools(service)
+        return _pool_call(service.stop_all_pools)
 
     @app.post("/pools/{pool_id}/stop", response_model=PoolInfo, dependencies=[guard], summary="Evict one pool.")
     def stop_pool(pool_id: str) -> PoolInfo:
-        return _pool_call(lambda: _pools(service).stop(pool_id))
+        _pools(service)
+        return _pool_call(lambda: service.stop_pool(pool_id))
 
     @app.post("/pools/{pool_id}/scale", response_model=PoolInfo, dependencies=[guard], summary="Resize a pool.")
     def scale_pool(pool_id: str, body: ScaleRequest) -> PoolInfo:
-        return _pool_call(lambda: _pools(service).scale(pool_id, body.workers))
+        _pools(service)
+        return _pool_call(lambda: service.scale_pool(pool_id, body.workers))
 
     @app.post("/control/maintenance", dependencies=[guard],
               summary="drain: stop pulling without nacking, in-flight jobs finish; normal: resume intake.")

@@ -2,12 +2,13 @@
 
 Flow control admits at most ``slots`` messages (the server is told too, so it sends no more), and
 ``max_lease_duration`` covers the longest job, so the client's own leaser keeps a long job's lease.
-Jobs run inside the client's callback threads (one thread per slot).
+Jobs run on the stream's ``SlotScheduler``, one thread per slot.
 
 Drain closes the stream with ``await_callbacks_on_shutdown=True``. The client then stops receiving,
-*waits for the running callbacks* - its leaser keeps their leases and its dispatcher still sends their
-acks - and only then stops. The only messages the client nacks on close are ones held back by flow
-control, and there are none because the server honours the same limit. So a drain nacks nothing.
+*waits for the scheduler* - which runs every message it was handed, even one still waiting for a slot -
+while its leaser keeps their leases and its dispatcher still sends their acks, and only then stops.
+So a drain nacks nothing the scheduler holds. When the slots change (a pool was scaled) the stream is
+replaced the same way: the old one drains, a new one opens with the new flow control.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from runtime.protocol import MAX_TIMEOUT_S
+from runtime.protocol import MAX_TIMEOUT_S, request_priority
+from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
 
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
@@ -66,24 +67,47 @@ class Consumer:
 
     def start(self) -> None:
         """Open the stream (no-op if it is open)."""
-        from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
-        from google.cloud.pubsub_v1.types import FlowControl
-
         self._stopping.clear()
         with self._lock:
             self._wanted = True
             if self._future is not None and not self._future.done():
                 return
-            executor = ThreadPoolExecutor(max_workers=self._slots, thread_name_prefix="gpurt-job")
-            self._future = self._subscriber.subscribe(
-                self._subscription,
-                callback=self._on_message,
-                flow_control=FlowControl(max_messages=self._slots, max_lease_duration=MAX_LEASE_S),
-                scheduler=ThreadScheduler(executor),
-                await_callbacks_on_shutdown=True,
-            )
-            self._future.add_done_callback(self._on_stream_end)
+            self._future = self._open()
         log.info("consuming %s with %d slot(s)", self._subscription, self._slots)
+
+    def resize(self, slots: int) -> None:
+        """Follow a new number of slots: drain the open stream (nothing nacked) and open one with ``slots``.
+
+        The old stream's jobs finish while the new stream admits ``slots`` messages, so for that while
+        this replica runs up to old jobs + ``slots``; Dask queues the surplus.
+        """
+        if slots < 1:
+            raise ValueError("a consumer needs at least one slot")
+        with self._lock:
+            if slots == self._slots:
+                return
+            previous, self._slots = self._slots, slots
+            old = self._future if self._wanted else None
+            if old is not None:
+                self._draining.append(old)
+                self._future = self._open()
+        if old is not None:
+            old.cancel()  # returns at once; the old stream's scheduler finishes its jobs
+        log.info("slots %d -> %d", previous, slots)
+
+    def _open(self) -> Any:
+        """Subscribe with the current slots; the caller holds ``_lock``."""
+        from google.cloud.pubsub_v1.types import FlowControl
+
+        future = self._subscriber.subscribe(
+            self._subscription,
+            callback=self._on_message,
+            flow_control=FlowControl(max_messages=self._slots, max_lease_duration=MAX_LEASE_S),
+            scheduler=SlotScheduler(self._slots, priority=_priority),
+            await_callbacks_on_shutdown=True,
+        )
+        future.add_done_callback(self._on_stream_end)
+        return future
 
     def drain(self) -> None:
         """Stop intake; in-flight jobs finish and are acked; nothing is nacked."""
@@ -157,3 +181,7 @@ class Consumer:
             self.start()
         except Exception:
             log.exception("could not reopen the streaming pull")
+
+
+def _priority(message: Any) -> int:
+    return request_priority(message.data)

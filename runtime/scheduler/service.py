@@ -23,12 +23,13 @@ from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.metrics import SchedulerMetrics
-from runtime.scheduler.pools.base import PoolBackend
+from runtime.scheduler.pools.base import PoolBackend, PoolInfo
 from runtime.scheduler.processor import Processor
 from runtime.scheduler.reclaimer import DlqReclaimer
 from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBackend, Settings
 from runtime.scheduler.singletons import Elector, SingletonLoop
+from runtime.scheduler.slot_follow import SlotFollower
 from runtime.store import ResultStore
 
 LOCAL_POOL: Final = "local"
@@ -75,6 +76,7 @@ class Service:
         self._loop: SingletonLoop | None = None
         self._clients: tuple[Any, Any] | None = None
         self._cancel_watch: CancelWatcher | None = None
+        self._slot_follower: SlotFollower | None = None
         self.mode = Mode.NORMAL
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ class Service:
         backend = self._build_backend()
         self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
         self.pools = self._build_pools()
-        slots = s.max_in_flight or max(1, self.pools.gpu_slots(), self.backend.gpu_slots())
+        slots = self._slots(self.pools, self.backend)
         processor = Processor(self.backend, self.store, sink, self.registry, self.metrics)
         self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
                                  processor.process, slots)
@@ -101,13 +103,18 @@ class Service:
         self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run)
         self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)
+        self._slot_follower = SlotFollower(self.follow_slots)
         self.consumer.start()
         self._loop.start()
         self._cancel_watch.start()
+        self._slot_follower.start()
         log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
 
     def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
         """Drain (in-flight jobs finish and are acked), release the lease, close connections."""
+        if self._slot_follower is not None:
+            self._slot_follower.stop()
+            self._slot_follower = None
         if self.consumer is not None:
             if not self.consumer.stop(timeout_s):
                 log.warning("in-flight jobs did not finish within %.0f s; Pub/Sub will redeliver them", timeout_s)
@@ -204,6 +211,38 @@ class Service:
             "holder": getattr(elector, "holder", None),
             "mode": self.settings.leader.value,
         }
+
+    def scale_pool(self, pool_id: str, workers: int) -> PoolInfo:
+        """Resize a pool; flow control follows the new GPU slots at once."""
+        info = self._require_pools().scale(pool_id, workers)
+        self.follow_slots()
+        return info
+
+    def stop_pool(self, pool_id: str) -> PoolInfo:
+        """Evict a pool; flow control follows."""
+        info = self._require_pools().stop(pool_id)
+        self.follow_slots()
+        return info
+
+    def stop_all_pools(self) -> list[PoolInfo]:
+        """Evict every pool; flow control follows."""
+        infos = self._require_pools().stop_all()
+        self.follow_slots()
+        return infos
+
+    def follow_slots(self) -> None:
+        """Resize the consumer's flow control to the GPU slots the pools report now (unless pinned)."""
+        if self.consumer is None or self.pools is None or self.backend is None or self.settings.max_in_flight:
+            return
+        self.consumer.resize(self._slots(self.pools, self.backend))
+
+    def _slots(self, pools: PoolBackend, backend: ExecutionBackend) -> int:
+        return self.settings.max_in_flight or max(1, pools.gpu_slots(), backend.gpu_slots())
+
+    def _require_pools(self) -> PoolBackend:
+        if self.pools is None:
+            raise RuntimeError("the service is not started")
+        return self.pools
 
     def count_eviction(self, pool: str) -> None:
         """Metrics hook for pool backends."""

@@ -12,6 +12,7 @@ from google.cloud.pubsub_v1 import SubscriberClient
 from runtime.protocol import MAX_TIMEOUT_S
 from runtime.scheduler import consumer as consumer_module
 from runtime.scheduler.consumer import Consumer
+from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
 from tests.runtime.scheduler.platform import wait_for
 
@@ -43,7 +44,40 @@ def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: 
     kwargs = subscriber.subscribe.call_args.kwargs
     assert kwargs["flow_control"].max_messages == 3
     assert kwargs["flow_control"].max_lease_duration >= MAX_TIMEOUT_S
-    assert kwargs["await_callbacks_on_shutdown"] is True  # what makes a drain nack-free
+    # What makes a drain nack-free: the client awaits the scheduler, which runs even waiting messages.
+    assert kwargs["await_callbacks_on_shutdown"] is True
+    assert isinstance(kwargs["scheduler"], SlotScheduler)
+    assert kwargs["scheduler"].shutdown(await_msg_callbacks=True) == []
+
+
+def _max_messages(subscriber: mock.Mock) -> list[int]:
+    return [c.kwargs["flow_control"].max_messages for c in subscriber.subscribe.call_args_list]
+
+
+def test_new_slots_replace_the_stream_and_the_old_one_drains(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=2)
+    consumer.start()
+    old = consumer._future
+    consumer.resize(2)
+    assert _max_messages(subscriber) == [2] and old.cancel_calls == 0  # unchanged slots: the stream stays
+    consumer.resize(4)
+    assert _max_messages(subscriber) == [2, 4] and consumer.slots == 4
+    assert old.cancel_calls == 1 and consumer._future is not old and consumer.running
+    assert not consumer.wait_drained(0.01)  # the old stream's jobs still run
+    old.set_result(True)
+    assert consumer.wait_drained(1)
+
+
+def test_new_slots_while_drained_apply_when_intake_resumes(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=2)
+    consumer.start()
+    consumer.drain()
+    consumer.resize(1)
+    assert _max_messages(subscriber) == [2] and not consumer.running
+    consumer.resume()
+    assert _max_messages(subscriber) == [2, 1]
+    with pytest.raises(ValueError, match="at least one slot"):
+        consumer.resize(0)
 
 
 def test_drain_cancels_the_stream_and_resume_opens_a_new_one(subscriber: mock.Mock) -> None:

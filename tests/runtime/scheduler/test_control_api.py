@@ -49,6 +49,8 @@ def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
     try:
         scaled = platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 3}).json()
         assert scaled["desired"] == 3 and scaled["status"] in {"scaling", "running"}
+        # Flow control follows the pool at once: the stream is replaced with three slots.
+        assert platform.api.anonymous.get("/status").json()["slots"] == 3
         wait_for(lambda: _pool(platform) == {"id": LOCAL_POOL, "desired": 3, "workers": 3, "gpus_per_worker": 0,
                                              "status": "running"}, 60, "three workers")
         assert platform.api.http.post("/pools/stop-all").json()[0]["desired"] == 0
@@ -60,5 +62,7 @@ def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
     finally:
         platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 2})
     wait_for(lambda: _pool(platform)["workers"] == 2, 60, "the pool back at two workers")
+    platform.service.follow_slots()  # what the follower thread does every period
+    assert platform.api.anonymous.get("/status").json()["slots"] == 2
     platform.requests.job("after-pools")
     assert platform.results.wait("after-pools").status.value == "succeeded"

@@ -125,10 +125,28 @@ def test_transient_forever_fails_at_the_last_attempt_and_dead_letters(platform: 
     assert len(platform.results.of("forever-1")) == 1
 
 
+def _count_nacks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every ModifyAckDeadline(0) - a nack - the emulator receives on the request subscription."""
+    broker = platform.emulator.broker
+    real = broker.modify_ack_deadline
+    nacked: list[str] = []
+
+    def recording(subscription: str, ack_ids, deadline_s: int) -> None:  # type: ignore[no-untyped-def]
+        ack_ids = list(ack_ids)
+        if deadline_s == 0 and subscription.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            nacked.extend(ack_ids)
+        real(subscription, ack_ids, deadline_s)
+
+    monkeypatch.setattr(broker, "modify_ack_deadline", recording)
+    return nacked
+
+
 @pytest.mark.slow
-def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform) -> None:
+def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # Both slots busy and one more request waiting: the case where a client could hold a message back
-    # and nack it on close. Any nack would show as delivery attempt 2 on the results.
+    # and nack it on close. The emulator counts nacks; any would also show as delivery attempt 2.
+    nacked = _count_nacks(platform, monkeypatch)
     platform.requests.job("drain-a", sleep_s=2)
     platform.requests.job("drain-a2", sleep_s=2)
     wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
@@ -141,6 +159,7 @@ def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Pla
     wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
     assert platform.results.of("drain-b") == [] and platform.results.of("drain-c") == []
     assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 2
+    assert nacked == []
     assert platform.api.http.get(contract.READY_PATH).status_code == 200  # drained on purpose is still ready
     assert platform.api.http.post("/control/maintenance", json={"mode": "normal"}).status_code == 200
     for job_id in ("drain-b", "drain-c"):
