@@ -35,9 +35,23 @@ ACCELERATOR_MACHINE_FAMILIES: Final = {
     "nvidia-l4": ("g2-",),
     "nvidia-h100-80gb": ("a3-",),
 }
+# Vertex AI names the same accelerators by its AcceleratorType enum (nvidia-tesla-t4 -> NVIDIA_TESLA_T4); a GKE
+# label value there fails only when the scheduler submits its first custom job.
+VERTEX_ACCELERATOR_MACHINE_FAMILIES: Final = {
+    name.upper().replace("-", "_"): families for name, families in ACCELERATOR_MACHINE_FAMILIES.items()
+}
 # GKE node pool names: lowercase DNS label, and short enough to leave room for GKE's own suffixes.
 _POOL_NAME_RE: Final = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
 RELEASE_CHANNELS: Final = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+
+def _check_host(machine_type: str, accelerator: str, families_of: Mapping[str, tuple[str, ...]]) -> None:
+    """Raise ValueError unless ``accelerator`` is known and ``machine_type`` is of a family that can host it."""
+    families = families_of.get(accelerator)
+    if families is None:
+        raise ValueError(f"acceleratorType {accelerator!r} is not one of: {', '.join(sorted(families_of))}")
+    if not machine_type.startswith(families):
+        raise ValueError(f"machineType {machine_type!r} cannot host {accelerator} (needs {'/'.join(families)}*)")
 
 
 class ConfigError(pulumi.RunError):
@@ -134,14 +148,7 @@ class GpuPoolConfig(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> GpuPoolConfig:
-        families = ACCELERATOR_MACHINE_FAMILIES.get(self.accelerator_type)
-        if families is None:
-            known = ", ".join(sorted(ACCELERATOR_MACHINE_FAMILIES))
-            raise ValueError(f"acceleratorType {self.accelerator_type!r} is not one of: {known}")
-        if not self.machine_type.startswith(families):
-            raise ValueError(
-                f"machineType {self.machine_type!r} cannot host {self.accelerator_type} (needs {'/'.join(families)}*)"
-            )
+        _check_host(self.machine_type, self.accelerator_type, ACCELERATOR_MACHINE_FAMILIES)
         if self.min_nodes > self.max_nodes:
             raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}")
         if self.dask_workers_min > self.dask_workers_max:
@@ -163,6 +170,18 @@ class VertexConfig(_Model):
     machine_type: str = Field(description="Custom-job machine type.")
     accelerator_type: str = Field(description="Vertex accelerator enum, e.g. NVIDIA_TESLA_T4.")
     accelerator_count: int = Field(1, ge=1, le=16)
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _vertex_enum(cls, value: str) -> str:
+        if value not in VERTEX_ACCELERATOR_MACHINE_FAMILIES:
+            raise ValueError(f"{value!r} is not one of: {', '.join(sorted(VERTEX_ACCELERATOR_MACHINE_FAMILIES))}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VertexConfig:
+        _check_host(self.machine_type, self.accelerator_type, VERTEX_ACCELERATOR_MACHINE_FAMILIES)
+        return self
 
 
 class StackConfig(_Model):

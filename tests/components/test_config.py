@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import ConfigError, load_control_token, load_stack_config, parse_stack_config
+from components.config import (
+    VERTEX_ACCELERATOR_MACHINE_FAMILIES,
+    ConfigError,
+    load_control_token,
+    load_stack_config,
+    parse_stack_config,
+)
 from components.plan import REPO_ROOT, load_stack_settings, record
 from tests.components.infra import stack_config
 
@@ -51,6 +57,12 @@ def test_stack_choices() -> None:
     assert production.deletion_protection
 
 
+def test_vertex_accelerators_are_members_of_the_vertex_enum() -> None:
+    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
+
+    assert set(VERTEX_ACCELERATOR_MACHINE_FAMILIES) <= set(AcceleratorType.__members__)
+
+
 def test_defaults_and_image_reference() -> None:
     config = parse_stack_config(_raw(), "p", "us-central1")
     assert (config.scheduler_replicas, config.release_channel, config.deletion_protection) == (2, "REGULAR", True)
@@ -77,6 +89,9 @@ def test_defaults_and_image_reference() -> None:
         (_raw(gpuPools=[]), "gpuPools"),
         (_raw(releaseChannel="NIGHTLY"), "releaseChannel"),
         (_raw(imags={}), "imags: Extra inputs are not permitted"),
+        # Vertex AI names accelerators by its own enum, not GKE's label values.
+        (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "nvidia-tesla-t4"}), "vertex.acceleratorType"),
+        (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_A100"}), "cannot host NVIDIA"),
     ],
 )
 def test_bad_config_names_the_key(raw: dict[str, Any], expected: str) -> None:
