@@ -2,8 +2,8 @@
 
 Mocks accept anything, so this walk over both stacks is what stands between a misspelt key in a raw dict
 (a nested block, a Kubernetes manifest, Helm repository options) and a failed ``pulumi up``. Custom
-resources (Dask, Prometheus Operator kinds) have no SDK types; their CRD schemas check them in
-``test_manifests_schema``/``test_manifests_monitoring``.
+resources have no SDK types: the Dask kinds are checked against their CRD schemas in ``test_manifests_schema``;
+the Prometheus Operator kinds have no schema offline (no installed package ships their CRDs).
 """
 
 from __future__ import annotations
