@@ -16,9 +16,6 @@ from typing import Any
 import pulumi
 from pulumi import _types  # the SDK's own name/type tables of input types (what serialisation uses)
 
-# Plumbing the SDK puts on every registration, and the kubeconfig-style bookkeeping of providers.
-_ENGINE_KEYS = frozenset({"version", "pluginDownloadURL"})
-
 
 def args_class(resource_class: type) -> type:
     """The typed input class that sits beside a resource class in its SDK module.
@@ -97,5 +94,4 @@ def check(value: Any, tp: Any, path: str) -> list[str]:
 
 def unknown_inputs(resource_class: type, props: Mapping[str, Any]) -> list[str]:
     """Every recorded input of a resource, at any depth, that its SDK's typed Args do not declare."""
-    top = {key: item for key, item in props.items() if key not in _ENGINE_KEYS}
-    return check(top, args_class(resource_class), resource_class.__name__)
+    return check(props, args_class(resource_class), resource_class.__name__)
