@@ -12,16 +12,21 @@ import typer
 from validation.cli_common import YesOption, console, err_console, handled
 
 if TYPE_CHECKING:
-    from runtime.scheduler.leader import KubernetesLeaseStore
+    from runtime.scheduler.leader import LeaseStore
 
 leader_app = typer.Typer(help="Leader election: who leads, and forced release of a stuck lease.",
                          no_args_is_help=True)
 KubeContextOption = Annotated[str | None, typer.Option("--kube-context", help="kubeconfig context.")]
 ApiUrlOption = Annotated[str | None, typer.Option("--api-url", help="Scheduler API URL (default: "
                          "$GPURT_API_URL or the local platform).")]
+LocalLeaseOption = Annotated[bool, typer.Option("--local", help="Use the lease file of the local platform's "
+                             "replicas (gpurt local up --replicas 2+).")]
+LocalDirOption = Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")]
 
 
-def _lease_store(kube_context: str | None) -> KubernetesLeaseStore:
+def _lease_store(kube_context: str | None, local: bool = False, local_dir: Path | None = None) -> LeaseStore:
+    if local:
+        return _local_lease_store(local_dir)
     from kubernetes import client
 
     from components import contract
@@ -31,15 +36,34 @@ def _lease_store(kube_context: str | None) -> KubernetesLeaseStore:
     return KubernetesLeaseStore(client.CoordinationV1Api(api_client(kube_context)), contract.RUNTIME_NAMESPACE)
 
 
+def _local_lease_store(local_dir: Path | None) -> LeaseStore:
+    from runtime.local.platform import LocalPlatform
+    from runtime.scheduler.lease_file import FileLeaseStore
+    from validation.leader import LeaderError
+
+    platform = LocalPlatform(local_dir)
+    state = platform.state
+    if state is None:
+        raise LeaderError(f"the local platform is not running (state: {platform.directory})")
+    if state.lease_file is None:
+        raise LeaderError("the local platform runs one scheduler, which leads without a lease; "
+                          "start it with `gpurt local up --replicas 2` to elect on a lease file")
+    return FileLeaseStore(state.lease_file)
+
+
 @leader_app.command("status")
 @handled
 def status(
     kubernetes: Annotated[bool, typer.Option("--kubernetes", help="Read the Lease object itself.")] = False,
     kube_context: KubeContextOption = None,
     api_url: ApiUrlOption = None,
+    local: LocalLeaseOption = False,
+    local_dir: LocalDirOption = None,
 ) -> None:
-    """Who holds the leader lease: from the scheduler API, or (--kubernetes) the Lease object."""
-    if not kubernetes:
+    """Who holds the leader lease: from the scheduler API, or the lease itself (--kubernetes, --local)."""
+    if kubernetes and local:
+        raise typer.BadParameter("give at most one of --kubernetes and --local")
+    if not (kubernetes or local):
         from runtime.cli.common import api_client as scheduler_api
 
         with scheduler_api(api_url) as api:
@@ -47,7 +71,7 @@ def status(
         return
     from validation.leader import view
 
-    lease = view(_lease_store(kube_context).get())
+    lease = view(_lease_store(kube_context, local, local_dir).get())
     if lease is None:
         console.print("no leader lease exists yet")
         return
@@ -64,6 +88,8 @@ def release(
     holder: Annotated[str | None, typer.Option("--holder", help="Only release if this replica holds it.")] = None,
     yes: YesOption = False,
     kube_context: KubeContextOption = None,
+    local: LocalLeaseOption = False,
+    local_dir: LocalDirOption = None,
 ) -> None:
     """Release a stuck leader lease so a standby replica takes over (confirm the holder is dead first)."""
     from validation.leader import force_release, view
@@ -71,7 +97,7 @@ def release(
     if not force:
         raise typer.BadParameter("refusing without --force: first confirm the holder has fully stopped "
                                  "(docs/runbooks/leader-stuck-lock.md)", param_hint="--force")
-    store = _lease_store(kube_context)
+    store = _lease_store(kube_context, local, local_dir)
     lease = view(store.get())
     if lease is not None and not lease.expired(datetime.now(UTC)):
         console.print(f"[yellow]warning[/]: the lease of {lease.holder} is still being renewed "
@@ -86,7 +112,6 @@ drill_app = typer.Typer(help="Operator drills on the local platform (seed 002's 
                         no_args_is_help=True)
 DrillTimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds each wait of a drill may "
                                                    "take (the DLQ drill waits out 10 backoffs).")]
-LocalDirOption = Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")]
 DEFAULT_DRILL_TIMEOUT_S = 600.0  # the DLQ drill's redelivery backoffs add up to minutes at full time scale
 
 
@@ -122,7 +147,8 @@ DRILL_HELP: Final = {
     "drain-upgrade": "Drain, restart the scheduler, resume: no job lost or run twice, no redelivery.",
     "evict-pool": "Force-evict a pool while it runs jobs, restore it: every job still finishes once.",
     "dlq": "Poison job: 5 deliveries, dead-lettered, replayed, dead-lettered again; cleans up after itself.",
-    "leader": "Leader crash takeover and stuck-lock forced release, at the scheduler's LeaseStore seam.",
+    "leader": "Leader crash takeover and stuck-lock forced release: across replica processes on the lease "
+              "file with --replicas 2+, else at the scheduler's LeaseStore seam.",
 }
 
 

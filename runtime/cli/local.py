@@ -27,13 +27,16 @@ def up(
     emulator_port: Annotated[int, typer.Option(min=0, max=65535, help="Pub/Sub emulator port (0 = free).")] = 8085,
     time_scale: Annotated[float, typer.Option(
         "--emulator-time-scale", min=0.001, help="Emulator-only: scale ack deadlines and backoffs (drills).")] = 1.0,
+    replicas: Annotated[int, typer.Option(
+        min=1, max=4, help="Scheduler replicas; 2+ elect a leader on a shared lease file (ports after --port "
+        "are free ones).")] = 1,
     as_json: JsonOption = False,
 ) -> None:
     """Start the emulator and the scheduler in the background and wait until they are ready."""
     from runtime.local import LocalConfig, LocalPlatform
 
     platform = LocalPlatform(config=LocalConfig(workers=workers, gpus=gpus, port=port, emulator_port=emulator_port,
-                                                   emulator_time_scale=time_scale))
+                                                   emulator_time_scale=time_scale, replicas=replicas))
     with console.status("starting the local platform…") as spinner:
         outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
     state = outcome.state
@@ -49,6 +52,9 @@ def up(
     table.add_row("project", state.project)
     table.add_row("result store", state.result_store)
     table.add_row("Dask workers", "scheduler default" if state.workers is None else str(state.workers))
+    if len(state.schedulers()) > 1:
+        table.add_row("replicas", ", ".join(f"{p.name} {p.api_url}" for p in state.schedulers()))
+        table.add_row("leader lease", str(state.lease_file))
     table.add_row("logs", str(platform.directory / "logs"))
     table.add_row("control token", f"in {platform.directory / 'state.json'} (mode 0600)")
     console.print(table)
@@ -128,3 +134,25 @@ def down(
     if outcome.killed:
         console.print(f"[yellow]had to SIGKILL: {', '.join(outcome.killed)}[/]")
     console.print("[green]local platform stopped[/]")
+
+
+@local_app.command("restart-scheduler")
+@friendly_errors
+def restart_scheduler(
+    drain_timeout: Annotated[float, typer.Option(min=0, help="Seconds each replica may take to finish its jobs.")
+                             ] = 120.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Rolling restart of the scheduler replica(s): drain, let in-flight jobs finish, stop, start, wait ready."""
+    from runtime.local import LocalPlatform
+
+    with console.status("restarting the scheduler…") as spinner:
+        restarted = LocalPlatform().restart_scheduler(on_step=lambda step: spinner.update(step + "…"),
+                                                      drain_timeout_s=drain_timeout)
+    if as_json:
+        print_json([{"name": r.name, "old_pid": r.old_pid, "new_pid": r.new_pid, "drained": r.drained}
+                    for r in restarted])
+        return
+    for r in restarted:
+        note = "" if r.drained else " [yellow](not drained: its unfinished jobs are redelivered)[/]"
+        console.print(f"[green]{r.name}[/] restarted: pid {r.old_pid} → {r.new_pid}{note}")

@@ -1,8 +1,9 @@
-"""The local platform: emulator + gpu-scheduler (hosting its Dask LocalCluster) as background processes.
+"""The local platform: emulator + gpu-scheduler replicas (each hosting a Dask LocalCluster) as background processes.
 
 ``LocalPlatform`` is the one implementation behind ``gpurt local up|status|down``, the demo, the runtime
 benchmark, the tests and ``gpurt validate --local``. Everything it starts is recorded in the state file
-first, so ``down`` can always clean up, even after a failed ``up``.
+first, so ``down`` can always clean up, even after a failed ``up``. With ``replicas > 1`` the schedulers
+elect their leader on a shared lease file, with the Kubernetes Lease's timing.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from components.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
 from runtime.client.api import ApiClient, ApiError
@@ -25,7 +26,9 @@ from runtime.local.state import LocalState, ProcessRecord, clear_state, default_
 from runtime.local.status import PlatformStatus, collect_status
 
 EMULATOR: Final = "emulator"
-SCHEDULER: Final = "scheduler"
+SCHEDULER: Final = "scheduler"  # the first replica; the others are "scheduler-2", "scheduler-3", …
+LEASE_FILE: Final = "leader-lease.json"
+MAX_REPLICAS: Final = 4  # each replica hosts its own Dask LocalCluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts a LocalCluster; on a loaded 2-core box that
 # can take most of a minute.
@@ -55,6 +58,7 @@ class LocalConfig:
     emulator_time_scale: float = 1.0
     scheduler_env: Mapping[str, str] = field(default_factory=dict)  # extra scheduler settings
     ready_timeout_s: float = READY_TIMEOUT_S
+    replicas: int = 1  # scheduler processes; more than one elect a leader on a shared lease file
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,16 @@ class UpResult:
     state: LocalState
     already_running: bool
     created_topology: list[str]
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """One scheduler replica that ``restart_scheduler`` replaced."""
+
+    name: str
+    old_pid: int
+    new_pid: int
+    drained: bool  # False: it was not running, or its jobs outlived the drain (Pub/Sub redelivers them)
 
 
 @dataclass(frozen=True)
@@ -134,7 +148,10 @@ class LocalPlatform:
             raise LocalPlatformError("--workers must be at least 1")
         if cfg.emulator_time_scale <= 0:
             raise LocalPlatformError("the emulator time scale must be positive")
-        port = self._port(cfg.port, "scheduler")
+        if not 1 <= cfg.replicas <= MAX_REPLICAS:
+            raise LocalPlatformError(f"--replicas must be between 1 and {MAX_REPLICAS}")
+        ports = [self._port(cfg.port, "scheduler")]
+        ports += [processes.free_port(cfg.host) for _ in range(cfg.replicas - 1)]
         emulator_port = self._port(cfg.emulator_port, "emulator")
         admin_port = processes.free_port(cfg.host)
         logs = self.directory / "logs"
@@ -144,8 +161,10 @@ class LocalPlatform:
         result_store = cfg.result_store or (self.directory / "results" / session).as_uri()
         token = secrets.token_urlsafe(32)
         emulator_host = f"{cfg.host}:{emulator_port}"
-        base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        base_env.pop(EMULATOR_ENV, None)
+        base_env = _base_env()
+        lease_file = self.directory / LEASE_FILE if cfg.replicas > 1 else None
+        if lease_file is not None:
+            lease_file.unlink(missing_ok=True)  # a lease from an earlier run names holders that are gone
 
         on_step(f"starting the Pub/Sub emulator on {emulator_host}")
         emulator = processes.start_process(
@@ -154,9 +173,9 @@ class LocalPlatform:
              "--admin-port", str(admin_port), "--time-scale", str(cfg.emulator_time_scale)],
             base_env, logs / "emulator.log")
         state = LocalState(
-            project=cfg.project, api_url=f"http://{cfg.host}:{port}", emulator_host=emulator_host,
+            project=cfg.project, api_url=_url(cfg.host, ports[0]), emulator_host=emulator_host,
             emulator_admin_url=f"http://{cfg.host}:{admin_port}", control_token=token,
-            result_store=result_store, workers=cfg.workers, processes=[emulator])
+            result_store=result_store, workers=cfg.workers, processes=[emulator], lease_file=lease_file)
         save_state(state, self.directory)
         self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
                    [emulator], "the emulator did not open its port")
@@ -170,9 +189,9 @@ class LocalPlatform:
         finally:
             clients.close()
 
-        on_step(f"starting the gpu-scheduler and its Dask workers on port {port}")
-        scheduler_env = {
-            **base_env,
+        on_step(f"starting {cfg.replicas} gpu-scheduler replica(s) and their Dask workers on port(s) "
+                f"{', '.join(map(str, ports))}")
+        settings = {
             EMULATOR_ENV: emulator_host,
             "GPURT_PROJECT": cfg.project,
             "GPURT_DASK_SCHEDULER": "",  # empty: the scheduler hosts its own LocalCluster
@@ -182,31 +201,88 @@ class LocalPlatform:
             "GPURT_RESULT_STORE": result_store,
             CONTROL_TOKEN_ENV: token,
             "GPURT_HOST": cfg.host,
-            "GPURT_PORT": str(port),
             "GPURT_POOLS": "local",
-            "GPURT_LEADER": "always",
+            "GPURT_LEADER": "always" if lease_file is None else "file",
+            "GPURT_LEASE_FILE": "" if lease_file is None else str(lease_file),
             "GPURT_EMULATOR_ADMIN_URL": state.emulator_admin_url or "",
             **cfg.scheduler_env,
         }
-        scheduler = processes.start_process(SCHEDULER, [sys.executable, "-m", "runtime.scheduler"],
-                                            scheduler_env, logs / "scheduler.log")
-        state = state.model_copy(update={"processes": [emulator, scheduler]})
-        save_state(state, self.directory)
+        schedulers = []
+        for index, port in enumerate(ports):
+            name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
+            # Replicas need distinct identities to tell each other apart on the lease.
+            identity = {"GPURT_POD_NAME": f"local-{name}"} if lease_file is not None else {}
+            env = {**settings, "GPURT_PORT": str(port), **identity}
+            record = processes.start_process(name, [sys.executable, "-m", "runtime.scheduler"], {**base_env, **env},
+                                             logs / f"{name}.log", cwd=Path.cwd())
+            schedulers.append(record.model_copy(update={"env": env, "cwd": Path.cwd(),
+                                                        "api_url": _url(cfg.host, port)}))
+            state = state.model_copy(update={"processes": [emulator, *schedulers]})
+            save_state(state, self.directory)
 
-        on_step("waiting for the scheduler to become ready")
-        self._wait(lambda: _ready(state), cfg.ready_timeout_s, [emulator, scheduler],
+        on_step("waiting for the scheduler(s) to become ready")
+        self._wait(lambda: _ready(state), cfg.ready_timeout_s, [emulator, *schedulers],
                    "the scheduler did not become ready")
         return UpResult(state, already_running=False, created_topology=created)
+
+    def restart_scheduler(self, on_step: Step = _no_step, drain_timeout_s: float = DRAIN_TIMEOUT_S,
+                          grace_s: float = STOP_GRACE_S, names: Collection[str] | None = None) -> list[Restarted]:
+        """Replace every scheduler replica in turn (a rolling upgrade) and leave the emulator alone.
+
+        Each replica is drained (it takes no new job; the others keep consuming), its in-flight jobs
+        finish, it stops, and it starts again with the same settings and port; the next one is only
+        touched once this one is ready. A replica that is already dead is simply started again.
+        ``names`` limits the restart to those replicas.
+        """
+        state = self.state
+        emulator = state.process(EMULATOR) if state is not None else None
+        if state is None or emulator is None or not processes.is_alive(emulator):
+            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
+                                     "start it with `gpurt local up`")
+        replicas = [p for p in state.schedulers() if names is None or p.name in names]
+        unknown = set(names or ()) - {p.name for p in replicas}
+        if unknown:
+            raise LocalPlatformError(f"no scheduler replica called {', '.join(sorted(unknown))}")
+        done = []
+        for old in replicas:
+            drained = False
+            if processes.is_alive(old):
+                on_step(f"draining {old.name} (pid {old.pid})")
+                drained = _drain(old.api_url or state.api_url, state.control_token, drain_timeout_s)
+                on_step(f"stopping {old.name}")
+                processes.stop_process(old, grace_s)
+            on_step(f"starting {old.name} again")
+            new = processes.start_process(old.name, old.command, {**_base_env(), **old.env}, old.log_path,
+                                          cwd=old.cwd).model_copy(update={"env": old.env, "cwd": old.cwd,
+                                                                          "api_url": old.api_url})
+            state = state.model_copy(update={"processes": [new if p.name == old.name else p
+                                                           for p in state.processes]})
+            save_state(state, self.directory)
+            self._wait(lambda rec=new, token=state.control_token: _replica_ready(rec, token),
+                       self.config.ready_timeout_s, [emulator, new], f"{old.name} did not become ready again")
+            done.append(Restarted(old.name, old.pid, new.pid, drained))
+        return done
+
+    def kill_scheduler(self, name: str) -> int:
+        """SIGKILL one scheduler replica and its Dask workers, as a crash would (drills). Returns its pid."""
+        record = self.running_state().process(name)
+        if record is None or record.api_url is None:
+            raise LocalPlatformError(f"no scheduler replica called {name!r}")
+        processes.kill_process(record, STOP_GRACE_S)
+        return record.pid
 
     def down(self, drain_timeout_s: float = DRAIN_TIMEOUT_S, grace_s: float = STOP_GRACE_S) -> DownResult:
         """Drain the scheduler (in-flight jobs finish), stop every process, remove the state file."""
         state = self.state
         if state is None:
             return DownResult(was_running=False, drained=False, killed=[])
-        drained = False
-        scheduler = state.process(SCHEDULER)
-        if drain_timeout_s > 0 and scheduler is not None and processes.is_alive(scheduler):
-            drained = _drain(state, drain_timeout_s)
+        live = [p for p in state.schedulers() if processes.is_alive(p)]
+        # Drain all replicas first, so a draining one's work is not handed to one about to stop.
+        drained = drain_timeout_s > 0 and bool(live)
+        if drained:
+            for record in live:
+                _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
+            drained = all(_drain(r.api_url or state.api_url, state.control_token, drain_timeout_s) for r in live)
         killed = self._stop_all(state, grace_s)
         clear_state(self.directory)
         return DownResult(was_running=True, drained=drained, killed=killed)
@@ -268,18 +344,41 @@ class LocalPlatform:
         return killed
 
 
+def _url(host: str, port: int) -> str:
+    return f"http://{host}:{port}"
+
+
+def _base_env() -> dict[str, str]:
+    """The caller's environment for a child process, less anything that would point it at another emulator."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop(EMULATOR_ENV, None)
+    return env
+
+
 def _ready(state: LocalState) -> bool:
-    with ApiClient(state.api_url, state.control_token, timeout_s=2.0) as api:
+    replicas = state.schedulers()
+    return bool(replicas) and all(_replica_ready(record, state.control_token) for record in state.schedulers())
+
+
+def _replica_ready(record: ProcessRecord, token: str) -> bool:
+    with ApiClient(record.api_url or "", token, timeout_s=2.0) as api:
         return api.is_ready()
 
 
-def _drain(state: LocalState, timeout_s: float) -> bool:
-    """Put the scheduler in drain mode and wait until it runs no job; False if it did not get there."""
-    with ApiClient(state.api_url, state.control_token, timeout_s=5.0) as api:
+def _set_maintenance(api_url: str, token: str, mode: Literal["drain", "normal"]) -> bool:
+    with ApiClient(api_url, token, timeout_s=5.0) as api:
         try:
-            api.set_maintenance("drain")
+            api.set_maintenance(mode)
         except ApiError:
             return False
+    return True
+
+
+def _drain(api_url: str, token: str, timeout_s: float) -> bool:
+    """Put one scheduler in drain mode and wait until it runs no job; False if it did not get there."""
+    if not _set_maintenance(api_url, token, "drain"):
+        return False
+    with ApiClient(api_url, token, timeout_s=5.0) as api:
 
         def idle() -> bool:
             try:

@@ -78,6 +78,17 @@ def stop_process(record: ProcessRecord, grace_s: float) -> bool:
     return True
 
 
+def kill_process(record: ProcessRecord, timeout_s: float) -> None:
+    """SIGKILL the process group of ``record`` at once: a crash, with no chance to clean up (drills)."""
+    proc = _process(record)
+    if proc is None:
+        return
+    members = [proc, *_children(proc)]
+    _signal_group(record.pid, signal.SIGKILL)
+    psutil.wait_procs(members, timeout=timeout_s)
+    _reap(record.pid)
+
+
 def _children(proc: psutil.Process) -> list[psutil.Process]:
     try:
         return proc.children(recursive=True)

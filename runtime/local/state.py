@@ -31,6 +31,12 @@ class ProcessRecord(BaseModel):
     create_time: float = Field(description="psutil create time, so a recycled pid is never mistaken for ours.")
     log_path: Path
     command: list[str]
+    # What it takes to start the process again (``gpurt local restart-scheduler``): the settings it was
+    # given on top of the caller's environment (they include the control token: the file is 0600) and
+    # its working directory.
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    cwd: Path | None = None
+    api_url: str | None = Field(None, description="The scheduler replica's API; None for other processes.")
 
 
 class LocalState(BaseModel):
@@ -46,11 +52,16 @@ class LocalState(BaseModel):
     result_store: str
     workers: int | None = Field(None, description="Requested Dask workers; None: the scheduler's default.")
     processes: list[ProcessRecord]
+    lease_file: Path | None = Field(None, description="The replicas' shared leader lease; None: one replica.")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     def process(self, name: str) -> ProcessRecord | None:
         """The record of the process called ``name``, if any."""
         return next((p for p in self.processes if p.name == name), None)
+
+    def schedulers(self) -> list[ProcessRecord]:
+        """The scheduler replicas, first one first (its API is ``api_url``)."""
+        return [p for p in self.processes if p.api_url is not None]
 
 
 def default_local_dir() -> Path:

@@ -1,17 +1,15 @@
 """Playbook "safe drain + rolling upgrade": drain, wait for in-flight jobs, restart the scheduler, resume.
 
+The restart is ``LocalPlatform.restart_scheduler`` (``gpurt local restart-scheduler``): every replica in
+turn is drained, stopped and started again with its settings, the emulator untouched.
+
 Passes when every job submitted around the upgrade gets exactly one ``succeeded`` result and Pub/Sub saw
 no redelivery (the retry counter did not move): nothing was lost, nothing ran twice, nothing was nacked.
 """
 
 from __future__ import annotations
 
-import psutil
-
 from components import contract
-from runtime.local import processes
-from runtime.local.platform import SCHEDULER, STOP_GRACE_S
-from runtime.local.state import save_state
 from runtime.protocol import JobStatus
 from validation.drills.base import DrillContext, DrillFailed, counter, in_flight, wait_for
 from validation.drills.jobs import publish_noop
@@ -19,27 +17,6 @@ from validation.drills.results import ResultTap
 
 JOBS = 4  # twice the local platform's default slots: some wait in the subscription while others run
 JOB_SLEEP_S = 1.5  # long enough to be caught in flight by the drain
-
-
-def restart_scheduler(ctx: DrillContext) -> int:
-    """The "upgrade": stop the scheduler process and start it again with the same command and environment."""
-    state = ctx.state
-    old = state.process(SCHEDULER)
-    if old is None:
-        raise DrillFailed("the local platform has no scheduler process")
-    proc = psutil.Process(old.pid)
-    env, cwd = proc.environ(), proc.cwd()
-    processes.stop_process(old, grace_s=STOP_GRACE_S)
-    new = processes.start_process(SCHEDULER, old.command, env, old.log_path, cwd=cwd)
-    save_state(state.model_copy(update={"processes": [new if p.name == SCHEDULER else p for p in state.processes]}),
-               ctx.directory)
-
-    def ready() -> bool:
-        with ctx.api() as api:
-            return api.is_ready()
-
-    wait_for(ready, ctx.timeout_s, "the restarted scheduler to become ready")
-    return new.pid
 
 
 def run(ctx: DrillContext) -> None:
@@ -60,8 +37,9 @@ def run(ctx: DrillContext) -> None:
             retries_mid = counter(api, contract.METRICS.job_retries_total)
         tap.drain(0.5)
         done_before = len(tap.results)
-        pid = restart_scheduler(ctx)
-        ctx.note(f"scheduler restarted (pid {pid}) with {done_before} of {JOBS} jobs done before the upgrade")
+        restarted = ctx.platform.restart_scheduler(on_step=ctx.on_step)
+        pids = ", ".join(f"{r.name} {r.old_pid} → {r.new_pid}" for r in restarted)
+        ctx.note(f"scheduler restarted (pid {pids}) with {done_before} of {JOBS} jobs done before the upgrade")
         with ctx.api() as api:
             api.set_maintenance("normal")
         if not tap.wait_all(ctx.timeout_s):
