@@ -48,7 +48,11 @@ def collect_status(state: LocalState | None, directory: Path) -> PlatformStatus:
              for p in state.processes]
     status = PlatformStatus(running=all(p.alive for p in procs), directory=directory, api_url=state.api_url,
                             emulator_host=state.emulator_host, processes=procs)
-    status.problems.extend(f"{p.name} (pid {p.pid}) is not running; see {p.log_path}" for p in procs if not p.alive)
+    replicas = {p.name for p in state.schedulers()}
+    for proc in procs:
+        if not proc.alive:
+            hint = "; `gpurt local restart-scheduler` starts it again" if proc.name in replicas else ""
+            status.problems.append(f"{proc.name} (pid {proc.pid}) is not running; see {proc.log_path}{hint}")
     with ApiClient(state.api_url, state.control_token, timeout_s=3.0) as api:
         try:
             api.healthz()

@@ -90,3 +90,28 @@ def test_a_recycled_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
 def test_ports() -> None:
     port = processes.free_port()
     assert not processes.port_in_use("127.0.0.1", port)
+
+
+def test_kill_is_a_crash_of_the_whole_group_with_no_grace(tmp_path: Path) -> None:
+    record = _start(tmp_path, IGNORES_SIGTERM)
+
+    processes.kill_process(record, timeout_s=10)
+
+    assert not processes.is_alive(record)
+
+
+def test_status_names_a_dead_scheduler_replica_and_how_to_bring_it_back(tmp_path: Path) -> None:
+    from runtime.local.status import collect_status
+
+    dead = _start(tmp_path, SLEEPER_WITH_CHILD)
+    processes.kill_process(dead, timeout_s=10)
+    replica = dead.model_copy(update={"name": "scheduler-2", "api_url": "http://127.0.0.1:1"})
+    helper = dead.model_copy(update={"name": "emulator"})
+
+    report = collect_status(_state(tmp_path, processes=[helper.model_dump(), replica.model_dump()]), tmp_path)
+
+    assert not report.running
+    hints = [p for p in report.problems if "is not running" in p]
+    assert len(hints) == 2
+    assert "scheduler-2" in hints[1] and "gpurt local restart-scheduler" in hints[1]
+    assert "restart-scheduler" not in hints[0]  # the emulator is not restarted that way
