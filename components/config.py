@@ -30,11 +30,14 @@ ACCELERATOR_MACHINE_FAMILIES: Final = {
     "nvidia-tesla-t4": ("n1-",),
     "nvidia-tesla-v100": ("n1-",),
     "nvidia-tesla-p100": ("n1-",),
-    "nvidia-tesla-a100": ("a2-highgpu-",),
+    "nvidia-tesla-a100": ("a2-highgpu-", "a2-megagpu-"),
     "nvidia-a100-80gb": ("a2-ultragpu-",),
     "nvidia-l4": ("g2-",),
-    "nvidia-h100-80gb": ("a3-",),
+    # a3-megagpu takes nvidia-h100-mega-80gb and a3-ultragpu H200s: other accelerator types.
+    "nvidia-h100-80gb": ("a3-highgpu-",),
 }
+# Accelerator-optimized machine types (a2-highgpu-2g, a3-highgpu-8g, ...) carry a fixed number of GPUs in their name.
+_FIXED_GPU_COUNT_RE: Final = re.compile(r"^a[23]-[a-z]+-(\d+)g$")
 # Vertex AI names the same accelerators by its AcceleratorType enum (nvidia-tesla-t4 -> NVIDIA_TESLA_T4); a GKE
 # label value there fails only when the scheduler submits its first custom job.
 VERTEX_ACCELERATOR_MACHINE_FAMILIES: Final = {
@@ -45,13 +48,18 @@ _POOL_NAME_RE: Final = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
 RELEASE_CHANNELS: Final = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 
-def _check_host(machine_type: str, accelerator: str, families_of: Mapping[str, tuple[str, ...]]) -> None:
-    """Raise ValueError unless ``accelerator`` is known and ``machine_type`` is of a family that can host it."""
+def _check_host(
+    machine_type: str, accelerator: str, count: int, families_of: Mapping[str, tuple[str, ...]]
+) -> None:
+    """Raise ValueError unless ``machine_type`` can host ``count`` GPUs of the known type ``accelerator``."""
     families = families_of.get(accelerator)
     if families is None:
         raise ValueError(f"acceleratorType {accelerator!r} is not one of: {', '.join(sorted(families_of))}")
     if not machine_type.startswith(families):
         raise ValueError(f"machineType {machine_type!r} cannot host {accelerator} (needs {'/'.join(families)}*)")
+    fixed = _FIXED_GPU_COUNT_RE.match(machine_type)
+    if fixed and int(fixed.group(1)) != count:
+        raise ValueError(f"machineType {machine_type} has {fixed.group(1)} GPU(s), not acceleratorCount {count}")
 
 
 class ConfigError(pulumi.RunError):
@@ -148,7 +156,7 @@ class GpuPoolConfig(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> GpuPoolConfig:
-        _check_host(self.machine_type, self.accelerator_type, ACCELERATOR_MACHINE_FAMILIES)
+        _check_host(self.machine_type, self.accelerator_type, self.accelerator_count, ACCELERATOR_MACHINE_FAMILIES)
         if self.min_nodes > self.max_nodes:
             raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}")
         if self.dask_workers_min > self.dask_workers_max:
@@ -180,7 +188,9 @@ class VertexConfig(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> VertexConfig:
-        _check_host(self.machine_type, self.accelerator_type, VERTEX_ACCELERATOR_MACHINE_FAMILIES)
+        _check_host(
+            self.machine_type, self.accelerator_type, self.accelerator_count, VERTEX_ACCELERATOR_MACHINE_FAMILIES
+        )
         return self
 
 

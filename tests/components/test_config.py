@@ -63,6 +63,12 @@ def test_vertex_accelerators_are_members_of_the_vertex_enum() -> None:
     assert set(VERTEX_ACCELERATOR_MACHINE_FAMILIES) <= set(AcceleratorType.__members__)
 
 
+def test_a100_mega_machines_host_sixteen_a100s() -> None:
+    pool = {**_raw()["gpuPools"][0], "machineType": "a2-megagpu-16g", "acceleratorType": "nvidia-tesla-a100",
+            "acceleratorCount": 16}
+    assert parse_stack_config(_raw(gpuPools=[pool]), "p", "us-central1").gpu_pools[0].accelerator_count == 16
+
+
 def test_defaults_and_image_reference() -> None:
     config = parse_stack_config(_raw(), "p", "us-central1")
     assert (config.scheduler_replicas, config.release_channel, config.deletion_protection) == (2, "REGULAR", True)
@@ -89,6 +95,22 @@ def test_defaults_and_image_reference() -> None:
         (_raw(gpuPools=[]), "gpuPools"),
         (_raw(releaseChannel="NIGHTLY"), "releaseChannel"),
         (_raw(imags={}), "imags: Extra inputs are not permitted"),
+        # A2/A3 machine types come with a fixed number of GPUs; H100 mega machines take a different GPU type.
+        (
+            _raw(gpuPools=[{**_raw()["gpuPools"][0], "machineType": "a2-highgpu-2g",
+                            "acceleratorType": "nvidia-tesla-a100", "acceleratorCount": 1}]),
+            "a2-highgpu-2g has 2 GPU(s), not acceleratorCount 1",
+        ),
+        (
+            _raw(gpuPools=[{**_raw()["gpuPools"][0], "machineType": "a3-megagpu-8g",
+                            "acceleratorType": "nvidia-h100-80gb", "acceleratorCount": 8}]),
+            "cannot host nvidia-h100-80gb",
+        ),
+        (
+            _raw(vertex={"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
+                         "acceleratorCount": 2}),
+            "a2-highgpu-1g has 1 GPU(s), not acceleratorCount 2",
+        ),
         # Vertex AI names accelerators by its own enum, not GKE's label values.
         (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "nvidia-tesla-t4"}), "vertex.acceleratorType"),
         (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_A100"}), "cannot host NVIDIA"),
