@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,26 @@ class DrillContext:
         state = self.state
         return GooglePubSubAdmin.for_emulator(state.emulator_host, state.project)
 
+    @contextlib.contextmanager
+    def first_replica_only(self) -> Iterator[None]:
+        """Drain every scheduler replica but the first (whose API ``api()`` reaches) while the block runs.
+
+        A drill that watches jobs in flight and counts retries through one API needs its jobs to land on
+        that replica; the others take no new job meanwhile and resume afterwards.
+        """
+        state = self.state
+        others = state.schedulers()[1:]
+        for record in others:
+            with ApiClient(record.api_url or "", state.control_token) as api:
+                api.set_maintenance("drain")
+        try:
+            yield
+        finally:
+            current = self.platform.state
+            for record in current.schedulers()[1:] if current else []:
+                with ApiClient(record.api_url or "", current.control_token) as api:
+                    api.set_maintenance("normal")
+
     def job_id(self, drill: str, index: int) -> str:
         """A job id unique to this run, so drills never collide with earlier results in the store."""
         return f"drill-{drill}-{self.run_id}-{index}"
@@ -97,3 +118,13 @@ def counter(api: ApiClient, name: str) -> float:
     text = httpx.get(f"{api.base_url}/metrics", timeout=5.0).text
     return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
                if sample.name == name)
+
+
+def counter_all(ctx: DrillContext, name: str) -> float:
+    """Counter ``name`` summed over every scheduler replica (each process counts its own)."""
+    state = ctx.state
+    total = 0.0
+    for record in state.schedulers():
+        with ApiClient(record.api_url or "", state.control_token) as api:
+            total += counter(api, name)
+    return total

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from components import contract
 from runtime.protocol import JobStatus
-from validation.drills.base import DrillContext, DrillFailed, counter, in_flight, wait_for
+from validation.drills.base import DrillContext, DrillFailed, counter, counter_all, in_flight, wait_for
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap
 
@@ -20,7 +20,16 @@ JOB_SLEEP_S = 1.5  # long enough to be caught in flight by the drain
 
 
 def run(ctx: DrillContext) -> None:
-    """Drain, upgrade (restart), resume; then account for every job."""
+    """Drain, upgrade (restart), resume; then account for every job.
+
+    With several replicas the jobs are steered to the first one (the others drained), whose in-flight
+    list and retry counter the drill reads; the restart then replaces every replica, as an upgrade does.
+    """
+    with ctx.first_replica_only():
+        _run(ctx)
+
+
+def _run(ctx: DrillContext) -> None:
     pubsub = ctx.pubsub()
     job_ids = [ctx.job_id("drain", i) for i in range(JOBS)]
     with ctx.api() as api:
@@ -45,8 +54,8 @@ def run(ctx: DrillContext) -> None:
         if not tap.wait_all(ctx.timeout_s):
             raise DrillFailed(f"jobs lost across the upgrade: {sorted(tap.missing())}")
         tap.drain(1.0)  # a late duplicate would arrive now
-    with ctx.api() as api:
-        retries = (retries_mid - retries_before) + counter(api, contract.METRICS.job_retries_total)
+    # The restart reset every replica's counters: what the old first replica counted, plus all new ones.
+    retries = (retries_mid - retries_before) + counter_all(ctx, contract.METRICS.job_retries_total)
     if tap.duplicates():
         raise DrillFailed(f"jobs ran more than once: {tap.duplicates()}")
     bad = {job: found[0].status.value for job, found in tap.results.items()

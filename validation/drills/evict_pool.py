@@ -18,7 +18,12 @@ JOB_SLEEP_S = 1.5  # long enough to still run when the eviction lands
 
 
 def run(ctx: DrillContext) -> None:
-    """Evict the first pool mid-job, restore it, account for the jobs."""
+    """Evict the first pool mid-job, restore it, account for the jobs (on the first replica)."""
+    with ctx.first_replica_only():
+        _run(ctx)
+
+
+def _run(ctx: DrillContext) -> None:
     pubsub = ctx.pubsub()
     with ctx.api() as api:
         pools = api.pools()

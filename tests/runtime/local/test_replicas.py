@@ -19,6 +19,7 @@ from validation.drills.results import ResultTap
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 STOP_GRACE_S = 3.0  # the platform is thrown away at the end
+EMULATOR_TIME_SCALE = 0.01  # the DLQ drill's redelivery backoffs in seconds, as in tests/validation/test_drills.py
 JOBS = 6  # three per replica's single slot: some run, some wait in the subscription during the restart
 JOB_SLEEP_S = 1.0  # long enough to be caught in flight by the drain
 RESULT_WAIT_S = 90.0
@@ -27,7 +28,7 @@ RESULT_WAIT_S = 90.0
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory) -> Iterator[LocalPlatform]:
     local = LocalPlatform(tmp_path_factory.mktemp("replicas"), LocalConfig(
-        port=0, emulator_port=0, workers=1, replicas=2))
+        port=0, emulator_port=0, workers=1, replicas=2, emulator_time_scale=EMULATOR_TIME_SCALE))
     local.up()
     yield local
     local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
@@ -88,11 +89,14 @@ def test_restart_scheduler_replaces_every_replica_and_loses_or_repeats_no_job(pl
     assert len(_leading(platform)) == 1
 
 
-def test_leader_drill_kills_the_leader_process_and_a_standby_takes_over(platform: LocalPlatform) -> None:
-    result = _gpurt(platform, "drill", "leader", "--local-dir", str(platform.directory), "--json", "--timeout", "60")
+def test_every_drill_passes_on_replicas_and_the_leader_drill_kills_real_processes(platform: LocalPlatform) -> None:
+    result = _gpurt(platform, "drill", "all", "--local-dir", str(platform.directory), "--json", "--timeout", "60")
 
     assert result.exit_code == 0, result.output
-    evidence = " | ".join(json.loads(result.stdout[result.stdout.index("["):])[0]["evidence"])
-    assert "SIGKILLed" in evidence and "took over" in evidence
-    assert "handed the lease to" in evidence and "all up" in evidence
+    drills = {d["name"]: " | ".join(d["evidence"]) for d in json.loads(result.stdout[result.stdout.index("["):])}
+    assert "succeeded exactly once; 0 redeliveries" in drills["drain-upgrade"]
+    assert "scheduler-2" in drills["drain-upgrade"]  # the upgrade replaced both replicas
+    leader = drills["leader"]
+    assert "SIGKILLed" in leader and "took over" in leader
+    assert "handed the lease to" in leader and "all up" in leader
     assert len(_leading(platform)) == 1  # the killed replicas are back, and still only one leads
