@@ -22,11 +22,19 @@ from runtime.client.api import ApiClient, ApiError
 from runtime.client.pubsub import PubSubClients, make_clients
 from runtime.client.target import DEFAULT_PROJECT, EMULATOR_ENV, Target
 from runtime.local import processes
-from runtime.local.state import LocalState, ProcessRecord, clear_state, default_local_dir, load_state, save_state
+from runtime.local.state import (
+    FIRST_SCHEDULER,
+    LocalState,
+    ProcessRecord,
+    clear_state,
+    default_local_dir,
+    load_state,
+    save_state,
+)
 from runtime.local.status import PlatformStatus, collect_status
 
 EMULATOR: Final = "emulator"
-SCHEDULER: Final = "scheduler"  # the first replica; the others are "scheduler-2", "scheduler-3", …
+SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
 LEASE_FILE: Final = "leader-lease.json"
 MAX_REPLICAS: Final = 4  # each replica hosts its own Dask LocalCluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
@@ -243,6 +251,9 @@ class LocalPlatform:
         unknown = set(names or ()) - {p.name for p in replicas}
         if unknown:
             raise LocalPlatformError(f"no scheduler replica called {', '.join(sorted(unknown))}")
+        if any(not p.env for p in replicas):
+            raise LocalPlatformError("this platform was started by an older gpurt that did not record the "
+                                     "scheduler's settings; restart it with `gpurt local down` and `gpurt local up`")
         done = []
         for old in replicas:
             drained = False

@@ -11,10 +11,12 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# The first scheduler replica's name; state files written before replicas existed know only it.
+FIRST_SCHEDULER: Final = "scheduler"
 # Overrides where the local platform keeps its state and logs (default: ./.gpurt/local).
 LOCAL_DIR_ENV: Final = "GPURT_LOCAL_DIR"
 STATE_FILE: Final = "state.json"
@@ -54,6 +56,18 @@ class LocalState(BaseModel):
     processes: list[ProcessRecord]
     lease_file: Path | None = Field(None, description="The replicas' shared leader lease; None: one replica.")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduler_api_from_older_state(cls, data: Any) -> Any:
+        # A platform started before replicas existed records its one scheduler without ``api_url``: it is
+        # the state's own API, and treating it as "no scheduler" would skip its drain at ``down``.
+        if isinstance(data, dict) and isinstance(data.get("processes"), list):
+            data = {**data, "processes": [
+                {**p, "api_url": data.get("api_url")}
+                if isinstance(p, dict) and p.get("name") == FIRST_SCHEDULER and not p.get("api_url") else p
+                for p in data["processes"]]}
+        return data
 
     def process(self, name: str) -> ProcessRecord | None:
         """The record of the process called ``name``, if any."""

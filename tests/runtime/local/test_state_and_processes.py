@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -115,3 +116,26 @@ def test_status_names_a_dead_scheduler_replica_and_how_to_bring_it_back(tmp_path
     assert len(hints) == 2
     assert "scheduler-2" in hints[1] and "gpurt local restart-scheduler" in hints[1]
     assert "restart-scheduler" not in hints[0]  # the emulator is not restarted that way
+
+
+def test_an_older_state_file_still_knows_its_scheduler_but_refuses_a_blind_restart(tmp_path: Path) -> None:
+    from runtime.local.platform import LocalPlatform, LocalPlatformError
+
+    emulator = _start(tmp_path, SLEEPER_WITH_CHILD)
+    scheduler = _start(tmp_path, SLEEPER_WITH_CHILD)
+    older = [record.model_dump(mode="json", exclude={"env", "cwd", "api_url"}) | {"name": name}
+             for name, record in (("emulator", emulator), ("scheduler", scheduler))]
+    directory = tmp_path / "local"
+    directory.mkdir()
+    base = _state(tmp_path).model_dump(mode="json", exclude={"processes", "lease_file"})
+    (directory / "state.json").write_text(json.dumps({**base, "processes": older}))
+    try:
+        state = load_state(directory)
+        assert [(r.name, r.api_url) for r in state.schedulers()] == [("scheduler", "http://127.0.0.1:1")]
+
+        with pytest.raises(LocalPlatformError, match="older gpurt"):
+            LocalPlatform(directory).restart_scheduler()
+        assert processes.is_alive(scheduler)  # refused before anything was stopped
+    finally:
+        for record in (emulator, scheduler):
+            processes.stop_process(record, grace_s=5)
