@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -88,7 +89,8 @@ def save_state(state: LocalState, directory: Path) -> Path:
     """Write ``state`` atomically with mode 0600 and return its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / STATE_FILE
-    tmp = path.with_suffix(".tmp")
+    # A temporary file per writer: two commands saving at once must not rename each other's half-written file.
+    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
     # Create the file with the final mode, so the token is never readable by others even for an instant.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, STATE_FILE_MODE)
     with os.fdopen(fd, "w") as handle:

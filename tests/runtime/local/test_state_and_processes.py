@@ -139,3 +139,21 @@ def test_an_older_state_file_still_knows_its_scheduler_but_refuses_a_blind_resta
     finally:
         for record in (emulator, scheduler):
             processes.stop_process(record, grace_s=5)
+
+
+def test_concurrent_state_writers_never_trip_over_each_other(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    directory = tmp_path / "local"
+    states = [_state(tmp_path, project=f"p{i}") for i in range(2)]
+
+    def write(state: LocalState) -> None:
+        for _ in range(200):
+            save_state(state, directory)
+
+    with ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(write, state) for state in states]:
+            future.result()  # a shared temporary file makes one writer's os.replace fail
+
+    assert load_state(directory) in states
+    assert [p.name for p in directory.iterdir()] == ["state.json"]
