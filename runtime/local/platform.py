@@ -158,10 +158,13 @@ class LocalPlatform:
             raise LocalPlatformError("the emulator time scale must be positive")
         if not 1 <= cfg.replicas <= MAX_REPLICAS:
             raise LocalPlatformError(f"--replicas must be between 1 and {MAX_REPLICAS}")
-        ports = [self._port(cfg.port, "scheduler")]
-        ports += [processes.free_port(cfg.host) for _ in range(cfg.replicas - 1)]
-        emulator_port = self._port(cfg.emulator_port, "emulator")
-        admin_port = processes.free_port(cfg.host)
+        self._check_port(cfg.port, "scheduler")
+        self._check_port(cfg.emulator_port, "emulator")
+        # Every port left to us is picked in one go, so no two of them can be the same.
+        wanted = [cfg.port, cfg.emulator_port, 0] + [0] * (cfg.replicas - 1)
+        free = iter(processes.free_ports(cfg.host, wanted.count(0)))
+        first, emulator_port, admin_port, *others = [port or next(free) for port in wanted]
+        ports = [first, *others]
         logs = self.directory / "logs"
         # A fresh store per `up`: job ids (the contract's probe above all) are answered once per store, so a
         # new session must not find the previous session's results. Old sessions stay on disk.
@@ -323,13 +326,10 @@ class LocalPlatform:
 
     # --- helpers -------------------------------------------------------------------------------------
 
-    def _port(self, port: int, what: str) -> int:
-        if port == 0:
-            return processes.free_port(self.config.host)
-        if processes.port_in_use(self.config.host, port):
+    def _check_port(self, port: int, what: str) -> None:
+        if port != 0 and processes.port_in_use(self.config.host, port):
             raise LocalPlatformError(f"port {port} on {self.config.host} is taken, so the {what} cannot use it; "
                                      "stop what holds it or choose another port")
-        return port
 
     def _wait(self, predicate: Callable[[], bool], timeout_s: float, watched: list[ProcessRecord],
               failure: str) -> None:

@@ -118,11 +118,17 @@ def log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
         return ""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (the caller binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+def free_ports(host: str, count: int) -> list[int]:
+    """``count`` distinct TCP ports free on ``host`` right now (the caller binds them soon after).
+
+    All the sockets stay open until every port is chosen: closed one at a time, the kernel may hand
+    out the same port twice.
+    """
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def port_in_use(host: str, port: int) -> bool:

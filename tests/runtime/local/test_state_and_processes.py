@@ -89,8 +89,10 @@ def test_a_recycled_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
 
 
 def test_ports() -> None:
-    port = processes.free_port()
-    assert not processes.port_in_use("127.0.0.1", port)
+    ports = processes.free_ports("127.0.0.1", 8)
+
+    assert len(set(ports)) == 8  # every port of a multi-replica platform is its own
+    assert not any(processes.port_in_use("127.0.0.1", port) for port in ports)
 
 
 def test_kill_is_a_crash_of_the_whole_group_with_no_grace(tmp_path: Path) -> None:
