@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from components.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
+
+if TYPE_CHECKING:
+    from runtime.local.state import LocalState
 
 API_URL_ENV: Final = "GPURT_API_URL"
 PROJECT_ENV: Final = "GPURT_PROJECT"
@@ -42,10 +45,17 @@ def resolve_target(api_url: str | None = None, token: str | None = None, project
     env_url = os.environ.get(API_URL_ENV)
     source = "flags/environment" if (api_url or env_url) else ("local state" if state else "defaults")
     return Target(
-        api_url=(api_url or env_url or (state.api_url if state else DEFAULT_API_URL)).rstrip("/"),
+        api_url=(api_url or env_url or (_live_api(state) if state else DEFAULT_API_URL)).rstrip("/"),
         project=project or os.environ.get(PROJECT_ENV) or (state.project if state else DEFAULT_PROJECT),
         token=token or os.environ.get(CONTROL_TOKEN_ENV) or (state.control_token if state else None),
         emulator_host=os.environ.get(EMULATOR_ENV) or (state.emulator_host if state else None),
         emulator_admin_url=state.emulator_admin_url if state else None,
         source=source,
     )
+
+
+def _live_api(state: LocalState) -> str:
+    """The API of the first scheduler replica still running: with replicas, one crash must not cut the CLI off."""
+    from runtime.local.processes import is_alive
+
+    return next((r.api_url for r in state.schedulers() if r.api_url and is_alive(r)), state.api_url)

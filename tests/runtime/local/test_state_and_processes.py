@@ -159,3 +159,21 @@ def test_concurrent_state_writers_never_trip_over_each_other(tmp_path: Path) -> 
 
     assert load_state(directory) in states
     assert [p.name for p in directory.iterdir()] == ["state.json"]
+
+
+def test_clients_reach_a_live_replica_when_the_first_one_died(tmp_path: Path, monkeypatch) -> None:
+    from runtime.client.target import API_URL_ENV, resolve_target
+
+    monkeypatch.delenv(API_URL_ENV, raising=False)
+
+    first = _start(tmp_path, SLEEPER_WITH_CHILD)
+    second = _start(tmp_path, SLEEPER_WITH_CHILD)
+    replicas = [first.model_copy(update={"name": "scheduler", "api_url": "http://127.0.0.1:1"}),
+                second.model_copy(update={"name": "scheduler-2", "api_url": "http://127.0.0.1:2"})]
+    save_state(_state(tmp_path, processes=[r.model_dump() for r in replicas]), tmp_path / "local")
+    try:
+        assert resolve_target(local_dir=tmp_path / "local").api_url == "http://127.0.0.1:1"
+        processes.kill_process(first, timeout_s=10)
+        assert resolve_target(local_dir=tmp_path / "local").api_url == "http://127.0.0.1:2"
+    finally:
+        processes.stop_process(second, grace_s=5)
