@@ -18,7 +18,6 @@ MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request 
 MAX_TIMEOUT_S: Final = 24 * 3600.0
 DEFAULT_TIMEOUT_S: Final = 1800.0  # seed 001: p95 job completion < 30 minutes
 JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-_PRIORITY_RANGE: Final = (0, 9)
 
 
 class JobStatus(StrEnum):
@@ -48,8 +47,9 @@ class JobRequest(BaseModel):
     type: JobType
     params: JobParams = Field(default=None, validate_default=False)  # type: ignore[assignment]
     session_id: str | None = Field(None, max_length=128)
-    priority: int = Field(0, ge=_PRIORITY_RANGE[0], le=_PRIORITY_RANGE[1],
-                          description="Higher runs first among requests a replica holds while its slots are busy.")
+    priority: int = Field(0, ge=0, le=9, description=(
+        "Accepted and validated for clients' own use; it does not reorder jobs: Pub/Sub has no priorities "
+        "and a replica receives no more requests than it has free slots, so none wait to be ordered."))
     timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
 
     @model_validator(mode="before")
@@ -134,22 +134,6 @@ def parse_request(data: bytes) -> JobRequest:
         raise InvalidRequest(_describe(exc), job_id) from None
     except ValueError as exc:
         raise InvalidRequest(str(exc), job_id) from None
-
-
-def request_priority(data: bytes) -> int:
-    """The ``priority`` of a raw request body, without validating the rest; 0 when absent or out of range.
-
-    Used to order requests this replica already holds; ``parse_request`` still judges the whole body.
-    """
-    import json
-
-    try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return 0
-    value = raw.get("priority") if isinstance(raw, dict) else None
-    low, high = _PRIORITY_RANGE
-    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else 0
 
 
 def _describe(exc: ValidationError) -> str:

@@ -4,11 +4,12 @@ Flow control admits at most ``slots`` messages (the server is told too, so it se
 ``max_lease_duration`` covers the longest job, so the client's own leaser keeps a long job's lease.
 Jobs run on the stream's ``SlotScheduler``, one thread per slot.
 
-Drain closes the stream with ``await_callbacks_on_shutdown=True``. The client then stops receiving,
-*waits for the scheduler* - which runs every message it was handed, even one still waiting for a slot -
-while its leaser keeps their leases and its dispatcher still sends their acks, and only then stops.
-So a drain nacks nothing the scheduler holds. When the slots change (a pool was scaled) the stream is
-replaced the same way: the old one drains, a new one opens with the new flow control.
+Drain first holds the stream's acks until it is quiet (``runtime.scheduler.dispatch`` says why: a
+message the server already sent must be read and run, not left in the stream or nacked), then closes it
+with ``await_callbacks_on_shutdown=True``: the client stops receiving, waits for the scheduler - the
+held acks go out, in-flight jobs finish and are acked - and only then stops. When the slots change (a
+pool was scaled) the stream is replaced the same way: the old one drains, a new one opens with the new
+flow control.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
-from runtime.protocol import MAX_TIMEOUT_S, request_priority
+from runtime.protocol import MAX_TIMEOUT_S
 from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
 
@@ -31,8 +33,16 @@ REOPEN_DELAY_S: Final = 5.0
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Stream:
+    """One streaming pull and the scheduler that runs its jobs."""
+
+    future: Any
+    slots: SlotScheduler
+
+
 class Consumer:
-    """Owns the streaming pull future: ``start``, ``drain``, ``resume``, ``stop`` (all idempotent)."""
+    """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
 
     def __init__(self, subscriber: Any, subscription: str, process: Callable[[Delivery], Decision],
                  slots: int) -> None:
@@ -43,10 +53,11 @@ class Consumer:
         self._process = process
         self._slots = slots
         self._lock = threading.Lock()
-        self._future: Any = None
-        self._draining: list[Any] = []
+        self._stream: _Stream | None = None
+        self._draining: list[_Stream] = []
         self._wanted = False
         self._stopping = threading.Event()
+        self._abort = threading.Event()  # a shutdown ran out of time: close draining streams now
 
     @property
     def slots(self) -> int:
@@ -57,7 +68,7 @@ class Consumer:
     def running(self) -> bool:
         """Whether the stream is open and pulling."""
         with self._lock:
-            return self._future is not None and not self._future.done()
+            return self._stream is not None and not self._stream.future.done()
 
     @property
     def draining(self) -> bool:
@@ -68,11 +79,12 @@ class Consumer:
     def start(self) -> None:
         """Open the stream (no-op if it is open)."""
         self._stopping.clear()
+        self._abort.clear()
         with self._lock:
             self._wanted = True
-            if self._future is not None and not self._future.done():
+            if self._stream is not None and not self._stream.future.done():
                 return
-            self._future = self._open()
+            self._stream = self._open()
         log.info("consuming %s with %d slot(s)", self._subscription, self._slots)
 
     def resize(self, slots: int) -> None:
@@ -87,38 +99,24 @@ class Consumer:
             if slots == self._slots:
                 return
             previous, self._slots = self._slots, slots
-            old = self._future if self._wanted else None
+            old = self._stream if self._wanted else None
             if old is not None:
                 self._draining.append(old)
-                self._future = self._open()
+                self._stream = self._open()
         if old is not None:
-            old.cancel()  # returns at once; the old stream's scheduler finishes its jobs
+            self._retire(old)
         log.info("slots %d -> %d", previous, slots)
-
-    def _open(self) -> Any:
-        """Subscribe with the current slots; the caller holds ``_lock``."""
-        from google.cloud.pubsub_v1.types import FlowControl
-
-        future = self._subscriber.subscribe(
-            self._subscription,
-            callback=self._on_message,
-            flow_control=FlowControl(max_messages=self._slots, max_lease_duration=MAX_LEASE_S),
-            scheduler=SlotScheduler(self._slots, priority=_priority),
-            await_callbacks_on_shutdown=True,
-        )
-        future.add_done_callback(self._on_stream_end)
-        return future
 
     def drain(self) -> None:
         """Stop intake; in-flight jobs finish and are acked; nothing is nacked."""
         self._stopping.set()
         with self._lock:
             self._wanted = False
-            future, self._future = self._future, None
-            if future is not None:
-                self._draining.append(future)
-        if future is not None:
-            future.cancel()  # returns at once; the client's shutdown thread waits for the callbacks
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                self._draining.append(stream)
+        if stream is not None:
+            self._retire(stream)
             log.info("draining: intake stopped, in-flight jobs finish")
 
     def resume(self) -> None:
@@ -129,35 +127,64 @@ class Consumer:
         """Block until every closing stream has finished its in-flight jobs."""
         with self._lock:
             closing = list(self._draining)
-        for future in closing:
+        for stream in closing:
             try:
-                future.result(timeout=timeout_s)
+                stream.future.result(timeout=timeout_s)
             except TimeoutError:
                 return False
             except Exception:  # a stream that ended with an error is closed as well
                 log.debug("closed stream ended with an error", exc_info=True)
         with self._lock:
-            self._draining = [f for f in self._draining if not f.done()]
+            self._draining = [s for s in self._draining if not s.future.done()]
         return True
 
     def stop(self, timeout_s: float | None = None) -> bool:
-        """Drain and wait; for shutdown."""
+        """Drain and wait; for shutdown. Past ``timeout_s`` the streams close at once (unfinished jobs are
+        redelivered after their lease) and False is returned."""
         self.drain()
-        return self.wait_drained(timeout_s)
+        if self.wait_drained(timeout_s):
+            return True
+        self._abort.set()
+        return False
 
-    def _on_message(self, message: Any) -> None:
-        delivery = Delivery(
-            message_id=message.message_id,
-            data=message.data,
-            attributes=dict(message.attributes),
-            delivery_attempt=message.delivery_attempt or 1,
-            publish_time=message.publish_time,
+    def _open(self) -> _Stream:
+        """Subscribe with the current slots; the caller holds ``_lock``."""
+        from google.cloud.pubsub_v1.types import FlowControl
+
+        slots = SlotScheduler(self._slots)
+        future = self._subscriber.subscribe(
+            self._subscription,
+            callback=lambda message: self._on_message(slots, message),
+            flow_control=FlowControl(max_messages=self._slots, max_lease_duration=MAX_LEASE_S),
+            scheduler=slots,
+            await_callbacks_on_shutdown=True,
         )
-        decision = self._process(delivery)
-        if decision.settle is Settle.ACK:
-            message.ack()
-        else:
-            message.nack()
+        future.add_done_callback(self._on_stream_end)
+        return _Stream(future, slots)
+
+    def _retire(self, stream: _Stream) -> None:
+        stream.slots.hold()
+        threading.Thread(target=self._close_when_quiet, args=(stream,), name="gpurt-stream-close",
+                         daemon=True).start()
+
+    def _close_when_quiet(self, stream: _Stream) -> None:
+        stream.slots.wait_quiet(self._abort)
+        stream.future.cancel()  # the client's shutdown thread releases the held acks and awaits the jobs
+
+    def _on_message(self, slots: SlotScheduler, message: Any) -> None:
+        try:
+            delivery = Delivery(
+                message_id=message.message_id,
+                data=message.data,
+                attributes=dict(message.attributes),
+                delivery_attempt=message.delivery_attempt or 1,
+                publish_time=message.publish_time,
+            )
+            ack = self._process(delivery).settle is Settle.ACK
+        except Exception:  # the processor never raises; a malformed message object could
+            log.exception("could not read a delivery; it will be redelivered")
+            ack = False
+        slots.settle(message, ack)
 
     def _on_stream_end(self, future: Any) -> None:
         # Ended without a drain (the broker went away, a non-retryable error): open it again while
@@ -166,9 +193,9 @@ class Consumer:
             return
         error = future.exception() if future.done() else None
         with self._lock:
-            reopen = self._wanted and self._future is future
+            reopen = self._wanted and self._stream is not None and self._stream.future is future
             if reopen:
-                self._future = None
+                self._stream = None
         if error is not None:
             log.error("streaming pull ended: %s", error)
         if reopen:
@@ -181,7 +208,3 @@ class Consumer:
             self.start()
         except Exception:
             log.exception("could not reopen the streaming pull")
-
-
-def _priority(message: Any) -> int:
-    return request_priority(message.data)

@@ -1,42 +1,93 @@
-"""The streaming pull's callback scheduler: one thread per GPU slot, and nothing dropped when a stream closes.
+"""The streaming pull's callback scheduler: one thread per GPU slot, and a drain that leaves nothing behind.
 
-google-cloud-pubsub's own ``ThreadScheduler`` drops the callbacks still waiting for a thread when its
-stream closes, and the client then nacks those messages. A message can wait here even though flow
-control equals the slots: the client sends an ack to the server *before* it frees the acked message's
-place, so the server may already have sent the next message while the acking callback's thread is not
-free yet, and Google's servers may send a little more than ``max_outstanding_messages``. A drain that
-lands in that moment must not nack a message this replica already holds (a nack burns a delivery
-attempt), so ``shutdown(await_msg_callbacks=True)`` runs the waiting callbacks too and hands back nothing.
+A drain must not give back a message this replica already received: a nack burns a delivery attempt,
+and a message left unread in the stream waits out its lease before the next delivery, burning one too.
+Closing the client's stream at once does both. The client acks *before* it frees the acked message's
+place, and it pauses reading the stream while its places are (nearly) full: the server frees the place
+on the ack and sends the next message, which then sits unread in the stream - or held back in the
+client, which nacks it at close - until the client has freed places again.
 
-Among waiting messages the request with the highest ``priority`` runs first (ties: arrival order).
+So a draining stream first *holds its acks*. A job that finishes frees its place in the client (the
+message leaves lease management: its result is already stored and published, so a redelivery would be
+answered from the store) and parks its ack, so the server frees no place and sends nothing new, while
+the client reads and dispatches what it was already sent. The stream closes once it is quiet: every
+message handed over has parked and the client's dispatcher has handled every request, for
+``QUIET_GRACE_S`` in a row. Closing releases the parked acks, which the client still sends before it
+stops. Waiting callbacks of a closing stream run too; nothing is handed back to nack.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
+
+# A draining stream closes after being quiet this long (seconds): time for the client to read a message
+# it was sent before the drain, confirm its receipt (one ModifyAckDeadline RPC) and hand it over.
+QUIET_GRACE_S: Final = 1.0
+# A quiet stream whose dispatcher never reports catching up closes after this long anyway (seconds); an
+# ack is answered in milliseconds, so this only matters if a client version reads its queue differently.
+CATCH_UP_LIMIT_S: Final = 10.0
+# How often a draining stream checks whether it is quiet (seconds).
+QUIET_POLL_S: Final = 0.05
 
 log = logging.getLogger(__name__)
 
 
-class SlotScheduler(Scheduler):
-    """Runs scheduled callbacks on ``slots`` threads, highest ``priority(message)`` first; never drops on await."""
+class RequestQueue(queue.Queue[Any]):
+    """The queue the client's dispatcher reads ack, nack and lease requests from; knows when it caught up.
 
-    def __init__(self, slots: int, priority: Callable[[Any], int], thread_name: str = "gpurt-job") -> None:
+    The dispatcher takes a batch, handles it (the ack RPC, then freeing the messages' places, which lets
+    the client read or release more messages) and only then blocks on ``get()`` for the next batch. A
+    blocking ``get()`` on an empty queue therefore means every request put so far has been handled.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._caught_up = True  # nothing put yet
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the dispatcher has handled everything put so far."""
+        with self.mutex:
+            return self._caught_up
+
+    def _put(self, item: Any) -> None:  # called with ``mutex`` held
+        self._caught_up = False
+        super()._put(item)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """``Queue.get``; a blocking call without timeout on an empty queue marks the dispatcher caught up."""
+        if block and timeout is None:
+            with self.mutex:
+                if not self._qsize():
+                    self._caught_up = True
+        return super().get(block, timeout)
+
+
+class SlotScheduler(Scheduler):
+    """Runs a stream's callbacks on ``slots`` threads, in arrival order.
+
+    Callbacks settle their message through ``settle``; after ``hold`` those settlements park until the
+    stream closes (``shutdown``).
+    """
+
+    def __init__(self, slots: int, thread_name: str = "gpurt-job") -> None:
         if slots < 1:
             raise ValueError("a scheduler needs at least one slot")
-        self._priority = priority
-        self._queue: queue.Queue[Any] = queue.Queue()  # the client's dispatcher reads requests from it
+        self._requests = RequestQueue()
         self._cond = threading.Condition()
-        self._waiting: list[tuple[int, int, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
-        self._order = itertools.count()
+        self._waiting: deque[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
+        self._handed = 0  # messages scheduled
+        self._parked = 0  # settlements waiting for the close
+        self._settled = 0  # messages acked or nacked
+        self._holding = False
         self._closing = False
         self._threads = [threading.Thread(target=self._work, name=f"{thread_name}-{i}", daemon=True)
                          for i in range(slots)]
@@ -44,30 +95,72 @@ class SlotScheduler(Scheduler):
             thread.start()
 
     @property
-    def queue(self) -> queue.Queue[Any]:
+    def queue(self) -> RequestQueue:
         """The queue the subscriber client uses to talk back to its dispatcher."""
-        return self._queue
+        return self._requests
 
     def schedule(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue ``callback(*args, **kwargs)``; ``args[0]`` is the message, whose priority orders the queue."""
-        rank = -self._priority(args[0]) if args else 0
+        """Queue ``callback(*args, **kwargs)``; ``args[0]`` is the message."""
         with self._cond:
-            if self._closing:
-                # The client never schedules after shutdown; if it did, the message's lease lapses.
-                log.warning("a callback was scheduled after shutdown; Pub/Sub will redeliver its message")
-                return
-            heapq.heappush(self._waiting, (rank, next(self._order), callback, args, kwargs))
-            self._cond.notify()
+            self._handed += 1
+            self._waiting.append((callback, args, kwargs))
+            self._cond.notify_all()
+
+    def settle(self, message: Any, ack: bool) -> None:
+        """Ack or nack ``message`` - at once, or, while the stream drains, when it closes."""
+        with self._cond:
+            if self._holding and not self._closing:
+                message.drop()  # free its place in the client, so the client reads on; its ack waits
+                self._parked += 1
+                self._cond.notify_all()
+                self._cond.wait_for(lambda: self._closing)
+                self._parked -= 1
+            self._settled += 1
+            # Put under the lock: the quiet check never sees this message settled before its request is queued.
+            if ack:
+                message.ack()
+            else:
+                message.nack()
+
+    def hold(self) -> None:
+        """Start draining: from now on settlements park until the stream closes."""
+        with self._cond:
+            self._holding = True
+
+    def wait_quiet(self, stop: threading.Event) -> None:
+        """Block until the stream has been quiet for ``QUIET_GRACE_S`` (or ``stop`` is set).
+
+        Quiet: every handed message has parked, and the client's dispatcher has handled every request
+        (after ``CATCH_UP_LIMIT_S`` of parked-all without that, parked-all alone counts).
+        """
+        parked_since: float | None = None
+        quiet_since: float | None = None
+        while not stop.wait(QUIET_POLL_S):
+            now = time.monotonic()
+            with self._cond:
+                if self._closing:  # the stream ended on its own
+                    return
+                parked_all = self._handed == self._parked + self._settled
+            if not parked_all:
+                parked_since = quiet_since = None
+                continue
+            parked_since = now if parked_since is None else parked_since
+            if self._requests.caught_up or now - parked_since > CATCH_UP_LIMIT_S:
+                quiet_since = now if quiet_since is None else quiet_since
+                if now - quiet_since >= QUIET_GRACE_S:
+                    return
+            else:
+                quiet_since = None
 
     def shutdown(self, await_msg_callbacks: bool = False) -> list[Any]:
-        """Stop. Awaiting runs every callback already scheduled and returns ``[]``: there is nothing to nack.
+        """Stop; parked settlements go out. Awaiting runs every scheduled callback and returns ``[]``.
 
         Without awaiting, the messages still waiting are returned (the client nacks them) and running
         callbacks are left to finish on their own.
         """
         with self._cond:
             self._closing = True
-            dropped = [] if await_msg_callbacks else [args[0] for *_, args, _ in self._waiting if args]
+            dropped = [] if await_msg_callbacks else [args[0] for _, args, _ in self._waiting if args]
             if not await_msg_callbacks:
                 self._waiting.clear()
             self._cond.notify_all()
@@ -83,7 +176,7 @@ class SlotScheduler(Scheduler):
                 self._cond.wait_for(lambda: self._waiting or self._closing)
                 if not self._waiting:
                     return
-                _, _, callback, args, kwargs = heapq.heappop(self._waiting)
+                callback, args, kwargs = self._waiting.popleft()
             try:
                 callback(*args, **kwargs)
             except Exception:  # the client wraps callbacks already; this only keeps the slot's thread alive

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from unittest import mock
@@ -11,6 +13,7 @@ from google.cloud.pubsub_v1 import SubscriberClient
 
 from runtime.protocol import MAX_TIMEOUT_S
 from runtime.scheduler import consumer as consumer_module
+from runtime.scheduler import dispatch
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
@@ -30,6 +33,11 @@ class StreamFuture(Future):
 
     def cancelled(self) -> bool:
         return self.cancel_calls > 0
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "QUIET_GRACE_S", 0.05)
 
 
 @pytest.fixture
@@ -57,13 +65,14 @@ def _max_messages(subscriber: mock.Mock) -> list[int]:
 def test_new_slots_replace_the_stream_and_the_old_one_drains(subscriber: mock.Mock) -> None:
     consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=2)
     consumer.start()
-    old = consumer._future
+    old = consumer._stream.future
     consumer.resize(2)
     assert _max_messages(subscriber) == [2] and old.cancel_calls == 0  # unchanged slots: the stream stays
     consumer.resize(4)
     assert _max_messages(subscriber) == [2, 4] and consumer.slots == 4
-    assert old.cancel_calls == 1 and consumer._future is not old and consumer.running
-    assert not consumer.wait_drained(0.01)  # the old stream's jobs still run
+    assert consumer._stream.future is not old and consumer.running
+    wait_for(lambda: old.cancel_calls == 1, 5, "the quiet old stream to close")
+    assert not consumer.wait_drained(0.01)  # the client is still finishing the old stream's jobs
     old.set_result(True)
     assert consumer.wait_drained(1)
 
@@ -83,9 +92,10 @@ def test_new_slots_while_drained_apply_when_intake_resumes(subscriber: mock.Mock
 def test_drain_cancels_the_stream_and_resume_opens_a_new_one(subscriber: mock.Mock) -> None:
     consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
     consumer.start()
-    first = consumer._future
+    first = consumer._stream.future
     consumer.drain()
-    assert first.cancel_calls == 1 and consumer.draining and not consumer.running
+    assert consumer.draining and not consumer.running
+    wait_for(lambda: first.cancel_calls == 1, 5, "the quiet stream to close")
     first.set_result(True)  # the client finished its shutdown
     assert consumer.wait_drained(1)
     consumer.resume()
@@ -96,10 +106,10 @@ def test_a_stream_that_dies_on_its_own_is_reopened(subscriber: mock.Mock, monkey
     monkeypatch.setattr(consumer_module, "REOPEN_DELAY_S", 0.01)
     consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
     consumer.start()
-    consumer._future.set_exception(RuntimeError("broker went away"))
+    consumer._stream.future.set_exception(RuntimeError("broker went away"))
     wait_for(lambda: subscriber.subscribe.call_count == 2, 5, "a reopened stream")
     consumer.drain()
-    consumer._draining[-1].set_result(True)
+    consumer._draining[-1].future.set_result(True)
 
 
 def test_messages_become_deliveries_and_decisions_become_ack_or_nack(subscriber: mock.Mock) -> None:
@@ -116,3 +126,32 @@ def test_messages_become_deliveries_and_decisions_become_ack_or_nack(subscriber:
     messages[0].ack.assert_called_once_with()
     messages[1].nack.assert_called_once_with()
     messages[0].nack.assert_not_called()
+
+
+def test_a_drain_closes_the_stream_only_once_its_running_job_has_finished(subscriber: mock.Mock) -> None:
+    release = threading.Event()
+    consumer = Consumer(subscriber, "s", lambda d: release.wait(5) and Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
+    message = mock.Mock(message_id="1", data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
+    kwargs["scheduler"].schedule(kwargs["callback"], message)
+    consumer.drain()
+    time.sleep(0.3)  # give a wrong implementation time to close early
+    assert future.cancel_calls == 0  # a job runs: closing now could strand what the server already sent
+    release.set()
+    wait_for(lambda: future.cancel_calls == 1, 5, "the stream to close once quiet")
+    message.drop.assert_called_once_with()  # its place freed while it waited for the close
+    message.ack.assert_not_called()  # the ack goes out when the client shuts the stream down
+    assert kwargs["scheduler"].shutdown(await_msg_callbacks=True) == []
+    message.ack.assert_called_once_with()
+
+
+def test_a_shutdown_past_its_timeout_closes_the_streams_at_once(subscriber: mock.Mock) -> None:
+    release = threading.Event()
+    consumer = Consumer(subscriber, "s", lambda d: release.wait(5) and Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
+    kwargs["scheduler"].schedule(kwargs["callback"], mock.Mock(data=b"{}", delivery_attempt=1, publish_time=None))
+    assert consumer.stop(timeout_s=0.1) is False
+    wait_for(lambda: future.cancel_calls == 1, 5, "the stream closed without waiting for quiet")
+    release.set()

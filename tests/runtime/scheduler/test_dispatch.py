@@ -1,7 +1,8 @@
-"""SlotScheduler: one thread per slot, priority among waiting messages, nothing handed back to nack on drain."""
+"""SlotScheduler: one thread per slot, nothing handed back to nack, a drain that holds acks until quiet."""
 
 from __future__ import annotations
 
+import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from unittest import mock
@@ -10,43 +11,54 @@ import pytest
 from google.cloud.pubsub_v1.subscriber.message import Message
 from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 
-from runtime.protocol import request_priority
-from runtime.scheduler.dispatch import SlotScheduler
+from runtime.scheduler import dispatch
+from runtime.scheduler.dispatch import RequestQueue, SlotScheduler
 from tests.runtime.scheduler.platform import wait_for
 
 RELEASE_TIMEOUT_S = 10.0
 
 
-def _message(priority: int | None = None) -> mock.Mock:
-    body = b"{}" if priority is None else f'{{"priority": {priority}}}'.encode()
-    return mock.create_autospec(Message, instance=True, data=body)
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "QUIET_GRACE_S", 0.05)
 
 
-class _OneBusySlot:
+def _message() -> mock.Mock:
+    return mock.create_autospec(Message, instance=True, data=b"{}")
+
+
+class _Gate:
     """A callback whose first call blocks until released, so later messages wait for the slot."""
 
-    def __init__(self) -> None:
+    def __init__(self, settle: SlotScheduler | None = None) -> None:
         self.ran: list[mock.Mock] = []
         self.started = threading.Event()
         self.release = threading.Event()
+        self._settle = settle
 
     def __call__(self, message: mock.Mock) -> None:
         if not self.ran:
             self.started.set()
             assert self.release.wait(RELEASE_TIMEOUT_S)
         self.ran.append(message)
+        if self._settle is not None:
+            self._settle.settle(message, ack=True)
 
 
-def _shutdown_while_busy(scheduler, callback: _OneBusySlot, waiting: list[mock.Mock]) -> list:  # type: ignore[no-untyped-def]
-    """Schedule a blocking message and ``waiting`` behind it, close like the client does, then release."""
-    busy = _message()
-    scheduler.schedule(callback, busy)
-    assert callback.started.wait(RELEASE_TIMEOUT_S)
-    for message in waiting:
-        scheduler.schedule(callback, message)
+def _close_in_background(scheduler) -> tuple[threading.Thread, list]:  # type: ignore[no-untyped-def]
     dropped: list = []
     closer = threading.Thread(target=lambda: dropped.extend(scheduler.shutdown(await_msg_callbacks=True)))
     closer.start()
+    return closer, dropped
+
+
+def _shutdown_while_busy(scheduler, callback: _Gate, waiting: list[mock.Mock]) -> list:  # type: ignore[no-untyped-def]
+    """Schedule a blocking message and ``waiting`` behind it, close like the client does, then release."""
+    scheduler.schedule(callback, _message())
+    assert callback.started.wait(RELEASE_TIMEOUT_S)
+    for message in waiting:
+        scheduler.schedule(callback, message)
+    closer, dropped = _close_in_background(scheduler)
     callback.release.set()
     closer.join(RELEASE_TIMEOUT_S)
     assert not closer.is_alive()
@@ -55,33 +67,29 @@ def _shutdown_while_busy(scheduler, callback: _OneBusySlot, waiting: list[mock.M
     return dropped
 
 
-def test_a_drain_runs_messages_waiting_for_a_slot_instead_of_nacking_them() -> None:
-    callback, waiting = _OneBusySlot(), [_message(), _message()]
-    dropped = _shutdown_while_busy(SlotScheduler(1, priority=lambda m: 0), callback, waiting)
-    assert dropped == []
+def test_a_closing_stream_runs_messages_waiting_for_a_slot_instead_of_nacking_them() -> None:
+    callback, waiting = _Gate(), [_message(), _message()]
+    assert _shutdown_while_busy(SlotScheduler(1), callback, waiting) == []
     assert callback.ran[1:] == waiting
     for message in waiting:
         message.nack.assert_not_called()
 
 
 def test_the_client_default_scheduler_would_nack_them() -> None:
-    # Why SlotScheduler exists: the library's ThreadScheduler hands waiting messages back, and the client nacks.
-    callback, waiting = _OneBusySlot(), [_message()]
+    callback, waiting = _Gate(), [_message()]
     dropped = _shutdown_while_busy(ThreadScheduler(ThreadPoolExecutor(max_workers=1)), callback, waiting)
     assert dropped == waiting
     waiting[0].nack.assert_called_once_with()
 
 
-def test_waiting_messages_run_highest_priority_first() -> None:
-    callback = _OneBusySlot()
-    low, high, middle, also_high = _message(), _message(9), _message(4), _message(9)
-    scheduler = SlotScheduler(1, priority=lambda m: request_priority(m.data))
-    _shutdown_while_busy(scheduler, callback, [low, high, middle, also_high])
-    assert callback.ran[1:] == [high, also_high, middle, low]
+def test_waiting_messages_run_in_arrival_order() -> None:
+    callback, waiting = _Gate(), [_message() for _ in range(4)]
+    _shutdown_while_busy(SlotScheduler(1), callback, waiting)
+    assert callback.ran[1:] == waiting
 
 
 def test_without_awaiting_the_waiting_messages_are_handed_back() -> None:
-    callback, scheduler = _OneBusySlot(), SlotScheduler(1, priority=lambda m: 0)
+    callback, scheduler = _Gate(), SlotScheduler(1)
     scheduler.schedule(callback, _message())
     assert callback.started.wait(RELEASE_TIMEOUT_S)
     waiting = _message()
@@ -94,16 +102,74 @@ def test_without_awaiting_the_waiting_messages_are_handed_back() -> None:
 
 def test_slots_run_in_parallel() -> None:
     barrier = threading.Barrier(3, timeout=RELEASE_TIMEOUT_S)
-    scheduler = SlotScheduler(3, priority=lambda m: 0)
+    scheduler = SlotScheduler(3)
     for _ in range(3):
         scheduler.schedule(lambda message: barrier.wait(), _message())  # only passes if all three run at once
     assert scheduler.shutdown(await_msg_callbacks=True) == []
-    assert barrier.n_waiting == 0 and not barrier.broken
+    assert not barrier.broken
 
 
-@pytest.mark.parametrize(("body", "priority"), [
-    (b'{"priority": 7}', 7), (b'{"job_id": "a"}', 0), (b"not json", 0), (b"[1]", 0),
-    (b'{"priority": 12}', 0), (b'{"priority": true}', 0), (b'{"priority": "9"}', 0),
-])
-def test_request_priority_reads_only_a_valid_priority(body: bytes, priority: int) -> None:
-    assert request_priority(body) == priority
+def test_settle_acks_or_nacks_at_once_outside_a_drain() -> None:
+    scheduler = SlotScheduler(1)
+    done, failed = _message(), _message()
+    scheduler.settle(done, ack=True)
+    scheduler.settle(failed, ack=False)
+    done.ack.assert_called_once_with()
+    failed.nack.assert_called_once_with()
+    done.drop.assert_not_called()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_draining_stream_parks_acks_until_it_closes_and_frees_their_places_meanwhile() -> None:
+    scheduler = SlotScheduler(2)
+    scheduler.hold()
+    first, second = _message(), _message()
+    scheduler.schedule(lambda m: scheduler.settle(m, ack=True), first)
+    wait_for(lambda: first.drop.called, RELEASE_TIMEOUT_S, "the first message to free its place")
+    first.ack.assert_not_called()  # no ack: the server frees no place and sends nothing new
+    scheduler.schedule(lambda m: scheduler.settle(m, ack=False), second)
+    wait_for(lambda: second.drop.called, RELEASE_TIMEOUT_S, "the second message to park")
+    scheduler.wait_quiet(threading.Event())  # both parked, nothing for the dispatcher: quiet
+    closer, dropped = _close_in_background(scheduler)
+    closer.join(RELEASE_TIMEOUT_S)
+    assert dropped == []
+    first.ack.assert_called_once_with()
+    second.nack.assert_called_once_with()
+
+
+def test_a_draining_stream_is_not_quiet_while_a_job_runs_or_the_dispatcher_lags() -> None:
+    scheduler = SlotScheduler(1)
+    callback = _Gate(settle=scheduler)
+    scheduler.schedule(callback, _message())
+    assert callback.started.wait(RELEASE_TIMEOUT_S)
+    scheduler.hold()
+    quiet = threading.Event()
+    waiter = threading.Thread(target=lambda: (scheduler.wait_quiet(threading.Event()), quiet.set()))
+    waiter.start()
+    assert not quiet.wait(0.3)  # a job still runs
+    scheduler.queue.put("an ack the client sent just before the drain")
+    callback.release.set()
+    assert not quiet.wait(0.3)  # every job parked, but the dispatcher has not handled that request yet
+    scheduler.queue.get()  # the dispatcher takes it ...
+    assert not quiet.wait(0.3)  # ... and may still be handling it
+    threading.Thread(target=scheduler.queue.get, daemon=True).start()  # waits for more: it caught up
+    assert quiet.wait(RELEASE_TIMEOUT_S)
+    waiter.join(RELEASE_TIMEOUT_S)
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_the_request_queue_knows_when_the_dispatcher_caught_up() -> None:
+    requests = RequestQueue()
+    assert requests.caught_up  # nothing put yet
+    requests.put("ack")
+    assert not requests.caught_up
+    assert requests.get() == "ack"
+    assert not requests.caught_up  # taken, maybe still being handled
+    with pytest.raises(queue.Empty):
+        requests.get(timeout=0.01)  # collecting a batch is not waiting for the next one
+    assert not requests.caught_up
+    reader = threading.Thread(target=requests.get, daemon=True)
+    reader.start()  # the next blocking get on an empty queue: the batch before it is done
+    wait_for(lambda: requests.caught_up, RELEASE_TIMEOUT_S, "caught up")
+    requests.put("stop the reader")
+    reader.join(RELEASE_TIMEOUT_S)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from components import contract
@@ -165,6 +167,50 @@ def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Pla
     for job_id in ("drain-b", "drain-c"):
         resumed = platform.results.wait(job_id)
         assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+
+
+# How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
+# has freed the place and sends the next message at once, the client frees its own place only on the
+# answer, so for this long the client holds that next message back (seconds).
+SLOW_ACK_S = 2.0
+
+
+def _slow_acks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = platform.emulator.broker
+    real = broker.acknowledge
+
+    def slow(subscription: str, ack_ids) -> None:  # type: ignore[no-untyped-def]
+        real(subscription, ack_ids)
+        if subscription.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            time.sleep(SLOW_ACK_S)
+
+    monkeypatch.setattr(broker, "acknowledge", slow)
+
+
+@pytest.mark.slow
+def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platform: Platform,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    nacked = _count_nacks(platform, monkeypatch)
+    _slow_acks(platform, monkeypatch)
+    platform.requests.job("held-a", sleep_s=0.5)
+    platform.requests.job("held-b", sleep_s=4)
+    wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
+    platform.requests.job("held-c")
+    platform.results.wait("held-a")
+    stats = platform.emulator.stats
+    # held-a's ack reached the server, which leased held-c to the client at once; the client holds it back.
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2
+             and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
+    assert platform.service.registry.get("held-c") is None
+    try:
+        assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+        wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
+        assert nacked == []
+        for job_id in ("held-b", "held-c"):
+            result = platform.results.wait(job_id)
+            assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    finally:
+        platform.api.http.post("/control/maintenance", json={"mode": "normal"})
 
 
 @pytest.mark.slow
