@@ -2,8 +2,9 @@
 
 The consumer publishes ``failed`` at a job's last attempt, so normally there is nothing to do. If a
 replica died during that last attempt, the message dead-letters with no result; the reclaimer finds
-it, stores and publishes ``failed``, and releases the message again *without acking it*: it stays in
-the DLQ for ``gpurt dlq replay``. The DLQ subscription has no dead-letter policy of its own, so
+it, stores and publishes ``failed``. If the last attempt stored ``failed`` but its publish failed, the
+reclaimer publishes the stored result. Either way it releases the message again *without acking it*:
+it stays in the DLQ for ``gpurt dlq replay``. The DLQ subscription has no dead-letter policy of its own, so
 releasing costs nothing.
 """
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class DlqReclaimer:
-    """One ``run()`` reads a batch of dead letters and gives result-less ones a ``failed`` result."""
+    """One ``run()`` reads a batch of dead letters; each ends with a published terminal result."""
 
     def __init__(self, subscriber: Any, project: str, store: ResultStore, sink: ResultSink) -> None:
         self._subscriber = subscriber
@@ -38,7 +39,7 @@ class DlqReclaimer:
         self._sink = sink
 
     def run(self) -> list[str]:
-        """Reclaim one batch; returns the job ids that got a result now."""
+        """Reclaim one batch; returns the job ids whose result was published now."""
         from google.api_core.exceptions import DeadlineExceeded
 
         try:
@@ -52,7 +53,15 @@ class DlqReclaimer:
         try:
             for item in received:
                 job_id = _job_id(item.message.data, dict(item.message.attributes))
-                if job_id is None or self._store.exists(job_id):
+                if job_id is None:
+                    continue
+                stored = self._store.get(job_id)
+                if stored is not None:
+                    if not self._store.is_published(job_id):
+                        # The last attempt stored `failed` but could not publish it (and nacked): send it now.
+                        self._sink.publish_result(stored)
+                        self._store.mark_published(job_id)
+                        reclaimed.append(job_id)
                     continue
                 result = JobResult(job_id=job_id, status=JobStatus.FAILED,
                                    attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
