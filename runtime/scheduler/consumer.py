@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runtime.protocol import MAX_TIMEOUT_S
@@ -29,16 +29,21 @@ from runtime.scheduler.records import Decision, Delivery, Settle
 MAX_LEASE_S: Final = MAX_TIMEOUT_S + 600.0
 # Pause before reopening a stream that ended on its own (broker restarting): no hot reconnect loop.
 REOPEN_DELAY_S: Final = 5.0
+# A drain request waits this long for its stream to stop receiving (seconds), so that intake has stopped
+# when it returns. Normally the stream closes within a second; it stays open longer only while the client
+# is too busy to read what the server already sent, and then the server sends nothing new.
+DRAIN_CLOSE_WAIT_S: Final = 10.0
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class _Stream:
-    """One streaming pull and the scheduler that runs its jobs."""
+    """One streaming pull, the scheduler that runs its jobs, and whether its close has begun."""
 
     future: Any
     slots: SlotScheduler
+    closing: threading.Event = field(default_factory=threading.Event)
 
 
 class Consumer:
@@ -117,6 +122,7 @@ class Consumer:
                 self._draining.append(stream)
         if stream is not None:
             self._retire(stream)
+            stream.closing.wait(DRAIN_CLOSE_WAIT_S)
             log.info("draining: intake stopped, in-flight jobs finish")
 
     def resume(self) -> None:
@@ -170,6 +176,7 @@ class Consumer:
     def _close_when_quiet(self, stream: _Stream) -> None:
         stream.slots.wait_quiet(self._abort)
         stream.future.cancel()  # the client's shutdown thread releases the held acks and awaits the jobs
+        stream.closing.set()
 
     def _on_message(self, slots: SlotScheduler, message: Any) -> None:
         try:

@@ -2,18 +2,20 @@
 
 A drain must not give back a message this replica already received: a nack burns a delivery attempt,
 and a message left unread in the stream waits out its lease before the next delivery, burning one too.
-Closing the client's stream at once does both. The client acks *before* it frees the acked message's
-place, and it pauses reading the stream while its places are (nearly) full: the server frees the place
-on the ack and sends the next message, which then sits unread in the stream - or held back in the
-client, which nacks it at close - until the client has freed places again.
+Closing the client's stream at once can do both. The client acks *before* it frees the acked message's
+place, and it stops reading the stream while 80 % of its places are taken: the server, which frees the
+place on the ack, sends the next message, which then sits unread in the stream (or held back in the
+client, which nacks it at close) until the client frees places again.
 
-So a draining stream first *holds its acks*. A job that finishes frees its place in the client (the
+So a draining stream first *holds its acks*: a job that finishes frees its place in the client (the
 message leaves lease management: its result is already stored and published, so a redelivery would be
-answered from the store) and parks its ack, so the server frees no place and sends nothing new, while
-the client reads and dispatches what it was already sent. The stream closes once it is quiet: every
-message handed over has parked and the client's dispatcher has handled every request, for
-``QUIET_GRACE_S`` in a row. Closing releases the parked acks, which the client still sends before it
-stops. Waiting callbacks of a closing stream run too; nothing is handed back to nack.
+answered from the store) and parks its ack, so the server frees no place and sends nothing new for
+it. The stream closes as soon as nothing can be left unread - for ``QUIET_GRACE_S`` in a row the
+client's dispatcher has handled every request (acks sent before the drain are answered), and either the
+client is reading (fewer than 80 % of places busy: it reads what was sent within the grace) or every
+place is taken by a message it knows (so the server has sent nothing else). Closing releases the
+parked acks, which the client still sends before it stops, and the client waits for running jobs.
+Callbacks still waiting when the stream closes run too; nothing is handed back to nack.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
 
 # A draining stream closes after being quiet this long (seconds): time for the client to read a message
 # it was sent before the drain, confirm its receipt (one ModifyAckDeadline RPC) and hand it over.
-QUIET_GRACE_S: Final = 1.0
+QUIET_GRACE_S: Final = 0.5
+# google-cloud-pubsub reads the stream again only once fewer than this share of its places is busy
+# (its _RESUME_THRESHOLD).
+CLIENT_RESUME_SHARE: Final = 0.8
 # A quiet stream whose dispatcher never reports catching up closes after this long anyway (seconds); an
 # ack is answered in milliseconds, so this only matters if a client version reads its queue differently.
 CATCH_UP_LIMIT_S: Final = 10.0
@@ -81,6 +86,7 @@ class SlotScheduler(Scheduler):
     def __init__(self, slots: int, thread_name: str = "gpurt-job") -> None:
         if slots < 1:
             raise ValueError("a scheduler needs at least one slot")
+        self._slots = slots
         self._requests = RequestQueue()
         self._cond = threading.Condition()
         self._waiting: deque[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
@@ -128,29 +134,27 @@ class SlotScheduler(Scheduler):
             self._holding = True
 
     def wait_quiet(self, stop: threading.Event) -> None:
-        """Block until the stream has been quiet for ``QUIET_GRACE_S`` (or ``stop`` is set).
-
-        Quiet: every handed message has parked, and the client's dispatcher has handled every request
-        (after ``CATCH_UP_LIMIT_S`` of parked-all without that, parked-all alone counts).
-        """
-        parked_since: float | None = None
+        """Block until nothing can be left unread by a close, for ``QUIET_GRACE_S`` in a row (or ``stop``)."""
+        unread_free_since: float | None = None
         quiet_since: float | None = None
         while not stop.wait(QUIET_POLL_S):
             now = time.monotonic()
             with self._cond:
                 if self._closing:  # the stream ended on its own
                     return
-                parked_all = self._handed == self._parked + self._settled
-            if not parked_all:
-                parked_since = quiet_since = None
-                continue
-            parked_since = now if parked_since is None else parked_since
-            if self._requests.caught_up or now - parked_since > CATCH_UP_LIMIT_S:
-                quiet_since = now if quiet_since is None else quiet_since
-                if now - quiet_since >= QUIET_GRACE_S:
-                    return
-            else:
+                unsettled = self._handed - self._settled  # every message the server counts against us
+                active = unsettled - self._parked  # still holding a place in the client
+                reading = active < CLIENT_RESUME_SHARE * self._slots
+                nothing_unread = reading or unsettled >= self._slots
+            unread_free_since = (now if unread_free_since is None else unread_free_since) if nothing_unread else None
+            caught_up = self._requests.caught_up or (
+                unread_free_since is not None and now - unread_free_since > CATCH_UP_LIMIT_S)
+            if not (nothing_unread and caught_up):
                 quiet_since = None
+                continue
+            quiet_since = now if quiet_since is None else quiet_since
+            if now - quiet_since >= QUIET_GRACE_S:
+                return
 
     def shutdown(self, await_msg_callbacks: bool = False) -> list[Any]:
         """Stop; parked settlements go out. Awaiting runs every scheduled callback and returns ``[]``.

@@ -128,22 +128,29 @@ def test_messages_become_deliveries_and_decisions_become_ack_or_nack(subscriber:
     messages[0].nack.assert_not_called()
 
 
-def test_a_drain_closes_the_stream_only_once_its_running_job_has_finished(subscriber: mock.Mock) -> None:
+def test_a_drain_keeps_a_busy_stream_open_until_the_client_reads_again(subscriber: mock.Mock,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_module, "DRAIN_CLOSE_WAIT_S", 0.01)
     release = threading.Event()
-    consumer = Consumer(subscriber, "s", lambda d: release.wait(5) and Decision(Settle.ACK, None), slots=1)
+    consumer = Consumer(subscriber, "s", lambda d: release.wait(5) and Decision(Settle.ACK, None), slots=5)
     consumer.start()
     future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
-    message = mock.Mock(message_id="1", data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
-    kwargs["scheduler"].schedule(kwargs["callback"], message)
+    messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
+                for i in range(4)]
+    for message in messages:
+        kwargs["scheduler"].schedule(kwargs["callback"], message)
     consumer.drain()
+    assert consumer.draining and not consumer.running
     time.sleep(0.3)  # give a wrong implementation time to close early
-    assert future.cancel_calls == 0  # a job runs: closing now could strand what the server already sent
+    assert future.cancel_calls == 0  # 4 of 5 busy: the client is not reading what the server may have sent
     release.set()
-    wait_for(lambda: future.cancel_calls == 1, 5, "the stream to close once quiet")
-    message.drop.assert_called_once_with()  # its place freed while it waited for the close
-    message.ack.assert_not_called()  # the ack goes out when the client shuts the stream down
+    wait_for(lambda: future.cancel_calls == 1, 5, "the stream to close once the client reads again")
+    for message in messages:
+        message.drop.assert_called_once_with()  # places freed while the acks wait for the close
+        message.ack.assert_not_called()
     assert kwargs["scheduler"].shutdown(await_msg_callbacks=True) == []
-    message.ack.assert_called_once_with()
+    for message in messages:
+        message.ack.assert_called_once_with()
 
 
 def test_a_shutdown_past_its_timeout_closes_the_streams_at_once(subscriber: mock.Mock) -> None:

@@ -137,25 +137,57 @@ def test_a_draining_stream_parks_acks_until_it_closes_and_frees_their_places_mea
     second.nack.assert_called_once_with()
 
 
-def test_a_draining_stream_is_not_quiet_while_a_job_runs_or_the_dispatcher_lags() -> None:
-    scheduler = SlotScheduler(1)
-    callback = _Gate(settle=scheduler)
-    scheduler.schedule(callback, _message())
-    assert callback.started.wait(RELEASE_TIMEOUT_S)
-    scheduler.hold()
+def _quiet_in_background(scheduler: SlotScheduler) -> threading.Event:
     quiet = threading.Event()
-    waiter = threading.Thread(target=lambda: (scheduler.wait_quiet(threading.Event()), quiet.set()))
-    waiter.start()
-    assert not quiet.wait(0.3)  # a job still runs
+    threading.Thread(target=lambda: (scheduler.wait_quiet(threading.Event()), quiet.set()), daemon=True).start()
+    return quiet
+
+
+def _busy(scheduler: SlotScheduler, jobs: int) -> tuple[threading.Event, list[mock.Mock]]:
+    release, messages = threading.Event(), [_message() for _ in range(jobs)]
+
+    def job(message: mock.Mock) -> None:
+        assert release.wait(RELEASE_TIMEOUT_S)
+        scheduler.settle(message, ack=True)
+
+    for message in messages:
+        scheduler.schedule(job, message)
+    return release, messages
+
+
+def test_a_drain_waits_while_the_client_is_too_busy_to_read_or_its_dispatcher_lags() -> None:
+    scheduler = SlotScheduler(5)
+    release, messages = _busy(scheduler, 4)
+    scheduler.hold()
+    quiet = _quiet_in_background(scheduler)
+    # 4 of 5 places busy: the client reads no more, yet the server may already have sent a fifth message.
+    assert not quiet.wait(0.3)
     scheduler.queue.put("an ack the client sent just before the drain")
-    callback.release.set()
-    assert not quiet.wait(0.3)  # every job parked, but the dispatcher has not handled that request yet
+    release.set()
+    wait_for(lambda: all(m.drop.called for m in messages), RELEASE_TIMEOUT_S, "every job parked")
+    assert not quiet.wait(0.3)  # the client reads again, but the dispatcher has not handled that ack yet
     scheduler.queue.get()  # the dispatcher takes it ...
     assert not quiet.wait(0.3)  # ... and may still be handling it
     threading.Thread(target=scheduler.queue.get, daemon=True).start()  # waits for more: it caught up
     assert quiet.wait(RELEASE_TIMEOUT_S)
-    waiter.join(RELEASE_TIMEOUT_S)
+    for message in messages:
+        message.ack.assert_not_called()  # parked until the close
     scheduler.shutdown(await_msg_callbacks=True)
+    for message in messages:
+        message.ack.assert_called_once_with()
+
+
+def test_a_drain_is_quiet_at_once_when_idle_or_when_every_place_holds_a_known_message() -> None:
+    idle = SlotScheduler(2)
+    idle.hold()
+    assert _quiet_in_background(idle).wait(RELEASE_TIMEOUT_S)
+    idle.shutdown(await_msg_callbacks=True)
+    full = SlotScheduler(2)
+    release, _ = _busy(full, 2)  # the server counts both against the stream: it has sent nothing else
+    full.hold()
+    assert _quiet_in_background(full).wait(RELEASE_TIMEOUT_S)
+    release.set()
+    full.shutdown(await_msg_callbacks=True)
 
 
 def test_the_request_queue_knows_when_the_dispatcher_caught_up() -> None:
