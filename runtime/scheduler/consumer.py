@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -147,8 +148,10 @@ class Consumer:
     def stop(self, timeout_s: float | None = None) -> bool:
         """Drain and wait; for shutdown. Past ``timeout_s`` the streams close at once (unfinished jobs are
         redelivered after their lease) and False is returned."""
-        self.drain()
-        if self.wait_drained(timeout_s):
+        started = time.monotonic()
+        self.drain()  # may wait up to DRAIN_CLOSE_WAIT_S of the timeout for intake to stop
+        remaining = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+        if self.wait_drained(remaining):
             return True
         self._abort.set()
         return False
