@@ -24,6 +24,7 @@ def test_follows_every_period_and_survives_a_failing_read() -> None:
     follower.start()
     follower.start()  # idempotent: still one thread
     wait_for(lambda: len(calls) >= 3, 5, "reads after a failing one")
+    thread = follower._thread
     follower.stop()
     follower.stop()  # idempotent
-    assert not any(t.name == "gpurt-slot-follow" for t in threading.enumerate())  # stopped: no more reads
+    assert thread is not None and not thread.is_alive()  # stopped: no more reads
