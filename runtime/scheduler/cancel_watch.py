@@ -8,10 +8,10 @@ when it starts and ends ``cancelled`` without running.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Final
 
+from runtime.scheduler.periodic import Periodic
 from runtime.scheduler.registry import JobRegistry
 from runtime.store import ResultStore
 
@@ -22,31 +22,15 @@ WATCH_PERIOD_S: Final = 2.0
 log = logging.getLogger(__name__)
 
 
-class CancelWatcher:
+class CancelWatcher(Periodic):
     """Polls the store's cancel markers of in-flight jobs and calls ``cancel`` for each one found."""
 
     def __init__(self, registry: JobRegistry, store: ResultStore, cancel: Callable[[str], bool],
                  period_s: float = WATCH_PERIOD_S) -> None:
+        super().__init__("gpurt-cancel-watch", self.check_once, period_s)
         self._registry = registry
         self._store = store
         self._cancel = cancel
-        self._period = period_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start watching (no-op if running)."""
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="gpurt-cancel-watch", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        """Stop watching."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
 
     def check_once(self) -> list[str]:
         """Cancel every in-flight job with a marker; returns their ids."""
@@ -62,7 +46,3 @@ class CancelWatcher:
             except Exception as exc:
                 log.warning("cannot check the cancel marker: %s", exc, extra={"job_id": job_id})
         return found
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._period):
-            self.check_once()
