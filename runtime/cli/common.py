@@ -111,6 +111,14 @@ def print_json(value: Any) -> None:
     typer.echo(json.dumps(_plain(value), indent=2, default=str))
 
 
+def print_answer(answer: Any, as_json: bool, message: str) -> None:
+    """The outcome of a control call: the API's answer as JSON, or one line for a person."""
+    if as_json:
+        print_json(answer)
+    else:
+        console.print(message)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")

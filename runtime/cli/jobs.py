@@ -22,6 +22,7 @@ from runtime.cli.common import (
     console,
     err_console,
     friendly_errors,
+    print_answer,
     print_json,
     pubsub_clients,
 )
@@ -167,7 +168,4 @@ def cancel(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = Fals
     """Ask a running job to stop; its result becomes `cancelled`."""
     with api_client(api_url) as api:
         answer = api.cancel_job(job_id)
-    if as_json:
-        print_json(answer)
-    else:
-        console.print(f"cancellation requested for {job_id}")
+    print_answer(answer, as_json, f"cancellation requested for {job_id}")

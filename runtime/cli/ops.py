@@ -16,6 +16,7 @@ from runtime.cli.common import (
     console,
     err_console,
     friendly_errors,
+    print_answer,
     print_json,
 )
 
@@ -51,10 +52,7 @@ def scale(pool_id: str, workers: Annotated[int, typer.Argument(min=0, help="Desi
     """Set a pool's desired worker count."""
     with api_client(api_url) as api:
         answer = api.scale_pool(pool_id, workers)
-    if as_json:
-        print_json(answer)
-    else:
-        console.print(f"pool {pool_id} scaled to {workers} worker(s)")
+    print_answer(answer, as_json, f"pool {pool_id} scaled to {workers} worker(s)")
 
 
 @pools_app.command("stop")
@@ -65,10 +63,7 @@ def stop(pool_id: str, yes: YesOption = False, api_url: ApiUrlOption = None, as_
         typer.confirm(f"Evict every worker of pool {pool_id}?", abort=True)
     with api_client(api_url) as api:
         answer = api.stop_pool(pool_id)
-    if as_json:
-        print_json(answer)
-    else:
-        console.print(f"pool {pool_id} stopped")
+    print_answer(answer, as_json, f"pool {pool_id} stopped")
 
 
 @pools_app.command("stop-all")
@@ -79,10 +74,7 @@ def stop_all(yes: YesOption = False, api_url: ApiUrlOption = None, as_json: Json
         typer.confirm("Stop ALL worker pools?", abort=True)
     with api_client(api_url) as api:
         answer = api.stop_all_pools()
-    if as_json:
-        print_json(answer)
-    else:
-        console.print("all pools stopped")
+    print_answer(answer, as_json, "all pools stopped")
 
 
 @maintenance_app.command("drain")
