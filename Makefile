@@ -16,13 +16,16 @@ $(VENV)/.synced: uv.lock pyproject.toml
 
 setup: $(VENV)/.synced system-deps
 
-# promtool checks the alert rules; Debian ships it in the `prometheus` package.
+# promtool checks the alert rules; Prometheus and Alertmanager run them live on the local platform
+# (`gpurt local up --monitoring`). Debian ships them in `prometheus` and `prometheus-alertmanager`.
 system-deps:
-	@command -v promtool >/dev/null 2>&1 || { \
-	  echo "installing promtool (Debian package prometheus)"; \
+	@{ command -v promtool && command -v prometheus && command -v prometheus-alertmanager; } >/dev/null 2>&1 || { \
+	  echo "installing Prometheus and Alertmanager (Debian packages prometheus, prometheus-alertmanager)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    prometheus prometheus-alertmanager >/dev/null || \
+	  echo "warning: could not install them; the demo runs without monitoring and their tests will fail"; }
 
 lint: setup
 	$(BIN)/ruff check .
