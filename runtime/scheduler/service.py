@@ -282,7 +282,7 @@ class Service:
 
             # Workers start empty; LocalPools adds them per pool. One thread each: one job per worker.
             self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
-                                         dashboard_address="127.0.0.1:0", host="127.0.0.1")
+                                         dashboard_address=self.settings.dask_dashboard, host="127.0.0.1")
             client = Client(self._cluster)
         return DaskBackend(client, device=self.settings.device)
 

@@ -97,6 +97,9 @@ class Settings(BaseModel):
     log_level: str = Field("INFO", validation_alias="GPURT_LOG_LEVEL")
     emulator_admin_url: str = Field("", validation_alias="GPURT_EMULATOR_ADMIN_URL",
                                     description="The local emulator's admin URL, for backlog and DLQ depth.")
+    dask_dashboard: str = Field("127.0.0.1:0", validation_alias="GPURT_DASK_DASHBOARD",
+                                description="host:port of the in-process LocalCluster's dashboard, which "
+                                "also serves Dask's Prometheus /metrics (port 0: any free one).")
 
     @field_validator("vertex_types", mode="before")
     @classmethod
