@@ -13,6 +13,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernels.params import JobParams, JobType, parse_params
+from runtime import strict_json
 
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
 MAX_TIMEOUT_S: Final = 24 * 3600.0
@@ -62,7 +63,11 @@ class JobRequest(BaseModel):
                 return data  # the field validator reports the unknown type
             params = data.get("params")
             if not isinstance(params, BaseModel):
-                data = {**data, "params": parse_params(job_type, params)}
+                try:
+                    params = parse_params(job_type, params)
+                except ValidationError as exc:  # name the field as the request has it: params.<field>
+                    raise ValueError(_describe(exc, "params")) from None
+                data = {**data, "params": params}
         return data
 
     def attributes(self) -> dict[str, str]:
@@ -115,15 +120,18 @@ class InvalidRequest(ValueError):
 
 
 def parse_request(data: bytes) -> JobRequest:
-    """Parse a request message body; raises ``InvalidRequest`` with a readable reason."""
+    """Parse a request message body; raises ``InvalidRequest`` with a readable reason, and nothing else.
+
+    Whatever the bytes (any size, nesting, number, encoding), the outcome is a request or an
+    ``InvalidRequest``: the consumer acks those with a ``rejected`` result, so an exception of any other
+    type here would be taken for an infrastructure failure and redelivered until dead-lettered.
+    """
     if len(data) > MAX_MESSAGE_BYTES:
         raise InvalidRequest(f"message is {len(data)} bytes, the limit is {MAX_MESSAGE_BYTES}")
-    import json
-
     try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(f"body is not valid JSON: {exc}") from None
+        raw = strict_json.loads(data)
+    except strict_json.JsonRejected as exc:
+        raise InvalidRequest(str(exc)) from None
     job_id = raw.get("job_id") if isinstance(raw, dict) else None
     job_id = job_id if isinstance(job_id, str) else None
     if not isinstance(raw, dict):
@@ -136,9 +144,11 @@ def parse_request(data: bytes) -> JobRequest:
         raise InvalidRequest(str(exc), job_id) from None
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, within: str = "") -> str:
+    """``field.path: reason`` for each error; a validator's own ValueError keeps its message unprefixed."""
     parts = []
     for error in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in error["loc"]) or "body"
-        parts.append(f"{where}: {error['msg']}")
+        where = ".".join(str(p) for p in (within, *error["loc"]) if p != "")
+        message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+        parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)

@@ -1,0 +1,109 @@
+"""JSON from untrusted bytes, with explicit limits, failing only with ``JsonRejected``.
+
+``json.loads`` alone is not safe on a message from the wire: it recurses once per nesting level (a body
+of 5,000 ``[`` raises ``RecursionError``), turns ``1e400`` into ``inf`` and accepts ``NaN``/``Infinity``,
+raises a plain ``ValueError`` for an integer of more than 4,300 digits, keeps the last of duplicate keys
+silently, guesses UTF-16/32 from the first bytes, and lets lone surrogates (``"\\ud800"``) through into
+strings that cannot be encoded again. Each of these is checked here, before or while parsing, so the
+caller sees one exception type with a readable reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any, Final
+
+# Deepest nesting accepted. A job request needs 4 (body > params > correlation > row); 32 leaves room
+# for any future params while staying far below the interpreter's recursion limit (1000).
+MAX_DEPTH: Final = 32
+# Longest integer literal accepted, in characters. Every integer of the protocol fits in 19 digits
+# (seeds < 2**63); longer ones are refused before Python converts them (quadratic in the digit count).
+MAX_INT_CHARS: Final = 32
+
+# A JSON string literal (escapes included), unrolled so long strings do not backtrack.
+_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS: Final = re.compile(r"[\[\]{}]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+class JsonRejected(ValueError):
+    """The bytes are not JSON this parser accepts; the message says why."""
+
+
+def loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse ``data`` as UTF-8 JSON within the limits above; raises ``JsonRejected`` and nothing else."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonRejected(f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    depth = _nesting_depth(text, max_depth)
+    if depth > max_depth:
+        raise JsonRejected(f"body nests deeper than {max_depth} levels")
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
+                           parse_float=_finite_float, parse_int=_bounded_int)
+    except json.JSONDecodeError as exc:
+        raise JsonRejected(f"body is not valid JSON: {exc}") from None
+    _check_strings(value)
+    return value
+
+
+def _nesting_depth(text: str, limit: int) -> int:
+    """Deepest bracket nesting outside string literals, counted without recursion; stops past ``limit``.
+
+    An unterminated string leaves its brackets counted: that can only overstate the depth of text that
+    is not valid JSON anyway.
+    """
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_STRING.sub('""', text)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        else:
+            depth -= 1
+    return deepest
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        repeated = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise JsonRejected(f"body repeats key(s) {', '.join(map(repr, repeated))[:200]}: ambiguous")
+    return result
+
+
+def _no_constant(name: str) -> float:
+    raise JsonRejected(f"body contains {name}, which is not a JSON number")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise JsonRejected(f"number {literal[:40]} is out of range")
+    return value
+
+
+def _bounded_int(literal: str) -> int:
+    if len(literal) > MAX_INT_CHARS:
+        raise JsonRejected(f"integer of {len(literal)} digits is out of range")
+    return int(literal)
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse lone surrogates in any string (key or value), walking the parsed value without recursion."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                raise JsonRejected("body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff)")
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
