@@ -9,6 +9,7 @@ CLI and the Pulumi program can all import it cheaply.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Final
 
 # --- Pub/Sub -------------------------------------------------------------------------------------
@@ -244,3 +245,66 @@ SCHEDULER_URL: Final = f"http://{SCHEDULER_DEPLOYMENT}.{RUNTIME_NAMESPACE}.svc.c
 POLICY_EXCEPTION_ANNOTATION: Final = "gpu-runtime.dev/policy-exception"
 # Prometheus job label of the DCGM exporter's scrape target (the Service name), which alerts select on.
 DCGM_EXPORTER_JOB: Final = "dcgm-exporter"
+
+
+# --- Pub/Sub series as Prometheus sees them (appended by monitoring) --------------------------------
+# Cloud Monitoring's Pub/Sub subscription metrics under the names the Prometheus stackdriver exporter
+# gives them (``stackdriver_<resource>_<metric type with / and . as _>``), labelled by subscription id.
+# The local emulator serves the same series on its admin port, so one query works in both places.
+_PUBSUB_SERIES: Final = "stackdriver_pubsub_subscription_pubsub_googleapis_com_subscription_"
+
+
+@dataclass(frozen=True)
+class PubSubMetricNames:
+    """Per-subscription Pub/Sub series, label ``subscription_id``."""
+
+    undelivered: str = f"{_PUBSUB_SERIES}num_undelivered_messages"  # the backlog; of a *-dlq-sub: DLQ depth
+    oldest_unacked_age: str = f"{_PUBSUB_SERIES}oldest_unacked_message_age"  # seconds
+    dead_lettered: str = f"{_PUBSUB_SERIES}dead_letter_message_count"  # forwarded to the dead-letter topic
+    subscription_label: str = "subscription_id"
+
+
+PUBSUB_METRICS: Final = PubSubMetricNames()
+
+
+# --- Resource-scoped grants (appended by infra-iam) ---------------------------------------------------
+# Beyond the project-level role table above, what the code needs and the table lacks, each granted on the
+# narrowest resource that works. The gpu-scheduler writes results, artifacts and markers to the result
+# bucket and reads Pub/Sub backlog from Cloud Monitoring; it starts Vertex AI jobs that run as gpu-runtime.
+
+RESULT_BUCKET_SUFFIX: Final = "-gpu-runtime-results"
+
+
+def result_bucket(project: str) -> str:
+    """The result bucket of ``project`` (bucket names are global, hence the project prefix)."""
+    return f"{project}{RESULT_BUCKET_SUFFIX}"
+
+
+class GrantScope(StrEnum):
+    """The resource a scoped grant is bound on."""
+
+    PROJECT = "project"
+    RESULT_BUCKET = "result-bucket"
+    SERVICE_ACCOUNT = "service-account"
+
+
+@dataclass(frozen=True)
+class ScopedGrant:
+    """``role`` for service account ``account_id`` on one resource (``target``: the account acted as)."""
+
+    account_id: str
+    role: str
+    scope: GrantScope
+    reason: str
+    target: str = ""
+
+
+SCOPED_GRANTS: Final = (
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/storage.objectUser", GrantScope.RESULT_BUCKET,
+                "reads and writes results, artifacts and markers; replaces objects (create + delete)"),
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/monitoring.viewer", GrantScope.PROJECT,
+                "reads the request and dead-letter backlog (num_undelivered_messages); no narrower resource"),
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/iam.serviceAccountUser", GrantScope.SERVICE_ACCOUNT,
+                "starts Vertex AI custom jobs that run as gpu-runtime (iam.serviceAccounts.actAs)",
+                target=RUNTIME_SERVICE_ACCOUNT.account_id),
+)

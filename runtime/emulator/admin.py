@@ -1,8 +1,10 @@
-"""Emulator-only admin view: ``GET /stats`` as JSON on an optional HTTP port.
+"""Emulator-only admin view: ``GET /stats`` as JSON and ``GET /metrics`` for Prometheus, on an optional HTTP port.
 
 The real Pub/Sub emulator has nothing like this; the local platform reads it for backlog and DLQ-depth
 metrics, and validation for "DLQs are empty". Stats are also available in-process through
-``EmulatorHandle.stats()``.
+``EmulatorHandle.stats()``. ``/metrics`` serves per subscription the series Cloud Monitoring keeps for
+Pub/Sub, under the names the Prometheus stackdriver exporter gives them (``contract.PUBSUB_METRICS``), so
+the local Prometheus sees what a cloud one would.
 """
 
 from __future__ import annotations
@@ -10,10 +12,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from components.contract import METRICS_PATH, PUBSUB_METRICS
 from runtime.emulator.stats import EmulatorStats
 
 STATS_PATH = "/stats"
@@ -25,6 +33,35 @@ def stats_json(stats: EmulatorStats) -> dict:
         "subscriptions": {s.name: dataclasses.asdict(s) for s in stats.subscriptions},
         "published": stats.published,
     }
+
+
+class PubSubCollector:
+    """A prometheus-client collector reading the emulator's stats at every scrape."""
+
+    def __init__(self, stats: Callable[[], EmulatorStats], clock: Callable[[], float] = time.time) -> None:
+        self._stats = stats
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        """One sample per subscription (short id) of each series."""
+        names = PUBSUB_METRICS
+        labels = [names.subscription_label]
+        undelivered = GaugeMetricFamily(names.undelivered, "Messages not yet delivered (ready or in backoff).",
+                                        labels=labels)
+        age = GaugeMetricFamily(names.oldest_unacked_age, "Age in seconds of the oldest unacknowledged message.",
+                                labels=labels)
+        # A gauge, as the stackdriver exporter exposes this delta metric; prometheus-client would rename a
+        # counter to ``…_count_total``, and the name must stay the cloud's.
+        dead = GaugeMetricFamily(names.dead_lettered, "Messages forwarded to the dead-letter topic so far.",
+                                 labels=labels)
+        now = self._clock()
+        for sub in self._stats().subscriptions:
+            sub_id = [sub.name.rsplit("/", 1)[-1]]
+            undelivered.add_metric(sub_id, sub.undelivered)
+            oldest = sub.oldest_unacked_wall
+            age.add_metric(sub_id, 0.0 if oldest is None else max(now - oldest, 0.0))
+            dead.add_metric(sub_id, sub.dead_lettered)
+        yield from (undelivered, age, dead)
 
 
 class AdminServer:
@@ -49,12 +86,27 @@ class AdminServer:
 
 
 def _handler_for(stats: Callable[[], EmulatorStats]) -> type[BaseHTTPRequestHandler]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PubSubCollector(stats))
+
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != STATS_PATH:
-                self._send(HTTPStatus.NOT_FOUND, {"error": f"unknown path {self.path}; try {STATS_PATH}"})
-                return
-            self._send(HTTPStatus.OK, stats_json(stats()))
+            path = self.path.split("?", 1)[0]
+            if path == METRICS_PATH:
+                self._send_metrics()
+            elif path == STATS_PATH:
+                self._send(HTTPStatus.OK, stats_json(stats()))
+            else:
+                self._send(HTTPStatus.NOT_FOUND,
+                           {"error": f"unknown path {self.path}; try {STATS_PATH} or {METRICS_PATH}"})
+
+        def _send_metrics(self) -> None:
+            payload = generate_latest(registry)
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
         def _send(self, status: HTTPStatus, body: dict) -> None:
             payload = json.dumps(body).encode()

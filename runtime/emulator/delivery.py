@@ -95,6 +95,8 @@ class QueueStats:
     outstanding: int  # delivered and not yet acked (leased)
     dead_lettered: int  # forwarded to the dead-letter topic since creation
     acked_retained: int  # acked but kept because retain_acked_messages is set
+    # Publish time of the oldest message not acked yet; a gauge for monitoring, left out of equality.
+    oldest_unacked_wall: float | None = field(default=None, compare=False)
 
 
 @dataclass(eq=False)
@@ -286,13 +288,17 @@ class SubscriptionQueue:
     def stats(self) -> QueueStats:
         """Counts by state (a scan: this serves an admin view, not the delivery path)."""
         counts = dict.fromkeys(EntryState, 0)
+        unacked = []
         for entry in self._log.values():
             counts[entry.state] += 1
+            if entry.state is not EntryState.ACKED:
+                unacked.append(entry.published_wall)
         return QueueStats(
             undelivered=counts[EntryState.READY] + counts[EntryState.DELAYED],
             outstanding=counts[EntryState.LEASED],
             dead_lettered=self.dead_lettered,
             acked_retained=counts[EntryState.ACKED],
+            oldest_unacked_wall=min(unacked, default=None),
         )
 
     # --- transitions --------------------------------------------------------------------------------

@@ -253,7 +253,8 @@ class Broker:
                 counts: QueueStats = sub.queue.stats()
                 per_sub.append(SubscriptionStats(name=name, topic=sub.config.topic, undelivered=counts.undelivered,
                                                  outstanding=counts.outstanding, dead_lettered=counts.dead_lettered,
-                                                 acked_retained=counts.acked_retained))
+                                                 acked_retained=counts.acked_retained,
+                                                 oldest_unacked_wall=counts.oldest_unacked_wall))
             return EmulatorStats(subscriptions=tuple(per_sub), published=dict(self._published))
 
     # --- internals (lock held) ----------------------------------------------------------------------

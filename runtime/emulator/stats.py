@@ -15,6 +15,8 @@ class SubscriptionStats:
     outstanding: int
     dead_lettered: int
     acked_retained: int
+    # Publish time (epoch s) of the oldest unacked message; a gauge for monitoring, left out of equality.
+    oldest_unacked_wall: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
