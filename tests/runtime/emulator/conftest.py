@@ -1,13 +1,19 @@
-"""Contract-test fixtures: an emulator on a free loopback port and the real google-cloud-pubsub clients.
+"""Contract-test fixtures: the real google-cloud-pubsub clients against either broker.
 
-The tests themselves use only the client library, so they would pass against the official emulator.
-The emulator-only knobs ``time_scale`` / ``lease_time_scale`` (protocol durations run faster) are
-confined to the ``start_scaled`` fixture below: against another emulator, run those tests without them
-(slowly).
+``pubsub`` runs each test twice: against the project's emulator (``builtin``, a fresh one per test) and
+against Google's official emulator (``official``, one JVM per test session, each test in its own
+project so tests cannot see each other's topics). The official run fails, never skips, where gcloud is
+installed but its emulator is not; it skips only where there is no gcloud at all.
+
+A test the official emulator does not pass says why with ``@pytest.mark.official_differs(reason)``: its
+official run is an expected failure (strict, so a fixed difference is noticed), and docs/emulator.md
+lists the same differences. The emulator-only knobs ``time_scale`` / ``lease_time_scale`` (protocol
+durations run faster) are confined to the ``start_scaled`` fixture: those tests run on the builtin only.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import warnings
@@ -18,30 +24,45 @@ import pytest
 from google.cloud import pubsub_v1
 
 from runtime.emulator import EmulatorHandle, start_emulator
+from runtime.emulator.official import OfficialEmulatorHandle, find_official_emulator, start_official_emulator
 
 PROJECT = os.environ.get("GOOGLE_CLOUD_PROJECT", "gpurt-test")
 # Pause between polls of a pull loop (s): short next to every deadline the tests wait for.
 POLL_INTERVAL_S = 0.05
+BUILTIN, OFFICIAL = "builtin", "official"
+_official_projects = itertools.count(1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "official_differs(reason): the official Pub/Sub emulator behaves differently here (xfail there)")
 
 
 @dataclass
 class PubSub:
-    """The clients of one test, bound to one emulator."""
+    """The clients of one test, bound to one broker, in one project."""
 
-    emulator: EmulatorHandle
+    broker: str
+    address: str
     publisher: pubsub_v1.PublisherClient
     subscriber: pubsub_v1.SubscriberClient
+    project: str = PROJECT
+    emulator: EmulatorHandle | None = None  # the builtin's handle (admin view); None on the official
 
     def topic(self, topic_id: str, *, create: bool = True) -> str:
         """The path of ``topic_id``, created unless told otherwise."""
-        path = self.publisher.topic_path(PROJECT, topic_id)
+        path = self.publisher.topic_path(self.project, topic_id)
         if create:
             self.publisher.create_topic(name=path)
         return path
 
+    def subscription_path(self, subscription_id: str) -> str:
+        """The path of ``subscription_id`` in this test's project."""
+        return self.subscriber.subscription_path(self.project, subscription_id)
+
     def subscription(self, subscription_id: str, topic: str, **settings: object) -> str:
         """Create a subscription on ``topic`` with ``settings`` (Subscription fields) and return its path."""
-        path = self.subscriber.subscription_path(PROJECT, subscription_id)
+        path = self.subscription_path(subscription_id)
         self.subscriber.create_subscription(request={"name": path, "topic": topic, **settings})
         return path
 
@@ -68,41 +89,66 @@ class PubSub:
         return received
 
 
-def _clients(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
+def _clients(broker: str, address: str, monkeypatch: pytest.MonkeyPatch, project: str = PROJECT,
+             emulator: EmulatorHandle | None = None) -> Iterator[PubSub]:
     # The clients read PUBSUB_EMULATOR_HOST when they are created.
-    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", emulator.address)
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", address)
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     try:
-        yield PubSub(emulator, publisher, subscriber)
+        yield PubSub(broker, address, publisher, subscriber, project, emulator)
     finally:
         subscriber.close()
         publisher.stop()
         publisher.transport.close()
 
 
-@pytest.fixture
-def emulator() -> Iterator[EmulatorHandle]:
-    """An emulator running in real time."""
-    with start_emulator() as handle:
+def builtin_clients(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
+    """Clients bound to a builtin emulator started by the caller."""
+    yield from _clients(BUILTIN, emulator.address, monkeypatch, emulator=emulator)
+
+
+@pytest.fixture(scope="session")
+def official_emulator() -> Iterator[OfficialEmulatorHandle]:
+    """Google's official emulator, one per test session; skipped only where gcloud is absent."""
+    installed = find_official_emulator()  # raises (the tests error) where gcloud lacks the emulator
+    if installed is None:
+        pytest.skip("gcloud is not installed, so the official Pub/Sub emulator is not available")
+    with start_official_emulator(installed) as handle:
         yield handle
 
 
 @pytest.fixture
-def pubsub(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
-    """Real clients against a real-time emulator."""
-    yield from _clients(emulator, monkeypatch)
+def emulator() -> Iterator[EmulatorHandle]:
+    """A builtin emulator running in real time."""
+    with start_emulator() as handle:
+        yield handle
+
+
+@pytest.fixture(params=[BUILTIN, OFFICIAL])
+def pubsub(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
+    """Real clients against each broker in turn."""
+    if request.param == BUILTIN:
+        with start_emulator() as handle:
+            yield from builtin_clients(handle, monkeypatch)
+        return
+    marker = request.node.get_closest_marker("official_differs")
+    if marker is not None:
+        request.applymarker(pytest.mark.xfail(reason=f"official emulator: {marker.args[0]}", strict=True))
+    official: OfficialEmulatorHandle = request.getfixturevalue("official_emulator")
+    project = f"{PROJECT}-{next(_official_projects)}"
+    yield from _clients(OFFICIAL, official.address, monkeypatch, project)
 
 
 @pytest.fixture
 def start_scaled(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[float], PubSub]]:
-    """EMULATOR-ONLY: start an emulator whose protocol durations (ack deadlines, backoffs, retention) run
-    ``time_scale`` times as long (0.05 turns a 10 s ack deadline into 0.5 s); return clients bound to it."""
+    """EMULATOR-ONLY: start a builtin emulator whose protocol durations (ack deadlines, backoffs, retention)
+    run ``time_scale`` times as long (0.05 turns a 10 s ack deadline into 0.5 s); return clients bound to it."""
     stack: list[tuple[EmulatorHandle, Iterator[PubSub]]] = []
 
     def start(time_scale: float) -> PubSub:
         handle = start_emulator(time_scale=time_scale, lease_time_scale=time_scale)
-        clients = _clients(handle, monkeypatch)
+        clients = builtin_clients(handle, monkeypatch)
         stack.append((handle, clients))
         return next(clients)
 

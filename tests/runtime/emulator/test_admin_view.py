@@ -16,7 +16,7 @@ import pytest
 from google.cloud import pubsub_v1
 
 from runtime.emulator import EmulatorHandle, start_emulator
-from tests.runtime.emulator.conftest import PROJECT, PubSub, _clients
+from tests.runtime.emulator.conftest import PROJECT, PubSub, builtin_clients
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 def admin_pubsub(monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
     """Clients against an emulator that also serves the admin port."""
     with start_emulator(admin_port=0) as handle:
-        yield from _clients(handle, monkeypatch)
+        yield from builtin_clients(handle, monkeypatch)
 
 
 def _fetch_stats(emulator: EmulatorHandle) -> dict:
@@ -111,7 +111,7 @@ def test_module_entry_point_serves_until_sigterm(monkeypatch: pytest.MonkeyPatch
 def backoff_scaled_pubsub(monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
     """Clients against an emulator with only ``time_scale`` set (backoffs 100 times shorter)."""
     with start_emulator(time_scale=0.01) as handle:
-        yield from _clients(handle, monkeypatch)
+        yield from builtin_clients(handle, monkeypatch)
 
 
 def test_time_scale_shortens_backoff_but_not_leases(backoff_scaled_pubsub: PubSub) -> None:

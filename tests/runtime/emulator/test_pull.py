@@ -117,6 +117,7 @@ def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
         attempts.append(received.delivery_attempt)
         pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
     assert attempts == [1, 2, 3, 4, 5]
+    assert pubsub.pull_within(sub, 0.5) == []  # no sixth delivery
 
     [dead] = pubsub.pull_within(dlq_sub, 5)
     assert dead.message.data == b"poison"
@@ -124,8 +125,40 @@ def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
     # The service's own record of where the message came from.
     assert dead.message.attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "5"
     assert dead.message.attributes["CloudPubSubDeadLetterSourceSubscription"] == "requests-sub"
-    assert dead.message.attributes["CloudPubSubDeadLetterSourceTopicPublishTime"].endswith("+00:00")
+    assert dead.message.attributes["CloudPubSubDeadLetterSourceSubscriptionProject"] == pubsub.project
+
+
+@pytest.mark.official_differs("it forwards a message to the dead-letter topic only when its subscription is pulled "
+                              "again after the last failed delivery; the service forwards on its own")
+def test_dead_letter_is_forwarded_without_another_pull(pubsub: PubSub) -> None:
+    topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
+    dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
+    sub = pubsub.subscription("requests-sub", topic,
+                              dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
+    pubsub.publish(topic, b"poison")
+    for _ in range(5):
+        [received] = pubsub.pull_within(sub, 5)
+        pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
+    [dead] = pubsub.pull_within(dlq_sub, 3)  # the source subscription is not pulled again
+    assert dead.message.data == b"poison"
+
+
+@pytest.mark.official_differs("it writes the source publish time as 2026-11-23T19:35:41.311Z; the service "
+                              "writes 2026-11-23T19:35:41.311+00:00")
+def test_dead_letter_publish_time_attribute_is_worded_like_the_service(pubsub: PubSub) -> None:
+    topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
+    dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
+    sub = pubsub.subscription("requests-sub", topic,
+                              dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
+    published = pubsub.publish(topic, b"poison")
+    for _ in range(5):
+        [received] = pubsub.pull_within(sub, 5)
+        assert received.message.message_id == published
+        pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
     assert pubsub.pull_within(sub, 0.5) == []
+    [dead] = pubsub.pull_within(dlq_sub, 5)
+    publish_time = received.message.publish_time.isoformat(timespec="milliseconds")
+    assert dead.message.attributes["CloudPubSubDeadLetterSourceTopicPublishTime"] == publish_time
 
 
 @pytest.mark.slow
