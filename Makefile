@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV := $(PYTHON) -m uv
 GPURT := $(BIN)/gpurt
 
-.PHONY: setup system-deps lint test test-fast demo bench lock clean
+.PHONY: setup system-deps demo-system-deps lint test test-fast demo bench lock clean
 
 # uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes.
 $(VENV)/.synced: uv.lock pyproject.toml
@@ -14,29 +14,45 @@ $(VENV)/.synced: uv.lock pyproject.toml
 	$(UV) sync --frozen
 	touch $@
 
-setup: $(VENV)/.synced system-deps
+setup: $(VENV)/.synced
 
-# promtool checks the alert rules; Prometheus and Alertmanager run them live on the local platform
-# (`gpurt local up --monitoring`). Debian ships them in `prometheus` and `prometheus-alertmanager`.
+# System packages (Debian), each for one feature, installed only where that feature is used:
+#   prometheus               promtool, which checks the alert rules (tests), and the Prometheus server
+#                            of `gpurt local up --monitoring` (tests, demo)
+#   prometheus-alertmanager  the Alertmanager of `gpurt local up --monitoring` (tests, demo)
+# Installing needs root or password-less sudo; nothing else in `make test` or `make demo` does.
+MONITORING_COMMANDS := promtool prometheus prometheus-alertmanager
+MONITORING_PACKAGES := prometheus prometheus-alertmanager
+define install_monitoring
+missing=$$(for c in $(MONITORING_COMMANDS); do command -v $$c >/dev/null 2>&1 || echo $$c; done); \
+[ -z "$$missing" ] && exit 0; \
+if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else exit 3; fi; \
+echo "installing $(MONITORING_PACKAGES) (Debian) for: $$missing"; \
+$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+  --no-install-recommends $(MONITORING_PACKAGES) >/dev/null
+endef
+
+# The tests need them: fail with the command to run where they cannot be installed.
 system-deps:
-	@{ command -v promtool && command -v prometheus && command -v prometheus-alertmanager; } >/dev/null 2>&1 || { \
-	  echo "installing Prometheus and Alertmanager (Debian packages prometheus, prometheus-alertmanager)"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    prometheus prometheus-alertmanager >/dev/null || \
-	  echo "warning: could not install them; the demo runs without monitoring and their tests will fail"; }
+	@( $(install_monitoring) ) || { \
+	  echo "make test needs Debian packages $(MONITORING_PACKAGES) and cannot install them without root:"; \
+	  echo "  sudo apt-get install $(MONITORING_PACKAGES)"; exit 1; }
+
+# The demo can do without them: it runs without live monitoring and says so.
+demo-system-deps:
+	@( $(install_monitoring) ) || \
+	  echo "notice: no Prometheus/Alertmanager (needs root: sudo apt-get install $(MONITORING_PACKAGES)); the demo runs without live monitoring"
 
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup lint
+test: setup system-deps lint
 	$(BIN)/pytest
 
-test-fast: setup
+test-fast: setup system-deps
 	$(BIN)/pytest -m "not slow"
 
-demo: setup
+demo: setup demo-system-deps
 	$(GPURT) demo
 
 bench: setup

@@ -3,7 +3,7 @@
 # Build from the repository root (BuildKit reads scheduler.Dockerfile.dockerignore beside this file):
 #   docker build -f runtime/docker/scheduler.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-scheduler:$GIT_SHA .
 
-# ---- build: resolve exactly what uv.lock pins, without dev tools or the `gpu` extra ------------------
+# ---- build: exactly what uv.lock pins for core + [scheduler]: no dev, gpu or ops packages ----------
 FROM python:3.11.14-slim-bookworm AS build
 COPY --from=ghcr.io/astral-sh/uv:0.13.8 /uv /usr/local/bin/uv
 ENV UV_COMPILE_BYTECODE=1 \
@@ -14,12 +14,12 @@ WORKDIR /src
 # Dependencies first, so a code change does not rebuild this layer.
 COPY pyproject.toml uv.lock README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev --no-install-project
+    uv sync --frozen --no-dev --extra scheduler --no-install-project
 COPY components ./components
 COPY runtime ./runtime
 COPY kernels ./kernels
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev --no-editable
+    uv sync --frozen --no-dev --extra scheduler --no-editable
 
 # ---- runtime: the virtualenv alone, owned by root, run by an unprivileged user -------------------
 FROM python:3.11.14-slim-bookworm

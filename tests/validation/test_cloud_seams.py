@@ -104,14 +104,15 @@ def test_missing_publisher_grant_on_the_dlq_topic_fails() -> None:
 
 
 def _vertex(jobs_error: Exception | None = None) -> GoogleVertexQuota:
-    from google.cloud import aiplatform_v1, compute_v1
+    from google.cloud import compute_v1
 
-    jobs = mock.create_autospec(aiplatform_v1.JobServiceClient, instance=True)
-    response = aiplatform_v1.ListCustomJobsResponse.from_json((GCP / "custom_jobs.json").read_text())
+    from runtime.vertex.rest import RestCustomJobs
+
+    jobs = mock.create_autospec(RestCustomJobs, instance=True)
     if jobs_error:
-        jobs.list_custom_jobs.side_effect = jobs_error
+        jobs.list.side_effect = jobs_error
     else:
-        jobs.list_custom_jobs.return_value = iter(response.custom_jobs)
+        jobs.list.return_value = json.loads((GCP / "custom_jobs.json").read_text())["customJobs"]
     regions = mock.create_autospec(compute_v1.RegionsClient, instance=True)
     regions.get.return_value = compute_v1.Region.from_json((GCP / "region_us-central1.json").read_text(),
                                                            ignore_unknown_fields=True)
@@ -145,10 +146,11 @@ def test_exhausted_or_absent_quota_fails(metric: str, detail: str) -> None:
 
 
 def test_vertex_api_error_fails_with_the_reason() -> None:
-    from google.api_core.exceptions import PermissionDenied
+    from runtime.vertex.rest import VertexApiError
 
-    vertex = _vertex(PermissionDenied("Vertex AI API has not been used in project 284716533902"))
+    vertex = _vertex(VertexApiError("Vertex AI GET projects/p/locations/us-central1/customJobs failed with "
+                                    "PERMISSION_DENIED: Vertex AI API has not been used in project 284716533902"))
     result = run_check(vertex_and_quota(vertex, "us-central1", []))
 
     assert result.status is Status.FAIL
-    assert "PermissionDenied" in result.evidence and "aiplatform.googleapis.com" in result.fix
+    assert "PERMISSION_DENIED" in result.evidence and "aiplatform.googleapis.com" in result.fix

@@ -1,4 +1,4 @@
-"""Vertex AI and Compute Engine quota seam, with its adapter over google-cloud-aiplatform / google-cloud-compute."""
+"""Vertex AI and Compute Engine quota seam, with its adapter over Vertex AI's REST API and google-cloud-compute."""
 
 from __future__ import annotations
 
@@ -44,15 +44,14 @@ def quota_metric(accelerator: str, spot: bool = False) -> str:
 
 
 class GoogleVertexQuota:
-    """``VertexQuota`` over ``aiplatform_v1.JobServiceClient`` and ``compute_v1.RegionsClient``."""
+    """``VertexQuota`` over the Vertex AI custom-jobs REST client and ``compute_v1.RegionsClient``."""
 
     def __init__(self, project: str, region: str, jobs: Any = None, regions: Any = None) -> None:
         self._project, self._region = project, region
         if jobs is None:
-            from google.cloud import aiplatform_v1
+            from runtime.vertex.rest import RestCustomJobs
 
-            endpoint = f"{region}-aiplatform.googleapis.com"
-            jobs = aiplatform_v1.JobServiceClient(client_options={"api_endpoint": endpoint})
+            jobs = RestCustomJobs(region)
         if regions is None:
             from google.cloud import compute_v1
 
@@ -61,17 +60,9 @@ class GoogleVertexQuota:
 
     def custom_job_names(self) -> list[str]:
         """Display names of recent ``gpu-runtime-*`` custom jobs."""
-        pager = self._jobs.list_custom_jobs(request={
-            "parent": f"projects/{self._project}/locations/{self._region}",
-            "filter": f'display_name:"{contract.VERTEX_JOB_PREFIX}*"',
-            "page_size": CUSTOM_JOB_PAGE_SIZE,
-        })
-        names = []
-        for job in pager:
-            names.append(job.display_name)
-            if len(names) >= CUSTOM_JOB_PAGE_SIZE:
-                break
-        return names
+        jobs = self._jobs.list(f"projects/{self._project}/locations/{self._region}",
+                               filter=f'display_name:"{contract.VERTEX_JOB_PREFIX}*"', page_size=CUSTOM_JOB_PAGE_SIZE)
+        return [job["displayName"] for job in jobs[:CUSTOM_JOB_PAGE_SIZE]]
 
     def region_quotas(self) -> list[Quota]:
         """The region's Compute Engine quotas."""

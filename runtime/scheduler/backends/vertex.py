@@ -1,9 +1,9 @@
-"""Run jobs as Vertex AI custom jobs named ``gpu-runtime-<job_id>`` (google-cloud-aiplatform).
+"""Run jobs as Vertex AI custom jobs named ``gpu-runtime-<job_id>``.
 
 The custom job runs the worker image's ``vertex_task`` entry point on one GPU machine and writes its
 output under the result store (``vertex/<job_id>/<attempt>/``); this backend creates the job, polls
-it to a terminal state and reads the output back. The ``JobServiceClient`` is passed in: tests give
-it a recording stand-in that returns real-format ``CustomJob`` messages.
+it to a terminal state and reads the output back. The ``CustomJobs`` client is passed in: tests give
+it a recording stand-in that answers with the service's JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from runtime.protocol import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.vertex_task import ERROR_FILE, OUTPUT_FILE
+from runtime.vertex.rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
 
 # Vertex jobs take minutes to provision: polling faster only spends API quota.
 POLL_INTERVAL_S: Final = 15.0
@@ -32,11 +33,11 @@ _LABEL_VALUE: Final = re.compile(r"[^a-z0-9_-]")
 
 
 class VertexBackend:
-    """Creates, polls and cancels custom jobs through ``client`` (an ``aiplatform_v1.JobServiceClient``)."""
+    """Creates, polls and cancels custom jobs through ``client``."""
 
     name = "vertex"
 
-    def __init__(self, client: Any, *, project: str, region: str, image: str, machine_type: str,
+    def __init__(self, client: CustomJobs, *, project: str, region: str, image: str, machine_type: str,
                  accelerator: str, output_root: str, service_account: str | None = None,
                  poll_interval_s: float = POLL_INTERVAL_S, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -57,64 +58,60 @@ class VertexBackend:
 
     @classmethod
     def from_settings(cls, settings: Any, store: Any) -> VertexBackend:
-        """Build from the service settings, with a regional ``JobServiceClient``."""
-        from google.cloud import aiplatform_v1
-
-        client = aiplatform_v1.JobServiceClient(
-            client_options={"api_endpoint": f"{settings.vertex_region}-aiplatform.googleapis.com"})
-        return cls(client, project=settings.project, region=settings.vertex_region, image=settings.vertex_image,
+        """Build from the service settings, with the regional REST client."""
+        return cls(RestCustomJobs(settings.vertex_region), project=settings.project, region=settings.vertex_region,
+                   image=settings.vertex_image,
                    machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
                    output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account)
 
     def custom_job(self, request: JobRequest, attempt: int) -> dict[str, Any]:
-        """The CustomJob resource for one delivery of ``request`` (pure; what ``run`` submits)."""
+        """The CustomJob resource (REST JSON) for one delivery of ``request`` (pure; what ``run`` submits)."""
         output = self._output_url(request.job_id, attempt)
         params = request.params.model_dump_json() if request.params is not None else "{}"
         spec: dict[str, Any] = {
-            "worker_pool_specs": [{
-                "replica_count": 1,
-                "machine_spec": {"machine_type": self._machine_type, "accelerator_type": self._accelerator,
-                                 "accelerator_count": 1},
-                "container_spec": {
-                    "image_uri": self._image,
+            "workerPoolSpecs": [{
+                "replicaCount": "1",  # int64 fields are strings in the JSON mapping
+                "machineSpec": {"machineType": self._machine_type, "acceleratorType": self._accelerator,
+                                "acceleratorCount": 1},
+                "containerSpec": {
+                    "imageUri": self._image,
                     "command": ["python", "-m", "runtime.scheduler.backends.vertex_task"],
                     "args": ["--job-type", request.type.value, "--params", params, "--output", output],
                 },
             }],
-            "scheduling": {"timeout": {"seconds": int(request.timeout_s)}},
+            "scheduling": {"timeout": f"{int(request.timeout_s)}s"},
         }
         if self._service_account:
-            spec["service_account"] = self._service_account
+            spec["serviceAccount"] = self._service_account
         labels = {**contract.GCP_LABELS, "job-id": _LABEL_VALUE.sub("-", request.job_id.lower())[:63]}
-        return {"display_name": f"{contract.VERTEX_JOB_PREFIX}{request.job_id}", "job_spec": spec, "labels": labels}
+        return {"displayName": f"{contract.VERTEX_JOB_PREFIX}{request.job_id}", "jobSpec": spec, "labels": labels}
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``)."""
-        from google.cloud.aiplatform_v1 import JobState
-
-        created = self._client.create_custom_job(parent=self._parent, custom_job=self.custom_job(request, attempt))
+        created = self._client.create(self._parent, self.custom_job(request, attempt))
+        name = created["name"]
         with self._lock:
-            self._running[request.job_id] = created.name
+            self._running[request.job_id] = name
         give_up_at = self._clock() + request.timeout_s + PROVISION_ALLOWANCE_S
         try:
             job = created
-            while job.state not in _TERMINAL:
+            while job.get("state") not in TERMINAL_STATES:
                 if self._clock() > give_up_at:
-                    self._client.cancel_custom_job(name=created.name)
-                    raise TransientJobError(f"Vertex AI job {created.name} did not finish within "
+                    self._client.cancel(name)
+                    raise TransientJobError(f"Vertex AI job {name} did not finish within "
                                             f"{request.timeout_s + PROVISION_ALLOWANCE_S:g} s; cancelled it")
                 self._sleep(self._poll)
-                job = self._client.get_custom_job(name=created.name)
+                job = self._client.get(name)
         finally:
             with self._lock:
                 self._running.pop(request.job_id, None)
         output = self._output_url(request.job_id, attempt)
-        if job.state == JobState.JOB_STATE_SUCCEEDED:
+        if job["state"] == "JOB_STATE_SUCCEEDED":
             return self._read_output(output)
-        if job.state == JobState.JOB_STATE_CANCELLED:
-            raise JobCancelled(f"Vertex AI job {created.name} was cancelled")
-        self._raise_failure(output, f"Vertex AI job {created.name} ended {JobState(job.state).name}: "
-                                    f"{job.error.message or 'no message'}")
+        if job["state"] == "JOB_STATE_CANCELLED":
+            raise JobCancelled(f"Vertex AI job {name} was cancelled")
+        message = job.get("error", {}).get("message") or "no message"
+        self._raise_failure(output, f"Vertex AI job {name} ended {job['state']}: {message}")
         raise AssertionError("unreachable")  # _raise_failure always raises
 
     def cancel(self, job_id: str) -> bool:
@@ -123,7 +120,7 @@ class VertexBackend:
             name = self._running.get(job_id)
         if name is None:
             return False
-        self._client.cancel_custom_job(name=name)
+        self._client.cancel(name)
         return True
 
     def gpu_slots(self) -> int:
@@ -135,10 +132,10 @@ class VertexBackend:
         return True
 
     def close(self) -> None:
-        """Close the client's transport."""
-        transport = getattr(self._client, "transport", None)
-        if transport is not None:
-            transport.close()
+        """Close the client's connections."""
+        close = getattr(self._client, "close", None)
+        if close is not None:
+            close()
 
     def _output_url(self, job_id: str, attempt: int) -> str:
         return f"{self._output_root}/{job_id}/{attempt}"
@@ -163,12 +160,3 @@ class VertexBackend:
             raise PermanentJobError(error.get("message", fallback))
         raise TransientJobError(error.get("message", fallback))
 
-
-def _terminal_states() -> frozenset[int]:
-    from google.cloud.aiplatform_v1 import JobState
-
-    return frozenset({JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED,
-                      JobState.JOB_STATE_EXPIRED, JobState.JOB_STATE_PARTIALLY_SUCCEEDED})
-
-
-_TERMINAL: Final = _terminal_states()

@@ -80,8 +80,12 @@ def test_dependencies_come_from_the_lock_file(dockerfile: tuple[str, list[Instru
     assert any(ins.keyword == "COPY" and "uv.lock" in ins.args.split() for ins in instructions)
     syncs = [ins.args for ins in instructions if ins.keyword == "RUN" and "uv sync" in ins.args]
     assert syncs and all("--frozen" in s and "--no-dev" in s for s in syncs)
-    gpu = [("--extra gpu" in s) for s in syncs]
-    assert all(gpu) if name == "worker" else not any(gpu)
+    # Each image installs exactly its extra of pyproject.toml (tests/test_dependencies.py checks its code
+    # needs nothing more): the scheduler never the GPU stack or the operator tools, the worker never the
+    # scheduler's service libraries.
+    extras = {frozenset(re.findall(r"--extra (\w+)", s)) for s in syncs}
+    assert extras == {frozenset({"scheduler"} if name == "scheduler" else {"gpu"})}
+    assert not any("--all-extras" in s for s in syncs)
 
 
 def test_no_secrets_in_any_layer(dockerfile: tuple[str, list[Instruction]]) -> None:
@@ -110,6 +114,12 @@ def test_scheduler_image_serves_and_checks_health() -> None:
     assert len(resolved_bases(instructions)) >= 2  # multi-stage: no build tools in the final image
 
 
-def test_worker_image_is_built_on_rapids() -> None:
-    bases = resolved_bases(parse(DOCKER_DIR / "worker.Dockerfile"))
-    assert bases and all("rapidsai/base" in base and "cuda12" in base for base in bases)
+def test_worker_image_has_one_cuda_stack() -> None:
+    # The CUDA libraries come from the locked wheels only: a CUDA, RAPIDS or NGC base image would add a
+    # second toolkit that the wheels' libraries could be mixed with at load time.
+    instructions = parse(DOCKER_DIR / "worker.Dockerfile")
+    bases = resolved_bases(instructions)
+    assert bases and all(base.startswith("python:") and "slim" in base for base in bases)
+    env = " ".join(ins.args for ins in final_stage(instructions) if ins.keyword == "ENV")
+    assert "LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in env  # the node's driver, mounted by GKE
+    assert any(ins.keyword == "CMD" and "dask-cuda-worker" in ins.args for ins in final_stage(instructions))

@@ -1,46 +1,75 @@
-"""Vertex AI backend at its client seam: a recording stand-in returning real-format CustomJob messages."""
+"""Vertex AI backend at its client seam, and the REST client against the service's discovery document."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import fsspec
+import googleapiclient
 import pytest
-from google.cloud.aiplatform_v1 import CustomJob, JobState
-from google.rpc import status_pb2
 
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from runtime.protocol import JobRequest
 from runtime.scheduler.backends.vertex import VertexBackend
 from runtime.scheduler.backends.vertex_task import main as vertex_task_main
+from runtime.vertex.rest import RestCustomJobs, VertexApiError
 
 JOB_NAME = "projects/123/locations/us-central1/customJobs/4567"
+# Google's published description of the v1 REST surface (shipped with google-api-python-client).
+DISCOVERY = json.loads((Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" /
+                        "aiplatform.v1.json").read_text())
 
 
 class RecordingJobService:
-    """Answers create/get/cancel like JobServiceClient, walking through ``states``."""
+    """Answers create/get/cancel like the Vertex AI service, walking through ``states``."""
 
-    def __init__(self, *states: JobState, error: str = "") -> None:
+    def __init__(self, *states: str, error: str = "") -> None:
         self.states = list(states)
         self.error = error
         self.calls: list[tuple[str, dict]] = []
 
-    def _job(self, state: JobState, display_name: str = "") -> CustomJob:
-        job = CustomJob(name=JOB_NAME, display_name=display_name, state=state)
+    def _job(self, state: str, display_name: str = "") -> dict[str, Any]:
+        job: dict[str, Any] = {"name": JOB_NAME, "displayName": display_name, "state": state}
         if self.error:
-            job.error = status_pb2.Status(code=13, message=self.error)
+            job["error"] = {"code": 13, "message": self.error}
         return job
 
-    def create_custom_job(self, parent: str, custom_job: dict) -> CustomJob:
+    def create(self, parent: str, custom_job: dict) -> dict[str, Any]:
         self.calls.append(("create", {"parent": parent, "custom_job": custom_job}))
-        return self._job(JobState.JOB_STATE_QUEUED, custom_job["display_name"])
+        return self._job("JOB_STATE_QUEUED", custom_job["displayName"])
 
-    def get_custom_job(self, name: str) -> CustomJob:
+    def get(self, name: str) -> dict[str, Any]:
         self.calls.append(("get", {"name": name}))
         return self._job(self.states.pop(0) if len(self.states) > 1 else self.states[0])
 
-    def cancel_custom_job(self, name: str) -> None:
+    def cancel(self, name: str) -> None:
         self.calls.append(("cancel", {"name": name}))
+
+    def list(self, parent: str, *, filter: str, page_size: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+def _schema_errors(value: Any, schema: dict[str, Any], at: str = "") -> list[str]:
+    """Where ``value`` strays from a discovery-document schema: unknown fields and JSON types."""
+    if "$ref" in schema:
+        schema = DISCOVERY["schemas"][schema["$ref"]]
+    kind = schema.get("type")
+    if kind == "object" and "properties" in schema:
+        if not isinstance(value, dict):
+            return [f"{at}: expected an object"]
+        errors = [f"{at}.{key}: not a field" for key in value if key not in schema["properties"]]
+        for key, item in value.items():
+            if key in schema["properties"]:
+                errors += _schema_errors(item, schema["properties"][key], f"{at}.{key}")
+        return errors
+    if kind == "object":  # a map
+        return [e for k, v in value.items() for e in _schema_errors(v, schema["additionalProperties"], f"{at}[{k}]")]
+    if kind == "array":
+        return [e for i, v in enumerate(value) for e in _schema_errors(v, schema["items"], f"{at}[{i}]")]
+    expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}[kind]
+    return [] if isinstance(value, expected) else [f"{at}: expected {kind}, got {value!r}"]
 
 
 def _backend(client: RecordingJobService, root: str) -> VertexBackend:
@@ -53,20 +82,29 @@ def _request(job_id: str, **params: object) -> JobRequest:
 
 
 def test_custom_job_is_named_and_sized_from_settings() -> None:
-    spec = _backend(RecordingJobService(JobState.JOB_STATE_SUCCEEDED), "memory://v").custom_job(_request("j1"), 2)
-    assert spec["display_name"] == "gpu-runtime-j1"
-    pool = spec["job_spec"]["worker_pool_specs"][0]
-    assert pool["machine_spec"] == {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4",
-                                    "accelerator_count": 1}
-    assert pool["container_spec"]["args"][-1] == "memory://v/j1/2"
-    assert spec["job_spec"]["scheduling"]["timeout"] == {"seconds": 120}
-    CustomJob(spec)  # the dict is a valid CustomJob message
+    spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(_request("j1"), 2)
+    assert spec["displayName"] == "gpu-runtime-j1"
+    pool = spec["jobSpec"]["workerPoolSpecs"][0]
+    assert pool["machineSpec"] == {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
+                                   "acceleratorCount": 1}
+    assert pool["containerSpec"]["args"][-1] == "memory://v/j1/2"
+    assert spec["jobSpec"]["scheduling"]["timeout"] == "120s"
+    assert _schema_errors(spec, {"$ref": "GoogleCloudAiplatformV1CustomJob"}) == []
+
+
+def test_the_schema_check_catches_a_misspelt_field() -> None:
+    spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(_request("j1"), 2)
+    spec["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["accelerator_count"] = 1
+    spec["jobSpec"]["scheduling"]["timeout"] = 120
+    assert _schema_errors(spec, {"$ref": "GoogleCloudAiplatformV1CustomJob"}) == [
+        ".jobSpec.workerPoolSpecs[0].machineSpec.accelerator_count: not a field",
+        ".jobSpec.scheduling.timeout: expected string, got 120"]
 
 
 def test_success_reads_back_what_the_task_wrote() -> None:
     root = "memory://vertex-ok"
     assert vertex_task_main(["--job-type", "noop", "--params", "{}", "--output", f"{root}/j2/1"]) == 0
-    client = RecordingJobService(JobState.JOB_STATE_PENDING, JobState.JOB_STATE_RUNNING, JobState.JOB_STATE_SUCCEEDED)
+    client = RecordingJobService("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED")
     execution = _backend(client, root).run(_request("j2"), attempt=1)
     assert execution.summary["slept_s"] == 0.0
     assert [c[0] for c in client.calls] == ["create", "get", "get", "get"]
@@ -77,16 +115,16 @@ def test_failures_map_to_permanent_and_transient() -> None:
     assert vertex_task_main(["--job-type", "noop", "--params", json.dumps({"fail": "permanent"}),
                              "--output", f"{root}/p/1"]) == 1
     with pytest.raises(PermanentJobError, match="simulated permanent"):
-        _backend(RecordingJobService(JobState.JOB_STATE_FAILED), root).run(_request("p"), attempt=1)
+        _backend(RecordingJobService("JOB_STATE_FAILED"), root).run(_request("p"), attempt=1)
     # No error file (the machine was preempted): worth another delivery.
     with pytest.raises(TransientJobError, match="preempted"):
-        _backend(RecordingJobService(JobState.JOB_STATE_FAILED, error="preempted"), root).run(
+        _backend(RecordingJobService("JOB_STATE_FAILED", error="preempted"), root).run(
             _request("gone"), attempt=1)
     assert not fsspec.filesystem("memory").exists("/vertex-fail/gone")
 
 
 def test_cancel_cancels_the_custom_job() -> None:
-    client = RecordingJobService(JobState.JOB_STATE_CANCELLED)
+    client = RecordingJobService("JOB_STATE_CANCELLED")
     backend = _backend(client, "memory://vertex-cancel")
     assert backend.cancel("nothing-running") is False
     with pytest.raises(JobCancelled):
@@ -95,7 +133,7 @@ def test_cancel_cancels_the_custom_job() -> None:
 
 def test_a_job_stuck_in_provisioning_is_cancelled_and_transient() -> None:
     now = [0.0]
-    client = RecordingJobService(JobState.JOB_STATE_PENDING)
+    client = RecordingJobService("JOB_STATE_PENDING")
 
     def sleep(seconds: float) -> None:
         now[0] += 600.0  # each poll, ten minutes pass
@@ -105,3 +143,60 @@ def test_a_job_stuck_in_provisioning_is_cancelled_and_transient() -> None:
     with pytest.raises(TransientJobError, match="did not finish"):
         backend.run(_request("stuck"), attempt=1)
     assert client.calls[-1] == ("cancel", {"name": JOB_NAME})
+
+
+class _Response:
+    def __init__(self, status: int, body: Any) -> None:
+        self.status_code = status
+        self.text = json.dumps(body)
+        self.content = self.text.encode()
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+class RecordingSession:
+    """Stands in for ``AuthorizedSession``: records each request and answers ``answer``."""
+
+    def __init__(self, answer: _Response) -> None:
+        self.answer = answer
+        self.requests: list[tuple[str, str, dict]] = []
+
+    def request(self, method: str, url: str, **kwargs: Any) -> _Response:
+        self.requests.append((method, url, kwargs))
+        return self.answer
+
+
+def _discovery_call(method: str, **fields: str) -> tuple[str, str]:
+    """The HTTP method and URL that the discovery document gives for a customJobs method."""
+    methods = DISCOVERY["resources"]["projects"]["resources"]["locations"]["resources"]["customJobs"]["methods"]
+    spec = methods[method]
+    path = spec["path"]
+    for key, value in fields.items():
+        path = path.replace(f"{{+{key}}}", value)
+    return spec["httpMethod"], f"https://us-central1-aiplatform.googleapis.com/{path}"
+
+
+def test_rest_client_calls_the_documented_methods() -> None:
+    session = RecordingSession(_Response(200, {"name": JOB_NAME, "state": "JOB_STATE_QUEUED"}))
+    jobs = RestCustomJobs("us-central1", session)
+    parent = "projects/p/locations/us-central1"
+    assert jobs.create(parent, {"displayName": "gpu-runtime-x"})["name"] == JOB_NAME
+    jobs.get(JOB_NAME)
+    jobs.cancel(JOB_NAME)
+    session.answer = _Response(200, {"customJobs": [{"displayName": "gpu-runtime-a"}]})
+    assert jobs.list(parent, filter='display_name:"gpu-runtime-*"', page_size=5) == [{"displayName": "gpu-runtime-a"}]
+
+    assert [(m, u) for m, u, _ in session.requests] == [
+        _discovery_call("create", parent=parent), _discovery_call("get", name=JOB_NAME),
+        _discovery_call("cancel", name=JOB_NAME), _discovery_call("list", parent=parent)]
+    assert session.requests[0][2]["json"] == {"displayName": "gpu-runtime-x"}
+    assert session.requests[3][2]["params"] == {"filter": 'display_name:"gpu-runtime-*"', "pageSize": 5}
+    assert all(kwargs["timeout"] > 0 for _, _, kwargs in session.requests)
+
+
+def test_rest_errors_carry_the_service_status() -> None:
+    session = RecordingSession(_Response(403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
+                                                         "message": "aiplatform.customJobs.create denied"}}))
+    with pytest.raises(VertexApiError, match=r"PERMISSION_DENIED: aiplatform\.customJobs\.create denied"):
+        RestCustomJobs("us-central1", session).create("projects/p/locations/us-central1", {})

@@ -1,0 +1,1 @@
+"""Vertex AI custom jobs, reached over the service's v1 REST surface."""

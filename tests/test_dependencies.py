@@ -1,0 +1,204 @@
+"""The dependency split holds: each image's code imports only what that image installs.
+
+The scheduler image installs the core dependencies and ``[scheduler]``; the GPU worker image the core and
+``[gpu]``. Both copy the whole source tree, so what matters is what their entry points can reach: every
+import, including the lazy ones inside functions, of every project module reachable from the entry points.
+Each third-party module found must come from a distribution in the image's install set, read from
+``uv.lock`` (the set the Dockerfiles' ``uv sync --frozen`` installs).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("components", "runtime", "kernels", "validation")
+IMAGES = {
+    # image: (extras it installs, the modules it runs)
+    "gpu-scheduler": (("scheduler",), ("runtime.scheduler",)),
+    "gpu-worker": (("gpu",), ("runtime.scheduler.backends.worker_task", "runtime.scheduler.backends.vertex_task",
+                              "kernels.jobs")),
+}
+# Import names that come with the interpreter or are optional at run time by design.
+OPTIONAL_ON_CPU = {"cupy"}  # kernels import cupy only where a GPU is present; the worker image has it
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@cache
+def _lock() -> dict[str, dict]:
+    packages = tomllib.loads((ROOT / "uv.lock").read_text())["package"]
+    return {_normalise(p["name"]): p for p in packages}
+
+
+def install_set(extras: tuple[str, ...]) -> set[str]:
+    """Distributions ``uv sync --no-dev --extra …`` installs (markers ignored: a superset)."""
+    lock = _lock()
+    root = lock["gpu-runtime"]
+    todo = [d for d in root.get("dependencies", [])]
+    for extra in extras:
+        todo += root.get("optional-dependencies", {}).get(extra, [])
+    seen: set[str] = set()
+    while todo:
+        dep = todo.pop()
+        name = _normalise(dep["name"])
+        if name == "gpu-runtime":  # an extra that includes another extra
+            todo += [d for e in dep.get("extra", []) for d in root["optional-dependencies"][e]]
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        package = lock[name]
+        todo += package.get("dependencies", [])
+        for extra in dep.get("extra", []):
+            todo += package.get("optional-dependencies", {}).get(extra, [])
+    return seen
+
+
+def _module_file(module: str) -> Path | None:
+    parts = module.split(".")
+    base = ROOT.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _submodules(package: str) -> list[str]:
+    folder = ROOT.joinpath(*package.split("."))
+    if not folder.is_dir():
+        return [package]
+    return [".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            for p in sorted(folder.rglob("*.py"))]
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            found.add(prefix)
+            found |= {f"{prefix}.{alias.name}" for alias in node.names}
+    return found
+
+
+def external_imports(entry_points: tuple[str, ...]) -> dict[str, str]:
+    """Third-party modules reachable from ``entry_points``: module -> the project module importing it."""
+    todo = [m for entry in entry_points for m in _submodules(entry)]
+    seen: set[str] = set()
+    external: dict[str, str] = {}
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = _module_file(module)
+        if path is None:
+            continue
+        for name in _imports(path, module):
+            top = name.split(".")[0]
+            if top in PROJECT_PACKAGES:
+                if _module_file(name):
+                    todo.append(name)
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                external.setdefault(name, module)
+    return external
+
+
+@cache
+def _module_owners() -> dict[str, set[str]]:
+    """Every installed Python module (dotted name) -> the distributions whose files provide it."""
+    owners: dict[str, set[str]] = {}
+    for dist in importlib.metadata.distributions():
+        name = _normalise(dist.metadata["Name"])
+        for file in dist.files or ():
+            if file.suffix in (".py", ".so") and ".." not in file.parts:
+                parts = [*file.parts[:-1], file.name.split(".")[0]]
+                if parts[-1] == "__init__":
+                    parts.pop()
+                owners.setdefault(".".join(parts), set()).add(name)
+    return owners
+
+
+def distributions_of(module: str) -> set[str]:
+    """The installed distributions providing ``module`` or, for ``from x import name``, its longest prefix."""
+    parts = module.split(".")
+    while parts:
+        owners = _module_owners().get(".".join(parts))
+        if owners:
+            return owners
+        parts.pop()
+    return set()
+
+
+def _is_namespace(module: str) -> bool:
+    return any(name.startswith(f"{module}.") for name in _module_owners())
+
+
+@pytest.mark.parametrize("image", list(IMAGES))
+def test_image_code_imports_only_what_the_image_installs(image: str) -> None:
+    extras, entry_points = IMAGES[image]
+    allowed = install_set(extras)
+    missing = {}
+    for module, importer in external_imports(entry_points).items():
+        if module.split(".")[0] in OPTIONAL_ON_CPU and "gpu" in extras:
+            continue
+        owners = distributions_of(module)
+        if not owners and _is_namespace(module):
+            continue  # ``from google.cloud import x``: the submodule ``google.cloud.x`` is checked on its own
+        if not owners & allowed:
+            missing[module] = (importer, sorted(owners) or "not installed anywhere")
+    assert missing == {}, f"{image} reaches modules its image does not install: {missing}"
+
+
+def test_the_scheduler_image_carries_no_infrastructure_tooling() -> None:
+    scheduler = install_set(("scheduler",))
+    for heavy in ("pulumi", "pulumi-gcp", "pulumi-kubernetes", "pulumi-policy", "kopf", "google-genai",
+                  "google-cloud-aiplatform", "matplotlib", "typer", "cupy-cuda12x"):
+        assert heavy not in scheduler, heavy
+
+
+def test_the_walk_sees_lazy_imports() -> None:
+    # The Vertex backend imports its REST client's auth lazily; the walk must still find it.
+    found = external_imports(("runtime.vertex.rest",))
+    assert "google.auth.transport.requests" in found
+    assert "google-auth" in distributions_of("google.auth.transport.requests")
+
+
+# Declared for what they plug in, not for an import of ours.
+PLUGINS = {
+    "gcsfs": "fsspec's gs:// filesystem",
+    "s3fs": "fsspec's s3:// filesystem",
+    "numba-cuda": "numba.cuda's implementation",
+    "dask-cuda": "the worker image's dask-cuda-worker command",
+}
+# Imported, but installed only by the [gpu] extra, which CPU machines (this test's) do not install.
+GPU_ONLY = {"cupy-cuda12x": "imported as cupy where a GPU is present"}
+
+
+def test_every_declared_dependency_is_used() -> None:
+    root = _lock()["gpu-runtime"]
+    declared = {_normalise(d["name"]) for d in root.get("dependencies", [])}
+    declared |= {_normalise(d["name"]) for deps in root.get("optional-dependencies", {}).values() for d in deps}
+    declared.discard("gpu-runtime")
+    used = set()
+    for module in external_imports(PROJECT_PACKAGES):
+        used |= distributions_of(module)
+    unused = declared - used - set(PLUGINS) - set(GPU_ONLY)
+    assert unused == set(), f"declared but imported nowhere: {sorted(unused)}"
