@@ -1,0 +1,173 @@
+"""A seeded corpus of request messages that must all be rejected: every malformed kind, mixed at random.
+
+Each message carries the attribute ``job_id`` ``<prefix>-<index>`` (a tenth of those with a body carry no
+attributes at all),
+and a body that names a job id either names that same id, an unusable one, or none - so every result
+maps back to exactly one message, by job id or by ``invalid-<message id>``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from runtime.protocol import MAX_MESSAGE_BYTES
+
+# Messages over the size limit cost a megabyte each to publish: a handful prove the point.
+OVERSIZE_MESSAGES: Final = 3
+
+
+@dataclass(frozen=True)
+class FuzzMessage:
+    """One message of the corpus: its body, its attributes, and which malformation it carries."""
+
+    index: int
+    kind: str
+    data: bytes
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+def _valid(job_id: str, rng: random.Random) -> dict[str, Any]:
+    return rng.choice([
+        {"job_id": job_id, "type": "noop", "params": {"sleep_s": 0}},
+        {"job_id": job_id, "type": "random_walk", "params": {"paths": 1000, "steps": 4, "seed": 7}},
+        {"job_id": job_id, "type": "european_option", "params": {"spot": 100, "strike": 95, "paths": 1000}},
+        {"job_id": job_id, "type": "portfolio_var",
+         "params": {"exposures": [1e6, 2e6], "volatilities": [0.2, 0.3], "paths": 1000}},
+    ])
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _random_bytes(job_id: str, rng: random.Random) -> bytes:
+    return rng.randbytes(rng.randint(0, 200))
+
+
+def _truncated(job_id: str, rng: random.Random) -> bytes:
+    body = _dumps(_valid(job_id, rng))
+    return body[: rng.randint(0, len(body) - 1)]
+
+
+def _deep_array(job_id: str, rng: random.Random) -> bytes:
+    depth = rng.choice([33, 100, 1000, 5000, 10_000])
+    return b"[" * depth + b"]" * depth
+
+
+def _deep_object(job_id: str, rng: random.Random) -> bytes:
+    depth = rng.choice([40, 2000, 6000])
+    return b'{"job_id": "' + job_id.encode() + b'", "params": ' + b'{"a": ' * depth + b"1" + b"}" * (depth + 1)
+
+
+def _non_finite(job_id: str, rng: random.Random) -> bytes:
+    token = rng.choice([b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e999"])
+    return b'{"job_id": "' + job_id.encode() + b'", "type": "noop", "timeout_s": ' + token + b"}"
+
+
+def _huge_integer(job_id: str, rng: random.Random) -> bytes:
+    digits = rng.choice([33, 4301, 10_000])
+    return b'{"job_id": "' + job_id.encode() + b'", "type": "noop", "priority": ' + b"7" * digits + b"}"
+
+
+def _duplicate_keys(job_id: str, rng: random.Random) -> bytes:
+    key = rng.choice(["job_id", "type", "params"])
+    value = {"job_id": json.dumps(job_id), "type": '"noop"', "params": "{}"}[key]
+    return b'{"job_id": "' + job_id.encode() + b'", "type": "noop", "params": {}, "' + key.encode() + b'": ' \
+        + value.encode() + b"}"
+
+
+def _bad_utf8(job_id: str, rng: random.Random) -> bytes:
+    junk = rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\xe2\x82"])
+    return b'{"job_id": "' + job_id.encode() + b'", "type": "noop", "session_id": "' + junk + b'"}'
+
+
+def _other_encoding(job_id: str, rng: random.Random) -> bytes:
+    return json.dumps(_valid(job_id, rng)).encode(rng.choice(["utf-16", "utf-32", "utf-16-be"]))
+
+
+def _lone_surrogate(job_id: str, rng: random.Random) -> bytes:
+    escape = rng.choice(["\\ud800", "\\udfff", "\\udc00x"])
+    return ('{"job_id": "' + job_id + '", "type": "noop", "session_id": "' + escape + '"}').encode()
+
+
+def _not_an_object(job_id: str, rng: random.Random) -> bytes:
+    return _dumps(rng.choice([[job_id], job_id, 42, 1.5, None, True, [], ""]))
+
+
+def _wrong_types(job_id: str, rng: random.Random) -> bytes:
+    body = _valid(job_id, rng)
+    key, value = rng.choice([("job_id", 12345), ("type", ["noop"]), ("type", {"name": "noop"}), ("params", "x"),
+                             ("params", [1, 2]), ("priority", "high"), ("timeout_s", {}), ("session_id", 9)])
+    body[key] = value
+    return _dumps(body)
+
+
+def _unknown_type(job_id: str, rng: random.Random) -> bytes:
+    return _dumps({"job_id": job_id, "type": rng.choice(["quantum_annealing", "", "NOOP", "noop ", "\u0000"])})
+
+
+def _bad_params(job_id: str, rng: random.Random) -> bytes:
+    job_type, params = rng.choice([
+        ("noop", {"sleep_s": -1}), ("noop", {"fail": "sometimes"}), ("random_walk", {"paths": 10**12}),
+        ("random_walk", {"steps": 0}), ("european_option", {"volatility": 0}), ("asian_option", {"steps": 10**6}),
+        ("portfolio_var", {"exposures": [1.0], "volatilities": [0.1, 0.2]}),
+        ("portfolio_var", {"exposures": [1.0, 1.0], "volatilities": [0.1, 0.2], "correlation": [[1, 2], [2, 1]]}),
+        ("random_walk", {"seed": -1}), ("european_option", {"kind": "straddle"}),
+    ])
+    return _dumps({"job_id": job_id, "type": job_type, "params": params})
+
+
+def _bad_fields(job_id: str, rng: random.Random) -> bytes:
+    body = _valid(job_id, rng)
+    key, value = rng.choice([("priority", 10), ("timeout_s", 0), ("timeout_s", 10**9), ("session_id", "s" * 200),
+                             ("extra", 1), ("job_id", "has space"), ("job_id", ""), ("job_id", "x" * 200)])
+    body[key] = value
+    return _dumps(body)
+
+
+def _missing_fields(job_id: str, rng: random.Random) -> bytes:
+    body = _valid(job_id, rng)
+    del body[rng.choice(["type", "job_id"])]
+    return _dumps(body) if rng.random() < 0.8 else b"{}"
+
+
+def _mutated(job_id: str, rng: random.Random) -> bytes:
+    """A valid request with a few bytes flipped, then refused by one of the others if it stayed valid."""
+    body = bytearray(_dumps(_valid(job_id, rng)))
+    for _ in range(rng.randint(1, 4)):
+        body[rng.randrange(len(body))] = rng.randrange(256)
+    return bytes(body) + b"\x00"  # a trailing NUL is never valid JSON, whatever the flips did
+
+
+def _oversize(job_id: str, rng: random.Random) -> bytes:
+    return b'{"job_id": "' + job_id.encode() + b'", "type": "noop", "session_id": "' + b"a" * MAX_MESSAGE_BYTES \
+        + b'"}'
+
+
+KINDS: Final[dict[str, Callable[[str, random.Random], bytes]]] = {
+    fn.__name__.lstrip("_"): fn for fn in (
+        _random_bytes, _truncated, _deep_array, _deep_object, _non_finite, _huge_integer, _duplicate_keys,
+        _bad_utf8, _other_encoding, _lone_surrogate, _not_an_object, _wrong_types, _unknown_type, _bad_params,
+        _bad_fields, _missing_fields, _mutated)
+}
+
+
+def corpus(count: int, prefix: str, seed: int = 9) -> list[FuzzMessage]:
+    """``count`` malformed messages (a few of them oversize), reproducible from ``seed``."""
+    rng = random.Random(seed)
+    kinds = list(KINDS)
+    messages = []
+    for index in range(count):
+        job_id = f"{prefix}-{index}"
+        kind = "oversize" if index < OVERSIZE_MESSAGES else kinds[index % len(kinds)]
+        make = _oversize if kind == "oversize" else KINDS[kind]
+        data = make(job_id, rng)
+        # Pub/Sub refuses a message with neither data nor attributes: an empty body keeps its attributes.
+        bare = data and rng.random() < 0.1
+        attributes = {} if bare else {"job_id": job_id, "type": rng.choice(["noop", "bogus"])}
+        messages.append(FuzzMessage(index, kind, data, attributes))
+    return messages
