@@ -37,7 +37,11 @@ after_apis = pulumi.ResourceOptions(depends_on=services.apis)
 pubsub = PubSub("pubsub", PubSubArgs(project=config.project, project_number=project_number), opts=after_apis)
 gke = GkeCluster("gke", GkeClusterArgs(config=config, depends_on=services.apis))
 identities = Identities(
-    "iam", IdentitiesArgs(project=config.project, workload_pool=gke.workload_pool), opts=after_apis
+    "iam",
+    IdentitiesArgs(
+        project=config.project, workload_pool=gke.workload_pool, result_bucket=services.result_bucket.name
+    ),
+    opts=after_apis,
 )
 
 in_cluster = pulumi.ResourceOptions(providers=[gke.provider])
@@ -57,6 +61,7 @@ scheduler = SchedulerWorkload(
         image=config.image("gpu-scheduler", config.images.scheduler_tag),
         result_store=services.result_store_url,
         scheduler_service_account_email=identities.emails[contract.SCHEDULER_SERVICE_ACCOUNT.account_id],
+        vertex_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
         control_token=control_token,
         replicas=config.scheduler_replicas,
         compute_namespace=dask.namespace,

@@ -1,9 +1,10 @@
-"""Workload identities: the contract's Google service accounts, their project roles, and Workload Identity.
+"""Workload identities: the contract's Google service accounts, their roles, and Workload Identity.
 
 Each ``contract.ServiceAccountSpec`` becomes one service account with exactly its roles (one project
 IAM member per role, so nothing else on the project is touched) and a ``roles/iam.workloadIdentityUser``
-binding for its Kubernetes service account. Pods authenticate through the GKE metadata server; no
-service-account key is ever created.
+binding for its Kubernetes service account. Each ``contract.ScopedGrant`` is bound on its own resource
+(the result bucket, another service account) or, where nothing narrower exists, on the project. Pods
+authenticate through the GKE metadata server; no service-account key is ever created.
 """
 
 from __future__ import annotations
@@ -39,8 +40,14 @@ class IdentitiesArgs:
     """The cluster's Workload Identity pool (``<project>.svc.id.goog``); taken from the cluster so the
     bindings wait for the pool to exist."""
 
+    result_bucket: pulumi.Input[str]
+    """Name of the result bucket; bucket-scoped grants are bound on it."""
+
     accounts: tuple[contract.ServiceAccountSpec, ...] = field(default=contract.SERVICE_ACCOUNTS)
     """Accounts to create; the contract's by default."""
+
+    grants: tuple[contract.ScopedGrant, ...] = field(default=contract.SCOPED_GRANTS)
+    """Resource-scoped grants of those accounts; the contract's by default."""
 
 
 class Identities(pulumi.ComponentResource):
@@ -82,5 +89,27 @@ class Identities(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        for grant in args.grants:
+            self._grant(name, grant, args, child)
         self.emails = {key: account.email for key, account in self.accounts.items()}
         self.register_outputs({"emails": self.emails})
+
+    def _grant(
+        self, name: str, grant: contract.ScopedGrant, args: IdentitiesArgs, opts: pulumi.ResourceOptions
+    ) -> None:
+        member = self.accounts[grant.account_id].email.apply(lambda email: f"serviceAccount:{email}")
+        resource_name = f"{name}-{grant.account_id}-{role_suffix(grant.role)}-on-{grant.scope.value}"
+        if grant.scope is contract.GrantScope.RESULT_BUCKET:
+            gcp.storage.BucketIAMMember(
+                resource_name, bucket=args.result_bucket, role=grant.role, member=member, opts=opts
+            )
+        elif grant.scope is contract.GrantScope.SERVICE_ACCOUNT:
+            gcp.serviceaccount.IAMMember(
+                resource_name,
+                service_account_id=self.accounts[grant.target].name,
+                role=grant.role,
+                member=member,
+                opts=opts,
+            )
+        else:
+            gcp.projects.IAMMember(resource_name, project=args.project, role=grant.role, member=member, opts=opts)

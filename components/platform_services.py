@@ -117,7 +117,7 @@ class PlatformServices(pulumi.ComponentResource):
 
         self.result_bucket = self._bucket(
             f"{name}-results",
-            pulumi.Output.concat(args.project, "-gpu-runtime-results"),
+            pulumi.Output.from_input(args.project).apply(contract.result_bucket),
             args,
             lifecycle=[
                 _delete_after(age_days=args.result_retention_days),

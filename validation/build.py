@@ -76,7 +76,7 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
 def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTarget:
     """A deployed stack as a validation target, through the Google and Kubernetes client libraries."""
     from validation.clients.dask_info import KubeServiceDask
-    from validation.clients.iam import ResourceManagerIam
+    from validation.clients.iam import GoogleResourceIam, ResourceManagerIam
     from validation.clients.kube import KubernetesApi, api_client
     from validation.clients.pubsub import GooglePubSubAdmin
     from validation.clients.vertex import GoogleVertexQuota
@@ -87,6 +87,7 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         project=settings["project"], region=settings["region"],
         pubsub=GooglePubSubAdmin(settings["project"]),
         iam=ResourceManagerIam(settings["project"]),
+        resource_iam=GoogleResourceIam(settings["project"]),
         kube=kube, dask=KubeServiceDask(kube),
         vertex=GoogleVertexQuota(settings["project"], settings["region"]),
         gpu_quota_metrics=settings["quota_metrics"],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from components import contract
 from validation.checks import alerts, dask, identity, probe, pubsub, scheduler, vertex
 from validation.clients.dask_info import DaskInfo
-from validation.clients.iam import ProjectIam
+from validation.clients.iam import ProjectIam, ResourceIam
 from validation.clients.kube import KubeApi
 from validation.clients.pubsub import PubSubAdmin
 from validation.clients.vertex import VertexQuota
@@ -49,6 +49,7 @@ class CloudTarget:
     gpu_quota_metrics: Sequence[str] = ()
     pools_scale_from_zero: bool = False
     rules_yaml: Callable[[], str] | None = None
+    resource_iam: ResourceIam | None = None
 
 
 def _rules(render: Callable[[], str] | None) -> dict[str, Callable[[], str]]:
@@ -81,7 +82,7 @@ def cloud_checks(target: CloudTarget) -> list[Check]:
         pubsub.dlqs_empty(target.pubsub),
         pubsub.subscription_settings(target.pubsub),
         pubsub.service_agent_grants(target.pubsub, target.iam.project_number),
-        identity.service_account_roles(target.iam, target.project),
+        identity.service_account_roles(target.iam, target.project, target.resource_iam),
         scheduler.pods_running(target.kube),
         scheduler.health_pods(target.kube),
         probe.probe_round_trip(target.pubsub),

@@ -75,6 +75,9 @@ class SchedulerSpec:
     """Container requests and limits."""
     extra_env: Mapping[str, str] = field(default_factory=dict)
     """Further ``GPURT_*`` settings (e.g. ``GPURT_LOG_LEVEL``, Vertex routing); they override the defaults."""
+    vertex_service_account: str | None = None
+    """Google account Vertex AI custom jobs run as (``GPURT_VERTEX_SERVICE_ACCOUNT``); unset, Vertex AI's
+    broad default agent runs them."""
 
 
 def build_service_account(gcp_service_account_email: str) -> Manifest:
@@ -123,7 +126,8 @@ def build_rbac(compute_namespace: str = contract.COMPUTE_NAMESPACE) -> list[Mani
     """Least-privilege RBAC: Leases in its own namespace, and scaling Dask worker groups in ``compute``.
 
     ``create`` on leases cannot be limited by name (the object does not exist yet); get/update can, so
-    the scheduler can touch no other Lease.
+    the scheduler can touch no other Lease. Exactly the verbs the code calls (``components.cloud_calls``):
+    the lease is read and replaced, worker groups are listed and patched, never fetched one by one.
     """
     leader = f"{contract.SCHEDULER_DEPLOYMENT}-leader-election"
     pools = f"{contract.SCHEDULER_DEPLOYMENT}-pools"
@@ -133,14 +137,14 @@ def build_rbac(compute_namespace: str = contract.COMPUTE_NAMESPACE) -> list[Mani
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
             "resourceNames": [contract.LEADER_LEASE_NAME],
-            "verbs": ["get", "update", "patch"],
+            "verbs": ["get", "update"],
         },
     ]
     pool_rules = [
         {
             "apiGroups": ["kubernetes.dask.org"],
             "resources": ["daskworkergroups"],
-            "verbs": ["get", "list", "patch"],
+            "verbs": ["list", "patch"],
         },
         {
             # Scaling the primary pool pins the autoscaler's bounds; nothing else of it is touched.
@@ -167,8 +171,10 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
         "GPURT_LEADER": "kubernetes",
         "GPURT_HOST": "0.0.0.0",
         "GPURT_PORT": str(contract.SCHEDULER_PORT),
-        **spec.extra_env,
     }
+    if spec.vertex_service_account is not None:
+        plain["GPURT_VERTEX_SERVICE_ACCOUNT"] = spec.vertex_service_account
+    plain.update(spec.extra_env)
     env: list[Manifest] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},

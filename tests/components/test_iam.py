@@ -5,33 +5,60 @@ from __future__ import annotations
 import pytest
 
 from components import contract
-from components.iam import Identities, IdentitiesArgs, role_suffix
+from components.iam import WORKLOAD_IDENTITY_ROLE, Identities, IdentitiesArgs, role_suffix
 from components.plan import Recording
 from tests.components.infra import PROJECT, children_of, of_type, run
 
 POOL = f"{PROJECT}.svc.id.goog"
+BUCKET = contract.result_bucket(PROJECT)
 
 
 @pytest.fixture(scope="module")
 def recording() -> Recording:
-    return run(lambda: Identities("iam", IdentitiesArgs(project=PROJECT, workload_pool=POOL)))
+    return run(lambda: Identities("iam", IdentitiesArgs(project=PROJECT, workload_pool=POOL, result_bucket=BUCKET)))
+
+
+def _scoped(account: str, scope: contract.GrantScope) -> set[str]:
+    return {g.role for g in contract.SCOPED_GRANTS if g.account_id == account and g.scope is scope}
 
 
 @pytest.mark.parametrize("spec", contract.SERVICE_ACCOUNTS, ids=lambda s: s.account_id)
-def test_roles_are_exactly_the_contracts(recording: Recording, spec: contract.ServiceAccountSpec) -> None:
+def test_project_roles_are_the_contract_table_plus_project_scoped_grants(
+    recording: Recording, spec: contract.ServiceAccountSpec
+) -> None:
     member = f"serviceAccount:{spec.email(PROJECT)}"
     granted = {
         r.props["role"] for r in of_type(recording, "gcp:projects/iAMMember:IAMMember") if r.props["member"] == member
     }
-    assert granted == set(spec.roles)
+    assert granted == set(spec.roles) | _scoped(spec.account_id, contract.GrantScope.PROJECT)
     assert all(r.props["project"] == PROJECT for r in of_type(recording, "gcp:projects/iAMMember:IAMMember"))
+
+
+def test_the_scheduler_gets_objects_on_the_result_bucket_only(recording: Recording) -> None:
+    bindings = of_type(recording, "gcp:storage/bucketIAMMember:BucketIAMMember")
+
+    assert [(b.props["bucket"], b.props["role"], b.props["member"]) for b in bindings] == [
+        (BUCKET, "roles/storage.objectUser", f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(PROJECT)}")
+    ]
+
+
+def test_the_scheduler_may_start_vertex_jobs_as_the_runtime_account_only(recording: Recording) -> None:
+    acting = [
+        r for r in of_type(recording, "gcp:serviceaccount/iAMMember:IAMMember")
+        if r.props["role"] == "roles/iam.serviceAccountUser"
+    ]
+
+    assert [(r.props["serviceAccountId"].rsplit("/", 1)[-1], r.props["member"]) for r in acting] == [
+        (contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT),
+         f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(PROJECT)}")
+    ]
 
 
 @pytest.mark.parametrize("spec", contract.SERVICE_ACCOUNTS, ids=lambda s: s.account_id)
 def test_workload_identity_binding(recording: Recording, spec: contract.ServiceAccountSpec) -> None:
     bindings = [
         r for r in of_type(recording, "gcp:serviceaccount/iAMMember:IAMMember")
-        if r.props["serviceAccountId"].endswith(spec.email(PROJECT))
+        if r.props["serviceAccountId"].endswith(spec.email(PROJECT)) and r.props["role"] == WORKLOAD_IDENTITY_ROLE
     ]
     assert [(b.props["role"], b.props["member"]) for b in bindings] == [(
         "roles/iam.workloadIdentityUser",

@@ -180,7 +180,7 @@ def test_rbac_grants_only_the_leader_lease_and_worker_group_scaling() -> None:
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
             "resourceNames": [contract.LEADER_LEASE_NAME],
-            "verbs": ["get", "update", "patch"],
+            "verbs": ["get", "update"],
         }
     ]
     assert all(rule["resources"] == ["leases"] for rule in lease_rules)
@@ -188,7 +188,7 @@ def test_rbac_grants_only_the_leader_lease_and_worker_group_scaling() -> None:
     assert pool_rule == {
         "apiGroups": ["kubernetes.dask.org"],
         "resources": ["daskworkergroups"],
-        "verbs": ["get", "list", "patch"],
+        "verbs": ["list", "patch"],
     }
     assert autoscaler_rule == {
         "apiGroups": ["kubernetes.dask.org"],

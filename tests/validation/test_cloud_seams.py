@@ -17,7 +17,7 @@ from components import contract
 from validation.checks.identity import service_account_roles
 from validation.checks.pubsub import service_agent_grants
 from validation.checks.vertex import vertex_and_quota
-from validation.clients.iam import ResourceManagerIam
+from validation.clients.iam import GoogleResourceIam, ResourceManagerIam
 from validation.clients.pubsub import GooglePubSubAdmin
 from validation.clients.vertex import GoogleVertexQuota, quota_metric
 from validation.report import Status
@@ -47,11 +47,70 @@ def _iam(drop_role: str | None = None, extra: tuple[str, str] | None = None) -> 
     return ResourceManagerIam(PROJECT, client)
 
 
+def _resource_iam(bucket_drop: str | None = None, account_drop: str | None = None) -> GoogleResourceIam:
+    """The adapter over an autospecced storage client and authorized session, answering from fixtures."""
+    import requests
+    from google.api_core.iam import Policy
+    from google.auth.transport.requests import AuthorizedSession
+    from google.cloud import storage
+
+    document = json.loads((GCP / "result_bucket_iam_policy.json").read_text())
+    document["bindings"] = [b for b in document["bindings"] if b["role"] != bucket_drop]
+    bucket = mock.create_autospec(storage.Bucket, instance=True)
+    bucket.get_iam_policy.return_value = Policy.from_api_repr(document)
+    client = mock.create_autospec(storage.Client, instance=True)
+    client.bucket.return_value = bucket
+
+    account = json.loads((GCP / "runtime_service_account_iam_policy.json").read_text())
+    account["bindings"] = [b for b in account["bindings"] if b["role"] != account_drop]
+    response = requests.Response()
+    response.status_code, response._content = 200, json.dumps(account).encode()
+    session = mock.create_autospec(AuthorizedSession, instance=True)
+    session.post.return_value = response
+    return GoogleResourceIam(PROJECT, storage=client, session=session)
+
+
 def test_roles_match_the_contract_table() -> None:
     result = run_check(service_account_roles(_iam(), PROJECT))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 2/2)"
+    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 2/2)"
+
+
+def test_scoped_grants_are_read_from_the_bucket_and_the_service_account() -> None:
+    resources = _resource_iam()
+    result = run_check(service_account_roles(_iam(), PROJECT, resources))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 2/2); scoped grants: 2/2"
+    resources._storage.bucket.assert_called_once_with(contract.result_bucket(PROJECT))
+    resources._storage.bucket.return_value.get_iam_policy.assert_called_once_with(requested_policy_version=3)
+    url = resources._session.post.call_args.args[0]
+    assert url == (f"https://iam.googleapis.com/v1/projects/{PROJECT}/serviceAccounts/"
+                   f"{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}:getIamPolicy")
+
+
+def test_a_missing_bucket_binding_fails_and_says_what_it_is_for() -> None:
+    result = run_check(service_account_roles(_iam(), PROJECT, _resource_iam(bucket_drop="roles/storage.objectUser")))
+
+    assert result.status is Status.FAIL
+    assert result.evidence.startswith(
+        f"gpu-scheduler lacks roles/storage.objectUser on bucket {contract.result_bucket(PROJECT)} (reads and writes")
+
+
+def test_a_missing_act_as_grant_fails() -> None:
+    resources = _resource_iam(account_drop="roles/iam.serviceAccountUser")
+    result = run_check(service_account_roles(_iam(), PROJECT, resources))
+
+    assert result.status is Status.FAIL
+    assert "gpu-scheduler lacks roles/iam.serviceAccountUser on service account gpu-runtime" in result.evidence
+
+
+def test_missing_monitoring_read_fails() -> None:
+    result = run_check(service_account_roles(_iam(drop_role="roles/monitoring.viewer"), PROJECT))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == "gpu-scheduler lacks roles/monitoring.viewer"
 
 
 def test_a_missing_role_fails_and_names_account_and_role() -> None:

@@ -1,0 +1,164 @@
+"""Every cloud call the platform's workloads make, and the IAM permission or RBAC verb each one needs.
+
+One registry, next to the contract: each entry names the code that makes the call (``site``: module and
+function, and the client method it calls there), which workload's identity makes it, and what that
+identity must hold, on which resource. ``components.iam_proof`` proves from a rendered stack that every
+need is granted and that every grant is needed; the tests check that each ``site`` really makes its call
+and that no module of the scheduler image calls a cloud client that is not declared here.
+
+Workloads and their identities (resolved from the stack, never assumed):
+- ``SCHEDULER``: the gpu-scheduler pods — the Google account their Kubernetes service account is bound to
+  through Workload Identity, and that Kubernetes account itself for Kubernetes API calls;
+- ``VERTEX_TASK``: Vertex AI custom jobs — the Google account the scheduler names for them
+  (``GPURT_VERTEX_SERVICE_ACCOUNT`` of its Deployment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from components import contract
+
+
+class Workload(StrEnum):
+    """Code running under one identity."""
+
+    SCHEDULER = "gpu-scheduler"
+    VERTEX_TASK = "vertex-task"
+
+
+class Target(StrEnum):
+    """Kinds of GCP resource a permission is checked on; a project-level grant covers every one."""
+
+    PROJECT = "project"
+    RESULT_BUCKET = "result-bucket"
+    TOPIC = "topic"
+    SUBSCRIPTION = "subscription"
+    SERVICE_ACCOUNT = "service-account"
+
+
+@dataclass(frozen=True)
+class GcpCall:
+    """A Google API call: ``permissions`` must all hold on ``target`` (``name``: which topic, account...)."""
+
+    site: str
+    """``module:Qualified.function`` that makes the call."""
+    method: str
+    """The client method called there (``list_time_series``, ``pipe_file``...)."""
+    workload: Workload
+    permissions: tuple[str, ...]
+    target: Target
+    name: str = ""
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class KubeCall:
+    """A Kubernetes API call: ``verb`` on ``resource`` of ``api_group`` in ``namespace`` (``name``: the object)."""
+
+    site: str
+    method: str
+    workload: Workload
+    api_group: str
+    resource: str
+    verb: str
+    namespace: str
+    name: str | None = None
+
+
+_S = Workload.SCHEDULER
+_DASK = "kubernetes.dask.org"
+_LEASES = ("coordination.k8s.io", "leases")
+_STORE = "runtime.store.store:ResultStore"
+_GET = ("storage.objects.get",)
+# Replacing an existing object needs delete as well as create (results are rewritten on a retried job).
+_WRITE = ("storage.objects.create", "storage.objects.delete")
+# gcsfs answers `exists` from a GET of the object and, when that misses, a listing of the prefix.
+_EXISTS = ("storage.objects.get", "storage.objects.list")
+_CONSUME = ("pubsub.subscriptions.consume",)
+
+GCP_CALLS: Final = (
+    GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
+            contract.REQUEST_SUBSCRIPTION, "streaming pull of job requests (pull, ack, modify deadline)"),
+    GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "pull", _S, _CONSUME, Target.SUBSCRIPTION,
+            contract.REQUEST_DLQ_SUBSCRIPTION, "reads dead letters to publish their terminal result"),
+    GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
+            Target.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION, "releases a dead letter without acking it"),
+    GcpCall("runtime.pubsub.publisher:TopicPublisher._publish", "publish", _S, ("pubsub.topics.publish",),
+            Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
+    GcpCall("runtime.pubsub.depth:MonitoringDepth.undelivered", "list_time_series", _S,
+            ("monitoring.timeSeries.list",), Target.PROJECT, why="backlog and dead-letter depth"),
+    GcpCall(f"{_STORE}.get", "open", _S, _GET, Target.RESULT_BUCKET, why="stored result of a job"),
+    GcpCall(f"{_STORE}.get_artifact", "open", _S, _GET, Target.RESULT_BUCKET, why="an artifact"),
+    GcpCall(f"{_STORE}._exists", "exists", _S, _EXISTS, Target.RESULT_BUCKET, why="published and cancel markers"),
+    GcpCall(f"{_STORE}._write_in", "pipe_file", _S, _WRITE, Target.RESULT_BUCKET,
+            why="results, artifacts, markers"),
+    # On gs:// these two ask nothing of the service: gcsfs has no folders, and uploads are atomic so nothing
+    # is staged and renamed (only file:// stores are).
+    GcpCall(f"{_STORE}._write_in", "makedirs", _S, (), Target.RESULT_BUCKET, why="no-op on gs://"),
+    GcpCall(f"{_STORE}._write_in", "mv", _S, (), Target.RESULT_BUCKET, why="file:// stores only"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "create", _S,
+            ("aiplatform.customJobs.create",), Target.PROJECT, why="starts a custom job"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "create", _S, ("iam.serviceAccounts.actAs",),
+            Target.SERVICE_ACCOUNT, contract.RUNTIME_SERVICE_ACCOUNT.account_id, "the job runs as gpu-runtime"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "get", _S, ("aiplatform.customJobs.get",),
+            Target.PROJECT, why="polls the job"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "cancel", _S,
+            ("aiplatform.customJobs.cancel",), Target.PROJECT, why="cancels a job past its deadline"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.cancel", "cancel", _S,
+            ("aiplatform.customJobs.cancel",), Target.PROJECT, why="cancels on request"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend._read_output", "open", _S, _GET,
+            Target.RESULT_BUCKET, why="reads the job's output and artifacts"),
+    GcpCall("runtime.scheduler.backends.vertex:VertexBackend._raise_failure", "open", _S, _GET,
+            Target.RESULT_BUCKET, why="reads the job's error record"),
+    GcpCall("runtime.scheduler.backends.vertex_task:_write", "open", Workload.VERTEX_TASK, _WRITE,
+            Target.RESULT_BUCKET, why="the job writes its output under the result store"),
+)
+
+KUBE_CALLS: Final = (
+    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", _S, *_LEASES, "get",
+             contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
+    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "create_namespaced_lease", _S, *_LEASES,
+             "create", contract.RUNTIME_NAMESPACE),
+    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
+             "update", contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
+    KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._groups", "list_namespaced_custom_object", _S,
+             _DASK, "daskworkergroups", "list", contract.COMPUTE_NAMESPACE),
+    KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._patch", "patch_namespaced_custom_object", _S,
+             _DASK, "daskworkergroups", "patch", contract.COMPUTE_NAMESPACE),
+    KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._pin_autoscaler", "patch_namespaced_custom_object",
+             _S, _DASK, "daskautoscalers", "patch", contract.COMPUTE_NAMESPACE,
+             f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"),
+)
+
+# Where the scheduler image holds cloud clients: module -> the expressions that are one. Every call on
+# them must be declared above (the tests walk these modules).
+CLIENT_SITES: Final = {
+    "runtime.scheduler.consumer": ("self._subscriber",),
+    "runtime.scheduler.reclaimer": ("self._subscriber",),
+    "runtime.pubsub.publisher": ("self._client",),
+    "runtime.pubsub.depth": ("self._client",),
+    "runtime.store.store": ("self._fs",),
+    "runtime.scheduler.backends.vertex": ("self._client", "fsspec"),
+    "runtime.scheduler.backends.vertex_task": ("fsspec",),
+    "runtime.scheduler.leader": ("self._api",),
+    "runtime.scheduler.pools.kubernetes": ("self._api",),
+}
+# Modules of the scheduler image that import a cloud library without calling a service through it.
+NO_CLIENT_CALLS: Final = {
+    "runtime.pubsub.clients": "builds clients; calls nothing",
+    "runtime.pubsub.admin": "creates topics on the local platform's emulator; Pulumi owns them in the cloud",
+    "runtime.scheduler.dispatch": "uses the Pub/Sub client's scheduler class, no API",
+    "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
+    "runtime.vertex.rest": "the Vertex AI REST adapter behind VertexBackend's client (declared there)",
+}
+# Roles of the contract's project table that no call of the code needs, kept because the contract's role
+# table (the operators' runbooks) states them; the proof fails on any other grant nobody needs.
+CONTRACT_ROLES_WITHOUT_CALLER: Final = {
+    (contract.SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/logging.logWriter"):
+        "logs go to stderr and GKE's logging agent ships them with the node account",
+    (contract.RUNTIME_SERVICE_ACCOUNT.account_id, "roles/artifactregistry.reader"):
+        "images are pulled by the kubelet (node account) and by Vertex AI's service agent, not by the pods",
+}

@@ -1,0 +1,261 @@
+"""Prove from a rendered stack that each workload may make every call it makes, and holds nothing it never uses.
+
+Input: the resources a stack registers (``gpurt plan`` records them under mocks), as (type, props). The
+identities are read from them, not assumed: the gpu-scheduler Deployment's Kubernetes service account, the
+Google account that account is annotated with *and* bound to through Workload Identity, and the account
+the Deployment names for Vertex AI jobs. Grants are every IAM member on the project, the result bucket,
+topics, subscriptions and service accounts, expanded into permissions with ``components.iam_permissions``;
+RBAC is every Role and RoleBinding. Then each ``components.cloud_calls`` entry must be covered, and each
+grant (role on a resource; RBAC verb on a resource) must cover some call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from components import cloud_calls, contract
+from components.cloud_calls import GcpCall, KubeCall, Target, Workload
+from components.iam import WORKLOAD_IDENTITY_ROLE, workload_identity_member
+from components.iam_permissions import ROLE_PERMISSIONS
+
+DEPLOYMENT: Final = "kubernetes:apps/v1:Deployment"
+K8S_SERVICE_ACCOUNT: Final = "kubernetes:core/v1:ServiceAccount"
+ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+CLUSTER: Final = "gcp:container/cluster:Cluster"
+GSA_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
+VERTEX_ACCOUNT_ENV: Final = "GPURT_VERTEX_SERVICE_ACCOUNT"
+# IAM member resource types and the kind of resource each binds on.
+_MEMBER_TYPES: Final = {
+    "gcp:projects/iAMMember:IAMMember": Target.PROJECT,
+    "gcp:storage/bucketIAMMember:BucketIAMMember": Target.RESULT_BUCKET,
+    "gcp:pubsub/topicIAMMember:TopicIAMMember": Target.TOPIC,
+    "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember": Target.SUBSCRIPTION,
+    "gcp:serviceaccount/iAMMember:IAMMember": Target.SERVICE_ACCOUNT,
+}
+_TARGET_FIELDS: Final = {
+    Target.RESULT_BUCKET: "bucket", Target.TOPIC: "topic", Target.SUBSCRIPTION: "subscription",
+    Target.SERVICE_ACCOUNT: "serviceAccountId",
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A rendered resource: its type token and inputs."""
+
+    type: str
+    props: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """``role`` held by ``member`` on a resource (``name`` empty for the project)."""
+
+    member: str
+    role: str
+    target: Target
+    name: str
+
+    def covers(self, target: Target, name: str) -> bool:
+        """Whether this binding applies to the resource ``(target, name)``: the project covers everything."""
+        return self.target is Target.PROJECT or (self.target is target and self.name == name)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a workload runs as: a Google account, and for the scheduler also a Kubernetes account."""
+
+    google_account: str
+    kubernetes_account: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Proof:
+    """The verdict: needs nobody grants, grants nobody needs, and what was proven (one line per call)."""
+
+    missing: tuple[str, ...]
+    unused: tuple[str, ...]
+    proven: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every call is allowed and every grant used."""
+        return not self.missing and not self.unused
+
+
+def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
+    value: Any = props
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _last(path: str) -> str:
+    return str(path).rsplit("/", 1)[-1]
+
+
+def _account_id(member_or_email: str) -> str:
+    return member_or_email.removeprefix("serviceAccount:").split("@", 1)[0]
+
+
+def grants(resources: Iterable[Resource], project: str) -> list[Grant]:
+    """Every IAM binding of a Google service account in the stack, on the resource it is bound to."""
+    found = []
+    for resource in resources:
+        target = _MEMBER_TYPES.get(resource.type)
+        member = str(_get(resource.props, "member") or "")
+        if target is None or not member.startswith("serviceAccount:") or "[" in member:
+            continue  # Workload Identity principals are checked with the identities, not as grants
+        name = "" if target is Target.PROJECT else _last(_get(resource.props, _TARGET_FIELDS[target]) or "")
+        if target is Target.RESULT_BUCKET:
+            name = "" if name == contract.result_bucket(project) else f"other bucket {name}"
+        if target is Target.SERVICE_ACCOUNT:
+            name = _account_id(name)
+        found.append(Grant(member, str(_get(resource.props, "role")), target, name))
+    return found
+
+
+def _named(resources: list[Resource], type_: str, name: str, namespace: str) -> Mapping[str, Any] | None:
+    for resource in resources:
+        meta = _get(resource.props, "metadata") or {}
+        if resource.type == type_ and meta.get("name") == name and meta.get("namespace") == namespace:
+            return resource.props
+    return None
+
+
+def identities(resources: list[Resource], problems: list[str]) -> dict[Workload, Identity]:
+    """The identity of each workload, from the scheduler's Deployment, its account and Workload Identity."""
+    deployment = _named(resources, DEPLOYMENT, contract.SCHEDULER_DEPLOYMENT, contract.RUNTIME_NAMESPACE)
+    if deployment is None:
+        problems.append(f"no Deployment {contract.RUNTIME_NAMESPACE}/{contract.SCHEDULER_DEPLOYMENT}")
+        return {}
+    pod = _get(deployment, "spec", "template", "spec") or {}
+    ksa = (contract.RUNTIME_NAMESPACE, str(pod.get("serviceAccountName") or "default"))
+    account = _named(resources, K8S_SERVICE_ACCOUNT, ksa[1], ksa[0])
+    email = str(_get(account, "metadata", "annotations", GSA_ANNOTATION) or "")
+    if not email:
+        problems.append(f"Kubernetes account {ksa[0]}/{ksa[1]} names no Google account ({GSA_ANNOTATION})")
+        return {}
+    pools = [_get(r.props, "workloadIdentityConfig", "workloadPool") for r in resources if r.type == CLUSTER]
+    principal = workload_identity_member(str(pools[0]) if pools else "?", *ksa)
+    bound = any(
+        r.type == "gcp:serviceaccount/iAMMember:IAMMember" and _get(r.props, "role") == WORKLOAD_IDENTITY_ROLE
+        and _get(r.props, "member") == principal and _last(_get(r.props, "serviceAccountId") or "") == email
+        for r in resources
+    )
+    if not bound:
+        problems.append(f"{principal} is not {WORKLOAD_IDENTITY_ROLE} of {email}: the pods cannot act as it")
+    found = {Workload.SCHEDULER: Identity(email, ksa)}
+    env = {e.get("name"): e.get("value") for c in pod.get("containers") or [] for e in c.get("env") or []}
+    if env.get(VERTEX_ACCOUNT_ENV):
+        found[Workload.VERTEX_TASK] = Identity(str(env[VERTEX_ACCOUNT_ENV]))
+    return found
+
+
+def _gcp_needs(call: GcpCall) -> list[tuple[str, Target, str]]:
+    return [(permission, call.target, call.name) for permission in call.permissions]
+
+
+def _allows(grant: Grant, permission: str, target: Target, name: str) -> bool:
+    return grant.covers(target, name) and permission in ROLE_PERMISSIONS.get(grant.role, frozenset())
+
+
+def _rbac(resources: list[Resource]) -> list[tuple[str, str, tuple[str, str], Mapping[str, Any]]]:
+    """(namespace, role name, bound Kubernetes account, rule) for every rule of every bound Role."""
+    roles = {(_get(r.props, "metadata", "namespace"), _get(r.props, "metadata", "name")): r.props
+             for r in resources if r.type == ROLE}
+    bound = []
+    for binding in (r.props for r in resources if r.type == ROLE_BINDING):
+        namespace = _get(binding, "metadata", "namespace")
+        role = roles.get((namespace, _get(binding, "roleRef", "name")))
+        if role is None or _get(binding, "roleRef", "kind") != "Role":
+            continue
+        for subject in binding.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount":
+                account = (str(subject.get("namespace")), str(subject.get("name")))
+                bound += [(str(namespace), str(_get(role, "metadata", "name")), account, rule)
+                          for rule in role.get("rules") or []]
+    return bound
+
+
+def _rule_allows(rule: Mapping[str, Any], call: KubeCall) -> bool:
+    names = rule.get("resourceNames") or []
+    return (call.api_group in (rule.get("apiGroups") or []) and call.resource in (rule.get("resources") or [])
+            and call.verb in (rule.get("verbs") or []) and (not names or call.name in names))
+
+
+def prove(
+    resources: Iterable[Resource],
+    project: str,
+    gcp_calls: tuple[GcpCall, ...] = cloud_calls.GCP_CALLS,
+    kube_calls: tuple[KubeCall, ...] = cloud_calls.KUBE_CALLS,
+) -> Proof:
+    """Check every declared call against the stack's grants, and every grant against the calls."""
+    resources = list(resources)
+    missing: list[str] = []
+    proven: list[str] = []
+    who = identities(resources, missing)
+    accounts = {f"serviceAccount:{spec.email(project)}" for spec in contract.SERVICE_ACCOUNTS}
+    granted = [grant for grant in grants(resources, project) if grant.member in accounts]
+    unknown_roles = sorted({g.role for g in granted} - ROLE_PERMISSIONS.keys())
+    missing += [f"role {role} has no permission list in components/iam_permissions.py" for role in unknown_roles]
+    used: set[Grant] = set()
+    for call in gcp_calls:
+        identity = who.get(call.workload)
+        if identity is None:
+            missing.append(f"{call.site} ({call.method}): workload {call.workload} has no identity in the stack")
+            continue
+        member = f"serviceAccount:{identity.google_account}"
+        for permission, target, name in _gcp_needs(call):
+            allowing = [g for g in granted if g.member == member and _allows(g, permission, target, name)]
+            where = f"{target.value} {name}".strip()
+            if not allowing:
+                missing.append(f"{_account_id(member)} lacks {permission} on {where}, needed by {call.site} "
+                               f"({call.method}: {call.why})")
+            else:
+                used.update(allowing)
+                proven.append(f"{call.site} {call.method}: {permission} on {where} via "
+                              f"{', '.join(sorted({g.role for g in allowing}))}")
+    unused = []
+    for grant in granted:
+        if grant in used:
+            continue
+        key = (_account_id(grant.member), grant.role)
+        if key not in cloud_calls.CONTRACT_ROLES_WITHOUT_CALLER:
+            where = f"{grant.target.value} {grant.name}".strip()
+            unused.append(f"{key[0]} holds {grant.role} on {where}, which no declared call needs")
+    unused += [f"{account} {role} is listed as without a caller, but a call uses it: drop it from the list"
+               for account, role in cloud_calls.CONTRACT_ROLES_WITHOUT_CALLER
+               if any(g in used and (_account_id(g.member), g.role) == (account, role) for g in granted)]
+    missing_rbac, unused_rbac, proven_rbac = _prove_rbac(resources, who, kube_calls)
+    return Proof(tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac))
+
+
+def _prove_rbac(
+    resources: list[Resource], who: dict[Workload, Identity], calls: tuple[KubeCall, ...]
+) -> tuple[list[str], list[str], list[str]]:
+    rules = _rbac(resources)
+    missing, proven = [], []
+    used: set[tuple[str, str, str, str, str]] = set()
+    for call in calls:
+        identity = who.get(call.workload)
+        account = identity.kubernetes_account if identity else None
+        allowing = [(ns, role) for ns, role, subject, rule in rules
+                    if subject == account and ns == call.namespace and _rule_allows(rule, call)]
+        what = f"{call.verb} {call.resource}{f'/{call.name}' if call.name else ''} in {call.namespace}"
+        if not allowing:
+            missing.append(f"{account} may not {what}, needed by {call.site} ({call.method})")
+            continue
+        proven.append(f"{call.site} {call.method}: {what} via Role {', '.join(r for _, r in allowing)}")
+        used.update((ns, role, call.api_group, call.resource, call.verb) for ns, role in allowing)
+    unused = [
+        f"Role {ns}/{role} grants {verb} on {resource} ({group or 'core'}), which no declared call needs"
+        for ns, role, _, rule in rules
+        for group in rule.get("apiGroups") or []
+        for resource in rule.get("resources") or []
+        for verb in rule.get("verbs") or []
+        if (ns, role, group, resource, verb) not in used
+    ]
+    return missing, unused, proven

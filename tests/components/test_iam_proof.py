@@ -1,0 +1,202 @@
+"""The IAM proof: every cloud call of the code is allowed by what the stack grants, and every grant is used.
+
+Both stacks are rendered once (the real ``__main__.py`` under the plan's mocks); the proof must pass on
+them, and fail, naming the call, when a grant it relies on is taken away or one nobody needs is added.
+The registry is tied to the code: each declared site makes its call, and no undeclared call or client
+exists in the scheduler image's modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from components import cloud_calls, contract, iam_permissions
+from components.iam_proof import ROLE, ROLE_BINDING, Resource, prove
+from components.plan import REPO_ROOT, run_plan
+
+# Packages whose code ships in the scheduler and worker images; the local platform and the operator
+# tools run with a person's credentials and are not part of the stack's identities.
+IMAGE_PACKAGES = ("runtime.scheduler", "runtime.store", "runtime.pubsub", "runtime.vertex")
+CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes", "fsspec", "gcsfs")
+
+
+@pytest.fixture(scope="module", params=("staging", "production"))
+def rendered(request: pytest.FixtureRequest) -> tuple[list[Resource], str]:
+    plan = run_plan(request.param)
+    project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
+    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+
+
+def _without(resources: list[Resource], drop: Callable[[Resource], bool]) -> list[Resource]:
+    kept = [r for r in resources if not drop(r)]
+    assert len(kept) < len(resources), "the mutation removed nothing"
+    return kept
+
+
+def test_both_stacks_grant_exactly_what_the_code_needs(rendered: tuple[list[Resource], str]) -> None:
+    proof = prove(*rendered)
+
+    assert proof.ok, "\n".join(proof.missing + proof.unused)
+    needs = sum(len(c.permissions) for c in cloud_calls.GCP_CALLS) + len(cloud_calls.KUBE_CALLS)
+    assert len(proof.proven) == needs
+
+
+def test_without_the_bucket_binding_every_store_call_is_refused(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(_without(resources, lambda r: r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"), project)
+
+    refused = {line.split(", needed by ")[1].split(" ")[0] for line in proof.missing}
+    assert refused == {c.site for c in cloud_calls.GCP_CALLS
+                       if c.workload is cloud_calls.Workload.SCHEDULER and c.target is cloud_calls.Target.RESULT_BUCKET
+                       and c.permissions}
+    assert all(line.startswith("gpu-scheduler lacks storage.objects.") for line in proof.missing)
+
+
+def test_without_monitoring_read_the_backlog_call_is_refused(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(_without(resources, lambda r: r.props.get("role") == "roles/monitoring.viewer"), project)
+
+    assert proof.missing == ("gpu-scheduler lacks monitoring.timeSeries.list on project, needed by "
+                             "runtime.pubsub.depth:MonitoringDepth.undelivered (list_time_series: backlog and "
+                             "dead-letter depth)",)
+
+
+def test_without_workload_identity_the_pods_have_no_google_identity(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    scheduler_pool_member = f"[{contract.RUNTIME_NAMESPACE}/{contract.SCHEDULER_SERVICE_ACCOUNT.k8s_service_account}]"
+    proof = prove(_without(resources, lambda r: str(r.props.get("member", "")).endswith(scheduler_pool_member)),
+                  project)
+
+    assert len(proof.missing) == 1 and "the pods cannot act as it" in proof.missing[0]
+
+
+def test_a_grant_nobody_needs_fails(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    extra = Resource("gcp:projects/iAMMember:IAMMember", {
+        "project": project, "role": "roles/pubsub.publisher",
+        "member": f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(project)}",
+    })
+    proof = prove([*resources, extra], project)
+
+    assert proof.unused == ("gpu-runtime holds roles/pubsub.publisher on project, which no declared call needs",)
+
+
+def test_an_rbac_verb_taken_away_or_added_is_caught(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+
+    def with_lease_verbs(verbs: list[str]) -> list[Resource]:
+        changed = []
+        for resource in resources:
+            if resource.type == ROLE and resource.props["metadata"]["namespace"] == contract.RUNTIME_NAMESPACE:
+                rules = [{**rule, "verbs": verbs} if rule.get("resourceNames") else rule
+                         for rule in resource.props["rules"]]
+                resource = replace(resource, props={**resource.props, "rules": rules})
+            changed.append(resource)
+        return changed
+
+    taken = prove(with_lease_verbs(["get"]), project)
+    added = prove(with_lease_verbs(["get", "update", "delete"]), project)
+
+    assert [m.split(", needed by ")[0] for m in taken.missing] == [
+        f"('{contract.RUNTIME_NAMESPACE}', 'gpu-scheduler') may not update leases/{contract.LEADER_LEASE_NAME} "
+        f"in {contract.RUNTIME_NAMESPACE}"
+    ]
+    assert added.unused == (
+        f"Role {contract.RUNTIME_NAMESPACE}/gpu-scheduler-leader-election grants delete on leases "
+        "(coordination.k8s.io), which no declared call needs",
+    )
+    unbound = prove(_without(resources, lambda r: r.type == ROLE_BINDING), project)
+    assert len(unbound.missing) == len(cloud_calls.KUBE_CALLS)
+
+
+# --- the registry against the code -------------------------------------------------------------------
+
+
+def _function(site: str) -> ast.AST:
+    module_name, qualname = site.split(":")
+    obj: object = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return ast.parse(inspect.cleandoc("\n" + inspect.getsource(obj)))  # type: ignore[arg-type]
+
+
+def _client_calls(tree: ast.AST, receivers: tuple[str, ...]) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and ast.unparse(node.func.value) in receivers):
+            yield node.func.attr
+
+
+DECLARED = [(c.site, c.method) for c in (*cloud_calls.GCP_CALLS, *cloud_calls.KUBE_CALLS)]
+
+
+@pytest.mark.parametrize(("site", "method"), sorted(set(DECLARED)), ids=lambda v: v)
+def test_each_declared_site_makes_its_call(site: str, method: str) -> None:
+    receivers = cloud_calls.CLIENT_SITES[site.split(":")[0]]
+    assert method in set(_client_calls(_function(site), receivers))
+
+
+def _qualified_functions(module: object) -> Iterator[tuple[str, ast.AST]]:
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[str, ast.AST]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                yield from walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield f"{prefix}{child.name}", child
+
+    yield from walk(tree, "")
+
+
+@pytest.mark.parametrize("module_name", sorted(cloud_calls.CLIENT_SITES))
+def test_every_client_call_of_the_image_is_declared(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    found = {
+        (f"{module_name}:{qualname}", method)
+        for qualname, function in _qualified_functions(module)
+        for method in _client_calls(function, cloud_calls.CLIENT_SITES[module_name])
+    }
+    assert found, f"{module_name} calls no client: move it to NO_CLIENT_CALLS"
+    assert found <= set(DECLARED), f"undeclared cloud calls: {sorted(found - set(DECLARED))}"
+
+
+def _image_modules() -> Iterator[str]:
+    for package in IMAGE_PACKAGES:
+        yield package
+        path = REPO_ROOT.joinpath(*package.split("."))
+        for info in pkgutil.walk_packages([str(path)], prefix=f"{package}."):
+            yield info.name
+
+
+def _imports_cloud_library(module_name: str) -> bool:
+    spec = importlib.util.find_spec(module_name)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    return any(name == lib or name.startswith(f"{lib}.") for name in names for lib in CLOUD_LIBRARIES)
+
+
+def test_every_image_module_with_a_cloud_library_is_accounted_for() -> None:
+    with_library = {name for name in _image_modules() if _imports_cloud_library(name)}
+    accounted = set(cloud_calls.CLIENT_SITES) | set(cloud_calls.NO_CLIENT_CALLS)
+
+    assert with_library - accounted == set(), "declare their calls in components/cloud_calls.py"
+    assert accounted - with_library == set(), "stale entries in components/cloud_calls.py"
+
+
+def test_every_role_the_proof_relies_on_has_a_source() -> None:
+    granted = {role for spec in contract.SERVICE_ACCOUNTS for role in spec.roles}
+    granted |= {grant.role for grant in contract.SCOPED_GRANTS}
+    assert granted <= iam_permissions.ROLE_PERMISSIONS.keys()
+    assert all(iam_permissions.source_of(role).startswith(iam_permissions.REFERENCE)
+               for role in iam_permissions.ROLE_PERMISSIONS)
