@@ -8,9 +8,11 @@ import typer
 from rich.table import Table
 
 from runtime.cli.common import JsonOption, console, friendly_errors, print_json
+from runtime.emulator.brokers import Broker
 
 if TYPE_CHECKING:
-    from runtime.local.status import PlatformStatus
+    from runtime.local.status import MonitoringStatus, PlatformStatus
+    from runtime.monitoring.records import MonitoringInfo
 
 local_app = typer.Typer(help="Run the whole platform on this machine: emulator, scheduler, Dask.",
                         no_args_is_help=True)
@@ -30,35 +32,57 @@ def up(
     replicas: Annotated[int, typer.Option(
         min=1, max=4, help="Scheduler replicas; 2+ elect a leader on a shared lease file (ports after --port "
         "are free ones).")] = 1,
+    broker: Annotated[Broker, typer.Option(
+        help="Pub/Sub emulator: the project's own (builtin: time scaling, backlog metrics) or Google's "
+        "(official: needs gcloud's pubsub-emulator component and Java). See docs/emulator.md.")] = Broker.BUILTIN,
+    monitoring: Annotated[bool, typer.Option(
+        "--monitoring", help="Also run Prometheus (the project's alert rules) and Alertmanager, routing to a "
+        "recording receiver (`gpurt alerts list`).")] = False,
+    alert_time_scale: Annotated[float, typer.Option(
+        "--alert-time-scale", min=0.001, max=1.0, help="With --monitoring: multiply the rules' for: windows and "
+        "range vectors (1 = the cloud's timing; 0.02 turns 10 minutes into 12 s).")] = 1.0,
     as_json: JsonOption = False,
 ) -> None:
     """Start the emulator and the scheduler in the background and wait until they are ready."""
     from runtime.local import LocalConfig, LocalPlatform
 
     platform = LocalPlatform(config=LocalConfig(workers=workers, gpus=gpus, port=port, emulator_port=emulator_port,
-                                                   emulator_time_scale=time_scale, replicas=replicas))
+                                                   emulator_time_scale=time_scale, replicas=replicas,
+                                                   broker=broker,
+                                                   monitoring=monitoring, alert_time_scale=alert_time_scale))
     with console.status("starting the local platform…") as spinner:
         outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
     state = outcome.state
     if as_json:
         print_json({"already_running": outcome.already_running, "api_url": state.api_url,
                     "emulator_host": state.emulator_host, "project": state.project,
-                    "result_store": state.result_store, "state_dir": str(platform.directory)})
+                    "result_store": state.result_store, "state_dir": str(platform.directory),
+                    "monitoring": state.monitoring})
         return
     console.print("[green]already running[/]" if outcome.already_running else "[green]local platform is up[/]")
     table = Table(show_header=False, box=None)
     table.add_row("scheduler API", state.api_url)
-    table.add_row("Pub/Sub emulator", f"PUBSUB_EMULATOR_HOST={state.emulator_host}")
+    table.add_row(f"Pub/Sub emulator ({broker})", f"PUBSUB_EMULATOR_HOST={state.emulator_host}")
     table.add_row("project", state.project)
     table.add_row("result store", state.result_store)
     table.add_row("Dask workers", "scheduler default" if state.workers is None else str(state.workers))
     if len(state.schedulers()) > 1:
         table.add_row("replicas", ", ".join(f"{p.name} {p.api_url}" for p in state.schedulers()))
         table.add_row("leader lease", str(state.lease_file))
+    if state.monitoring is not None:
+        _monitoring_rows(table, state.monitoring)
     table.add_row("logs", str(platform.directory / "logs"))
     table.add_row("control token", f"in {platform.directory / 'state.json'} (mode 0600)")
     console.print(table)
     console.print("next: [bold]gpurt submit --type noop --wait[/]   stop: [bold]gpurt local down[/]")
+
+
+def _monitoring_rows(table: Table, info: MonitoringInfo | MonitoringStatus) -> None:
+    table.add_row("Prometheus UI", f"{info.prometheus_url}/alerts  (targets: {info.prometheus_url}/targets)")
+    table.add_row("Alertmanager", info.alertmanager_url)
+    scale = info.alert_time_scale
+    table.add_row("alert time scale", f"{scale:g}" + ("  (the cloud's timing)" if scale == 1 else
+                                                       f"  (a 10 min for: waits {600 * scale:g} s)"))
 
 
 @local_app.command("status")
@@ -111,6 +135,15 @@ def _print_status(report: PlatformStatus) -> None:
         for name, value in sorted(report.subscriptions.items()):
             subs.add_row(name, *(str(value.get(key, "-")) for key in ("undelivered", "outstanding", "dead_lettered")))
         console.print(subs)
+    if report.monitoring is not None:
+        mon = report.monitoring
+        table = Table(title="monitoring", show_header=False)
+        _monitoring_rows(table, mon)
+        table.add_row("scrape targets up", f"{mon.targets_up}/{mon.targets}")
+        table.add_row("alerts firing", ", ".join(mon.firing) or "none")
+        if mon.pending:
+            table.add_row("alerts pending", ", ".join(mon.pending))
+        console.print(table)
     for problem in report.problems:
         console.print(f"[red]problem:[/] {problem}")
 

@@ -15,12 +15,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from components.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
 from runtime.client.api import ApiClient, ApiError
 from runtime.client.pubsub import PubSubClients, make_clients
 from runtime.client.target import DEFAULT_PROJECT, EMULATOR_ENV, Target
+from runtime.emulator.brokers import Broker
 from runtime.local import processes
 from runtime.local.state import (
     FIRST_SCHEDULER,
@@ -32,6 +33,10 @@ from runtime.local.state import (
     save_state,
 )
 from runtime.local.status import PlatformStatus, collect_status
+from runtime.monitoring.config import ScrapeTargets
+
+if TYPE_CHECKING:
+    from runtime.monitoring.stack import Binaries
 
 EMULATOR: Final = "emulator"
 SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
@@ -43,6 +48,11 @@ DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habit
 READY_TIMEOUT_S: Final = 180.0
 EMULATOR_START_TIMEOUT_S: Final = 60.0
 DRAIN_TIMEOUT_S: Final = 120.0  # how long `down` waits for in-flight jobs before stopping anyway
+# Prometheus opens its TSDB and loads the rules in a second or two; a loaded machine gets ample slack.
+MONITORING_START_TIMEOUT_S: Final = 60.0
+MONITORING_DIR: Final = "monitoring"
+# The scheduler setting that places a replica's Dask dashboard (and its Prometheus /metrics).
+DASHBOARD_ENV: Final = "GPURT_DASK_DASHBOARD"
 STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
@@ -64,9 +74,13 @@ class LocalConfig:
     # Emulator-only: multiplies retry backoffs and retention, so a dead-letter drill (5 deliveries
     # with 10 s+ backoff) takes seconds. 1.0 is real Pub/Sub timing.
     emulator_time_scale: float = 1.0
+    broker: Broker = Broker.BUILTIN
     scheduler_env: Mapping[str, str] = field(default_factory=dict)  # extra scheduler settings
     ready_timeout_s: float = READY_TIMEOUT_S
     replicas: int = 1  # scheduler processes; more than one elect a leader on a shared lease file
+    monitoring: bool = False  # also run Prometheus, Alertmanager and the alert receiver
+    # Multiplies the alert rules' for: windows and range vectors (1: the cloud's timing; drills use less).
+    alert_time_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,8 @@ class LocalPlatform:
         existing = self.state
         if existing is not None:
             if all(processes.is_alive(p) for p in existing.processes) and _ready(existing):
+                if self.config.monitoring and existing.monitoring is None:
+                    existing = self.start_monitoring(self.config.alert_time_scale, on_step)
                 return UpResult(existing, already_running=True, created_topology=[])
             on_step("cleaning up a previous run that is no longer healthy")
             self._stop_all(existing)
@@ -156,15 +172,24 @@ class LocalPlatform:
             raise LocalPlatformError("--workers must be at least 1")
         if cfg.emulator_time_scale <= 0:
             raise LocalPlatformError("the emulator time scale must be positive")
+        if cfg.broker is Broker.OFFICIAL and cfg.emulator_time_scale != 1.0:
+            raise LocalPlatformError("--emulator-time-scale needs the builtin broker: the official emulator "
+                                     "runs in real time")
         if not 1 <= cfg.replicas <= MAX_REPLICAS:
             raise LocalPlatformError(f"--replicas must be between 1 and {MAX_REPLICAS}")
+        if not 0 < cfg.alert_time_scale <= 1:
+            raise LocalPlatformError("the alert time scale must be in (0, 1]: 1 is the cloud's timing, less is faster")
         self._check_port(cfg.port, "scheduler")
         self._check_port(cfg.emulator_port, "emulator")
-        # Every port left to us is picked in one go, so no two of them can be the same.
-        wanted = [cfg.port, cfg.emulator_port, 0] + [0] * (cfg.replicas - 1)
+        if cfg.monitoring:
+            _monitoring_binaries()  # before starting anything: a missing binary must not leave a half-up platform
+        # Every port left to us is picked in one go, so no two of them can be the same; each replica's Dask
+        # dashboard gets a known one too (its /metrics is a scrape target).
+        wanted = [cfg.port, cfg.emulator_port, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
         free = iter(processes.free_ports(cfg.host, wanted.count(0)))
-        first, emulator_port, admin_port, *others = [port or next(free) for port in wanted]
-        ports = [first, *others]
+        first, emulator_port, admin_port, *rest = [port or next(free) for port in wanted]
+        ports = [first, *rest[:cfg.replicas - 1]]
+        dashboards = rest[cfg.replicas - 1:]
         logs = self.directory / "logs"
         # A fresh store per `up`: job ids (the contract's probe above all) are answered once per store, so a
         # new session must not find the previous session's results. Old sessions stay on disk.
@@ -177,15 +202,14 @@ class LocalPlatform:
         if lease_file is not None:
             lease_file.unlink(missing_ok=True)  # a lease from an earlier run names holders that are gone
 
-        on_step(f"starting the Pub/Sub emulator on {emulator_host}")
-        emulator = processes.start_process(
-            EMULATOR,
-            [sys.executable, "-m", "runtime.emulator", "--host", cfg.host, "--port", str(emulator_port),
-             "--admin-port", str(admin_port), "--time-scale", str(cfg.emulator_time_scale)],
-            base_env, logs / "emulator.log")
+        on_step(f"starting the Pub/Sub emulator ({cfg.broker}) on {emulator_host}")
+        emulator = processes.start_process(EMULATOR, _emulator_command(cfg, emulator_port, admin_port), base_env,
+                                           logs / "emulator.log")
+        # Only the builtin has the admin view; without it the backlog and DLQ-depth metrics stay empty.
+        admin_url = f"http://{cfg.host}:{admin_port}" if cfg.broker is Broker.BUILTIN else None
         state = LocalState(
             project=cfg.project, api_url=_url(cfg.host, ports[0]), emulator_host=emulator_host,
-            emulator_admin_url=f"http://{cfg.host}:{admin_port}", control_token=token,
+            emulator_admin_url=admin_url, control_token=token,
             result_store=result_store, workers=cfg.workers, processes=[emulator], lease_file=lease_file)
         save_state(state, self.directory)
         self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
@@ -223,7 +247,7 @@ class LocalPlatform:
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
             # Replicas need distinct identities to tell each other apart on the lease.
             identity = {"GPURT_POD_NAME": f"local-{name}"} if lease_file is not None else {}
-            env = {**settings, "GPURT_PORT": str(port), **identity}
+            env = {**settings, "GPURT_PORT": str(port), DASHBOARD_ENV: f"{cfg.host}:{dashboards[index]}", **identity}
             record = processes.start_process(name, [sys.executable, "-m", "runtime.scheduler"], {**base_env, **env},
                                              logs / f"{name}.log", cwd=Path.cwd())
             schedulers.append(record.model_copy(update={"env": env, "cwd": Path.cwd(),
@@ -234,7 +258,43 @@ class LocalPlatform:
         on_step("waiting for the scheduler(s) to become ready")
         self._wait(lambda: _ready(state), cfg.ready_timeout_s, [emulator, *schedulers],
                    "the scheduler did not become ready")
+        if cfg.monitoring:
+            state = self.start_monitoring(cfg.alert_time_scale, on_step)
         return UpResult(state, already_running=False, created_topology=created)
+
+    def start_monitoring(self, alert_time_scale: float, on_step: Step = _no_step) -> LocalState:
+        """Start Prometheus, Alertmanager and the alert receiver on the running platform (replacing any).
+
+        The scrape targets are the platform's: every scheduler replica, each replica's Dask dashboard and
+        the emulator's admin port. Data stays in ``monitoring/`` across restarts of the stack.
+        """
+        from runtime.monitoring.stack import ready as monitoring_ready
+        from runtime.monitoring.stack import start_monitoring
+
+        binaries = _monitoring_binaries()
+        state = self.stop_monitoring()
+        host = self.config.host
+        ports = processes.free_ports(host, 3)
+        on_step(f"starting Prometheus and Alertmanager (alert time scale {alert_time_scale:g})")
+        info, records = start_monitoring(self.directory / MONITORING_DIR, scrape_targets(state), alert_time_scale,
+                                         host, (ports[0], ports[1], ports[2]), _base_env(), binaries)
+        state = state.model_copy(update={"processes": [*state.processes, *records], "monitoring": info})
+        save_state(state, self.directory)
+        self._wait(lambda: monitoring_ready(info), MONITORING_START_TIMEOUT_S, records,
+                   "monitoring did not become ready")
+        return state
+
+    def stop_monitoring(self, grace_s: float = STOP_GRACE_S) -> LocalState:
+        """Stop the monitoring processes of the running platform (if any) and forget them; returns the state."""
+        from runtime.monitoring.stack import PROCESS_NAMES
+
+        state = self.running_state()
+        for record in reversed([p for p in state.processes if p.name in PROCESS_NAMES]):
+            processes.stop_process(record, grace_s)
+        state = state.model_copy(update={"processes": [p for p in state.processes if p.name not in PROCESS_NAMES],
+                                         "monitoring": None})
+        save_state(state, self.directory)
+        return state
 
     def restart_scheduler(self, on_step: Step = _no_step, drain_timeout_s: float = DRAIN_TIMEOUT_S,
                           grace_s: float = STOP_GRACE_S, names: Collection[str] | None = None) -> list[Restarted]:
@@ -357,6 +417,45 @@ class LocalPlatform:
 
 def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
+
+
+def _monitoring_binaries() -> Binaries:
+    from runtime.monitoring.stack import MonitoringUnavailable, find_binaries
+
+    try:
+        return find_binaries()
+    except MonitoringUnavailable as exc:
+        raise LocalPlatformError(f"monitoring needs Prometheus and Alertmanager: {exc}") from None
+
+
+def scrape_targets(state: LocalState) -> ScrapeTargets:
+    """The platform's ``/metrics`` endpoints: scheduler replicas, their Dask dashboards, the emulator's admin port."""
+    replicas = state.schedulers()
+    return ScrapeTargets(
+        schedulers=tuple(_host_port(r.api_url) for r in replicas if r.api_url),
+        dask=tuple(r.env[DASHBOARD_ENV] for r in replicas if r.env.get(DASHBOARD_ENV)),
+        emulator=(_host_port(state.emulator_admin_url),) if state.emulator_admin_url else ())
+
+
+def _host_port(url: str) -> str:
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+def _emulator_command(cfg: LocalConfig, port: int, admin_port: int) -> list[str]:
+    """The command line of the configured broker on ``cfg.host:port``."""
+    if cfg.broker is Broker.BUILTIN:
+        return [sys.executable, "-m", "runtime.emulator", "--host", cfg.host, "--port", str(port),
+                "--admin-port", str(admin_port), "--time-scale", str(cfg.emulator_time_scale)]
+    from runtime.emulator.official import OfficialEmulatorError, find_official_emulator
+
+    try:
+        official = find_official_emulator()
+    except OfficialEmulatorError as error:
+        raise LocalPlatformError(str(error)) from error
+    if official is None:
+        raise LocalPlatformError("--broker official needs the gcloud CLI with its Pub/Sub emulator component and "
+                                 "Java; without them use the builtin broker (the default)")
+    return official.command(cfg.host, port)
 
 
 def _base_env() -> dict[str, str]:

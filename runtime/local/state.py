@@ -16,6 +16,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from runtime.monitoring.records import MonitoringInfo
+
 # The first scheduler replica's name; state files written before replicas existed know only it.
 FIRST_SCHEDULER: Final = "scheduler"
 # Overrides where the local platform keeps its state and logs (default: ./.gpurt/local).
@@ -56,6 +58,7 @@ class LocalState(BaseModel):
     workers: int | None = Field(None, description="Requested Dask workers; None: the scheduler's default.")
     processes: list[ProcessRecord]
     lease_file: Path | None = Field(None, description="The replicas' shared leader lease; None: one replica.")
+    monitoring: MonitoringInfo | None = Field(None, description="Prometheus and Alertmanager; None: not started.")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @model_validator(mode="before")

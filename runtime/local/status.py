@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from runtime.client.api import ApiClient, ApiError, Pool
 from runtime.local import processes
 from runtime.local.state import LocalState
+from runtime.monitoring.records import MonitoringInfo
 
 STATS_TIMEOUT_S = 2.0  # the emulator's admin view is local and instant; longer means it is stuck
 
@@ -22,6 +23,18 @@ class ProcessStatus(BaseModel):
     pid: int
     alive: bool
     log_path: Path
+
+
+class MonitoringStatus(BaseModel):
+    """Prometheus and Alertmanager of the platform, as Prometheus sees its targets and alerts."""
+
+    prometheus_url: str  # the Prometheus UI: /alerts, /targets, /graph
+    alertmanager_url: str
+    alert_time_scale: float
+    targets_up: int = 0
+    targets: int = 0
+    firing: list[str] = []  # alert names firing now
+    pending: list[str] = []
 
 
 class PlatformStatus(BaseModel):
@@ -37,6 +50,7 @@ class PlatformStatus(BaseModel):
     scheduler: dict[str, Any] = {}
     pools: list[Pool] = []
     subscriptions: dict[str, dict[str, Any]] = {}  # emulator admin view: backlog, outstanding, dead-lettered
+    monitoring: MonitoringStatus | None = None  # None: started without --monitoring
     problems: list[str] = []
 
 
@@ -67,7 +81,29 @@ def collect_status(state: LocalState | None, directory: Path) -> PlatformStatus:
             status.subscriptions = _emulator_stats(state.emulator_admin_url)
         except (httpx.HTTPError, ValueError) as exc:
             status.problems.append(f"emulator admin view unreachable: {exc}")
+    if state.monitoring is not None:
+        status.monitoring = _monitoring_status(state.monitoring, status.problems)
     return status
+
+
+def _monitoring_status(info: MonitoringInfo, problems: list[str]) -> MonitoringStatus:
+    from runtime.monitoring.prometheus_api import PrometheusApi, PrometheusError
+
+    found = MonitoringStatus(prometheus_url=info.prometheus_url, alertmanager_url=info.alertmanager_url,
+                             alert_time_scale=info.alert_time_scale)
+    with PrometheusApi(info.prometheus_url, httpx.Client(timeout=STATS_TIMEOUT_S)) as api:
+        try:
+            targets = api.targets()
+            alerts = api.alerts()
+        except PrometheusError as exc:
+            problems.append(str(exc))
+            return found
+    found.targets, found.targets_up = len(targets), sum(t.health == "up" for t in targets)
+    found.firing = sorted({a.name for a in alerts if a.state == "firing"})
+    found.pending = sorted({a.name for a in alerts if a.state == "pending"})
+    problems.extend(f"scrape target {t.url} ({t.job}) is down: {t.last_error}" for t in targets
+                    if t.health == "down")
+    return found
 
 
 def subscription_stats(admin_url: str, subscription: str) -> dict[str, Any]:
