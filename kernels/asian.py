@@ -16,7 +16,7 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels import estimators
+from kernels import estimators, path_greeks
 from kernels.closed_form import geometric_asian
 from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
@@ -141,12 +141,16 @@ def kernel_for(steps: int) -> BlockKernel:
 def kernel_args(p: AsianOptionParams, n_paths: int) -> tuple[Any, ...]:
     """The scalar arguments both implementations take after ``(out, first_block)``."""
     dt = p.maturity / p.steps
-    call = p.kind is OptionKind.CALL
-    geometric = geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps, call)
     f32 = np.float32  # per-path math is single precision (log-prices relative to spot); sums are double
     return (np.int64(n_paths), np.int64(p.seed), np.int64(p.steps), f32(p.spot),
-            f32((p.rate - 0.5 * p.volatility**2) * dt), f32(p.volatility * math.sqrt(dt)), f32(p.strike), call,
-            f32(math.exp(-p.rate * p.maturity)), f32(geometric))
+            f32((p.rate - p.dividend_yield - 0.5 * p.volatility**2) * dt), f32(p.volatility * math.sqrt(dt)),
+            f32(p.strike), p.kind is OptionKind.CALL, f32(math.exp(-p.rate * p.maturity)), f32(_geometric(p)))
+
+
+def _geometric(p: AsianOptionParams) -> float:
+    """The control's known mean: the geometric-average option's closed-form price."""
+    return geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps, p.kind is OptionKind.CALL,
+                           p.dividend_yield)
 
 
 def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
@@ -155,8 +159,15 @@ def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
     n_blocks = -(-n_paths // PATHS_PER_BLOCK)
     args = kernel_args(p, n_paths)
     sums = sum_blocks(kernel_for(p.steps), n_blocks, args, device, ctx)
-    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate)
+    # x = D (G - K)^+ - price: float32 terms of the size of the discounted strike and of the geometric average
+    discounted_strike = p.strike * math.exp(-p.rate * p.maturity)
+    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
+                                    control_scale=2.0 * (_geometric(p) + discounted_strike))
     summary = {**estimate.as_dict(), "paths": n_paths, "steps": p.steps, "path_steps": n_paths * p.steps,
-               "geometric_closed_form": geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps,
-                                                        p.kind is OptionKind.CALL)}
+               "geometric_closed_form": _geometric(p)}
+    if p.greeks:
+        summary["greeks"] = path_greeks.estimate(
+            n_paths, p.seed, p.steps, False, spot=p.spot, strike=p.strike, rate=p.rate,
+            dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity,
+            call=p.kind is OptionKind.CALL, requested=p.greeks, confidence=p.confidence, device=device, ctx=ctx)
     return KernelResult(summary=summary, paths=n_paths)

@@ -13,7 +13,14 @@ from typing import Any, Final
 import numpy as np
 
 from kernels.closed_form import geometric_asian
-from kernels.params import AsianOptionParams, EuropeanOptionParams, OptionKind, PortfolioVarParams, RandomWalkParams
+from kernels.params import (
+    TRADING_DAYS_PER_YEAR,
+    AsianOptionParams,
+    EuropeanOptionParams,
+    OptionKind,
+    PortfolioVarParams,
+    RandomWalkParams,
+)
 
 # Random numbers per chunk. NumPy: 512 kB of float64 stays in cache, its best case. cupy: 512 MB, so
 # each kernel launch has work enough to fill a GPU and launch overhead vanishes.
@@ -39,14 +46,15 @@ def european(xp: Any, p: EuropeanOptionParams) -> np.ndarray:
     """Sums (y, y^2, x, x^2, xy) of antithetic pairs, as the European kernel returns them."""
     rng = xp.random.default_rng(p.seed)
     call = p.kind is OptionKind.CALL
-    forward = p.spot * math.exp((p.rate - 0.5 * p.volatility**2) * p.maturity)
+    forward = p.spot * math.exp((p.rate - p.dividend_yield - 0.5 * p.volatility**2) * p.maturity)
     vol_sqrt_t, discount = p.volatility * math.sqrt(p.maturity), math.exp(-p.rate * p.maturity)
+    control_mean = p.spot * math.exp(-p.dividend_yield * p.maturity)
     sums = np.zeros(5)
     for n in _chunks(xp, -(-p.paths // 2), 1):
         growth = xp.exp(vol_sqrt_t * rng.standard_normal(n))
         up, down = forward * growth, forward / growth
         y = 0.5 * discount * (_payoff(xp, up, p.strike, call) + _payoff(xp, down, p.strike, call))
-        sums += _moment_sums(xp, y, 0.5 * discount * (up + down) - p.spot)
+        sums += _moment_sums(xp, y, 0.5 * discount * (up + down) - control_mean)
     return sums
 
 
@@ -55,9 +63,9 @@ def asian(xp: Any, p: AsianOptionParams) -> np.ndarray:
     rng = xp.random.default_rng(p.seed)
     call = p.kind is OptionKind.CALL
     dt = p.maturity / p.steps
-    drift, vol = (p.rate - 0.5 * p.volatility**2) * dt, p.volatility * math.sqrt(dt)
+    drift, vol = (p.rate - p.dividend_yield - 0.5 * p.volatility**2) * dt, p.volatility * math.sqrt(dt)
     discount = math.exp(-p.rate * p.maturity)
-    geometric = geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps, call)
+    geometric = geometric_asian(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.steps, call, p.dividend_yield)
     sums = np.zeros(5)
     for n in _chunks(xp, p.paths, p.steps):
         log_paths = math.log(p.spot) + xp.cumsum(drift + vol * rng.standard_normal((n, p.steps)), axis=1)
@@ -79,7 +87,6 @@ def random_walk(xp: Any, p: RandomWalkParams) -> np.ndarray:
 
 def portfolio_var(xp: Any, p: PortfolioVarParams) -> Any:
     """Losses per scenario, correlated by the Cholesky factor, then the kernel's own VaR/CVaR summary."""
-    from kernels.portfolio_var import TRADING_DAYS_PER_YEAR
     from kernels.risk import summarise
 
     rng = xp.random.default_rng(p.seed)
@@ -91,7 +98,7 @@ def portfolio_var(xp: Any, p: PortfolioVarParams) -> Any:
     parts = []
     for n in _chunks(xp, p.paths, n_assets):
         shocks = (rng.standard_normal((n, n_assets)) @ chol.T) * scale
-        pnl = shocks @ exposures if p.revaluation == "linear" else xp.expm1(shocks) @ exposures
+        pnl = shocks @ exposures if p.revaluation == "linear" else xp.expm1(shocks - 0.5 * scale**2) @ exposures
         losses = -pnl
         parts.append(losses.get() if hasattr(losses, "get") else losses)
     return summarise(np.concatenate(parts), p.confidence)

@@ -77,7 +77,7 @@ def run_command(
     result = JobResult(
         job_id=request.job_id, type=request.type, status=JobStatus.SUCCEEDED, result=out.summary,
         metrics=JobMetrics(run_s=out.elapsed_s, device=out.device,
-                           paths_per_s=out.paths / out.elapsed_s if out.paths and out.elapsed_s else None),
+                           paths_per_s=out.paths_per_s),
         artifacts=stored,
     )
     typer.echo(result.model_dump_json(indent=2))

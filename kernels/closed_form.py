@@ -1,5 +1,5 @@
 """Closed forms the kernels are checked against: Black-Scholes, the discretely monitored geometric
-Asian option, and parametric VaR/CVaR of a linear portfolio under normal shocks.
+Asian option, and delta-normal VaR/CVaR (exact for a linear portfolio under normal shocks).
 """
 
 from __future__ import annotations
@@ -25,23 +25,25 @@ def _discounted_lognormal_option(log_mean: float, log_var: float, strike: float,
 
 
 def black_scholes(
-    spot: float, strike: float, rate: float, volatility: float, maturity: float, call: bool = True
+    spot: float, strike: float, rate: float, volatility: float, maturity: float, call: bool = True,
+    dividend_yield: float = 0.0,
 ) -> float:
-    """Black-Scholes price of a European call (or put) on a non-dividend-paying asset."""
-    log_mean = math.log(spot) + (rate - 0.5 * volatility**2) * maturity
+    """Black-Scholes(-Merton) price of a European call (or put) on an asset with a continuous dividend yield."""
+    log_mean = math.log(spot) + (rate - dividend_yield - 0.5 * volatility**2) * maturity
     return _discounted_lognormal_option(log_mean, volatility**2 * maturity, strike, math.exp(-rate * maturity), call)
 
 
 def geometric_asian(
-    spot: float, strike: float, rate: float, volatility: float, maturity: float, steps: int, call: bool = True
+    spot: float, strike: float, rate: float, volatility: float, maturity: float, steps: int, call: bool = True,
+    dividend_yield: float = 0.0,
 ) -> float:
     """Price of an option on the geometric average of the ``steps`` prices at ``T*j/steps``, j = 1..steps.
 
-    The log of that average is normal with mean ``log S + (r - s^2/2) T (m+1)/(2m)`` and variance
+    The log of that average is normal with mean ``log S + (r - q - s^2/2) T (m+1)/(2m)`` and variance
     ``s^2 T (m+1)(2m+1)/(6 m^2)``.
     """
     m = steps
-    log_mean = math.log(spot) + (rate - 0.5 * volatility**2) * maturity * (m + 1) / (2 * m)
+    log_mean = math.log(spot) + (rate - dividend_yield - 0.5 * volatility**2) * maturity * (m + 1) / (2 * m)
     log_var = volatility**2 * maturity * (m + 1) * (2 * m + 1) / (6 * m * m)
     return _discounted_lognormal_option(log_mean, log_var, strike, math.exp(-rate * maturity), call)
 
@@ -55,8 +57,11 @@ class ParametricRisk:
     loss_std: float
 
 
-def parametric_var(exposures: np.ndarray, covariance: np.ndarray, confidence: float) -> ParametricRisk:
-    """VaR/CVaR of the loss ``-exposures . shocks`` with ``shocks ~ Normal(0, covariance)``."""
+def delta_normal_var(exposures: np.ndarray, covariance: np.ndarray, confidence: float) -> ParametricRisk:
+    """Delta-normal VaR/CVaR: of the loss ``-exposures . shocks`` with ``shocks ~ Normal(0, covariance)``.
+
+    Exact for linear revaluation; for full revaluation it is the first-order (delta) approximation.
+    """
     sd = math.sqrt(float(exposures @ covariance @ exposures))
     z = _N.inv_cdf(confidence)
     return ParametricRisk(var=z * sd, cvar=sd * _N.pdf(z) / (1.0 - confidence), loss_std=sd)

@@ -18,7 +18,7 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels import estimators
+from kernels import estimators, path_greeks
 from kernels.closed_form import black_scholes
 from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
@@ -137,10 +137,16 @@ KERNEL: Final = BlockKernel(
 
 def kernel_args(p: EuropeanOptionParams, n_samples: int) -> tuple[Any, ...]:
     """The scalar arguments both implementations take after ``(out, first_block)``."""
-    forward = p.spot * math.exp((p.rate - 0.5 * p.volatility**2) * p.maturity)
+    forward = p.spot * math.exp((p.rate - p.dividend_yield - 0.5 * p.volatility**2) * p.maturity)
     f32 = np.float32  # per-path math is single precision; the sums are double
+    # the control's known mean: E[e^{-rT} S_T] = S_0 e^{-qT}
     return (np.int64(n_samples), np.int64(p.seed), f32(forward), f32(p.volatility * math.sqrt(p.maturity)),
-            f32(p.strike), f32(math.exp(-p.rate * p.maturity)), f32(p.spot), p.kind is OptionKind.CALL, p.antithetic)
+            f32(p.strike), f32(math.exp(-p.rate * p.maturity)), f32(_discounted_forward(p)),
+            p.kind is OptionKind.CALL, p.antithetic)
+
+
+def _discounted_forward(p: EuropeanOptionParams) -> float:
+    return p.spot * math.exp(-p.dividend_yield * p.maturity)
 
 
 def samples_for(p: EuropeanOptionParams) -> int:
@@ -153,8 +159,16 @@ def run(p: EuropeanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     n_samples = max(samples_for(p), 3)
     n_blocks = -(-n_samples // SAMPLES_PER_BLOCK)
     sums = sum_blocks(KERNEL, n_blocks, kernel_args(p, n_samples), device, ctx)
-    estimate = estimators.from_sums(sums, n_samples, control_variate=p.control_variate)
+    # x = e^{-rT} S_T - S_0 e^{-qT}: two float32 terms of about the discounted forward each
+    estimate = estimators.from_sums(sums, n_samples, control_variate=p.control_variate, confidence=p.confidence,
+                                    control_scale=2.0 * _discounted_forward(p))
     paths = 2 * n_samples if p.antithetic else n_samples
-    reference = black_scholes(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.kind is OptionKind.CALL)
+    call = p.kind is OptionKind.CALL
+    reference = black_scholes(p.spot, p.strike, p.rate, p.volatility, p.maturity, call, p.dividend_yield)
     summary = {**estimate.as_dict(), "paths": paths, "closed_form": reference}
+    if p.greeks:
+        summary["greeks"] = path_greeks.estimate(
+            n_samples, p.seed, 1, p.antithetic, spot=p.spot, strike=p.strike, rate=p.rate,
+            dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity, call=call,
+            requested=p.greeks, confidence=p.confidence, device=device, ctx=ctx)
     return KernelResult(summary=summary, paths=paths)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -39,8 +39,16 @@ class JobOutput:
     summary: dict[str, Any]
     artifacts: dict[str, bytes] = field(default_factory=dict)
     device: str = "cpu"
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # wall time: load plus kernel
     paths: int = 0
+    kernel_s: float = 0.0  # the kernel's work alone, after imports and the compile or cache load
+    load_s: float = 0.0  # imports, device set-up, numba cache load or JIT compile
+
+    @property
+    def paths_per_s(self) -> float | None:
+        """Paths per second of kernel time (wall time for outputs that do not say their kernel time)."""
+        seconds = self.kernel_s or self.elapsed_s
+        return self.paths / seconds if self.paths and seconds > 0 else None
 
 
 def run_job(
@@ -69,10 +77,16 @@ def run_job(
     used = resolve_device(device)
     module = importlib.import_module(_KERNEL_MODULES[kind])
     result = module.run(validated, used, ctx)
-    elapsed = time.perf_counter() - started
+    finished = time.perf_counter()
     ctx.progress(1.0)
-    summary = {**result.summary, "device": used, "elapsed_s": elapsed, "paths_per_s": result.paths / elapsed}
-    return JobOutput(summary=summary, artifacts=result.artifacts, device=used, elapsed_s=elapsed, paths=result.paths)
+    warm_at = ctx.clock.warm_at if ctx.clock.warm_at is not None else started
+    out = JobOutput(summary={}, artifacts=result.artifacts, device=used, elapsed_s=finished - started,
+                    paths=result.paths, kernel_s=finished - warm_at, load_s=warm_at - started)
+    # the resolved params (defaults filled in, seed included) make a result reproducible from itself
+    summary = {**result.summary, "device": used, "elapsed_s": out.elapsed_s, "load_s": out.load_s,
+               "kernel_s": out.kernel_s, "paths_per_s": out.paths_per_s,
+               "params": validated.model_dump(mode="json")}
+    return replace(out, summary=summary)
 
 
 def _validate(kind: JobType, params: Mapping[str, Any] | BaseModel | None) -> JobParams:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.chunks import run_blocks
+from kernels.chunks import run_blocks, warm_up
 from kernels.context import RunContext
 from kernels.device import CPU
 
@@ -49,6 +49,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
             kernel.cpu(out, start, *args_for(start, count))
             return out
 
+        warm_up(compute_cpu, ctx)
         return run_blocks(n_blocks, kernel.width, kernel.cpu_chunk_blocks, compute_cpu, ctx)
 
     from kernels import gpu
@@ -62,6 +63,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
 
     chunk = gpu.budget_blocks(kernel.width * np.dtype(np.float64).itemsize, kernel.gpu_chunk_blocks)
     try:
+        warm_up(compute_gpu, ctx)
         return run_blocks(n_blocks, kernel.width, chunk, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()

@@ -22,6 +22,8 @@ MAX_SLEEP_S: Final = 3_600.0
 MAX_VAR_PATHS: Final = 25_000_000
 # Below this a tail quantile and its interval are not worth reporting.
 MIN_VAR_PATHS: Final = 100
+# VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
+TRADING_DAYS_PER_YEAR: Final = 252
 
 
 class JobType(StrEnum):
@@ -51,12 +53,18 @@ class NoopParams(_Params):
     )
 
 
+Confidence = Annotated[float, Field(ge=0.5, le=0.9999, description=(
+    "Two-sided confidence of the reported interval (ci_low, ci_high)."))]
+DEFAULT_CONFIDENCE: Final = 0.99  # the accuracy SLO is stated at 99%
+
+
 class RandomWalkParams(_Params):
     """Seed 001's random walk: each path averages ``steps`` standard normal increments."""
 
     paths: Paths = 1_000_000
     steps: int = Field(1_000, ge=1, le=MAX_STEPS)
     seed: Seed = 42
+    confidence: Confidence = DEFAULT_CONFIDENCE
 
     @model_validator(mode="after")
     def _bounded_work(self) -> RandomWalkParams:
@@ -69,16 +77,39 @@ class OptionKind(StrEnum):
     PUT = "put"
 
 
+class Greek(StrEnum):
+    """Sensitivities a job can ask for: to spot (delta, gamma), volatility, rate, and time (theta, per year)."""
+
+    DELTA = "delta"
+    GAMMA = "gamma"
+    VEGA = "vega"
+    RHO = "rho"
+    THETA = "theta"
+
+
+Greeks = Annotated[list[Greek], Field(max_length=len(Greek), description=(
+    "Greeks to estimate with the price, each with its standard error (see docs/kernels.md for the method)."))]
+
+
 class _OptionParams(_Params):
     spot: float = Field(100.0, gt=0, le=1e9)
     strike: float = Field(100.0, gt=0, le=1e9)
     rate: float = Field(0.05, ge=-1.0, le=1.0, description="Continuously compounded risk-free rate.")
+    dividend_yield: float = Field(0.0, ge=-1.0, le=1.0, description="Continuous dividend (or repo) yield.")
     volatility: float = Field(0.2, gt=0, le=5.0, description="Annualised lognormal volatility.")
     maturity: float = Field(1.0, gt=0, le=100.0, description="Years to expiry.")
     kind: OptionKind = OptionKind.CALL
     paths: Paths = 1_000_000
     seed: Seed = 42
     control_variate: bool = True
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    greeks: Greeks = []
+
+    @model_validator(mode="after")
+    def _distinct_greeks(self) -> _OptionParams:
+        if len(set(self.greeks)) != len(self.greeks):
+            raise ValueError("greeks must not repeat")
+        return self
 
 
 class EuropeanOptionParams(_OptionParams):
@@ -101,15 +132,19 @@ class AsianOptionParams(_OptionParams):
 class PortfolioVarParams(_Params):
     """Value at risk of a portfolio of lognormal assets with correlated normal log-return shocks.
 
-    ``exposures`` are position values today; ``revaluation`` ``linear`` uses P&L = sum(exposure * shock)
-    (the case with a closed form), ``full`` reprices each position as exposure * (exp(shock) - 1).
+    ``exposures`` are position values today; a shock is the log-return ``vol sqrt(h/252) x - vol^2 h/504``
+    over ``h`` trading days (drift-corrected so that each price is a martingale: expected P&L zero).
+    ``revaluation`` ``linear`` uses P&L = sum(exposure * vol sqrt(h/252) x) (delta-normal, the case with a
+    closed form), ``full`` reprices each position as exposure * (exp(shock) - 1).
     """
 
     exposures: list[float] = Field(min_length=1, max_length=MAX_ASSETS)
     volatilities: list[float] = Field(min_length=1, max_length=MAX_ASSETS, description="Annualised.")
     correlation: list[list[float]] | None = Field(None, description="Defaults to the identity.")
-    horizon_days: float = Field(1.0, gt=0, le=365.0)
-    confidence: float = Field(0.99, gt=0.5, lt=1.0)
+    horizon_days: float = Field(1.0, gt=0, le=TRADING_DAYS_PER_YEAR, description=(
+        f"Trading days (volatilities scale with sqrt(days / {TRADING_DAYS_PER_YEAR:g})), at most one year."))
+    confidence: float = Field(0.99, gt=0.5, lt=1.0, description="VaR/CVaR level: the loss quantile reported.")
+    interval_confidence: Confidence = DEFAULT_CONFIDENCE
     revaluation: Literal["linear", "full"] = "linear"
     paths: Paths = 1_000_000
     seed: Seed = 42

@@ -2,9 +2,11 @@
 
 Scenario ``s`` draws one standard normal per asset (counter = (scenario group, asset)) and correlates
 them with the Cholesky factor ``L`` of the correlation matrix: ``x = L z``; asset ``a``'s shock is
-``vol_a * sqrt(horizon / 252) * x_a``. Linear revaluation loses ``-sum_a e_a shock_a`` (computed as
-``-sum_b c_b z_b`` with ``c = L^T (e * scale)``, no matrix product per scenario); full revaluation
-reprices every position: ``-sum_a e_a (exp(shock_a) - 1)``. VaR and CVaR need the whole loss
+``vol_a * sqrt(horizon / 252) * x_a`` (horizons are trading days). Linear (delta-normal) revaluation loses
+``-sum_a e_a shock_a`` (computed as ``-sum_b c_b z_b`` with ``c = L^T (e * scale)``, no matrix product per
+scenario); full revaluation reprices every position along a lognormal price with no drift,
+``-sum_a e_a (exp(shock_a - scale_a^2 / 2) - 1)``: the ``-scale^2/2`` correction makes each price a
+martingale, so the expected P&L is zero under both revaluations. VaR and CVaR need the whole loss
 distribution, so this kernel writes one loss per scenario; chunks are copied back into one host array.
 """
 
@@ -18,15 +20,14 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels.chunks import run_chunks
-from kernels.closed_form import parametric_var
+from kernels.chunks import run_chunks, warm_up
+from kernels.closed_form import delta_normal_var
 from kernels.context import KernelResult, RunContext
 from kernels.device import CPU
-from kernels.params import MAX_ASSETS, PortfolioVarParams
+from kernels.params import MAX_ASSETS, TRADING_DAYS_PER_YEAR, PortfolioVarParams
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.risk import summarise
 
-TRADING_DAYS_PER_YEAR: Final = 252.0  # volatilities are annualised; shocks scale with sqrt(days / 252)
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 scenarios) per GPU thread
 SCENARIOS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_DRAWS: Final = 2**22  # scenarios x assets per chunk
@@ -34,7 +35,7 @@ GPU_CHUNK_DRAWS: Final = 2**31
 
 
 @register_jitable
-def scenario_losses(group, seed, n_assets, chol, scale, exposures, coeffs, full, z):  # type: ignore[no-untyped-def]
+def scenario_losses(group, seed, n_assets, chol, scale, drift, exposures, coeffs, full, z):  # type: ignore[no-untyped-def]
     """Losses of the four scenarios of ``group``; ``z`` is (4, >= n_assets) scratch for full revaluation."""
     l0 = l1 = l2 = l3 = 0.0
     for b in range(n_assets):
@@ -57,10 +58,10 @@ def scenario_losses(group, seed, n_assets, chol, scale, exposures, coeffs, full,
                 x1 += chol[a, b] * z[1, b]
                 x2 += chol[a, b] * z[2, b]
                 x3 += chol[a, b] * z[3, b]
-            l0 -= exposures[a] * (math.exp(scale[a] * x0) - 1.0)
-            l1 -= exposures[a] * (math.exp(scale[a] * x1) - 1.0)
-            l2 -= exposures[a] * (math.exp(scale[a] * x2) - 1.0)
-            l3 -= exposures[a] * (math.exp(scale[a] * x3) - 1.0)
+            l0 -= exposures[a] * (math.exp(scale[a] * x0 + drift[a]) - 1.0)
+            l1 -= exposures[a] * (math.exp(scale[a] * x1 + drift[a]) - 1.0)
+            l2 -= exposures[a] * (math.exp(scale[a] * x2 + drift[a]) - 1.0)
+            l3 -= exposures[a] * (math.exp(scale[a] * x3 + drift[a]) - 1.0)
     return l0, l1, l2, l3
 
 
@@ -75,8 +76,8 @@ def _store(losses, first_group, group, values, n_scenarios):  # type: ignore[no-
 
 
 @njit(parallel=True, cache=True)
-def _cpu_chunk(losses, first_block, n_blocks, n_scenarios, seed, chol, scale, exposures, coeffs,  # type: ignore[no-untyped-def]
-               full):
+def _cpu_chunk(losses, first_block, n_blocks, n_scenarios, seed, chol, scale, drift, exposures,  # type: ignore[no-untyped-def]
+               coeffs, full):
     first_group = first_block * GROUPS_PER_BLOCK
     n_assets = exposures.shape[0]
     for b in prange(n_blocks):
@@ -84,7 +85,7 @@ def _cpu_chunk(losses, first_block, n_blocks, n_scenarios, seed, chol, scale, ex
         for i in range(GROUPS_PER_BLOCK):
             group = first_group + b * GROUPS_PER_BLOCK + i
             if group * NORMALS_PER_DRAW < n_scenarios:
-                values = scenario_losses(group, seed, n_assets, chol, scale, exposures, coeffs, full, z)
+                values = scenario_losses(group, seed, n_assets, chol, scale, drift, exposures, coeffs, full, z)
                 _store(losses, first_group, group, values, n_scenarios)
 
 
@@ -97,13 +98,14 @@ def _cuda_kernel() -> Any:
     per_thread = GROUPS_PER_BLOCK // THREADS
 
     @cuda.jit
-    def kernel(losses, first_block, n_scenarios, seed, chol, scale, exposures, coeffs, full):  # type: ignore[no-untyped-def]
+    def kernel(losses, first_block, n_scenarios, seed, chol, scale, drift, exposures, coeffs, full):  # type: ignore[no-untyped-def]
         z = cuda.local.array((NORMALS_PER_DRAW, MAX_ASSETS), float64)
         first_group = first_block * GROUPS_PER_BLOCK
         for i in range(per_thread):
             group = first_group + cuda.blockIdx.x * GROUPS_PER_BLOCK + i * THREADS + cuda.threadIdx.x
             if group * NORMALS_PER_DRAW < n_scenarios:
-                values = scenario_losses(group, seed, exposures.shape[0], chol, scale, exposures, coeffs, full, z)
+                values = scenario_losses(group, seed, exposures.shape[0], chol, scale, drift, exposures, coeffs, full,
+                                         z)
                 _store(losses, first_group, group, values, n_scenarios)
 
     return kernel
@@ -117,6 +119,7 @@ class _Model:
         correlation = np.asarray(p.correlation, dtype=np.float64) if p.correlation is not None else np.eye(n)
         self.exposures = np.asarray(p.exposures, dtype=np.float64)
         self.scale = np.asarray(p.volatilities, dtype=np.float64) * math.sqrt(p.horizon_days / TRADING_DAYS_PER_YEAR)
+        self.drift = -0.5 * self.scale**2  # log-return drift that makes exp(shock) a martingale
         self.chol = np.linalg.cholesky(correlation)
         self.coeffs = self.chol.T @ (self.exposures * self.scale)
         self.covariance = np.outer(self.scale, self.scale) * correlation
@@ -129,7 +132,8 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
     losses = np.empty(n, dtype=np.float64)
     n_blocks = -(-n // SCENARIOS_PER_BLOCK)
     draws_per_block = SCENARIOS_PER_BLOCK * len(p.exposures)
-    args = (np.int64(n), np.int64(p.seed), model.chol, model.scale, model.exposures, model.coeffs, model.full)
+    args = (np.int64(n), np.int64(p.seed), model.chol, model.scale, model.drift, model.exposures, model.coeffs,
+            model.full)
 
     def keep(start: int, chunk: np.ndarray) -> None:
         first = start * SCENARIOS_PER_BLOCK
@@ -145,6 +149,7 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
             _cpu_chunk(chunk, np.int64(start), np.int64(count), *args)
             keep(start, chunk)
 
+        warm_up(compute_cpu, ctx)
         run_chunks(n_blocks, max(1, CPU_CHUNK_DRAWS // draws_per_block), compute_cpu, ctx)
         return losses
 
@@ -160,6 +165,7 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
 
     chunk_blocks = gpu.budget_blocks(SCENARIOS_PER_BLOCK * 8, max(1, GPU_CHUNK_DRAWS // draws_per_block))
     try:
+        warm_up(compute_gpu, ctx)
         run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()
@@ -170,15 +176,15 @@ def run(p: PortfolioVarParams, device: str, ctx: RunContext) -> KernelResult:
     """VaR and CVaR at ``p.confidence``; the summary's ``estimate`` is the VaR."""
     model = _Model(p)
     losses = simulate_losses(p, model, device, ctx)
-    result = summarise(losses, p.confidence)
+    result = summarise(losses, p.confidence, p.interval_confidence)
     var, cvar = result.var, result.cvar
-    reference = parametric_var(model.exposures, model.covariance, p.confidence)
+    reference = delta_normal_var(model.exposures, model.covariance, p.confidence)
     summary = {
         **var.as_dict(), "paths": p.paths, "var_confidence": p.confidence, "revaluation": p.revaluation,
         "var": var.estimate, "var_std_error": var.std_error, "var_ci": [var.ci_low, var.ci_high],
         "cvar": cvar.estimate, "cvar_std_error": cvar.std_error, "cvar_ci": [cvar.ci_low, cvar.ci_high],
-        "mean_loss": result.mean_loss,
-        # exact for linear revaluation; the delta-normal approximation for full revaluation
-        "parametric_var": reference.var, "parametric_cvar": reference.cvar,
+        "mean_loss": result.mean_loss, "horizon_trading_days": p.horizon_days,
+        # exact for linear revaluation; an approximation of the full revaluation's VaR/CVaR
+        "delta_normal_var": reference.var, "delta_normal_cvar": reference.cvar,
     }
     return KernelResult(summary=summary, paths=p.paths, artifacts=result.artifacts)

@@ -126,7 +126,7 @@ def run(p: RandomWalkParams, device: str, ctx: RunContext) -> KernelResult:
 
     total, total_sq = sum_blocks(kernel, n_blocks, chunk_args, device, ctx)
     variance = max((total_sq - total * total / n_paths) / (n_paths - 1), 0.0)
-    estimate = estimators.interval(total / n_paths, math.sqrt(variance / n_paths), n_paths)
+    estimate = estimators.interval(total / n_paths, math.sqrt(variance / n_paths), n_paths, p.confidence)
     summary = {**estimate.as_dict(), "paths": n_paths, "steps": p.steps, "path_steps": n_paths * p.steps,
                "path_average_std": math.sqrt(variance), "expected_path_average_std": 1.0 / math.sqrt(p.steps)}
     return KernelResult(summary=summary, paths=n_paths)

@@ -31,42 +31,49 @@ class LossSummary:
     artifacts: dict[str, bytes]
 
 
+def order_statistic_index(n: int, level: float) -> int:
+    """Index of the ``ceil(n p)``-th smallest of ``n`` values: the VaR convention (no interpolation)."""
+    return min(n - 1, max(0, math.ceil(n * level) - 1))
+
+
 def quantiles(ordered: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Quantiles of a sorted sample at ``levels`` (linear interpolation, NumPy's default method)."""
-    position = np.asarray(levels, dtype=np.float64) * (ordered.size - 1)
-    below = np.floor(position).astype(np.int64)
-    above = np.minimum(below + 1, ordered.size - 1)
-    weight = position - below
-    return ordered[below] * (1.0 - weight) + ordered[above] * weight
+    """Quantiles of a sorted sample at ``levels`` by the VaR's own convention, the ``ceil(n p)``-th order
+    statistic (NumPy's ``inverted_cdf`` method), so an artifact's 99% quantile is the reported 99% VaR."""
+    n = ordered.size
+    index = np.clip(np.ceil(n * np.asarray(levels, dtype=np.float64)).astype(np.int64) - 1, 0, n - 1)
+    return ordered[index]
 
 
-def risk_measures(ordered: np.ndarray, confidence: float) -> tuple[estimators.Estimate, estimators.Estimate]:
+def risk_measures(
+    ordered: np.ndarray, confidence: float, interval_confidence: float = estimators.CONFIDENCE
+) -> tuple[estimators.Estimate, estimators.Estimate]:
     """VaR with its order-statistic interval, and CVaR with its asymptotic standard error.
 
-    VaR is the ``ceil(n p)``-th smallest loss; the interval spans the order statistics at
-    ``n p -/+ z sqrt(n p (1-p))``. CVaR = VaR + E[(L - VaR)+] / (1 - p), whose standard error is
-    sd((L - VaR)+) / (sqrt(n) (1 - p)).
+    VaR is the ``ceil(n p)``-th smallest loss; the interval (at ``interval_confidence``) spans the order
+    statistics at ``n p -/+ z sqrt(n p (1-p))``. CVaR = VaR + E[(L - VaR)+] / (1 - p), whose standard
+    error is sd((L - VaR)+) / (sqrt(n) (1 - p)).
     """
     n = ordered.size
-    z = estimators.z_score(estimators.CONFIDENCE)
+    z = estimators.z_score(interval_confidence)
     spread = z * math.sqrt(n * confidence * (1.0 - confidence))
-    k = min(n - 1, max(0, math.ceil(n * confidence) - 1))
+    k = order_statistic_index(n, confidence)
     lo, hi = max(0, math.floor(k - spread)), min(n - 1, math.ceil(k + spread))
     var = float(ordered[k])
     var_estimate = estimators.Estimate(var, float(ordered[hi] - ordered[lo]) / (2.0 * z), float(ordered[lo]),
-                                       float(ordered[hi]), estimators.CONFIDENCE, n)
+                                       float(ordered[hi]), interval_confidence, n)
     excess = ordered[k:] - var  # every loss below the VaR has zero excess
     mean_excess = float(excess.sum()) / n
     var_excess = max((float(np.dot(excess, excess)) / n - mean_excess**2) * n / (n - 1), 0.0)
     tail = 1.0 - confidence
-    cvar_estimate = estimators.interval(var + mean_excess / tail, math.sqrt(var_excess) / (math.sqrt(n) * tail), n)
+    cvar_estimate = estimators.interval(var + mean_excess / tail, math.sqrt(var_excess) / (math.sqrt(n) * tail), n,
+                                        interval_confidence)
     return var_estimate, cvar_estimate
 
 
-def summarise(losses: np.ndarray, confidence: float) -> LossSummary:
+def summarise(losses: np.ndarray, confidence: float, interval_confidence: float = estimators.CONFIDENCE) -> LossSummary:
     """Risk measures and artifacts (``loss_histogram.json``, ``loss_quantiles.npy``) of ``losses``."""
     ordered = np.sort(losses)
-    var, cvar = risk_measures(ordered, confidence)
+    var, cvar = risk_measures(ordered, confidence, interval_confidence)
     counts, edges = np.histogram(ordered, bins=HISTOGRAM_BINS)
     histogram = {
         "confidence": confidence, "var": var.estimate, "cvar": cvar.estimate, "scenarios": int(ordered.size),

@@ -158,9 +158,8 @@ class Processor:
 
     def _succeeded(self, request: JobRequest, attempt: int, execution: Execution, metrics: JobMetrics) -> Decision:
         urls = self._store.put_artifacts(request.job_id, execution.artifacts)
-        paths_per_s = execution.paths / execution.elapsed_s if execution.paths and execution.elapsed_s > 0 else None
         metrics = metrics.model_copy(update={"run_s": execution.elapsed_s, "device": execution.device,
-                                             "paths_per_s": paths_per_s})
+                                             "paths_per_s": execution.paths_per_s})
         self._metrics.duration.labels(request.type.value).observe(execution.elapsed_s)
         result = JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type, attempt=attempt,
                            result=execution.summary, metrics=metrics, artifacts=urls)

@@ -84,8 +84,8 @@ def test_linear_portfolio_var_and_cvar_match_the_parametric_values(confidence: f
               "correlation": [[1, 0.6, 0.1], [0.6, 1, -0.2], [0.1, -0.2, 1]],
               "horizon_days": 10, "confidence": confidence, "paths": 400_000, "seed": 17}
     s = run_job("portfolio_var", params, device="cpu").summary
-    assert abs(s["var"] - s["parametric_var"]) < z * s["var_std_error"]
-    assert abs(s["cvar"] - s["parametric_cvar"]) < z * s["cvar_std_error"]
+    assert abs(s["var"] - s["delta_normal_var"]) < z * s["var_std_error"]
+    assert abs(s["cvar"] - s["delta_normal_cvar"]) < z * s["cvar_std_error"]
 
 
 def test_full_revaluation_is_close_to_linear_for_small_shocks() -> None:

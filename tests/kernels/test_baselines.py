@@ -37,5 +37,5 @@ def test_portfolio_baseline_matches_the_parametric_var() -> None:
     p = PortfolioVarParams(exposures=[1e6, 2e6], volatilities=[0.2, 0.1], correlation=[[1, 0.3], [0.3, 1]],
                            paths=200_000, seed=3)
     summary = baselines.portfolio_var(np, p)
-    reference = run_job("portfolio_var", p, device="cpu").summary["parametric_var"]
+    reference = run_job("portfolio_var", p, device="cpu").summary["delta_normal_var"]
     assert abs(summary.var.estimate - reference) < 3.5 * summary.var.std_error

@@ -8,7 +8,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from kernels.closed_form import black_scholes, geometric_asian, parametric_var
+from kernels.closed_form import black_scholes, delta_normal_var, geometric_asian
 
 
 def test_black_scholes_textbook_value() -> None:
@@ -39,7 +39,7 @@ def test_geometric_asian_is_cheaper_than_the_european_and_converges() -> None:
 
 
 def test_parametric_var_of_one_position() -> None:
-    risk = parametric_var(np.array([2e6]), np.array([[0.01**2]]), 0.99)
+    risk = delta_normal_var(np.array([2e6]), np.array([[0.01**2]]), 0.99)
     sd = 2e6 * 0.01
     assert risk.var == pytest.approx(NormalDist().inv_cdf(0.99) * sd)
     assert risk.cvar == pytest.approx(sd * NormalDist().pdf(NormalDist().inv_cdf(0.99)) / 0.01)

@@ -20,9 +20,12 @@ JOBS = {
 }
 
 
+TIMINGS = ("elapsed_s", "load_s", "kernel_s", "paths_per_s")
+
+
 def _numbers(job: str, params: dict) -> dict:
     out = run_job(job, params, device="cpu")
-    return {k: v for k, v in out.summary.items() if k not in ("elapsed_s", "paths_per_s")}
+    return {k: v for k, v in out.summary.items() if k not in TIMINGS}
 
 
 @pytest.mark.parametrize("job", list(JOBS))
@@ -58,7 +61,7 @@ def test_a_portfolio_var_artifact_is_the_loss_distribution() -> None:
     quantiles = np.load(io.BytesIO(out.artifacts["loss_quantiles.npy"]))
     assert sum(histogram["counts"]) == out.paths == histogram["scenarios"]
     assert quantiles.shape == (risk.QUANTILE_GRID,) and np.all(np.diff(quantiles) >= 0)
-    assert quantiles[990] == pytest.approx(out.summary["var"], rel=1e-3)
+    assert quantiles[990] == out.summary["var"]  # the artifact uses the VaR's order-statistic convention
 
 
 @pytest.mark.parametrize("job", ["european_option", "asian_option", "random_walk", "portfolio_var"])
