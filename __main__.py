@@ -13,6 +13,7 @@ from components.config import load_control_token, load_stack_config
 from components.dask import DaskCluster, DaskClusterArgs, worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
 from components.iam import Identities, IdentitiesArgs
+from components.lifecycle import lifecycle_options
 from components.monitoring import Monitoring, MonitoringArgs
 from components.platform_services import PlatformServices, PlatformServicesArgs
 from components.pubsub import PubSub, PubSubArgs
@@ -20,6 +21,7 @@ from components.scheduler_workload import SchedulerWorkload, SchedulerWorkloadAr
 
 config = load_stack_config()
 control_token = load_control_token()
+pulumi.runtime.register_stack_transformation(lifecycle_options(protect_state=config.deletion_protection))
 project_number = gcp.organizations.get_project_output(project_id=config.project).number
 
 services = PlatformServices(

@@ -263,13 +263,15 @@ class GkeCluster(pulumi.ComponentResource):
             cluster=self.cluster.name,
             location=self._cfg.region,
             node_locations=list(self._cfg.pool_zones(pool)),
+            # The size at creation only; the autoscaler owns it afterwards. Without ignore_changes a new
+            # minNodes would change it, and the provider replaces a pool whose initial count changes.
             initial_node_count=pool.min_nodes,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=pool.min_nodes, max_node_count=pool.max_nodes, location_policy=location_policy
             ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             node_config=self._node_config(pool.machine_type, pool.disk_size_gb, **node_extra),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
         )
 
     def _gpu_pool(self, pool: GpuPoolConfig) -> gcp.container.NodePool:

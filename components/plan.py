@@ -56,6 +56,14 @@ class PlannedResource:
     """Inputs with secrets unwrapped (what policies see)."""
     shown: Mapping[str, Any] = field(repr=False)
     """Inputs with secrets masked (what the plan prints)."""
+    protect: bool = False
+    """Pulumi refuses to delete it while set."""
+    delete_before_replace: bool = False
+    """A replacement deletes the old resource first (fixed names)."""
+    ignore_changes: tuple[str, ...] = ()
+    """Input properties whose changes Pulumi ignores."""
+    provider: str = ""
+    """Reference (``urn::id``) of the explicit provider; empty for a default provider."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,9 @@ class Plan:
             "placeholders": list(self.placeholders),
             "resources": [
                 {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
-                 "dependencies": list(r.dependencies), "inputs": r.shown}
+                 "dependencies": list(r.dependencies), "inputs": r.shown, "protect": r.protect,
+                 "delete_before_replace": r.delete_before_replace, "ignore_changes": list(r.ignore_changes),
+                 "provider": r.provider}
                 for r in self.resources
             ],
             "outputs": self.outputs,
@@ -308,6 +318,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 type=request.type, name=request.name, urn=response.urn, parent=request.parent or None,
                 custom=bool(request.custom), dependencies=tuple(sorted(set(request.dependencies))),
                 props=_plain(inputs, mask=False), shown=_plain(inputs, mask=True),
+                protect=bool(request.protect), delete_before_replace=bool(request.deleteBeforeReplace),
+                ignore_changes=tuple(request.ignoreChanges), provider=request.provider,
             ))
         return response
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import yaml
 
 from components.config import StackConfig, parse_stack_config
-from components.plan import REPO_ROOT, PlannedResource, Recording, record
+from components.plan import REPO_ROOT, Plan, PlannedResource, Recording, record, run_plan
 
 PROJECT = "impulse-gpu-runtime-test"
 REGION = "us-central1"
@@ -42,3 +43,9 @@ def stack_config(stack: str, root: Path = REPO_ROOT) -> StackConfig:
     values = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text())["config"]
     raw = {key.split(":", 1)[1]: value for key, value in values.items() if key.startswith("gpu-runtime:")}
     return parse_stack_config(raw, values["gcp:project"], values["gcp:region"])
+
+
+@cache
+def stack_plan(stack: str) -> Plan:
+    """The offline plan of a committed stack, run once per test session (it takes seconds)."""
+    return run_plan(stack)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,9 +60,9 @@ def test_stack_choices() -> None:
 
 
 def test_vertex_accelerators_are_members_of_the_vertex_enum() -> None:
-    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
+    enum = json.loads((Path(__file__).parent / "fixtures" / "vertex_accelerator_types.json").read_text())
 
-    assert set(VERTEX_ACCELERATOR_MACHINE_FAMILIES) <= set(AcceleratorType.__members__)
+    assert set(VERTEX_ACCELERATOR_MACHINE_FAMILIES) <= set(enum["values"])
 
 
 def test_a100_mega_machines_host_sixteen_a100s() -> None:

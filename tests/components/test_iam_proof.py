@@ -20,7 +20,8 @@ import pytest
 
 from components import cloud_calls, contract, iam_permissions
 from components.iam_proof import ROLE, ROLE_BINDING, Resource, prove
-from components.plan import REPO_ROOT, run_plan
+from components.plan import REPO_ROOT
+from tests.components.infra import stack_plan
 
 # Packages whose code ships in the scheduler and worker images; the local platform and the operator
 # tools run with a person's credentials and are not part of the stack's identities.
@@ -30,7 +31,7 @@ CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes
 
 @pytest.fixture(scope="module", params=("staging", "production"))
 def rendered(request: pytest.FixtureRequest) -> tuple[list[Resource], str]:
-    plan = run_plan(request.param)
+    plan = stack_plan(request.param)
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
     return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
 

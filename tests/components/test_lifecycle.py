@@ -1,0 +1,60 @@
+"""Resource options of the rendered stacks: protected state, delete-first for fixed names, pools, providers."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.lifecycle import FIXED_NAME_TYPES, STATEFUL_TYPES
+from components.plan import REPO_ROOT, PlannedResource
+from tests.components.infra import stack_plan
+
+STACKS = ("staging", "production")
+# Inputs that fix a GCP resource's physical name (an IAM member is fixed by its role and member).
+NAME_INPUTS = ("name", "accountId", "repositoryId", "member")
+
+
+def _custom(stack: str) -> list[PlannedResource]:
+    return [r for r in stack_plan(stack).resources if r.custom]
+
+
+def test_production_protects_exactly_its_state() -> None:
+    resources = _custom("production")
+    protected = {(r.type, r.name) for r in resources if r.protect}
+
+    assert protected == {(r.type, r.name) for r in resources if r.type in STATEFUL_TYPES}
+    assert {t for t, _ in protected} == STATEFUL_TYPES  # buckets, registry, cluster, topics, subscriptions
+
+
+def test_a_throw_away_stack_protects_nothing() -> None:
+    staging = yaml.safe_load((REPO_ROOT / "Pulumi.staging.yaml").read_text())["config"]
+
+    assert staging["gpu-runtime:deletionProtection"] is False
+    assert not [r.name for r in _custom("staging") if r.protect]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_fixed_name_is_deleted_before_it_is_replaced(stack: str) -> None:
+    gcp = [r for r in _custom(stack) if r.type.startswith("gcp:")]
+    named = {r.type for r in gcp if any(key in r.props for key in NAME_INPUTS)}
+
+    assert named <= FIXED_NAME_TYPES, f"add to components/lifecycle.py: {sorted(named - FIXED_NAME_TYPES)}"
+    assert [r.name for r in gcp if r.type in FIXED_NAME_TYPES and not r.delete_before_replace] == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_node_pools_leave_their_size_to_the_autoscaler(stack: str) -> None:
+    pools = [r for r in _custom(stack) if r.type == "gcp:container/nodePool:NodePool"]
+
+    assert pools and all(r.ignore_changes == ("initialNodeCount",) for r in pools)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_kubernetes_objects_only_reach_the_clusters_own_provider(stack: str) -> None:
+    config = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    resources = stack_plan(stack).resources
+    [provider] = [r for r in resources if r.type == "pulumi:providers:kubernetes"]
+    kubernetes = [r for r in resources if r.custom and r.type.startswith("kubernetes:")]
+
+    assert "kubernetes" in config["pulumi:disable-default-providers"]
+    assert kubernetes and {r.provider.rsplit("::", 1)[0] for r in kubernetes} == {provider.urn}
