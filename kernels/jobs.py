@@ -29,6 +29,7 @@ _KERNEL_MODULES: Final = {
     JobType.EUROPEAN_OPTION: "kernels.european",
     JobType.ASIAN_OPTION: "kernels.asian",
     JobType.PORTFOLIO_VAR: "kernels.portfolio_var",
+    JobType.HESTON_OPTION: "kernels.heston",
 }
 
 

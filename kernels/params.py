@@ -34,6 +34,7 @@ class JobType(StrEnum):
     EUROPEAN_OPTION = "european_option"
     ASIAN_OPTION = "asian_option"
     PORTFOLIO_VAR = "portfolio_var"
+    HESTON_OPTION = "heston_option"
 
 
 class _Params(BaseModel):
@@ -91,12 +92,11 @@ Greeks = Annotated[list[Greek], Field(max_length=len(Greek), description=(
     "Greeks to estimate with the price, each with its standard error (see docs/kernels.md for the method)."))]
 
 
-class _OptionParams(_Params):
+class _ContractParams(_Params):
     spot: float = Field(100.0, gt=0, le=1e9)
     strike: float = Field(100.0, gt=0, le=1e9)
     rate: float = Field(0.05, ge=-1.0, le=1.0, description="Continuously compounded risk-free rate.")
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0, description="Continuous dividend (or repo) yield.")
-    volatility: float = Field(0.2, gt=0, le=5.0, description="Annualised lognormal volatility.")
     maturity: float = Field(1.0, gt=0, le=100.0, description="Years to expiry.")
     kind: OptionKind = OptionKind.CALL
     paths: Paths = 1_000_000
@@ -106,10 +106,14 @@ class _OptionParams(_Params):
     greeks: Greeks = []
 
     @model_validator(mode="after")
-    def _distinct_greeks(self) -> _OptionParams:
+    def _distinct_greeks(self) -> _ContractParams:
         if len(set(self.greeks)) != len(self.greeks):
             raise ValueError("greeks must not repeat")
         return self
+
+
+class _OptionParams(_ContractParams):
+    volatility: float = Field(0.2, gt=0, le=5.0, description="Annualised lognormal volatility.")
 
 
 class EuropeanOptionParams(_OptionParams):
@@ -125,6 +129,26 @@ class AsianOptionParams(_OptionParams):
 
     @model_validator(mode="after")
     def _bounded_work(self) -> AsianOptionParams:
+        _check_path_steps(self.paths, self.steps)
+        return self
+
+
+class HestonOptionParams(_ContractParams):
+    """A European option under the Heston stochastic-volatility model, simulated with ``steps`` steps.
+
+    ``dS = (r - q) S dt + sqrt(v) S dW1``, ``dv = mean_reversion (long_variance - v) dt + vol_of_vol sqrt(v) dW2``,
+    ``d<W1, W2> = correlation dt``. Variances, not volatilities: ``initial_variance`` 0.04 is 20% vol.
+    """
+
+    initial_variance: float = Field(0.04, gt=0, le=4.0)
+    long_variance: float = Field(0.04, gt=0, le=4.0)
+    mean_reversion: float = Field(1.5, gt=0, le=50.0, description="Speed kappa, per year.")
+    vol_of_vol: float = Field(0.5, gt=0, le=5.0)
+    correlation: float = Field(-0.7, ge=-1.0, le=1.0, description="Of the price and variance shocks.")
+    steps: int = Field(128, ge=1, le=MAX_STEPS, description="Euler steps to maturity (the bias falls as 1/steps).")
+
+    @model_validator(mode="after")
+    def _bounded_work(self) -> HestonOptionParams:
         _check_path_steps(self.paths, self.steps)
         return self
 
@@ -194,9 +218,11 @@ PARAMS_BY_TYPE: Final[dict[JobType, type[_Params]]] = {
     JobType.EUROPEAN_OPTION: EuropeanOptionParams,
     JobType.ASIAN_OPTION: AsianOptionParams,
     JobType.PORTFOLIO_VAR: PortfolioVarParams,
+    JobType.HESTON_OPTION: HestonOptionParams,
 }
 
-JobParams = NoopParams | RandomWalkParams | EuropeanOptionParams | AsianOptionParams | PortfolioVarParams
+JobParams = (NoopParams | RandomWalkParams | EuropeanOptionParams | AsianOptionParams | PortfolioVarParams
+             | HestonOptionParams)
 
 
 def parse_params(job_type: JobType | str, params: object) -> JobParams:

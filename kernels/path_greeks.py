@@ -78,7 +78,7 @@ def _lane_greeks(state, z1, m, spot, strike, call, discount, rate, mu, vol, vol_
 
 
 @register_jitable
-def _add(sums, g):  # type: ignore[no-untyped-def]
+def add_greeks(sums, g):  # type: ignore[no-untyped-def]
     """``sums`` (g_k, g_k^2 interleaved) with one more sample, in float64."""
     d, c, v, r, t = np.float64(g[0]), np.float64(g[1]), np.float64(g[2]), np.float64(g[3]), np.float64(g[4])
     return (sums[0] + d, sums[1] + d * d, sums[2] + c, sums[3] + c * c, sums[4] + v, sums[5] + v * v,
@@ -132,7 +132,7 @@ def greek_sums(first_group, n_groups, stride, n_samples, seed, steps, antithetic
             lanes = (_mean2(lanes[0], mirror[0]), _mean2(lanes[1], mirror[1]), _mean2(lanes[2], mirror[2]),
                      _mean2(lanes[3], mirror[3]))
         for lane in range(min(NORMALS_PER_DRAW, n_samples - first)):
-            sums = _add(sums, lanes[lane])
+            sums = add_greeks(sums, lanes[lane])
     return sums
 
 
@@ -188,8 +188,9 @@ def estimate(n_samples: int, seed: int, steps: int, antithetic: bool, *, spot: f
     return summarise(sums, n_samples, requested, confidence)
 
 
-def summarise(sums: np.ndarray, n: int, requested: list[Greek], confidence: float) -> dict[str, Any]:
-    """Plain Monte Carlo estimates of the ``requested`` Greeks from the kernel's ``(sum g, sum g^2)`` pairs."""
+def summarise(sums: np.ndarray, n: int, requested: list[Greek], confidence: float,
+              methods: dict[Greek, str] = METHOD) -> dict[str, Any]:
+    """Plain Monte Carlo estimates of the ``requested`` Greeks from a kernel's ``(sum g, sum g^2)`` pairs."""
     out: dict[str, Any] = {}
     for k, greek in enumerate(GREEKS):
         if greek not in requested:
@@ -198,5 +199,5 @@ def summarise(sums: np.ndarray, n: int, requested: list[Greek], confidence: floa
         mean = total / n
         variance = max((squares - total * total / n) / (n - 1), 0.0)
         value = estimators.interval(mean, math.sqrt(variance / n), n, confidence)
-        out[greek.value] = {**value.as_dict(), "method": METHOD[greek]}
+        out[greek.value] = {**value.as_dict(), "method": methods[greek]}
     return out

@@ -17,6 +17,7 @@ import pytest
 from kernels.jobs import run_job
 
 REPO = Path(__file__).resolve().parents[2]
+GREEKS = ["delta", "gamma", "vega", "rho", "theta"]
 CASES = [
     ("european_option", {"paths": 801, "seed": 3}, None),
     ("european_option", {"paths": 400, "seed": 3, "kind": "put", "antithetic": False}, None),
@@ -26,6 +27,9 @@ CASES = [
     ("random_walk", {"paths": 300, "steps": 3, "seed": 3}, 1),
     ("portfolio_var", {"exposures": [1.0, 2.0], "volatilities": [0.2, 0.3], "correlation": [[1, 0.4], [0.4, 1]],
                        "paths": 301, "revaluation": "full", "seed": 3}, None),
+    ("european_option", {"paths": 301, "seed": 3, "greeks": GREEKS}, None),
+    ("asian_option", {"paths": 150, "steps": 3, "seed": 3, "kind": "put", "greeks": GREEKS}, None),
+    ("heston_option", {"paths": 151, "steps": 3, "seed": 3, "greeks": GREEKS}, None),
 ]
 COMPARED = ("estimate", "std_error", "ci_low", "ci_high")
 
@@ -49,6 +53,9 @@ def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: list[dict]) -> No
         for key in COMPARED:
             assert sim[key] == pytest.approx(cpu[key], rel=2e-5, abs=1e-6), (job, key)
         assert sim["paths"] == cpu["paths"]
+        for name, greek in cpu.get("greeks", {}).items():
+            # finite-difference Greeks divide a float32 difference by a small bump: looser than the prices
+            assert sim["greeks"][name]["estimate"] == pytest.approx(greek["estimate"], rel=1e-3, abs=1e-5), (job, name)
 
 
 @pytest.mark.slow

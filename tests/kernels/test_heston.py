@@ -1,0 +1,95 @@
+"""The Heston kernel against the semi-analytic Heston price, and that price against independent facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.closed_form import black_scholes
+from kernels.heston_reference import HestonModel, heston_price
+from kernels.jobs import run_job
+from tests.kernels.conftest import bonferroni_z
+
+CONTRACT = {"spot": 100.0, "strike": 100.0, "rate": 0.03, "dividend_yield": 0.01, "maturity": 1.0}
+MODEL = {"initial_variance": 0.04, "long_variance": 0.05, "mean_reversion": 1.5, "vol_of_vol": 0.5,
+         "correlation": -0.7}
+HESTON = HestonModel(**MODEL)
+
+
+def _reference(strike: float = 100.0, call: bool = True, **bump: float) -> float:
+    args = {"spot": 100.0, "rate": 0.03, "maturity": 1.0, "v0": 0.04, **bump}
+    model = HestonModel(args["v0"], 0.05, 1.5, 0.5, -0.7)
+    return heston_price(args["spot"], strike, args["rate"], 0.01, args["maturity"], model, call)
+
+
+def test_semi_analytic_price_tends_to_black_scholes_without_vol_of_vol() -> None:
+    flat = HestonModel(0.04, 0.04, 1.0, 1e-3, 0.0)
+    for strike, call in ((90, True), (100, False), (120, True)):
+        assert heston_price(100, strike, 0.05, 0.02, 2.0, flat, call) == pytest.approx(
+            black_scholes(100, strike, 0.05, 0.2, 2.0, call, 0.02), rel=1e-5)
+
+
+def test_semi_analytic_price_matches_quantlib() -> None:
+    ql = pytest.importorskip("QuantLib")
+    today = ql.Date(2, 1, 2026)
+    ql.Settings.instance().evaluationDate = today
+    day_count = ql.Actual365Fixed()
+    rate = ql.YieldTermStructureHandle(ql.FlatForward(today, 0.03, day_count, ql.Continuous))
+    dividends = ql.YieldTermStructureHandle(ql.FlatForward(today, 0.01, day_count, ql.Continuous))
+    process = ql.HestonProcess(rate, dividends, ql.QuoteHandle(ql.SimpleQuote(100.0)), HESTON.initial_variance,
+                               HESTON.mean_reversion, HESTON.long_variance, HESTON.vol_of_vol, HESTON.correlation)
+    engine = ql.AnalyticHestonEngine(ql.HestonModel(process), 1e-12, 100_000)
+    for strike in (70.0, 100.0, 130.0):
+        for kind, call in ((ql.Option.Call, True), (ql.Option.Put, False)):
+            option = ql.EuropeanOption(ql.PlainVanillaPayoff(kind, strike), ql.EuropeanExercise(today + 365))
+            option.setPricingEngine(engine)
+            assert heston_price(100.0, strike, 0.03, 0.01, 1.0, HESTON, call) == pytest.approx(option.NPV(), rel=1e-9)
+
+
+def test_kernel_matches_the_semi_analytic_price() -> None:
+    cases = [{"kind": "call"}, {"kind": "put"}, {"kind": "call", "control_variate": False, "strike": 120.0}]
+    z = bonferroni_z(len(cases))
+    for i, case in enumerate(cases):
+        s = run_job("heston_option", {**CONTRACT, **MODEL, **case, "steps": 128, "paths": 300_000, "seed": 60 + i},
+                    device="cpu").summary
+        exact = _reference(case.get("strike", 100.0), case["kind"] == "call")
+        assert s["semi_analytic"] == pytest.approx(exact, rel=1e-12)
+        assert abs(s["estimate"] - exact) < z * s["std_error"], (case, s["estimate"], exact, s["std_error"])
+
+
+def test_discretisation_bias_falls_with_the_step_count() -> None:
+    """Full-truncation Euler has a first-order bias: far outside the error at 8 steps, within it at 128."""
+    biases = {}
+    for steps in (8, 32, 128):
+        s = run_job("heston_option", {**CONTRACT, **MODEL, "steps": steps, "paths": 200_000, "seed": 5},
+                    device="cpu").summary
+        biases[steps] = (s["estimate"] - s["semi_analytic"], s["std_error"])
+    assert abs(biases[8][0]) > 10 * biases[8][1]
+    assert abs(biases[8][0]) > abs(biases[32][0]) > abs(biases[128][0])
+    assert abs(biases[128][0]) < bonferroni_z(1) * biases[128][1]
+
+
+def test_greeks_match_finite_differences_of_the_semi_analytic_price() -> None:
+    h, e = 0.1, 1e-4
+    z = bonferroni_z(10)
+    for kind in ("call", "put"):
+        call = kind == "call"
+        reference = {
+            "delta": (_reference(call=call, spot=100 + h) - _reference(call=call, spot=100 - h)) / (2 * h),
+            "gamma": (_reference(call=call, spot=100 + h) - 2 * _reference(call=call)
+                      + _reference(call=call, spot=100 - h)) / h**2,
+            "vega": (_reference(call=call, v0=(0.2 + e) ** 2) - _reference(call=call, v0=(0.2 - e) ** 2)) / (2 * e),
+            "rho": (_reference(call=call, rate=0.03 + e) - _reference(call=call, rate=0.03 - e)) / (2 * e),
+            "theta": -(_reference(call=call, maturity=1 + e) - _reference(call=call, maturity=1 - e)) / (2 * e),
+        }
+        s = run_job("heston_option", {**CONTRACT, **MODEL, "kind": kind, "steps": 128, "paths": 60_000, "seed": 2,
+                                      "greeks": list(reference)}, device="cpu").summary
+        for name, exact in reference.items():
+            greek = s["greeks"][name]
+            assert abs(greek["estimate"] - exact) < z * greek["std_error"], (kind, name, greek, exact)
+
+
+@pytest.mark.parametrize("bad", [{"correlation": 1.5}, {"initial_variance": 0}, {"steps": 0},
+                                 {"paths": 10_000_000, "steps": 10_000}, {"volatility": 0.2}])
+def test_bad_heston_params_are_rejected(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        run_job("heston_option", bad, device="cpu")
