@@ -19,10 +19,10 @@ import re
 import uuid
 from typing import Final
 
-import fsspec
 from fsspec.spec import AbstractFileSystem
 
 from runtime.protocol import JOB_ID_PATTERN, JobResult
+from runtime.store.filesystems import url_to_fs
 
 # Artifact names become object keys: keep them to one path segment of safe characters.
 _ARTIFACT_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -38,7 +38,7 @@ class ResultStore:
 
     def __init__(self, url: str, fs: AbstractFileSystem | None = None) -> None:
         if fs is None:
-            fs, root = fsspec.core.url_to_fs(url)
+            fs, root = url_to_fs(url)
         else:
             root = fs._strip_protocol(url)
         self.url = url.rstrip("/")

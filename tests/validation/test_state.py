@@ -1,4 +1,4 @@
-"""State tools: backup, restore (Pulumi Cloud version, DIY checkpoints on file:// and s3://), repair."""
+"""State tools: backup, restore (Pulumi Cloud version, DIY checkpoints on file://, s3:// and gs://), repair."""
 
 from __future__ import annotations
 
@@ -124,6 +124,49 @@ def test_diy_checkpoints_on_s3_through_fsspec(s3_backend) -> None:
                           "staging-1763748471402155000.checkpoint.json"
     latest = checkpoints.rewrap(checkpoints.read_checkpoint(refs[2].url, **options))["deployment"]
     assert len(latest["pending_operations"]) == 2
+
+
+@pytest.fixture
+def gs_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The DIY backend fixture uploaded to a bucket of a GCS API emulator (fake-gcs-server) on a free port."""
+    from gcsfs.core import GCSFileSystem
+
+    from runtime.store.filesystems import GCS_EMULATOR_ENV
+    from tests.runtime.store.gcs_server import fake_gcs_server
+
+    with fake_gcs_server() as endpoint:
+        monkeypatch.setenv(GCS_EMULATOR_ENV, endpoint)
+        gcs = GCSFileSystem()
+        gcs.mkdir("gpurt-state")
+        for path in DIY.rglob("*.json"):
+            gcs.pipe_file(f"gpurt-state/pulumi/{path.relative_to(DIY).as_posix()}", path.read_bytes())
+        yield "gs://gpurt-state/pulumi"
+
+
+@pytest.mark.integration
+def test_diy_checkpoints_on_gcs_through_gcsfs(gs_backend: str) -> None:
+    refs = checkpoints.list_checkpoints(gs_backend, "gpu-runtime", "staging")
+
+    assert [r.version for r in refs] == [1, 2, 3]
+    assert refs[2].url == "gs://gpurt-state/pulumi/.pulumi/history/gpu-runtime/staging/" \
+                          "staging-1763748471402155000.checkpoint.json"
+    latest = checkpoints.rewrap(checkpoints.read_checkpoint(refs[2].url))["deployment"]
+    assert len(latest["pending_operations"]) == 2
+    with pytest.raises(checkpoints.CheckpointError, match=r"no history at gs://gpurt-state/pulumi/.*/prod"):
+        checkpoints.list_checkpoints(gs_backend, "gpu-runtime", "prod")
+
+
+@pytest.mark.integration
+def test_cli_restore_from_a_gcs_backend_checkpoint(gs_backend: str, stack, pulumi_cli, tmp_path) -> None:
+    from runtime.cli.app import app
+
+    result = CliRunner().invoke(app, [
+        "state", "restore", "--stack", "staging", "--backend-url", gs_backend, "--version", "2", "--yes",
+        "--no-refresh", "--work-dir", str(tmp_path / "program"), "--backup-dir", str(tmp_path / "backups")],
+        env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0, result.output
+    assert pulumi_cli.current_state()["deployment"]["manifest"]["time"] == "2026-11-19T00:00:00Z"
 
 
 def test_cli_restore_from_a_file_backend_checkpoint(stack, pulumi_cli, tmp_path) -> None:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
+from runtime.store.filesystems import url_to_fs
 
 # The deployment schema ``pulumi stack import`` accepts (apitype.DeploymentSchemaVersionCurrent).
 DEPLOYMENT_SCHEMA_VERSION = 3
@@ -40,7 +40,7 @@ def history_url(backend_url: str, project: str, stack: str) -> str:
 def list_checkpoints(backend_url: str, project: str, stack: str, **storage_options: Any) -> list[CheckpointRef]:
     """The stack's checkpoints, oldest first, numbered like the updates that wrote them."""
     folder = history_url(backend_url, project, stack)
-    fs, path = fsspec.core.url_to_fs(folder, **storage_options)
+    fs, path = url_to_fs(folder, **storage_options)
     try:
         names = fs.ls(path, detail=False)
     except FileNotFoundError:
@@ -56,8 +56,9 @@ def list_checkpoints(backend_url: str, project: str, stack: str, **storage_optio
 
 def read_checkpoint(url: str, **storage_options: Any) -> dict[str, Any]:
     """A checkpoint file as JSON."""
+    fs, path = url_to_fs(url, **storage_options)
     try:
-        with fsspec.open(url, "rt", **storage_options) as handle:
+        with fs.open(path, "rt") as handle:
             return json.load(handle)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {url} does not exist") from None

@@ -1,17 +1,43 @@
-"""Result store on memory:// and file:// (gs:// goes through the same fsspec calls)."""
+"""Result store on memory://, file:// and gs:// (a GCS JSON API emulator through gcsfs)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runtime.protocol import JobResult, JobStatus
 from runtime.store import ResultStore, StoreError
+from runtime.store.filesystems import GCS_EMULATOR_ENV
+from tests.runtime.store.gcs_server import fake_gcs_server
+
+_buckets = itertools.count(1)
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[str]:
+    """One GCS emulator for the session; each test uses its own bucket."""
+    with fake_gcs_server() as url:
+        yield url
+
+
+@pytest.fixture
+def gcs_bucket(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty bucket on the emulator, with gcsfs pointed at it; returns the bucket's name."""
+    from gcsfs.core import GCSFileSystem
+
+    monkeypatch.setenv(GCS_EMULATOR_ENV, gcs_emulator)
+    bucket = f"gpurt-results-{next(_buckets)}"
+    GCSFileSystem().mkdir(bucket)
+    return bucket
+
+
+@pytest.fixture(params=["memory", "file", pytest.param("gs", marks=pytest.mark.integration)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ResultStore:
+    if request.param == "gs":
+        return ResultStore(f"gs://{request.getfixturevalue('gcs_bucket')}/store")
     url = f"memory://store-{tmp_path.name}" if request.param == "memory" else tmp_path.as_uri()
     return ResultStore(url)
 
@@ -57,3 +83,19 @@ def test_a_folder_removed_behind_the_store_is_made_again(tmp_path: Path) -> None
     shutil.rmtree(tmp_path / "results")
     store.put(JobResult(job_id="job-6", status=JobStatus.SUCCEEDED))
     assert store.exists("job-6")
+
+
+@pytest.mark.integration
+def test_gs_store_writes_plain_objects_another_client_reads(gcs_bucket: str) -> None:
+    from gcsfs.core import GCSFileSystem
+
+    store = ResultStore(f"gs://{gcs_bucket}/runs/2026")
+    store.put(JobResult(job_id="job-7", status=JobStatus.SUCCEEDED, result={"estimate": 10.45}))
+    store.put_artifacts("job-7", {"pnl.npy": b"\x00" * 3})
+
+    reader = GCSFileSystem()
+    assert sorted(reader.find(gcs_bucket)) == [f"{gcs_bucket}/runs/2026/artifacts/job-7/pnl.npy",
+                                               f"{gcs_bucket}/runs/2026/results/job-7.json"]
+    stored = JobResult.model_validate_json(reader.cat(f"{gcs_bucket}/runs/2026/results/job-7.json"))
+    assert stored.result == {"estimate": 10.45}
+    assert ResultStore(f"gs://{gcs_bucket}/runs/2026").get("job-7") == stored  # a second store, e.g. a replica
