@@ -50,7 +50,7 @@ in_cluster = pulumi.ResourceOptions(providers=[gke.provider])
 dask = DaskCluster(
     "dask",
     DaskClusterArgs(
-        image=config.image("gpu-worker", config.images.worker_tag),
+        image=config.image("gpu-worker", config.images.worker_tag, config.images.worker_digest),
         pools=worker_pools(config.gpu_pools),
         runtime_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
     ),
@@ -60,7 +60,7 @@ scheduler = SchedulerWorkload(
     "scheduler",
     SchedulerWorkloadArgs(
         project=config.project,
-        image=config.image("gpu-scheduler", config.images.scheduler_tag),
+        image=config.image("gpu-scheduler", config.images.scheduler_tag, config.images.scheduler_digest),
         result_store=services.result_store_url,
         scheduler_service_account_email=identities.emails[contract.SCHEDULER_SERVICE_ACCOUNT.account_id],
         vertex_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],

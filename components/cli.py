@@ -1,4 +1,4 @@
-"""Commands this package adds to ``gpurt``: the offline infrastructure plan."""
+"""Commands this package adds to ``gpurt``: the offline infrastructure plan and the policy pack bundle."""
 
 from __future__ import annotations
 
@@ -23,9 +23,33 @@ class StackName(StrEnum):
     PRODUCTION = "production"
 
 
+policy_app = typer.Typer(help="The policy pack: bundle it for pulumi preview/up --policy-pack or publishing.",
+                         no_args_is_help=True)
+
+
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add this package's commands to the root app and the ``bench`` group."""
     app.command("plan")(plan)
+    app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("bundle")
+def bundle(
+    out: Path = typer.Option(..., "--out", "-o", help="Directory to write the pack to (replaced if a bundle).",
+                             file_okay=False),
+    virtualenv: str = typer.Option(
+        "venv", "--virtualenv", help="The pack's Python environment: a path to one with pulumi-policy (e.g. "
+        "this checkout's .venv) to run it at once; the default is created by Pulumi from requirements.txt."),
+) -> None:
+    """Write this checkout's self-contained policy pack (for --policy-pack OUT and pulumi policy publish OUT)."""
+    from components.policy.bundle import BundleError, write_bundle
+
+    try:
+        path = write_bundle(out, virtualenv=virtualenv)
+    except BundleError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(str(path))
 
 
 def plan(

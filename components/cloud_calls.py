@@ -152,6 +152,7 @@ NO_CLIENT_CALLS: Final = {
     "runtime.pubsub.admin": "creates topics on the local platform's emulator; Pulumi owns them in the cloud",
     "runtime.scheduler.dispatch": "uses the Pub/Sub client's scheduler class, no API",
     "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
+    "runtime.store.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls are declared",
     "runtime.vertex.rest": "the Vertex AI REST adapter behind VertexBackend's client (declared there)",
 }
 # Roles of the contract's project table that no call of the code needs, kept because the contract's role

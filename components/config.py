@@ -66,6 +66,12 @@ class ConfigError(pulumi.RunError):
     """Stack configuration is missing or invalid; the message names every offending key."""
 
 
+# An image digest as registries report it (docker inspect's RepoDigests, crane digest).
+_DIGEST: Final = r"^sha256:[0-9a-f]{64}$"
+# Tags that move to each new push ("latest", "latest-staging"): a stack pinned to one is pinned to nothing.
+_MOVING_TAG: Final = "latest"
+
+
 class _Model(BaseModel):
     # Stack YAML is camelCase like every other Pulumi config; unknown keys are typos, so they are errors.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
@@ -165,11 +171,24 @@ class GpuPoolConfig(_Model):
 
 
 class ImageConfig(_Model):
-    """Container images, pushed by the deploy workflow to the stack's Artifact Registry repository."""
+    """Container images, pushed by the deploy workflow to the stack's Artifact Registry repository.
+
+    The deploy workflow sets each tag to the git SHA and each digest to what the registry answered to the
+    push, so nodes pull exactly the image that was built; a tag alone can be moved under a running stack.
+    """
 
     repository: str = Field("gpu-runtime", description="Artifact Registry repository id.")
     scheduler_tag: str = Field(description="Tag of the gpu-scheduler image (the deploy workflow sets the git SHA).")
     worker_tag: str = Field(description="Tag of the Dask GPU worker image.")
+    scheduler_digest: str | None = Field(None, pattern=_DIGEST, description="sha256 digest of the scheduler image.")
+    worker_digest: str | None = Field(None, pattern=_DIGEST, description="sha256 digest of the worker image.")
+
+    @field_validator("scheduler_tag", "worker_tag")
+    @classmethod
+    def _fixed_tag(cls, tag: str) -> str:
+        if tag.startswith(_MOVING_TAG):
+            raise ValueError(f"{tag!r} is a moving tag: use a release or git SHA tag (deploys add the digest)")
+        return tag
 
 
 class VertexConfig(_Model):
@@ -246,9 +265,10 @@ class StackConfig(_Model):
         """The zones a node pool uses: its own list, or all the stack's zones."""
         return pool.zones or self.zones
 
-    def image(self, name: str, tag: str) -> str:
-        """Full Artifact Registry reference of an image of this stack."""
-        return f"{self.region}-docker.pkg.dev/{self.project}/{self.images.repository}/{name}:{tag}"
+    def image(self, name: str, tag: str, digest: str | None = None) -> str:
+        """Full Artifact Registry reference of an image of this stack, pinned to ``digest`` when given."""
+        reference = f"{self.region}-docker.pkg.dev/{self.project}/{self.images.repository}/{name}:{tag}"
+        return f"{reference}@{digest}" if digest else reference
 
 
 def parse_stack_config(raw: Mapping[str, Any], project: str | None, region: str | None) -> StackConfig:

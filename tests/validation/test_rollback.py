@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from components.policy.bundle import write_bundle
 from tests.validation.conftest import git
 from tests.validation.recording_pulumi_cli import FIXTURES
 from validation.clients.pulumi_stack import SECRET_MASK, AutomationStack
@@ -71,8 +72,9 @@ def test_execute_deploys_the_good_commit_from_a_temporary_worktree(program, pulu
     plan = choose_target(stack.history())
     validated: list[bool] = []
 
+    pack = write_bundle(tmp_path / "policy")
     outcome = execute(plan, stack, repo, lambda path: AutomationStack.select("staging", path), tmp_path / "backups",
-                      validate=lambda: validated.append(True) or True)
+                      validate=lambda: validated.append(True) or True, policy_pack=pack)
 
     assert outcome.up_result == "succeeded" and outcome.validated and validated == [True]
     assert json.loads(outcome.backup.read_text())["deployment"]["pending_operations"]  # the pre-rollback state
@@ -80,6 +82,7 @@ def test_execute_deploys_the_good_commit_from_a_temporary_worktree(program, pulu
     up = next(c for c in calls if c["argv"][0] == "up")
     config = next(c for c in calls if c["argv"][:2] == ["config", "set-all"])
     assert up["cwd"] == config["cwd"] != str(repo)
+    assert up["argv"][up["argv"].index("--policy-pack") + 1] == str(pack)  # the rules of the operator's checkout
     assert "--secret" in config["argv"] and "gpu-runtime:controlToken=s3cr3t-token-v1" in config["argv"]
     assert not Path(up["cwd"]).exists()  # the worktree is gone
     assert git(repo, "worktree", "list").count("\n") == 0
@@ -97,7 +100,7 @@ def test_failed_up_raises_and_names_the_backup(program, pulumi_cli, tmp_path, mo
     expected = r"(?s)pulumi up of commit [0-9a-f]{12} failed: .*update failed.*state backup: "
     with pytest.raises(RollbackError, match=expected):
         execute(choose_target(stack.history()), stack, repo, lambda p: AutomationStack.select("staging", p),
-                tmp_path / "backups", validate=lambda: True)
+                tmp_path / "backups", validate=lambda: True, policy_pack=write_bundle(tmp_path / "policy"))
     assert list((tmp_path / "backups").iterdir())  # backed up before anything was changed
 
 

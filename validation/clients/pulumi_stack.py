@@ -6,7 +6,7 @@ API; tests run it against a recording stand-in for the CLI, so the real parsing 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -61,8 +61,8 @@ class PulumiStack(Protocol):
         """Set these configuration values on the stack (in its working directory)."""
         ...
 
-    def up(self, on_output: OnOutput | None = None) -> str:
-        """Deploy the program of the stack's working directory; returns the result."""
+    def up(self, on_output: OnOutput | None = None, policy_packs: Sequence[Path] = ()) -> str:
+        """Deploy the program of the stack's working directory under ``policy_packs``; returns the result."""
         ...
 
 
@@ -135,6 +135,7 @@ class AutomationStack:
             {key: auto.ConfigValue(value=value, secret=key in secret_keys) for key, value in config.items()},
             path=False)
 
-    def up(self, on_output: OnOutput | None = None) -> str:
-        """Deploy the program of the stack's working directory."""
-        return self._stack.up(on_output=on_output).summary.result
+    def up(self, on_output: OnOutput | None = None, policy_packs: Sequence[Path] = ()) -> str:
+        """Deploy the program of the stack's working directory; a policy pack's violation stops it."""
+        packs = [str(pack) for pack in policy_packs] or None
+        return self._stack.up(on_output=on_output, policy_packs=packs).summary.result
