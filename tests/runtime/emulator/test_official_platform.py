@@ -19,15 +19,17 @@ STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a gracefu
 @pytest.mark.timeout(240)
 def test_the_platform_runs_and_validates_on_the_official_broker(tmp_path: Path) -> None:
     from runtime.cli.app import app
+    from runtime.local import processes
     from runtime.local.platform import LocalConfig, LocalPlatform
 
     if find_official_emulator() is None:  # raises, failing the test, where gcloud lacks the emulator
         pytest.skip("gcloud is not installed, so the official Pub/Sub emulator is not available")
     local = LocalPlatform(tmp_path / "local", LocalConfig(port=0, emulator_port=0, workers=1, broker=Broker.OFFICIAL))
     local.up()
+    emulator = local.running_state().process("emulator")
     try:
         state = local.running_state()
-        assert any(part.endswith(".jar") for part in state.process("emulator").command)
+        assert any(part.endswith(".jar") for part in emulator.command)
         assert state.emulator_admin_url is None  # the official emulator has no admin view
 
         result = CliRunner().invoke(app, ["validate", "--local", "--local-dir", str(local.directory), "--json"])
@@ -40,7 +42,7 @@ def test_the_platform_runs_and_validates_on_the_official_broker(tmp_path: Path) 
         assert (status.healthy, status.ready, status.problems, status.subscriptions) == (True, True, [], {})
     finally:
         local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
-    assert not any(part.endswith(".jar") for part in _running_commands())
+    assert not processes.is_alive(emulator)  # down stops the JVM too
 
 
 def test_time_scaling_is_refused_on_the_official_broker(tmp_path: Path) -> None:
@@ -51,9 +53,3 @@ def test_time_scaling_is_refused_on_the_official_broker(tmp_path: Path) -> None:
     with pytest.raises(LocalPlatformError, match="needs the builtin broker"):
         local.up()
     assert local.state is None  # nothing was started
-
-
-def _running_commands() -> list[str]:
-    import psutil
-
-    return [part for proc in psutil.Process().children(recursive=True) for part in proc.cmdline()]
