@@ -197,9 +197,13 @@ class SubscriptionQueue:
                 continue
             if deadline_s == 0:
                 dead.extend(self._fail(entry, now))
-            else:
-                # The lease heap keeps the old deadline; sweep re-files the entry when it pops early.
-                entry.lease_deadline = now + self.clock.lease_span(deadline_s)
+                continue
+            deadline = now + self.clock.lease_span(deadline_s)
+            if deadline < entry.lease_deadline:
+                # Shortened: file the earlier deadline (the later one goes stale, since sweep checks the
+                # entry's own deadline). Extended: the filed deadline pops early and sweep re-files it.
+                heapq.heappush(self._leases, (deadline, next(self._seq), entry, ack_id))
+            entry.lease_deadline = deadline
         self.cond.notify_all()
         return dead
 

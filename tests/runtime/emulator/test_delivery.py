@@ -69,6 +69,26 @@ def test_expired_lease_waits_out_the_backoff_then_redelivers(clock: ManualClock)
     assert second.ack_id != first.ack_id
 
 
+def test_modify_ack_deadline_shortens_a_lease(clock: ManualClock) -> None:
+    queue = make_queue(clock, ack_deadline_s=60)
+    with queue.cond:
+        publish(queue, clock, "1")
+        [first] = queue.take(1, deadline_s=60)
+        queue.modify([first.ack_id], 3)
+        assert queue.next_due() == clock.now + 3  # the sweeper is woken for the earlier deadline
+        clock.now += 2.9
+        queue.sweep(clock.now)
+        assert queue.stats().outstanding == 1
+        clock.now += 0.2
+        queue.sweep(clock.now)
+        [second] = queue.take(1, deadline_s=60)
+        assert second.message.message_id == first.message.message_id
+        queue.modify([second.ack_id], 30)  # lengthened again: the stale 60 s filing must not end it early
+        clock.now += 29
+        queue.sweep(clock.now)
+        assert queue.stats().outstanding == 1
+
+
 def test_modify_ack_deadline_extends_and_stale_ack_ids_are_ignored(clock: ManualClock) -> None:
     queue = make_queue(clock)
     with queue.cond:

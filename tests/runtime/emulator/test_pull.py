@@ -86,6 +86,19 @@ def test_modify_ack_deadline_extends_the_lease_and_zero_nacks(start_scaled: Call
     assert redelivered.message.message_id == received.message.message_id
 
 
+def test_a_shortened_lease_expires_at_the_new_deadline(pubsub: PubSub) -> None:
+    topic = pubsub.topic("requests")
+    sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=60)
+    pubsub.publish(topic, b"give-back-soon")
+    [received] = pubsub.pull_within(sub, 5)
+
+    pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=3)
+    shortened_at = time.monotonic()
+    [again] = pubsub.pull_within(sub, 10)  # long before the original 60 s
+    assert again.message.message_id == received.message.message_id
+    assert time.monotonic() - shortened_at >= 3 * 0.9
+
+
 def test_nack_redelivers_after_exponential_backoff(start_scaled: Callable[[float], PubSub]) -> None:
     pubsub = start_scaled(FAST)
     topic = pubsub.topic("requests")
