@@ -48,6 +48,21 @@ def geometric_asian(
     return _discounted_lognormal_option(log_mean, log_var, strike, math.exp(-rate * maturity), call)
 
 
+def geometric_basket(spots: np.ndarray, weights: np.ndarray, volatilities: np.ndarray, dividend_yields: np.ndarray,
+                     correlation: np.ndarray, strike: float, rate: float, maturity: float, call: bool = True) -> float:
+    """Price of an option on ``W prod S_i(T)^(w_i / W)``, ``W = sum w_i``: the geometric twin of the basket
+    ``sum w_i S_i(T)`` under correlated GBM. Its log is normal with mean
+    ``log W + sum (w_i/W) (log S_i + (r - q_i - s_i^2/2) T)`` and variance ``T u' C u``, ``u = (w/W) * s``.
+    """
+    total = float(np.sum(weights))
+    share = np.asarray(weights, dtype=float) / total
+    log_mean = math.log(total) + float(share @ (np.log(spots) + (rate - dividend_yields - 0.5 * volatilities**2)
+                                                * maturity))
+    scaled = share * volatilities
+    log_var = float(scaled @ correlation @ scaled) * maturity
+    return _discounted_lognormal_option(log_mean, log_var, strike, math.exp(-rate * maturity), call)
+
+
 @dataclass(frozen=True)
 class ParametricRisk:
     """VaR and CVaR (expected shortfall) of a normally distributed loss with mean zero."""

@@ -30,6 +30,8 @@ _KERNEL_MODULES: Final = {
     JobType.ASIAN_OPTION: "kernels.asian",
     JobType.PORTFOLIO_VAR: "kernels.portfolio_var",
     JobType.HESTON_OPTION: "kernels.heston",
+    JobType.BASKET_OPTION: "kernels.basket",
+    JobType.AMERICAN_OPTION: "kernels.lsm",
 }
 
 

@@ -22,6 +22,15 @@ MAX_SLEEP_S: Final = 3_600.0
 MAX_VAR_PATHS: Final = 25_000_000
 # Below this a tail quantile and its interval are not worth reporting.
 MIN_VAR_PATHS: Final = 100
+# Baskets: a path carries its assets' state in registers/local memory (16 x 3 floats per thread on a GPU).
+MAX_BASKET_ASSETS: Final = 16
+# Longstaff-Schwartz keeps the regression paths' basket values at every exercise date on the host
+# (float64): at most 5e7 values, 400 MB.
+MAX_EXERCISE_DATES: Final = 256
+MIN_REGRESSION_PATHS: Final = 1_000
+MAX_REGRESSION_PATHS: Final = 1_000_000
+MAX_REGRESSION_VALUES: Final = 50_000_000
+MAX_BASIS_DEGREE: Final = 6
 # VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
 TRADING_DAYS_PER_YEAR: Final = 252
 
@@ -35,6 +44,8 @@ class JobType(StrEnum):
     ASIAN_OPTION = "asian_option"
     PORTFOLIO_VAR = "portfolio_var"
     HESTON_OPTION = "heston_option"
+    BASKET_OPTION = "basket_option"
+    AMERICAN_OPTION = "american_option"
 
 
 class _Params(BaseModel):
@@ -181,21 +192,139 @@ class PortfolioVarParams(_Params):
         if any(v <= 0 for v in self.volatilities):
             raise ValueError("volatilities must be positive")
         if self.correlation is not None:
-            if len(self.correlation) != n or any(len(row) != n for row in self.correlation):
-                raise ValueError(f"correlation must be a {n}x{n} matrix")
-            for i, row in enumerate(self.correlation):
-                if abs(row[i] - 1.0) > 1e-9:
-                    raise ValueError("correlation must have ones on its diagonal")
-                for j, value in enumerate(row):
-                    if abs(value - self.correlation[j][i]) > 1e-9:
-                        raise ValueError("correlation must be symmetric")
-                    if not -1.0 <= value <= 1.0:
-                        raise ValueError("correlation entries must lie in [-1, 1]")
-            _check_positive_definite(self.correlation)
+            _check_correlation(self.correlation, n)
         if not MIN_VAR_PATHS <= self.paths <= MAX_VAR_PATHS:
             raise ValueError(f"portfolio_var takes {MIN_VAR_PATHS} to {MAX_VAR_PATHS:.3g} paths (scenarios), "
                              f"not {self.paths}")
         return self
+
+
+class BasketModel(StrEnum):
+    GBM = "gbm"
+    HESTON = "heston"
+
+
+class HestonAssets(_Params):
+    """Per-asset Heston variance processes of a basket; each list has one entry per asset.
+
+    ``correlation`` is each asset's price-variance correlation; variance shocks are otherwise independent.
+    """
+
+    initial_variance: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+    long_variance: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+    mean_reversion: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+    vol_of_vol: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+    correlation: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+
+    @model_validator(mode="after")
+    def _valid(self) -> HestonAssets:
+        n = len(self.initial_variance)
+        for name in ("long_variance", "mean_reversion", "vol_of_vol", "correlation"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"heston.{name} has {len(getattr(self, name))} entries, initial_variance has {n}")
+        for name, low, high in (("initial_variance", 0, 4), ("long_variance", 0, 4), ("mean_reversion", 0, 50),
+                                ("vol_of_vol", 0, 5)):
+            if not all(low < v <= high for v in getattr(self, name)):
+                raise ValueError(f"heston.{name} entries must lie in ({low}, {high}]")
+        if not all(-1 <= r <= 1 for r in self.correlation):
+            raise ValueError("heston.correlation entries must lie in [-1, 1]")
+        return self
+
+
+class BasketOptionParams(_Params):
+    """A European call/put on the weighted sum of correlated assets, under GBM or per-asset Heston.
+
+    GBM steps are exact (``steps`` only matters for Heston and for exercise dates); under GBM the
+    geometric basket option (closed form) is the control variate, under Heston the discounted basket.
+    """
+
+    spots: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+    weights: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS, description="Units of each asset.")
+    volatilities: list[float] | None = Field(None, description="GBM: annualised volatility per asset.")
+    heston: HestonAssets | None = Field(None, description="Heston: variance process per asset.")
+    dividend_yields: list[float] | None = Field(None, description="Continuous yield per asset; default zero.")
+    correlation: list[list[float]] | None = Field(None, description="Of the assets' price shocks; default identity.")
+    model: BasketModel = BasketModel.GBM
+    strike: float = Field(100.0, gt=0, le=1e9)
+    rate: float = Field(0.05, ge=-1.0, le=1.0)
+    maturity: float = Field(1.0, gt=0, le=100.0)
+    kind: OptionKind = OptionKind.CALL
+    steps: int = Field(1, ge=1, le=MAX_STEPS)
+    paths: Paths = 1_000_000
+    seed: Seed = 42
+    control_variate: bool = True
+    confidence: Confidence = DEFAULT_CONFIDENCE
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BasketOptionParams:
+        n = len(self.spots)
+        if len(self.weights) != n:
+            raise ValueError(f"weights has {len(self.weights)} entries, spots has {n}")
+        if any(v <= 0 for v in [*self.spots, *self.weights]):
+            raise ValueError("spots and weights must be positive")
+        if self.dividend_yields is not None and (len(self.dividend_yields) != n
+                                                 or any(abs(q) > 1 for q in self.dividend_yields)):
+            raise ValueError(f"dividend_yields must have {n} entries in [-1, 1]")
+        if self.model is BasketModel.GBM:
+            if self.volatilities is None or len(self.volatilities) != n:
+                raise ValueError(f"a gbm basket needs volatilities with {n} entries")
+            if not all(0 < v <= 5 for v in self.volatilities):
+                raise ValueError("volatilities must lie in (0, 5]")
+        elif self.heston is None or len(self.heston.initial_variance) != n:
+            raise ValueError(f"a heston basket needs heston parameters with {n} entries each")
+        if self.correlation is not None:
+            _check_correlation(self.correlation, n)
+        _check_path_steps(self.paths * n, self.steps)
+        return self
+
+    def yields(self) -> list[float]:
+        """Dividend yields, zero where not given."""
+        return self.dividend_yields if self.dividend_yields is not None else [0.0] * len(self.spots)
+
+
+class AmericanOptionParams(BasketOptionParams):
+    """An American or Bermudan call/put on one asset or a basket, by Longstaff-Schwartz regression.
+
+    Exercise is allowed at ``exercise_dates`` equally spaced dates (the last is maturity); ``None`` means
+    every step (the American option, approximated by ``steps`` dates). The exercise rule is regressed on
+    ``regression_paths`` paths independent of the ``paths`` that price it, so the price is a low-biased bound.
+    """
+
+    steps: int = Field(50, ge=1, le=MAX_STEPS)
+    exercise_dates: int | None = Field(None, ge=1, le=MAX_EXERCISE_DATES)
+    regression_paths: int = Field(100_000, ge=MIN_REGRESSION_PATHS, le=MAX_REGRESSION_PATHS)
+    basis_degree: int = Field(3, ge=1, le=MAX_BASIS_DEGREE, description="Polynomial degree in the basket value.")
+
+    @model_validator(mode="after")
+    def _dates(self) -> AmericanOptionParams:
+        dates = self.dates()
+        if self.steps % dates:
+            raise ValueError(f"steps ({self.steps}) must be a multiple of exercise_dates ({dates})")
+        if dates > MAX_EXERCISE_DATES:
+            raise ValueError(f"at most {MAX_EXERCISE_DATES} exercise dates, not {dates}")
+        if self.regression_paths * dates > MAX_REGRESSION_VALUES:
+            raise ValueError(f"regression_paths x exercise dates = {self.regression_paths * dates:.3g} exceeds "
+                             f"{MAX_REGRESSION_VALUES:.3g}")
+        _check_path_steps(self.regression_paths * len(self.spots), self.steps)
+        return self
+
+    def dates(self) -> int:
+        """Number of exercise dates."""
+        return self.exercise_dates if self.exercise_dates is not None else self.steps
+
+
+def _check_correlation(matrix: list[list[float]], n: int) -> None:
+    if len(matrix) != n or any(len(row) != n for row in matrix):
+        raise ValueError(f"correlation must be a {n}x{n} matrix")
+    for i, row in enumerate(matrix):
+        if abs(row[i] - 1.0) > 1e-9:
+            raise ValueError("correlation must have ones on its diagonal")
+        for j, value in enumerate(row):
+            if abs(value - matrix[j][i]) > 1e-9:
+                raise ValueError("correlation must be symmetric")
+            if not -1.0 <= value <= 1.0:
+                raise ValueError("correlation entries must lie in [-1, 1]")
+    _check_positive_definite(matrix)
 
 
 def _check_positive_definite(matrix: list[list[float]]) -> None:
@@ -219,10 +348,12 @@ PARAMS_BY_TYPE: Final[dict[JobType, type[_Params]]] = {
     JobType.ASIAN_OPTION: AsianOptionParams,
     JobType.PORTFOLIO_VAR: PortfolioVarParams,
     JobType.HESTON_OPTION: HestonOptionParams,
+    JobType.BASKET_OPTION: BasketOptionParams,
+    JobType.AMERICAN_OPTION: AmericanOptionParams,
 }
 
 JobParams = (NoopParams | RandomWalkParams | EuropeanOptionParams | AsianOptionParams | PortfolioVarParams
-             | HestonOptionParams)
+             | HestonOptionParams | BasketOptionParams | AmericanOptionParams)
 
 
 def parse_params(job_type: JobType | str, params: object) -> JobParams:

@@ -30,6 +30,14 @@ CASES = [
     ("european_option", {"paths": 301, "seed": 3, "greeks": GREEKS}, None),
     ("asian_option", {"paths": 150, "steps": 3, "seed": 3, "kind": "put", "greeks": GREEKS}, None),
     ("heston_option", {"paths": 151, "steps": 3, "seed": 3, "greeks": GREEKS}, None),
+    ("basket_option", {"spots": [100, 90], "weights": [1, 1], "volatilities": [0.2, 0.3], "strike": 190,
+                       "correlation": [[1, 0.5], [0.5, 1]], "steps": 2, "paths": 101, "seed": 3}, None),
+    ("basket_option", {"spots": [100, 90], "weights": [1, 1], "model": "heston", "steps": 3, "paths": 101, "seed": 3,
+                       "strike": 190, "heston": {"initial_variance": [0.04, 0.09], "long_variance": [0.04, 0.05],
+                                                 "mean_reversion": [1, 2], "vol_of_vol": [0.5, 0.3],
+                                                 "correlation": [-0.7, 0.2]}}, None),
+    ("american_option", {"spots": [100], "weights": [1], "volatilities": [0.3], "kind": "put", "steps": 3,
+                         "paths": 101, "regression_paths": 1_000, "basis_degree": 1, "seed": 3}, None),
 ]
 COMPARED = ("estimate", "std_error", "ci_low", "ci_high")
 

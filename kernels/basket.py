@@ -1,0 +1,371 @@
+"""Options on a basket ``A = sum w_i S_i`` of correlated assets, under GBM or per-asset Heston.
+
+One path carries every asset through ``steps`` steps. Its price shocks are ``eps = L z`` with ``L`` the
+Cholesky factor of the (validated) correlation matrix; under Heston asset ``i``'s variance shock is
+``rho_i eps_i + sqrt(1 - rho_i^2) z'_i`` with ``z'`` independent, and each variance takes full-truncation
+Euler steps (``kernels.heston``). GBM steps are exact. A path draws its normals from its own counter
+(path, draw), ``ceil(normals per step / 4)`` draws per step.
+
+The same path code prices European baskets and, given Longstaff-Schwartz exercise coefficients
+(``kernels.lsm``), American and Bermudan ones: ``path_sums`` walks a path, stops at the first exercise
+date where the exercise value beats the regressed continuation value, and returns (y, x) sums with the
+control ``x``: under GBM the geometric basket option (closed form, ``closed_form.geometric_basket``),
+under Heston the discounted basket (an exact martingale of the scheme). ``store_values`` writes the
+basket value at every exercise date for the regression.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+import numpy as np
+from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba.core.extending import register_jitable
+
+from kernels import estimators
+from kernels.chunks import run_chunks, warm_up
+from kernels.closed_form import geometric_basket
+from kernels.context import KernelResult, RunContext
+from kernels.device import CPU
+from kernels.estimators import SUM_WIDTH, add_sample
+from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
+from kernels.philox import NORMALS_PER_DRAW, normals4
+from kernels.special import exp32
+
+PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
+CPU_CHUNK_ASSET_STEPS: Final = 2**23  # paths x assets x steps per CPU chunk
+GPU_CHUNK_ASSET_STEPS: Final = 2**32
+# Rows of the per-asset parameter table ``assets[row, i]`` (float32) the kernels read.
+DRIFT, VOL, V0, KAPPA_DT, KAPPA_THETA_DT, VOL_OF_VOL, RHO, RHO_BAR, COEFF, SHARE = range(10)
+ASSET_ROWS: Final = 10
+# Regression paths draw from counters this far above the pricing paths': independent streams.
+REGRESSION_STREAM: Final = 2**62
+# Scratch per path: log-growth and variance per asset, and the normals of one step (two per asset).
+SCRATCH: Final = 4 * MAX_BASKET_ASSETS + NORMALS_PER_DRAW
+_ZERO: Final = np.float32(0.0)
+_HALF: Final = np.float32(0.5)
+
+
+@register_jitable
+def _start(scratch, assets, n):  # type: ignore[no-untyped-def]
+    """Every asset at its spot (log-growth 0) and, under Heston, at its initial variance."""
+    for i in range(n):
+        scratch[i] = _ZERO
+        scratch[n + i] = assets[V0, i]
+
+
+@register_jitable
+def _step(scratch, path, draw0, draws, seed, n, heston, chol, assets, dt):  # type: ignore[no-untyped-def]
+    """Advance every asset of ``path`` by one step; the normals are draws ``draw0 .. draw0 + draws``."""
+    z = 2 * n  # the normals start after the log-growths and the variances
+    for j in range(draws):
+        z0, z1, z2, z3 = normals4(path, draw0 + j, seed)
+        scratch[z + 4 * j] = z0
+        scratch[z + 4 * j + 1] = z1
+        scratch[z + 4 * j + 2] = z2
+        scratch[z + 4 * j + 3] = z3
+    for i in range(n):
+        shock = _ZERO
+        for k in range(i + 1):
+            shock += chol[i, k] * scratch[z + k]
+        if heston:
+            v = scratch[n + i]
+            positive = max(v, _ZERO)
+            root = math.sqrt(positive * dt)
+            scratch[i] += assets[DRIFT, i] - _HALF * positive * dt + root * shock
+            variance_shock = assets[RHO, i] * shock + assets[RHO_BAR, i] * scratch[z + n + i]
+            scratch[n + i] = (v + assets[KAPPA_THETA_DT, i] - assets[KAPPA_DT, i] * positive
+                              + assets[VOL_OF_VOL, i] * root * variance_shock)
+        else:
+            scratch[i] += assets[DRIFT, i] + assets[VOL, i] * shock
+
+
+@register_jitable
+def _basket(scratch, assets, n):  # type: ignore[no-untyped-def]
+    """The basket value sum w_i S_i of the path's current state."""
+    total = _ZERO
+    for i in range(n):
+        total += assets[COEFF, i] * exp32(scratch[i])
+    return total
+
+
+@register_jitable
+def _payoff(value, strike, call):  # type: ignore[no-untyped-def]
+    return max(value - strike, _ZERO) if call else max(strike - value, _ZERO)
+
+
+@register_jitable
+def _continuation(coeffs, date, value, strike):  # type: ignore[no-untyped-def]
+    """Regressed continuation value at ``date``: a polynomial in value / strike (Horner)."""
+    u = value / strike
+    degree = coeffs.shape[1] - 2
+    total = coeffs[date, degree]
+    for k in range(degree - 1, -1, -1):
+        total = total * u + coeffs[date, k]
+    return total
+
+
+@register_jitable
+def path_sample(path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+                coeffs, log_geometric, total_weight, control_mean, scratch):
+    """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, and its control ``x``.
+
+    Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
+    """
+    _start(scratch, assets, n)
+    for step in range(steps):
+        _step(scratch, path, step * draws, draws, seed, n, heston, chol, assets, dt)
+        done = step + 1
+        if done < steps and done % every == 0:
+            date = done // every - 1
+            if coeffs[date, coeffs.shape[1] - 1] > _ZERO:
+                value = _basket(scratch, assets, n)
+                cash = _payoff(value, strike, call)
+                if cash > _ZERO and cash >= _continuation(coeffs, date, value, strike):
+                    y = exp32(-rate * dt * np.float32(done)) * cash
+                    # the control needs the path at maturity: finish it without further exercise
+                    for later in range(done, steps):
+                        _step(scratch, path, later * draws, draws, seed, n, heston, chol, assets, dt)
+                    return y, _control(scratch, assets, n, heston, strike, call, rate, dt, steps, log_geometric,
+                                       total_weight, control_mean)
+    value = _basket(scratch, assets, n)
+    y = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
+    return y, _control(scratch, assets, n, heston, strike, call, rate, dt, steps, log_geometric, total_weight,
+                       control_mean)
+
+
+@register_jitable
+def _control(scratch, assets, n, heston, strike, call, rate, dt, steps, log_geometric, total_weight,  # type: ignore[no-untyped-def]
+             control_mean):
+    """Mean-zero control at maturity: the geometric basket option (GBM) or the discounted basket (Heston)."""
+    discount = exp32(-rate * dt * np.float32(steps))
+    if heston:
+        return discount * _basket(scratch, assets, n) - control_mean
+    log_g = log_geometric
+    for i in range(n):
+        log_g += assets[SHARE, i] * scratch[i]
+    return discount * _payoff(total_weight * exp32(log_g), strike, call) - control_mean
+
+
+@register_jitable
+def path_sums(first_path, count, stride, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
+              strike, call, rate, coeffs, log_geometric, total_weight, control_mean, scratch):
+    """Sums (y, y^2, x, x^2, xy) over paths ``first_path + i * stride``, i < count (both devices run this)."""
+    sums = (0.0, 0.0, 0.0, 0.0, 0.0)
+    for i in range(count):
+        path = first_path + i * stride
+        if path >= n_paths:
+            break
+        y, x = path_sample(path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,
+                           coeffs, log_geometric, total_weight, control_mean, scratch)
+        sums = add_sample(sums, y, x)
+    return sums
+
+
+@register_jitable
+def store_path(out, row, path, seed, n, heston, chol, assets, dt, steps, draws, every, scratch):  # type: ignore[no-untyped-def]
+    """Write the basket value of ``path`` at every exercise date into ``out[row, :]``."""
+    _start(scratch, assets, n)
+    for step in range(steps):
+        _step(scratch, path, step * draws, draws, seed, n, heston, chol, assets, dt)
+        if (step + 1) % every == 0:
+            out[row, (step + 1) // every - 1] = _basket(scratch, assets, n)
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _cpu_sums(out, first_block, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+              rate, coeffs, log_geometric, total_weight, control_mean):
+    for b in prange(out.shape[0]):
+        scratch = np.empty(SCRATCH, dtype=np.float32)
+        sums = path_sums((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, seed, n, heston, chol,
+                         assets, dt, steps, draws, every, strike, call, rate, coeffs, log_geometric, total_weight,
+                         control_mean, scratch)
+        for k in range(len(sums)):
+            out[b, k] = sums[k]
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _cpu_store(out, first_path, stream, seed, n, heston, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
+    for row in prange(out.shape[0]):
+        scratch = np.empty(SCRATCH, dtype=np.float32)
+        store_path(out, row, stream + first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every,
+                   scratch)
+
+
+@cache
+def _cuda_sums() -> Any:
+    from numba import float32, float64
+
+    from kernels.gpu import THREADS, block_reduce_store
+
+    per_thread = PATHS_PER_BLOCK // THREADS
+
+    @cuda.jit(fastmath=True)
+    def kernel(out, first_block, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+               rate, coeffs, log_geometric, total_weight, control_mean):
+        shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
+        scratch = cuda.local.array(SCRATCH, float32)
+        tid = cuda.threadIdx.x
+        first = (first_block + cuda.blockIdx.x) * PATHS_PER_BLOCK + tid
+        sums = path_sums(first, per_thread, THREADS, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every,
+                         strike, call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
+        for k in range(len(sums)):
+            shared[k, tid] = sums[k]
+        block_reduce_store(shared, out, cuda.blockIdx.x)
+
+    return kernel
+
+
+@cache
+def _cuda_store() -> Any:
+    from numba import float32
+
+    @cuda.jit(fastmath=True)
+    def kernel(out, first_path, stream, seed, n, heston, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
+        scratch = cuda.local.array(SCRATCH, float32)
+        row = cuda.grid(1)
+        if row < out.shape[0]:
+            store_path(out, row, stream + first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every,
+                       scratch)
+
+    return kernel
+
+
+@dataclass(frozen=True)
+class Model:
+    """Host-side inputs of the basket kernels, derived once from a job's params."""
+
+    n: int
+    heston: bool
+    chol: np.ndarray  # float32 (n, n)
+    assets: np.ndarray  # float32 (ASSET_ROWS, n)
+    dt: float
+    draws: int
+    log_geometric: float
+    total_weight: float
+    control_mean: float  # known mean of the control
+
+    @classmethod
+    def of(cls, p: BasketOptionParams) -> Model:
+        """The kernel inputs of ``p``."""
+        n = len(p.spots)
+        spots, weights = np.asarray(p.spots, dtype=float), np.asarray(p.weights, dtype=float)
+        yields = np.asarray(p.yields(), dtype=float)
+        correlation = np.asarray(p.correlation, dtype=float) if p.correlation is not None else np.eye(n)
+        dt = p.maturity / p.steps
+        table = np.zeros((ASSET_ROWS, n))
+        table[COEFF] = weights * spots
+        table[SHARE] = weights / weights.sum()
+        heston = p.model is BasketModel.HESTON
+        discount = math.exp(-p.rate * p.maturity)
+        if heston:
+            h = p.heston
+            assert h is not None  # validated by BasketOptionParams
+            kappa = np.asarray(h.mean_reversion)
+            table[DRIFT] = (p.rate - yields) * dt
+            table[V0], table[KAPPA_DT], table[KAPPA_THETA_DT] = h.initial_variance, kappa * dt, kappa * dt * np.asarray(
+                h.long_variance)
+            table[VOL_OF_VOL], table[RHO] = h.vol_of_vol, h.correlation
+            table[RHO_BAR] = np.sqrt(np.maximum(1.0 - np.asarray(h.correlation) ** 2, 0.0))
+            control_mean = float(discount * np.sum(weights * spots * np.exp((p.rate - yields) * p.maturity)))
+        else:
+            vols = np.asarray(p.volatilities, dtype=float)
+            table[DRIFT] = (p.rate - yields - 0.5 * vols**2) * dt
+            table[VOL] = vols * math.sqrt(dt)
+            control_mean = geometric_basket(spots, weights, vols, yields, correlation, p.strike, p.rate, p.maturity,
+                                            p.kind is OptionKind.CALL)
+        normals = 2 * n if heston else n
+        return cls(n=n, heston=heston, chol=np.linalg.cholesky(correlation).astype(np.float32),
+                   assets=table.astype(np.float32), dt=dt, draws=-(-normals // NORMALS_PER_DRAW),
+                   log_geometric=float(table[SHARE] @ np.log(spots)), total_weight=float(weights.sum()),
+                   control_mean=control_mean)
+
+    def walk_args(self, seed: int, steps: int, every: int) -> tuple[Any, ...]:
+        """``(seed, n, heston, chol, assets, dt, steps, draws, every)`` as the kernels take them."""
+        return (np.int64(seed), np.int64(self.n), self.heston, self.chol, self.assets, np.float32(self.dt),
+                np.int64(steps), np.int64(self.draws), np.int64(every))
+
+    def control_scale(self, p: BasketOptionParams) -> float:
+        """Size of the float32 terms of the control (for the interval's rounding bound)."""
+        return 2.0 * (self.control_mean + p.strike * math.exp(-p.rate * p.maturity))
+
+
+def no_exercise() -> np.ndarray:
+    """Exercise coefficients of a European option: one inactive row."""
+    return np.zeros((1, 3), dtype=np.float32)
+
+
+def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, every: int, n_paths: int, device: str,
+                    ctx: RunContext) -> np.ndarray:
+    """(y, y^2, x, x^2, xy) over ``n_paths`` pricing paths under the exercise rule ``coeffs``."""
+    args = (np.int64(n_paths), *model.walk_args(p.seed, p.steps, every), np.float32(p.strike),
+            p.kind is OptionKind.CALL, np.float32(p.rate), coeffs, np.float32(model.log_geometric),
+            np.float32(model.total_weight), np.float32(model.control_mean))
+    per_block = PATHS_PER_BLOCK * model.n * p.steps
+    kernel = BlockKernel(width=SUM_WIDTH, cpu=_cpu_sums, cuda_factory=_cuda_sums,
+                         cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
+                         gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    return sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), args, device, ctx)
+
+
+def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
+                  ctx: RunContext) -> np.ndarray:
+    """Basket values of ``n_paths`` regression paths (independent of the pricing paths) at each exercise date."""
+    values = np.empty((n_paths, dates), dtype=np.float32)
+    walk = model.walk_args(p.seed, p.steps, every)
+    per_block = PATHS_PER_BLOCK * model.n * p.steps
+    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
+
+    def rows(start: int, count: int) -> tuple[int, int]:
+        first = start * PATHS_PER_BLOCK
+        return first, min(count * PATHS_PER_BLOCK, n_paths - first)
+
+    if device == CPU:
+
+        def compute_cpu(start: int, count: int) -> None:
+            first, size = rows(start, count)
+            _cpu_store(values[first:first + size], np.int64(first), np.int64(REGRESSION_STREAM), *walk)
+
+        warm_up(compute_cpu, ctx)
+        run_chunks(n_blocks, max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute_cpu, ctx)
+        return values
+
+    from kernels import gpu
+
+    launch = _cuda_store()
+    device_walk = gpu.to_device_all(walk)
+
+    def compute_gpu(start: int, count: int) -> None:
+        first, size = rows(start, count)
+        chunk = gpu.empty((size, dates), np.float32)
+        launch[-(-size // gpu.THREADS), gpu.THREADS](chunk, np.int64(first), np.int64(REGRESSION_STREAM),
+                                                       *device_walk)
+        values[first:first + size] = gpu.to_host(chunk)
+
+    chunk_blocks = gpu.budget_blocks(PATHS_PER_BLOCK * dates * 4, max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    try:
+        warm_up(compute_gpu, ctx)
+        run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
+    finally:
+        gpu.release()
+    return values
+
+
+def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:
+    """Price the European basket option; the summary names the control and its known mean."""
+    n_paths = max(p.paths, 3)
+    model = Model.of(p)
+    sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, ctx)
+    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
+                                    control_scale=model.control_scale(p))
+    summary = {**estimate.as_dict(), "paths": n_paths, "assets": model.n, "steps": p.steps,
+               "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean}
+    return KernelResult(summary=summary, paths=n_paths)
+
+
+def _control_name(model: Model) -> str:
+    return "discounted basket (martingale)" if model.heston else "geometric basket option (closed form)"

@@ -1,0 +1,90 @@
+"""American and Bermudan options on one asset or a basket by Longstaff-Schwartz (2001) regression.
+
+Two independent sets of paths (``kernels.basket``): the regression paths' basket values at each exercise
+date come back to the host, where backward induction regresses the discounted realised cash flow of the
+in-the-money paths on polynomials of ``A / K`` to get, per date, the coefficients of the continuation
+value. The pricing paths, a different random stream, then follow that rule in the kernel. A rule
+estimated on other paths is merely some exercise policy for the pricing paths, so the price is a
+low-biased estimate of the true value (up to Monte Carlo error); re-using the regression paths would bias
+it upwards. Exercise at time zero is not considered (the first date is one step in).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import numpy as np
+
+from kernels import basket, estimators
+from kernels.binomial import binomial_price
+from kernels.context import KernelResult, RunContext
+from kernels.params import AmericanOptionParams, BasketModel, OptionKind
+
+# A date whose in-the-money regression paths are fewer than this many per coefficient is never an
+# exercise date: too few points to fit a continuation value.
+MIN_POINTS_PER_COEFFICIENT: Final = 4
+# Binomial steps of the single-asset GBM reference reported with the price.
+REFERENCE_TREE_STEPS: Final = 2_000
+
+
+def exercise_rule(values: np.ndarray, p: AmericanOptionParams) -> np.ndarray:
+    """Per exercise date before maturity, the continuation polynomial's coefficients and an active flag.
+
+    ``values[path, date]`` are the regression paths' basket values. Returns float32
+    ``(dates - 1, degree + 2)``: coefficients in ``A / K`` (lowest first), then 1 (active) or 0.
+    """
+    dates = values.shape[1]
+    dt = p.maturity / dates
+    call = p.kind is OptionKind.CALL
+    degree = p.basis_degree
+    rule = np.zeros((max(dates - 1, 1), degree + 2), dtype=np.float32)
+    values = values.astype(np.float64)
+    exercise = (values - p.strike) if call else (p.strike - values)
+    np.maximum(exercise, 0.0, out=exercise)
+    cash = exercise[:, -1].copy()  # cash flow of each path, discounted to the date being considered
+    for date in range(dates - 2, -1, -1):
+        cash *= math.exp(-p.rate * dt)
+        itm = exercise[:, date] > 0
+        if np.count_nonzero(itm) < MIN_POINTS_PER_COEFFICIENT * (degree + 1):
+            continue
+        u = values[itm, date] / p.strike
+        basis = np.vander(u, degree + 1, increasing=True)
+        coeffs, *_ = np.linalg.lstsq(basis, cash[itm], rcond=None)
+        continuation = basis @ coeffs
+        stop = exercise[itm, date] >= continuation
+        where = np.flatnonzero(itm)[stop]
+        cash[where] = exercise[where, date]
+        rule[date, :degree + 1] = coeffs
+        rule[date, degree + 1] = 1.0
+    return rule
+
+
+def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
+    """Price the option: regression pass, then an independent pricing pass under the fitted rule."""
+    n_paths = max(p.paths, 3)
+    dates = p.dates()
+    every = p.steps // dates
+    model = basket.Model.of(p)
+    values = basket.basket_values(p, model, p.regression_paths, every, dates, device, ctx)
+    rule = exercise_rule(values, p)
+    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx)
+    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
+                                    control_scale=model.control_scale(p))
+    european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device, ctx)
+    european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
+                                             confidence=p.confidence, control_scale=model.control_scale(p))
+    summary: dict[str, Any] = {
+        **estimate.as_dict(), "paths": n_paths, "regression_paths": p.regression_paths, "assets": model.n,
+        "exercise_dates": dates, "steps": p.steps, "path_steps": (n_paths + p.regression_paths) * p.steps,
+        "bias": "low (exercise rule fitted on independent paths)",
+        "exercise_dates_used": int(rule[:, -1].sum()),
+        "european_estimate": european_estimate.estimate,
+        "early_exercise_premium": estimate.estimate - european_estimate.estimate,
+    }
+    if model.n == 1 and p.model is BasketModel.GBM:
+        assert p.volatilities is not None  # validated for GBM
+        summary["binomial_reference"] = binomial_price(
+            p.spots[0] * p.weights[0], p.strike, p.rate, p.yields()[0], p.volatilities[0], p.maturity,
+            p.kind is OptionKind.CALL, REFERENCE_TREE_STEPS, dates)
+    return KernelResult(summary=summary, paths=n_paths)

@@ -1,0 +1,119 @@
+"""Basket options against independent references: Black-Scholes, the Heston integral, a quadrature of the
+two-asset basket, and the geometric basket's closed form (the control)."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+
+from kernels.closed_form import black_scholes, geometric_basket
+from kernels.heston_reference import HestonModel, heston_price
+from kernels.jobs import run_job
+from tests.kernels.conftest import bonferroni_z
+
+_N = NormalDist()
+TWO = {"spots": [100.0, 80.0], "weights": [0.6, 0.5], "volatilities": [0.25, 0.35], "correlation": [[1, 0.4], [0.4, 1]],
+       "dividend_yields": [0.01, 0.03], "strike": 100.0, "rate": 0.04, "maturity": 1.5}
+HESTON_ONE = {"initial_variance": [0.04], "long_variance": [0.05], "mean_reversion": [1.5], "vol_of_vol": [0.5],
+              "correlation": [-0.7]}
+
+
+def two_asset_basket_call(spots: list[float], weights: list[float], vols: list[float], rho: float,
+                          yields: list[float], strike: float, rate: float, maturity: float) -> float:
+    """``e^{-rT} E[(a1 e^{X1} + a2 e^{X2} - K)^+]`` by integrating over the first normal; given it the
+    payoff is a Black-Scholes call on the second asset (closed form), so one smooth 1-D integral remains."""
+    from scipy.integrate import quad
+
+    a1, a2 = (w * s for w, s in zip(weights, spots, strict=True))
+    s1, s2 = (v * math.sqrt(maturity) for v in vols)
+    m1, m2 = ((rate - q - 0.5 * v * v) * maturity for q, v in zip(yields, vols, strict=True))
+    cond_sd = s2 * math.sqrt(1 - rho * rho)
+
+    def given(z1: float) -> float:
+        first = a1 * math.exp(m1 + s1 * z1)
+        mean2 = m2 + s2 * rho * z1
+        forward2 = a2 * math.exp(mean2 + 0.5 * cond_sd**2)
+        left = strike - first
+        if left <= 0:
+            return first - strike + forward2
+        d1 = (math.log(forward2 / left) + 0.5 * cond_sd**2) / cond_sd
+        return forward2 * _N.cdf(d1) - left * _N.cdf(d1 - cond_sd)
+
+    integral, _ = quad(lambda z: given(z) * _N.pdf(z), -12.0, 12.0, epsabs=1e-11, epsrel=1e-11, limit=400)
+    return math.exp(-rate * maturity) * integral
+
+
+def test_quadrature_reference_reduces_to_black_scholes() -> None:
+    """With one asset weighted zero... almost: a negligible second asset leaves Black-Scholes on the first."""
+    price = two_asset_basket_call([100, 1e-9], [1, 1], [0.2, 0.3], 0.5, [0.0, 0.0], 100, 0.05, 1.0)
+    assert price == pytest.approx(black_scholes(100, 100, 0.05, 0.2, 1.0), rel=1e-8)
+
+
+def test_one_asset_basket_is_black_scholes() -> None:
+    cases = [{"kind": "call"}, {"kind": "put", "control_variate": False}]
+    z = bonferroni_z(len(cases))
+    for case in cases:
+        s = run_job("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2], "dividend_yields": [0.02],
+                                      "paths": 100_000, "seed": 4, **case}, device="cpu").summary
+        exact = black_scholes(100, 100, 0.05, 0.2, 1.0, case["kind"] == "call", 0.02)
+        assert s["ci_low"] <= exact <= s["ci_high"]
+        assert abs(s["estimate"] - exact) <= z * s["std_error"] + s.get("rounding_bound", 0.0)
+
+
+def test_two_asset_basket_matches_quadrature() -> None:
+    exact_call = two_asset_basket_call(TWO["spots"], TWO["weights"], TWO["volatilities"], 0.4, TWO["dividend_yields"],
+                                       TWO["strike"], TWO["rate"], TWO["maturity"])
+    forward = sum(w * s * math.exp((TWO["rate"] - q) * TWO["maturity"]) for w, s, q in
+                  zip(TWO["weights"], TWO["spots"], TWO["dividend_yields"], strict=True))
+    exact_put = exact_call - math.exp(-TWO["rate"] * TWO["maturity"]) * (forward - TWO["strike"])  # parity
+    cases = [("call", True, exact_call), ("put", True, exact_put), ("call", False, exact_call)]
+    z = bonferroni_z(len(cases))
+    for kind, control, exact in cases:
+        s = run_job("basket_option", {**TWO, "kind": kind, "control_variate": control, "paths": 200_000, "seed": 9},
+                    device="cpu").summary
+        assert abs(s["estimate"] - exact) < z * s["std_error"], (kind, control, s["estimate"], exact)
+        if control:
+            assert s["variance_reduction"] > 20  # the geometric basket is a strong control
+
+
+def test_geometric_basket_closed_form_of_one_asset_is_black_scholes() -> None:
+    price = geometric_basket(np.array([100.0]), np.array([2.0]), np.array([0.3]), np.array([0.01]), np.eye(1),
+                             150.0, 0.03, 2.0, False)
+    assert price == pytest.approx(2 * black_scholes(100, 75, 0.03, 0.3, 2.0, False, 0.01), rel=1e-12)
+
+
+def test_heston_basket_of_one_asset_matches_the_heston_integral() -> None:
+    s = run_job("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": HESTON_ONE, "steps": 128,
+                                  "rate": 0.03, "dividend_yields": [0.01], "paths": 100_000, "seed": 3},
+                device="cpu").summary
+    exact = heston_price(100, 100, 0.03, 0.01, 1.0, HestonModel(0.04, 0.05, 1.5, 0.5, -0.7))
+    assert abs(s["estimate"] - exact) < bonferroni_z(1) * s["std_error"]
+    assert s["control"].startswith("discounted basket")
+
+
+def test_heston_basket_control_and_plain_estimates_agree() -> None:
+    heston = {k: v * 3 for k, v in HESTON_ONE.items()}
+    params = {"spots": [100, 95, 105], "weights": [1, 1, 1], "model": "heston", "heston": heston, "steps": 32,
+              "strike": 300, "correlation": [[1, 0.3, 0.2], [0.3, 1, 0.5], [0.2, 0.5, 1]], "paths": 40_000, "seed": 8}
+    controlled = run_job("basket_option", params, device="cpu").summary
+    plain = run_job("basket_option", {**params, "control_variate": False}, device="cpu").summary
+    assert abs(controlled["estimate"] - plain["estimate"]) < 3 * plain["std_error"]
+    assert controlled["std_error"] < plain["std_error"]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"correlation": [[1, 0.9], [0.9, 1.0001]]}, "diagonal"),
+    ({"spots": [100, 80, 70], "weights": [1, 1, 1], "volatilities": [0.2, 0.2, 0.2], "dividend_yields": None,
+      "correlation": [[1, 0.9, -0.9], [0.9, 1, 0.9], [-0.9, 0.9, 1]]}, "positive definite"),
+    ({"weights": [1.0]}, "weights has 1 entries"),
+    ({"volatilities": None}, "needs volatilities"),
+    ({"model": "heston"}, "needs heston"),
+    ({"spots": [100.0] * 17, "weights": [1.0] * 17, "volatilities": [0.2] * 17, "correlation": None,
+      "dividend_yields": None}, "16"),
+])
+def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_job("basket_option", {**TWO, **bad}, device="cpu")
