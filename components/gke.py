@@ -28,6 +28,8 @@ NODE_ROLES = (
     "roles/artifactregistry.reader",
     "roles/autoscaling.metricsWriter",
 )
+# GKE system metrics (nodes, pods, containers) to Cloud Monitoring; GPU metrics come from our DCGM exporter.
+MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS",)
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # GKE maps the Kubernetes taint effect NoSchedule to this enum.
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
@@ -135,8 +137,11 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             enable_shielded_nodes=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cfg.release_channel),
+            # Managed Service for Prometheus is the platform's one monitoring stack (components/monitoring.py).
+            # Listing the components leaves GKE's managed DCGM package off: the project's exporter serves the
+            # GPU alerts (ECC counters included), and two exporters would report every GPU twice.
             monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
-                enable_components=["SYSTEM_COMPONENTS"],
+                enable_components=list(MONITORING_COMPONENTS),
                 managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
             ),
             deletion_protection=cfg.deletion_protection,

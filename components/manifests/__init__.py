@@ -6,5 +6,5 @@ validation helper renders the alert rules with ``alerts.render_rules_yaml``.
 
 Modules: ``common`` (labels, security contexts, resources), ``scheduler`` (gpu-scheduler workload),
 ``network`` (NetworkPolicies), ``dask`` (DaskCluster, worker groups, autoscaler), ``dcgm`` (GPU exporter),
-``monitors`` (ServiceMonitors), ``alerts`` (PrometheusRule), ``dashboard`` (Grafana).
+``monitors`` (ClusterPodMonitorings), ``alerts`` (rule groups, ClusterRules), ``dashboard`` (Grafana).
 """

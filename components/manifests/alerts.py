@@ -1,4 +1,4 @@
-"""Alert rules of seeds 001 and 002 as Prometheus rule groups, a PrometheusRule, and a promtool-ready file.
+"""Alert rules of the platform as Prometheus rule groups, a ClusterRules object, and a promtool-ready file.
 
 Each rule names its seed, its priority (P0/P1/P2 of the seeds, mapped to the ``severity`` routing label)
 and its runbook (``docs/runbooks/<runbook>.md``). Scheduler series come from ``contract.METRICS``; GPU
@@ -28,7 +28,10 @@ M = contract.METRICS
 
 # Where the runbooks live; the Monitoring component may point this at a rendered docs site instead.
 DEFAULT_RUNBOOK_BASE: Final = "docs/runbooks"
+# Name of the rules object in the cluster (kept from when it was a PrometheusRule, so dashboards and
+# runbooks that name it stay right).
 PROMETHEUS_RULE_NAME: Final = "gpu-runtime-alerts"
+GMP_API_VERSION: Final = "monitoring.googleapis.com/v1"
 
 
 class Priority(Enum):
@@ -280,14 +283,16 @@ def build_rule_groups(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> list[Manifest
     ]
 
 
-def build_prometheus_rule(
-    runbook_base: str = DEFAULT_RUNBOOK_BASE, extra_labels: dict[str, str] | None = None
-) -> Manifest:
-    """The PrometheusRule object (Prometheus Operator) carrying every group, in namespace ``monitoring``."""
+def build_cluster_rules(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> Manifest:
+    """The ClusterRules object (Managed Service for Prometheus) carrying every group.
+
+    Cluster-scoped on purpose: a namespaced ``Rules`` object only sees series of its own namespace, and these
+    rules join the scheduler's (``gpu-runtime``) with the DCGM exporter's (``monitoring``).
+    """
     return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": metadata(PROMETHEUS_RULE_NAME, contract.MONITORING_NAMESPACE, extra_labels),
+        "apiVersion": GMP_API_VERSION,
+        "kind": "ClusterRules",
+        "metadata": metadata(PROMETHEUS_RULE_NAME),
         "spec": {"groups": build_rule_groups(runbook_base)},
     }
 

@@ -1,7 +1,8 @@
-"""ServiceMonitors (Prometheus Operator) for the three scrape targets: gpu-scheduler, Dask scheduler, DCGM.
+"""ClusterPodMonitorings (Google Cloud Managed Service for Prometheus) for the three scrape targets.
 
-They live in ``monitoring`` and reach into the target's namespace with ``namespaceSelector``; Prometheus'
-``job`` label is the Service name, which is what the alert rules select on.
+GKE's managed collectors (namespace ``gmp-system``) scrape the pods these select, in whatever namespace
+they run; the ``job`` label of every series is the monitoring's name, which is what the alert rules
+select on (``up{job="dcgm-exporter"}``). Ports are the container ports, by number, from the contract.
 """
 
 from __future__ import annotations
@@ -12,41 +13,32 @@ from components import contract
 from components.manifests import dcgm
 from components.manifests.common import Manifest, metadata
 from components.manifests.network import DASK_CLUSTER_LABEL, DASK_COMPONENT_LABEL
-from components.manifests.scheduler import PORT_NAME as SCHEDULER_PORT_NAME
 
+GMP_API_VERSION: Final = "monitoring.googleapis.com/v1"
 SCRAPE_INTERVAL: Final = "30s"
-# Port name the dask-kubernetes operator gives the scheduler's dashboard (where /metrics is served).
-DASK_DASHBOARD_PORT_NAME: Final = "http-dashboard"
 
 
-def build_service_monitor(name: str, namespace: str, selector: dict[str, str], port: str) -> Manifest:
-    """A ServiceMonitor scraping ``/metrics`` on ``port`` of the Services matching ``selector`` in ``namespace``."""
+def build_pod_monitoring(name: str, pod_labels: dict[str, str], port: int) -> Manifest:
+    """A ClusterPodMonitoring scraping ``/metrics`` on ``port`` of every pod carrying ``pod_labels``."""
     return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": metadata(name, contract.MONITORING_NAMESPACE),
+        "apiVersion": GMP_API_VERSION,
+        "kind": "ClusterPodMonitoring",
+        "metadata": metadata(name),
         "spec": {
-            "namespaceSelector": {"matchNames": [namespace]},
-            "selector": {"matchLabels": dict(selector)},
+            "selector": {"matchLabels": dict(pod_labels)},
             "endpoints": [{"port": port, "path": contract.METRICS_PATH, "interval": SCRAPE_INTERVAL}],
         },
     }
 
 
-def build_service_monitors(dask_cluster: str = contract.DASK_CLUSTER_NAME) -> list[Manifest]:
-    """Monitors for the gpu-scheduler (``gpu_runtime_*``), the Dask scheduler and the DCGM exporter."""
+def build_pod_monitorings(dask_cluster: str = contract.DASK_CLUSTER_NAME) -> list[Manifest]:
+    """Monitorings of the gpu-scheduler (``gpu_runtime_*``), the Dask scheduler and the DCGM exporter."""
     return [
-        build_service_monitor(
-            contract.SCHEDULER_DEPLOYMENT,
-            contract.RUNTIME_NAMESPACE,
-            dict(contract.SCHEDULER_LABELS),
-            SCHEDULER_PORT_NAME,
-        ),
-        build_service_monitor(
+        build_pod_monitoring(contract.SCHEDULER_DEPLOYMENT, dict(contract.SCHEDULER_LABELS), contract.SCHEDULER_PORT),
+        build_pod_monitoring(
             f"{dask_cluster}-scheduler",
-            contract.COMPUTE_NAMESPACE,
             {DASK_CLUSTER_LABEL: dask_cluster, DASK_COMPONENT_LABEL: "scheduler"},
-            DASK_DASHBOARD_PORT_NAME,
+            contract.DASK_DASHBOARD_PORT,
         ),
-        build_service_monitor(dcgm.NAME, contract.MONITORING_NAMESPACE, dict(dcgm.POD_LABELS), dcgm.PORT_NAME),
+        build_pod_monitoring(dcgm.NAME, dict(dcgm.POD_LABELS), contract.DCGM_EXPORTER_PORT),
     ]

@@ -20,6 +20,8 @@ DASK_COMPONENT_LABEL: Final = "dask.org/component"
 # The operator itself (selector labels of the dask-kubernetes-operator chart): it calls the scheduler's
 # HTTP API (adaptive target, worker retirement) on the dashboard port.
 DASK_OPERATOR_POD_LABELS: Final = {"app.kubernetes.io/name": "dask-kubernetes-operator"}
+# Where GKE's managed Prometheus collectors run (Managed Service for Prometheus): the only scrapers.
+GMP_NAMESPACE: Final = "gmp-system"
 # Dask workers listen on ephemeral ports (worker, nanny), so peer traffic cannot be narrowed to a port;
 # the worker dashboard (metrics) is fixed by dask-kubernetes.
 DASK_WORKER_DASHBOARD_PORT: Final = 8788
@@ -57,14 +59,14 @@ def build_default_deny(namespace: str) -> Manifest:
 
 
 def build_runtime_policies() -> list[Manifest]:
-    """Namespace ``gpu-runtime``: the scheduler API is reachable from its own namespace and from monitoring."""
+    """Namespace ``gpu-runtime``: the scheduler API from its own namespace, its metrics from the collectors."""
     allow_api = _policy(
         f"allow-{contract.SCHEDULER_DEPLOYMENT}-api",
         contract.RUNTIME_NAMESPACE,
         dict(contract.SCHEDULER_LABELS),
         [
             {
-                "from": [_namespace(contract.RUNTIME_NAMESPACE), _namespace(contract.MONITORING_NAMESPACE)],
+                "from": [_namespace(contract.RUNTIME_NAMESPACE), _namespace(GMP_NAMESPACE)],
                 "ports": [_tcp(contract.SCHEDULER_PORT)],
             }
         ],
@@ -76,9 +78,9 @@ def build_compute_policies(cluster_name: str = contract.DASK_CLUSTER_NAME) -> li
     """Namespace ``compute``: the Dask scheduler and workers talk to each other and to the gpu-scheduler only.
 
     - scheduler comm port: from the gpu-scheduler (its Dask client) and from pods of ``compute``;
-    - scheduler dashboard (HTTP API, metrics): from monitoring and from the Dask operator;
+    - scheduler dashboard (HTTP API, metrics): from the metric collectors and from the Dask operator;
     - workers, any port: from pods of the same Dask cluster, and from the gpu-scheduler (direct gathers);
-      their dashboard (metrics) from monitoring.
+      their dashboard (metrics) from the metric collectors.
     """
     cluster = {DASK_CLUSTER_LABEL: cluster_name}
     scheduler_pods = {**cluster, DASK_COMPONENT_LABEL: "scheduler"}
@@ -98,7 +100,7 @@ def build_compute_policies(cluster_name: str = contract.DASK_CLUSTER_NAME) -> li
         [
             {
                 "from": [
-                    _namespace(contract.MONITORING_NAMESPACE),
+                    _namespace(GMP_NAMESPACE),
                     _pods_in(namespace, DASK_OPERATOR_POD_LABELS),
                 ],
                 "ports": [_tcp(contract.DASK_DASHBOARD_PORT)],
@@ -111,7 +113,21 @@ def build_compute_policies(cluster_name: str = contract.DASK_CLUSTER_NAME) -> li
         worker_pods,
         [
             {"from": [_pods_in(namespace, cluster), gpu_scheduler]},
-            {"from": [_namespace(contract.MONITORING_NAMESPACE)], "ports": [_tcp(DASK_WORKER_DASHBOARD_PORT)]},
+            {"from": [_namespace(GMP_NAMESPACE)], "ports": [_tcp(DASK_WORKER_DASHBOARD_PORT)]},
         ],
     )
     return [build_default_deny(namespace), comm, dashboard, workers]
+
+
+def build_monitoring_policies(exporter_labels: dict[str, str], exporter_port: int) -> list[Manifest]:
+    """Namespace ``monitoring``: nothing gets in but the collectors, to the GPU exporter's metrics port.
+
+    The exporter runs privileged on every GPU node; nothing but the scrape should be able to reach it.
+    """
+    metrics = _policy(
+        "allow-gpu-metrics-scrape",
+        contract.MONITORING_NAMESPACE,
+        dict(exporter_labels),
+        [{"from": [_namespace(GMP_NAMESPACE)], "ports": [_tcp(exporter_port)]}],
+    )
+    return [build_default_deny(contract.MONITORING_NAMESPACE), metrics]

@@ -97,8 +97,8 @@ def test_runbook_base_prefixes_every_link() -> None:
     assert urls and all(re.fullmatch(r"https://docs\.example/runbooks/[a-z-]+\.md", url) for url in urls)
 
 
-def test_prometheus_rule_object_carries_all_groups_in_monitoring() -> None:
-    rule = alerts.build_prometheus_rule(extra_labels={"release": "prom"})
-    assert rule["metadata"]["namespace"] == contract.MONITORING_NAMESPACE
-    assert rule["metadata"]["labels"]["release"] == "prom"
-    assert [group["name"] for group in rule["spec"]["groups"]] == [name for name, _ in alerts.RULE_GROUPS]
+def test_cluster_rules_object_carries_all_groups_cluster_wide() -> None:
+    rule = alerts.build_cluster_rules()
+    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.googleapis.com/v1", "ClusterRules")
+    assert "namespace" not in rule["metadata"]
+    assert rule["spec"]["groups"] == alerts.build_rule_groups()

@@ -7,7 +7,7 @@ import json
 import re
 
 from components import contract
-from components.manifests import alerts, dashboard, dcgm, helm_values, monitors, scheduler
+from components.manifests import alerts, dashboard, dcgm, helm_values, monitors, network, scheduler
 
 
 def _dcgm_series_used() -> set[str]:
@@ -51,22 +51,23 @@ def test_dcgm_service_is_the_job_the_node_down_alert_selects() -> None:
     assert f'job="{service["metadata"]["name"]}"' in node_down.expr
 
 
-def test_service_monitors_select_existing_service_ports() -> None:
-    by_name = {monitor["metadata"]["name"]: monitor["spec"] for monitor in monitors.build_service_monitors()}
-    services = {
-        contract.SCHEDULER_DEPLOYMENT: scheduler.build_service(),
-        contract.DCGM_EXPORTER_JOB: dcgm.build_service(),
+def test_pod_monitorings_scrape_the_pods_container_ports() -> None:
+    by_name = {m["metadata"]["name"]: m["spec"] for m in monitors.build_pod_monitorings()}
+    deployment = scheduler.build_deployment(scheduler.SchedulerSpec(project="p", image="i", result_store="gs://b"))
+    daemonset = dcgm.build_daemonset()
+    pods = {
+        contract.SCHEDULER_DEPLOYMENT: deployment["spec"]["template"],
+        contract.DCGM_EXPORTER_JOB: daemonset["spec"]["template"],
     }
-    for name, service in services.items():
+    for name, template in pods.items():
         spec = by_name[name]
-        assert spec["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
-        assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-        port_names = {port["name"] for port in service["spec"]["ports"]}
-        assert {endpoint["port"] for endpoint in spec["endpoints"]} <= port_names
+        assert spec["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+        ports = {port["containerPort"] for c in template["spec"]["containers"] for port in c["ports"]}
+        assert [endpoint["port"] for endpoint in spec["endpoints"]] == [*ports]
         assert spec["endpoints"][0]["path"] == contract.METRICS_PATH
     dask = by_name[f"{contract.DASK_CLUSTER_NAME}-scheduler"]
-    assert dask["namespaceSelector"] == {"matchNames": [contract.COMPUTE_NAMESPACE]}
-    assert dask["endpoints"][0]["port"] == monitors.DASK_DASHBOARD_PORT_NAME
+    assert dask["selector"]["matchLabels"][network.DASK_COMPONENT_LABEL] == "scheduler"
+    assert dask["endpoints"][0]["port"] == contract.DASK_DASHBOARD_PORT
 
 
 def test_dashboard_configmap_is_picked_up_and_queries_real_series() -> None:
@@ -106,14 +107,3 @@ def test_operator_chart_matches_the_locked_package() -> None:
     chart = helm_values.dask_operator_chart()
     assert (chart.name, chart.repository) == ("dask-kubernetes-operator", "https://helm.dask.org")
     assert chart.version == version("dask-kubernetes")
-
-
-def test_prometheus_stack_selects_our_rules_and_dashboards_without_a_default_password() -> None:
-    values = helm_values.prometheus_stack_values()
-    spec = values["prometheus"]["prometheusSpec"]
-    assert spec["ruleSelectorNilUsesHelmValues"] is False
-    assert spec["serviceMonitorSelectorNilUsesHelmValues"] is False
-    sidecar = values["grafana"]["sidecar"]["dashboards"]
-    assert (sidecar["label"], sidecar["labelValue"]) == dashboard.SIDECAR_LABEL
-    assert values["grafana"]["adminPassword"] == ""
-    assert helm_values.prometheus_stack_values("pw")["grafana"]["adminPassword"] == "pw"

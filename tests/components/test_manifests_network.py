@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from components import contract
-from components.manifests import network
+from components.manifests import dcgm, network
 
-POLICIES = network.build_runtime_policies() + network.build_compute_policies()
+POLICIES = (network.build_runtime_policies() + network.build_compute_policies()
+            + network.build_monitoring_policies(dcgm.POD_LABELS, contract.DCGM_EXPORTER_PORT))
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,10 @@ def allowed(source: Pod, target: Pod, port: int) -> bool:
 CLUSTER = {network.DASK_CLUSTER_LABEL: contract.DASK_CLUSTER_NAME}
 GPU_SCHEDULER = Pod(contract.RUNTIME_NAMESPACE, dict(contract.SCHEDULER_LABELS))
 OTHER_RUNTIME_POD = Pod(contract.RUNTIME_NAMESPACE, {"app": "debug"})
-PROMETHEUS = Pod(contract.MONITORING_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
+COLLECTOR = Pod(network.GMP_NAMESPACE, {"app.kubernetes.io/name": "collector"})
+# What used to scrape from `monitoring` no longer may: the managed collectors are the only scrapers.
+MONITORING_POD = Pod(contract.MONITORING_NAMESPACE, {"app": "anything"})
+DCGM_EXPORTER = Pod(contract.MONITORING_NAMESPACE, dict(dcgm.POD_LABELS))
 STRANGER = Pod("default", {"app": "web"})
 DASK_SCHEDULER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, network.DASK_COMPONENT_LABEL: "scheduler"})
 DASK_WORKER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, network.DASK_COMPONENT_LABEL: "worker"})
@@ -64,28 +68,36 @@ EPHEMERAL_PORT = 40123
 @pytest.mark.parametrize(
     ("source", "target", "port", "expected"),
     [
-        # The control API: its own namespace and monitoring only.
+        # The control API and its metrics: its own namespace and the managed collectors only.
         (OTHER_RUNTIME_POD, GPU_SCHEDULER, contract.SCHEDULER_PORT, True),
-        (PROMETHEUS, GPU_SCHEDULER, contract.SCHEDULER_PORT, True),
+        (COLLECTOR, GPU_SCHEDULER, contract.SCHEDULER_PORT, True),
         (STRANGER, GPU_SCHEDULER, contract.SCHEDULER_PORT, False),
         (DASK_WORKER, GPU_SCHEDULER, contract.SCHEDULER_PORT, False),
-        (PROMETHEUS, GPU_SCHEDULER, 9090, False),
+        (COLLECTOR, GPU_SCHEDULER, 9090, False),
+        (MONITORING_POD, GPU_SCHEDULER, contract.SCHEDULER_PORT, False),
         # The Dask scheduler's comm port: the gpu-scheduler and the compute namespace.
         (GPU_SCHEDULER, DASK_SCHEDULER, contract.DASK_SCHEDULER_PORT, True),
         (DASK_WORKER, DASK_SCHEDULER, contract.DASK_SCHEDULER_PORT, True),
         (OTHER_RUNTIME_POD, DASK_SCHEDULER, contract.DASK_SCHEDULER_PORT, False),
         (STRANGER, DASK_SCHEDULER, contract.DASK_SCHEDULER_PORT, False),
-        # Its dashboard / HTTP API: monitoring and the operator.
-        (PROMETHEUS, DASK_SCHEDULER, contract.DASK_DASHBOARD_PORT, True),
+        # Its dashboard / HTTP API: the collectors and the operator.
+        (COLLECTOR, DASK_SCHEDULER, contract.DASK_DASHBOARD_PORT, True),
         (DASK_OPERATOR, DASK_SCHEDULER, contract.DASK_DASHBOARD_PORT, True),
         (GPU_SCHEDULER, DASK_SCHEDULER, contract.DASK_DASHBOARD_PORT, False),
         (DASK_WORKER, DASK_SCHEDULER, contract.DASK_DASHBOARD_PORT, False),
+        (MONITORING_POD, DASK_SCHEDULER, contract.DASK_DASHBOARD_PORT, False),
+        # The privileged GPU exporter: its metrics port, to the collectors, and nothing else.
+        (COLLECTOR, DCGM_EXPORTER, contract.DCGM_EXPORTER_PORT, True),
+        (COLLECTOR, DCGM_EXPORTER, 5555, False),
+        (GPU_SCHEDULER, DCGM_EXPORTER, contract.DCGM_EXPORTER_PORT, False),
+        (STRANGER, DCGM_EXPORTER, contract.DCGM_EXPORTER_PORT, False),
+        (STRANGER, MONITORING_POD, 8080, False),
         # Workers: peers and the scheduler on any port, the gpu-scheduler for direct gathers, metrics scrapes.
         (DASK_WORKER, DASK_WORKER, EPHEMERAL_PORT, True),
         (DASK_SCHEDULER, DASK_WORKER, EPHEMERAL_PORT, True),
         (GPU_SCHEDULER, DASK_WORKER, EPHEMERAL_PORT, True),
-        (PROMETHEUS, DASK_WORKER, network.DASK_WORKER_DASHBOARD_PORT, True),
-        (PROMETHEUS, DASK_WORKER, EPHEMERAL_PORT, False),
+        (COLLECTOR, DASK_WORKER, network.DASK_WORKER_DASHBOARD_PORT, True),
+        (COLLECTOR, DASK_WORKER, EPHEMERAL_PORT, False),
         (DASK_OPERATOR, DASK_WORKER, EPHEMERAL_PORT, False),
         (STRANGER, DASK_WORKER, EPHEMERAL_PORT, False),
         # Default deny covers pods no other policy names.

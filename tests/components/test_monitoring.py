@@ -1,29 +1,25 @@
-"""The Monitoring component under the plan's realistic mocks: the Prometheus stack (or an existing one),
-DCGM on GPU nodes within the policy pack's rules, rules and monitors after the CRDs, the dashboard."""
+"""The Monitoring component under the plan's realistic mocks: managed Prometheus only (no in-cluster stack),
+DCGM on GPU nodes within the policy pack's rules, a locked-down namespace, cluster-wide rules and monitorings."""
 
 from __future__ import annotations
 
-import pulumi
 import pytest
 
 from components import contract
-from components.manifests import alerts, dcgm
+from components.manifests import alerts, dcgm, network
 from components.monitoring import TYPE, Monitoring, MonitoringArgs
 from components.plan import Recording
 from components.policy.rules import Subject, check_container_limits, check_container_non_root
-from tests.components.infra import children_of, named, of_type, run
+from tests.components.infra import children_of, of_type, run
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
-MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
+RULE = "kubernetes:monitoring.googleapis.com/v1:ClusterRules"
+MONITOR = "kubernetes:monitoring.googleapis.com/v1:ClusterPodMonitoring"
 
 
 @pytest.fixture(scope="module")
 def recording() -> Recording:
-    args = MonitoringArgs(
-        runbook_base_url="https://github.example/gpu-runtime/blob/main/docs/runbooks",
-        grafana_admin_password=pulumi.Output.secret("grafana-pw"),
-    )
+    args = MonitoringArgs(runbook_base_url="https://github.example/gpu-runtime/blob/main/docs/runbooks")
     return run(lambda: Monitoring("monitoring", args))
 
 
@@ -33,16 +29,24 @@ def test_every_resource_is_a_child_of_the_component(recording: Recording) -> Non
     assert custom and children_of(recording, component.name) == custom
 
 
-def test_prometheus_stack_release_in_monitoring(recording: Recording) -> None:
-    release = named(recording, RELEASE, "monitoring-prometheus-stack")
-    assert release.props["chart"] == "kube-prometheus-stack"
-    assert release.props["namespace"] == contract.MONITORING_NAMESPACE
-    assert release.props["values"]["grafana"]["adminPassword"] == "grafana-pw"
-    assert "grafana-pw" not in repr(release.shown)
+def test_one_stack_managed_prometheus_and_nothing_to_run_for_it(recording: Recording) -> None:
+    assert of_type(recording, RELEASE) == []  # no kube-prometheus-stack beside GKE's managed Prometheus
+    workloads = [r for r in recording.resources if r.type.startswith("kubernetes:apps/v1:")]
+    assert [(w.type, w.props["metadata"]["name"]) for w in workloads] == [("kubernetes:apps/v1:DaemonSet", dcgm.NAME)]
+
+
+def test_nothing_reaches_the_exporter_but_the_collectors(recording: Recording) -> None:
+    policies = {p.props["metadata"]["name"]: p.props["spec"]
+                for p in of_type(recording, "kubernetes:networking.k8s.io/v1:NetworkPolicy")}
+    assert policies["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    [rule] = policies["allow-gpu-metrics-scrape"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {network.NAMESPACE_NAME_LABEL: "gmp-system"}}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": contract.DCGM_EXPORTER_PORT}]
 
 
 def test_prometheus_rule_carries_every_alert_with_runbook_links(recording: Recording) -> None:
     (rule,) = of_type(recording, RULE)
+    assert "namespace" not in rule.props["metadata"]  # cluster-wide: the rules join gpu-runtime and monitoring
     rendered = [r for group in rule.props["spec"]["groups"] for r in group["rules"]]
     assert [r["alert"] for r in rendered] == [r.alert for r in alerts.ALL_RULES]
     assert all(
@@ -81,11 +85,3 @@ def test_monitors_and_dashboard(recording: Recording) -> None:
     assert monitors == {contract.SCHEDULER_DEPLOYMENT, contract.DCGM_EXPORTER_JOB, dask_scheduler}
     configmaps = of_type(recording, "kubernetes:core/v1:ConfigMap")
     assert any(c.props["metadata"]["labels"].get("grafana_dashboard") == "1" for c in configmaps)
-
-
-def test_existing_prometheus_operator_gets_its_selector_labels_and_no_release() -> None:
-    args = MonitoringArgs(install_prometheus_stack=False, selector_labels={"release": "ops"})
-    recording = run(lambda: Monitoring("mon", args))
-    assert of_type(recording, RELEASE) == []
-    for resource in of_type(recording, RULE) + of_type(recording, MONITOR):
-        assert resource.props["metadata"]["labels"]["release"] == "ops"

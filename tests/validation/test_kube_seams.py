@@ -85,16 +85,15 @@ def _rules(*names: str) -> str:
     return yaml.safe_dump({"groups": [{"name": "g", "rules": [{"alert": n, "expr": "1"} for n in names]}]})
 
 
-def test_prometheus_rules_present_or_named_missing(server) -> None:
-    server.routes[("GET", "/apis/monitoring.coreos.com/v1/namespaces/monitoring/prometheusrules")] = \
-        _load("prometheusrules.json")
+def test_cluster_rules_present_or_named_missing(server) -> None:
+    server.routes[("GET", "/apis/monitoring.googleapis.com/v1/clusterrules")] = _load("clusterrules.json")
 
     ok = run_check(rules_in_cluster(_kube(server), render=lambda: _rules("GpuNodeDown", "GpuHighTemperature")))
     missing = run_check(rules_in_cluster(_kube(server), render=lambda: _rules("GpuNodeDown", "DlqGrowth")))
 
     assert ok.status is Status.PASS, ok
     assert missing.status is Status.FAIL
-    assert missing.evidence == "1 alert(s) not loaded in monitoring: DlqGrowth"
+    assert missing.evidence == "1 alert(s) not loaded as ClusterRules: DlqGrowth"
 
 
 def test_dask_gpu_workers_from_the_dashboard_identity(server) -> None:

@@ -1,4 +1,4 @@
-"""Alert rules are loaded: PrometheusRule objects in the cluster, or (locally) the rendered rules pass promtool."""
+"""Alert rules are loaded: ClusterRules of managed Prometheus in the cluster, or (locally) the rules pass promtool."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
-from components import contract
 from validation.clients.kube import KubeApi
 from validation.runner import Check, CheckFailed, CheckSkipped
 
-PROMETHEUS_RULE = ("monitoring.coreos.com", "v1", "prometheusrules")
+# Managed Service for Prometheus' cluster-wide rules (the Monitoring component deploys them).
+CLUSTER_RULES = ("monitoring.googleapis.com", "v1", "clusterrules")
 # promtool parses a few dozen rules in well under a second; this only guards against a hung binary.
 PROMTOOL_TIMEOUT_S = 60.0
 
@@ -32,18 +32,18 @@ def alert_names(rules_yaml: str) -> set[str]:
 
 
 def rules_in_cluster(kube: KubeApi, render: Callable[[], str] = _default_rules) -> Check:
-    """Every alert the project renders is present in a PrometheusRule of the monitoring namespace."""
+    """Every alert the project renders is present in the cluster's ClusterRules."""
 
     def run() -> str:
         expected = alert_names(render())
-        objects = kube.list_custom_objects(*PROMETHEUS_RULE[:2], contract.MONITORING_NAMESPACE, PROMETHEUS_RULE[2])
+        objects = kube.list_custom_objects(*CLUSTER_RULES[:2], None, CLUSTER_RULES[2])
         loaded = {rule["alert"] for obj in objects for group in obj.get("spec", {}).get("groups", [])
                   for rule in group.get("rules", []) if "alert" in rule}
         missing = sorted(expected - loaded)
         if missing:
-            raise CheckFailed(f"{len(missing)} alert(s) not loaded in {contract.MONITORING_NAMESPACE}: "
-                              f"{', '.join(missing)}", "deploy the monitoring component (pulumi up)")
-        return f"{len(expected)} alerts loaded from {len(objects)} PrometheusRule object(s)"
+            raise CheckFailed(f"{len(missing)} alert(s) not loaded as ClusterRules: {', '.join(missing)}",
+                              "deploy the monitoring component (pulumi up)")
+        return f"{len(expected)} alerts loaded from {len(objects)} ClusterRules object(s)"
 
     return Check("alerts.loaded", run)
 

@@ -33,8 +33,8 @@ class KubeApi(Protocol):
         """GET ``path`` on a service's port through the API server proxy."""
         ...
 
-    def list_custom_objects(self, group: str, version: str, namespace: str, plural: str) -> list[dict[str, Any]]:
-        """Custom objects (e.g. PrometheusRule) in ``namespace``."""
+    def list_custom_objects(self, group: str, version: str, namespace: str | None, plural: str) -> list[dict[str, Any]]:
+        """Custom objects in ``namespace``, or of a cluster-scoped kind (e.g. ClusterRules) with ``None``."""
         ...
 
 
@@ -84,6 +84,8 @@ class KubernetesApi:
             _request_timeout=PROXY_TIMEOUT_S)
         return response.data.decode()
 
-    def list_custom_objects(self, group: str, version: str, namespace: str, plural: str) -> list[dict[str, Any]]:
-        """Custom objects in ``namespace``."""
+    def list_custom_objects(self, group: str, version: str, namespace: str | None, plural: str) -> list[dict[str, Any]]:
+        """Custom objects in ``namespace``, or of a cluster-scoped kind with ``None``."""
+        if namespace is None:
+            return self._custom.list_cluster_custom_object(group, version, plural)["items"]
         return self._custom.list_namespaced_custom_object(group, version, namespace, plural)["items"]
