@@ -24,10 +24,11 @@ MEMORY_BUDGET_FRACTION: Final = 0.5
 
 
 @cuda.jit(device=True)
-def block_reduce_store(shared, out, row):  # type: ignore[no-untyped-def]
-    """Tree-sum ``shared[k, :THREADS]`` for every k and store the sums in ``out[row, k]``.
+def block_reduce_store_at(shared, out, row, offset):  # type: ignore[no-untyped-def]
+    """Tree-sum ``shared[k, :THREADS]`` for every k and store the sums in ``out[row, offset + k]``.
 
-    Every thread of the block must call it after writing its own column of ``shared``.
+    Every thread of the block must call it after writing its own column of ``shared``; on return
+    ``shared`` may be written again (kernels with many sums reduce them a slice at a time).
     """
     tid = cuda.threadIdx.x
     cuda.syncthreads()
@@ -40,7 +41,17 @@ def block_reduce_store(shared, out, row):  # type: ignore[no-untyped-def]
         stride //= 2
     if tid == 0:
         for k in range(shared.shape[0]):
-            out[row, k] = shared[k, 0]
+            out[row, offset + k] = shared[k, 0]
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def block_reduce_store(shared, out, row):  # type: ignore[no-untyped-def]
+    """Tree-sum ``shared[k, :THREADS]`` for every k and store the sums in ``out[row, k]``.
+
+    Every thread of the block must call it after writing its own column of ``shared``.
+    """
+    block_reduce_store_at(shared, out, row, 0)
 
 
 @cache

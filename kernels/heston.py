@@ -53,6 +53,7 @@ METHOD: Final = {
 _ZERO: Final = np.float32(0.0)
 _ONE: Final = np.float32(1.0)
 _HALF: Final = np.float32(0.5)
+_TWO: Final = np.float32(2.0)
 
 
 @register_jitable
@@ -118,13 +119,13 @@ def _lane_greeks(x, first, x_vol_up, x_vol_down, x_t_up, x_t_down, spot, strike,
     itm = terminal > strike if call else terminal < strike
     slope = _ZERO if not itm else (discount if call else -discount)
     delta = slope * terminal / spot
-    gamma = delta / spot * (first / math.sqrt(v0 * dt) - _ONE)
+    gamma = delta / spot * (first / np.float32(math.sqrt(v0 * dt)) - _ONE)
     rho = slope * terminal * maturity - maturity * value
     vega = discount * (_payoff(spot * exp32(x_vol_up), strike, call)
-                       - _payoff(spot * exp32(x_vol_down), strike, call)) / (2 * vol_step)
+                       - _payoff(spot * exp32(x_vol_down), strike, call)) / (_TWO * vol_step)
     later = exp32(-rate * (maturity + t_step)) * _payoff(spot * exp32(x_t_up), strike, call)
     sooner = exp32(-rate * (maturity - t_step)) * _payoff(spot * exp32(x_t_down), strike, call)
-    theta = -(later - sooner) / (2 * t_step)
+    theta = -(later - sooner) / (_TWO * t_step)
     return delta, gamma, vega, rho, theta
 
 

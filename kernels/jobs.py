@@ -32,6 +32,7 @@ _KERNEL_MODULES: Final = {
     JobType.HESTON_OPTION: "kernels.heston",
     JobType.BASKET_OPTION: "kernels.basket",
     JobType.AMERICAN_OPTION: "kernels.lsm",
+    JobType.OPTION_BOOK: "kernels.book",
 }
 
 

@@ -31,6 +31,9 @@ MIN_REGRESSION_PATHS: Final = 1_000
 MAX_REGRESSION_PATHS: Final = 1_000_000
 MAX_REGRESSION_VALUES: Final = 50_000_000
 MAX_BASIS_DEGREE: Final = 6
+# A book's contracts are priced from the same paths in one launch; each GPU thread keeps every contract's
+# running sums (15 doubles each with Greeks) in local memory.
+MAX_BOOK_CONTRACTS: Final = 64
 # VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
 TRADING_DAYS_PER_YEAR: Final = 252
 
@@ -46,6 +49,7 @@ class JobType(StrEnum):
     HESTON_OPTION = "heston_option"
     BASKET_OPTION = "basket_option"
     AMERICAN_OPTION = "american_option"
+    OPTION_BOOK = "option_book"
 
 
 class _Params(BaseModel):
@@ -313,6 +317,65 @@ class AmericanOptionParams(BasketOptionParams):
         return self.exercise_dates if self.exercise_dates is not None else self.steps
 
 
+class BookModel(StrEnum):
+    BLACK_SCHOLES = "black_scholes"
+    HESTON = "heston"
+
+
+class BookContract(_Params):
+    """One European option of a book."""
+
+    strike: float = Field(gt=0, le=1e9)
+    maturity: float = Field(gt=0, le=100.0, description="Years; a whole number of steps (see steps_per_year).")
+    kind: OptionKind = OptionKind.CALL
+
+
+class OptionBookParams(_Params):
+    """A book of European options on one underlying, priced together on common random numbers.
+
+    Every path is walked once to the longest maturity; each contract is paid from the same path at its
+    own maturity, which must fall on the step grid (``maturity * steps_per_year`` a whole number). Under
+    ``black_scholes`` the steps are exact; under ``heston`` they are full-truncation Euler steps.
+    """
+
+    spot: float = Field(100.0, gt=0, le=1e9)
+    rate: float = Field(0.05, ge=-1.0, le=1.0)
+    dividend_yield: float = Field(0.0, ge=-1.0, le=1.0)
+    model: BookModel = BookModel.BLACK_SCHOLES
+    volatility: float = Field(0.2, gt=0, le=5.0, description="black_scholes: annualised volatility.")
+    initial_variance: float = Field(0.04, gt=0, le=4.0, description="heston: as in heston_option.")
+    long_variance: float = Field(0.04, gt=0, le=4.0)
+    mean_reversion: float = Field(1.5, gt=0, le=50.0)
+    vol_of_vol: float = Field(0.5, gt=0, le=5.0)
+    correlation: float = Field(-0.7, ge=-1.0, le=1.0)
+    steps_per_year: int = Field(252, ge=1, le=MAX_STEPS)
+    contracts: list[BookContract] = Field(min_length=1, max_length=MAX_BOOK_CONTRACTS)
+    paths: Paths = 1_000_000
+    seed: Seed = 42
+    control_variate: bool = True
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    greeks: Greeks = []
+
+    @model_validator(mode="after")
+    def _on_the_grid(self) -> OptionBookParams:
+        for i, contract in enumerate(self.contracts):
+            steps = contract.maturity * self.steps_per_year
+            if abs(steps - round(steps)) > 1e-6 * max(steps, 1.0) or round(steps) < 1:
+                raise ValueError(f"contracts[{i}].maturity {contract.maturity} is not a whole number of steps at "
+                                 f"{self.steps_per_year} steps per year")
+        if len(set(self.greeks)) != len(self.greeks):
+            raise ValueError("greeks must not repeat")
+        steps = self.steps()
+        if max(steps) > MAX_STEPS:
+            raise ValueError(f"the longest maturity needs {max(steps)} steps, the limit is {MAX_STEPS}")
+        _check_path_steps(self.paths, max(steps))
+        return self
+
+    def steps(self) -> list[int]:
+        """Each contract's maturity in steps."""
+        return [round(c.maturity * self.steps_per_year) for c in self.contracts]
+
+
 def _check_correlation(matrix: list[list[float]], n: int) -> None:
     if len(matrix) != n or any(len(row) != n for row in matrix):
         raise ValueError(f"correlation must be a {n}x{n} matrix")
@@ -350,10 +413,11 @@ PARAMS_BY_TYPE: Final[dict[JobType, type[_Params]]] = {
     JobType.HESTON_OPTION: HestonOptionParams,
     JobType.BASKET_OPTION: BasketOptionParams,
     JobType.AMERICAN_OPTION: AmericanOptionParams,
+    JobType.OPTION_BOOK: OptionBookParams,
 }
 
 JobParams = (NoopParams | RandomWalkParams | EuropeanOptionParams | AsianOptionParams | PortfolioVarParams
-             | HestonOptionParams | BasketOptionParams | AmericanOptionParams)
+             | HestonOptionParams | BasketOptionParams | AmericanOptionParams | OptionBookParams)
 
 
 def parse_params(job_type: JobType | str, params: object) -> JobParams:

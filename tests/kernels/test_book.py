@@ -1,0 +1,65 @@
+"""Books of options: every contract against its formula, on common random numbers, within the limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.closed_form import black_scholes
+from kernels.heston_reference import HestonModel, heston_price
+from kernels.jobs import run_job
+from kernels.params import MAX_BOOK_CONTRACTS
+from tests.kernels.conftest import bonferroni_z
+from tests.kernels.test_greeks import black_scholes_greeks
+
+CONTRACTS = [{"strike": 90.0, "maturity": 0.5}, {"strike": 100.0, "maturity": 1.0, "kind": "put"},
+             {"strike": 110.0, "maturity": 0.25}, {"strike": 100.0, "maturity": 1.0}]
+HESTON = {"initial_variance": 0.04, "long_variance": 0.05, "mean_reversion": 1.5, "vol_of_vol": 0.5,
+          "correlation": -0.7}
+
+
+def test_black_scholes_book_prices_and_greeks_match_the_formulas() -> None:
+    greeks = ["delta", "gamma", "vega", "rho", "theta"]
+    s = run_job("option_book", {"contracts": CONTRACTS, "dividend_yield": 0.01, "steps_per_year": 4,
+                                "paths": 100_000, "seed": 21, "greeks": greeks}, device="cpu").summary
+    z = bonferroni_z(len(CONTRACTS) * (1 + len(greeks)))
+    assert [(c["strike"], c["maturity"]) for c in s["contracts"]] == [(c["strike"], c["maturity"]) for c in CONTRACTS]
+    for contract in s["contracts"]:
+        call = contract["kind"] == "call"
+        exact = black_scholes(100, contract["strike"], 0.05, 0.2, contract["maturity"], call, 0.01)
+        assert contract["reference"] == pytest.approx(exact)
+        assert abs(contract["estimate"] - exact) < z * contract["std_error"], (contract, exact)
+        reference = black_scholes_greeks(100, contract["strike"], 0.05, 0.01, 0.2, contract["maturity"], call)
+        for name, value in reference.items():
+            greek = contract["greeks"][name]
+            assert abs(greek["estimate"] - value) < z * greek["std_error"], (contract["strike"], name, greek, value)
+
+
+def test_heston_book_matches_the_semi_analytic_prices() -> None:
+    s = run_job("option_book", {"contracts": CONTRACTS, "model": "heston", **HESTON, "rate": 0.03,
+                                "steps_per_year": 128, "paths": 60_000, "seed": 4}, device="cpu").summary
+    z = bonferroni_z(len(CONTRACTS))
+    model = HestonModel(0.04, 0.05, 1.5, 0.5, -0.7)
+    for contract in s["contracts"]:
+        call = contract["kind"] == "call"
+        exact = heston_price(100, contract["strike"], 0.03, 0.0, contract["maturity"], model, call)
+        assert abs(contract["estimate"] - exact) < z * contract["std_error"], (contract, exact)
+
+
+def test_contracts_share_their_paths() -> None:
+    """Common random numbers: a contract prices the same alone as inside any book."""
+    base = {"paths": 20_000, "seed": 3, "steps_per_year": 8}
+    book = run_job("option_book", {**base, "contracts": CONTRACTS}, device="cpu").summary["contracts"]
+    alone = run_job("option_book", {**base, "contracts": [CONTRACTS[2]]}, device="cpu").summary["contracts"][0]
+    assert alone["estimate"] == book[2]["estimate"] and alone["std_error"] == book[2]["std_error"]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"contracts": []}, "at least 1"),
+    ({"contracts": [{"strike": 100, "maturity": 1.0}] * (MAX_BOOK_CONTRACTS + 1)}, f"at most {MAX_BOOK_CONTRACTS}"),
+    ({"contracts": [{"strike": 100, "maturity": 0.1}], "steps_per_year": 12}, "whole number of steps"),
+    ({"contracts": [{"strike": -1, "maturity": 1.0}]}, "greater than 0"),
+    ({"contracts": [{"strike": 100, "maturity": 50.0}], "steps_per_year": 252}, "longest maturity"),
+])
+def test_bad_books_are_rejected(bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_job("option_book", bad, device="cpu")
