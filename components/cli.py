@@ -123,6 +123,7 @@ KEY_SETTINGS: Final[dict[str, tuple[str, ...]]] = {
     "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember": ("subscription", "role", "member"),
     "gcp:serviceaccount/account:Account": ("accountId",),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
     "gcp:serviceaccount/iAMMember:IAMMember": ("role", "member"),
     "gcp:projects/service:Service": ("service",),
     "gcp:artifactregistry/repository:Repository": ("repositoryId", "format", "location"),
