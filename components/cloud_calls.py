@@ -10,7 +10,10 @@ Workloads and their identities (resolved from the stack, never assumed):
 - ``SCHEDULER``: the gpu-scheduler pods — the Google account their Kubernetes service account is bound to
   through Workload Identity, and that Kubernetes account itself for Kubernetes API calls;
 - ``VERTEX_TASK``: Vertex AI custom jobs — the Google account the scheduler names for them
-  (``GPURT_VERTEX_SERVICE_ACCOUNT`` of its Deployment).
+  (``GPURT_VERTEX_SERVICE_ACCOUNT`` of its Deployment);
+- ``OPERATOR``: the ``gpurt`` tools a person or CI runs with their own credentials (submit, DLQ replay,
+  drills). The stack grants them nothing, so the proof leaves them out; they are declared so that the
+  shared modules' calls are all accounted for, and so the docs can say what such an identity needs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ class Workload(StrEnum):
 
     SCHEDULER = "gpu-scheduler"
     VERTEX_TASK = "vertex-task"
+    OPERATOR = "operator"
+
+
+# The workloads whose identities the stack itself creates and grants.
+STACK_WORKLOADS: Final = frozenset({Workload.SCHEDULER, Workload.VERTEX_TASK})
 
 
 class Target(StrEnum):
@@ -88,6 +96,10 @@ GCP_CALLS: Final = (
             Target.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION, "releases a dead letter without acking it"),
     GcpCall("runtime.pubsub.publisher:TopicPublisher._publish", "publish", _S, ("pubsub.topics.publish",),
             Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
+    GcpCall("runtime.pubsub.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
+            ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits, replays and probes jobs"),
+    GcpCall("runtime.pubsub.publisher:TopicPublisher.publish_raw_requests", "publish", Workload.OPERATOR,
+            ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits jobs in bulk (drills)"),
     GcpCall("runtime.pubsub.depth:MonitoringDepth.undelivered", "list_time_series", _S,
             ("monitoring.timeSeries.list",), Target.PROJECT, why="backlog and dead-letter depth"),
     GcpCall(f"{_STORE}.get", "open", _S, _GET, Target.RESULT_BUCKET, why="stored result of a job"),

@@ -202,7 +202,7 @@ def prove(
     unknown_roles = sorted({g.role for g in granted} - ROLE_PERMISSIONS.keys())
     missing += [f"role {role} has no permission list in components/iam_permissions.py" for role in unknown_roles]
     used: set[Grant] = set()
-    for call in gcp_calls:
+    for call in (c for c in gcp_calls if c.workload in cloud_calls.STACK_WORKLOADS):
         identity = who.get(call.workload)
         if identity is None:
             missing.append(f"{call.site} ({call.method}): workload {call.workload} has no identity in the stack")
@@ -239,7 +239,7 @@ def _prove_rbac(
     rules = _rbac(resources)
     missing, proven = [], []
     used: set[tuple[str, str, str, str, str]] = set()
-    for call in calls:
+    for call in (c for c in calls if c.workload in cloud_calls.STACK_WORKLOADS):
         identity = who.get(call.workload)
         account = identity.kubernetes_account if identity else None
         allowing = [(ns, role) for ns, role, subject, rule in rules
