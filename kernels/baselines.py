@@ -102,3 +102,64 @@ def portfolio_var(xp: Any, p: PortfolioVarParams) -> Any:
         losses = -pnl
         parts.append(losses.get() if hasattr(losses, "get") else losses)
     return summarise(np.concatenate(parts), p.confidence)
+
+
+def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, Any]:
+    """Basket values at every step (n, steps) and the terminal basket, by full-truncation Euler (Heston) or
+    exact GBM steps, assets correlated by the Cholesky factor: the kernel's scheme, NumPy's generator."""
+    from kernels import basket
+
+    rng = xp.random.default_rng(seed)
+    table = xp.asarray(model.assets.astype(np.float64))
+    chol = xp.asarray(model.chol.astype(np.float64))
+    dt = model.dt
+    x = xp.zeros((n, model.n))
+    v = xp.broadcast_to(table[basket.V0], (n, model.n)).copy()
+    values = xp.empty((n, p.steps))
+    for step in range(p.steps):
+        shocks = rng.standard_normal((n, model.n)) @ chol.T
+        if model.heston:
+            positive = xp.maximum(v, 0.0)
+            root = xp.sqrt(positive * dt)
+            x += table[basket.DRIFT] - 0.5 * positive * dt + root * shocks
+            variance_shock = table[basket.RHO] * shocks + table[basket.RHO_BAR] * rng.standard_normal((n, model.n))
+            v += table[basket.KAPPA_THETA_DT] - table[basket.KAPPA_DT] * positive + table[
+                basket.VOL_OF_VOL] * root * variance_shock
+        else:
+            x += table[basket.DRIFT] + table[basket.VOL] * shocks
+        values[:, step] = xp.exp(x) @ table[basket.COEFF]
+    return values, values[:, -1]
+
+
+def basket_lsm_valuation(xp: Any) -> Any:
+    """The ``american_option`` estimator (Heston or GBM basket, Longstaff-Schwartz, discounted-basket control
+    under Heston) vectorised over paths: a function of the params returning the price."""
+    from kernels import basket, lsm
+
+    def value(p: Any) -> float:
+        model = basket.Model.of(p)
+        if not model.heston:  # a GBM basket's control is the geometric basket option, not written here
+            raise NotImplementedError("the baseline covers Heston baskets (the benchmark's case)")
+        every = p.steps // p.dates()
+        regression, _ = _basket_paths(xp, p, model, p.regression_paths, p.seed + 1)
+        rule = lsm.exercise_rule(np.asarray(regression[:, every - 1::every].get() if hasattr(regression, "get")
+                                            else regression[:, every - 1::every]), p)
+        values, terminal = _basket_paths(xp, p, model, p.paths, p.seed)
+        dates = values[:, every - 1::every]
+        call = p.kind is OptionKind.CALL
+        exercise = xp.maximum(dates - p.strike if call else p.strike - dates, 0.0)
+        times = p.maturity / p.dates() * xp.arange(1, p.dates() + 1)
+        cash = exercise[:, -1] * math.exp(-p.rate * p.maturity)
+        alive = xp.ones(p.paths, dtype=bool)
+        for date in range(p.dates() - 1):
+            if rule[date, -1] > 0:
+                u = dates[:, date] / p.strike
+                continuation = xp.polyval(xp.asarray(rule[date, -2::-1].astype(np.float64)), u)
+                stop = alive & (exercise[:, date] > 0) & (exercise[:, date] >= continuation)
+                cash = xp.where(stop, exercise[:, date] * xp.exp(-p.rate * times[date]), cash)
+                alive &= ~stop
+        control = math.exp(-p.rate * p.maturity) * terminal - model.control_mean
+        beta = float(xp.cov(control, cash)[0, 1] / xp.var(control, ddof=1)) if p.control_variate else 0.0
+        return float(xp.mean(cash - beta * control))
+
+    return value

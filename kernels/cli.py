@@ -88,6 +88,8 @@ def bench_kernels(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     write: bool = typer.Option(False, "--write", help="Record the figures in BENCHMARKS.md."),
     scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
+    stac: bool = typer.Option(True, "--stac/--no-stac", help=(
+        "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
 ) -> None:
     """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run."""
     from rich.console import Console
@@ -112,9 +114,7 @@ def bench_kernels(
             progress.update(task, description=f"{case.job_type.value} vs baseline")
             figures.append(bench.measure(case, device))
             progress.advance(task)
-    if as_json:
-        typer.echo(json.dumps({"device": device, "figures": bench.figures_json(figures)}, indent=2))
-    else:
+    if not as_json:
         table = Table("kernel", "kernel rate", "baseline rate", "speed-up", title=f"kernels on {device}")
         for f in figures:
             table.add_row(f.kernel, f"{f.kernel_rate:.3g} {f.unit}", f"{f.baseline_rate:.3g} {f.unit}",
@@ -122,6 +122,34 @@ def bench_kernels(
         Console().print(table)
     if write:
         write_section(f"kernels-{device}", bench.kernels_markdown(figures, device, gpu_available()))
+    stac_figures = _bench_stac(device, scale, as_json, write) if stac else None
+    if as_json:
+        payload: dict[str, Any] = {"device": device, "figures": bench.figures_json(figures)}
+        if stac_figures is not None:
+            payload["stac"] = {**stac_figures.__dict__, "ratio": stac_figures.ratio}
+        typer.echo(json.dumps(payload, indent=2))
+
+
+def _bench_stac(device: str, scale: float, as_json: bool, write: bool) -> Any:
+    """Time the STAC-A2-shaped case; print its table unless ``as_json``; record it with ``write``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from kernels import bench, stac
+    from kernels.benchmarks_md import load_note, write_section
+
+    with Console(stderr=True).status("timing all Greeks of the STAC-A2-shaped case, cold then warm"):
+        figures = stac.measure(device, scale)
+    if not as_json:
+        table = Table("", "cold", "warm", title=f"STAC-A2-shaped: all Greeks on {device} ({figures.paths:,} paths)")
+        table.add_row("kernels", f"{figures.kernel_cold_s:.2f} s", f"{figures.kernel_warm_s:.2f} s")
+        table.add_row("NumPy baseline", f"{figures.baseline_cold_s:.2f} s", f"{figures.baseline_warm_s:.2f} s")
+        Console().print(table)
+        typer.echo(f"warm speed-up {figures.ratio:.1f}x; anchor {stac.ANCHOR}")
+    if write:
+        where = bench.gpu_name() if device == "gpu" else bench.machine()
+        write_section(f"kernels-stac-{device}", stac.markdown(figures, where, bench.today(), load_note()))
+    return figures
 
 
 def bench_accuracy(
