@@ -24,6 +24,7 @@ from kernels.jobs import run_job
 from kernels.params import (
     AsianOptionParams,
     EuropeanOptionParams,
+    HestonOptionParams,
     JobType,
     PortfolioVarParams,
     RandomWalkParams,
@@ -167,6 +168,57 @@ def accuracy(device: str, paths: int = ACCURACY_PATHS) -> Accuracy:
     s = out.summary
     return Accuracy(out.device, out.paths, s["estimate"], exact, abs(s["estimate"] - exact) / exact,
                     (s["ci_high"] - s["ci_low"]) / 2.0 / exact, ACCURACY_TOLERANCE, out.elapsed_s)
+
+
+HESTON_BIAS_STEPS: Final = (8, 32, 128, 252)
+HESTON_BIAS_PATHS: Final = 1_000_000
+HESTON_BIAS_CASE: Final = HestonOptionParams(spot=100, strike=100, rate=0.03, dividend_yield=0.01, maturity=1.0,
+                                             initial_variance=0.04, long_variance=0.05, mean_reversion=1.5,
+                                             vol_of_vol=0.5, correlation=-0.7, seed=2026)
+
+
+@dataclass(frozen=True)
+class HestonBias:
+    """The Heston kernel's estimate at one step count against the semi-analytic price."""
+
+    steps: int
+    paths: int
+    estimate: float
+    std_error: float
+    semi_analytic: float
+
+    @property
+    def bias(self) -> float:
+        """Estimate minus the semi-analytic price (discretisation bias plus Monte Carlo error)."""
+        return self.estimate - self.semi_analytic
+
+
+def heston_bias(device: str, paths: int = HESTON_BIAS_PATHS,
+                steps: tuple[int, ...] = HESTON_BIAS_STEPS) -> list[HestonBias]:
+    """Price the reference Heston call at each step count; the bias of full-truncation Euler falls as 1/steps."""
+    out = []
+    for n in steps:
+        s = run_job(JobType.HESTON_OPTION, HESTON_BIAS_CASE.model_copy(update={"paths": paths, "steps": n}),
+                    device=device).summary
+        out.append(HestonBias(n, s["paths"], s["estimate"], s["std_error"], s["semi_analytic"]))
+    return out
+
+
+def heston_bias_markdown(rows: list[HestonBias], device: str) -> str:
+    """The ``accuracy-heston`` section of BENCHMARKS.md."""
+    lines = [
+        f"## Heston discretisation bias — {today()}",
+        "",
+        "At-the-money call, S=K=100, r=3%, q=1%, T=1, v0=0.04, theta=0.05, kappa=1.5, xi=0.5, rho=-0.7; "
+        f"full-truncation Euler with the discounted-price control, on {device}; reference: the semi-analytic "
+        "price (characteristic-function integral).",
+        "",
+        "| steps | paths | estimate | std error | semi-analytic | bias | bias / std error |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {r.steps} | {r.paths:.3g} | {r.estimate:.5f} | {r.std_error:.2e} | {r.semi_analytic:.5f} | "
+              f"{r.bias:+.5f} | {r.bias / r.std_error:+.1f} |" for r in rows]
+    return "\n".join(lines)
 
 
 def machine() -> str:

@@ -171,8 +171,14 @@ def bench_accuracy(
     typer.echo(f"estimate {result.estimate:.6f}  Black-Scholes {result.black_scholes:.6f}  "
                f"relative error {result.relative_error:.2e}  99% CI half-width/price "
                f"{result.ci99_half_width_relative:.2e}  tolerance {result.tolerance:.0e}  {verdict}")
+    with Console(stderr=True).status("pricing the reference Heston call at several step counts"):
+        bias = bench.heston_bias(device)
+    for row in bias:
+        typer.echo(f"heston {row.steps:>4} steps  estimate {row.estimate:.5f} ± {row.std_error:.1e}  "
+                   f"semi-analytic {row.semi_analytic:.5f}  bias {row.bias:+.5f}")
     if write:
         write_section("accuracy", bench.accuracy_markdown(result))
+        write_section("accuracy-heston", bench.heston_bias_markdown(bias, result.device))
     if not result.passed:
         raise typer.Exit(1)
 

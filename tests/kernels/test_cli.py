@@ -105,3 +105,12 @@ def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
     assert small.ci99_half_width_relative > bench.ACCURACY_TOLERANCE  # too few paths for the SLO
     assert not small.passed
     assert "FAIL" in bench.accuracy_markdown(small)
+
+
+def test_heston_bias_table_reports_each_step_count_against_the_integral() -> None:
+    rows = bench.heston_bias("cpu", paths=20_000, steps=(4, 64))
+    assert [r.steps for r in rows] == [4, 64]
+    assert abs(rows[0].bias) > 5 * rows[0].std_error  # 4 Euler steps: the first-order bias dominates
+    assert rows[0].semi_analytic == rows[1].semi_analytic
+    text = bench.heston_bias_markdown(rows, "cpu")
+    assert "| 4 |" in text and "| 64 |" in text and "semi-analytic" in text
