@@ -1,9 +1,10 @@
 """One subscription's messages: leases and ack deadlines, redelivery with backoff, dead-lettering,
 retention and seek.
 
-Every method runs with the broker lock held (the queue's condition shares it); the queue never takes
-the lock itself. Time-driven transitions (a lease expiring, a backoff ending, a message ageing out)
-happen in :meth:`SubscriptionQueue.sweep`, which the broker's sweeper thread calls when
+Every method runs with the broker lock held; the queue never takes the lock itself. Every change that
+may let a waiting Pull or StreamingPull go on calls the queue's wake-ups (runtime.emulator.waiting).
+Time-driven transitions (a lease expiring, a backoff ending, a message ageing out) happen in
+:meth:`SubscriptionQueue.sweep`, which the broker's sweeper thread calls when
 :meth:`SubscriptionQueue.next_due` says something is due.
 """
 
@@ -14,7 +15,7 @@ import heapq
 import itertools
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from runtime.emulator import proto
@@ -107,12 +108,12 @@ class SubscriptionQueue:
     policy: DeliveryPolicy
     clock: Clock
     lock: threading.Lock
-    cond: threading.Condition = field(init=False)
     closed: bool = field(default=False, init=False)
     dead_lettered: int = field(default=0, init=False)
+    # Called on every change, lock held: the waiting RPCs of this subscription (see runtime.emulator.waiting).
+    wakeups: set[Callable[[], None]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.cond = threading.Condition(self.lock)
         self._log: OrderedDict[str, Entry] = OrderedDict()  # by message id, in publish order
         self._ready: deque[tuple[Entry, int]] = deque()
         self._delayed: list[tuple[float, int, Entry, int]] = []
@@ -129,7 +130,7 @@ class SubscriptionQueue:
         entry = Entry(message, published_wall, published_mono, size=message.ByteSize())
         self._log[message.message_id] = entry
         self._make_ready(entry)
-        self.cond.notify_all()
+        self.changed()
 
     def has_ready(self) -> bool:
         """Whether a message can be delivered now (drops stale references at the head)."""
@@ -185,7 +186,7 @@ class SubscriptionQueue:
                 self._set_state(entry, EntryState.ACKED)
             else:
                 self._forget(entry)
-        self.cond.notify_all()
+        self.changed()
 
     def modify(self, ack_ids: Iterable[str], deadline_s: int) -> list[DeadLetter]:
         """Set the remaining ack deadline of leased messages; 0 nacks them. Returns messages to dead-letter."""
@@ -204,7 +205,7 @@ class SubscriptionQueue:
                 # entry's own deadline). Extended: the filed deadline pops early and sweep re-files it.
                 heapq.heappush(self._leases, (deadline, next(self._seq), entry, ack_id))
             entry.lease_deadline = deadline
-        self.cond.notify_all()
+        self.changed()
         return dead
 
     def _fail(self, entry: Entry, now: float) -> list[DeadLetter]:
@@ -247,7 +248,7 @@ class SubscriptionQueue:
                 break
             self._release(oldest)
             self._forget(oldest)
-        self.cond.notify_all()
+        self.changed()
         return dead
 
     def next_due(self) -> float | None:
@@ -271,7 +272,7 @@ class SubscriptionQueue:
                 self._set_state(entry, EntryState.ACKED)
             else:
                 self._forget(entry)
-        self.cond.notify_all()
+        self.changed()
 
     def update_policy(self, policy: DeliveryPolicy) -> None:
         """Apply changed subscription settings to future deliveries and the next sweep."""
@@ -279,7 +280,7 @@ class SubscriptionQueue:
         if not policy.retain_acked:
             for entry in [e for e in self._log.values() if e.state is EntryState.ACKED]:
                 self._forget(entry)
-        self.cond.notify_all()
+        self.changed()
 
     def close(self) -> None:
         """The subscription is gone: drop everything and wake every waiter so it can leave."""
@@ -287,7 +288,7 @@ class SubscriptionQueue:
             self._release(entry)
             self._forget(entry)
         self.closed = True
-        self.cond.notify_all()
+        self.changed()
 
     def stats(self) -> QueueStats:
         """Counts by state (a scan: this serves an admin view, not the delivery path)."""
@@ -304,6 +305,11 @@ class SubscriptionQueue:
             acked_retained=counts[EntryState.ACKED],
             oldest_unacked_wall=min(unacked, default=None),
         )
+
+    def changed(self) -> None:
+        """Wake everything waiting on this subscription, so it checks again."""
+        for wakeup in self.wakeups:
+            wakeup()
 
     # --- transitions --------------------------------------------------------------------------------
 

@@ -31,7 +31,9 @@ class PublisherService:
         self._broker.delete_topic(request.topic)
         return proto.Empty()
 
-    def list_topics(self, request: proto.ListTopicsRequest, context: grpc.ServicerContext) -> proto.ListTopicsResponse:
+    def list_topics(
+        self, request: proto.ListTopicsRequest, context: grpc.ServicerContext
+    ) -> proto.ListTopicsResponse:
         """ListTopics, paged."""
         topics, token = self._broker.list_topics(request.project, request.page_size, request.page_token)
         return proto.ListTopicsResponse(topics=topics, next_page_token=token)

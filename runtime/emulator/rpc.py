@@ -1,9 +1,15 @@
-"""gRPC plumbing shared by the servicers: generic method handlers that speak raw protobuf and turn a
-refused request (PubSubError) into its status code."""
+"""gRPC plumbing shared by the servicers: generic method handlers for the asyncio server that speak raw
+protobuf and turn a refused request (PubSubError) into its status code.
+
+Plain-function handlers (the quick broker calls) run in the server's small thread pool, so one that
+blocks (a slow lock holder) never stalls the event loop; coroutine handlers (Pull, which waits) and
+stream handlers (async generators) run on the loop and hold no thread while they wait.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -11,11 +17,11 @@ import grpc
 from runtime.emulator.errors import PubSubError
 
 UnaryHandler = Callable[[Any, grpc.ServicerContext], Any]
-StreamHandler = Callable[[Iterator[Any], grpc.ServicerContext], Iterator[Any]]
+StreamHandler = Callable[[AsyncIterator[Any], grpc.aio.ServicerContext], AsyncIterator[Any]]
 
 
 def unary(handler: UnaryHandler, request_type: type, response_type: type) -> grpc.RpcMethodHandler:
-    """A unary-unary method handler for ``handler``."""
+    """A unary-unary method handler for ``handler`` (a function, or a coroutine function)."""
 
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
         try:
@@ -23,19 +29,27 @@ def unary(handler: UnaryHandler, request_type: type, response_type: type) -> grp
         except PubSubError as error:
             context.abort(error.code, error.message)
 
+    async def handle_async(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(request, context)
+        except PubSubError as error:
+            await context.abort(error.code, error.message)
+
     return grpc.unary_unary_rpc_method_handler(
-        handle, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString
+        handle_async if inspect.iscoroutinefunction(handler) else handle,
+        request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString,
     )
 
 
 def bidi(handler: StreamHandler, request_type: type, response_type: type) -> grpc.RpcMethodHandler:
-    """A stream-stream method handler for ``handler`` (a generator of responses)."""
+    """A stream-stream method handler for ``handler`` (an async generator of responses)."""
 
-    def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+    async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            yield from handler(requests, context)
+            async for response in handler(requests, context):
+                yield response
         except PubSubError as error:
-            context.abort(error.code, error.message)
+            await context.abort(error.code, error.message)
 
     return grpc.stream_stream_rpc_method_handler(
         handle, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString

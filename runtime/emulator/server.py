@@ -1,11 +1,20 @@
-"""Start and stop the emulator: a gRPC server for Publisher and Subscriber over one broker, plus the
-optional admin HTTP port."""
+"""Start and stop the emulator: an asyncio gRPC server for Publisher and Subscriber over one broker, on an
+event loop of its own thread, plus the optional admin HTTP port.
+
+On the event loop a waiting Pull or an open StreamingPull holds no thread, so neither can exhaust a
+pool and stall every other RPC (a thread-pool server stopped answering CreateTopic and Publish at
+about 64 open streams).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 
@@ -17,14 +26,16 @@ from runtime.emulator.stats import EmulatorStats
 from runtime.emulator.subscriber import SubscriberService
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-# Every open StreamingPull holds one worker thread, and a waiting unary Pull holds one for up to 10 s;
-# 64 leaves room for every process of the local platform with several streams each.
-MAX_WORKERS = 64
 # Pub/Sub accepts publish requests of up to 10 MB; gRPC's default receive limit is 4 MiB.
 MAX_MESSAGE_BYTES = 20 * 1024 * 1024
 # On stop, in-flight RPCs get this long (s) to finish before they are cancelled.
 STOP_GRACE_S = 1.0
+# Threads for the quick unary RPCs (waiting ones and streams run on the event loop and need none).
+RPC_THREADS = 8
+# Starting or stopping the server on its loop takes milliseconds; this bounds a wedged loop.
+LOOP_CALL_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -34,8 +45,8 @@ class EmulatorHandle:
     host: str
     port: int
     broker: Broker
-    _server: grpc.Server
-    _executor: ThreadPoolExecutor
+    _server: grpc.aio.Server
+    _loop: _LoopThread
     _admin: AdminServer | None = None
 
     @property
@@ -57,8 +68,8 @@ class EmulatorHandle:
         if self.broker.closed:
             return
         self.broker.close()
-        self._server.stop(STOP_GRACE_S).wait()
-        self._executor.shutdown(wait=False)
+        self._loop.call(self._server.stop(STOP_GRACE_S))
+        self._loop.close()
         if self._admin is not None:
             self._admin.stop()
         log.info("pubsub emulator stopped", extra={"address": self.address})
@@ -85,28 +96,57 @@ def start_emulator(
     None serves none).
     """
     broker = Broker(Clock(time_scale, lease_time_scale))
-    executor = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="pubsub-emulator-rpc")
-    server = grpc.server(
-        executor,
+    loop = _LoopThread()
+    server: grpc.aio.Server | None = None
+    try:
+        server, bound = loop.call(_serve(broker, host, port, loop.pool))
+        admin = AdminServer(host, admin_port, broker.stats) if admin_port is not None else None
+    except (RuntimeError, OSError) as error:
+        if server is not None:
+            loop.call(server.stop(None))
+        loop.close()
+        broker.close()
+        raise OSError(f"cannot listen on {host} (port {port}, admin port {admin_port}): {error}") from error
+    if admin is not None:
+        admin.start()
+    handle = EmulatorHandle(host, bound, broker, server, loop, admin)
+    log.info("pubsub emulator listening",
+             extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale,
+                    "lease_time_scale": lease_time_scale})
+    return handle
+
+
+async def _serve(broker: Broker, host: str, port: int, pool: ThreadPoolExecutor) -> tuple[grpc.aio.Server, int]:
+    """Create, bind and start the gRPC server (on the loop it will serve from); returns it and its port."""
+    server = grpc.aio.server(
+        migration_thread_pool=pool,
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
                  ("grpc.so_reuseport", 0)],
     )
     server.add_generic_rpc_handlers((PublisherService(broker).handler(), SubscriberService(broker).handler()))
-    try:
-        bound = server.add_insecure_port(f"{host}:{port}")
-        admin = AdminServer(host, admin_port, broker.stats) if admin_port is not None else None
-    except (RuntimeError, OSError) as error:
-        server.stop(None)
-        executor.shutdown(wait=False)
-        broker.close()
-        raise OSError(f"cannot listen on {host} (port {port}, admin port {admin_port}): {error}") from error
-    server.start()
-    if admin is not None:
-        admin.start()
-    handle = EmulatorHandle(host, bound, broker, server, executor, admin)
-    log.info("pubsub emulator listening",
-             extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale,
-                    "lease_time_scale": lease_time_scale})
-    return handle
+    bound = server.add_insecure_port(f"{host}:{port}")
+    await server.start()
+    return server, bound
+
+
+class _LoopThread:
+    """An asyncio event loop running in a daemon thread, and the thread pool of its server's plain handlers."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="pubsub-emulator-rpc")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="pubsub-emulator-loop", daemon=True)
+        self._thread.start()
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and return its result (or raise its exception) here."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(LOOP_CALL_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Stop the loop, wait for its thread and free it and the pool."""
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(LOOP_CALL_TIMEOUT_S)
+        self._loop.close()
+        self.pool.shutdown(wait=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from google.protobuf import field_mask_pb2
@@ -197,24 +197,29 @@ class Broker:
                     if names.parse(n, "subscriptions").project == project_id]
         return _page(subs, page_size, page_token)
 
-    def queue(self, subscription_name: str) -> SubscriptionQueue:
-        """The message queue of a subscription (for streaming pull, which waits on its condition)."""
+    def watch(self, subscription_name: str, wakeup: Callable[[], None]) -> SubscriptionQueue:
+        """Call ``wakeup`` on every change of a subscription from now on (a waiting Pull or stream); returns
+        the subscription's queue, to pass to :meth:`unwatch`."""
         with self.lock:
-            return self._subscription(subscription_name).queue
+            queue = self._subscription(subscription_name).queue
+            queue.wakeups.add(wakeup)
+            return queue
+
+    def unwatch(self, queue: SubscriptionQueue, wakeup: Callable[[], None]) -> None:
+        """Stop calling ``wakeup``."""
+        with self.lock:
+            queue.wakeups.discard(wakeup)
 
     # --- delivery -----------------------------------------------------------------------------------
 
-    def pull(self, subscription_name: str, max_messages: int, wait_s: float) -> list[proto.ReceivedMessage]:
-        """Lease up to ``max_messages``, waiting up to ``wait_s`` real seconds for the first one."""
+    def pull(self, subscription_name: str, max_messages: int) -> list[proto.ReceivedMessage]:
+        """Lease up to ``max_messages`` of the messages ready now (possibly none); the caller waits."""
         if max_messages <= 0:
             raise invalid_argument("max_messages must be greater than 0.")
         with self.lock:
             queue = self._subscription(subscription_name).queue
-            queue.cond.wait_for(lambda: queue.closed or queue.has_ready(), timeout=max(wait_s, 0.0))
             if self.closed:
                 raise shutting_down()
-            if queue.closed:
-                raise not_found(names.parse(subscription_name, "subscriptions").id)
             return self.lease_locked(queue, min(max_messages, MAX_MESSAGES_PER_CALL), queue.policy.ack_deadline_s)
 
     def lease_locked(

@@ -3,12 +3,15 @@ and StreamingPull (delegated to runtime.emulator.streaming)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from runtime.emulator import proto, rpc
 from runtime.emulator.errors import invalid_argument, unimplemented
 from runtime.emulator.state import Broker
 from runtime.emulator.streaming import StreamingPull
+from runtime.emulator.waiting import Wakeup
 
 # A unary pull without return_immediately waits for messages at most this long (real seconds), and
 # answers this much before the caller's deadline so the caller gets an empty response, not an error.
@@ -53,14 +56,26 @@ class SubscriberService:
         subscriptions, token = self._broker.list_subscriptions(request.project, request.page_size, request.page_token)
         return proto.ListSubscriptionsResponse(subscriptions=subscriptions, next_page_token=token)
 
-    def pull(self, request: proto.PullRequest, context: grpc.ServicerContext) -> proto.PullResponse:
-        """Pull: waits for the first message unless return_immediately is set."""
+    async def pull(self, request: proto.PullRequest, context: grpc.aio.ServicerContext) -> proto.PullResponse:
+        """Pull: waits for the first message unless return_immediately is set (on the loop, holding no thread)."""
         wait_s = 0.0
         if not request.return_immediately:
             remaining = context.time_remaining()
             wait_s = MAX_PULL_WAIT_S if remaining is None else min(MAX_PULL_WAIT_S, remaining - PULL_DEADLINE_MARGIN_S)
-        received = self._broker.pull(request.subscription, request.max_messages, wait_s)
-        return proto.PullResponse(received_messages=received)
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + wait_s
+        wakeup = Wakeup()
+        queue = self._broker.watch(request.subscription, wakeup)
+        try:
+            while True:
+                wakeup.clear()
+                received = self._broker.pull(request.subscription, request.max_messages)
+                left = give_up_at - loop.time()
+                if received or left <= 0:
+                    return proto.PullResponse(received_messages=received)
+                await wakeup.wait(left)
+        finally:
+            self._broker.unwatch(queue, wakeup)
 
     def acknowledge(self, request: proto.AcknowledgeRequest, context: grpc.ServicerContext) -> proto.Empty:
         """Acknowledge."""

@@ -54,7 +54,7 @@ def test_backoff_doubles_from_the_minimum_up_to_the_maximum() -> None:
 
 def test_expired_lease_waits_out_the_backoff_then_redelivers(clock: ManualClock) -> None:
     queue = make_queue(clock, min_backoff_s=10, max_backoff_s=600)
-    with queue.cond:
+    with queue.lock:
         publish(queue, clock, "1")
         [first] = queue.take(10, deadline_s=10)
         clock.now += 10
@@ -71,7 +71,7 @@ def test_expired_lease_waits_out_the_backoff_then_redelivers(clock: ManualClock)
 
 def test_modify_ack_deadline_shortens_a_lease(clock: ManualClock) -> None:
     queue = make_queue(clock, ack_deadline_s=60)
-    with queue.cond:
+    with queue.lock:
         publish(queue, clock, "1")
         [first] = queue.take(1, deadline_s=60)
         queue.modify([first.ack_id], 3)
@@ -91,7 +91,7 @@ def test_modify_ack_deadline_shortens_a_lease(clock: ManualClock) -> None:
 
 def test_modify_ack_deadline_extends_and_stale_ack_ids_are_ignored(clock: ManualClock) -> None:
     queue = make_queue(clock)
-    with queue.cond:
+    with queue.lock:
         publish(queue, clock, "1")
         [first] = queue.take(1, deadline_s=10)
         clock.now += 5
@@ -110,7 +110,7 @@ def test_modify_ack_deadline_extends_and_stale_ack_ids_are_ignored(clock: Manual
 
 def test_dead_letter_after_the_last_attempt(clock: ManualClock) -> None:
     queue = make_queue(clock, dead_letter_topic=DLQ, max_delivery_attempts=5)
-    with queue.cond:
+    with queue.lock:
         publish(queue, clock, "1", b"poison")
         attempts, dead = [], []
         while not dead:
@@ -128,7 +128,7 @@ def test_dead_letter_after_the_last_attempt(clock: ManualClock) -> None:
 def test_flow_control_owner_counts_leases_until_they_end(clock: ManualClock) -> None:
     queue = make_queue(clock)
     owner = LeaseOwner()
-    with queue.cond:
+    with queue.lock:
         for i in range(3):
             publish(queue, clock, str(i), b"x" * 100)
         taken = queue.take(10, deadline_s=10, owner=owner, max_bytes=150)
@@ -144,7 +144,7 @@ def test_flow_control_owner_counts_leases_until_they_end(clock: ManualClock) -> 
 
 def test_retention_drops_messages_in_any_state(clock: ManualClock) -> None:
     queue = make_queue(clock, retention_s=600, retain_acked=True)
-    with queue.cond:
+    with queue.lock:
         for i in range(3):
             publish(queue, clock, str(i))
         acked, _still_leased = queue.take(2, deadline_s=600)
@@ -158,7 +158,7 @@ def test_retention_drops_messages_in_any_state(clock: ManualClock) -> None:
 
 def test_seek_marks_older_messages_acked_and_replays_newer_ones(clock: ManualClock) -> None:
     queue = make_queue(clock, retain_acked=True)
-    with queue.cond:
+    with queue.lock:
         publish(queue, clock, "old")
         clock.now += 5
         cut = clock.wall()
