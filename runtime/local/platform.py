@@ -345,6 +345,37 @@ class LocalPlatform:
         processes.kill_process(record, STOP_GRACE_S)
         return record.pid
 
+    def restart_emulator(self, on_step: Step = _no_step) -> int:
+        """Stop the Pub/Sub emulator, start it again on its ports and recreate the contract's topology.
+
+        The emulator keeps everything in memory, so whatever it held is gone afterwards: requests waiting
+        in a subscription, unacked leases, dead letters, results no one had pulled yet, and subscriptions
+        clients created themselves (docs/local-platform.md). The schedulers reconnect on their own.
+        Returns the new pid.
+        """
+        state = self.state
+        old = state.process(EMULATOR) if state is not None else None
+        if state is None or old is None:
+            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
+                                     "start it with `gpurt local up`")
+        on_step(f"stopping the emulator (pid {old.pid})")
+        processes.stop_process(old, STOP_GRACE_S)
+        on_step("starting the emulator again")
+        new = processes.start_process(EMULATOR, old.command, _base_env(), old.log_path)
+        state = state.model_copy(update={"processes": [new if p.name == EMULATOR else p for p in state.processes]})
+        save_state(state, self.directory)
+        host, port = state.emulator_host.rsplit(":", 1)
+        self._wait(lambda: processes.port_in_use(host, int(port)), EMULATOR_START_TIMEOUT_S, [new],
+                   "the emulator did not open its port again")
+        from runtime.pubsub.admin import ensure_topology
+
+        clients = make_clients(state.project, state.emulator_host)
+        try:
+            ensure_topology(state.project, clients.publisher, clients.subscriber)
+        finally:
+            clients.close()
+        return new.pid
+
     def down(self, drain_timeout_s: float = DRAIN_TIMEOUT_S, grace_s: float = STOP_GRACE_S) -> DownResult:
         """Drain the scheduler (in-flight jobs finish), stop every process, remove the state file."""
         state = self.state

@@ -19,6 +19,7 @@ from validation.drills.runner import DRILLS
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 EMULATOR_TIME_SCALE = 0.01
 DRILL_TIMEOUT_S = "90"
+CHAOS_JOBS = "10"  # the chaos drill's own test (test_drill_chaos.py) runs a mixed load on two replicas
 STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a graceful Dask shutdown
 
 
@@ -44,7 +45,8 @@ def test_every_drill_has_a_command() -> None:
 
 
 def test_all_drills_pass_and_leave_the_platform_valid(platform) -> None:
-    result = _gpurt("drill", "all", "--local-dir", str(platform.directory), "--timeout", DRILL_TIMEOUT_S, "--json")
+    result = _gpurt("drill", "all", "--local-dir", str(platform.directory), "--timeout", DRILL_TIMEOUT_S, "--json",
+                    "--jobs", CHAOS_JOBS)
 
     assert result.exit_code == 0, result.output
     drills = {d["name"]: d for d in json.loads(result.stdout[result.stdout.index("["):])}
@@ -56,6 +58,7 @@ def test_all_drills_pass_and_leave_the_platform_valid(platform) -> None:
     assert f"at attempt {contract.MAX_DELIVERY_ATTEMPTS} of {contract.MAX_DELIVERY_ATTEMPTS}" in evidence["dlq"]
     assert "returned to the DLQ" in evidence["dlq"] and "removed the drill's dead letter" in evidence["dlq"]
     assert "replica-b took over" in evidence["leader"] and "handed over in" in evidence["leader"]
+    assert drills["chaos"]["figures"]["lost"] == 0 and "broker restart" in evidence["chaos"]
 
     validation = _gpurt("validate", "--local", "--local-dir", str(platform.directory))
     assert validation.exit_code == 0, validation.output  # drills clean up: DLQ empty, scheduler healthy

@@ -1,1 +1,7 @@
 """Operator drills on the local platform (seed 002's drill checklist), each reporting pass/fail with evidence."""
+
+from typing import Final
+
+# Jobs in the chaos drill's load unless ``--jobs`` says otherwise: enough for rare losses or duplicates to
+# show. Kept here, not in ``base``, so the CLI can offer it as a default without importing the drills.
+DEFAULT_LOAD_JOBS: Final = 10_000

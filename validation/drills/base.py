@@ -15,6 +15,7 @@ from runtime.client.api import ApiClient
 from runtime.local.platform import LocalPlatform
 from runtime.local.state import LocalState
 from validation.clients.pubsub import GooglePubSubAdmin
+from validation.drills import DEFAULT_LOAD_JOBS
 
 # Between two looks at a condition the drill waits for (seconds): quick to notice, light on the API.
 POLL_S = 0.25
@@ -32,6 +33,8 @@ class DrillResult(BaseModel):
     evidence: list[str] = Field(default_factory=list)
     failure: str | None = None
     duration_s: float = 0.0
+    figures: dict[str, float | int | str | None] = Field(
+        default_factory=dict, description="Measured figures of a load drill (chaos), by name.")
 
 
 @dataclass
@@ -43,6 +46,8 @@ class DrillContext:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     evidence: list[str] = field(default_factory=list)
     on_step: Callable[[str], None] = lambda message: None
+    jobs: int = DEFAULT_LOAD_JOBS  # size of a load drill's load (chaos --jobs)
+    figures: dict[str, float | int | str | None] = field(default_factory=dict)
 
     @property
     def state(self) -> LocalState:

@@ -1,0 +1,51 @@
+"""The chaos drill's figures as a table, and as the ``chaos`` section of BENCHMARKS.md (``--write``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from rich.table import Table
+
+from validation.drills.base import DrillResult
+from validation.drills.faults import DRAIN_HOLD_S, STORE_FAULT_S
+
+SECTION: Final = "chaos"
+
+
+def _shown(value: float | int | str | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def figures_table(result: DrillResult) -> Table:
+    """A two-column table of the drill's figures."""
+    table = Table(title=f"drill {result.name}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in result.figures.items():
+        table.add_row(name, _shown(value))
+    return table
+
+
+def write_benchmarks(result: DrillResult, path: Path | None = None) -> None:
+    """Replace the ``chaos`` section of BENCHMARKS.md (or ``path``) with this run's figures, device and date."""
+    from kernels.bench import machine
+    from kernels.benchmarks_md import DEFAULT_PATH, load_note, write_section
+
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    verdict = "passed" if result.passed else f"FAILED: {result.failure}"
+    lines = [
+        "## Chaos drill: nothing lost under load and faults", "",
+        f"Device: {machine()}; {load_note()}; {date}. `gpurt drill chaos --jobs "
+        f"{result.figures.get('jobs')}` on `gpurt local up --replicas {result.figures.get('scheduler replicas')}`: "
+        "a mixed load (noop jobs of 0-50 ms, small european_option and random_walk kernels, permanent "
+        "failures, malformed requests) while, in turn, a Dask worker is SIGKILLed, a scheduler replica is "
+        f"SIGKILLed and started again, intake is drained for {DRAIN_HOLD_S:.0f} s, and the result store is "
+        f"read-only for {STORE_FAULT_S:.0f} s. Counted per job id from the drill's own subscription on the "
+        "result topic; recovery is from the fault until the platform was whole again and every job running "
+        f"when it struck had its result. Drill {verdict} in {result.duration_s:.0f} s.", "",
+        "| figure | value |", "| --- | --- |",
+        *(f"| {name} | {_shown(value)} |" for name, value in result.figures.items()),
+    ]
+    write_section(SECTION, "\n".join(lines), path or DEFAULT_PATH)
