@@ -86,6 +86,9 @@ _WRITE = ("storage.objects.create", "storage.objects.delete")
 # gcsfs answers `exists` from a GET of the object and, when that misses, a listing of the prefix.
 _EXISTS = ("storage.objects.get", "storage.objects.list")
 _CONSUME = ("pubsub.subscriptions.consume",)
+_ADMIN = "validation.clients.pubsub:GooglePubSubAdmin"
+_KUBE = "validation.clients.kube:KubernetesApi"
+_APPS = "validation.rollback.kubernetes:KubernetesDeploymentApi"
 
 GCP_CALLS: Final = (
     GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
@@ -94,7 +97,7 @@ GCP_CALLS: Final = (
             contract.REQUEST_DLQ_SUBSCRIPTION, "reads dead letters to publish their terminal result"),
     GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
             Target.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION, "releases a dead letter without acking it"),
-    GcpCall("runtime.pubsub.publisher:TopicPublisher._publish", "publish", _S, ("pubsub.topics.publish",),
+    GcpCall("runtime.pubsub.publisher:ResultPublisher.publish_result", "publish", _S, ("pubsub.topics.publish",),
             Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
     GcpCall("runtime.pubsub.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits, replays and probes jobs"),
@@ -127,6 +130,46 @@ GCP_CALLS: Final = (
             Target.RESULT_BUCKET, why="reads the job's error record"),
     GcpCall("runtime.scheduler.backends.vertex_task:_write", "open", Workload.VERTEX_TASK, _WRITE,
             Target.RESULT_BUCKET, why="the job writes its output under the result store"),
+    *(GcpCall(site, method, Workload.OPERATOR, permissions, Target.PROJECT, why=why)
+      for site, method, permissions, why in (
+          ("runtime.dlq.tools:DeadLetterQueue._pull", "pull", _CONSUME, "gpurt dlq inspect / replay"),
+          ("runtime.dlq.tools:DeadLetterQueue._release", "modify_ack_deadline", _CONSUME, "gpurt dlq inspect"),
+          ("runtime.dlq.tools:DeadLetterQueue.replay", "acknowledge", _CONSUME, "gpurt dlq replay"),
+          ("runtime.client.pubsub:ResultCollector.__enter__", "create_subscription",
+           ("pubsub.subscriptions.create", "pubsub.topics.attachSubscription"), "gpurt submit --wait"),
+          ("runtime.client.pubsub:ResultCollector.__enter__", "subscribe", _CONSUME, "gpurt submit --wait"),
+          ("runtime.client.pubsub:ResultCollector.__exit__", "delete_subscription", ("pubsub.subscriptions.delete",),
+           "gpurt submit --wait"),
+          (f"{_ADMIN}.topic_names", "list_topics", ("pubsub.topics.list",), "gpurt validate"),
+          (f"{_ADMIN}.subscription", "get_subscription", ("pubsub.subscriptions.get",), "gpurt validate"),
+          (f"{_ADMIN}.create_subscription", "create_subscription",
+           ("pubsub.subscriptions.create", "pubsub.topics.attachSubscription"), "gpurt validate (probe)"),
+          (f"{_ADMIN}.delete_subscription", "delete_subscription", ("pubsub.subscriptions.delete",),
+           "gpurt validate (probe)"),
+          (f"{_ADMIN}.publish", "publish", ("pubsub.topics.publish",), "gpurt validate (probe)"),
+          (f"{_ADMIN}.pull", "pull", _CONSUME, "gpurt validate (probe, DLQ peek)"),
+          (f"{_ADMIN}.acknowledge", "acknowledge", _CONSUME, "gpurt validate (probe)"),
+          (f"{_ADMIN}.release", "modify_ack_deadline", _CONSUME, "gpurt validate (DLQ peek)"),
+          (f"{_ADMIN}.iam_members", "get_iam_policy",
+           ("pubsub.topics.getIamPolicy", "pubsub.subscriptions.getIamPolicy"), "gpurt validate"),
+          ("validation.clients.vertex:GoogleVertexQuota.custom_job_names", "list", ("aiplatform.customJobs.list",),
+           "gpurt validate"),
+          ("validation.clients.vertex:GoogleVertexQuota.region_quotas", "get", ("compute.regions.get",),
+           "gpurt validate"),
+          ("validation.clients.iam:ResourceManagerIam.role_bindings", "get_iam_policy",
+           ("resourcemanager.projects.getIamPolicy",), "gpurt validate"),
+          ("validation.clients.iam:ResourceManagerIam.project_number", "get_project",
+           ("resourcemanager.projects.get",), "gpurt validate"),
+          ("validation.clients.iam:GoogleResourceIam.bucket_bindings", "get_iam_policy",
+           ("storage.buckets.getIamPolicy",), "gpurt validate"),
+          ("validation.clients.iam:GoogleResourceIam.bucket_bindings", "bucket", (), "a local handle, no request"),
+          ("validation.clients.iam:GoogleResourceIam.service_account_bindings", "post",
+           ("iam.serviceAccounts.getIamPolicy",), "gpurt validate"),
+          ("validation.state.checkpoints:list_checkpoints", "ls", ("storage.objects.list",),
+           "gpurt state restore --backend-url"),
+          ("validation.state.checkpoints:list_checkpoints", "unstrip_protocol", (), "string formatting"),
+          ("validation.state.checkpoints:read_checkpoint", "open", ("storage.objects.get",), "gpurt state restore"),
+      )),
 )
 
 KUBE_CALLS: Final = (
@@ -143,11 +186,39 @@ KUBE_CALLS: Final = (
     KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._pin_autoscaler", "patch_namespaced_custom_object",
              _S, _DASK, "daskautoscalers", "patch", contract.COMPUTE_NAMESPACE,
              f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"),
+    # The operator's tools (gpurt validate, leader --kubernetes, rollback --kubernetes), on their kubeconfig.
+    *(KubeCall(site, method, Workload.OPERATOR, group, resource, verb, namespace)
+      for site, method, group, resource, verb, namespace in (
+          ("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
+           contract.RUNTIME_NAMESPACE),
+          (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.RUNTIME_NAMESPACE),
+          (f"{_KUBE}.pod_get", "connect_get_namespaced_pod_proxy_with_path", "", "pods/proxy", "get",
+           contract.RUNTIME_NAMESPACE),
+          (f"{_KUBE}.service_get", "connect_get_namespaced_service_proxy_with_path", "", "services/proxy", "get",
+           contract.COMPUTE_NAMESPACE),
+          (f"{_KUBE}.list_custom_objects", "list_cluster_custom_object", "monitoring.googleapis.com", "clusterrules",
+           "list", ""),
+          (f"{_KUBE}.list_custom_objects", "list_namespaced_custom_object", "", "(any namespaced kind)", "list", ""),
+          (f"{_APPS}.read_deployment", "read_namespaced_deployment", "apps", "deployments", "get",
+           contract.RUNTIME_NAMESPACE),
+          (f"{_APPS}.list_replica_sets", "list_namespaced_replica_set", "apps", "replicasets", "list",
+           contract.RUNTIME_NAMESPACE),
+          (f"{_APPS}.patch_deployment", "patch_namespaced_deployment", "apps", "deployments", "patch",
+           contract.RUNTIME_NAMESPACE),
+      )),
 )
 
-# Where the scheduler image holds cloud clients: module -> the expressions that are one. Every call on
-# them must be declared above (the tests walk these modules).
+# Where cloud clients are held: module -> the expressions that are one. Every call on them must be declared
+# above (the tests walk these modules).
 CLIENT_SITES: Final = {
+    "runtime.dlq.tools": ("self._clients.subscriber",),
+    "runtime.client.pubsub": ("self._clients.subscriber",),
+    "validation.clients.pubsub": ("self._publisher", "self._subscriber"),
+    "validation.clients.vertex": ("self._jobs", "self._regions"),
+    "validation.clients.kube": ("self._core", "self._custom"),
+    "validation.clients.iam": ("self._client", "self._storage", "self._storage.bucket(bucket)", "self._session"),
+    "validation.rollback.kubernetes": ("self._apps",),
+    "validation.state.checkpoints": ("fs",),
     "runtime.scheduler.consumer": ("self._subscriber",),
     "runtime.scheduler.reclaimer": ("self._subscriber",),
     "runtime.pubsub.publisher": ("self._client",),
@@ -158,7 +229,7 @@ CLIENT_SITES: Final = {
     "runtime.scheduler.leader": ("self._api",),
     "runtime.scheduler.pools.kubernetes": ("self._api",),
 }
-# Modules of the scheduler image that import a cloud library without calling a service through it.
+# Modules that import a cloud library without calling a service through it.
 NO_CLIENT_CALLS: Final = {
     "runtime.pubsub.clients": "builds clients; calls nothing",
     "runtime.pubsub.admin": "creates topics on the local platform's emulator; Pulumi owns them in the cloud",
