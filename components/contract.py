@@ -248,20 +248,21 @@ DCGM_EXPORTER_JOB: Final = "dcgm-exporter"
 
 
 # --- Pub/Sub series as Prometheus sees them (appended by monitoring) --------------------------------
-# Cloud Monitoring's Pub/Sub subscription metrics under the names the Prometheus stackdriver exporter
-# gives them (``stackdriver_<resource>_<metric type with / and . as _>``), labelled by subscription id.
-# The local emulator serves the same series on its admin port, so one query works in both places.
-_PUBSUB_SERIES: Final = "stackdriver_pubsub_subscription_pubsub_googleapis_com_subscription_"
+# Cloud Monitoring's Pub/Sub subscription metrics as Managed Service for Prometheus names them in PromQL
+# (``<service>:<metric path with / as _>``, labels ``monitored_resource`` and the resource's labels). The
+# local emulator serves the same series on its admin port, so one query works in both places.
+_PUBSUB_SERIES: Final = "pubsub_googleapis_com:subscription_"
 
 
 @dataclass(frozen=True)
 class PubSubMetricNames:
-    """Per-subscription Pub/Sub series, label ``subscription_id``."""
+    """Per-subscription Pub/Sub series, labelled ``subscription_id`` and ``monitored_resource``."""
 
     undelivered: str = f"{_PUBSUB_SERIES}num_undelivered_messages"  # the backlog; of a *-dlq-sub: DLQ depth
     oldest_unacked_age: str = f"{_PUBSUB_SERIES}oldest_unacked_message_age"  # seconds
     dead_lettered: str = f"{_PUBSUB_SERIES}dead_letter_message_count"  # forwarded to the dead-letter topic
     subscription_label: str = "subscription_id"
+    resource_label: tuple[str, str] = ("monitored_resource", "pubsub_subscription")
 
 
 PUBSUB_METRICS: Final = PubSubMetricNames()

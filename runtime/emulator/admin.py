@@ -3,8 +3,8 @@
 The real Pub/Sub emulator has nothing like this; the local platform reads it for backlog and DLQ-depth
 metrics, and validation for "DLQs are empty". Stats are also available in-process through
 ``EmulatorHandle.stats()``. ``/metrics`` serves per subscription the series Cloud Monitoring keeps for
-Pub/Sub, under the names the Prometheus stackdriver exporter gives them (``contract.PUBSUB_METRICS``), so
-the local Prometheus sees what a cloud one would.
+Pub/Sub, under the names Managed Service for Prometheus queries them by (``contract.PUBSUB_METRICS``), so
+the local Prometheus sees what the cloud's does.
 """
 
 from __future__ import annotations
@@ -45,18 +45,19 @@ class PubSubCollector:
     def collect(self) -> Iterator[Metric]:
         """One sample per subscription (short id) of each series."""
         names = PUBSUB_METRICS
-        labels = [names.subscription_label]
+        resource_key, resource = names.resource_label
+        labels = [resource_key, names.subscription_label]
         undelivered = GaugeMetricFamily(names.undelivered, "Messages not yet delivered (ready or in backoff).",
                                         labels=labels)
         age = GaugeMetricFamily(names.oldest_unacked_age, "Age in seconds of the oldest unacknowledged message.",
                                 labels=labels)
-        # A gauge, as the stackdriver exporter exposes this delta metric; prometheus-client would rename a
-        # counter to ``…_count_total``, and the name must stay the cloud's.
+        # A gauge: prometheus-client would rename a counter to ``…_count_total``, and the name must stay the
+        # cloud's.
         dead = GaugeMetricFamily(names.dead_lettered, "Messages forwarded to the dead-letter topic so far.",
                                  labels=labels)
         now = self._clock()
         for sub in self._stats().subscriptions:
-            sub_id = [sub.name.rsplit("/", 1)[-1]]
+            sub_id = [resource, sub.name.rsplit("/", 1)[-1]]
             undelivered.add_metric(sub_id, sub.undelivered)
             oldest = sub.oldest_unacked_wall
             age.add_metric(sub_id, 0.0 if oldest is None else max(now - oldest, 0.0))

@@ -16,8 +16,9 @@ M = contract.PUBSUB_METRICS
 
 def _samples(admin_port: int) -> dict[tuple[str, str], float]:
     text = httpx.get(f"http://127.0.0.1:{admin_port}{contract.METRICS_PATH}", timeout=5).text
-    return {(s.name, s.labels[M.subscription_label]): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    assert {s.labels[M.resource_label[0]] for s in samples} == {M.resource_label[1]}
+    return {(s.name, s.labels[M.subscription_label]): s.value for s in samples}
 
 
 @pytest.mark.timeout(60)
