@@ -159,6 +159,8 @@ DRILL_HELP: Final = {
     "dlq": "Poison job: 5 deliveries, dead-lettered, replayed, dead-lettered again; cleans up after itself.",
     "leader": "Leader crash takeover and stuck-lock forced release: across replica processes on the lease "
               "file with --replicas 2+, else at the scheduler's LeaseStore seam.",
+    "alerts": "Provoke each alert's condition (backlog, failures, dead letters, workers down, evictions, "
+              "reclaimer errors, no leader with --replicas 2+): time to fire, notify and resolve per rule.",
     # Last: it ends by restarting the broker, which drops whatever other drills left waiting.
     "chaos": "Mixed load while a worker, a replica, intake and the result store fail in turn: 0 lost, 0 "
              "differing duplicates, recovery times; then what a broker restart loses (reported).",

@@ -10,6 +10,7 @@ import typer
 
 from runtime.cli import bench as bench_commands
 from runtime.cli import demo as demo_commands
+from runtime.cli.alerts import alerts_app
 from runtime.cli.dlq import dlq_app
 from runtime.cli.jobs import jobs_app, submit
 from runtime.cli.local import local_app
@@ -24,5 +25,6 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
     app.add_typer(pools_app, name="pools")
     app.add_typer(maintenance_app, name="maintenance")
     app.add_typer(dlq_app, name="dlq")
+    app.add_typer(alerts_app, name="alerts")
     app.command("demo")(demo_commands.demo)
     bench.command("runtime")(bench_commands.bench_runtime)

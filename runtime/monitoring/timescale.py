@@ -55,6 +55,18 @@ def scale_expr(expr: str, scale: float, min_range_s: float) -> str:
     return _OFFSET.sub(lambda m: f"offset {scale_duration(m.group(1), scale)}", ranged)
 
 
+def longest_lookback_s(groups: list[Manifest]) -> float:
+    """The furthest any rule of ``groups`` looks back (range plus offset), in seconds: the history a rule
+    needs before it can compare now with then."""
+    longest = 0.0
+    for group in groups:
+        for rule in group["rules"]:
+            ranges = [parse_duration(m.group(1)) for m in _RANGE.finditer(rule["expr"])]
+            offsets = [parse_duration(m.group(1)) for m in _OFFSET.finditer(rule["expr"])]
+            longest = max(longest, max(ranges, default=0.0) + max(offsets, default=0.0))
+    return longest
+
+
 def scale_rule_groups(groups: list[Manifest], scale: float, scrape_interval_s: float,
                       evaluation_interval_s: float) -> list[Manifest]:
     """A copy of ``groups`` (Prometheus' rule-group format) at ``scale``, evaluated every ``evaluation_interval_s``.

@@ -84,6 +84,10 @@ class SingletonLoop:
         """One election round."""
         leading = self._elector.tick()
         self._metrics.leader.set(1 if leading else 0)
+        if not leading:
+            # Only the leader reconciles pools and refreshes their gauge: a former leader's last values would
+            # go stale and hide an empty pool from the workers-down alert (max over replicas).
+            self._metrics.pool_workers.clear()
         return leading
 
     def work_once(self) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny
 
 from runtime.client.api import ApiClient
 from runtime.local.platform import LocalPlatform
@@ -33,6 +33,7 @@ class DrillResult(BaseModel):
     evidence: list[str] = Field(default_factory=list)
     failure: str | None = None
     duration_s: float = 0.0
+    details: list[SerializeAsAny[BaseModel]] = Field(default_factory=list)  # per-item records (the alert drill's)
     figures: dict[str, float | int | str | None] = Field(
         default_factory=dict, description="Measured figures of a load drill (chaos), by name.")
 
@@ -45,6 +46,7 @@ class DrillContext:
     timeout_s: float
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     evidence: list[str] = field(default_factory=list)
+    details: list[BaseModel] = field(default_factory=list)
     on_step: Callable[[str], None] = lambda message: None
     jobs: int = DEFAULT_LOAD_JOBS  # size of a load drill's load (chaos --jobs)
     figures: dict[str, float | int | str | None] = field(default_factory=dict)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from validation.drills import chaos, dlq, drain_upgrade, evict_pool, leader
+from validation.drills import alerts, chaos, dlq, drain_upgrade, evict_pool, leader
 from validation.drills.base import DrillContext, DrillFailed, DrillResult
 
 DRILLS: Final[dict[str, Callable[[DrillContext], None]]] = {
@@ -14,6 +14,7 @@ DRILLS: Final[dict[str, Callable[[DrillContext], None]]] = {
     "evict-pool": evict_pool.run,
     "dlq": dlq.run,
     "leader": leader.run,
+    "alerts": alerts.run,
     "chaos": chaos.run,
 }
 
@@ -21,6 +22,7 @@ DRILLS: Final[dict[str, Callable[[DrillContext], None]]] = {
 def run_drill(name: str, ctx: DrillContext) -> DrillResult:
     """Run one drill; a finding or an error fails it with the evidence gathered so far."""
     ctx.evidence = []
+    ctx.details = []
     ctx.figures = {}
     start = time.monotonic()
     try:
@@ -31,4 +33,4 @@ def run_drill(name: str, ctx: DrillContext) -> DrillResult:
     except Exception as exc:  # a broken API call is a failed drill, reported, not a crashed run
         failure = f"{type(exc).__name__}: {exc}"
     return DrillResult(name=name, passed=failure is None, evidence=list(ctx.evidence), failure=failure,
-                       duration_s=time.monotonic() - start, figures=dict(ctx.figures))
+                       duration_s=time.monotonic() - start, figures=dict(ctx.figures), details=list(ctx.details))

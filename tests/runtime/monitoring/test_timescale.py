@@ -9,6 +9,7 @@ from runtime.monitoring import config
 from runtime.monitoring.timescale import (
     TimeScaleError,
     format_duration,
+    longest_lookback_s,
     parse_duration,
     scale_duration,
     scale_expr,
@@ -69,3 +70,10 @@ def test_scaled_rules_keep_names_labels_and_annotations() -> None:
 def test_scale_outside_zero_one_is_refused(scale: float) -> None:
     with pytest.raises(TimeScaleError, match=r"in \(0, 1\]"):
         scale_rule_groups(alerts.build_rule_groups(), scale, 1, 1)
+
+
+def test_longest_lookback_counts_range_plus_offset() -> None:
+    groups = [{"rules": [{"expr": "rate(a[5m]) > 0"}, {"expr": "max(b offset 15m) - max(b[1m] offset 15m) > 1"}]},
+              {"rules": [{"expr": "c > 1"}]}]
+    assert longest_lookback_s(groups) == 16 * 60
+    assert longest_lookback_s(config.build_rules(0.02)["groups"]) == 72  # GpuEccErrors: 1 h at 0.02
