@@ -32,12 +32,21 @@ class Sizes:
     walk_paths: int
     walk_steps: int
     convergence_paths: tuple[int, ...]
+    heston_paths: int  # Heston option with Greeks, and the Heston book behind the smile plot
+    basket_paths: int
+    american_paths: int  # pricing paths; as many again fit the exercise rule
 
 
 FULL: Final = Sizes(option_paths=500_000, asian_paths=100_000, var_paths=200_000, walk_paths=100_000,
-                    walk_steps=250, convergence_paths=(1_000, 4_000, 16_000, 64_000, 256_000, 1_024_000))
+                    walk_steps=250, convergence_paths=(1_000, 4_000, 16_000, 64_000, 256_000, 1_024_000),
+                    heston_paths=200_000, basket_paths=200_000, american_paths=100_000)
 QUICK: Final = Sizes(option_paths=20_000, asian_paths=5_000, var_paths=20_000, walk_paths=5_000,
-                     walk_steps=50, convergence_paths=(1_000, 4_000, 16_000, 64_000))
+                     walk_steps=50, convergence_paths=(1_000, 4_000, 16_000, 64_000),
+                     heston_paths=5_000, basket_paths=10_000, american_paths=5_000)
+# The Heston market of the Greeks and smile jobs: a skew from the negative price-variance correlation.
+HESTON_MARKET: Final = {"spot": 100.0, "rate": 0.03, "dividend_yield": 0.01, "initial_variance": 0.04,
+                        "long_variance": 0.05, "mean_reversion": 1.5, "vol_of_vol": 0.5, "correlation": -0.7}
+ALL_GREEKS: Final = ["delta", "gamma", "vega", "rho", "theta"]
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,30 @@ def correlation_matrix(n: int = ASSETS) -> list[list[float]]:
              for j in range(n)] for i in range(n)]
 
 
+def _risk_desk_jobs(run_id: str, sizes: Sizes) -> list[dict[str, Any]]:
+    """Heston with Greeks, a Heston book across strikes (the smile), a basket and an American put."""
+    smile_book = [{"strike": strike, "maturity": 1.0, "kind": "put" if strike < 100 else "call"}
+                  for strike in (70.0, 80.0, 90.0, 100.0, 110.0, 120.0, 130.0)]
+    return [
+        {"job_id": f"{run_id}-heston-greeks", "type": "heston_option",
+         "params": {**HESTON_MARKET, "strike": 100.0, "steps": 64, "paths": sizes.heston_paths,
+                    "greeks": ALL_GREEKS}},
+        {"job_id": f"{run_id}-heston-book", "type": "option_book",
+         "params": {**HESTON_MARKET, "model": "heston", "steps_per_year": 64, "contracts": smile_book,
+                    "paths": sizes.heston_paths, "greeks": ALL_GREEKS}},
+        {"job_id": f"{run_id}-basket-call", "type": "basket_option",
+         "params": {"spots": [100.0, 95.0, 105.0], "weights": [1 / 3] * 3, "volatilities": [0.2, 0.25, 0.3],
+                    "correlation": [[1.0, 0.5, 0.3], [0.5, 1.0, 0.4], [0.3, 0.4, 1.0]], "strike": 100.0,
+                    "paths": sizes.basket_paths}},
+        {"job_id": f"{run_id}-american-put", "type": "american_option",
+         "params": {"spots": [100.0], "weights": [1.0], "volatilities": [0.25], "kind": "put", "strike": 100.0,
+                    "steps": 50, "paths": sizes.american_paths, "regression_paths": sizes.american_paths}},
+    ]
+
+
 def build_workload(run_id: str, quick: bool) -> Workload:
-    """The probe plus options, a portfolio VaR, a random walk and the convergence series."""
+    """The probe plus options (Heston with Greeks, a Heston book, a basket, an American put), a portfolio VaR,
+    a random walk and the convergence series."""
     sizes = QUICK if quick else FULL
     # The contract's probe body under a per-run id: a job id is answered once per result store, so a
     # fixed id would go unanswered on a platform that already saw it (as `gpurt validate` does too).
@@ -80,6 +111,7 @@ def build_workload(run_id: str, quick: bool) -> Workload:
         "horizon_days": 10.0, "confidence": 0.99, "revaluation": "full", "paths": sizes.var_paths}})
     jobs.append({"job_id": f"{run_id}-random-walk", "type": "random_walk",
                  "params": {"paths": sizes.walk_paths, "steps": sizes.walk_steps}})
+    jobs += _risk_desk_jobs(run_id, sizes)
     convergence: dict[str, int] = {}
     for i, paths in enumerate(sizes.convergence_paths):
         job_id = f"{run_id}-convergence-{paths}"

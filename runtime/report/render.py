@@ -7,12 +7,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runtime.protocol import JobResult
+from runtime.report.greeks import COLUMNS as GREEK_COLUMNS
+from runtime.report.greeks import greek_rows
 from runtime.report.model import ReportFiles, ReportInput
 from runtime.report.plots import convergence_png, loss_distribution_png
+from runtime.report.smile import smile_from, smile_png
 from runtime.report.summary import headline
 
 LOSS_PNG = "loss_distribution.png"
 CONVERGENCE_PNG = "convergence.png"
+SMILE_PNG = "heston_smile.png"
 _COLUMNS = ("job", "type", "status", "attempt", "run s", "queue s", "result")
 
 
@@ -25,6 +29,9 @@ def write_report(report: ReportInput, directory: Path) -> ReportFiles:
     if report.convergence:
         plots["Convergence of the option estimate"] = convergence_png(
             report.convergence, report.reference_price, directory / CONVERGENCE_PNG, report.reference_label)
+    smile = smile_from(report.results)
+    if smile is not None:
+        plots["Heston smile (implied volatility by strike)"] = smile_png(smile, directory / SMILE_PNG)
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     markdown = directory / "report.md"
     markdown.write_text(_markdown(report, plots, generated))
@@ -62,6 +69,10 @@ def _markdown(report: ReportInput, plots: dict[str, Path], generated: str) -> st
     out += [f"- {line}" for line in _risk_lines(report) + report.notes]
     out += ["", "## Jobs", "", "| " + " | ".join(_COLUMNS) + " |", "|" + " --- |" * len(_COLUMNS)]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in _row(r)) + " |" for r in report.results]
+    greeks = greek_rows(report.results)
+    if greeks:
+        out += ["", "## Greeks", "", "| " + " | ".join(GREEK_COLUMNS) + " |", "|" + " --- |" * len(GREEK_COLUMNS)]
+        out += ["| " + " | ".join(row.cells()) + " |" for row in greeks]
     for caption, path in plots.items():
         out += ["", f"## {caption}", "", f"![{caption}]({path.name})"]
     if report.validation is not None:
@@ -79,6 +90,11 @@ def _html(report: ReportInput, plots: dict[str, Path], generated: str) -> str:
     facts = "".join(f"<li>{esc(line)}</li>" for line in _risk_lines(report) + report.notes)
     figures = "".join(f'<h2>{esc(caption)}</h2><img src="{esc(path.name)}" alt="{esc(caption)}">'
                       for caption, path in plots.items())
+    greeks = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row.cells()) + "</tr>"
+                     for row in greek_rows(report.results))
+    if greeks:
+        greek_head = "".join(f"<th>{esc(c)}</th>" for c in GREEK_COLUMNS)
+        figures = f"<h2>Greeks</h2><table><tr>{greek_head}</tr>{greeks}</table>" + figures
     validation = ""
     if report.validation is not None:
         vrows = "".join(f"<tr><td>{esc(r.get('check', ''))}</td><td>{esc(r.get('status', ''))}</td>"

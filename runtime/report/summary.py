@@ -14,6 +14,8 @@ def headline(result: JobResult) -> str:
     if "var" in summary and "cvar" in summary:
         level = f" @ {summary['var_confidence']:.1%}" if "var_confidence" in summary else ""
         return f"VaR {summary['var']:,.0f}, CVaR {summary['cvar']:,.0f}{level}{paths}"
+    if isinstance(summary.get("contracts"), list):
+        return f"{len(summary['contracts'])} contracts{paths}"
     if "estimate" in summary:
         error = f" ± {summary['std_error']:.3g}" if isinstance(summary.get("std_error"), float) else ""
         return f"{number(summary['estimate'])}{error}{paths}"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from runtime.local.workload import build_workload
-from runtime.protocol import JobError, JobResult, JobStatus
+from runtime.protocol import JobError, JobResult, JobStatus, JobType
 from runtime.report import ConvergencePoint, LossDistribution, ReportInput, write_report
 from runtime.report.artifacts import ArtifactError, loss_distribution
 
@@ -105,8 +105,7 @@ def test_demo_workload_covers_every_job_type_with_unique_ids(quick: bool) -> Non
     workload = build_workload("run", quick)
     ids = [r.job_id for r in workload.requests]
     assert len(ids) == len(set(ids))
-    assert {r.type.value for r in workload.requests} == {
-        "noop", "european_option", "asian_option", "portfolio_var", "random_walk"}
+    assert {r.type.value for r in workload.requests} == {t.value for t in JobType}
     var = next(r for r in workload.requests if r.job_id == workload.var_id)
     assert len(var.params.exposures) == 10
     np.linalg.cholesky(np.asarray(var.params.correlation))  # positive definite, or the kernel cannot factor it
