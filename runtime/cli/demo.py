@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,18 +27,31 @@ def demo(
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
     from runtime.local import LocalConfig, LocalPlatform
-    from runtime.local.demo import build_report, run_validation, run_workload, validate_available
+    from runtime.local.demo import (
+        build_report,
+        monitoring_unavailable,
+        run_validation,
+        run_workload,
+        validate_available,
+        with_live_series,
+    )
     from runtime.local.workload import build_workload
     from runtime.report import write_report
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     # Free ports: the demo must not fail because something else listens on 8080/8085.
-    platform = LocalPlatform(config=LocalConfig(workers=workers, port=0, emulator_port=0))
+    no_monitoring = monitoring_unavailable()
+    if no_monitoring:
+        console.print(f"[yellow]monitoring off[/] ({no_monitoring})")
+    platform = LocalPlatform(config=LocalConfig(workers=workers, port=0, emulator_port=0,
+                                                monitoring=no_monitoring is None))
     with console.status("starting the local platform…") as spinner:
         started = platform.up(on_step=lambda step: spinner.update(step + "…"))
     owned = not started.already_running  # a platform the user started stays up after the demo
     try:
         console.print(f"local platform {'reused' if not owned else 'up'} at {started.state.api_url}")
+        if started.state.monitoring is not None:
+            console.print(f"Prometheus UI: {started.state.monitoring.prometheus_url}/alerts")
         passed, rows = True, None
         validating = validate and validate_available()
         if validating:
@@ -48,6 +62,7 @@ def demo(
             console.print("[yellow]validation skipped: `gpurt validate` is not installed in this build[/]")
         run_id = f"demo-{uuid.uuid4().hex[:6]}"
         workload = build_workload(run_id, quick)
+        run_start = time.time()
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
             task = progress.add_task("running risk jobs", total=len(workload.requests))
@@ -57,8 +72,9 @@ def demo(
                 on_tick=lambda: progress.refresh())
         shown = [results[r.job_id] for r in workload.requests if r.job_id in results]
         console.print(results_table(shown, title=f"demo results (run {run_id})", strip=run_id))
-        files = write_report(build_report(workload, results, f"GPU Runtime demo {stamp}", rows),
-                             reports / f"demo-{stamp}")
+        report = with_live_series(build_report(workload, results, f"GPU Runtime demo {stamp}", rows),
+                                  started.state.monitoring, run_start, time.time())
+        files = write_report(report, reports / f"demo-{stamp}")
         console.print(f"report: {files.markdown} and {files.html} ({len(files.plots)} plot(s))")
     finally:
         if owned:

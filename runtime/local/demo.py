@@ -12,6 +12,7 @@ from typing import Any, Final
 from runtime.client.pubsub import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
 from runtime.local.workload import CONVERGENCE_OPTION, Workload
+from runtime.monitoring.records import MonitoringInfo
 from runtime.protocol import JobResult, JobStatus
 from runtime.report import ConvergencePoint, ReportInput
 from runtime.report.artifacts import ArtifactError, loss_distribution
@@ -64,6 +65,34 @@ def build_report(workload: Workload, results: dict[str, JobResult], title: str,
     ordered = [results[r.job_id] for r in workload.requests if r.job_id in results]
     return ReportInput(title=title, results=ordered, convergence=points, reference_price=reference, loss=loss,
                        notes=notes, validation=validation)
+
+
+def monitoring_unavailable() -> str | None:
+    """Why the demo cannot run Prometheus and Alertmanager here, or None when it can."""
+    from runtime.monitoring.stack import MonitoringUnavailable, find_binaries
+
+    try:
+        find_binaries()
+    except MonitoringUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def with_live_series(report: ReportInput, monitoring: MonitoringInfo | None, start: float, end: float) -> ReportInput:
+    """``report`` with the platform's Prometheus panels over the run (unix times), or a note saying why not."""
+    from runtime.monitoring.prometheus_api import PrometheusError
+    from runtime.monitoring.run_series import collect_run_series
+
+    if monitoring is None:
+        note = "no live plots: the platform ran without monitoring (`gpurt local up --monitoring`)"
+        return report.model_copy(update={"notes": [*report.notes, note]})
+    try:
+        live = collect_run_series(monitoring.prometheus_url, start, end)
+    except PrometheusError as exc:
+        return report.model_copy(update={"notes": [*report.notes, f"no live plots: {exc}"]})
+    note = f"live plots read from Prometheus ({monitoring.prometheus_url}/graph); queries: " + "; ".join(
+        f"{panel.title}: `{panel.query}`" for panel in live.panels)
+    return report.model_copy(update={"live": live, "notes": [*report.notes, note]})
 
 
 def _succeeded(result: JobResult | None) -> dict[str, Any] | None:

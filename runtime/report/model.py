@@ -8,6 +8,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.protocol import JobResult
+from runtime.report.live import RunSeries
 
 
 class ConvergencePoint(BaseModel):
@@ -56,6 +57,7 @@ class ReportInput(BaseModel):
     loss: LossDistribution | None = None
     notes: list[str] = []
     validation: list[dict[str, str]] | None = None  # rows of `gpurt validate --local`, when it ran
+    live: RunSeries | None = None  # the platform over the run, read from Prometheus (demo with monitoring)
 
 
 class ReportFiles(BaseModel):

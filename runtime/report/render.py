@@ -9,6 +9,7 @@ from pathlib import Path
 from runtime.protocol import JobResult
 from runtime.report.greeks import COLUMNS as GREEK_COLUMNS
 from runtime.report.greeks import greek_rows
+from runtime.report.live_plot import run_series_png
 from runtime.report.model import ReportFiles, ReportInput
 from runtime.report.plots import convergence_png, loss_distribution_png
 from runtime.report.smile import smile_from, smile_png
@@ -17,6 +18,7 @@ from runtime.report.summary import headline
 LOSS_PNG = "loss_distribution.png"
 CONVERGENCE_PNG = "convergence.png"
 SMILE_PNG = "heston_smile.png"
+LIVE_PNG = "platform_prometheus.png"
 _COLUMNS = ("job", "type", "status", "attempt", "run s", "queue s", "result")
 
 
@@ -32,6 +34,8 @@ def write_report(report: ReportInput, directory: Path) -> ReportFiles:
     smile = smile_from(report.results)
     if smile is not None:
         plots["Heston smile (implied volatility by strike)"] = smile_png(smile, directory / SMILE_PNG)
+    if report.live is not None:
+        plots["The platform during the run (from Prometheus)"] = run_series_png(report.live, directory / LIVE_PNG)
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     markdown = directory / "report.md"
     markdown.write_text(_markdown(report, plots, generated))

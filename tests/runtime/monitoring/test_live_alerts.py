@@ -7,9 +7,11 @@ the series carry the scheduler's real names and types) and the project's emulato
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +30,7 @@ TIME_SCALE = 0.01
 START_TIMEOUT_S = 30.0
 ALERT_TIMEOUT_S = 40.0  # 6 s for:, plus scrape, evaluation, Alertmanager's group wait and a loaded machine
 HOST = "127.0.0.1"
+PROJECT = "gpurt-live-alerts"
 
 
 @dataclass
@@ -36,6 +39,17 @@ class Live:
     records: list[ProcessRecord]
     metrics: SchedulerMetrics
     emulator_admin: str
+
+
+def _create_topology(address: str) -> None:
+    from runtime.client.pubsub import make_clients
+    from runtime.pubsub.admin import ensure_topology
+
+    clients = make_clients(PROJECT, address)
+    try:
+        ensure_topology(PROJECT, clients.publisher, clients.subscriber)
+    finally:
+        clients.close()
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +66,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     metrics_port, *ports = processes.free_ports(HOST, 4)
     server, thread = start_http_server(metrics_port, HOST, registry=metrics.registry)
     emulator = start_emulator(port=0, admin_port=0)
+    _create_topology(emulator.address)
     emulator_admin = f"{HOST}:{emulator.admin_port}"
     targets = config.ScrapeTargets(schedulers=(f"{HOST}:{metrics_port}",), dask=(), emulator=(emulator_admin,))
     directory = tmp_path_factory.mktemp("monitoring")
@@ -109,3 +124,30 @@ def test_backlog_above_threshold_fires_notifies_and_resolves(live: Live) -> None
     resolved = poll(lambda: read_log(live.info.notifications_file).first("JobQueueBacklog", "resolved", started),
                      ALERT_TIMEOUT_S, "the resolved notification")
     assert resolved.received_at > fired.received_at
+
+
+def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> None:
+    from runtime.monitoring.run_series import collect_run_series
+    from runtime.report import ReportInput, write_report
+
+    start = time.time()
+    live.metrics.in_flight.set(2)
+    live.metrics.jobs.labels("noop", "succeeded").inc(5)
+    for _ in range(20):
+        live.metrics.queue_wait.observe(0.3)  # all in the (0.25, 0.5] bucket
+
+    def panels() -> dict[str, object] | None:
+        found = {p.title: p for p in collect_run_series(live.info.prometheus_url, start, time.time()).panels}
+        return found if all(p.lines for p in found.values()) else None
+
+    found = poll(panels, 30, "every panel to have samples")
+    assert found["Jobs in flight"].lines[0].points[-1][1] == 2
+    assert found["Request backlog"].lines[0].points[-1][1] == 0  # the emulator's series, nothing published
+    assert [line.label for line in found["Jobs finished per second"].lines] == ["succeeded"]
+    # histogram_quantile interpolates linearly inside the bucket: 0.25 + 0.95 * (0.5 - 0.25).
+    assert found["Queue wait, 95th percentile"].lines[0].points[-1][1] == pytest.approx(0.4875)
+
+    series = collect_run_series(live.info.prometheus_url, start, time.time())
+    files = write_report(ReportInput(title="t", results=[], live=series), tmp_path)
+    (caption,) = [c for c in files.plots if "Prometheus" in c]
+    assert files.plots[caption].stat().st_size > 10_000 and caption in files.markdown.read_text()
