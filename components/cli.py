@@ -94,8 +94,9 @@ def _print_plan(console: Console, result: Plan) -> None:
     ordered = sorted(result.resources, key=lambda r: (components.get(r.parent or "", ""), r.type, r.name))
     for resource in ordered:
         if resource.custom:
+            protected = " protect=true" if resource.protect else ""
             table.add_row(components.get(resource.parent or "", "-"), resource.type, resource.name,
-                          key_settings(resource))
+                          key_settings(resource) + protected)
     console.print(table)
 
     policy = Table(title="policy")

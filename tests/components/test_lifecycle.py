@@ -26,6 +26,14 @@ def test_production_protects_exactly_its_state() -> None:
     assert {t for t, _ in protected} == STATEFUL_TYPES  # buckets, registry, cluster, topics, subscriptions
 
 
+def test_the_plan_shows_the_options() -> None:
+    resources = stack_plan("production").to_json()["resources"]
+    cluster = next(r for r in resources if r["type"] == "gcp:container/cluster:Cluster")
+
+    assert (cluster["protect"], cluster["delete_before_replace"]) == (True, True)
+    assert all(r["provider"] for r in resources if r["custom"] and r["type"].startswith("kubernetes:"))
+
+
 def test_a_throw_away_stack_protects_nothing() -> None:
     staging = yaml.safe_load((REPO_ROOT / "Pulumi.staging.yaml").read_text())["config"]
 
