@@ -5,26 +5,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import google.pubsub_v1 as pubsub_gapic
     from google.cloud import pubsub_v1
 
 
-def publisher_client(emulator_host: str | None = None,
-                     batch_latency_s: float | None = None) -> pubsub_v1.PublisherClient:
-    """A publisher for Google Pub/Sub, or for the emulator at ``host:port`` when given.
-
-    ``batch_latency_s`` replaces the client's 10 ms batching delay: a caller that waits for each
-    publish (the scheduler acks only after its result is out) gains nothing from batching.
-    """
+def publisher_client(emulator_host: str | None = None) -> pubsub_v1.PublisherClient:
+    """A batching publisher for Google Pub/Sub, or for the emulator at ``host:port`` when given."""
     from google.cloud import pubsub_v1
     from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
-    options: dict[str, object] = {}
-    if batch_latency_s is not None:
-        options["batch_settings"] = pubsub_v1.types.BatchSettings(max_latency=batch_latency_s)
     if not emulator_host:
-        return pubsub_v1.PublisherClient(**options)
-    transport = PublisherGrpcTransport(channel=_insecure_channel(emulator_host))
-    return pubsub_v1.PublisherClient(transport=transport, **options)
+        return pubsub_v1.PublisherClient()
+    return pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=_insecure_channel(emulator_host)))
+
+
+def direct_publisher_client(emulator_host: str | None = None) -> pubsub_gapic.PublisherClient:
+    """The API's own publisher (one Publish RPC per call, no batching), on Google or the emulator.
+
+    For a caller that waits for every publish (the scheduler acks only after its result is out), the
+    batching client only adds its timer, a commit thread per batch and futures.
+    """
+    from google.pubsub_v1 import PublisherClient
+    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+    if not emulator_host:
+        return PublisherClient()
+    return PublisherClient(transport=PublisherGrpcTransport(channel=_insecure_channel(emulator_host)))
 
 
 def subscriber_client(emulator_host: str | None = None) -> pubsub_v1.SubscriberClient:

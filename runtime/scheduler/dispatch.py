@@ -68,11 +68,20 @@ class RequestQueue(queue.Queue[Any]):
         super()._put(item)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        """``Queue.get``; a blocking call without timeout on an empty queue marks the dispatcher caught up."""
+        """``Queue.get``; a blocking call without timeout on an empty queue marks the dispatcher caught up.
+
+        A call with a timeout does not wait: it is the dispatcher collecting a batch after its first request.
+        """
         if block and timeout is None:
             with self.mutex:
                 if not self._qsize():
                     self._caught_up = True
+        elif block:
+            # The client waits up to 10 ms (its _MAX_BATCH_LATENCY) for more requests to send with the first.
+            # Here acks come one at a time, each after a job's result is out, and the server sends that
+            # slot's next message only once the ack reaches it: the wait would idle every slot 10 ms per
+            # job. Requests queued while the dispatcher was busy still go out together.
+            return super().get(block=False)
         return super().get(block, timeout)
 
 

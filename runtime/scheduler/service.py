@@ -18,7 +18,7 @@ from components import contract
 from runtime.protocol import JobResult
 from runtime.pubsub.admin import subscription_path
 from runtime.pubsub.depth import DepthSource, MonitoringDepth, NoDepth
-from runtime.pubsub.publisher import TopicPublisher
+from runtime.pubsub.publisher import ResultPublisher
 from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
@@ -35,8 +35,6 @@ from runtime.store import ResultStore
 LOCAL_POOL: Final = "local"
 # Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
 SHUTDOWN_DRAIN_S: Final = 60.0
-# Each result is published alone and waited for before the ack: flush almost at once (seconds).
-RESULT_BATCH_LATENCY_S: Final = 0.001
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +83,13 @@ class Service:
         """Connect everything and start consuming."""
         if self.consumer is not None:
             return
-        from runtime.pubsub.clients import publisher_client, subscriber_client
+        from runtime.pubsub.clients import direct_publisher_client, subscriber_client
 
         s = self.settings
-        publisher = publisher_client(s.pubsub_emulator_host, batch_latency_s=RESULT_BATCH_LATENCY_S)
+        publisher = direct_publisher_client(s.pubsub_emulator_host)
         subscriber = subscriber_client(s.pubsub_emulator_host)
         self._clients = (publisher, subscriber)
-        sink = TopicPublisher(publisher, s.project)
+        sink = ResultPublisher(publisher, s.project)
         backend = self._build_backend()
         self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
         self.pools = self._build_pools()
@@ -133,7 +131,7 @@ class Service:
             self._cluster = None
         if self._clients is not None:
             publisher, subscriber = self._clients
-            publisher.stop()
+            publisher.transport.close()
             subscriber.close()
             self._clients = None
 

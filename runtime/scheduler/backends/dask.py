@@ -10,7 +10,6 @@ other retry is Pub/Sub's redelivery.
 
 from __future__ import annotations
 
-import logging
 import threading
 import uuid
 from concurrent.futures import CancelledError
@@ -20,9 +19,9 @@ from components import contract
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from runtime.protocol import JobRequest
 from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.dask_cancel import CancelSignal
+from runtime.scheduler.backends.dask_workers import DaskWorkers
 from runtime.scheduler.backends.worker_task import cancel_event_name, execute
-
-log = logging.getLogger(__name__)
 
 
 class DaskBackend:
@@ -33,27 +32,28 @@ class DaskBackend:
     def __init__(self, client: Any, device: str = "auto") -> None:
         self._client = client
         self._device = device
+        self._workers = DaskWorkers(client)
         self._lock = threading.Lock()
-        self._running: dict[str, Any] = {}
+        self._running: dict[str, CancelSignal] = {}
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Submit ``request`` and wait for it, at most ``request.timeout_s``."""
-        from distributed import Event, KilledWorker
+        from distributed import KilledWorker
 
         job_id = request.job_id
-        event = Event(cancel_event_name(job_id, attempt), client=self._client)
-        resources = {contract.DASK_GPU_RESOURCE: 1} if self._has_gpu_workers() else None
+        cancel = CancelSignal(self._client, cancel_event_name(job_id, attempt))
+        resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
         future = self._client.submit(
-            execute, request.type.value, request.params, self._device, event.name,
+            execute, request.type.value, request.params, self._device, cancel.name,
             key=f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}", pure=False, resources=resources,
         )
         with self._lock:
-            self._running[job_id] = event
+            self._running[job_id] = cancel
         task_may_run_on = False
         try:
             output = future.result(timeout=request.timeout_s)
         except TimeoutError:
-            event.set()  # the task stops at its next checkpoint; the event must outlive this call
+            cancel.set()  # the task stops at its next checkpoint; the event must outlive this call
             future.cancel()
             task_may_run_on = True
             raise TransientJobError(f"timed out after {request.timeout_s:g} s") from None
@@ -72,23 +72,20 @@ class DaskBackend:
             with self._lock:
                 self._running.pop(job_id, None)
             if not task_may_run_on:
-                try:
-                    event.clear()  # without waiters, clearing deletes the event on the Dask scheduler
-                except Exception as exc:  # the job's outcome matters more than this cleanup
-                    log.warning("could not clear the cancel event of %s: %s", job_id, exc)
+                cancel.release()
         return output
 
     def cancel(self, job_id: str) -> bool:
         """Set the job's cancel event: a running task stops at its next checkpoint, a queued one at its first."""
         with self._lock:
-            event = self._running.get(job_id)
-        if event is not None:
-            event.set()
-        return event is not None
+            cancel_signal = self._running.get(job_id)
+        if cancel_signal is not None:
+            cancel_signal.set()
+        return cancel_signal is not None
 
     def gpu_slots(self) -> int:
         """GPUs the workers advertise; without GPU workers, one slot per worker thread."""
-        workers = self._workers()
+        workers = self._workers.read()
         gpus = sum(int(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE, 0)) for w in workers)
         return gpus if gpus else sum(int(w.get("nthreads", 1)) for w in workers)
 
@@ -99,13 +96,3 @@ class DaskBackend:
     def close(self) -> None:
         """Close the client."""
         self._client.close()
-
-    def _has_gpu_workers(self) -> bool:
-        return any(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE) for w in self._workers())
-
-    def _workers(self) -> list[dict[str, Any]]:
-        try:
-            return list(self._client.scheduler_info().get("workers", {}).values())
-        except Exception as exc:
-            log.warning("cannot read Dask workers: %s", exc)
-            return []

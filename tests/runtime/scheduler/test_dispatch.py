@@ -205,3 +205,19 @@ def test_the_request_queue_knows_when_the_dispatcher_caught_up() -> None:
     wait_for(lambda: requests.caught_up, RELEASE_TIMEOUT_S, "caught up")
     requests.put("stop the reader")
     reader.join(RELEASE_TIMEOUT_S)
+
+
+def test_the_dispatcher_sends_what_is_queued_without_waiting_to_batch_more() -> None:
+    from google.cloud.pubsub_v1.subscriber._protocol.helper_threads import _get_many
+
+    requests = RequestQueue()
+    batches: list[list[str]] = []
+    # How the client's dispatcher reads its queue, told to wait a minute for more requests to batch.
+    collect = threading.Thread(target=lambda: batches.append(_get_many(requests, max_items=100, max_latency=60)),
+                               daemon=True)
+    requests.put("ack-1")
+    requests.put("ack-2")
+    collect.start()
+    collect.join(RELEASE_TIMEOUT_S)
+    assert not collect.is_alive(), "the dispatcher waited for more requests before sending an ack"
+    assert batches == [["ack-1", "ack-2"]]  # what was already queued still goes out together
