@@ -32,6 +32,7 @@ from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.params import Greek, HestonOptionParams, OptionKind
+from kernels.path_greeks import WIDTH as GREEK_WIDTH
 from kernels.philox import normals4
 from kernels.special import exp32
 
@@ -217,7 +218,7 @@ def _cuda_greek_kernel() -> Any:
     @cuda.jit(fastmath=True)
     def kernel(out, first_block, n_paths, seed, steps, spot, strike, call, rate, maturity, v0, vol_step,  # type: ignore[no-untyped-def]
                t_step, carry, mean_reversion, long_variance, vol_of_vol, rho, rho_bar):
-        shared = cuda.shared.array((path_greeks.WIDTH, THREADS), float64)
+        shared = cuda.shared.array((GREEK_WIDTH, THREADS), float64)
         tid = cuda.threadIdx.x
         first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
         sums = heston_greek_sums(first_group, per_thread, THREADS, n_paths, seed, steps, spot, strike, call, rate,
@@ -243,7 +244,7 @@ def _model_args(p: HestonOptionParams) -> tuple[Any, ...]:
 
 def _kernel(cpu: Any, cuda_factory: Any, steps: int, passes: int) -> BlockKernel:
     per_block = PATHS_PER_BLOCK * steps * passes
-    return BlockKernel(width=SUM_WIDTH if passes == 1 else path_greeks.WIDTH, cpu=cpu, cuda_factory=cuda_factory,
+    return BlockKernel(width=SUM_WIDTH if passes == 1 else GREEK_WIDTH, cpu=cpu, cuda_factory=cuda_factory,
                        cpu_chunk_blocks=max(1, CPU_CHUNK_PATH_STEPS // per_block),
                        gpu_chunk_blocks=max(1, GPU_CHUNK_PATH_STEPS // per_block))
 
