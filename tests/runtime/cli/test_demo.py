@@ -30,7 +30,7 @@ def test_quick_demo_reports_and_shuts_down(tmp_path: Path) -> None:
     assert "every job succeeded" in result.output
     (folder,) = (tmp_path / "reports").glob("demo-*")
     markdown = (folder / "report.md").read_text()
-    for png in ("loss_distribution.png", "convergence.png"):
+    for png in ("loss_distribution.png", "convergence.png", "platform_prometheus.png"):  # the last from Prometheus
         assert (folder / png).stat().st_size > 5_000 and f"]({png})" in markdown
     assert "deploy-probe" in markdown and "VaR" in markdown and "Black-Scholes" in markdown
     assert not (tmp_path / "local" / "state.json").exists()
