@@ -114,3 +114,11 @@ def test_heston_bias_table_reports_each_step_count_against_the_integral() -> Non
     assert rows[0].semi_analytic == rows[1].semi_analytic
     text = bench.heston_bias_markdown(rows, "cpu")
     assert "| 4 |" in text and "| 64 |" in text and "semi-analytic" in text
+
+
+def test_every_job_type_has_a_valid_example() -> None:
+    from kernels.params import JobType
+    from runtime.protocol import parse_request
+
+    examples = {parse_request(path.read_bytes()).type for path in (REPO / "examples").glob("*.json")}
+    assert examples == set(JobType)
