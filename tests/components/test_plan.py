@@ -15,6 +15,7 @@ from components import cli as components_cli
 from components import contract
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
+from tests.components.infra import stack_plan
 
 # Each test module run executes the whole Pulumi program twice (a few seconds of imports and mocks).
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ EXPORTS = {
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Plan]:
-    return {stack: run_plan(stack) for stack in STACKS}
+    return {stack: stack_plan(stack) for stack in STACKS}  # shared with the other tests of the rendered stacks
 
 
 @pytest.mark.parametrize("stack", STACKS)
