@@ -80,11 +80,14 @@ _S = Workload.SCHEDULER
 _DASK = "kubernetes.dask.org"
 _LEASES = ("coordination.k8s.io", "leases")
 _STORE = "runtime.store.store:ResultStore"
-_GET = ("storage.objects.get",)
+# gcsfs's default filesystem first asks the Storage Control API for the bucket's layout (flat or
+# hierarchical), which needs storage.objects.list; every gs:// access below starts with it.
+_LAYOUT = "storage.objects.list"
+_GET = ("storage.objects.get", _LAYOUT)
 # Replacing an existing object needs delete as well as create (results are rewritten on a retried job).
-_WRITE = ("storage.objects.create", "storage.objects.delete")
+_WRITE = ("storage.objects.create", "storage.objects.delete", _LAYOUT)
 # gcsfs answers `exists` from a GET of the object and, when that misses, a listing of the prefix.
-_EXISTS = ("storage.objects.get", "storage.objects.list")
+_EXISTS = ("storage.objects.get", _LAYOUT)
 _CONSUME = ("pubsub.subscriptions.consume",)
 _ADMIN = "validation.clients.pubsub:GooglePubSubAdmin"
 _KUBE = "validation.clients.kube:KubernetesApi"
