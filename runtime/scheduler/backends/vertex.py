@@ -148,7 +148,8 @@ class VertexBackend:
             with fsspec.open(f"{output}/artifacts/{name}", "rb") as handle:
                 artifacts[name] = handle.read()
         return Execution(summary=body["summary"], artifacts=artifacts, device=body.get("device", "gpu"),
-                         elapsed_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)))
+                         elapsed_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)),
+                         kernel_s=float(body.get("kernel_s", 0.0)), load_s=float(body.get("load_s", 0.0)))
 
     def _raise_failure(self, output: str, fallback: str) -> None:
         try:

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, data in output.artifacts.items():
         _write(f"{out}/artifacts/{name}", data)
     summary = {"summary": output.summary, "device": output.device, "elapsed_s": output.elapsed_s,
+               "kernel_s": output.kernel_s, "load_s": output.load_s,
                "paths": output.paths, "artifacts": sorted(output.artifacts)}
     _write(f"{out}/{OUTPUT_FILE}", json.dumps(summary).encode())
     return 0
