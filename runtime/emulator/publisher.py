@@ -48,8 +48,8 @@ class PublisherService:
         return proto.ListTopicSubscriptionsResponse(subscriptions=subscriptions, next_page_token=token)
 
     def publish(self, request: proto.PublishRequest, context: grpc.ServicerContext) -> proto.PublishResponse:
-        """Publish."""
-        return proto.PublishResponse(message_ids=self._broker.publish(request.topic, request.messages))
+        """Publish, within the service's limits."""
+        return proto.PublishResponse(message_ids=self._broker.publish(request))
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler that serves this service."""

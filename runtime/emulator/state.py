@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from google.protobuf import field_mask_pb2
 
-from runtime.emulator import names, policy, proto
+from runtime.emulator import limits, names, policy, proto
 from runtime.emulator.clock import Clock
 from runtime.emulator.deadletter import dead_letter_message
 from runtime.emulator.delivery import DeadLetter, LeaseOwner, QueueStats, SubscriptionQueue
@@ -26,8 +26,6 @@ from runtime.emulator.sweeper import Sweeper
 
 log = logging.getLogger(__name__)
 
-# Pub/Sub limits: at most 1000 messages per publish and per pull response.
-MAX_MESSAGES_PER_CALL = 1000
 DEFAULT_PAGE_SIZE = 100
 
 
@@ -112,18 +110,12 @@ class Broker:
             attached = sorted(n for n, s in self._subscriptions.items() if s.config.topic == topic_name)
         return _page(attached, page_size, page_token)
 
-    def publish(self, topic_name: str, messages: Iterable[proto.PubsubMessage]) -> list[str]:
+    def publish(self, request: proto.PublishRequest) -> list[str]:
         """Publish to every subscription the topic has now; return the new message ids."""
-        batch = list(messages)
-        if not batch:
-            raise invalid_argument("The request must contain at least one message.")
-        if len(batch) > MAX_MESSAGES_PER_CALL:
-            raise invalid_argument(f"The request contains more than {MAX_MESSAGES_PER_CALL} messages.")
-        for message in batch:
-            _check_message(message)
+        limits.check_publish(request)
         with self.lock:
-            self._topic(topic_name)
-            return [self._publish_locked(topic_name, message) for message in batch]
+            self._topic(request.topic)
+            return [self._publish_locked(request.topic, message) for message in request.messages]
 
     def _publish_locked(self, topic_name: str, message: proto.PubsubMessage) -> str:
         stored = proto.PubsubMessage()
@@ -220,7 +212,8 @@ class Broker:
             queue = self._subscription(subscription_name).queue
             if self.closed:
                 raise shutting_down()
-            return self.lease_locked(queue, min(max_messages, MAX_MESSAGES_PER_CALL), queue.policy.ack_deadline_s)
+            count = min(max_messages, limits.MAX_MESSAGES_PER_CALL)
+            return self.lease_locked(queue, count, queue.policy.ack_deadline_s)
 
     def lease_locked(
         self, queue: SubscriptionQueue, max_messages: int, deadline_s: int, owner: LeaseOwner | None = None,
@@ -297,14 +290,6 @@ class Broker:
             log.info("message dead-lettered", extra={
                 "topic": dead.topic, "source_message_id": dead.message.message_id, "message_id": message_id,
                 "delivery_attempt": dead.delivery_attempt})
-
-
-def _check_message(message: proto.PubsubMessage) -> None:
-    if not message.data and not message.attributes:
-        raise invalid_argument("Some messages contain neither data nor attributes; a message needs at least one.")
-    for key in message.attributes:
-        if not key or key.startswith("goog"):
-            raise invalid_argument(f"The attribute key '{key}' is not allowed.")
 
 
 def _page(items: list, page_size: int, page_token: str) -> tuple[list, str]:

@@ -21,7 +21,8 @@ import grpc
 from runtime.emulator import names, policy, proto
 from runtime.emulator.delivery import LeaseOwner, SubscriptionQueue
 from runtime.emulator.errors import PubSubError, invalid_argument, not_found, shutting_down
-from runtime.emulator.state import MAX_MESSAGES_PER_CALL, Broker
+from runtime.emulator.limits import MAX_MESSAGES_PER_CALL
+from runtime.emulator.state import Broker
 from runtime.emulator.waiting import Wakeup
 
 

@@ -128,3 +128,40 @@ def test_deleting_a_topic_detaches_its_subscriptions(pubsub: PubSub) -> None:
     sub = pubsub.subscription("requests-sub", topic)
     pubsub.publisher.delete_topic(topic=topic)
     assert pubsub.subscriber.get_subscription(subscription=sub).topic == "_deleted-topic_"
+
+
+def _publish_raw(pubsub: PubSub, topic: str, messages: list[dict]) -> None:
+    """One Publish request as given, through the library's generated client on the same channel: the
+    high-level client splits batches and refuses oversized messages itself, before the server could."""
+    from google.pubsub_v1.services.publisher import PublisherClient as GeneratedPublisherClient
+
+    generated = GeneratedPublisherClient(transport=pubsub.publisher.transport)
+    generated.publish(topic=topic, messages=messages, retry=None, timeout=30)
+
+
+@pytest.mark.official_differs("it enforces none of the service's size limits: a 10.5 MB message and oversized "
+                              "attributes and ordering keys are accepted, a 15 MB request resets the stream")
+def test_publish_limits_are_the_services(pubsub: PubSub) -> None:
+    topic = pubsub.topic("requests")
+    too_big = [
+        [{"data": b"x", "attributes": {f"k{i:03d}": "v" for i in range(101)}}],
+        [{"data": b"x", "attributes": {"k" * 257: "v"}}],
+        [{"data": b"x", "attributes": {"k": "v" * 1025}}],
+        [{"data": b"x", "ordering_key": "o" * 1025}],
+        [{"data": b"x" * 15_000_000}],
+        [{"data": b"x" * 6_000_000}, {"data": b"y" * 6_000_000}],  # each fits, the request does not
+    ]
+    for messages in too_big:
+        with pytest.raises(exceptions.InvalidArgument):
+            _publish_raw(pubsub, topic, messages)
+    # Up to the limits is fine.
+    _publish_raw(pubsub, topic, [{"data": b"x" * 9_000_000}])
+    _publish_raw(pubsub, topic, [{"data": b"x", "attributes": {f"k{i:03d}": "v" * 1024 for i in range(100)},
+                                  "ordering_key": "o" * 1024}, {"data": b"y", "attributes": {"k" * 256: "v"}}])
+
+
+def test_publish_refuses_too_many_or_empty_messages(pubsub: PubSub) -> None:
+    topic = pubsub.topic("requests")
+    for messages in ([{"data": b"x"}] * 1001, [{}]):
+        with pytest.raises(exceptions.InvalidArgument):
+            _publish_raw(pubsub, topic, messages)
