@@ -81,7 +81,22 @@ def _refuse_unsupported(subscription: proto.Subscription) -> None:
         (bool(subscription.filter), "subscription filters"),
         (subscription.enable_message_ordering, "message ordering"),
         (subscription.enable_exactly_once_delivery, "exactly-once delivery"),
+        (subscription.HasField("bigtable_config"), "Bigtable subscriptions"),
+        (bool(subscription.message_transforms), "message transforms (single message transforms)"),
     ]
+    _refuse(unsupported)
+
+
+def refuse_unsupported_topic(topic: proto.Topic) -> None:
+    """Topic settings that would change what publishers or subscribers see are refused, never ignored."""
+    _refuse([
+        (topic.HasField("schema_settings"), "schemas (topic schema_settings)"),
+        (topic.HasField("ingestion_data_source_settings"), "import topics (ingestion_data_source_settings)"),
+        (bool(topic.message_transforms), "message transforms (single message transforms)"),
+    ])
+
+
+def _refuse(unsupported: list[tuple[bool, str]]) -> None:
     for refused, feature in unsupported:
         if refused:
             raise unimplemented(feature)

@@ -62,6 +62,7 @@ class Broker:
     def create_topic(self, topic: proto.Topic) -> proto.Topic:
         """Create ``topic``; ALREADY_EXISTS if its name is taken."""
         name = names.parse(topic.name, "topics")
+        policy.refuse_unsupported_topic(topic)
         with self.lock:
             if topic.name in self._topics:
                 raise already_exists(name.id)

@@ -141,6 +141,12 @@ def pubsub(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 @pytest.fixture
+def builtin_pubsub(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
+    """Real clients against the builtin only: for what it deliberately refuses (UNIMPLEMENTED features)."""
+    yield from builtin_clients(emulator, monkeypatch)
+
+
+@pytest.fixture
 def start_scaled(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[float], PubSub]]:
     """EMULATOR-ONLY: start a builtin emulator whose protocol durations (ack deadlines, backoffs, retention)
     run ``time_scale`` times as long (0.05 turns a 10 s ack deadline into 0.5 s); return clients bound to it."""

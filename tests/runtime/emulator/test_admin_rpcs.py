@@ -165,3 +165,28 @@ def test_publish_refuses_too_many_or_empty_messages(pubsub: PubSub) -> None:
     for messages in ([{"data": b"x"}] * 1001, [{}]):
         with pytest.raises(exceptions.InvalidArgument):
             _publish_raw(pubsub, topic, messages)
+
+
+def test_settings_the_builtin_cannot_honour_are_refused(builtin_pubsub: PubSub) -> None:
+    pubsub = builtin_pubsub
+    topic = pubsub.topic("requests")
+    refused_topics = [
+        {"schema_settings": {"schema": f"projects/{pubsub.project}/schemas/job", "encoding": "JSON"}},
+        {"ingestion_data_source_settings": {"cloud_storage": {"bucket": "landing"}}},
+        {"message_transforms": [{"javascript_udf": {"function_name": "f", "code": "function f(m){return m}"}}]},
+    ]
+    for i, settings in enumerate(refused_topics):
+        with pytest.raises(exceptions.MethodNotImplemented):
+            pubsub.publisher.create_topic(request={"name": pubsub.publisher.topic_path(pubsub.project, f"t-{i}"),
+                                                   **settings})
+    refused_subscriptions = [
+        {"message_transforms": [{"javascript_udf": {"function_name": "f", "code": "function f(m){return m}"}}]},
+        {"bigtable_config": {"table": "projects/p/instances/i/tables/t"}},
+        {"filter": 'attributes.type = "noop"'},
+        {"enable_message_ordering": True},
+    ]
+    for i, settings in enumerate(refused_subscriptions):
+        with pytest.raises(exceptions.MethodNotImplemented):
+            pubsub.subscription(f"s-{i}", topic, **settings)
+    assert [t.name for t in pubsub.publisher.list_topics(request={"project": f"projects/{pubsub.project}"})] == [topic]
+    assert list(pubsub.publisher.list_topic_subscriptions(request={"topic": topic})) == []
