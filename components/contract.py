@@ -22,7 +22,7 @@ REQUEST_SUBSCRIPTION: Final = "gpu-job-request-sub"
 RESULT_SUBSCRIPTION: Final = "gpu-job-result-sub"
 REQUEST_DLQ_SUBSCRIPTION: Final = "gpu-job-request-dlq-sub"
 
-# Seed 000 fixes these three; a GPU job may run for minutes, hence the long ack deadline.
+# The queue contract fixes these three; a GPU job may run for minutes, hence the long ack deadline.
 ACK_DEADLINE_S: Final = 600
 MESSAGE_RETENTION_S: Final = 7 * 24 * 3600
 MAX_DELIVERY_ATTEMPTS: Final = 5
@@ -81,7 +81,7 @@ PUBSUB_SERVICE_AGENT: Final = "service-{project_number}@gcp-sa-pubsub.iam.gservi
 DLQ_TOPIC_AGENT_ROLE: Final = "roles/pubsub.publisher"
 SOURCE_SUBSCRIPTION_AGENT_ROLE: Final = "roles/pubsub.subscriber"
 
-# The deploy probe of seed 000 and how long its result may take.
+# The post-deploy probe (docs/validation.md) and how long its result may take.
 PROBE_MESSAGE: Final = {"job_id": "deploy-probe", "type": "noop", "session_id": "probe-001"}
 PROBE_TIMEOUT_S: Final = 30
 
@@ -137,7 +137,7 @@ HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
 HEALTH_BODY: Final = {"status": "ok"}
-# Seed 000: all scheduler pods Running within two minutes of a rollout.
+# The deploy checklist: all scheduler pods Running within two minutes of a rollout.
 POD_READY_TIMEOUT_S: Final = 120
 LEADER_LEASE_NAME: Final = "gpu-scheduler-leader"
 CONTROL_TOKEN_SECRET: Final = "gpu-scheduler-control-token"

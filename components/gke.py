@@ -1,6 +1,6 @@
 """GKE: private VPC-native cluster, a CPU system pool, GPU pools from stack config, and a Kubernetes provider.
 
-Design notes (DESIGN.md section 8): nodes have no public IPs (Cloud NAT gives them egress to pull
+Design notes (docs/infrastructure.md): nodes have no public IPs (Cloud NAT gives them egress to pull
 images), pods reach Google APIs through Workload Identity (``GKE_METADATA``), node images are shielded,
 GPU drivers are installed by GKE itself (``gpu_driver_installation_config``; no extra device-plugin
 DaemonSet), and every GPU pool autoscales from zero, carrying the GPU label and taint so that only pods
@@ -84,7 +84,7 @@ class GkeClusterArgs:
     """The stack's validated config: project, region, zones, network, pools, release channel, protection."""
 
     cluster_name: str = "gpu-scheduler"
-    """Cluster name; seed 000's kubectl context is gke_<project>_<region>_gpu-scheduler."""
+    """Cluster name; the runbooks' kubectl context is gke_<project>_<region>_gpu-scheduler."""
 
     depends_on: list[pulumi.Resource] | None = None
     """Resources that must exist first (the container and compute APIs)."""

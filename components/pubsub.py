@@ -38,7 +38,7 @@ class PubSubArgs:
 
 
 class PubSub(pulumi.ComponentResource):
-    """Request, result and dead-letter topics with their subscriptions (DESIGN.md section 3)."""
+    """Request, result and dead-letter topics with their subscriptions (docs/architecture.md)."""
 
     topics: dict[str, gcp.pubsub.Topic]
     subscriptions: dict[str, gcp.pubsub.Subscription]

@@ -1,4 +1,4 @@
-"""``gpurt rollback`` and ``gpurt state backup|restore|repair`` (DESIGN.md section 9, docs/rollback.md)."""
+"""``gpurt rollback`` and ``gpurt state backup|restore|repair`` (docs/rollback.md)."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def build_daemonset(image: str = DEFAULT_IMAGE) -> Manifest:
 
 
 def build_service() -> Manifest:
-    """The ``dcgm-exporter`` Service: the scrape target, named as seed 001's port-forward expects."""
+    """The ``dcgm-exporter`` Service: the scrape target, named as the GPU runbooks' port-forward expects."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
