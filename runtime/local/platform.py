@@ -280,15 +280,21 @@ class LocalPlatform:
                                          host, (ports[0], ports[1], ports[2]), _base_env(), binaries)
         state = state.model_copy(update={"processes": [*state.processes, *records], "monitoring": info})
         save_state(state, self.directory)
-        self._wait(lambda: monitoring_ready(info), MONITORING_START_TIMEOUT_S, records,
-                   "monitoring did not become ready")
+        try:
+            self._wait(lambda: monitoring_ready(info), MONITORING_START_TIMEOUT_S, records,
+                       "monitoring did not become ready")
+        except LocalPlatformError:
+            self.stop_monitoring()  # the rest of the platform keeps running, without half a monitoring stack
+            raise
         return state
 
     def stop_monitoring(self, grace_s: float = STOP_GRACE_S) -> LocalState:
         """Stop the monitoring processes of the running platform (if any) and forget them; returns the state."""
         from runtime.monitoring.stack import PROCESS_NAMES
 
-        state = self.running_state()
+        state = self.state  # not running_state(): a dead Prometheus must still be stoppable
+        if state is None:
+            raise LocalPlatformError(f"the local platform is not running (state: {self.directory})")
         for record in reversed([p for p in state.processes if p.name in PROCESS_NAMES]):
             processes.stop_process(record, grace_s)
         state = state.model_copy(update={"processes": [p for p in state.processes if p.name not in PROCESS_NAMES],

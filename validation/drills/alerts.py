@@ -55,12 +55,16 @@ def run(ctx: DrillContext) -> None:
     """Provoke every condition, time each alert, and fail if one that can fire here did not."""
     before = ctx.state.monitoring
     info = _drill_monitoring(ctx, before)
+    timings = {rule.alert: AlertTiming(alert=rule.alert, severity=SEVERITY[rule.alert],
+                                       reason=GPU_REASON if rule.alert in GPU_RULES else None)
+               for rule in alerts.ALL_RULES}
     try:
-        timings = _run_conditions(ctx, info)
+        _run_conditions(ctx, info, timings)
     finally:
+        # Whatever was measured is reported, also when a condition could not be provoked.
+        ctx.details.extend(timings.values())
         _restore_monitoring(ctx, before, info)
-    ctx.details.extend(timings)
-    missed = [t.alert for t in timings if t.reason is None and not t.passed]
+    missed = [t.alert for t in timings.values() if t.reason is None and not t.passed]
     if missed:
         raise DrillFailed(f"alerts that can fire here did not fire, notify and resolve: {', '.join(missed)}")
 
@@ -88,13 +92,9 @@ def _restore_monitoring(ctx: DrillContext, before: MonitoringInfo | None, used: 
         ctx.note(f"monitoring back at alert time scale {before.alert_time_scale:g}")
 
 
-def _run_conditions(ctx: DrillContext, info: MonitoringInfo) -> list[AlertTiming]:
+def _run_conditions(ctx: DrillContext, info: MonitoringInfo, timings: dict[str, AlertTiming]) -> None:
     with PrometheusApi(info.prometheus_url) as api:
         _check_ready(ctx, api, info)
-        timings = {rule.alert: AlertTiming(alert=rule.alert, severity=SEVERITY[rule.alert])
-                   for rule in alerts.ALL_RULES}
-        for alert in GPU_RULES:
-            timings[alert].reason = GPU_REASON
         for phase in PHASES:
             runnable = []
             for condition in phase:
@@ -110,7 +110,6 @@ def _run_conditions(ctx: DrillContext, info: MonitoringInfo) -> list[AlertTiming
     for timing in timings.values():
         if timing.reason is None and timing.condition is None:
             timing.reason = "no condition of this drill produces it"
-    return list(timings.values())
 
 
 def _check_ready(ctx: DrillContext, api: PrometheusApi, info: MonitoringInfo) -> None:

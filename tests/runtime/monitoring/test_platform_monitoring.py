@@ -77,3 +77,19 @@ def test_alerts_list_with_no_platform_running_says_so(tmp_path) -> None:
     result = CliRunner().invoke(app, ["alerts", "list", "--local-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert "not running" in result.output
+
+
+def test_a_monitoring_stack_that_fails_to_start_is_removed_and_the_platform_keeps_running(
+        platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.local.platform import LocalPlatformError
+
+    broken = {"groups": [{"name": "broken", "rules": [{"alert": "Broken", "expr": "sum(("}]}]}
+    monkeypatch.setattr(stack.config, "build_rules", lambda scale: broken)
+
+    with pytest.raises(LocalPlatformError, match="monitoring did not become ready: the prometheus process exited"):
+        platform.start_monitoring(0.5)
+
+    state = platform.running_state()  # everything else still runs
+    assert state.monitoring is None and not set(stack.PROCESS_NAMES) & {p.name for p in state.processes}
+    monkeypatch.undo()
+    assert platform.start_monitoring(0.5).monitoring is not None  # and monitoring can start again
