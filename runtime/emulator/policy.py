@@ -78,7 +78,6 @@ def _refuse_unsupported(subscription: proto.Subscription) -> None:
         (bool(subscription.push_config.push_endpoint), "push subscriptions"),
         (subscription.HasField("bigquery_config"), "BigQuery subscriptions"),
         (subscription.HasField("cloud_storage_config"), "Cloud Storage subscriptions"),
-        (bool(subscription.filter), "subscription filters"),
         (subscription.enable_message_ordering, "message ordering"),
         (subscription.enable_exactly_once_delivery, "exactly-once delivery"),
         (subscription.HasField("bigtable_config"), "Bigtable subscriptions"),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from google.protobuf import field_mask_pb2
 
-from runtime.emulator import limits, names, policy, proto
+from runtime.emulator import filters, limits, names, policy, proto
 from runtime.emulator.clock import Clock
 from runtime.emulator.deadletter import dead_letter_message
 from runtime.emulator.delivery import DeadLetter, LeaseOwner, QueueStats, SubscriptionQueue
@@ -33,6 +33,11 @@ DEFAULT_PAGE_SIZE = 100
 class _Subscription:
     config: proto.Subscription
     queue: SubscriptionQueue
+    matches: filters.Predicate | None = None  # the subscription's filter; None: every message
+
+    def wants(self, message: proto.PubsubMessage) -> bool:
+        """Whether a message published to the topic reaches this subscription (others are acked for it)."""
+        return self.matches is None or self.matches(message.attributes)
 
 
 class Broker:
@@ -127,7 +132,7 @@ class Broker:
         self._published[topic_name] += 1
         # Messages go only to subscriptions that exist now; with none, the message is dropped.
         for sub in self._subscriptions.values():
-            if sub.config.topic == topic_name:
+            if sub.config.topic == topic_name and sub.wants(stored):
                 sub.queue.enqueue(stored, wall, mono)
                 self._sweeper.poke(sub.queue.next_due())
         return stored.message_id
@@ -141,6 +146,7 @@ class Broker:
         stored = proto.Subscription()
         stored.CopyFrom(subscription)
         policy.normalize(stored)
+        matches = filters.compile_filter(stored.filter) if stored.filter else None
         with self.lock:
             if stored.name in self._subscriptions:
                 raise already_exists(name.id)
@@ -148,7 +154,7 @@ class Broker:
                 raise not_found(topic_id)
             self._check_dead_letter_topic(stored)
             queue = SubscriptionQueue(stored.name, policy.delivery_policy(stored), self.clock, self.lock)
-            self._subscriptions[stored.name] = _Subscription(stored, queue)
+            self._subscriptions[stored.name] = _Subscription(stored, queue, matches)
         log.info("subscription created", extra={"subscription": stored.name, "topic": stored.topic})
         return stored
 
