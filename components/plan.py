@@ -35,6 +35,11 @@ STACKS: Final = ("staging", "production")
 SECRET_PLACEHOLDER: Final = "offline-plan-placeholder-not-a-secret"
 MASK: Final = "[secret]"
 _STACK_TYPE: Final = "pulumi:pulumi:Stack"
+IAM_PROOF_RULE: Final = "iam-least-privilege"
+IAM_PROOF_DESCRIPTION: Final = (
+    "every cloud call of the code (components/cloud_calls.py) is granted to the identity making it, "
+    "and every grant to the platform's accounts is needed by one"
+)
 
 
 class PlanError(Exception):
@@ -395,4 +400,15 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
     policy = tuple(
         RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
     )
-    return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders)
+    proof = _iam_proof(recording, stack_settings.config.get("gcp:project", ""))
+    return Plan(stack, recording.resources, recording.outputs, (*policy, proof), stack_settings.placeholders)
+
+
+def _iam_proof(recording: Recording, project: str) -> RuleResult:
+    """The IAM proof as one more verdict. Plan-only: it needs resolved values (account e-mails, the pool),
+    which a preview does not have yet, so the policy pack cannot run it."""
+    from components.iam_proof import Resource, prove
+
+    proof = prove([Resource(r.type, r.props) for r in recording.resources if r.custom], project)
+    violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message) for message in proof.missing + proof.unused)
+    return RuleResult(IAM_PROOF_RULE, IAM_PROOF_DESCRIPTION, violations)

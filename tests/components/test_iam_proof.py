@@ -20,7 +20,7 @@ import pytest
 
 from components import cloud_calls, contract, iam_permissions
 from components.iam_proof import ROLE, ROLE_BINDING, Resource, prove
-from components.plan import REPO_ROOT
+from components.plan import IAM_PROOF_RULE, REPO_ROOT
 from tests.components.infra import stack_plan
 
 # Packages whose code calls the cloud: the scheduler and worker images, and the operator's tools (their
@@ -51,6 +51,13 @@ def test_both_stacks_grant_exactly_what_the_code_needs(rendered: tuple[list[Reso
     needs = (sum(len(c.permissions) for c in cloud_calls.GCP_CALLS if c.workload in stack)
              + len([c for c in cloud_calls.KUBE_CALLS if c.workload in stack]))
     assert len(proof.proven) == needs
+
+
+@pytest.mark.parametrize("stack", ("staging", "production"))
+def test_the_plan_reports_the_proof_as_a_verdict(stack: str) -> None:
+    [verdict] = [p for p in stack_plan(stack).policy if p.rule == IAM_PROOF_RULE]
+
+    assert verdict.passed, verdict.violations
 
 
 def test_without_the_bucket_binding_every_store_call_is_refused(rendered: tuple[list[Resource], str]) -> None:
