@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from runtime.emulator import proto
 from runtime.emulator.clock import Clock
+from runtime.emulator.snapshots import Retained
 
 
 class EntryState(enum.Enum):
@@ -272,6 +273,27 @@ class SubscriptionQueue:
                 self._set_state(entry, EntryState.ACKED)
             else:
                 self._forget(entry)
+        self.changed()
+
+    def unacked(self) -> list[Retained]:
+        """The messages not acknowledged yet (ready, waiting out a backoff, or leased): a snapshot's content."""
+        return [Retained(e.message, e.published_wall, e.published_mono) for e in self._log.values()
+                if e.state not in (EntryState.ACKED, EntryState.GONE)]
+
+    def seek_to_snapshot(self, messages: Iterable[Retained]) -> None:
+        """Make exactly a snapshot's messages unacked; every other one acked (kept with retain_acked)."""
+        wanted = {r.message.message_id: r for r in messages}
+        for entry in list(self._log.values()):
+            self._release(entry)
+            self._by_ack_id.pop(entry.ack_id, None)
+            if wanted.pop(entry.message.message_id, None) is not None:
+                self._make_ready(entry)
+            elif self.policy.retain_acked:
+                self._set_state(entry, EntryState.ACKED)
+            else:
+                self._forget(entry)
+        for retained in wanted.values():  # acked and dropped here since, but the snapshot kept them
+            self.enqueue(retained.message, retained.published_wall, retained.published_mono)
         self.changed()
 
     def update_policy(self, policy: DeliveryPolicy) -> None:

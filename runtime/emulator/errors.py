@@ -30,6 +30,11 @@ def invalid_argument(message: str) -> PubSubError:
     return PubSubError(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
+def failed_precondition(message: str) -> PubSubError:
+    """The resource is not in a state that allows the request."""
+    return PubSubError(grpc.StatusCode.FAILED_PRECONDITION, message)
+
+
 def unimplemented(feature: str) -> PubSubError:
     """A real Pub/Sub feature this emulator deliberately does not provide (see docs/emulator.md)."""
     return PubSubError(grpc.StatusCode.UNIMPLEMENTED, f"The GPU Runtime Pub/Sub emulator does not support {feature}.")

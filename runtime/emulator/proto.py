@@ -43,6 +43,13 @@ ModifyAckDeadlineRequest = _types.ModifyAckDeadlineRequest.pb()
 StreamingPullRequest = _types.StreamingPullRequest.pb()
 StreamingPullResponse = _types.StreamingPullResponse.pb()
 SeekRequest = _types.SeekRequest.pb()
+Snapshot = _types.Snapshot.pb()
+CreateSnapshotRequest = _types.CreateSnapshotRequest.pb()
+GetSnapshotRequest = _types.GetSnapshotRequest.pb()
+UpdateSnapshotRequest = _types.UpdateSnapshotRequest.pb()
+DeleteSnapshotRequest = _types.DeleteSnapshotRequest.pb()
+ListSnapshotsRequest = _types.ListSnapshotsRequest.pb()
+ListSnapshotsResponse = _types.ListSnapshotsResponse.pb()
 SeekResponse = _types.SeekResponse.pb()
 
 PUBLISHER_SERVICE = "google.pubsub.v1.Publisher"

@@ -20,7 +20,8 @@ from runtime.emulator import filters, limits, names, policy, proto
 from runtime.emulator.clock import Clock
 from runtime.emulator.deadletter import dead_letter_message
 from runtime.emulator.delivery import DeadLetter, LeaseOwner, QueueStats, SubscriptionQueue
-from runtime.emulator.errors import already_exists, invalid_argument, not_found, shutting_down
+from runtime.emulator.errors import already_exists, failed_precondition, invalid_argument, not_found, shutting_down
+from runtime.emulator.snapshots import UPDATABLE_SNAPSHOT_FIELDS, Retained, Snapshot
 from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 from runtime.emulator.sweeper import Sweeper
 
@@ -49,6 +50,7 @@ class Broker:
         self._topics: dict[str, proto.Topic] = {}
         self._published: dict[str, int] = {}
         self._subscriptions: dict[str, _Subscription] = {}
+        self._snapshots: dict[str, Snapshot] = {}
         self._message_ids = itertools.count(1)
         self._sweeper = Sweeper(self.lock, self.clock, self._queues, self._forward_dead_letters)
         self._sweeper.start()
@@ -130,6 +132,9 @@ class Broker:
         wall, mono = self.clock.wall(), self.clock.monotonic()
         stored.publish_time.FromNanoseconds(int(wall * 1e9))
         self._published[topic_name] += 1
+        for snapshot in self._snapshots.values():
+            if snapshot.config.topic == topic_name:
+                snapshot.add(Retained(stored, wall, mono))
         # Messages go only to subscriptions that exist now; with none, the message is dropped.
         for sub in self._subscriptions.values():
             if sub.config.topic == topic_name and sub.wants(stored):
@@ -250,6 +255,58 @@ class Broker:
         with self.lock:
             self._subscription(subscription_name).queue.seek_to_time(wall_time)
 
+    # --- snapshots ----------------------------------------------------------------------------------
+
+    def create_snapshot(self, request: proto.CreateSnapshotRequest) -> proto.Snapshot:
+        """Snapshot a subscription's unacked messages; the snapshot also keeps what its topic gets later."""
+        name = names.parse(request.name, "snapshots")
+        with self.lock:
+            if request.name in self._snapshots:
+                raise already_exists(name.id)
+            sub = self._subscription(request.subscription)
+            if sub.config.topic not in self._topics:
+                raise failed_precondition("The subscription's topic was deleted; it cannot be snapshotted.")
+            snapshot = Snapshot.take(request.name, sub.config.topic, dict(request.labels), sub.queue.unacked(),
+                                     self.clock.wall())
+            self._snapshots[request.name] = snapshot
+            return snapshot.config
+
+    def get_snapshot(self, snapshot_name: str) -> proto.Snapshot:
+        """The snapshot named ``snapshot_name``."""
+        with self.lock:
+            return self._snapshot(snapshot_name).config
+
+    def update_snapshot(self, snapshot: proto.Snapshot, mask: field_mask_pb2.FieldMask) -> proto.Snapshot:
+        """Change a snapshot's labels or expiry time."""
+        policy.check_update_mask(list(mask.paths), UPDATABLE_SNAPSHOT_FIELDS, "Snapshot")
+        with self.lock:
+            stored = self._snapshot(snapshot.name).config
+            mask.MergeMessage(snapshot, stored, replace_message_field=True, replace_repeated_field=True)
+            return stored
+
+    def delete_snapshot(self, snapshot_name: str) -> None:
+        """Delete a snapshot."""
+        with self.lock:
+            self._snapshot(snapshot_name)
+            del self._snapshots[snapshot_name]
+
+    def list_snapshots(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Snapshot], str]:
+        """One page of the project's snapshots."""
+        project_id = names.parse_project(project)
+        with self.lock:
+            found = [s.config for n, s in sorted(self._snapshots.items())
+                     if names.parse(n, "snapshots").project == project_id]
+        return _page(found, page_size, page_token)
+
+    def seek_to_snapshot(self, subscription_name: str, snapshot_name: str) -> None:
+        """Make the snapshot's messages the subscription's unacked ones; the topics must be the same."""
+        with self.lock:
+            sub = self._subscription(subscription_name)
+            snapshot = self._snapshot(snapshot_name)
+            if snapshot.config.topic != sub.config.topic:
+                raise invalid_argument("The snapshot's topic and the subscription's topic must be the same.")
+            sub.queue.seek_to_snapshot(snapshot.messages.values())
+
     def stats(self) -> EmulatorStats:
         """A snapshot of the emulator-only counters."""
         with self.lock:
@@ -275,6 +332,13 @@ class Broker:
         name = names.parse(subscription_name, "subscriptions")
         try:
             return self._subscriptions[subscription_name]
+        except KeyError:
+            raise not_found(name.id) from None
+
+    def _snapshot(self, snapshot_name: str) -> Snapshot:
+        name = names.parse(snapshot_name, "snapshots")
+        try:
+            return self._snapshots[snapshot_name]
         except KeyError:
             raise not_found(name.id) from None
 

@@ -8,7 +8,7 @@ import asyncio
 import grpc
 
 from runtime.emulator import proto, rpc
-from runtime.emulator.errors import invalid_argument, unimplemented
+from runtime.emulator.errors import invalid_argument
 from runtime.emulator.state import Broker
 from runtime.emulator.streaming import StreamingPull
 from runtime.emulator.waiting import Wakeup
@@ -94,13 +94,39 @@ class SubscriberService:
         return proto.Empty()
 
     def seek(self, request: proto.SeekRequest, context: grpc.ServicerContext) -> proto.SeekResponse:
-        """Seek to a time (snapshots are not implemented)."""
-        if request.WhichOneof("target") == "snapshot":
-            raise unimplemented("snapshots")
-        if not request.HasField("time"):
+        """Seek to a time or to a snapshot."""
+        target = request.WhichOneof("target")
+        if target == "snapshot":
+            self._broker.seek_to_snapshot(request.subscription, request.snapshot)
+        elif target == "time":
+            self._broker.seek_to_time(request.subscription, request.time.ToNanoseconds() / 1e9)
+        else:
             raise invalid_argument("A seek request needs a time or a snapshot.")
-        self._broker.seek_to_time(request.subscription, request.time.ToNanoseconds() / 1e9)
         return proto.SeekResponse()
+
+    def create_snapshot(self, request: proto.CreateSnapshotRequest, context: grpc.ServicerContext) -> proto.Snapshot:
+        """CreateSnapshot."""
+        return self._broker.create_snapshot(request)
+
+    def get_snapshot(self, request: proto.GetSnapshotRequest, context: grpc.ServicerContext) -> proto.Snapshot:
+        """GetSnapshot."""
+        return self._broker.get_snapshot(request.snapshot)
+
+    def update_snapshot(self, request: proto.UpdateSnapshotRequest, context: grpc.ServicerContext) -> proto.Snapshot:
+        """UpdateSnapshot (labels, expiry time)."""
+        return self._broker.update_snapshot(request.snapshot, request.update_mask)
+
+    def delete_snapshot(self, request: proto.DeleteSnapshotRequest, context: grpc.ServicerContext) -> proto.Empty:
+        """DeleteSnapshot."""
+        self._broker.delete_snapshot(request.snapshot)
+        return proto.Empty()
+
+    def list_snapshots(
+        self, request: proto.ListSnapshotsRequest, context: grpc.ServicerContext
+    ) -> proto.ListSnapshotsResponse:
+        """ListSnapshots, paged."""
+        snapshots, token = self._broker.list_snapshots(request.project, request.page_size, request.page_token)
+        return proto.ListSnapshotsResponse(snapshots=snapshots, next_page_token=token)
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler that serves this service."""
@@ -118,5 +144,10 @@ class SubscriberService:
             "Acknowledge": rpc.unary(self.acknowledge, proto.AcknowledgeRequest, proto.Empty),
             "ModifyAckDeadline": rpc.unary(self.modify_ack_deadline, proto.ModifyAckDeadlineRequest, proto.Empty),
             "Seek": rpc.unary(self.seek, proto.SeekRequest, proto.SeekResponse),
+            "CreateSnapshot": rpc.unary(self.create_snapshot, proto.CreateSnapshotRequest, proto.Snapshot),
+            "GetSnapshot": rpc.unary(self.get_snapshot, proto.GetSnapshotRequest, proto.Snapshot),
+            "UpdateSnapshot": rpc.unary(self.update_snapshot, proto.UpdateSnapshotRequest, proto.Snapshot),
+            "DeleteSnapshot": rpc.unary(self.delete_snapshot, proto.DeleteSnapshotRequest, proto.Empty),
+            "ListSnapshots": rpc.unary(self.list_snapshots, proto.ListSnapshotsRequest, proto.ListSnapshotsResponse),
             "StreamingPull": rpc.bidi(self._streaming, proto.StreamingPullRequest, proto.StreamingPullResponse),
         })

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from google.api_core import exceptions
 from google.protobuf import timestamp_pb2
 
 from tests.runtime.emulator.conftest import PubSub
@@ -225,3 +226,45 @@ def test_seek_cannot_replay_acked_messages_that_were_not_retained(pubsub: PubSub
     assert _pull_and_ack_all(pubsub, sub, 1) == [b"m1"]
     _seek(pubsub, sub, started)
     assert pubsub.pull_within(sub, 0.5) == []
+
+
+def test_seek_to_a_snapshot_restores_its_unacked_messages(pubsub: PubSub) -> None:
+    topic = pubsub.topic("requests")
+    sub = pubsub.subscription("requests-sub", topic)
+    pubsub.publish(topic, b"m1")
+    pubsub.publish(topic, b"m2")
+    [first] = pubsub.pull_within(sub, 5)
+    pubsub.subscriber.acknowledge(subscription=sub, ack_ids=[first.ack_id])
+    snapshot_path = pubsub.subscriber.snapshot_path(pubsub.project, "before-the-deploy")
+    snapshot = pubsub.subscriber.create_snapshot(request={"name": snapshot_path, "subscription": sub})
+    assert snapshot.topic == topic
+    pubsub.publish(topic, b"m3")  # after the snapshot: it holds this one too
+    acked = _pull_and_ack_all(pubsub, sub, 2)
+    assert sorted(acked) == [b"m2", b"m3"]
+
+    pubsub.subscriber.seek(request={"subscription": sub, "snapshot": snapshot_path})
+    assert sorted(_pull_and_ack_all(pubsub, sub, 3, seconds=1)) == [b"m2", b"m3"]  # m1 was acked before it
+    listed = pubsub.subscriber.list_snapshots(request={"project": f"projects/{pubsub.project}"})
+    assert [s.name for s in listed] == [snapshot_path]
+    pubsub.subscriber.delete_snapshot(snapshot=snapshot_path)
+    with pytest.raises(exceptions.NotFound):
+        pubsub.subscriber.seek(request={"subscription": sub, "snapshot": snapshot_path})
+
+
+def test_a_snapshot_seeks_only_subscriptions_of_its_topic(pubsub: PubSub) -> None:
+    sub = pubsub.subscription("requests-sub", pubsub.topic("requests"))
+    other = pubsub.subscription("results-sub", pubsub.topic("results"))
+    snapshot_path = pubsub.subscriber.snapshot_path(pubsub.project, "requests-snap")
+    pubsub.subscriber.create_snapshot(request={"name": snapshot_path, "subscription": sub})
+    with pytest.raises(exceptions.BadRequest):
+        pubsub.subscriber.seek(request={"subscription": other, "snapshot": snapshot_path})
+    with pytest.raises(exceptions.AlreadyExists):
+        pubsub.subscriber.create_snapshot(request={"name": snapshot_path, "subscription": sub})
+
+
+@pytest.mark.official_differs("it drops a snapshot's labels")
+def test_a_snapshot_keeps_its_labels(pubsub: PubSub) -> None:
+    sub = pubsub.subscription("requests-sub", pubsub.topic("requests"))
+    snapshot_path = pubsub.subscriber.snapshot_path(pubsub.project, "labelled")
+    pubsub.subscriber.create_snapshot(request={"name": snapshot_path, "subscription": sub, "labels": {"why": "drill"}})
+    assert dict(pubsub.subscriber.get_snapshot(snapshot=snapshot_path).labels) == {"why": "drill"}
