@@ -7,7 +7,7 @@ with them, the kernels run from them. A bad or oversized parameter is a clear ``
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -34,6 +34,8 @@ MAX_BASIS_DEGREE: Final = 6
 # A book's contracts are priced from the same paths in one launch; each GPU thread keeps every contract's
 # running sums (15 doubles each with Greeks) in local memory.
 MAX_BOOK_CONTRACTS: Final = 64
+# Euler steps of a Heston basket when the request gives none (GBM baskets step exactly, one step).
+HESTON_BASKET_STEPS: Final = 64
 # VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
 TRADING_DAYS_PER_YEAR: Final = 252
 
@@ -259,6 +261,14 @@ class BasketOptionParams(_Params):
     control_variate: bool = True
     confidence: Confidence = DEFAULT_CONFIDENCE
 
+    @model_validator(mode="before")
+    @classmethod
+    def _heston_steps(cls, data: Any) -> Any:
+        # GBM steps are exact, so one step is the right default; Euler steps are not
+        if isinstance(data, dict) and data.get("model") == BasketModel.HESTON and "steps" not in data:
+            data = {**data, "steps": HESTON_BASKET_STEPS}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> BasketOptionParams:
         n = len(self.spots)
@@ -322,6 +332,10 @@ class BookModel(StrEnum):
     HESTON = "heston"
 
 
+HESTON_BOOK_FIELDS: Final = frozenset({"initial_variance", "long_variance", "mean_reversion", "vol_of_vol",
+                                        "correlation"})
+
+
 class BookContract(_Params):
     """One European option of a book."""
 
@@ -358,6 +372,9 @@ class OptionBookParams(_Params):
 
     @model_validator(mode="after")
     def _on_the_grid(self) -> OptionBookParams:
+        other = HESTON_BOOK_FIELDS if self.model is BookModel.BLACK_SCHOLES else {"volatility"}
+        if given := sorted(other & self.model_fields_set):
+            raise ValueError(f"{', '.join(given)} do(es) not apply to model {self.model.value}")
         for i, contract in enumerate(self.contracts):
             steps = contract.maturity * self.steps_per_year
             if abs(steps - round(steps)) > 1e-6 * max(steps, 1.0) or round(steps) < 1:

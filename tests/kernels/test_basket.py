@@ -117,3 +117,11 @@ def test_heston_basket_control_and_plain_estimates_agree() -> None:
 def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         run_job("basket_option", {**TWO, **bad}, device="cpu")
+
+
+def test_a_heston_basket_defaults_to_euler_steps_and_a_gbm_basket_to_one_exact_step() -> None:
+    from kernels.params import HESTON_BASKET_STEPS, BasketOptionParams
+
+    heston = BasketOptionParams(spots=[100], weights=[1], model="heston", heston=HESTON_ONE)
+    assert heston.steps == HESTON_BASKET_STEPS
+    assert BasketOptionParams(spots=[100], weights=[1], volatilities=[0.2]).steps == 1

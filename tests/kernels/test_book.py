@@ -63,3 +63,9 @@ def test_contracts_share_their_paths() -> None:
 def test_bad_books_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         run_job("option_book", bad, device="cpu")
+
+
+@pytest.mark.parametrize(("model", "field"), [("black_scholes", "vol_of_vol"), ("heston", "volatility")])
+def test_parameters_of_the_other_model_are_rejected(model: str, field: str) -> None:
+    with pytest.raises(ValueError, match=f"{field} do\\(es\\) not apply to model {model}"):
+        run_job("option_book", {"contracts": CONTRACTS, "model": model, field: 0.3}, device="cpu")
