@@ -110,6 +110,7 @@ class SubscriptionQueue:
     clock: Clock
     lock: threading.Lock
     closed: bool = field(default=False, init=False)
+    detached: bool = field(default=False, init=False)  # DetachSubscription: no messages, pulls refused
     dead_lettered: int = field(default=0, init=False)
     # Called on every change, lock held: the waiting RPCs of this subscription (see runtime.emulator.waiting).
     wakeups: set[Callable[[], None]] = field(default_factory=set, init=False)
@@ -302,6 +303,14 @@ class SubscriptionQueue:
         if not policy.retain_acked:
             for entry in [e for e in self._log.values() if e.state is EntryState.ACKED]:
                 self._forget(entry)
+        self.changed()
+
+    def detach(self) -> None:
+        """The subscription was detached from its topic: drop its backlog; waiting pulls end."""
+        for entry in list(self._log.values()):
+            self._release(entry)
+            self._forget(entry)
+        self.detached = True
         self.changed()
 
     def close(self) -> None:

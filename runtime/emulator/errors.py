@@ -35,6 +35,11 @@ def failed_precondition(message: str) -> PubSubError:
     return PubSubError(grpc.StatusCode.FAILED_PRECONDITION, message)
 
 
+def detached(subscription_name: str) -> PubSubError:
+    """Pull or StreamingPull on a detached subscription."""
+    return failed_precondition(f"Subscription {subscription_name} is detached from its topic.")
+
+
 def unimplemented(feature: str) -> PubSubError:
     """A real Pub/Sub feature this emulator deliberately does not provide (see docs/emulator.md)."""
     return PubSubError(grpc.StatusCode.UNIMPLEMENTED, f"The GPU Runtime Pub/Sub emulator does not support {feature}.")

@@ -30,6 +30,8 @@ ListTopicSubscriptionsRequest = _types.ListTopicSubscriptionsRequest.pb()
 ListTopicSubscriptionsResponse = _types.ListTopicSubscriptionsResponse.pb()
 PublishRequest = _types.PublishRequest.pb()
 PublishResponse = _types.PublishResponse.pb()
+DetachSubscriptionRequest = _types.DetachSubscriptionRequest.pb()
+DetachSubscriptionResponse = _types.DetachSubscriptionResponse.pb()
 
 GetSubscriptionRequest = _types.GetSubscriptionRequest.pb()
 UpdateSubscriptionRequest = _types.UpdateSubscriptionRequest.pb()

@@ -51,6 +51,13 @@ class PublisherService:
         """Publish, within the service's limits."""
         return proto.PublishResponse(message_ids=self._broker.publish(request))
 
+    def detach_subscription(
+        self, request: proto.DetachSubscriptionRequest, context: grpc.ServicerContext
+    ) -> proto.DetachSubscriptionResponse:
+        """DetachSubscription."""
+        self._broker.detach_subscription(request.subscription)
+        return proto.DetachSubscriptionResponse()
+
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler that serves this service."""
         return grpc.method_handlers_generic_handler(proto.PUBLISHER_SERVICE, {
@@ -64,4 +71,7 @@ class PublisherService:
                 proto.ListTopicSubscriptionsResponse,
             ),
             "Publish": rpc.unary(self.publish, proto.PublishRequest, proto.PublishResponse),
+            "DetachSubscription": rpc.unary(
+                self.detach_subscription, proto.DetachSubscriptionRequest, proto.DetachSubscriptionResponse
+            ),
         })

@@ -20,7 +20,14 @@ from runtime.emulator import filters, limits, names, policy, proto
 from runtime.emulator.clock import Clock
 from runtime.emulator.deadletter import dead_letter_message
 from runtime.emulator.delivery import DeadLetter, LeaseOwner, QueueStats, SubscriptionQueue
-from runtime.emulator.errors import already_exists, failed_precondition, invalid_argument, not_found, shutting_down
+from runtime.emulator.errors import (
+    already_exists,
+    detached,
+    failed_precondition,
+    invalid_argument,
+    not_found,
+    shutting_down,
+)
 from runtime.emulator.snapshots import UPDATABLE_SNAPSHOT_FIELDS, Retained, Snapshot
 from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 from runtime.emulator.sweeper import Sweeper
@@ -38,7 +45,7 @@ class _Subscription:
 
     def wants(self, message: proto.PubsubMessage) -> bool:
         """Whether a message published to the topic reaches this subscription (others are acked for it)."""
-        return self.matches is None or self.matches(message.attributes)
+        return not self.config.detached and (self.matches is None or self.matches(message.attributes))
 
 
 class Broker:
@@ -193,6 +200,15 @@ class Broker:
             sub.queue.close()
         log.info("subscription deleted", extra={"subscription": subscription_name})
 
+    def detach_subscription(self, subscription_name: str) -> None:
+        """Detach a subscription from its topic: its backlog is dropped, it gets no more messages, and
+        Pull and StreamingPull on it fail with FAILED_PRECONDITION."""
+        with self.lock:
+            sub = self._subscription(subscription_name)
+            sub.config.detached = True
+            sub.queue.detach()
+        log.info("subscription detached", extra={"subscription": subscription_name})
+
     def list_subscriptions(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Subscription], str]:
         """One page of the project's subscriptions."""
         project_id = names.parse_project(project)
@@ -224,6 +240,8 @@ class Broker:
             queue = self._subscription(subscription_name).queue
             if self.closed:
                 raise shutting_down()
+            if queue.detached:
+                raise detached(subscription_name)
             count = min(max_messages, limits.MAX_MESSAGES_PER_CALL)
             return self.lease_locked(queue, count, queue.policy.ack_deadline_s)
 

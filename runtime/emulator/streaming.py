@@ -20,7 +20,7 @@ import grpc
 
 from runtime.emulator import names, policy, proto
 from runtime.emulator.delivery import LeaseOwner, SubscriptionQueue
-from runtime.emulator.errors import PubSubError, invalid_argument, not_found, shutting_down
+from runtime.emulator.errors import PubSubError, detached, invalid_argument, not_found, shutting_down
 from runtime.emulator.limits import MAX_MESSAGES_PER_CALL
 from runtime.emulator.state import Broker
 from runtime.emulator.waiting import Wakeup
@@ -79,6 +79,8 @@ class _Session:
                         return
                     if queue.closed:
                         raise not_found(names.parse(self._subscription, "subscriptions").id)
+                    if queue.detached:
+                        raise detached(self._subscription)
                     batch = self._lease_locked(queue) if self._has_room() and queue.has_ready() else []
                 if batch:
                     yield proto.StreamingPullResponse(received_messages=batch)

@@ -189,3 +189,18 @@ def test_settings_the_builtin_cannot_honour_are_refused(builtin_pubsub: PubSub) 
             pubsub.subscription(f"s-{i}", topic, **settings)
     assert [t.name for t in pubsub.publisher.list_topics(request={"project": f"projects/{pubsub.project}"})] == [topic]
     assert list(pubsub.publisher.list_topic_subscriptions(request={"topic": topic})) == []
+
+
+@pytest.mark.official_differs("it does not implement DetachSubscription (UNIMPLEMENTED)")
+def test_a_detached_subscription_gets_nothing_and_refuses_pulls(pubsub: PubSub) -> None:
+    topic = pubsub.topic("requests")
+    sub = pubsub.subscription("requests-sub", topic)
+    pubsub.publish(topic, b"backlog")
+    pubsub.publisher.detach_subscription(request={"subscription": sub})
+    assert pubsub.subscriber.get_subscription(subscription=sub).detached
+    pubsub.publish(topic, b"after")
+    with pytest.raises(exceptions.FailedPrecondition):
+        pubsub.pull_within(sub, 1)
+    future = pubsub.subscriber.subscribe(sub, lambda message: message.ack())
+    with pytest.raises(exceptions.FailedPrecondition):
+        future.result(timeout=10)
