@@ -18,6 +18,9 @@ from runtime.protocol import MAX_MESSAGE_BYTES
 
 # Messages over the size limit cost a megabyte each to publish: a handful prove the point.
 OVERSIZE_MESSAGES: Final = 3
+# The body of the reported defect, sent as is right after them: json.loads raised RecursionError on it,
+# so it was redelivered until dead-lettered instead of being rejected.
+ISSUE_BODY: Final = b"[" * 5000 + b"]" * 5000
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def corpus(count: int, prefix: str, seed: int = 9) -> list[FuzzMessage]:
         job_id = f"{prefix}-{index}"
         kind = "oversize" if index < OVERSIZE_MESSAGES else kinds[index % len(kinds)]
         make = _oversize if kind == "oversize" else KINDS[kind]
-        data = make(job_id, rng)
+        data = ISSUE_BODY if index == OVERSIZE_MESSAGES else make(job_id, rng)
         # Pub/Sub refuses a message with neither data nor attributes: an empty body keeps its attributes.
         bare = data and rng.random() < 0.1
         attributes = {} if bare else {"job_id": job_id, "type": rng.choice(["noop", "bogus"])}

@@ -21,7 +21,7 @@ from runtime.client.pubsub import ResultCollector
 from runtime.dlq import DeadLetterQueue
 from runtime.local.platform import LocalConfig, LocalPlatform
 from runtime.protocol import ErrorKind, JobRequest, JobResult, JobStatus
-from tests.runtime.fuzz_corpus import corpus
+from tests.runtime.fuzz_corpus import ISSUE_BODY, corpus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -76,6 +76,8 @@ def test_every_fuzzed_message_gets_one_rejected_result_on_its_first_delivery(pla
         assert sorted(per_message) == list(range(MESSAGES)), "messages without a result"
         kinds_twice = {messages[i].kind for i, found in per_message.items() if len(found) != 1}
         assert not kinds_twice, f"messages with more than one result, of kinds {kinds_twice}"
+        issue = next(m.index for m in messages if m.data == ISSUE_BODY)
+        assert per_message[issue][0].status is JobStatus.REJECTED and per_message[issue][0].attempt == 1
         results = [found[0] for found in per_message.values()]
         assert {r.status for r in results} == {JobStatus.REJECTED}
         assert all(r.error is not None and r.error.kind is ErrorKind.INVALID for r in results)
