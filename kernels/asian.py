@@ -158,7 +158,8 @@ def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
     n_paths = max(p.paths, 3)
     n_blocks = -(-n_paths // PATHS_PER_BLOCK)
     args = kernel_args(p, n_paths)
-    sums = sum_blocks(kernel_for(p.steps), n_blocks, args, device, ctx)
+    # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
+    sums = sum_blocks(kernel_for(p.steps), n_blocks, args, device, ctx.part(0.0, 0.5) if p.greeks else ctx)
     # x = D (G - K)^+ - price: float32 terms of the size of the discounted strike and of the geometric average
     discounted_strike = p.strike * math.exp(-p.rate * p.maturity)
     estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
@@ -169,5 +170,6 @@ def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
         summary["greeks"] = path_greeks.estimate(
             n_paths, p.seed, p.steps, False, spot=p.spot, strike=p.strike, rate=p.rate,
             dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity,
-            call=p.kind is OptionKind.CALL, requested=p.greeks, confidence=p.confidence, device=device, ctx=ctx)
+            call=p.kind is OptionKind.CALL, requested=p.greeks, confidence=p.confidence, device=device,
+            ctx=ctx.part(0.5, 1.0))
     return KernelResult(summary=summary, paths=n_paths)

@@ -7,6 +7,7 @@ block order makes the total bit-for-bit independent of the chunk size, and of th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -73,13 +74,14 @@ def run_chunks(
 
 
 def warm_up(compute: Callable[[int, int], object], ctx: RunContext) -> None:
-    """Run block 0 once and discard it, then mark the kernel warm on ``ctx.clock``.
+    """Run block 0 once and discard it, and count that time as loading on ``ctx.clock``.
 
     The first call of a numba function loads it from the cache or compiles it (seconds); doing that on
     one block (microseconds of work) keeps it out of the kernel time a job's rate is taken over.
     """
+    began = time.perf_counter()
     compute(0, 1)
-    ctx.clock.mark_warm()
+    ctx.clock.warmed(began)
 
 
 def run_blocks(

@@ -11,19 +11,30 @@ from kernels.errors import JobCancelled
 
 
 class Stopwatch:
-    """When a job's kernel was warm: the moment its code was imported, compiled or loaded from cache.
+    """How much of a job's wall time went to loading rather than to its kernels' work.
 
-    A job's wall time is load (imports, the numba cache load or a JIT compile, device set-up) plus
-    kernel time; rates are taken over the kernel time only, so a warm rate is not hidden by a cold start.
+    A job's wall time is load (imports, device set-up, each kernel's numba cache load or JIT compile)
+    plus kernel time; rates are taken over the kernel time only, so a warm rate is not hidden by a cold
+    start. Load runs up to the first kernel's warm-up, plus every later kernel's warm-up (a job with
+    several passes loads several kernels).
     """
 
     def __init__(self) -> None:
         self.warm_at: float | None = None
+        self.later_loads_s = 0.0
 
-    def mark_warm(self) -> None:
-        """Record that the kernel is compiled and about to run its work (only the first call counts)."""
+    def warmed(self, began: float) -> None:
+        """Record a kernel warm-up that began at ``began`` (``perf_counter``) and has just finished."""
+        now = time.perf_counter()
         if self.warm_at is None:
-            self.warm_at = time.perf_counter()
+            self.warm_at = now
+        else:
+            self.later_loads_s += now - began
+
+    def load_s(self, started: float) -> float:
+        """Seconds of loading in a job that started at ``started``; all of it if no kernel ran."""
+        first = self.warm_at if self.warm_at is not None else time.perf_counter()
+        return first - started + self.later_loads_s
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,16 @@ class RunContext:
     should_stop: Callable[[], bool]
     progress: Callable[[float], None]
     clock: Stopwatch = field(default_factory=Stopwatch)
+
+    def part(self, start: float, end: float) -> RunContext:
+        """The same controls for one pass of a multi-pass job, its progress 0..1 mapped onto ``start..end``
+        of the job's, so the job's progress never goes back."""
+        outer = self.progress
+
+        def progress(fraction: float) -> None:
+            outer(start + (end - start) * fraction)
+
+        return RunContext(should_stop=self.should_stop, progress=progress, clock=self.clock)
 
     def checkpoint(self, fraction: float) -> None:
         """Report ``fraction`` done, then raise ``JobCancelled`` if the job was asked to stop."""

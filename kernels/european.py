@@ -158,7 +158,9 @@ def run(p: EuropeanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     """Price the option; the summary carries the estimate, its error, and the Black-Scholes reference."""
     n_samples = max(samples_for(p), 3)
     n_blocks = -(-n_samples // SAMPLES_PER_BLOCK)
-    sums = sum_blocks(KERNEL, n_blocks, kernel_args(p, n_samples), device, ctx)
+    # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
+    price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
+    sums = sum_blocks(KERNEL, n_blocks, kernel_args(p, n_samples), device, price_ctx)
     # x = e^{-rT} S_T - S_0 e^{-qT}: two float32 terms of about the discounted forward each
     estimate = estimators.from_sums(sums, n_samples, control_variate=p.control_variate, confidence=p.confidence,
                                     control_scale=2.0 * _discounted_forward(p))
@@ -170,5 +172,5 @@ def run(p: EuropeanOptionParams, device: str, ctx: RunContext) -> KernelResult:
         summary["greeks"] = path_greeks.estimate(
             n_samples, p.seed, 1, p.antithetic, spot=p.spot, strike=p.strike, rate=p.rate,
             dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity, call=call,
-            requested=p.greeks, confidence=p.confidence, device=device, ctx=ctx)
+            requested=p.greeks, confidence=p.confidence, device=device, ctx=ctx.part(0.5, 1.0))
     return KernelResult(summary=summary, paths=paths)

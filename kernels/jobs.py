@@ -83,9 +83,9 @@ def run_job(
     result = module.run(validated, used, ctx)
     finished = time.perf_counter()
     ctx.progress(1.0)
-    warm_at = ctx.clock.warm_at if ctx.clock.warm_at is not None else started
+    load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0
     out = JobOutput(summary={}, artifacts=result.artifacts, device=used, elapsed_s=finished - started,
-                    paths=result.paths, kernel_s=finished - warm_at, load_s=warm_at - started)
+                    paths=result.paths, kernel_s=finished - started - load_s, load_s=load_s)
     # the resolved params (defaults filled in, seed included) make a result reproducible from itself
     summary = {**result.summary, "device": used, "elapsed_s": out.elapsed_s, "load_s": out.load_s,
                "kernel_s": out.kernel_s, "paths_per_s": out.paths_per_s,

@@ -66,12 +66,16 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     dates = p.dates()
     every = p.steps // dates
     model = basket.Model.of(p)
-    values = basket.basket_values(p, model, p.regression_paths, every, dates, device, ctx)
+    # three passes (regression, pricing, the European on the pricing paths), progress by their paths
+    total = p.regression_paths + 2 * n_paths
+    regressed, priced = p.regression_paths / total, (p.regression_paths + n_paths) / total
+    values = basket.basket_values(p, model, p.regression_paths, every, dates, device, ctx.part(0.0, regressed))
     rule = exercise_rule(values, p)
-    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx)
+    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced))
     estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
                                     control_scale=model.control_scale(p))
-    european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device, ctx)
+    european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device,
+                                      ctx.part(priced, 1.0))
     european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {

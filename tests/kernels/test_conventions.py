@@ -85,3 +85,35 @@ def test_var_horizon_is_at_most_one_trading_year_and_interval_confidence_is_a_pa
     wide = run_job("portfolio_var", {**VAR, "paths": 20_000, "interval_confidence": 0.999}, device="cpu").summary
     assert narrow["var"] == wide["var"] and narrow["confidence"] == 0.9
     assert narrow["var_ci"][1] - narrow["var_ci"][0] < wide["var_ci"][1] - wide["var_ci"][0]
+
+
+MULTI_PASS = {
+    "european_option": {"paths": 20_000, "greeks": ["delta"]},
+    "heston_option": {"paths": 2_000, "steps": 8, "greeks": ["vega"]},
+    "american_option": {"spots": [100], "weights": [1], "volatilities": [0.2], "kind": "put", "steps": 8,
+                        "paths": 5_000, "regression_paths": 5_000},
+}
+
+
+@pytest.mark.parametrize("job", list(MULTI_PASS))
+def test_progress_of_a_multi_pass_job_never_goes_back(job: str) -> None:
+    seen: list[float] = []
+    s = run_job(job, MULTI_PASS[job], device="cpu", progress=seen.append).summary
+    assert seen == sorted(seen) and seen[-1] == 1.0 and any(0.0 < f < 1.0 for f in seen)
+    assert s["load_s"] + s["kernel_s"] == pytest.approx(s["elapsed_s"])
+
+
+def test_every_kernel_warm_up_counts_as_loading() -> None:
+    import time
+
+    from kernels.context import Stopwatch
+
+    clock = Stopwatch()
+    started = time.perf_counter()
+    clock.warmed(started)  # the first kernel: everything up to now was loading
+    first = clock.warm_at
+    began = time.perf_counter()
+    time.sleep(0.01)
+    clock.warmed(began)  # a later kernel's warm-up adds its own duration only
+    assert clock.warm_at == first and clock.later_loads_s >= 0.01
+    assert clock.load_s(started) == pytest.approx(first - started + clock.later_loads_s)
