@@ -35,7 +35,7 @@ REPEATS: Final = 5
 # fastest of many runs is the one least disturbed by other work, and alternating exposes both to the same.
 MIN_TIMED_S: Final = 3.0
 MAX_REPEATS: Final = 40
-# The accuracy SLO of seed 001 made concrete (DESIGN.md section 6).
+# The platform's accuracy SLO made concrete (docs/kernels.md, Accuracy).
 ACCURACY_TOLERANCE: Final = 1e-3
 ACCURACY_PATHS: Final = 13_000_000
 ACCURACY_CASE: Final = EuropeanOptionParams(spot=100, strike=100, rate=0.05, volatility=0.2, maturity=1.0,

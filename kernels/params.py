@@ -77,7 +77,7 @@ DEFAULT_CONFIDENCE: Final = 0.99  # the accuracy SLO is stated at 99%
 
 
 class RandomWalkParams(_Params):
-    """Seed 001's random walk: each path averages ``steps`` standard normal increments."""
+    """The platform's smoke-test random walk: each path averages ``steps`` standard normal increments."""
 
     paths: Paths = 1_000_000
     steps: int = Field(1_000, ge=1, le=MAX_STEPS)

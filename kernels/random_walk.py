@@ -1,4 +1,4 @@
-"""Seed 001's random walk: every path averages ``steps`` float32 normals from numba's xoroshiro128+.
+"""The platform's smoke-test random walk: every path averages ``steps`` float32 normals from numba's xoroshiro128+.
 
 Kept bit-compatible with the seed's kernel: path ``i`` uses generator state ``i`` of
 ``numba.cuda.random.create_xoroshiro128p_states(paths, seed)`` (the seed state jumped ``i`` times by 2**64)
