@@ -41,6 +41,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8085, help="gRPC port; 0 picks a free one (default 8085)")
     parser.add_argument("--admin-port", type=int, default=None,
                         help="emulator-only HTTP port serving GET /stats (default: none)")
+    parser.add_argument("--rest-port", type=int, default=None,
+                        help="HTTP port serving the REST (v1 JSON) API and GET / (default: none; 0 picks one)")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="emulator-only: multiply retry backoffs and retention by this (default 1)")
     parser.add_argument("--lease-time-scale", type=float, default=1.0,
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         emulator = start_emulator(args.host, args.port, time_scale=args.time_scale,
-                                  lease_time_scale=args.lease_time_scale, admin_port=args.admin_port)
+                                  lease_time_scale=args.lease_time_scale, admin_port=args.admin_port,
+                                  rest_port=args.rest_port)
     except ValueError as error:
         logging.getLogger(__name__).error("invalid option", extra={"error": str(error)})
         return 2
@@ -73,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     print(f"PUBSUB_EMULATOR_HOST={emulator.address}", flush=True)
+    if emulator.rest_port is not None:
+        print(f"PUBSUB_EMULATOR_REST=http://{args.host}:{emulator.rest_port}/v1", flush=True)
     if emulator.admin_port is not None:
         print(f"PUBSUB_EMULATOR_ADMIN=http://{args.host}:{emulator.admin_port}", flush=True)
     stop.wait()

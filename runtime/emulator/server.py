@@ -14,7 +14,7 @@ import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -24,6 +24,9 @@ from runtime.emulator.publisher import PublisherService
 from runtime.emulator.state import Broker
 from runtime.emulator.stats import EmulatorStats
 from runtime.emulator.subscriber import SubscriberService
+
+if TYPE_CHECKING:
+    from runtime.emulator.rest import RestServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,6 +51,8 @@ class EmulatorHandle:
     _server: grpc.aio.Server
     _loop: _LoopThread
     _admin: AdminServer | None = None
+    _rest: RestServer | None = None
+    rest_port: int | None = None  # the REST (v1 JSON) and ``GET /`` port, if one was asked for
 
     @property
     def address(self) -> str:
@@ -68,6 +73,8 @@ class EmulatorHandle:
         if self.broker.closed:
             return
         self.broker.close()
+        if self._rest is not None:
+            self._loop.call(self._rest.stop())
         self._loop.call(self._server.stop(STOP_GRACE_S))
         self._loop.close()
         if self._admin is not None:
@@ -88,20 +95,30 @@ def start_emulator(
     time_scale: float = 1.0,
     lease_time_scale: float = 1.0,
     admin_port: int | None = None,
+    rest_port: int | None = None,
 ) -> EmulatorHandle:
     """Start an emulator on ``host:port`` (0 picks a free port) and return once it accepts connections.
 
     Emulator-only knobs: ``time_scale`` multiplies retry backoffs and retention, ``lease_time_scale`` ack
     deadlines (see runtime.emulator.clock); ``admin_port`` serves ``GET /stats`` (0 picks a free port,
-    None serves none).
+    None serves none). ``rest_port`` serves the REST (v1 JSON) surface and ``GET /`` (same choices).
     """
     broker = Broker(Clock(time_scale, lease_time_scale))
     loop = _LoopThread()
     server: grpc.aio.Server | None = None
+    subscriber = SubscriberService(broker)
+    rest = None
+    if rest_port is not None:
+        from runtime.emulator.rest import RestServer  # aiohttp is imported only when REST is asked for
+
+        rest = RestServer(broker, subscriber)
     try:
-        server, bound = loop.call(_serve(broker, host, port, loop.pool))
+        server, bound = loop.call(_serve(broker, subscriber, host, port, loop.pool))
+        bound_rest = loop.call(rest.start(host, rest_port)) if rest is not None and rest_port is not None else None
         admin = AdminServer(host, admin_port, broker.stats) if admin_port is not None else None
     except (RuntimeError, OSError) as error:
+        if rest is not None:
+            loop.call(rest.stop())
         if server is not None:
             loop.call(server.stop(None))
         loop.close()
@@ -109,14 +126,16 @@ def start_emulator(
         raise OSError(f"cannot listen on {host} (port {port}, admin port {admin_port}): {error}") from error
     if admin is not None:
         admin.start()
-    handle = EmulatorHandle(host, bound, broker, server, loop, admin)
+    handle = EmulatorHandle(host, bound, broker, server, loop, admin, rest, bound_rest)
     log.info("pubsub emulator listening",
-             extra={"address": handle.address, "admin_port": handle.admin_port, "time_scale": time_scale,
+             extra={"address": handle.address, "admin_port": handle.admin_port, "rest_port": handle.rest_port,
+                    "time_scale": time_scale,
                     "lease_time_scale": lease_time_scale})
     return handle
 
 
-async def _serve(broker: Broker, host: str, port: int, pool: ThreadPoolExecutor) -> tuple[grpc.aio.Server, int]:
+async def _serve(broker: Broker, subscriber: SubscriberService, host: str, port: int,
+                 pool: ThreadPoolExecutor) -> tuple[grpc.aio.Server, int]:
     """Create, bind and start the gRPC server (on the loop it will serve from); returns it and its port."""
     server = grpc.aio.server(
         migration_thread_pool=pool,
@@ -125,7 +144,7 @@ async def _serve(broker: Broker, host: str, port: int, pool: ThreadPoolExecutor)
                  # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
                  ("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers((PublisherService(broker).handler(), SubscriberService(broker).handler()))
+    server.add_generic_rpc_handlers((PublisherService(broker).handler(), subscriber.handler()))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     return server, bound

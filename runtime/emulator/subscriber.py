@@ -62,6 +62,10 @@ class SubscriberService:
         if not request.return_immediately:
             remaining = context.time_remaining()
             wait_s = MAX_PULL_WAIT_S if remaining is None else min(MAX_PULL_WAIT_S, remaining - PULL_DEADLINE_MARGIN_S)
+        return await self.pull_within(request, wait_s)
+
+    async def pull_within(self, request: proto.PullRequest, wait_s: float) -> proto.PullResponse:
+        """Lease what is ready, waiting up to ``wait_s`` seconds for a first message (also the REST pull)."""
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + wait_s
         wakeup = Wakeup()

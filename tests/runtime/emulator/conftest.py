@@ -48,6 +48,12 @@ class PubSub:
     subscriber: pubsub_v1.SubscriberClient
     project: str = PROJECT
     emulator: EmulatorHandle | None = None  # the builtin's handle (admin view); None on the official
+    rest_address: str | None = None  # host:port of the REST (v1 JSON) surface: the builtin's own port
+
+    @property
+    def rest_root(self) -> str:
+        """The REST API root, as REST clients take it (``http://host:port/v1``)."""
+        return f"http://{self.rest_address or self.address}/v1"
 
     def topic(self, topic_id: str, *, create: bool = True) -> str:
         """The path of ``topic_id``, created unless told otherwise."""
@@ -96,7 +102,8 @@ def _clients(broker: str, address: str, monkeypatch: pytest.MonkeyPatch, project
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     try:
-        yield PubSub(broker, address, publisher, subscriber, project, emulator)
+        rest = f"{emulator.host}:{emulator.rest_port}" if emulator and emulator.rest_port else None
+        yield PubSub(broker, address, publisher, subscriber, project, emulator, rest)
     finally:
         subscriber.close()
         publisher.stop()
@@ -129,7 +136,7 @@ def emulator() -> Iterator[EmulatorHandle]:
 def pubsub(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSub]:
     """Real clients against each broker in turn."""
     if request.param == BUILTIN:
-        with start_emulator() as handle:
+        with start_emulator(rest_port=0) as handle:
             yield from builtin_clients(handle, monkeypatch)
         return
     marker = request.node.get_closest_marker("official_differs")

@@ -85,12 +85,15 @@ def test_time_scales_must_be_positive() -> None:
 @pytest.mark.timeout(60)
 def test_module_entry_point_serves_until_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "runtime.emulator", "--port", "0", "--admin-port", "0"],
+        [sys.executable, "-m", "runtime.emulator", "--port", "0", "--admin-port", "0", "--rest-port", "0"],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         first_line = process.stdout.readline().strip()
         assert first_line.startswith("PUBSUB_EMULATOR_HOST=127.0.0.1:")
+        rest_root = process.stdout.readline().strip().split("=", 1)[1]
+        with urllib.request.urlopen(rest_root.removesuffix("/v1") + "/", timeout=5) as ready:
+            assert ready.read() == b"Ok"
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", first_line.split("=", 1)[1])
         publisher = pubsub_v1.PublisherClient()
         topic = publisher.topic_path(PROJECT, "requests")
