@@ -3,14 +3,15 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-UV := $(PYTHON) -m uv
+# A uv on PATH (CI installs one with setup-uv) or, failing that, the one pip installs for $(PYTHON).
+UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 GPURT := $(BIN)/gpurt
 
 .PHONY: setup system-deps demo-system-deps lint test test-fast demo bench lock clean
 
 # uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes.
 $(VENV)/.synced: uv.lock pyproject.toml
-	$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
+	$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
 	$(UV) sync --frozen
 	touch $@
 
