@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from runtime.emulator import proto
 from runtime.emulator.clock import Clock
+from runtime.emulator.ordering import KeyOrder
 from runtime.emulator.snapshots import Retained
 
 
@@ -28,6 +29,7 @@ class EntryState(enum.Enum):
 
     READY = "ready"  # deliverable now
     DELAYED = "delayed"  # waiting out a retry backoff
+    PARKED = "parked"  # waiting behind an earlier message of its ordering key (runtime.emulator.ordering)
     LEASED = "leased"  # delivered, ack deadline running
     ACKED = "acked"  # acknowledged; kept only with retain_acked_messages
     GONE = "gone"  # dead-lettered, expired or deleted
@@ -69,6 +71,7 @@ class DeliveryPolicy:
     max_delivery_attempts: int | None = None
     min_backoff_s: float | None = None
     max_backoff_s: float | None = None
+    ordered: bool = False  # enable_message_ordering: one message per ordering key at a time, in order
 
     def backoff_s(self, failed_attempts: int) -> float:
         """Delay before redelivery after ``failed_attempts`` failures: doubling from the minimum, capped at
@@ -122,6 +125,8 @@ class SubscriptionQueue:
         self._leases: list[tuple[float, int, Entry, str]] = []
         self._by_ack_id: dict[str, Entry] = {}
         self._seq = itertools.count()
+        self._order: KeyOrder[Entry] = KeyOrder(
+            lambda e: e.message.ordering_key if self.policy.ordered else "", lambda e: e.state is EntryState.GONE)
         # Ack ids are unique across subscriptions so one sent to the wrong subscription matches nothing.
         self._ack_prefix = f"{id(self):x}"
 
@@ -131,7 +136,7 @@ class SubscriptionQueue:
         """Add a freshly published message and wake the pullers."""
         entry = Entry(message, published_wall, published_mono, size=message.ByteSize())
         self._log[message.message_id] = entry
-        self._make_ready(entry)
+        self._admit(entry)
         self.changed()
 
     def has_ready(self) -> bool:
@@ -188,6 +193,7 @@ class SubscriptionQueue:
                 self._set_state(entry, EntryState.ACKED)
             else:
                 self._forget(entry)
+            self._finish(entry)
         self.changed()
 
     def modify(self, ack_ids: Iterable[str], deadline_s: int) -> list[DeadLetter]:
@@ -216,6 +222,7 @@ class SubscriptionQueue:
         limit = self.policy.max_delivery_attempts
         if limit is not None and entry.delivery_attempt >= limit and self.policy.dead_letter_topic:
             self._forget(entry)
+            self._finish(entry)
             self.dead_lettered += 1
             return [DeadLetter(self.name, self.policy.dead_letter_topic, entry.message, entry.delivery_attempt)]
         delay = self.clock.span(self.policy.backoff_s(entry.delivery_attempt))
@@ -250,6 +257,7 @@ class SubscriptionQueue:
                 break
             self._release(oldest)
             self._forget(oldest)
+            self._finish(oldest)
         self.changed()
         return dead
 
@@ -274,6 +282,7 @@ class SubscriptionQueue:
                 self._set_state(entry, EntryState.ACKED)
             else:
                 self._forget(entry)
+        self._reorder()
         self.changed()
 
     def unacked(self) -> list[Retained]:
@@ -293,6 +302,7 @@ class SubscriptionQueue:
                 self._set_state(entry, EntryState.ACKED)
             else:
                 self._forget(entry)
+        self._reorder()
         for retained in wanted.values():  # acked and dropped here since, but the snapshot kept them
             self.enqueue(retained.message, retained.published_wall, retained.published_mono)
         self.changed()
@@ -310,6 +320,7 @@ class SubscriptionQueue:
         for entry in list(self._log.values()):
             self._release(entry)
             self._forget(entry)
+        self._order.reset()
         self.detached = True
         self.changed()
 
@@ -318,6 +329,7 @@ class SubscriptionQueue:
         for entry in list(self._log.values()):
             self._release(entry)
             self._forget(entry)
+        self._order.reset()
         self.closed = True
         self.changed()
 
@@ -330,7 +342,7 @@ class SubscriptionQueue:
             if entry.state is not EntryState.ACKED:
                 unacked.append(entry.published_wall)
         return QueueStats(
-            undelivered=counts[EntryState.READY] + counts[EntryState.DELAYED],
+            undelivered=counts[EntryState.READY] + counts[EntryState.DELAYED] + counts[EntryState.PARKED],
             outstanding=counts[EntryState.LEASED],
             dead_lettered=self.dead_lettered,
             acked_retained=counts[EntryState.ACKED],
@@ -347,6 +359,26 @@ class SubscriptionQueue:
     def _set_state(self, entry: Entry, state: EntryState) -> None:
         entry.state = state
         entry.epoch += 1
+
+    def _admit(self, entry: Entry) -> None:
+        """Make a new (or replayed) message deliverable, unless it waits behind an earlier one of its key."""
+        if self._order.admit(entry):
+            self._make_ready(entry)
+        else:
+            self._set_state(entry, EntryState.PARKED)
+
+    def _finish(self, entry: Entry) -> None:
+        """``entry`` will not be delivered again: the next message of its ordering key may go."""
+        following = self._order.finish(entry)
+        if following is not None:
+            self._make_ready(following)
+
+    def _reorder(self) -> None:
+        """After a seek: re-admit the ready messages in publish order, so each key starts from its oldest."""
+        self._order.reset()
+        for entry in self._log.values():
+            if entry.state is EntryState.READY:
+                self._admit(entry)
 
     def _make_ready(self, entry: Entry) -> None:
         self._set_state(entry, EntryState.READY)

@@ -78,7 +78,6 @@ def _refuse_unsupported(subscription: proto.Subscription) -> None:
         (bool(subscription.push_config.push_endpoint), "push subscriptions"),
         (subscription.HasField("bigquery_config"), "BigQuery subscriptions"),
         (subscription.HasField("cloud_storage_config"), "Cloud Storage subscriptions"),
-        (subscription.enable_message_ordering, "message ordering"),
         (subscription.enable_exactly_once_delivery, "exactly-once delivery"),
         (subscription.HasField("bigtable_config"), "Bigtable subscriptions"),
         (bool(subscription.message_transforms), "message transforms (single message transforms)"),
@@ -113,6 +112,7 @@ def delivery_policy(subscription: proto.Subscription) -> DeliveryPolicy:
         max_delivery_attempts=dead_letter.max_delivery_attempts if dead_letter else None,
         min_backoff_s=retry.minimum_backoff.ToNanoseconds() / 1e9 if retry else None,
         max_backoff_s=retry.maximum_backoff.ToNanoseconds() / 1e9 if retry else None,
+        ordered=subscription.enable_message_ordering,
     )
 
 

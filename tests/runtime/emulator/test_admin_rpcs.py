@@ -182,7 +182,6 @@ def test_settings_the_builtin_cannot_honour_are_refused(builtin_pubsub: PubSub) 
     refused_subscriptions = [
         {"message_transforms": [{"javascript_udf": {"function_name": "f", "code": "function f(m){return m}"}}]},
         {"bigtable_config": {"table": "projects/p/instances/i/tables/t"}},
-        {"enable_message_ordering": True},
     ]
     for i, settings in enumerate(refused_subscriptions):
         with pytest.raises(exceptions.MethodNotImplemented):

@@ -168,3 +168,28 @@ def test_seek_marks_older_messages_acked_and_replays_newer_ones(clock: ManualClo
         assert [m.message.message_id for m in queue.take(10, deadline_s=10)] == ["new"]
         queue.seek_to_time(cut - 10)
         assert [m.message.message_id for m in queue.take(10, deadline_s=10)] == ["old", "new"]
+
+
+def test_an_ordered_queue_delivers_one_message_per_key_in_order(clock: ManualClock) -> None:
+    queue = make_queue(clock, ordered=True)
+    with queue.lock:
+        for message_id, key in [("1", "k"), ("2", "k"), ("3", "other"), ("4", ""), ("5", "k")]:
+            queue.enqueue(proto.PubsubMessage(message_id=message_id, data=b"x", ordering_key=key), clock.wall(),
+                          clock.monotonic())
+        first = queue.take(10, deadline_s=10)
+        assert [m.message.message_id for m in first] == ["1", "3", "4"]  # one per key, unkeyed free
+        assert queue.stats().undelivered == 2  # parked messages are backlog
+        queue.modify([first[0].ack_id], 0)  # nack "1": it comes back before "2"
+        [again] = queue.take(10, deadline_s=10)
+        assert again.message.message_id == "1"
+        queue.ack([again.ack_id])
+        assert [m.message.message_id for m in queue.take(10, deadline_s=10)] == ["2"]
+
+
+def test_an_unordered_queue_ignores_ordering_keys(clock: ManualClock) -> None:
+    queue = make_queue(clock)
+    with queue.lock:
+        for message_id in "12":
+            queue.enqueue(proto.PubsubMessage(message_id=message_id, data=b"x", ordering_key="k"), clock.wall(),
+                          clock.monotonic())
+        assert len(queue.take(10, deadline_s=10)) == 2
