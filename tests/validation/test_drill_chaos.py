@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from runtime.client.pubsub import PubSubClients
 from runtime.protocol import InvalidRequest, JobResult, JobStatus, parse_request
-from validation.drills.base import DrillContext, DrillFailed, DrillResult
+from validation.drills.base import DrillContext, DrillResult
 from validation.drills.chaos import BROKER_RESTART_JOBS, FAULTS, LONG_PER_SLICE, plan
 from validation.drills.chaos_bench import SECTION, write_benchmarks
-from validation.drills.faults import read_only
+from validation.drills.faults import STORE_FAULT, read_only, replaced_by_a_file
 from validation.drills.ledger import ResultLedger
 
 JOBS = 40  # 8 per slice: the 4 long jobs that faults catch running, and a few of each kind
@@ -76,20 +76,37 @@ def test_tally_counts_lost_duplicates_and_unexpected_outcomes() -> None:
     assert ledger.done() == 4 and ledger.first_at("e") is None
 
 
-def test_read_only_refuses_new_files_and_restores_the_folders(tmp_path: Path) -> None:
+def _store(tmp_path: Path) -> list[Path]:
     folders = [tmp_path / "store", tmp_path / "store" / "results"]
     folders[1].mkdir(parents=True)
+    (folders[1] / "done.json").write_bytes(b"{}")
+    return folders
+
+
+def test_read_only_refuses_new_files_and_restores_the_folders(tmp_path: Path) -> None:
+    folders = _store(tmp_path)
     modes = [f.stat().st_mode for f in folders]
-    try:
-        with read_only(folders) as how:
-            for folder in folders:
-                with pytest.raises(OSError):
-                    (folder / "new.json").write_bytes(b"{}")
-    except DrillFailed as exc:
-        pytest.skip(f"this machine cannot make a folder read-only: {exc}")
-    assert how
+    with read_only(folders) as how:
+        if how is None:
+            pytest.skip("root without CAP_LINUX_IMMUTABLE: writes cannot be refused here (replaced_by_a_file is)")
+        for folder in folders:
+            with pytest.raises(OSError):
+                (folder / "new.json").write_bytes(b"{}")
+        assert (folders[1] / "done.json").read_bytes() == b"{}"  # read-only, not gone
     assert [f.stat().st_mode for f in folders] == modes
     (folders[1] / "new.json").write_bytes(b"{}")
+
+
+def test_a_store_replaced_by_a_file_fails_every_write_and_comes_back_whole(tmp_path: Path) -> None:
+    root, results = _store(tmp_path)
+    with replaced_by_a_file(root) as how:
+        assert "unavailable" in how
+        with pytest.raises(OSError):
+            (results / "new.json").write_bytes(b"{}")
+        with pytest.raises(OSError):
+            results.mkdir(parents=True, exist_ok=True)
+    assert (results / "done.json").read_bytes() == b"{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
 def test_figures_go_to_their_own_benchmarks_section(tmp_path: Path) -> None:
@@ -137,7 +154,7 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert figures["lost"] == 0 and figures["duplicated (differing)"] == 0 and figures["dead-lettered"] == 0
     assert figures["results rejected"] == rejected and figures["unexpected outcome"] == 0
     for fault in ("Dask worker killed", "scheduler replica killed", "intake drained and resumed",
-                  "result store read-only"):
+                  STORE_FAULT):
         assert f"{fault}: " in evidence and "skipped" not in evidence
         assert isinstance(figures[f"recovery_s {fault}"], float)
     assert figures["broker restart: waiting requests lost"] == f"{BROKER_RESTART_JOBS} of {BROKER_RESTART_JOBS}"

@@ -41,10 +41,11 @@ def write_benchmarks(result: DrillResult, path: Path | None = None) -> None:
         f"{result.figures.get('jobs')}` on `gpurt local up --replicas {result.figures.get('scheduler replicas')}`: "
         "a mixed load (noop jobs of 0-50 ms, small european_option and random_walk kernels, permanent "
         "failures, malformed requests) while, in turn, a Dask worker is SIGKILLed, a scheduler replica is "
-        f"SIGKILLed and started again, intake is drained for {DRAIN_HOLD_S:.0f} s, and the result store is "
-        f"read-only for {STORE_FAULT_S:.0f} s. Counted per job id from the drill's own subscription on the "
-        "result topic; recovery is from the fault until the platform was whole again and every job running "
-        f"when it struck had its result. Drill {verdict} in {result.duration_s:.0f} s.", "",
+        f"SIGKILLed and started again, intake is drained for {DRAIN_HOLD_S:.0f} s, and the result store fails "
+        f"for {STORE_FAULT_S:.0f} s (read-only; unavailable where root ignores that). Counted per job id "
+        "from the drill's own subscription on the result topic; recovery is from the fault until the "
+        "platform was whole again and every job running when it struck had its result."
+        f" Drill {verdict} in {result.duration_s:.0f} s.", "",
         "| figure | value |", "| --- | --- |",
         *(f"| {name} | {_shown(value)} |" for name, value in result.figures.items()),
     ]

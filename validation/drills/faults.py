@@ -35,6 +35,7 @@ DRAIN_HOLD_S: Final = 3.0
 STORE_FAULT_S: Final = 3.0
 # A Dask worker process of a LocalCluster: multiprocessing's spawn entry point in the scheduler's children.
 _WORKER_MARK: Final = "spawn_main"
+STORE_FAULT: Final = "result store fails"
 TIME_SCALE_FLAG: Final = "--time-scale"  # the emulator's option, as the local platform starts it
 # Folders of the result store (runtime/store) that writes go to.
 _STORE_FOLDERS: Final = ("results", "published", "artifacts", "cancel")
@@ -191,34 +192,66 @@ def _writable(folder: Path) -> bool:
     return True
 
 
+def _chattr(flag: str, path: Path) -> bool:
+    """``chattr FLAG PATH``; False where it fails or is not installed."""
+    try:
+        return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
-def read_only(folders: list[Path]) -> Iterator[str]:
-    """Make ``folders`` refuse new files for the block; yields how. Restores them whatever happens.
+def read_only(folders: list[Path]) -> Iterator[str | None]:
+    """Make ``folders`` refuse new files for the block; yields how, or None if writes still succeed.
 
     Clearing the write bits is enough for an ordinary user. Root ignores them, so as root the folders
-    are also marked immutable (``chattr +i``, which needs CAP_LINUX_IMMUTABLE); if even that does not
-    stop a write, the store cannot be failed here and ``DrillFailed`` says so.
+    are also marked immutable (``chattr +i``, which needs CAP_LINUX_IMMUTABLE: a container's root often
+    lacks it). The folders are restored whatever happens.
     """
     modes = {folder: stat.S_IMODE(folder.stat().st_mode) for folder in folders}
     immutable: list[Path] = []
     try:
         for folder, mode in modes.items():
             folder.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-        how = "write permission removed"
+        how = "made read-only (write permission removed)"
         if _writable(folders[0]):
-            for folder in folders:
-                if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0:
-                    immutable.append(folder)
-            how = "write permission removed and marked immutable (chattr +i: root ignores permissions)"
-        if _writable(folders[0]):
-            raise DrillFailed("cannot make the result store read-only here (running as root without "
-                              "CAP_LINUX_IMMUTABLE?)")
-        yield how
+            immutable = [folder for folder in folders if _chattr("+i", folder)]
+            how = "made read-only (write permission removed, and chattr +i: root ignores permissions)"
+        yield None if _writable(folders[0]) else how
     finally:
         for folder in immutable:
-            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+            _chattr("-i", folder)
         for folder, mode in modes.items():
             folder.chmod(mode)
+
+
+@contextlib.contextmanager
+def replaced_by_a_file(root: Path) -> Iterator[str]:
+    """Move the store folder aside and put an empty file in its place for the block, then move it back.
+
+    Every read and write under it then fails (not a directory): the store is down rather than read-only,
+    for a root that neither permissions nor ``chattr`` can stop.
+    """
+    aside = root.with_name(f"{root.name}.chaos-aside")
+    root.rename(aside)
+    try:
+        root.write_bytes(b"")
+        yield "unavailable (its folder replaced by a file: as root, neither permissions nor chattr +i stop writes)"
+    finally:
+        root.unlink(missing_ok=True)
+        aside.rename(root)
+
+
+@contextlib.contextmanager
+def failing_store(root: Path) -> Iterator[str]:
+    """Make the local store at ``root`` fail to store results for the block; yields how it was done."""
+    folders = [root, *(root / name for name in _STORE_FOLDERS if (root / name).is_dir())]
+    with read_only(folders) as how:
+        if how is not None:
+            yield how
+            return
+    with replaced_by_a_file(root) as how:
+        yield how
 
 
 def backoff_scale(ctx: DrillContext) -> float:
@@ -230,16 +263,14 @@ def backoff_scale(ctx: DrillContext) -> float:
     return 1.0
 
 
-def read_only_store(ctx: DrillContext) -> Fault:
-    """Make the file result store read-only for a while: storing a result fails, the job is nacked."""
+def store_fails(ctx: DrillContext) -> Fault:
+    """Make the file result store read-only (else unavailable) for a while: storing fails, jobs are nacked."""
     folder = store_folder(ctx.state.result_store)
     if folder is None:
-        return Fault("result store read-only", skipped=f"the result store {ctx.state.result_store} is not a "
-                                                        "local folder")
+        return Fault(STORE_FAULT, skipped=f"the result store {ctx.state.result_store} is not a local folder")
     hold_s = min(STORE_FAULT_S, contract.RETRY_MIN_BACKOFF_S * backoff_scale(ctx))
-    folders = [folder, *(folder / name for name in _STORE_FOLDERS if (folder / name).is_dir())]
-    with read_only(folders) as how:
-        fault = _strike(ctx, "result store read-only")
+    with failing_store(folder) as how:
+        fault = _strike(ctx, STORE_FAULT)
         time.sleep(hold_s)  # the fault's own duration
     fault.whole_at = time.monotonic()
     fault.detail = f"{folder.name} {how} for {hold_s:.2g}s"
