@@ -16,6 +16,7 @@ pytestmark = pytest.mark.integration
 KEYS = {"job-7": [b"a1", b"a2", b"a3", b"a4"], "job-8": [b"b1", b"b2", b"b3"]}
 UNKEYED = [b"u1", b"u2"]
 WAIT_S = 20.0
+POLL_S = 0.2  # one round of pulls: parked messages of a key come out one per round
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def _consume(pubsub: PubSub, sub: str, nack_once: bytes) -> list[tuple[str, byte
     nacked = False
     deadline = time.monotonic() + WAIT_S
     while len(acked) < total and time.monotonic() < deadline:
-        for received in pubsub.pull_within(sub, 1, want=10):
+        for received in pubsub.pull_within(sub, POLL_S, want=10):
             message = received.message
             deliveries.append((message.ordering_key, message.data))
             if message.data == nack_once and not nacked:
@@ -80,7 +81,8 @@ def test_each_key_is_delivered_in_publish_order(pubsub: PubSub, ordered_topic: t
 
 
 @pytest.mark.official_differs("it hands over a3 and a4 in the same pull as a2 and, after a2 is nacked, redelivers a2 "
-                              "alone, after them: a1 a2 a3 a4 a2; the service redelivers a2 and everything after it")
+                              "alone, after them: a1 a2 a3 a4 a2; the service redelivers a2 and everything after it",
+                              strict=False)  # a pull that happens to return a2 alone would pass there
 def test_a_nack_pauses_its_key_until_the_message_comes_back(pubsub: PubSub, ordered_topic: tuple[str, str]) -> None:
     _, sub = ordered_topic
     deliveries = _consume(pubsub, sub, nack_once=b"a2")
