@@ -89,8 +89,10 @@ def test_restart_scheduler_replaces_every_replica_and_loses_or_repeats_no_job(pl
     assert len(_leading(platform)) == 1
 
 
+@pytest.mark.timeout(480)  # drill all includes the alert drill (about 100 s on replicas) and a small chaos load
 def test_every_drill_passes_on_replicas_and_the_leader_drill_kills_real_processes(platform: LocalPlatform) -> None:
-    result = _gpurt(platform, "drill", "all", "--local-dir", str(platform.directory), "--json", "--timeout", "60")
+    result = _gpurt(platform, "drill", "all", "--local-dir", str(platform.directory), "--json", "--timeout", "60",
+                    "--jobs", "10")
 
     assert result.exit_code == 0, result.output
     drills = {d["name"]: " | ".join(d["evidence"]) for d in json.loads(result.stdout[result.stdout.index("["):])}
