@@ -16,6 +16,8 @@ import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from components import gpu_options
+
 PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
 
@@ -138,6 +140,24 @@ class SystemPoolConfig(_Model):
         return self
 
 
+class GpuSharingConfig(_Model):
+    """GKE GPU sharing: several containers take turns on (time-sharing) or run at once on (MPS) each GPU."""
+
+    strategy: str = Field(gpu_options.TIME_SHARING, description="TIME_SHARING or MPS.")
+    max_shared_clients_per_gpu: int = Field(description="Containers per GPU (2-48); each is one Dask worker.")
+    declared: bool = Field(
+        False, description="Sharing a large GPU (A100/H100) is deliberate; the policy refuses it otherwise."
+    )
+
+
+class ReservationConfig(_Model):
+    """Which Compute Engine reservations the pool's nodes consume."""
+
+    type: str = Field(description="NO_RESERVATION, ANY_RESERVATION or SPECIFIC_RESERVATION.")
+    name: str | None = Field(None, description="The reservation (SPECIFIC_RESERVATION only); projects/P/reservations/R "
+                             "for a shared one.")
+
+
 class GpuPoolConfig(_Model):
     """One GPU node pool and the Dask worker group that runs on it."""
 
@@ -152,6 +172,13 @@ class GpuPoolConfig(_Model):
     disk_size_gb: int = Field(200, ge=50, description="Boot disk; CUDA images are large.")
     dask_workers_min: int = Field(0, ge=0, description="DaskAutoscaler lower bound for this pool's workers.")
     dask_workers_max: int = Field(ge=1, description="DaskAutoscaler upper bound for this pool's workers.")
+    gpu_sharing: GpuSharingConfig | None = Field(None, description="Time-sharing or MPS for small jobs.")
+    gpu_partition_size: str | None = Field(None, description="MIG profile (A100/H100), e.g. 1g.10gb.")
+    queued_provisioning: bool = Field(
+        False, description="Dynamic Workload Scheduler flex-start: nodes are queued for, not spot or reserved."
+    )
+    reservation: ReservationConfig | None = Field(None, description="Reservation affinity of the nodes.")
+    compact_placement: bool = Field(False, description="Nodes close together (one zone, A2/A3/C2/C3/G2/N2...).")
 
     @field_validator("name")
     @classmethod
@@ -167,7 +194,45 @@ class GpuPoolConfig(_Model):
             raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}")
         if self.dask_workers_min > self.dask_workers_max:
             raise ValueError(f"daskWorkersMin {self.dask_workers_min} exceeds daskWorkersMax {self.dask_workers_max}")
+        # A pool without zones of its own spans the stack's: StackConfig checks those once it knows them.
+        problems = gpu_options.check(self.options(zone_count=len(self.zones) or None))
+        if problems:
+            raise ValueError("; ".join(f"{p.key}: {p.message}" for p in problems))
         return self
+
+    def options(self, zone_count: int | None) -> gpu_options.PoolOptions:
+        """The pool as GKE's combination rules see it (nodes are repaired unless queued)."""
+        return gpu_options.PoolOptions(
+            machine_type=self.machine_type,
+            accelerator_type=self.accelerator_type,
+            accelerator_count=self.accelerator_count,
+            spot=self.spot,
+            min_nodes=self.min_nodes,
+            sharing_strategy=self.gpu_sharing.strategy if self.gpu_sharing else None,
+            max_shared_clients=self.gpu_sharing.max_shared_clients_per_gpu if self.gpu_sharing else None,
+            partition_size=self.gpu_partition_size,
+            queued_provisioning=self.queued_provisioning,
+            auto_repair=not self.queued_provisioning,
+            reservation_type=self.reservation.type if self.reservation else None,
+            reservation_name=self.reservation.name if self.reservation else None,
+            compact_placement=self.compact_placement,
+            zone_count=zone_count,
+        )
+
+    @property
+    def workers_per_node(self) -> int:
+        """Dask workers a node holds: one per GPU resource it advertises when shared or partitioned, else one."""
+        if not self.shares_gpus:
+            return 1
+        return self.accelerator_count * gpu_options.gpu_slots_per_gpu(
+            self.accelerator_type, self.gpu_partition_size,
+            self.gpu_sharing.max_shared_clients_per_gpu if self.gpu_sharing else None,
+        )
+
+    @property
+    def shares_gpus(self) -> bool:
+        """GPUs are split among containers (time-sharing, MPS or MIG), each taking one ``nvidia.com/gpu``."""
+        return self.gpu_sharing is not None or self.gpu_partition_size is not None
 
 
 class ImageConfig(_Model):
@@ -249,12 +314,16 @@ class StackConfig(_Model):
             if stray:
                 raise ValueError(f"gpuPools[{pool.name}].zones {sorted(stray)} are not among the stack zones")
         for pool in self.gpu_pools:
-            # One Dask GPU worker per node: more workers than nodes could never be scheduled.
-            capacity = pool.max_nodes * len(self.pool_zones(pool))
+            zones = len(self.pool_zones(pool))
+            if not pool.zones and (problems := gpu_options.check(pool.options(zones))):
+                raise ValueError("; ".join(f"gpuPools[{pool.name}].{p.key}: {p.message}" for p in problems))
+            # One Dask worker per node, or per shared GPU slot: more workers than that could never be scheduled.
+            capacity = pool.max_nodes * zones * pool.workers_per_node
             if pool.dask_workers_max > capacity:
                 raise ValueError(
                     f"gpuPools[{pool.name}].daskWorkersMax {pool.dask_workers_max} exceeds the pool's node capacity "
-                    f"{capacity} (maxNodes {pool.max_nodes} x {len(self.pool_zones(pool))} zones)"
+                    f"{capacity} (maxNodes {pool.max_nodes} x {zones} zones x {pool.workers_per_node} "
+                    "worker(s) per node)"
                 )
         stray = set(self.system_pool.zones) - set(self.zones)
         if stray:

@@ -222,6 +222,9 @@ REPLAY_ATTRIBUTE: Final = "gpurt_replay"
 # subscription (its readers are clients that skip results they do not own; nacking those must not burn
 # delivery attempts and shunt other clients' results into a queue nobody replays).
 NO_DEAD_LETTER_LABEL: Final = ("dead-letter", "none")
+# A GPU node pool that shares large GPUs (A100/H100) among containers on purpose carries this GCP label; the
+# policy refuses such sharing without it (stack config: gpuPools[].gpuSharing.declared).
+GPU_SHARING_DECLARED_LABEL: Final = ("gpu-sharing", "declared")
 
 
 # --- Kubernetes workloads (appended by infra-k8s) ---------------------------------------------------

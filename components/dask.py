@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import contract
+from components import contract, gpu_options
 from components.config import GpuPoolConfig
 from components.k8s_objects import apply_manifest
 from components.manifests import common, network
@@ -25,18 +25,39 @@ TYPE = "gpu-runtime:dask:DaskCluster"
 
 
 def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoolSpec]:
-    """The stack's GPU pools as Dask worker pools: one worker per node, holding all of the node's GPUs."""
+    """The stack's GPU pools as Dask worker pools.
+
+    A whole-GPU pool runs one worker per node holding all of its GPUs. A shared (time-sharing, MPS) or
+    partitioned (MIG) pool runs one worker per GPU resource the node advertises, each claiming one: GKE
+    lets a container take at most one shared GPU, and a CUDA process sees only one MIG partition. Either
+    way a node's workers advertise as many ``GPU`` Dask resources as the node has slots, so the scheduler's
+    flow control admits as many jobs as can run.
+    """
     return [
         manifests.WorkerPoolSpec(
             name=pool.name,
             accelerator_type=pool.accelerator_type,
-            gpus_per_worker=pool.accelerator_count,
+            gpus_per_worker=1 if pool.shares_gpus else pool.accelerator_count,
             min_workers=pool.dask_workers_min,
             max_workers=pool.dask_workers_max,
-            resources=manifests.worker_resources(pool.machine_type, pool.accelerator_count),
+            resources=manifests.worker_resources(
+                pool.machine_type, 1 if pool.shares_gpus else pool.accelerator_count, pool.workers_per_node
+            ),
+            node_selector=sharing_node_selector(pool),
         )
         for pool in gpu_pools
     ]
+
+
+def sharing_node_selector(pool: GpuPoolConfig) -> dict[str, str]:
+    """The node labels GKE puts on a shared or partitioned pool's nodes, so its workers land only there."""
+    selector = {}
+    if pool.gpu_sharing is not None:
+        selector[gpu_options.SHARING_STRATEGY_LABEL] = gpu_options.STRATEGY_LABEL_VALUES[pool.gpu_sharing.strategy]
+        selector[gpu_options.MAX_SHARED_CLIENTS_LABEL] = str(pool.gpu_sharing.max_shared_clients_per_gpu)
+    if pool.gpu_partition_size is not None:
+        selector[gpu_options.PARTITION_SIZE_LABEL] = pool.gpu_partition_size
+    return selector
 
 
 @dataclass

@@ -15,8 +15,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import contract
-from components.config import GpuPoolConfig, NetworkConfig, StackConfig, SystemPoolConfig
+from components import contract, gpu_options
+from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
 
 # Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
 # (Workload Identity gives them their own), so nothing more is granted.
@@ -250,8 +250,7 @@ class GkeCluster(pulumi.ComponentResource):
                 enable_secure_boot=True, enable_integrity_monitoring=True
             ),
             metadata={"disable-legacy-endpoints": "true"},
-            resource_labels=contract.GCP_LABELS,
-            **extra,
+            **{"resource_labels": contract.GCP_LABELS, **extra},
         )
 
     def _node_pool(
@@ -259,6 +258,8 @@ class GkeCluster(pulumi.ComponentResource):
         pool_name: str,
         pool: SystemPoolConfig | GpuPoolConfig,
         location_policy: str | None = None,
+        pool_extra: dict[str, object] | None = None,
+        auto_repair: bool = True,
         **node_extra: object,
     ) -> gcp.container.NodePool:
         return gcp.container.NodePool(
@@ -274,31 +275,73 @@ class GkeCluster(pulumi.ComponentResource):
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=pool.min_nodes, max_node_count=pool.max_nodes, location_policy=location_policy
             ),
-            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=auto_repair, auto_upgrade=True),
             node_config=self._node_config(pool.machine_type, pool.disk_size_gb, **node_extra),
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
+            **(pool_extra or {}),
         )
 
     def _gpu_pool(self, pool: GpuPoolConfig) -> gcp.container.NodePool:
         gpu_label_key, gpu_label_value = contract.GPU_NODE_LABEL
+        node_extra: dict[str, object] = {}
+        pool_extra: dict[str, object] = {}
+        if pool.reservation is not None:
+            node_extra["reservation_affinity"] = reservation_affinity(pool.reservation)
+        elif pool.queued_provisioning:
+            # Queued nodes come from Dynamic Workload Scheduler capacity, never from a reservation.
+            node_extra["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type=gpu_options.NO_RESERVATION
+            )
+        if pool.gpu_sharing is not None and pool.gpu_sharing.declared:
+            declared_key, declared_value = contract.GPU_SHARING_DECLARED_LABEL
+            node_extra["resource_labels"] = {**contract.GCP_LABELS, declared_key: declared_value}
+        if pool.queued_provisioning:
+            pool_extra["queued_provisioning"] = gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+        if pool.compact_placement:
+            pool_extra["placement_policy"] = gcp.container.NodePoolPlacementPolicyArgs(type=gpu_options.COMPACT)
         return self._node_pool(
             f"gpu-{pool.name}",
             pool,
             # Spot and scarce GPUs: take capacity in whichever zone has it rather than balancing zones.
             location_policy="ANY",
+            pool_extra=pool_extra,
+            # GKE refuses auto-repair on queued pools: their nodes live only as long as the request that got them.
+            auto_repair=not pool.queued_provisioning,
             spot=pool.spot,
-            guest_accelerators=[
-                gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-                    type=pool.accelerator_type,
-                    count=pool.accelerator_count,
-                    gpu_driver_installation_config=(
-                        gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                            gpu_driver_version=GPU_DRIVER_VERSION
-                        )
-                    ),
-                )
-            ],
+            guest_accelerators=[guest_accelerator(pool)],
             labels={gpu_label_key: gpu_label_value, POOL_LABEL: pool.name},
             # GKE adds this taint to GPU nodes itself; declaring it keeps Pulumi from seeing drift.
             taints=[gpu_taint()],
+            **node_extra,
         )
+
+
+def guest_accelerator(pool: GpuPoolConfig) -> gcp.container.NodePoolNodeConfigGuestAcceleratorArgs:
+    """The pool's GPUs with GKE-managed drivers, and its MIG partitions and sharing when configured."""
+    sharing = pool.gpu_sharing
+    return gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+        type=pool.accelerator_type,
+        count=pool.accelerator_count,
+        # Time-sharing and MIG need these GKE-managed drivers: GKE's device plugin does the splitting.
+        gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+            gpu_driver_version=GPU_DRIVER_VERSION
+        ),
+        gpu_partition_size=pool.gpu_partition_size,
+        gpu_sharing_config=(
+            gcp.container.NodePoolNodeConfigGuestAcceleratorGpuSharingConfigArgs(
+                gpu_sharing_strategy=sharing.strategy, max_shared_clients_per_gpu=sharing.max_shared_clients_per_gpu
+            )
+            if sharing is not None
+            else None
+        ),
+    )
+
+
+def reservation_affinity(reservation: ReservationConfig) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs:
+    """A pool's reservation affinity; a specific reservation is named by GKE's reservation-name key."""
+    named = reservation.type == gpu_options.SPECIFIC_RESERVATION
+    return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+        consume_reservation_type=reservation.type,
+        key=gpu_options.RESERVATION_NAME_KEY if named else None,
+        values=[reservation.name] if named and reservation.name else None,
+    )

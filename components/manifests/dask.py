@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from components import contract
@@ -62,8 +62,9 @@ _MACHINE_SHAPES: Final = (
 )
 
 
-def worker_resources(machine_type: str, gpus: int) -> Resources:
-    """Guaranteed-QoS resources for one worker filling a ``machine_type`` node with ``gpus`` GPUs.
+def worker_resources(machine_type: str, gpus: int, workers_per_node: int = 1) -> Resources:
+    """Guaranteed-QoS resources for one of ``workers_per_node`` workers sharing a ``machine_type`` node, with
+    ``gpus`` GPU resources each (a whole node's GPUs, or one shared or partitioned slot).
 
     Raises ValueError for a machine type whose shape is not known here.
     """
@@ -71,8 +72,9 @@ def worker_resources(machine_type: str, gpus: int) -> Resources:
         match = pattern.match(machine_type)
         if match:
             vcpus, memory_gb = shape(int(match.group(1)) if match.groups() else 0)
-            cpu = f"{math.floor(vcpus * WORKER_NODE_SHARE * 1000)}m"
-            memory = f"{math.floor(memory_gb * WORKER_NODE_SHARE)}G"
+            share = WORKER_NODE_SHARE / workers_per_node
+            cpu = f"{math.floor(vcpus * share * 1000)}m"
+            memory = f"{math.floor(memory_gb * share)}G"
             return Resources(cpu_request=cpu, memory_request=memory, cpu_limit=cpu, memory_limit=memory, gpus=gpus)
     raise ValueError(f"unknown machine type {machine_type!r}: set the worker resources explicitly")
 
@@ -93,6 +95,8 @@ class WorkerPoolSpec:
     """Upper bound for the autoscaler and for pool scaling."""
     resources: Resources
     """Container resources, including the ``nvidia.com/gpu`` limit; see ``worker_resources``."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    """Node labels besides the GPU and accelerator ones, e.g. GKE's sharing or MIG partition labels."""
 
     def __post_init__(self) -> None:
         if self.gpus_per_worker < 1:
@@ -217,6 +221,7 @@ def build_worker_spec(pool: WorkerPoolSpec, image: str, replicas: int | None = N
     pod_spec["nodeSelector"] = {
         contract.GPU_NODE_LABEL[0]: contract.GPU_NODE_LABEL[1],
         GKE_ACCELERATOR_LABEL: pool.accelerator_type,
+        **pool.node_selector,
     }
     pod_spec["tolerations"] = [gpu_toleration()]
     worker["metadata"] = {"labels": _pool_labels(pool)}

@@ -25,6 +25,7 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 PACK_MODULES: Final = (
     "components/__init__.py",
     "components/contract.py",
+    "components/gpu_options.py",
     "components/policy/__init__.py",
     "components/policy/rules.py",
     "components/policy/pack.py",

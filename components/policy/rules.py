@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components import contract
+from components import contract, gpu_options
 
 SUBSCRIPTION: Final = "gcp:pubsub/subscription:Subscription"
 SERVICE_ACCOUNT_KEY: Final = "gcp:serviceaccount/key:Key"
@@ -176,6 +176,56 @@ def check_gpu_pool_autoscaling_and_taint(subject: Subject) -> list[str]:
     return problems
 
 
+def _pool_options(props: Mapping[str, Any]) -> gpu_options.PoolOptions:
+    """A GPU node pool's inputs as the facts GKE's combination rules look at."""
+    accelerator = (_get(props, "nodeConfig", "guestAccelerators") or [{}])[0]
+    sharing = _get(accelerator, "gpuSharingConfig")
+    driver = _get(accelerator, "gpuDriverInstallationConfig", "gpuDriverVersion")
+    autoscaling = _get(props, "autoscaling")
+    min_nodes = _get(autoscaling, "minNodeCount") or _get(autoscaling, "totalMinNodeCount") or 0
+    reservation = _get(props, "nodeConfig", "reservationAffinity")
+    locations = _get(props, "nodeLocations")
+    return gpu_options.PoolOptions(
+        machine_type=str(_get(props, "nodeConfig", "machineType") or ""),
+        accelerator_type=str(_get(accelerator, "type") or ""),
+        accelerator_count=int(_get(accelerator, "count") or 1),
+        spot=bool(_get(props, "nodeConfig", "spot") or _get(props, "nodeConfig", "preemptible")),
+        min_nodes=int(min_nodes),
+        managed_driver=bool(driver) and driver != "INSTALLATION_DISABLED",
+        sharing_strategy=_get(sharing, "gpuSharingStrategy"),
+        max_shared_clients=int(clients) if (clients := _get(sharing, "maxSharedClientsPerGpu")) is not None else None,
+        partition_size=_get(accelerator, "gpuPartitionSize") or None,
+        queued_provisioning=_get(props, "queuedProvisioning", "enabled") is True,
+        # GKE repairs nodes unless told not to.
+        auto_repair=_get(props, "management", "autoRepair") is not False,
+        reservation_type=_get(reservation, "consumeReservationType"),
+        reservation_name=(_get(reservation, "values") or [None])[0],
+        compact_placement=_get(props, "placementPolicy", "type") == gpu_options.COMPACT,
+        zone_count=len(locations) if isinstance(locations, list) and locations else None,
+    )
+
+
+def check_gpu_pool_options(subject: Subject) -> list[str]:
+    """GPU sharing, MIG partitions, queued provisioning, reservations and compact placement combine as GKE allows."""
+    if subject.resource_type != NODE_POOL or not _is_gpu_pool(subject.props):
+        return []
+    return [f"{problem.key}: {problem.message}" for problem in gpu_options.check(_pool_options(subject.props))]
+
+
+def check_large_gpu_sharing_declared(subject: Subject) -> list[str]:
+    """Large GPUs (A100/H100) are time-shared or MPS-shared only where the pool declares it (MIG splits them)."""
+    if subject.resource_type != NODE_POOL or not _is_gpu_pool(subject.props):
+        return []
+    options = _pool_options(subject.props)
+    if options.sharing_strategy is None or options.accelerator_type not in gpu_options.LARGE_GPUS:
+        return []
+    key, value = contract.GPU_SHARING_DECLARED_LABEL
+    if (_get(subject.props, "nodeConfig", "resourceLabels") or {}).get(key) == value:
+        return []
+    return [f"{options.sharing_strategy} on {options.accelerator_type} without the declaration label {key}={value} "
+            "(stack config gpuSharing.declared: true)"]
+
+
 def check_private_nodes_and_workload_identity(subject: Subject) -> list[str]:
     """Clusters have private nodes and a Workload Identity pool; node pools serve the GKE metadata server."""
     props = subject.props
@@ -279,6 +329,8 @@ RESOURCE_RULES: Final = (
     _resource_rule("no-service-account-keys", check_no_service_account_keys),
     _resource_rule("gpu-pools-autoscale-tainted", check_gpu_pool_autoscaling_and_taint),
     _resource_rule("gke-private-workload-identity", check_private_nodes_and_workload_identity),
+    _resource_rule("gpu-pool-options", check_gpu_pool_options),
+    _resource_rule("gpu-sharing-declared", check_large_gpu_sharing_declared),
     _resource_rule("containers-resource-limits", check_container_limits),
     _resource_rule("containers-non-root", check_container_non_root),
     _resource_rule("dask-scheduler-no-gpu", check_dask_scheduler_no_gpu),
