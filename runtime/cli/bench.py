@@ -3,82 +3,211 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from runtime.cli.common import UserError, console, friendly_errors
+from runtime.cli.common import UserError, console, err_console, friendly_errors, print_json
 
 if TYPE_CHECKING:
+    from runtime.bench.goals import Goal
+    from runtime.bench.runtime_bench import RuntimeFigures
+    from runtime.bench.runtime_report import LabelledBaseline
     from runtime.local import LocalPlatform
+
+
+# Worker counts measured when none are given: enough to see whether throughput grows with workers.
+DEFAULT_WORKER_COUNTS: Final = (1, 2, 4)
 
 
 @friendly_errors
 def bench_runtime(
-    jobs: Annotated[int, typer.Option(min=1, max=100_000, help="noop jobs in the throughput batch.")] = 200,
-    workers: Annotated[int | None, typer.Option(
-        min=1, help="Dask workers of the benchmark's platform (default: one per GPU, else 2).")] = None,
+    jobs: Annotated[int, typer.Option(min=1, max=100_000, help="noop jobs in the throughput batch.")] = 1000,
+    workers: Annotated[list[int] | None, typer.Option(
+        min=1, max=64, help="Dask workers of the benchmark's platform; repeat to compare worker counts "
+        f"(default: {', '.join(map(str, DEFAULT_WORKER_COUNTS))}; soak: one per GPU, else 2).")] = None,
     soak_s: Annotated[float | None, typer.Option("--soak", min=1, help="Soak for this many seconds instead.")] = None,
     rate: Annotated[float, typer.Option(min=0.01, help="Soak: jobs published per second.")] = 5.0,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Soak: CSV file of per-job rows.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures and goals as JSON.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Write the figures to BENCHMARKS.md.")] = False,
+    profile: Annotated[bool, typer.Option(
+        "--profile", help="Sample the scheduler with py-spy: where a job slot's time goes.")] = False,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="The --json output of an earlier run, shown as 'before'.")] = None,
+    baseline_label: Annotated[str | None, typer.Option(
+        help="What the baseline measured (default: its file name).")] = None,
 ) -> None:
-    """Measure the runtime on a fresh local platform (free ports, temporary state), then stop it."""
-    from runtime.local import LocalConfig, LocalPlatform
-
+    """Measure the runtime on fresh local platforms (free ports, temporary state), one per worker count."""
     if soak_s is not None and csv_path is None:
         raise UserError("--soak needs --csv FILE")
+    if soak_s is not None and csv_path is not None:
+        if workers is not None and len(workers) > 1:
+            raise UserError("--soak runs one platform: give --workers at most once")
+        with _platform(workers[0] if workers else None, console) as platform:
+            _soak(platform, soak_s, rate, csv_path, write)
+        return
+    _throughput(jobs, sorted(set(workers or DEFAULT_WORKER_COUNTS)),
+                _Options(as_json, write, profile, baseline, baseline_label))
+
+
+@contextmanager
+def _platform(workers: int | None, out: Console) -> Iterator[LocalPlatform]:
+    """A local platform on free ports and temporary state, stopped on exit."""
+    from runtime.local import LocalConfig, LocalPlatform
+
     with tempfile.TemporaryDirectory(prefix="gpurt-bench-") as tmp:
         platform = LocalPlatform(Path(tmp), LocalConfig(workers=workers, port=0, emulator_port=0))
-        with console.status("starting a local platform for the benchmark…") as spinner:
+        with out.status(f"starting a local platform ({workers or 'default'} workers) for the benchmark…") as spinner:
             platform.up(on_step=lambda step: spinner.update(step + "…"))
         try:
-            if soak_s is not None and csv_path is not None:
-                _soak(platform, soak_s, rate, csv_path, write)
-            else:
-                _throughput(platform, jobs, write)
+            yield platform
         finally:
-            with console.status("stopping the benchmark platform…"):
+            with out.status("stopping the benchmark platform…"):
                 platform.down()
 
 
-def _progress() -> Progress:
+def _progress(out: Console = console) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console)
+                    console=out)
 
 
-def _throughput(platform: LocalPlatform, jobs: int, write: bool) -> None:
-    from runtime.bench.measure import fmt_duration as fmt
+def _throughput(jobs: int, worker_counts: list[int], options: _Options) -> None:
+    from runtime.bench.goals import judge
+    from runtime.bench.profile import ProfileError, py_spy
     from runtime.bench.runtime_bench import measure
+    from runtime.bench.runtime_report import run_json
 
-    with _progress() as progress:
-        task = progress.add_task("noop jobs end to end", total=jobs)
-        figures = measure(platform, jobs, on_progress=lambda done: progress.update(task, completed=done))
-    rows = [
-        ("jobs completed", f"{figures.completed}/{figures.jobs}"),
-        ("end-to-end throughput", f"{figures.e2e_jobs_per_s:.1f} jobs/s"),
-        ("queue wait p50 / p95", f"{fmt(figures.queue_wait_p50_s)} / {fmt(figures.queue_wait_p95_s)}"),
-        ("publish→result latency p50 / p95", f"{fmt(figures.latency_p50_s)} / {fmt(figures.latency_p95_s)}"),
-        ("backend alone (Dask LocalCluster)", f"{figures.direct_jobs_per_s:.1f} jobs/s"),
-        ("scheduler + Pub/Sub overhead per job", fmt(figures.overhead_per_job_s)),
-        ("backend-alone / end-to-end throughput", f"{figures.throughput_ratio:.2f}x"),
-    ]
-    table = Table(title=f"runtime benchmark ({figures.workers} Dask workers, {figures.jobs} noop jobs at once)")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in rows:
-        table.add_row(name, value)
-    console.print(table)
-    if write:
-        _write_section(f"{figures.jobs} `noop` jobs published at once through emulator, scheduler and a "
-                       f"{figures.workers}-worker Dask LocalCluster; queue wait is the scheduler's own measure, "
-                       "so in a burst it is dominated by waiting for a free slot (flow control admits as many "
-                       "messages as there are slots). Backend alone: the same batch submitted straight to a "
-                       "LocalCluster of the same size in the same run.", rows)
+    baseline = _baseline(options)
+    out = err_console if options.as_json else console  # with --json, stdout carries the JSON alone
+    runs = []
+    try:
+        if options.profile:
+            py_spy()  # before any platform starts
+        with tempfile.TemporaryDirectory(prefix="gpurt-bench-profile-") as profiles:
+            for workers in worker_counts:
+                profile_to = Path(profiles, f"scheduler-{workers}.txt") if options.profile else None
+                with _platform(workers, out) as platform, _progress(out) as progress:
+                    task = progress.add_task(f"noop jobs end to end, {workers} workers", total=jobs)
+                    runs.append(measure(platform, jobs, on_progress=partial(_advance, progress, task),
+                                        profile_to=profile_to))
+    except ProfileError as exc:
+        raise UserError(str(exc)) from None
+    goals = judge(runs)
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if options.as_json:
+        print_json(run_json(jobs, date, runs, goals))
+    else:
+        for table in _tables(runs, goals, baseline):
+            console.print(table)
+    if options.write:
+        from kernels.benchmarks_md import write_section
+
+        write_section("runtime", _runtime_markdown(runs, goals, baseline, date))
+        out.print("written to BENCHMARKS.md (section runtime)")
+
+
+@dataclass(frozen=True)
+class _Options:
+    as_json: bool
+    write: bool
+    profile: bool
+    baseline: Path | None
+    baseline_label: str | None
+
+
+def _baseline(options: _Options) -> LabelledBaseline | None:
+    from runtime.bench.runtime_report import LabelledBaseline, read_baseline
+
+    if options.baseline is None:
+        return None
+    try:
+        baseline = read_baseline(options.baseline)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return LabelledBaseline(options.baseline_label or options.baseline.name, baseline)
+
+
+def _advance(progress: Progress, task: TaskID, done: int) -> None:
+    progress.update(task, completed=done)
+
+
+def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBaseline | None) -> list[Table]:
+    from runtime.bench.runtime_report import baseline_rows, figure_rows, profile_of, stage_rows
+
+    columns = [f"{r.workers} workers" for r in runs]
+    tables = [_table(f"runtime benchmark ({runs[0].jobs} noop jobs at once)", "figure", columns, figure_rows(runs))]
+    if any(r.stages for r in runs):
+        tables.append(_table("where a job slot's time goes (per job)", "stage", columns,
+                             stage_rows([profile_of(r) for r in runs])))
+    goal_table = Table(title="goals")
+    for column in ("goal", "target", "measured", "met"):
+        goal_table.add_column(column)
+    for goal in goals:
+        goal_table.add_row(goal.name, goal.target, goal.measured, "yes" if goal.met else "[red]no[/red]")
+    tables.append(goal_table)
+    if baseline is not None:
+        before = [f"{r.workers} workers" for r in baseline.baseline.runs]
+        tables.append(_table(f"before: {baseline.label} ({baseline.baseline.date})", "figure", before,
+                             baseline_rows(baseline.baseline)))
+        if any(r.profile for r in baseline.baseline.runs):
+            tables.append(_table(f"before: where a job slot's time goes ({baseline.label})", "stage", before,
+                                 stage_rows([profile_of(r) for r in baseline.baseline.runs])))
+    return tables
+
+
+def _table(title: str, first: str, columns: list[str], rows: list[tuple[str, list[str]]]) -> Table:
+    table = Table(title=title)
+    table.add_column(first)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for name, values in rows:
+        table.add_row(name, *values)
+    return table
+
+
+def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBaseline | None,
+                      date: str) -> str:
+    from runtime.bench.runtime_report import (
+        baseline_rows,
+        figure_rows,
+        goal_markdown,
+        markdown_table,
+        profile_of,
+        stage_rows,
+    )
+
+    columns = [f"{r.workers} workers" for r in runs]
+    lines = [
+        "## Runtime: end-to-end throughput and scheduler overhead", "",
+        f"{_device_line(date)} {runs[0].jobs} `noop` jobs published at once through "
+        "emulator, scheduler and a Dask LocalCluster, for each worker count on a fresh local platform. Dask alone: "
+        "the same batch on a LocalCluster of the same size in the same run, all at once, and one job per worker at "
+        "a time - the most the scheduler's flow control (no more messages than slots, one slot per worker) lets "
+        "Dask do. Queue wait is the scheduler's own measure, so in a burst it is mostly waiting for a free slot.",
+        "", *markdown_table("figure", columns, figure_rows(runs)), "", *goal_markdown(goals)]
+    if any(r.stages for r in runs):
+        lines += ["", "Where a job slot's time goes end to end (py-spy samples of the scheduler's slot threads "
+                  "during the run; per job, and share of the slot's time):", "",
+                  *markdown_table("stage", columns, stage_rows([profile_of(r) for r in runs]))]
+    if baseline is not None:
+        before = [f"{r.workers} workers" for r in baseline.baseline.runs]
+        lines += ["", f"Before: {baseline.label}, measured {baseline.baseline.date} with "
+                  f"{baseline.baseline.jobs} jobs on the same machine:", "",
+                  *markdown_table("figure", before, baseline_rows(baseline.baseline))]
+        if any(r.profile for r in baseline.baseline.runs):
+            lines += ["", *markdown_table("stage", before,
+                                          stage_rows([profile_of(r) for r in baseline.baseline.runs]))]
+    return "\n".join(lines)
 
 
 def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, write: bool) -> None:
@@ -97,18 +226,17 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
     for name, value in rows:
         console.print(f"{name}: {value}")
     if write:
-        _write_section(f"Soak: noop jobs at {rate:g}/s for {seconds:g} s.", rows, section="runtime-soak",
-                       heading="Runtime: soak")
+        from kernels.benchmarks_md import write_section
+
+        date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        lines = ["## Runtime: soak", "", f"{_device_line(date)} Soak: noop jobs at {rate:g}/s for {seconds:g} s.", "",
+                 "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
+        write_section("runtime-soak", "\n".join(lines))
+        console.print("written to BENCHMARKS.md (section runtime-soak)")
 
 
-def _write_section(what: str, rows: list[tuple[str, str]], section: str = "runtime",
-                   heading: str = "Runtime: end-to-end throughput and scheduler overhead") -> None:
+def _device_line(date: str) -> str:
     from kernels.bench import machine
-    from kernels.benchmarks_md import load_note, write_section
+    from kernels.benchmarks_md import load_note
 
-    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"## {heading}", "",
-             f"Device: {machine()}, no GPU; {load_note()}; {date}. {what}", "",
-             "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
-    write_section(section, "\n".join(lines))
-    console.print(f"written to BENCHMARKS.md (section {section})")
+    return f"Device: {machine()}, no GPU; {load_note()}; {date}."
