@@ -111,6 +111,45 @@ def _print_plan(console: Console, result: Plan) -> None:
     for name, value in sorted(result.outputs.items()):
         shown = value if isinstance(value, str) else json.dumps(value)
         console.print(f"[bold]{name}[/bold] = {escape(shown)}")
+    _print_cost(console, result)
+
+
+def _usd(low: float, high: float) -> str:
+    return f"${low:,.0f}" if round(low) == round(high) else f"${low:,.0f} - ${high:,.0f}"
+
+
+def _print_cost(console: Console, result: Plan) -> None:
+    from rich.table import Table
+
+    from components.cost import EXCLUDED
+
+    cost = result.cost
+    if cost is None:
+        console.print(f"[yellow]no cost estimate:[/yellow] {result.cost_note}")
+        return
+    low, high = cost.spot_discount
+    table = Table(title="estimated monthly cost (USD): minimum nodes always on .. every pool at its maximum")
+    for column in ("pool", "machine", "GPUs", "nodes", "on-demand", "spot", "billed as"):
+        table.add_column(column, overflow="fold", justify="right" if column in ("on-demand", "spot") else "left")
+    for pool in cost.pools:
+        if pool.missing:
+            table.add_row(pool.pool, pool.machine_type, pool.gpus, "", "[red]unpriced[/red]", "", pool.missing)
+            continue
+        table.add_row(pool.pool, pool.machine_type, pool.gpus or "-", f"{pool.nodes[0]} - {pool.nodes[1]}",
+                      _usd(pool.on_demand.low, pool.on_demand.high), _usd(pool.spot_range.low, pool.spot_range.high),
+                      "spot" if pool.spot else "on-demand")
+    table.add_row("cluster fee", "", "", "", _usd(cost.cluster_fee, cost.cluster_fee), "", "")
+    total, on_demand = cost.total, cost.total_on_demand
+    table.add_row("[bold]total[/bold]", "", "", "", _usd(on_demand.low, on_demand.high), "",
+                  f"[bold]{_usd(total.low, total.high)}[/bold]")
+    console.print(table)
+    console.print(
+        f"{cost.region} list prices recorded {cost.recorded} ({', '.join(cost.sources)}). Spot is modelled as the "
+        f"documented {low:.0%}-{high:.0%} discount on machines and GPUs (disks are not discounted), since spot "
+        f"prices change daily. Not included: {EXCLUDED}."
+    )
+    for why in cost.incomplete:
+        console.print(f"[yellow]not in the totals:[/yellow] {why}")
 
 
 # The settings worth a reviewer's eye, per resource type (engine property paths, dotted).

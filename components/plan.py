@@ -28,6 +28,7 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await  # what the SDK's own pulumi.runtime.test drives programs with
 
+from components.cost import CostError, CostEstimate, estimate, load_price_table
 from components.policy import rules
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -94,6 +95,10 @@ class Plan:
     outputs: Mapping[str, Any]
     policy: tuple[RuleResult, ...]
     placeholders: tuple[str, ...]
+    cost: CostEstimate | None = None
+    """Estimated monthly cost of the node pools and clusters; None when it cannot be priced."""
+    cost_note: str = ""
+    """Why there is no cost estimate."""
 
     @property
     def ok(self) -> bool:
@@ -114,6 +119,7 @@ class Plan:
                 for r in self.resources
             ],
             "outputs": self.outputs,
+            "cost": self.cost.to_json() if self.cost else {"unavailable": self.cost_note},
             "policy": [
                 {"rule": p.rule, "description": p.description, "passed": p.passed,
                  "violations": [{"resource": v.resource, "message": v.message} for v in p.violations]}
@@ -401,7 +407,18 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
         RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
     )
     proof = _iam_proof(recording, stack_settings.config.get("gcp:project", ""))
-    return Plan(stack, recording.resources, recording.outputs, (*policy, proof), stack_settings.placeholders)
+    cost, cost_note = plan_cost([(r.type, r.props) for r in recording.resources if r.custom],
+                                stack_settings.config.get("gcp:region", ""))
+    return Plan(stack, recording.resources, recording.outputs, (*policy, proof), stack_settings.placeholders,
+                cost, cost_note)
+
+
+def plan_cost(resources: list[tuple[str, Mapping[str, Any]]], region: str) -> tuple[CostEstimate | None, str]:
+    """The estimated monthly cost of ``resources`` in ``region``, or None and why not (no pricing table)."""
+    try:
+        return estimate(resources, load_price_table(region)), ""
+    except CostError as exc:
+        return None, str(exc)
 
 
 def _iam_proof(recording: Recording, project: str) -> RuleResult:

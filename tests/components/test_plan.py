@@ -152,6 +152,7 @@ def test_cli_table_and_exit_0() -> None:
     assert result.exit_code == 0, result.output
     assert "gke-gpu-t4-spot" in result.output and "dead-letter-topics-subscribed" in result.output
     assert "kubeconfig = [secret]" in result.output
+    assert "estimated monthly cost" in result.output and "cluster fee" in result.output
 
 
 def test_cli_reports_program_errors_without_traceback(violating_project: Path) -> None:

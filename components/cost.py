@@ -1,0 +1,237 @@
+"""Estimated monthly cost of a plan's node pools and clusters, from a pricing table shipped in the project.
+
+Pure: resources in (type token and inputs, as the offline plan records them or as a plan's JSON carries
+them), figures out. A pool costs nodes x (machine + GPUs + boot disk) x hours per month, from its minimum
+nodes always on to every node at its maximum; node counts are per zone, so each is multiplied by the
+pool's zones. Spot is a range: the documented discount band on machine and GPU prices (disks are not
+discounted). The tables are ``components/pricing/<region>.yaml``, each with the date it was recorded and
+its sources. Not counted: network egress, Pub/Sub, storage, logging, Vertex AI jobs and any discount
+beyond spot (sustained or committed use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+PRICING_DIR: Final = Path(__file__).resolve().parent / "pricing"
+NODE_POOL: Final = "gcp:container/nodePool:NodePool"
+CLUSTER: Final = "gcp:container/cluster:Cluster"
+# GKE's default boot disk when a pool names none.
+DEFAULT_DISK_TYPE: Final = "pd-balanced"
+DEFAULT_DISK_GB: Final = 100
+EXCLUDED: Final = "network egress, Pub/Sub, storage, logging, Vertex AI jobs, sustained/committed-use discounts"
+
+
+class CostError(ValueError):
+    """No pricing table for the region, or the table itself is malformed."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class MachinePrice(_Model):
+    """A machine type's hourly list price."""
+
+    hourly: float = Field(gt=0)
+    includes_gpus: bool = Field(False, description="Accelerator-optimized types price their GPUs in.")
+
+
+class DiscountBand(_Model):
+    """Spot's documented discount off on-demand, as fractions."""
+
+    min: float = Field(ge=0, lt=1)
+    max: float = Field(ge=0, lt=1)
+
+
+class PriceTable(_Model):
+    """One region's list prices, with where and when they were read."""
+
+    region: str
+    recorded: str = Field(description="Date the figures were recorded (YYYY-MM-DD).")
+    sources: tuple[str, ...] = Field(min_length=1)
+    hours_per_month: float = Field(gt=0)
+    cluster_fee_per_hour: float = Field(ge=0)
+    spot_discount: DiscountBand
+    disk_per_gb_month: dict[str, float]
+    machines: dict[str, MachinePrice]
+    gpus: dict[str, float]
+
+
+def load_price_table(region: str, directory: Path = PRICING_DIR) -> PriceTable:
+    """The pricing table of ``region``; raises CostError when there is none or it is malformed."""
+    path = directory / f"{region}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in directory.glob("*.yaml"))
+        raise CostError(f"no pricing table for region {region} (have: {', '.join(known) or 'none'})")
+    try:
+        table = PriceTable.model_validate(yaml.safe_load(path.read_text()))
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise CostError(f"{path.name} is not a valid pricing table: {exc}") from None
+    if table.region != region:
+        raise CostError(f"{path.name} says region {table.region}, not {region}")
+    return table
+
+
+@dataclass(frozen=True)
+class Range:
+    """A monthly amount in USD from its lowest to its highest."""
+
+    low: float
+    high: float
+
+    def __add__(self, other: Range) -> Range:
+        return Range(self.low + other.low, self.high + other.high)
+
+
+ZERO: Final = Range(0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    """One node pool's monthly cost: nodes from minimum to maximum, on-demand and on spot."""
+
+    pool: str
+    machine_type: str
+    gpus: str
+    """``2x nvidia-tesla-t4``, or empty for a CPU pool."""
+    spot: bool
+    nodes: tuple[int, int]
+    """(minimum, maximum) nodes over all the pool's zones."""
+    on_demand: Range
+    spot_range: Range
+    """Minimum nodes at the deepest discount to maximum nodes at the shallowest."""
+    missing: str = ""
+    """Why the pool could not be priced (then every amount is zero)."""
+
+    @property
+    def billed(self) -> Range:
+        """What the pool is billed as configured: spot pools at spot, the rest on-demand."""
+        return self.spot_range if self.spot else self.on_demand
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The plan's estimated monthly cost: per pool, the cluster fee, and the total as configured."""
+
+    region: str
+    recorded: str
+    sources: tuple[str, ...]
+    spot_discount: tuple[float, float]
+    pools: tuple[PoolCost, ...]
+    cluster_fee: float
+    """Monthly management fee of every cluster."""
+
+    @property
+    def total(self) -> Range:
+        """Cluster fees plus every pool as billed (spot pools at spot)."""
+        return sum((p.billed for p in self.pools), Range(self.cluster_fee, self.cluster_fee))
+
+    @property
+    def total_on_demand(self) -> Range:
+        """Cluster fees plus every pool on-demand (what spot saves is the difference)."""
+        return sum((p.on_demand for p in self.pools), Range(self.cluster_fee, self.cluster_fee))
+
+    @property
+    def incomplete(self) -> tuple[str, ...]:
+        """Why some pools have no price (the totals leave them out)."""
+        return tuple(f"{p.pool}: {p.missing}" for p in self.pools if p.missing)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready view, amounts in USD per month rounded to cents."""
+        def money(r: Range) -> dict[str, float]:
+            return {"low": round(r.low, 2), "high": round(r.high, 2)}
+
+        return {
+            "currency": "USD", "period": "month", "region": self.region, "recorded": self.recorded,
+            "sources": list(self.sources),
+            "spot_model": {"discount_min": self.spot_discount[0], "discount_max": self.spot_discount[1]},
+            "excluded": EXCLUDED,
+            "cluster_fee": round(self.cluster_fee, 2),
+            "pools": [
+                {"pool": p.pool, "machine_type": p.machine_type, "gpus": p.gpus, "spot": p.spot,
+                 "nodes": {"min": p.nodes[0], "max": p.nodes[1]}, "on_demand": money(p.on_demand),
+                 "spot_range": money(p.spot_range), "billed": money(p.billed), "missing": p.missing}
+                for p in self.pools
+            ],
+            "total": money(self.total),
+            "total_on_demand": money(self.total_on_demand),
+            "incomplete": list(self.incomplete),
+        }
+
+
+def _get(props: Mapping[str, Any], *path: str) -> Any:
+    value: Any = props
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _node_counts(props: Mapping[str, Any]) -> tuple[int, int]:
+    """(minimum, maximum) nodes of a pool over all its zones; counts other than totals are per zone."""
+    zones = len(_get(props, "nodeLocations") or []) or 1
+    autoscaling = _get(props, "autoscaling")
+    if autoscaling:
+        if _get(autoscaling, "totalMaxNodeCount") is not None:
+            return int(_get(autoscaling, "totalMinNodeCount") or 0), int(_get(autoscaling, "totalMaxNodeCount"))
+        return int(_get(autoscaling, "minNodeCount") or 0) * zones, int(_get(autoscaling, "maxNodeCount") or 0) * zones
+    fixed = int(_get(props, "nodeCount") or _get(props, "initialNodeCount") or 0) * zones
+    return fixed, fixed
+
+
+def pool_cost(props: Mapping[str, Any], table: PriceTable) -> PoolCost:
+    """The monthly cost of one node pool, from its engine inputs."""
+    node = _get(props, "nodeConfig") or {}
+    machine_type = str(_get(node, "machineType") or "")
+    accelerators = [a for a in _get(node, "guestAccelerators") or [] if isinstance(a, Mapping)]
+    gpus = ", ".join(f"{int(a.get('count') or 0)}x {a.get('type')}" for a in accelerators)
+    spot = bool(_get(node, "spot") or _get(node, "preemptible"))
+    nodes = _node_counts(props)
+    name = str(_get(props, "name") or "?")
+
+    def unpriced(why: str) -> PoolCost:
+        return PoolCost(name, machine_type, gpus, spot, nodes, ZERO, ZERO, why)
+
+    machine = table.machines.get(machine_type)
+    if machine is None:
+        return unpriced(f"no price for machine type {machine_type!r}")
+    compute_hourly = machine.hourly
+    if not machine.includes_gpus:
+        for accelerator in accelerators:
+            gpu_price = table.gpus.get(str(accelerator.get("type")))
+            if gpu_price is None:
+                return unpriced(f"no price for GPU {accelerator.get('type')!r}")
+            compute_hourly += gpu_price * int(accelerator.get("count") or 0)
+    disk_type = str(_get(node, "diskType") or DEFAULT_DISK_TYPE)
+    disk_rate = table.disk_per_gb_month.get(disk_type)
+    if disk_rate is None:
+        return unpriced(f"no price for disk type {disk_type!r}")
+    disk_month = disk_rate * float(_get(node, "diskSizeGb") or DEFAULT_DISK_GB)
+    compute_month = compute_hourly * table.hours_per_month
+    low_nodes, high_nodes = nodes
+    on_demand = Range(low_nodes * (compute_month + disk_month), high_nodes * (compute_month + disk_month))
+    deepest, shallowest = table.spot_discount.max, table.spot_discount.min
+    spot_range = Range(low_nodes * (compute_month * (1 - deepest) + disk_month),
+                       high_nodes * (compute_month * (1 - shallowest) + disk_month))
+    return PoolCost(name, machine_type, gpus, spot, nodes, on_demand, spot_range)
+
+
+def estimate(resources: Iterable[tuple[str, Mapping[str, Any]]], table: PriceTable) -> CostEstimate:
+    """The monthly cost of the node pools and clusters among ``resources`` (type token, inputs)."""
+    resources = list(resources)
+    pools = tuple(pool_cost(props, table) for type_, props in resources if type_ == NODE_POOL)
+    clusters = sum(1 for type_, _ in resources if type_ == CLUSTER)
+    return CostEstimate(
+        region=table.region, recorded=table.recorded, sources=table.sources,
+        spot_discount=(table.spot_discount.min, table.spot_discount.max), pools=pools,
+        cluster_fee=clusters * table.cluster_fee_per_hour * table.hours_per_month,
+    )

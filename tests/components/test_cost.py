@@ -1,0 +1,124 @@
+"""The cost estimate: both committed stacks priced by hand from their config and the pricing file, the
+spot band, unpriced pools, and what the plan prints and carries in its JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rich.console import Console
+
+from components import cli as components_cli
+from components.config import GpuPoolConfig, StackConfig, SystemPoolConfig
+from components.cost import PRICING_DIR, CostError, estimate, load_price_table
+from components.plan import STACKS
+from tests.components.infra import stack_config, stack_plan
+
+RAW = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())
+HOURS = 730  # Google's month
+
+
+def _node_month(pool: GpuPoolConfig | SystemPoolConfig) -> tuple[float, float]:
+    """(machine and GPUs, boot disk) per node per month, by hand from the published list prices."""
+    machine = RAW["machines"][pool.machine_type]
+    hourly = machine["hourly"]
+    if isinstance(pool, GpuPoolConfig) and not machine.get("includesGpus"):
+        hourly += RAW["gpus"][pool.accelerator_type] * pool.accelerator_count
+    return hourly * HOURS, RAW["diskPerGbMonth"]["pd-balanced"] * pool.disk_size_gb
+
+
+def _expected(config: StackConfig) -> dict[str, dict[str, float]]:
+    expected = {}
+    pools: list[tuple[str, GpuPoolConfig | SystemPoolConfig]] = [("system", config.system_pool)]
+    pools += [(f"gpu-{pool.name}", pool) for pool in config.gpu_pools]
+    for name, pool in pools:
+        compute, disk = _node_month(pool)
+        zones = len(config.pool_zones(pool))
+        low, high = pool.min_nodes * zones, pool.max_nodes * zones
+        expected[name] = {
+            "on_demand_low": low * (compute + disk), "on_demand_high": high * (compute + disk),
+            # Spot: 60-91% off machines and GPUs, never the disk.
+            "spot_low": low * (compute * 0.09 + disk), "spot_high": high * (compute * 0.40 + disk),
+        }
+    return expected
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cost_of_each_stack_matches_a_hand_computation(stack: str) -> None:
+    config, cost = stack_config(stack), stack_plan(stack).cost
+    assert cost is not None and cost.incomplete == ()
+    expected = _expected(config)
+    assert {p.pool for p in cost.pools} == set(expected)
+    fee = 0.10 * HOURS  # one regional cluster
+    assert cost.cluster_fee == pytest.approx(fee)
+    billed_low = billed_high = fee
+    for pool in cost.pools:
+        want = expected[pool.pool]
+        assert pool.on_demand.low == pytest.approx(want["on_demand_low"])
+        assert pool.on_demand.high == pytest.approx(want["on_demand_high"])
+        assert pool.spot_range.low == pytest.approx(want["spot_low"])
+        assert pool.spot_range.high == pytest.approx(want["spot_high"])
+        spot = pool.pool != "system" and next(p for p in config.gpu_pools if f"gpu-{p.name}" == pool.pool).spot
+        assert pool.spot is spot
+        billed_low += want["spot_low"] if spot else want["on_demand_low"]
+        billed_high += want["spot_high"] if spot else want["on_demand_high"]
+    assert (cost.total.low, cost.total.high) == (pytest.approx(billed_low), pytest.approx(billed_high))
+
+
+def test_production_a100_pool_at_its_maximum() -> None:
+    cost = stack_plan("production").cost
+    assert cost is not None
+    [a100] = [p for p in cost.pools if p.pool == "gpu-a100"]
+    # 4 nodes per zone x 4 zones of a2-highgpu-1g (A100 included) with a 200 GB balanced boot disk.
+    assert a100.nodes == (0, 16)
+    assert a100.on_demand.high == pytest.approx(16 * (3.673385 * 730 + 200 * 0.10))
+    assert a100.gpus == "1x nvidia-tesla-a100" and not a100.spot
+
+
+def test_the_plan_json_carries_the_cost() -> None:
+    document = stack_plan("staging").to_json()["cost"]
+    assert document["currency"] == "USD" and document["recorded"] == RAW["recorded"]
+    assert document["sources"] == RAW["sources"]
+    assert document["spot_model"] == {"discount_min": 0.6, "discount_max": 0.91}
+    [t4] = [p for p in document["pools"] if p["pool"] == "gpu-t4-spot"]
+    assert t4["spot"] is True and t4["billed"] == t4["spot_range"]
+    assert document["total"]["low"] <= document["total"]["high"] <= document["total_on_demand"]["high"]
+
+
+def test_the_plan_prints_the_cost_table_with_its_date_and_model() -> None:
+    console = Console(record=True, width=200)
+    components_cli._print_cost(console, stack_plan("production"))
+    text = console.export_text()
+    assert "estimated monthly cost" in text and "gpu-a100" in text and "cluster fee" in text
+    assert f"recorded {RAW['recorded']}" in text and "60%-91% discount" in text
+    assert "$43,225" in text  # the A100 pool at its maximum, as computed above
+
+
+def _pool(**node: Any) -> tuple[str, dict[str, Any]]:
+    return "gcp:container/nodePool:NodePool", {
+        "name": "p", "nodeLocations": ["z1", "z2"], "autoscaling": {"minNodeCount": 1, "maxNodeCount": 2},
+        "nodeConfig": {"machineType": "n1-standard-8", "diskSizeGb": 100, **node},
+    }
+
+
+def test_unpriced_pools_are_named_and_left_out_of_the_totals() -> None:
+    table = load_price_table("us-central1")
+    cost = estimate([_pool(machineType="z9-mystery-8"), _pool(guestAccelerators=[{"type": "nvidia-b999", "count": 1}]),
+                     _pool()], table)
+    assert cost.incomplete == ("p: no price for machine type 'z9-mystery-8'", "p: no price for GPU 'nvidia-b999'")
+    only = cost.pools[2]
+    assert cost.total.low == pytest.approx(only.on_demand.low) == pytest.approx(2 * (0.379998 * 730 + 10))
+    assert cost.cluster_fee == 0
+
+
+def test_pricing_table_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(CostError, match="no pricing table for region europe-west4 \\(have: us-central1\\)"):
+        load_price_table("europe-west4")
+    (tmp_path / "us-east1.yaml").write_text(yaml.safe_dump({**RAW, "region": "us-east1", "hoursPerMonth": -1}))
+    with pytest.raises(CostError, match="not a valid pricing table"):
+        load_price_table("us-east1", tmp_path)
+    (tmp_path / "us-west1.yaml").write_text(yaml.safe_dump(RAW))
+    with pytest.raises(CostError, match="says region us-central1"):
+        load_price_table("us-west1", tmp_path)
