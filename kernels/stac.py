@@ -170,7 +170,7 @@ def markdown(f: StacFigures, where: str, date: str, load: str) -> str:
         f"Device: {where}. All 17 Greeks (delta, gamma, vega per asset; rho; theta) of an American-style put "
         f"on a 5-asset Heston basket, {f.paths:,} pricing + {f.paths:,} regression paths, {STEPS} steps with "
         "exercise at every step (Longstaff-Schwartz), by 25 bump-and-revalue valuations on common random numbers. "
-        f"Baseline: the same estimator in vectorised NumPy, same run. {load}.",
+        f"Baseline: the same estimator in vectorised NumPy, same run. Machine load: {load}.",
         "",
         "| | cold (first run, compile/cache load included) | warm (best of later runs) |",
         "| --- | ---: | ---: |",
