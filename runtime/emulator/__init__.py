@@ -3,7 +3,9 @@
 A gRPC server speaking ``google.pubsub.v1`` Publisher and Subscriber, so the real google-cloud-pubsub
 client works against it through ``PUBSUB_EMULATOR_HOST``. It implements what the runtime relies on:
 StreamingPull with flow control, Pull, ack deadlines and ModifyAckDeadline, redelivery with retry
-backoff, dead-letter policies with delivery attempts, retention and seek by time. See docs/emulator.md.
+backoff, dead-letter policies with delivery attempts, retention and seek; and what apps declare:
+filters, ordering keys, snapshots, DetachSubscription, the publish limits, and a REST port. Google's
+official emulator is the second broker (runtime.emulator.official). See docs/emulator.md.
 
 The public names are loaded on first use, so ``python -m runtime.emulator`` can set up its JSON logging
 before gRPC and the Google libraries are imported.
