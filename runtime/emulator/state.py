@@ -249,7 +249,7 @@ class Broker:
         self, queue: SubscriptionQueue, max_messages: int, deadline_s: int, owner: LeaseOwner | None = None,
         max_bytes: int = 0,
     ) -> list[proto.ReceivedMessage]:
-        """Lease ready messages from ``queue``; call with the lock held (streaming pull does, while waiting)."""
+        """Lease ready messages from ``queue``; call with the lock held (a stream checks its room under it)."""
         received = queue.take(max_messages, deadline_s, owner, max_bytes)
         if received:
             self._sweeper.poke(queue.next_due())
