@@ -59,8 +59,12 @@ def plan(
         None, "--project-dir", help="Directory holding Pulumi.yaml and __main__.py (default: this checkout).",
         exists=True, file_okay=False,
     ),
+    diff: str | None = typer.Option(
+        None, "--diff", metavar="REF", help="Compare with the plan of git revision REF (a branch, tag or commit) "
+        "and print what changes as Markdown (--json: as JSON): resources, policy verdicts, cost.",
+    ),
 ) -> None:
-    """Run the Pulumi program offline under mocks: list every resource and check the policy rules.
+    """Run the Pulumi program offline under mocks: list every resource, check the policy rules, estimate cost.
 
     Needs no cloud credentials and no Pulumi CLI. Exits 1 when a policy rule is violated.
     """
@@ -68,19 +72,40 @@ def plan(
 
     from components.plan import PlanError, run_plan
 
-    console = Console(stderr=as_json)
+    console = Console(stderr=as_json or diff is not None)
     try:
         with console.status(f"Running the Pulumi program for stack {stack.value} under mocks..."):
             result = run_plan(stack.value, project_dir)
     except PlanError as exc:
         console.print(f"[red]plan failed:[/red] {exc}")
         raise typer.Exit(2) from None
-    if as_json:
+    if diff is not None:
+        _print_diff(console, result, diff, project_dir, as_json)
+    elif as_json:
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True, default=str))
     else:
         _print_plan(console, result)
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _print_diff(console: Console, result: Plan, ref: str, project_dir: Path | None, as_json: bool) -> None:
+    """Plan ``ref`` too, and print the difference to stdout (Markdown, or JSON)."""
+    from components.plan import REPO_ROOT
+    from components.plan_diff import diff_plans, to_markdown
+    from components.plan_ref import RefPlanError, plan_at_ref
+
+    try:
+        with console.status(f"Running the Pulumi program of {ref} for stack {result.stack} under mocks..."):
+            base = plan_at_ref(result.stack, ref, project_dir or REPO_ROOT)
+    except RefPlanError as exc:
+        console.print(f"[red]plan of {ref} failed:[/red] {exc}")
+        raise typer.Exit(2) from None
+    difference = diff_plans(base, result.to_json(), ref)
+    if as_json:
+        typer.echo(json.dumps(difference.to_json(), indent=2, sort_keys=True))
+    else:
+        typer.echo(to_markdown(difference), nl=False)
 
 
 def _print_plan(console: Console, result: Plan) -> None:

@@ -8,14 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from components import cli as components_cli
 from components import contract
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
-from tests.components.infra import stack_plan
+from tests.components.infra import plan_cli, stack_plan
 
 # Each test module run executes the whole Pulumi program twice (a few seconds of imports and mocks).
 pytestmark = pytest.mark.slow
@@ -128,16 +127,9 @@ def violating_project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _cli() -> typer.Typer:
-    app = typer.Typer()
-    components_cli.register(app, typer.Typer())
-    app.command("noop", hidden=True)(lambda: None)  # a second command keeps `plan` a named subcommand
-    return app
-
-
 def test_cli_exits_1_on_a_violation(violating_project: Path) -> None:
     result = CliRunner().invoke(
-        _cli(), ["plan", "--stack", "staging", "--json", "--project-dir", str(violating_project)]
+        plan_cli(), ["plan", "--stack", "staging", "--json", "--project-dir", str(violating_project)]
     )
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
@@ -148,7 +140,7 @@ def test_cli_exits_1_on_a_violation(violating_project: Path) -> None:
 
 
 def test_cli_table_and_exit_0() -> None:
-    result = CliRunner().invoke(_cli(), ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(plan_cli(), ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "gke-gpu-t4-spot" in result.output and "dead-letter-topics-subscribed" in result.output
     assert "kubeconfig = [secret]" in result.output
@@ -157,7 +149,7 @@ def test_cli_table_and_exit_0() -> None:
 
 def test_cli_reports_program_errors_without_traceback(violating_project: Path) -> None:
     (violating_project / "Pulumi.staging.yaml").write_text("config:\n  gcp:project: p\n")
-    result = CliRunner().invoke(_cli(), ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
+    result = CliRunner().invoke(plan_cli(), ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
     assert result.exit_code == 2
     assert "missing stack config: gcp:region" in result.output and "Traceback" not in result.output
 
