@@ -103,3 +103,28 @@ def test_no_stack_runs_a_moving_image_tag() -> None:
     for path in ROOT.glob("Pulumi.*.yaml"):
         images = yaml.safe_load(path.read_text())["config"]["gpu-runtime:images"]
         assert not any(str(images[key]).startswith("latest") for key in ("schedulerTag", "workerTag")), path.name
+
+
+def test_pull_request_comments_the_offline_plan_diff_without_running_its_code_with_write_access() -> None:
+    workflow = _load("pull-request.yml")
+    assert workflow["permissions"] == {"contents": "read"}
+    jobs = workflow["jobs"]
+    diff = jobs["plan-diff"]
+    assert "permissions" not in diff and "if" not in diff  # read-only, on every pull request
+    [checkout] = [s for s in diff["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-depth"] == 0  # the base commit must be there for the worktree
+    [run] = [s for s in diff["steps"] if "--diff" in str(s.get("run", ""))]
+    assert run["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    assert 'gpurt plan --stack "$stack" --diff "$BASE_SHA"' in run["run"]
+    assert "for stack in staging production" in run["run"] and "GITHUB_OUTPUT" in run["run"]
+    assert diff["outputs"]["body"] == f"${{{{ steps.{run['id']}.outputs.body }}}}"
+
+    comment = jobs["plan-diff-comment"]
+    assert comment["needs"] == "plan-diff" and comment["permissions"] == {"pull-requests": "write"}
+    assert all("uses" not in step for step in comment["steps"])  # no checkout, no action: nothing of the PR runs
+    [post] = comment["steps"]
+    assert post["env"]["BODY"] == "${{ needs.plan-diff.outputs.body }}"
+    # One comment per pull request, found again by its marker and updated.
+    assert "<!-- gpurt-plan-diff -->" in run["run"] and "<!-- gpurt-plan-diff -->" in post["run"]
+    assert "--method PATCH" in post["run"] and "--method POST" in post["run"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in comment["if"]
