@@ -372,8 +372,10 @@ class OptionBookParams(_Params):
 
     @model_validator(mode="after")
     def _on_the_grid(self) -> OptionBookParams:
+        # the other model's params may be present at their defaults (a result's echoed params carry
+        # every field), but a value set for them would be silently ignored: refuse it
         other = HESTON_BOOK_FIELDS if self.model is BookModel.BLACK_SCHOLES else {"volatility"}
-        if given := sorted(other & self.model_fields_set):
+        if given := sorted(f for f in other if getattr(self, f) != type(self).model_fields[f].default):
             raise ValueError(f"{', '.join(given)} do(es) not apply to model {self.model.value}")
         for i, contract in enumerate(self.contracts):
             steps = contract.maturity * self.steps_per_year

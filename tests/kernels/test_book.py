@@ -69,3 +69,5 @@ def test_bad_books_are_rejected(bad: dict, message: str) -> None:
 def test_parameters_of_the_other_model_are_rejected(model: str, field: str) -> None:
     with pytest.raises(ValueError, match=f"{field} do\\(es\\) not apply to model {model}"):
         run_job("option_book", {"contracts": CONTRACTS, "model": model, field: 0.3}, device="cpu")
+    defaults = run_job("option_book", {"contracts": CONTRACTS[:1], "model": model, "paths": 1_000}, device="cpu")
+    run_job("option_book", defaults.summary["params"], device="cpu")  # echoed params: every field, at defaults

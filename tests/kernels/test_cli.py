@@ -120,5 +120,8 @@ def test_every_job_type_has_a_valid_example() -> None:
     from kernels.params import JobType
     from runtime.protocol import parse_request
 
-    examples = {parse_request(path.read_bytes()).type for path in (REPO / "examples").glob("*.json")}
-    assert examples == set(JobType)
+    requests = [parse_request(path.read_bytes()) for path in (REPO / "examples").glob("*.json")]
+    assert {r.type for r in requests} == set(JobType)
+    for request in requests:  # the params a result echoes (every field) parse again to the same job
+        echoed = request.model_dump(mode="json")
+        assert parse_request(json.dumps(echoed).encode()) == request
