@@ -38,9 +38,10 @@ def judge(runs: Sequence[RuntimeFigures]) -> list[Goal]:
     """The goals for each worker count, and whether end-to-end throughput grows with workers."""
     goals: list[Goal] = []
     for run in runs:
-        goals.append(Goal(f"end-to-end / Dask alone, {run.workers} workers", f">= {MIN_SHARE_OF_DASK:.0%}",
+        workers = f"{run.workers} worker" if run.workers == 1 else f"{run.workers} workers"
+        goals.append(Goal(f"end-to-end / Dask alone, {workers}", f">= {MIN_SHARE_OF_DASK:.0%}",
                           f"{run.share_of_direct:.0%}", run.share_of_direct >= MIN_SHARE_OF_DASK))
-        goals.append(Goal(f"scheduler + Pub/Sub overhead per job, {run.workers} workers",
+        goals.append(Goal(f"scheduler + Pub/Sub overhead per job, {workers}",
                           f"<= {fmt_duration(MAX_OVERHEAD_PER_JOB_S)}", fmt_duration(run.overhead_per_job_s),
                           run.overhead_per_job_s <= MAX_OVERHEAD_PER_JOB_S))
     ordered = sorted(runs, key=lambda r: r.workers)

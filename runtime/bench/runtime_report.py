@@ -81,6 +81,8 @@ def figure_rows(runs: Sequence[RuntimeFigures]) -> Rows:
         ("Dask alone, one job per worker at a time", [f"{r.per_worker_jobs_per_s:.1f} jobs/s" for r in runs]),
         ("end-to-end / Dask alone", [f"{r.share_of_direct:.0%}" for r in runs]),
         ("end-to-end / Dask one job per worker", [_share(r.e2e_jobs_per_s, r.per_worker_jobs_per_s) for r in runs]),
+        ("ceiling under flow control: Dask one job per worker / Dask alone",
+         [_share(r.per_worker_jobs_per_s, r.direct_jobs_per_s) for r in runs]),
         ("scheduler + Pub/Sub overhead per job", [fmt(r.overhead_per_job_s) for r in runs]),
         ("… over Dask one job per worker", [fmt(r.overhead_vs_per_worker_s) for r in runs]),
         ("queue wait p50 / p95", [f"{fmt(r.queue_wait_p50_s)} / {fmt(r.queue_wait_p95_s)}" for r in runs]),
@@ -99,6 +101,8 @@ def baseline_rows(baseline: Baseline) -> Rows:
         ("end-to-end / Dask alone", [f"{r.e2e_share_of_dask_alone:.0%}" for r in runs]),
         ("end-to-end / Dask one job per worker",
          [_share(r.e2e_jobs_per_s, r.dask_one_per_worker_jobs_per_s) for r in runs]),
+        ("ceiling under flow control: Dask one job per worker / Dask alone",
+         [_share(r.dask_one_per_worker_jobs_per_s, r.dask_alone_jobs_per_s) for r in runs]),
         ("scheduler + Pub/Sub overhead per job", [fmt(r.overhead_per_job_s) for r in runs]),
         ("… over Dask one job per worker", [fmt(r.overhead_vs_one_per_worker_s) for r in runs]),
         ("load average after the run", [f"{r.load_average:.1f}" for r in runs]),
@@ -123,6 +127,11 @@ def profile_of(run: RuntimeFigures | BaselineRun) -> list[tuple[str, float, floa
     """A run's profile stages as (stage, share, seconds per job)."""
     stages = run.stages if isinstance(run, RuntimeFigures) else run.profile
     return [(s.stage, s.share, s.per_job_s) for s in stages]
+
+
+def worker_columns(counts: Sequence[int]) -> list[str]:
+    """Column titles for worker counts."""
+    return [f"{n} worker" if n == 1 else f"{n} workers" for n in counts]
 
 
 def markdown_table(first: str, columns: Sequence[str], rows: Rows) -> list[str]:

@@ -97,7 +97,7 @@ def _throughput(jobs: int, worker_counts: list[int], options: _Options) -> None:
             for workers in worker_counts:
                 profile_to = Path(profiles, f"scheduler-{workers}.txt") if options.profile else None
                 with _platform(workers, out) as platform, _progress(out) as progress:
-                    task = progress.add_task(f"noop jobs end to end, {workers} workers", total=jobs)
+                    task = progress.add_task(f"noop jobs end to end, {workers} worker(s)", total=jobs)
                     runs.append(measure(platform, jobs, on_progress=partial(_advance, progress, task),
                                         profile_to=profile_to))
     except ProfileError as exc:
@@ -142,9 +142,9 @@ def _advance(progress: Progress, task: TaskID, done: int) -> None:
 
 
 def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBaseline | None) -> list[Table]:
-    from runtime.bench.runtime_report import baseline_rows, figure_rows, profile_of, stage_rows
+    from runtime.bench.runtime_report import baseline_rows, figure_rows, profile_of, stage_rows, worker_columns
 
-    columns = [f"{r.workers} workers" for r in runs]
+    columns = worker_columns([r.workers for r in runs])
     tables = [_table(f"runtime benchmark ({runs[0].jobs} noop jobs at once)", "figure", columns, figure_rows(runs))]
     if any(r.stages for r in runs):
         tables.append(_table("where a job slot's time goes (per job)", "stage", columns,
@@ -156,7 +156,7 @@ def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBas
         goal_table.add_row(goal.name, goal.target, goal.measured, "yes" if goal.met else "[red]no[/red]")
     tables.append(goal_table)
     if baseline is not None:
-        before = [f"{r.workers} workers" for r in baseline.baseline.runs]
+        before = worker_columns([r.workers for r in baseline.baseline.runs])
         tables.append(_table(f"before: {baseline.label} ({baseline.baseline.date})", "figure", before,
                              baseline_rows(baseline.baseline)))
         if any(r.profile for r in baseline.baseline.runs):
@@ -184,23 +184,25 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
         markdown_table,
         profile_of,
         stage_rows,
+        worker_columns,
     )
 
-    columns = [f"{r.workers} workers" for r in runs]
+    columns = worker_columns([r.workers for r in runs])
     lines = [
         "## Runtime: end-to-end throughput and scheduler overhead", "",
         f"{_device_line(date)} {runs[0].jobs} `noop` jobs published at once through "
         "emulator, scheduler and a Dask LocalCluster, for each worker count on a fresh local platform. Dask alone: "
         "the same batch on a LocalCluster of the same size in the same run, all at once, and one job per worker at "
         "a time - the most the scheduler's flow control (no more messages than slots, one slot per worker) lets "
-        "Dask do. Queue wait is the scheduler's own measure, so in a burst it is mostly waiting for a free slot.",
+        "Dask do, so its share of the batch is the ceiling of end to end (docs/scheduler.md, \"Per-job cost\"). "
+        "Queue wait is the scheduler's own measure, so in a burst it is mostly waiting for a free slot.",
         "", *markdown_table("figure", columns, figure_rows(runs)), "", *goal_markdown(goals)]
     if any(r.stages for r in runs):
         lines += ["", "Where a job slot's time goes end to end (py-spy samples of the scheduler's slot threads "
                   "during the run; per job, and share of the slot's time):", "",
                   *markdown_table("stage", columns, stage_rows([profile_of(r) for r in runs]))]
     if baseline is not None:
-        before = [f"{r.workers} workers" for r in baseline.baseline.runs]
+        before = worker_columns([r.workers for r in baseline.baseline.runs])
         lines += ["", f"Before: {baseline.label}, measured {baseline.baseline.date} with "
                   f"{baseline.baseline.jobs} jobs on the same machine:", "",
                   *markdown_table("figure", before, baseline_rows(baseline.baseline))]
