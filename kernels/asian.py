@@ -153,23 +153,36 @@ def _geometric(p: AsianOptionParams) -> float:
                            p.dividend_yield)
 
 
-def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
-    """Price the option; the summary carries the estimate, its error, and the geometric-Asian price."""
+def block_count(p: AsianOptionParams) -> int:
+    """Blocks of ``PATHS_PER_BLOCK`` paths the job takes (the unit a shard is made of)."""
+    return -(-max(p.paths, 3) // PATHS_PER_BLOCK)
+
+
+def block_sums(p: AsianOptionParams, device: str, ctx: RunContext, first: int, count: int) -> np.ndarray:
+    """The five sums over blocks ``first .. first + count``: a whole job's, or one shard's (``kernels.shards``)."""
+    return sum_blocks(kernel_for(p.steps), count, kernel_args(p, max(p.paths, 3)), device, ctx, first=first)
+
+
+def price(p: AsianOptionParams, sums: np.ndarray) -> KernelResult:
+    """The estimate, its error and the geometric-Asian price from the five sums over every block."""
     n_paths = max(p.paths, 3)
-    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
-    args = kernel_args(p, n_paths)
-    # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
-    sums = sum_blocks(kernel_for(p.steps), n_blocks, args, device, ctx.part(0.0, 0.5) if p.greeks else ctx)
     # x = D (G - K)^+ - price: float32 terms of the size of the discounted strike and of the geometric average
     discounted_strike = p.strike * math.exp(-p.rate * p.maturity)
     estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
                                     control_scale=2.0 * (_geometric(p) + discounted_strike))
     summary = {**estimate.as_dict(), "paths": n_paths, "steps": p.steps, "path_steps": n_paths * p.steps,
                "geometric_closed_form": _geometric(p)}
+    return KernelResult(summary=summary, paths=n_paths)
+
+
+def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
+    """Price the option; the summary carries the estimate, its error, and the geometric-Asian price."""
+    # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
+    result = price(p, block_sums(p, device, ctx.part(0.0, 0.5) if p.greeks else ctx, 0, block_count(p)))
     if p.greeks:
-        summary["greeks"] = path_greeks.estimate(
-            n_paths, p.seed, p.steps, False, spot=p.spot, strike=p.strike, rate=p.rate,
+        result.summary["greeks"] = path_greeks.estimate(
+            max(p.paths, 3), p.seed, p.steps, False, spot=p.spot, strike=p.strike, rate=p.rate,
             dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity,
             call=p.kind is OptionKind.CALL, requested=p.greeks, confidence=p.confidence, device=device,
             ctx=ctx.part(0.5, 1.0))
-    return KernelResult(summary=summary, paths=n_paths)
+    return result

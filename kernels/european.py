@@ -154,23 +154,41 @@ def samples_for(p: EuropeanOptionParams) -> int:
     return -(-p.paths // 2) if p.antithetic else p.paths
 
 
-def run(p: EuropeanOptionParams, device: str, ctx: RunContext) -> KernelResult:
-    """Price the option; the summary carries the estimate, its error, and the Black-Scholes reference."""
-    n_samples = max(samples_for(p), 3)
-    n_blocks = -(-n_samples // SAMPLES_PER_BLOCK)
-    # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
-    price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
-    sums = sum_blocks(KERNEL, n_blocks, kernel_args(p, n_samples), device, price_ctx)
+def block_count(p: EuropeanOptionParams) -> int:
+    """Blocks of ``SAMPLES_PER_BLOCK`` samples the job's paths take (the unit a shard is made of)."""
+    return -(-_sample_count(p) // SAMPLES_PER_BLOCK)
+
+
+def _sample_count(p: EuropeanOptionParams) -> int:
+    return max(samples_for(p), 3)
+
+
+def block_sums(p: EuropeanOptionParams, device: str, ctx: RunContext, first: int, count: int) -> np.ndarray:
+    """The five sums over blocks ``first .. first + count``: a whole job's, or one shard's (``kernels.shards``)."""
+    return sum_blocks(KERNEL, count, kernel_args(p, _sample_count(p)), device, ctx, first=first)
+
+
+def price(p: EuropeanOptionParams, sums: np.ndarray) -> KernelResult:
+    """The estimate, its error and the Black-Scholes reference from the five sums over every block."""
+    n_samples = _sample_count(p)
     # x = e^{-rT} S_T - S_0 e^{-qT}: two float32 terms of about the discounted forward each
     estimate = estimators.from_sums(sums, n_samples, control_variate=p.control_variate, confidence=p.confidence,
                                     control_scale=2.0 * _discounted_forward(p))
     paths = 2 * n_samples if p.antithetic else n_samples
-    call = p.kind is OptionKind.CALL
-    reference = black_scholes(p.spot, p.strike, p.rate, p.volatility, p.maturity, call, p.dividend_yield)
-    summary = {**estimate.as_dict(), "paths": paths, "closed_form": reference}
+    reference = black_scholes(p.spot, p.strike, p.rate, p.volatility, p.maturity, p.kind is OptionKind.CALL,
+                              p.dividend_yield)
+    return KernelResult(summary={**estimate.as_dict(), "paths": paths, "closed_form": reference}, paths=paths)
+
+
+def run(p: EuropeanOptionParams, device: str, ctx: RunContext) -> KernelResult:
+    """Price the option; the summary carries the estimate, its error, and the Black-Scholes reference."""
+    # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
+    price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
+    result = price(p, block_sums(p, device, price_ctx, 0, block_count(p)))
     if p.greeks:
-        summary["greeks"] = path_greeks.estimate(
-            n_samples, p.seed, 1, p.antithetic, spot=p.spot, strike=p.strike, rate=p.rate,
-            dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity, call=call,
-            requested=p.greeks, confidence=p.confidence, device=device, ctx=ctx.part(0.5, 1.0))
-    return KernelResult(summary=summary, paths=paths)
+        result.summary["greeks"] = path_greeks.estimate(
+            _sample_count(p), p.seed, 1, p.antithetic, spot=p.spot, strike=p.strike, rate=p.rate,
+            dividend_yield=p.dividend_yield, volatility=p.volatility, maturity=p.maturity,
+            call=p.kind is OptionKind.CALL, requested=p.greeks, confidence=p.confidence, device=device,
+            ctx=ctx.part(0.5, 1.0))
+    return result

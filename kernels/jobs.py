@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from kernels.context import RunContext
+from kernels.context import KernelResult, RunContext
 from kernels.errors import PermanentJobError, TransientJobError
 from kernels.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, parse_params
 
@@ -69,7 +69,7 @@ def run_job(
     turns true, ``TransientJobError`` / ``PermanentJobError`` for failures worth / not worth retrying.
     """
     kind = JobType(job_type)
-    validated = _validate(kind, params)
+    validated = validate_params(kind, params)
     ctx = RunContext(should_stop=should_stop or _never, progress=progress or _ignore)
     started = time.perf_counter()
     if isinstance(validated, NoopParams):
@@ -84,16 +84,23 @@ def run_job(
     finished = time.perf_counter()
     ctx.progress(1.0)
     load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0
-    out = JobOutput(summary={}, artifacts=result.artifacts, device=used, elapsed_s=finished - started,
-                    paths=result.paths, kernel_s=finished - started - load_s, load_s=load_s)
+    return job_output(validated, result, used, elapsed_s=finished - started, load_s=load_s)
+
+
+def job_output(params: JobParams, result: KernelResult, device: str, *, elapsed_s: float, load_s: float,
+               **extra: Any) -> JobOutput:
+    """A kernel's result as the job's output: the summary gains timings, rate, params and ``extra``."""
+    out = JobOutput(summary={}, artifacts=result.artifacts, device=device, elapsed_s=elapsed_s,
+                    paths=result.paths, kernel_s=elapsed_s - load_s, load_s=load_s)
     # the resolved params (defaults filled in, seed included) make a result reproducible from itself
-    summary = {**result.summary, "device": used, "elapsed_s": out.elapsed_s, "load_s": out.load_s,
+    summary = {**result.summary, "device": device, "elapsed_s": out.elapsed_s, "load_s": out.load_s,
                "kernel_s": out.kernel_s, "paths_per_s": out.paths_per_s,
-               "params": validated.model_dump(mode="json")}
+               "params": params.model_dump(mode="json"), **extra}
     return replace(out, summary=summary)
 
 
-def _validate(kind: JobType, params: Mapping[str, Any] | BaseModel | None) -> JobParams:
+def validate_params(kind: JobType, params: Mapping[str, Any] | BaseModel | None) -> JobParams:
+    """``params`` as the model of ``kind`` (raises ``ValueError`` for invalid ones)."""
     model = PARAMS_BY_TYPE[kind]
     if isinstance(params, model):
         return params  # type: ignore[return-value]

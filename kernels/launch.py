@@ -32,11 +32,13 @@ class BlockKernel:
 ChunkArgs = tuple[Any, ...] | Callable[[int, int], tuple[Any, ...]]
 
 
-def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str, ctx: RunContext) -> np.ndarray:
-    """Per-block sums of ``kernel`` over ``n_blocks`` blocks, summed in block order, on ``device``.
+def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str, ctx: RunContext, *,
+               first: int = 0) -> np.ndarray:
+    """Per-block sums of ``kernel`` over blocks ``first .. first + n_blocks``, summed in block order, on ``device``.
 
     ``args`` are the arguments after ``(out, first_block)``: a tuple, or a function of the chunk's
     ``(first_block, count)`` for kernels with per-chunk inputs (NumPy arrays are copied to the device).
+    A ``first`` above 0 is one shard of a larger job (``kernels.shards``).
     """
 
     def args_for(start: int, count: int) -> tuple[Any, ...]:
@@ -46,7 +48,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
 
         def compute_cpu(start: int, count: int) -> np.ndarray:
             out = np.empty((count, kernel.width), dtype=np.float64)
-            kernel.cpu(out, start, *args_for(start, count))
+            kernel.cpu(out, first + start, *args_for(first + start, count))
             return out
 
         warm_up(compute_cpu, ctx)
@@ -58,7 +60,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
 
     def compute_gpu(start: int, count: int) -> np.ndarray:
         out = gpu.empty((count, kernel.width))
-        launch[count, gpu.THREADS](out, start, *gpu.to_device_all(args_for(start, count)))
+        launch[count, gpu.THREADS](out, first + start, *gpu.to_device_all(args_for(first + start, count)))
         return gpu.to_host(out)
 
     chunk = gpu.budget_blocks(kernel.width * np.dtype(np.float64).itemsize, kernel.gpu_chunk_blocks)

@@ -13,6 +13,8 @@ distribution, so this kernel writes one loss per scenario; chunks are copied bac
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
@@ -26,12 +28,15 @@ from kernels.context import KernelResult, RunContext
 from kernels.device import CPU
 from kernels.params import MAX_ASSETS, TRADING_DAYS_PER_YEAR, PortfolioVarParams
 from kernels.philox import NORMALS_PER_DRAW, normals4
-from kernels.risk import summarise
+from kernels.risk import HISTOGRAM_BINS, LossSummary, summarise, summarise_tail, tail_size
 
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 scenarios) per GPU thread
 SCENARIOS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW
 CPU_CHUNK_DRAWS: Final = 2**22  # scenarios x assets per chunk
 GPU_CHUNK_DRAWS: Final = 2**31
+# Half-width of a sharded job's histogram in delta-normal standard deviations: a 99.9% full-revaluation
+# loss of a volatile book stays well inside it, and a bin is still 0.08 deviations wide.
+HISTOGRAM_SIGMAS: Final = 8.0
 
 
 @register_jitable
@@ -126,27 +131,35 @@ class _Model:
         self.full = p.revaluation == "full"
 
 
-def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunContext) -> np.ndarray:
-    """One loss per scenario, scenario order, on ``device``."""
+def block_count(p: PortfolioVarParams) -> int:
+    """Blocks of ``SCENARIOS_PER_BLOCK`` scenarios the job takes (the unit a shard is made of)."""
+    return -(-p.paths // SCENARIOS_PER_BLOCK)
+
+
+def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunContext, first: int = 0,
+                    count: int | None = None) -> np.ndarray:
+    """One loss per scenario, scenario order, on ``device``: every scenario's, or blocks ``first .. first + count``."""
     n = p.paths
-    losses = np.empty(n, dtype=np.float64)
-    n_blocks = -(-n // SCENARIOS_PER_BLOCK)
+    n_blocks = block_count(p) - first if count is None else count
+    offset = first * SCENARIOS_PER_BLOCK
+    losses = np.empty(max(0, min(n_blocks * SCENARIOS_PER_BLOCK, n - offset)), dtype=np.float64)
     draws_per_block = SCENARIOS_PER_BLOCK * len(p.exposures)
     args = (np.int64(n), np.int64(p.seed), model.chol, model.scale, model.drift, model.exposures, model.coeffs,
             model.full)
 
+    # run_chunks counts blocks from 0: block ``start`` of this range is the job's block ``first + start``
     def keep(start: int, chunk: np.ndarray) -> None:
-        first = start * SCENARIOS_PER_BLOCK
-        losses[first:first + chunk.size] = chunk
+        at = start * SCENARIOS_PER_BLOCK
+        losses[at:at + chunk.size] = chunk
 
     def chunk_len(start: int, count: int) -> int:
-        return min(count * SCENARIOS_PER_BLOCK, n - start * SCENARIOS_PER_BLOCK)
+        return min(count * SCENARIOS_PER_BLOCK, n - offset - start * SCENARIOS_PER_BLOCK)
 
     if device == CPU:
 
         def compute_cpu(start: int, count: int) -> None:
             chunk = np.empty(chunk_len(start, count))
-            _cpu_chunk(chunk, np.int64(start), np.int64(count), *args)
+            _cpu_chunk(chunk, np.int64(first + start), np.int64(count), *args)
             keep(start, chunk)
 
         warm_up(compute_cpu, ctx)
@@ -160,7 +173,7 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
 
     def compute_gpu(start: int, count: int) -> None:
         chunk = gpu.empty((chunk_len(start, count),))
-        launch[count, gpu.THREADS](chunk, np.int64(start), *device_args)
+        launch[count, gpu.THREADS](chunk, np.int64(first + start), *device_args)
         keep(start, gpu.to_host(chunk))
 
     chunk_blocks = gpu.budget_blocks(SCENARIOS_PER_BLOCK * 8, max(1, GPU_CHUNK_DRAWS // draws_per_block))
@@ -172,11 +185,57 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
     return losses
 
 
+@dataclass(frozen=True)
+class LossTail:
+    """What one shard of a VaR job hands back: enough for the job's exact VaR and CVaR, and its histogram."""
+
+    tail: np.ndarray  # the shard's largest ``risk.tail_size(job's scenarios)`` losses, ascending
+    scenarios: int
+    loss_sum: float
+    counts: np.ndarray  # histogram counts on ``histogram_edges``
+
+
+def histogram_edges(p: PortfolioVarParams) -> np.ndarray:
+    """Fixed edges of a sharded job's loss histogram: ``HISTOGRAM_SIGMAS`` delta-normal deviations each side.
+
+    Every shard counts on the same edges, so the counts add up exactly; losses beyond them count in the end bins.
+    """
+    model = _Model(p)
+    spread = HISTOGRAM_SIGMAS * math.sqrt(float(model.exposures @ model.covariance @ model.exposures))
+    return np.linspace(-spread, spread, HISTOGRAM_BINS + 1)
+
+
+def loss_tail(p: PortfolioVarParams, device: str, ctx: RunContext, first: int, count: int) -> LossTail:
+    """One shard's part of the job: blocks ``first .. first + count`` simulated and reduced to a ``LossTail``."""
+    losses = simulate_losses(p, _Model(p), device, ctx, first, count) if count else np.empty(0)
+    keep = min(losses.size, tail_size(p.paths, p.confidence, p.interval_confidence))
+    tail = np.sort(np.partition(losses, losses.size - keep)[losses.size - keep:]) if keep else losses[:0]
+    edges = histogram_edges(p)
+    counts, _ = np.histogram(np.clip(losses, edges[0], edges[-1]), bins=edges)
+    return LossTail(tail, losses.size, float(losses.sum()), counts)
+
+
+def merge_tails(p: PortfolioVarParams, parts: Sequence[LossTail]) -> KernelResult:
+    """The job's result from every shard's ``LossTail``: VaR and CVaR exactly as ``run`` gives them."""
+    scenarios = sum(part.scenarios for part in parts)
+    if scenarios != p.paths:
+        raise ValueError(f"the shards hold {scenarios} scenarios, the job {p.paths}")
+    keep = tail_size(p.paths, p.confidence, p.interval_confidence)
+    tail = np.sort(np.concatenate([part.tail for part in parts]))[-keep:]
+    counts = np.sum([part.counts for part in parts], axis=0)
+    loss_sum = math.fsum(part.loss_sum for part in parts)
+    return _result(p, summarise_tail(tail, p.paths, loss_sum, histogram_edges(p), counts, p.confidence,
+                                     p.interval_confidence))
+
+
 def run(p: PortfolioVarParams, device: str, ctx: RunContext) -> KernelResult:
     """VaR and CVaR at ``p.confidence``; the summary's ``estimate`` is the VaR."""
+    losses = simulate_losses(p, _Model(p), device, ctx)
+    return _result(p, summarise(losses, p.confidence, p.interval_confidence))
+
+
+def _result(p: PortfolioVarParams, result: LossSummary) -> KernelResult:
     model = _Model(p)
-    losses = simulate_losses(p, model, device, ctx)
-    result = summarise(losses, p.confidence, p.interval_confidence)
     var, cvar = result.var, result.cvar
     reference = delta_normal_var(model.exposures, model.covariance, p.confidence)
     summary = {

@@ -44,20 +44,40 @@ def quantiles(ordered: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return ordered[index]
 
 
+def _bounds(n: int, confidence: float, interval_confidence: float) -> tuple[int, int, int]:
+    """The VaR's order-statistic index and its interval's lower and upper indices among ``n`` sorted losses."""
+    spread = estimators.z_score(interval_confidence) * math.sqrt(n * confidence * (1.0 - confidence))
+    k = order_statistic_index(n, confidence)
+    return k, max(0, math.floor(k - spread)), min(n - 1, math.ceil(k + spread))
+
+
+def tail_size(n: int, confidence: float, interval_confidence: float = estimators.CONFIDENCE) -> int:
+    """How many of the largest of ``n`` losses VaR, its interval and CVaR are read from (about ``(1-p) n``).
+
+    A shard of a larger job keeps only its own largest ``tail_size(n, ...)`` losses: the job's largest that
+    many are among the union of those, so VaR and CVaR come out exactly as from every loss.
+    """
+    return n - _bounds(n, confidence, interval_confidence)[1]
+
+
 def risk_measures(
-    ordered: np.ndarray, confidence: float, interval_confidence: float = estimators.CONFIDENCE
+    ordered: np.ndarray, confidence: float, interval_confidence: float = estimators.CONFIDENCE, *,
+    scenarios: int | None = None,
 ) -> tuple[estimators.Estimate, estimators.Estimate]:
     """VaR with its order-statistic interval, and CVaR with its asymptotic standard error.
 
-    VaR is the ``ceil(n p)``-th smallest loss; the interval (at ``interval_confidence``) spans the order
-    statistics at ``n p -/+ z sqrt(n p (1-p))``. CVaR = VaR + E[(L - VaR)+] / (1 - p), whose standard
-    error is sd((L - VaR)+) / (sqrt(n) (1 - p)).
+    ``ordered`` is the sorted sample, or (with ``scenarios`` = the sample's size) its largest
+    ``tail_size`` values, sorted: the result is the same. VaR is the ``ceil(n p)``-th smallest loss; the
+    interval (at ``interval_confidence``) spans the order statistics at ``n p -/+ z sqrt(n p (1-p))``.
+    CVaR = VaR + E[(L - VaR)+] / (1 - p), whose standard error is sd((L - VaR)+) / (sqrt(n) (1 - p)).
     """
-    n = ordered.size
+    n = ordered.size if scenarios is None else scenarios
+    k, lo, hi = _bounds(n, confidence, interval_confidence)
+    skipped = n - ordered.size  # losses below the kept tail
+    if lo < skipped:
+        raise ValueError(f"a tail of {ordered.size} losses cannot give the VaR of {n} scenarios")
+    k, lo, hi = k - skipped, lo - skipped, hi - skipped
     z = estimators.z_score(interval_confidence)
-    spread = z * math.sqrt(n * confidence * (1.0 - confidence))
-    k = order_statistic_index(n, confidence)
-    lo, hi = max(0, math.floor(k - spread)), min(n - 1, math.ceil(k + spread))
     var = float(ordered[k])
     var_estimate = estimators.Estimate(var, float(ordered[hi] - ordered[lo]) / (2.0 * z), float(ordered[lo]),
                                        float(ordered[hi]), interval_confidence, n)
@@ -75,13 +95,36 @@ def summarise(losses: np.ndarray, confidence: float, interval_confidence: float 
     ordered = np.sort(losses)
     var, cvar = risk_measures(ordered, confidence, interval_confidence)
     counts, edges = np.histogram(ordered, bins=HISTOGRAM_BINS)
-    histogram = {
-        "confidence": confidence, "var": var.estimate, "cvar": cvar.estimate, "scenarios": int(ordered.size),
-        "bin_edges": edges.tolist(), "counts": counts.tolist(),
-        "quantiles": dict(zip(map(str, REPORTED_QUANTILES),
-                              quantiles(ordered, np.array(REPORTED_QUANTILES)).tolist(), strict=True)),
-    }
+    levels = np.array(REPORTED_QUANTILES)
+    histogram = _histogram(confidence, var, cvar, ordered.size, edges, counts, levels, quantiles(ordered, levels))
     buffer = io.BytesIO()
     np.save(buffer, quantiles(ordered, np.linspace(0.0, 1.0, QUANTILE_GRID)))
-    artifacts = {"loss_histogram.json": json.dumps(histogram).encode(), "loss_quantiles.npy": buffer.getvalue()}
+    artifacts = {"loss_histogram.json": histogram, "loss_quantiles.npy": buffer.getvalue()}
     return LossSummary(var, cvar, float(ordered.mean()), artifacts)
+
+
+def summarise_tail(tail: np.ndarray, scenarios: int, loss_sum: float, edges: np.ndarray, counts: np.ndarray,
+                   confidence: float, interval_confidence: float = estimators.CONFIDENCE) -> LossSummary:
+    """What ``summarise`` reports, from the largest ``tail_size`` losses (sorted) of ``scenarios`` and their sum.
+
+    VaR and CVaR are exactly those of every loss. The histogram is the one given (``counts`` on fixed
+    ``edges``, added up over shards); its quantiles are the reported levels the tail reaches, and there is
+    no ``loss_quantiles.npy``: a quantile grid from 0 to 1 needs every loss.
+    """
+    var, cvar = risk_measures(tail, confidence, interval_confidence, scenarios=scenarios)
+    skipped = scenarios - tail.size
+    levels = np.array([q for q in REPORTED_QUANTILES if order_statistic_index(scenarios, q) >= skipped])
+    index = np.array([order_statistic_index(scenarios, q) - skipped for q in levels], dtype=np.int64)
+    histogram = _histogram(confidence, var, cvar, scenarios, edges, counts, levels, tail[index])
+    return LossSummary(var, cvar, loss_sum / scenarios, {"loss_histogram.json": histogram})
+
+
+def _histogram(confidence: float, var: estimators.Estimate, cvar: estimators.Estimate, scenarios: int,
+               edges: np.ndarray, counts: np.ndarray, levels: np.ndarray, values: np.ndarray) -> bytes:
+    """The ``loss_histogram.json`` artifact."""
+    body = {
+        "confidence": confidence, "var": var.estimate, "cvar": cvar.estimate, "scenarios": int(scenarios),
+        "bin_edges": np.asarray(edges).tolist(), "counts": np.asarray(counts).tolist(),
+        "quantiles": dict(zip(map(str, levels.tolist()), np.asarray(values).tolist(), strict=True)),
+    }
+    return json.dumps(body).encode()

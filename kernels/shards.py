@@ -1,0 +1,142 @@
+"""Sharded jobs: one large job split by random-stream block range into shards that run apart and merge exactly.
+
+Every kernel draws its random numbers by path block (``kernels.philox``), so blocks ``a .. b`` give the
+same numbers whichever process computes them. Shard ``i`` of ``n`` is the block range
+``[i B / n, (i + 1) B / n)`` of the job's ``B`` blocks and hands back what the job's figures are computed
+from: the option kernels' five running sums (``kernels.estimators``), VaR's largest losses
+(``portfolio_var.LossTail``). ``merge`` adds them in block order and computes the estimate and its
+standard error once, so the result does not depend on the number of shards or of workers (beyond
+float64 rounding of the sums' addition; VaR and CVaR are bit-for-bit the same).
+
+Only what merges exactly is sharded: european and asian options without Greeks, portfolio VaR. Greeks
+take a second pass over the same paths, and regressions (Longstaff-Schwartz) or Heston/basket/book jobs
+stay one task. This module imports no kernel (and so no numba) until a shard runs or merges, so the
+scheduler can plan shards without loading them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+from pydantic import BaseModel
+
+from kernels.context import KernelResult, RunContext
+from kernels.jobs import JobOutput, job_output, validate_params
+from kernels.params import JobParams, JobType
+
+# Most shards one job is split into: each costs a Dask task and a kernel warm-up, and a pool has far fewer
+# GPUs; a larger job gets larger shards instead.
+MAX_SHARDS: Final = 256
+
+# Module per shardable type: ``block_count(p)`` and the part / merge functions named in ``_Kernel``.
+_SUMS_KERNELS: Final = {JobType.EUROPEAN_OPTION: "kernels.european", JobType.ASIAN_OPTION: "kernels.asian"}
+_VAR_KERNEL: Final = "kernels.portfolio_var"
+
+
+@dataclass(frozen=True)
+class ShardOutput:
+    """One shard's part of a job, and how it ran. ``part`` is the kernel's mergeable partial result."""
+
+    index: int
+    shards: int
+    first_block: int
+    blocks: int
+    part: Any  # np.ndarray (five sums) or portfolio_var.LossTail
+    device: str
+    elapsed_s: float
+    load_s: float
+    worker: str = ""  # set by whatever ran it (a Dask worker's address)
+
+
+def shard_count(job_type: str | JobType, params: Mapping[str, Any] | BaseModel | None, shard_paths: int | None) -> int:
+    """How many shards the job runs as: 1 (as one task) unless it is shardable and over ``shard_paths`` paths."""
+    kind = JobType(job_type)
+    if not shard_paths or not (kind in _SUMS_KERNELS or kind is JobType.PORTFOLIO_VAR):
+        return 1
+    p = validate_params(kind, params)
+    if getattr(p, "greeks", None):
+        return 1  # a second pass over the same paths: not split (see the module docstring)
+    return max(1, min(MAX_SHARDS, -(-p.paths // shard_paths)))  # type: ignore[union-attr]
+
+
+def block_range(n_blocks: int, index: int, shards: int) -> tuple[int, int]:
+    """The first block and block count of shard ``index`` of ``shards`` over ``n_blocks`` blocks."""
+    if not 0 <= index < shards:
+        raise ValueError(f"shard {index} of {shards} does not exist")
+    first = index * n_blocks // shards
+    return first, (index + 1) * n_blocks // shards - first
+
+
+def run_shard(
+    job_type: str | JobType,
+    params: Mapping[str, Any] | BaseModel | None,
+    index: int,
+    shards: int,
+    *,
+    device: str = "auto",
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> ShardOutput:
+    """Run shard ``index`` of ``shards`` of the job; cooperative cancel and progress as ``run_job``'s."""
+    from kernels.device import resolve_device
+
+    kind = JobType(job_type)
+    p = validate_params(kind, params)
+    ctx = RunContext(should_stop=should_stop or (lambda: False), progress=progress or (lambda _: None))
+    started = time.perf_counter()
+    used = resolve_device(device)
+    kernel = _kernel(kind)
+    # a job of fewer blocks than shards leaves some shards empty (count 0): they add nothing to the merge
+    first, count = block_range(kernel.module.block_count(p), index, shards)
+    part = kernel.part(p, used, ctx, first, count)
+    ctx.progress(1.0)
+    elapsed = time.perf_counter() - started
+    load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0
+    return ShardOutput(index, shards, first, count, part, used, elapsed, load_s)
+
+
+def merge(job_type: str | JobType, params: Mapping[str, Any] | BaseModel | None, outputs: Sequence[ShardOutput],
+          *, elapsed_s: float) -> JobOutput:
+    """The job's output from all its shards' (any order): the same figures as the job run as one task.
+
+    ``elapsed_s`` is the job's wall time (the shards ran side by side); its load time is the slowest
+    shard's, and the summary says how many shards and distinct workers ran it.
+    """
+    kind = JobType(job_type)
+    p = validate_params(kind, params)
+    ordered = sorted(outputs, key=lambda o: o.index)
+    if not ordered or [o.index for o in ordered] != list(range(ordered[0].shards)):
+        raise ValueError(f"shards {[o.index for o in ordered]} are not all of the job's")
+    result = _kernel(kind).merge(p, [o.part for o in ordered])
+    load_s = min(max(o.load_s for o in ordered), elapsed_s)
+    workers = len({o.worker for o in ordered if o.worker}) or 1
+    return job_output(p, result, ordered[0].device, elapsed_s=elapsed_s, load_s=load_s,
+                      shards=len(ordered), workers=workers)
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    module: Any
+    part: Callable[[Any, str, RunContext, int, int], Any]
+    merge: Callable[[Any, list[Any]], KernelResult]
+
+
+def _kernel(kind: JobType) -> _Kernel:
+    if kind is JobType.PORTFOLIO_VAR:
+        var = importlib.import_module(_VAR_KERNEL)
+        return _Kernel(var, var.loss_tail, var.merge_tails)
+    if kind not in _SUMS_KERNELS:
+        raise ValueError(f"{kind.value} jobs are not sharded")
+    option = importlib.import_module(_SUMS_KERNELS[kind])
+
+    def merge_sums(p: JobParams, parts: list[Any]) -> KernelResult:
+        # cumsum adds shard after shard in block order, as run_blocks adds chunk after chunk
+        return option.price(p, np.cumsum(np.vstack(parts), axis=0)[-1])  # type: ignore[no-any-return]
+
+    return _Kernel(option, option.block_sums, merge_sums)
+
