@@ -1,6 +1,6 @@
 """GKE: private VPC-native cluster, a CPU system pool, GPU pools from stack config, and a Kubernetes provider.
 
-Design notes (docs/infrastructure.md): nodes have no public IPs (Cloud NAT gives them egress to pull
+Why it is built this way (docs/infrastructure.md): nodes have no public IPs (Cloud NAT gives them egress to pull
 images), pods reach Google APIs through Workload Identity (``GKE_METADATA``), node images are shielded,
 GPU drivers are installed by GKE itself (``gpu_driver_installation_config``; no extra device-plugin
 DaemonSet), and every GPU pool autoscales from zero, carrying the GPU label and taint so that only pods

@@ -262,8 +262,9 @@ def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> s
     ]
     lines += [f"| {f.kernel} | {f.work:.3g} | {f.kernel_rate:.3g} {f.unit} | {f.baseline_rate:.3g} {f.unit} | "
               f"{f.ratio:.1f}x |" for f in figures]
-    lines += ["", "Notes: `random_walk` keeps the seed's xoroshiro128+ stream (bit-compatible with its kernel), whose "
-              "generator and libm calls stay scalar, while the baseline uses NumPy's own vectorised generator; "
+    lines += ["", "Notes: `random_walk` keeps numba's xoroshiro128+ stream (bit-compatible with the reference "
+              "kernel), whose generator and libm calls stay scalar, while the baseline uses NumPy's own vectorised "
+              "generator; "
               "`portfolio_var` includes sorting the losses for VaR/CVaR and the artifacts, the same host-side work "
               "for kernel and baseline."]
     if device == CPU:

@@ -1,6 +1,6 @@
 """The platform's smoke-test random walk: every path averages ``steps`` float32 normals from numba's xoroshiro128+.
 
-Kept bit-compatible with the seed's kernel: path ``i`` uses generator state ``i`` of
+Kept bit-compatible with the textbook numba CUDA random walk (docs/kernels.md): path ``i`` uses state ``i`` of
 ``numba.cuda.random.create_xoroshiro128p_states(paths, seed)`` (the seed state jumped ``i`` times by 2**64)
 and draws with ``xoroshiro128p_normal_float32``. Those numba functions are CPU-``jit`` functions that
 numba also compiles for CUDA, so the CPU twin calls the very same code. States are made per chunk,

@@ -17,7 +17,7 @@ from runtime import strict_json
 
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
 MAX_TIMEOUT_S: Final = 24 * 3600.0
-DEFAULT_TIMEOUT_S: Final = 1800.0  # seed 001: p95 job completion < 30 minutes
+DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (docs/architecture.md)
 JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 

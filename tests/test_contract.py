@@ -1,4 +1,4 @@
-"""The contract holds the seed's values (seed 000, DESIGN.md section 3)."""
+"""The contract holds the platform's fixed values (docs/architecture.md, the contract)."""
 
 from components import contract
 

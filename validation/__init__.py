@@ -1,1 +1,1 @@
-"""Post-deploy validation, rollback and state tools, operator drills (DESIGN.md sections 9 and 10)."""
+"""Post-deploy validation, rollback and state tools, operator drills (docs/validation.md, docs/rollback.md)."""

@@ -22,7 +22,7 @@ def validate(
     kube_context: Annotated[str | None, typer.Option("--kube-context", help="kubeconfig context.")] = None,
     local_dir: Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")] = None,
 ) -> None:
-    """Run the post-deploy checklist (DESIGN.md section 10); exit 1 if any check fails."""
+    """Run the post-deploy checklist (docs/validation.md); exit 1 if any check fails."""
     from validation.build import cloud_target, local_target
     from validation.cli_common import open_stack
     from validation.report import render_table

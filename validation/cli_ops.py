@@ -109,7 +109,7 @@ def release(
     console.print(f"lease released (version {released.version}); a standby takes it within its retry period")
 
 
-drill_app = typer.Typer(help="Operator drills on the local platform (seed 002's drill checklist).",
+drill_app = typer.Typer(help="Operator drills on the local platform (docs/runbooks/README.md).",
                         no_args_is_help=True)
 DrillTimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds each wait of a drill may "
                                                    "take (the DLQ drill waits out 10 backoffs).")]

@@ -1,4 +1,4 @@
-"""Leader stuck-lock recovery over the scheduler's ``LeaseStore`` seam (seed 002's forced-recovery playbook).
+"""Leader stuck-lock recovery over the scheduler's ``LeaseStore`` seam (docs/runbooks/leader-stuck-lock.md).
 
 The gpu-scheduler elects its leader on a Kubernetes Lease (``runtime.scheduler.leader``). A holder that
 died without releasing keeps the lease until it expires (15 s); one that hangs while still renewing keeps

@@ -1,11 +1,11 @@
 """Alert rules of the platform as Prometheus rule groups, a ClusterRules object, and a promtool-ready file.
 
-Each rule names its seed, its priority (P0/P1/P2 of the seeds, mapped to the ``severity`` routing label)
+Each rule names its priority (P0/P1/P2 of the on-call runbooks, mapped to the ``severity`` routing label)
 and its runbook (``docs/runbooks/<runbook>.md``). Scheduler series come from ``contract.METRICS``; GPU
 series from the DCGM exporter (``DCGM_FI_*``).
 
-Where a seed's query does not fit this platform it is restated, and the rule says why:
-- job failure rate: the seed divides ``dask_jobs_*`` series nobody exports; here it is failed over
+Where the textbook query for an alert does not fit this platform it is restated, and the rule says why:
+- job failure rate: the usual query divides ``dask_jobs_*`` series nobody exports; here it is failed over
   finished jobs of ``gpu_runtime_jobs_total{status}`` (``rejected`` is bad client input, ``cancelled`` a
   user's choice: neither is a platform failure);
 - all Dask workers down: pools scale to zero when idle by design, so zero workers is an incident only
@@ -65,8 +65,6 @@ class AlertRule:
     """One line, with label templates."""
     description: str
     """What it means and the first thing to do."""
-    seed: str
-    """Which seed asks for it (traceability)."""
 
     def to_rule(self, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> Manifest:
         """The rule in Prometheus' rule-file format."""
@@ -101,7 +99,6 @@ GPU_RULES: Final = (
         summary="GPU node {{ $labels.instance }} is not answering",
         description="The DCGM exporter on a GPU node has been unreachable for 2 minutes: the node is down or "
         "its GPU stack failed. Drain its workloads and investigate the hardware.",
-        seed="001",
     ),
     AlertRule(
         alert="GpuEccErrors",
@@ -112,7 +109,6 @@ GPU_RULES: Final = (
         summary="Uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}",
         description="Double-bit (uncorrectable) memory errors appeared in the last hour; results computed on "
         "this GPU are suspect. Cordon the node and run diagnostics.",
-        seed="001",
     ),
     AlertRule(
         alert="GpuUtilizationLow",
@@ -122,7 +118,6 @@ GPU_RULES: Final = (
         runbook="low-gpu-utilization",
         summary="GPU {{ $labels.gpu }} of {{ $labels.Hostname }} below 20% utilization for 30 minutes",
         description="A provisioned GPU is mostly idle: check job scheduling, worker resources and pool sizes.",
-        seed="001",
     ),
     AlertRule(
         alert="GpuTemperatureHigh",
@@ -132,7 +127,6 @@ GPU_RULES: Final = (
         runbook="high-gpu-temperature",
         summary="GPU {{ $labels.gpu }} of {{ $labels.Hostname }} at {{ $value }} °C",
         description="GPU temperature above 85 °C for 5 minutes risks throttling: check cooling, reduce load.",
-        seed="001",
     ),
     AlertRule(
         alert="GpuMemoryPressure",
@@ -143,7 +137,6 @@ GPU_RULES: Final = (
         summary="GPU {{ $labels.gpu }} of {{ $labels.Hostname }} memory above 85%",
         description="Framebuffer use above 85% for 10 minutes: CUDA out-of-memory failures are near. Find the "
         "pool using it and evict it if it runs away.",
-        seed="002",
     ),
 )
 
@@ -158,7 +151,6 @@ DASK_RULES: Final = (
         summary="No Dask worker is running while jobs wait",
         description="Every GPU pool has zero workers although the queue holds work, for 10 minutes. Check the "
         "worker pods, the Dask scheduler and GPU node provisioning.",
-        seed="001",
     ),
 )
 
@@ -172,7 +164,6 @@ JOB_RULES: Final = (
         summary="{{ $value | humanizePercentage }} of finished jobs failed",
         description="More than 5% of finished jobs failed over 5 minutes (the SLO is 98% success). Check "
         "CUDA errors and GPU memory on the workers.",
-        seed="001",
     ),
     AlertRule(
         alert="JobQueueBacklog",
@@ -183,7 +174,6 @@ JOB_RULES: Final = (
         summary="{{ $value }} job requests waiting",
         description="More than 100 undelivered requests on the request subscription for 10 minutes: scale up "
         "GPU pools or look for a stuck consumer.",
-        seed="001, 002",
     ),
     AlertRule(
         alert="JobQueueGrowing",
@@ -193,7 +183,6 @@ JOB_RULES: Final = (
         runbook="queue-backlog",
         summary="Job backlog grew by {{ $value }} in 15 minutes",
         description="Requests arrive faster than the platform completes them.",
-        seed="002",
     ),
     AlertRule(
         alert="DeadLetterQueueGrowing",
@@ -204,7 +193,6 @@ JOB_RULES: Final = (
         summary="The dead-letter queue grew by {{ $value }} messages",
         description="Jobs are being dead-lettered after exhausting their delivery attempts. Stop intake, inspect "
         "a sample with `gpurt dlq inspect`, fix the cause, then replay.",
-        seed="002",
     ),
     AlertRule(
         alert="JobRetriesElevated",
@@ -215,7 +203,6 @@ JOB_RULES: Final = (
         summary="{{ $value | humanizePercentage }} of deliveries are retries",
         description="More than one redelivery per ten finished jobs: transient failures (lost workers, CUDA "
         "OOM, timeouts) are frequent.",
-        seed="002",
     ),
 )
 
@@ -229,7 +216,6 @@ CONTROL_RULES: Final = (
         summary="Worker pool {{ $labels.pool }} had evictions",
         description="Workers of this pool were evicted in the last 15 minutes (resource pressure or an operator "
         "stop).",
-        seed="002",
     ),
     AlertRule(
         alert="LeaderElectionFailures",
@@ -240,7 +226,6 @@ CONTROL_RULES: Final = (
         summary="{{ $value }} leader-election failures in 10 minutes",
         description="Scheduler replicas fail to acquire or renew the leader Lease: check API-server access "
         "and the Lease object.",
-        seed="002",
     ),
     AlertRule(
         alert="SchedulerLeaderMissing",
@@ -250,7 +235,6 @@ CONTROL_RULES: Final = (
         runbook="leader-election",
         summary="No gpu-scheduler replica holds the leader Lease",
         description="Without a leader, pool reconciliation and the DLQ reclaimer do not run.",
-        seed="002",
     ),
     AlertRule(
         alert="ReclaimerErrors",
@@ -260,7 +244,6 @@ CONTROL_RULES: Final = (
         runbook="reclaimer-errors",
         summary="The DLQ reclaimer failed {{ $value }} times in 15 minutes",
         description="Dead-lettered jobs may be left without a terminal result.",
-        seed="002",
     ),
 )
 

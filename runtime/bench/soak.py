@@ -1,4 +1,4 @@
-"""Soak mode of ``gpurt bench runtime`` (seed 002): a steady stream of jobs, one CSV row per result.
+"""Soak mode of ``gpurt bench runtime --soak`` (docs/cli.md): a steady stream of jobs, one CSV row per result.
 
 Each row: seconds since start, job id, end-to-end latency, queue wait, delivery attempt, retries seen so
 far, and the dead-letter count at that moment (from the emulator's admin view), so a reviewer can see

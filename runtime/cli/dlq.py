@@ -1,4 +1,4 @@
-"""``gpurt dlq list|inspect|replay``: work a dead-letter storm (seed 002)."""
+"""``gpurt dlq list|inspect|replay``: work a dead-letter storm (docs/runbooks/dlq-storm.md)."""
 
 from __future__ import annotations
 

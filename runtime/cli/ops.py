@@ -1,4 +1,4 @@
-"""``gpurt pools …`` and ``gpurt maintenance …``: the on-call controls of seed 002's playbooks."""
+"""``gpurt pools …`` and ``gpurt maintenance …``: the on-call controls of docs/runbooks/."""
 
 from __future__ import annotations
 

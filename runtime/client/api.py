@@ -1,4 +1,4 @@
-"""Typed client of the gpu-scheduler HTTP API (DESIGN.md section 5).
+"""Typed client of the gpu-scheduler HTTP API (docs/scheduler.md#http-api).
 
 Used by the CLI, the demo, the benchmark and the validation helper. Mutating calls carry the bearer
 token; every failure surfaces as ``ApiError`` with the server's own explanation, never a raw traceback.

@@ -1,4 +1,4 @@
-"""List, inspect and replay the dead-letter queue (seed 002's "Recover from DLQ storm" playbook).
+"""List, inspect and replay the dead-letter queue (docs/runbooks/dlq-storm.md).
 
 All three read ``gpu-job-request-dlq-sub`` with synchronous pulls through the real Pub/Sub client.
 Listing holds every message it pulled until it has seen them all, then releases them (ack deadline 0),

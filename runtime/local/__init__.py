@@ -1,4 +1,4 @@
-"""The local platform: the whole system on one machine (DESIGN.md section 7)."""
+"""The local platform: the whole system on one machine (docs/local-platform.md)."""
 
 from runtime.local.platform import DownResult, LocalConfig, LocalPlatform, LocalPlatformError, UpResult
 from runtime.local.state import LocalState, load_state

@@ -1,4 +1,4 @@
-"""The gpu-scheduler's HTTP API (DESIGN.md section 5). Health and metrics are open; control needs a token."""
+"""The gpu-scheduler's HTTP API (docs/scheduler.md#http-api). Health and metrics are open; control needs a token."""
 
 from __future__ import annotations
 

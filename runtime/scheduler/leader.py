@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 from components import contract
 
 # client-go's defaults: a lease lasts 15 s, the holder must renew within 10 s or step down, and
-# candidates retry every 2 s (seed 002: "leader election every 2 seconds").
+# candidates retry every 2 s (docs/runbooks/leader-election.md: an election every 2 seconds).
 LEASE_DURATION_S: Final = 15.0
 RENEW_DEADLINE_S: Final = 10.0
 RETRY_PERIOD_S: Final = 2.0

@@ -8,9 +8,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from components.contract import METRICS
 
-# Job run times span a no-op (milliseconds) to the seed's 30-minute p95 budget.
+# Job run times span a no-op (milliseconds) to the 30-minute p95 completion SLO.
 DURATION_BUCKETS_S: Final = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
-# Queue wait: the seed's SLO is p95 < 5 minutes, so resolve well around 300 s.
+# Queue wait: the queue-wait SLO is p95 < 5 minutes, so resolve well around 300 s.
 QUEUE_WAIT_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 
 

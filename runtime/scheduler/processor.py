@@ -1,4 +1,4 @@
-"""What happens to one delivery of a job request (DESIGN.md section 4), independent of Pub/Sub.
+"""What happens to one delivery of a job request (docs/architecture.md, failure semantics), independent of Pub/Sub.
 
 The consumer hands in a ``Delivery`` and applies the returned ``Decision`` (ack or nack). Ordering
 is what makes it lossless: artifacts, then the result in the store, then the publish, then the
@@ -102,7 +102,7 @@ class Processor:
         """Answer a job that already has a terminal result without running it again.
 
         ``asked_again`` is a new message for a finished job id (its first delivery): the client is asking,
-        so the stored result is published again, which is what makes seed 000's fixed ``deploy-probe``
+        so the stored result is published again, which is what makes the post-deploy probe's fixed ``deploy-probe``
         answerable on every deploy. A redelivery of a message whose result is already out stays quiet.
         """
         stored = self._store.get(request.job_id)

@@ -18,7 +18,7 @@ PROMTOOL = shutil.which("promtool")
 FIXTURES = Path(__file__).parent / "promtool"
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (make system-deps)")
 
-# The runbook names the seeds' alerts map to (docs/runbooks/<name>.md).
+# The runbook each alert links to (docs/runbooks/<name>.md).
 SEED_RUNBOOKS = {
     "gpu-node-down", "gpu-ecc-errors", "dask-workers-down", "low-gpu-utilization", "high-job-failure-rate",
     "high-gpu-temperature", "queue-backlog", "pool-evictions", "gpu-memory-pressure", "leader-election",

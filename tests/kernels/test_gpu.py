@@ -1,4 +1,4 @@
-"""Real CUDA kernels (skipped without a GPU): equal to the CPU twins, and to the seed's random walk."""
+"""Real CUDA kernels (skipped without a GPU): equal to the CPU twins, and to numba's own xoroshiro128+ random walk."""
 
 from __future__ import annotations
 

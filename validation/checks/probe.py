@@ -1,4 +1,4 @@
-"""The deploy probe of seed 000: a noop request must come back as a result within 30 seconds.
+"""The deploy probe of the post-deploy checklist: a noop request must come back as a result within 30 seconds.
 
 The result is read on a temporary subscription of the result topic, created before the publish (so the
 result cannot slip past) and deleted afterwards, so the probe never steals results from real consumers.

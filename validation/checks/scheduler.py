@@ -20,7 +20,7 @@ HEALTH_TIMEOUT_S = 5.0
 
 def pods_running(kube: KubeApi, timeout_s: float = contract.POD_READY_TIMEOUT_S,
                  sleep: Callable[[float], None] = time.sleep) -> Check:
-    """All gpu-scheduler pods are Running and ready within ``timeout_s`` (seed 000: two minutes)."""
+    """All gpu-scheduler pods are Running and ready within ``timeout_s`` (the contract: two minutes)."""
 
     def run() -> str:
         deadline = time.monotonic() + timeout_s

@@ -1,4 +1,4 @@
-"""Operator drills on the local platform (seed 002's drill checklist), each reporting pass/fail with evidence."""
+"""Operator drills on the local platform (docs/runbooks/README.md), each reporting pass/fail with evidence."""
 
 from typing import Final
 

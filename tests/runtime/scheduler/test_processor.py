@@ -81,7 +81,7 @@ def test_a_stored_but_unpublished_result_is_published_once_without_rerunning() -
 def test_a_new_request_for_a_finished_job_is_answered_but_a_redelivery_is_not_republished() -> None:
     processor, backend, _, sink = _setup()
     assert processor.process(_delivery("probe")).result.status is JobStatus.SUCCEEDED
-    again = processor.process(_delivery("probe"))  # a new message with the same job id (seed 000's fixed probe)
+    again = processor.process(_delivery("probe"))  # a new message with the same job id (the probe's fixed id)
     assert again.settle is Settle.ACK and again.reason == "duplicate"
     redelivered = processor.process(_delivery("probe", attempt=2))  # at-least-once redelivery of an acked message
     assert redelivered.settle is Settle.ACK
