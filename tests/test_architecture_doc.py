@@ -41,3 +41,16 @@ def test_probe_message_is_the_contract_one() -> None:
 
     shown = re.search(r"publishing `(\{[^`]+\})`", DOC.read_text())
     assert shown and json.loads(shown.group(1)) == contract.PROBE_MESSAGE
+
+
+def test_every_job_type_is_listed() -> None:
+    from kernels.params import JobType
+
+    row = next(line for line in DOC.read_text().splitlines() if line.startswith("| `type` |"))
+    assert re.findall(r"`([a-z_]+)`", row.split("|")[2]) == [t.value for t in JobType]
+
+
+def test_every_scoped_grant_is_described() -> None:
+    text = DOC.read_text()
+    for grant in contract.SCOPED_GRANTS:
+        assert f"`{grant.role}`" in text, grant.role
