@@ -285,7 +285,7 @@ class Service:
             self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
                                          dashboard_address=self.settings.dask_dashboard, host="127.0.0.1")
             client = Client(self._cluster)
-        return DaskBackend(client, device=self.settings.device)
+        return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
 
     def _build_pools(self) -> PoolBackend:
         if self.settings.pools is PoolsBackend.KUBERNETES:

@@ -90,6 +90,9 @@ class Settings(BaseModel):
     vertex_service_account: str | None = Field(None, validation_alias="GPURT_VERTEX_SERVICE_ACCOUNT")
     device: str = Field("auto", validation_alias="GPURT_DEVICE",
                         description="Device the kernels run on: auto, cpu or gpu.")
+    shard_paths: int | None = Field(None, validation_alias="GPURT_SHARD_PATHS", ge=1,
+                                    description="Jobs over this many paths run as shards on several workers; "
+                                    "unset: never.")
     dask_cluster_name: str = Field(contract.DASK_CLUSTER_NAME, validation_alias="GPURT_DASK_CLUSTER")
     pod_name: str = Field(default_factory=lambda: os.uname().nodename,
                           validation_alias=AliasChoices("POD_NAME", "GPURT_POD_NAME"))

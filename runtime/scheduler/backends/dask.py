@@ -2,7 +2,8 @@
 
 A job is one task (``worker_task.execute``) submitted with ``pure=False`` (the same job id may run
 again after a redelivery) and ``resources={"GPU": 1}`` when the cluster has GPU workers, so Dask
-places at most one job per GPU. A worker that dies mid-task is handled by Dask itself: the scheduler
+places at most one job per GPU. A job over ``shard_paths`` paths runs as shards, one task each
+(``backends.shards``). A worker that dies mid-task is handled by Dask itself: the scheduler
 reschedules the task on another worker (up to ``distributed.scheduler.allowed-failures``). Task-level
 ``retries`` stay off on purpose: they would re-run permanent failures and cancellations too; every
 other retry is Pub/Sub's redelivery.
@@ -17,10 +18,12 @@ from typing import Any
 
 from components import contract
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from kernels.shards import shard_count
 from runtime.protocol import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.dask_workers import DaskWorkers
+from runtime.scheduler.backends.shards import ShardedJob
 from runtime.scheduler.backends.worker_task import cancel_event_name, execute
 
 
@@ -29,9 +32,10 @@ class DaskBackend:
 
     name = "dask"
 
-    def __init__(self, client: Any, device: str = "auto") -> None:
+    def __init__(self, client: Any, device: str = "auto", shard_paths: int | None = None) -> None:
         self._client = client
         self._device = device
+        self._shard_paths = shard_paths  # jobs over this many paths run as shards (backends.shards)
         self._workers = DaskWorkers(client)
         self._lock = threading.Lock()
         self._running: dict[str, CancelSignal] = {}
@@ -43,10 +47,15 @@ class DaskBackend:
         job_id = request.job_id
         cancel = CancelSignal(self._client, cancel_event_name(job_id, attempt))
         resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
-        future = self._client.submit(
-            execute, request.type.value, request.params, self._device, cancel.name,
-            key=f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}", pure=False, resources=resources,
-        )
+        key = f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+        shards = shard_count(request.type, request.params, self._shard_paths)
+        future: Any
+        if shards > 1:
+            future = ShardedJob(self._client, request, shards, device=self._device, event_name=cancel.name,
+                                key=key, resources=resources)
+        else:
+            future = self._client.submit(execute, request.type.value, request.params, self._device, cancel.name,
+                                         key=key, pure=False, resources=resources)
         with self._lock:
             self._running[job_id] = cancel
         task_may_run_on = False

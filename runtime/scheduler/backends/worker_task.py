@@ -9,6 +9,7 @@ Dask scheduler with RPCs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Final
 
 from kernels.params import JobParams
@@ -24,9 +25,14 @@ def cancel_event_name(job_id: str, attempt: int) -> str:
 
 def execute(job_type: str, params: JobParams, device: str, event_name: str) -> object:
     """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
-    from distributed import Event
-
     from kernels.jobs import run_job
+
+    return run_job(job_type, params, device=device, should_stop=stop_poller(event_name))
+
+
+def stop_poller(event_name: str) -> Callable[[], bool]:
+    """A kernel's ``should_stop`` that reads the cancel event ``event_name`` at most once per ``CANCEL_POLL_S``."""
+    from distributed import Event
 
     event = Event(event_name)
     # The first look is one period in: a short job never pays a round trip to the Dask scheduler.
@@ -41,4 +47,4 @@ def execute(job_type: str, params: JobParams, device: str, event_name: str) -> o
             stopped = event.is_set()
         return stopped
 
-    return run_job(job_type, params, device=device, should_stop=should_stop)
+    return should_stop
