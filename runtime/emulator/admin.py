@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -23,6 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from components.contract import METRICS_PATH, PUBSUB_METRICS
 from runtime.emulator.stats import EmulatorStats
+from runtime.http_thread import BackgroundHttpServer
 
 STATS_PATH = "/stats"
 
@@ -65,25 +65,11 @@ class PubSubCollector:
         yield from (undelivered, age, dead)
 
 
-class AdminServer:
-    """A small threaded HTTP server in a background thread."""
+class AdminServer(BackgroundHttpServer):
+    """The admin endpoints (``/stats``, ``/metrics``, ``/healthz``) in a background thread."""
 
     def __init__(self, host: str, port: int, stats: Callable[[], EmulatorStats]) -> None:
-        handler = _handler_for(stats)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
-        self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="pubsub-emulator-admin", daemon=True)
-
-    def start(self) -> None:
-        """Serve in the background."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+        super().__init__(host, port, _handler_for(stats), "pubsub-emulator-admin")
 
 
 def _handler_for(stats: Callable[[], EmulatorStats]) -> type[BaseHTTPRequestHandler]:

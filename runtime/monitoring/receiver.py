@@ -13,13 +13,14 @@ import signal
 import sys
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Final
 
 from pydantic import ValidationError
 
 from components.contract import HEALTH_PATH
+from runtime.http_thread import BackgroundHttpServer
 from runtime.monitoring.config import RECEIVER_PATH
 from runtime.monitoring.notifications import record
 
@@ -27,25 +28,12 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024  # Alertmanager's payloads are a few kB;
 log = logging.getLogger("gpurt.alert-receiver")
 
 
-class Receiver:
+class Receiver(BackgroundHttpServer):
     """The webhook receiver's HTTP server; ``start``/``stop`` run it in a background thread."""
 
     def __init__(self, host: str, port: int, record_path: Path) -> None:
-        self._lock = threading.Lock()  # one writer at a time: lines must not interleave
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(record_path, self._lock))
-        self._httpd.daemon_threads = True
-        self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="alert-receiver", daemon=True)
-
-    def start(self) -> None:
-        """Serve in the background."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+        lock = threading.Lock()  # one writer at a time: lines must not interleave
+        super().__init__(host, port, _handler_for(record_path, lock), "alert-receiver")
 
 
 def _handler_for(record_path: Path, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
