@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     import google.pubsub_v1 as pubsub_gapic
@@ -43,8 +44,31 @@ def subscriber_client(emulator_host: str | None = None) -> pubsub_v1.SubscriberC
     return pubsub_v1.SubscriberClient(transport=SubscriberGrpcTransport(channel=_insecure_channel(emulator_host)))
 
 
+# A StreamingPull opened while the channel is not connected waits for the connection instead of failing
+# at once. google-api-core's ResumableBidiRpc reopens a failed stream at once, at most 5 times per 10 s:
+# fast failures against a restarting emulator use those up in milliseconds and stall intake for the
+# rest of the 10 s. Worse, a stream that fails before its done-callback is attached is reopened from
+# inside open(), and the outer open() then overwrites the new, live stream with the failed one: the live
+# stream is left open, unread, holding its flow control's worth of messages until their lease expires.
+# Unary RPCs keep failing fast (their retry policies handle that).
+_STREAM_SERVICE_CONFIG: Final = json.dumps({"methodConfig": [{
+    "name": [{"service": "google.pubsub.v1.Subscriber", "method": "StreamingPull"}],
+    "waitForReady": True,
+}]})
+# Reconnect to a local emulator within this long of it coming back (milliseconds); gRPC's own backoff
+# grows from 1 s to 120 s, so a broker down for a few seconds would otherwise be noticed seconds late.
+_RECONNECT_BACKOFF_MS: Final = 250
+_MAX_RECONNECT_BACKOFF_MS: Final = 1000
+
+
 def _insecure_channel(host: str):  # type: ignore[no-untyped-def]
     import grpc
 
     # An emulator speaks plain gRPC on loopback; the client's own emulator switch does the same.
-    return grpc.insecure_channel(host, options=[("grpc.max_receive_message_length", -1)])
+    return grpc.insecure_channel(host, options=[
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.service_config", _STREAM_SERVICE_CONFIG),
+        ("grpc.initial_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS),
+        ("grpc.min_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS),
+        ("grpc.max_reconnect_backoff_ms", _MAX_RECONNECT_BACKOFF_MS),
+    ])

@@ -28,8 +28,13 @@ from runtime.scheduler.records import Decision, Delivery, Settle
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
 # publish its result.
 MAX_LEASE_S: Final = MAX_TIMEOUT_S + 600.0
-# Pause before reopening a stream that ended on its own (broker restarting): no hot reconnect loop.
-REOPEN_DELAY_S: Final = 5.0
+# Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
+# restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
+# failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.
+REOPEN_DELAY_S: Final = 0.25
+REOPEN_MAX_DELAY_S: Final = 5.0
+# A stream that lived this long before ending counts as a success: the next reopen starts short again.
+REOPEN_RESET_S: Final = 30.0
 # A drain request waits this long for its stream to stop receiving (seconds), so that intake has stopped
 # when it returns. Normally the stream closes within a second; it stays open longer only while the client
 # is too busy to read what the server already sent, and then the server sends nothing new.
@@ -45,6 +50,7 @@ class _Stream:
     future: Any
     slots: SlotScheduler
     closing: threading.Event = field(default_factory=threading.Event)
+    opened_at: float = field(default_factory=time.monotonic)
 
 
 class Consumer:
@@ -64,6 +70,7 @@ class Consumer:
         self._wanted = False
         self._stopping = threading.Event()
         self._abort = threading.Event()  # a shutdown ran out of time: close draining streams now
+        self._reopen_delay_s = REOPEN_DELAY_S  # the next pause before reopening a stream that ended
 
     @property
     def slots(self) -> int:
@@ -203,16 +210,21 @@ class Consumer:
             return
         error = future.exception() if future.done() else None
         with self._lock:
-            reopen = self._wanted and self._stream is not None and self._stream.future is future
-            if reopen:
+            ended = self._stream
+            reopen = self._wanted and ended is not None and ended.future is future
+            if reopen and ended is not None:
                 self._stream = None
+                if time.monotonic() - ended.opened_at >= REOPEN_RESET_S:
+                    self._reopen_delay_s = REOPEN_DELAY_S
+                delay_s = self._reopen_delay_s
+                self._reopen_delay_s = min(2 * delay_s, REOPEN_MAX_DELAY_S)
         if error is not None:
             log.error("streaming pull ended: %s", error)
         if reopen:
-            threading.Thread(target=self._reopen, name="gpurt-consumer-reopen", daemon=True).start()
+            threading.Thread(target=self._reopen, args=(delay_s,), name="gpurt-consumer-reopen", daemon=True).start()
 
-    def _reopen(self) -> None:
-        if self._stopping.wait(REOPEN_DELAY_S):
+    def _reopen(self, delay_s: float) -> None:
+        if self._stopping.wait(delay_s):
             return  # drained or stopped meanwhile
         try:
             self.start()
