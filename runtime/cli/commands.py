@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from runtime.cli import bench as bench_commands
-from runtime.cli import bench_emulator
+from runtime.cli import bench_emulator, bench_scaling
 from runtime.cli import demo as demo_commands
 from runtime.cli.alerts import alerts_app
 from runtime.cli.dlq import dlq_app
@@ -30,3 +30,4 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
     app.command("demo")(demo_commands.demo)
     bench.command("runtime")(bench_commands.bench_runtime)
     bench.command("emulator")(bench_emulator.bench_emulator)
+    bench.command("scaling")(bench_scaling.bench_scaling)
