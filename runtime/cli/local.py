@@ -55,7 +55,8 @@ def up(
     state = outcome.state
     if as_json:
         print_json({"already_running": outcome.already_running, "api_url": state.api_url,
-                    "emulator_host": state.emulator_host, "project": state.project,
+                    "emulator_host": state.emulator_host, "emulator_rest_url": state.emulator_rest_url,
+                    "project": state.project,
                     "result_store": state.result_store, "state_dir": str(platform.directory),
                     "monitoring": state.monitoring})
         return
@@ -63,6 +64,8 @@ def up(
     table = Table(show_header=False, box=None)
     table.add_row("scheduler API", state.api_url)
     table.add_row(f"Pub/Sub emulator ({broker})", f"PUBSUB_EMULATOR_HOST={state.emulator_host}")
+    if state.emulator_rest_url:
+        table.add_row("Pub/Sub REST", f"{state.emulator_rest_url}  (api root for REST clients)")
     table.add_row("project", state.project)
     table.add_row("result store", state.result_store)
     table.add_row("Dask workers", "scheduler default" if state.workers is None else str(state.workers))

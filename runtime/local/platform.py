@@ -185,9 +185,9 @@ class LocalPlatform:
             _monitoring_binaries()  # before starting anything: a missing binary must not leave a half-up platform
         # Every port left to us is picked in one go, so no two of them can be the same; each replica's Dask
         # dashboard gets a known one too (its /metrics is a scrape target).
-        wanted = [cfg.port, cfg.emulator_port, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
+        wanted = [cfg.port, cfg.emulator_port, 0, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
         free = iter(processes.free_ports(cfg.host, wanted.count(0)))
-        first, emulator_port, admin_port, *rest = [port or next(free) for port in wanted]
+        first, emulator_port, admin_port, rest_port, *rest = [port or next(free) for port in wanted]
         ports = [first, *rest[:cfg.replicas - 1]]
         dashboards = rest[cfg.replicas - 1:]
         logs = self.directory / "logs"
@@ -203,13 +203,16 @@ class LocalPlatform:
             lease_file.unlink(missing_ok=True)  # a lease from an earlier run names holders that are gone
 
         on_step(f"starting the Pub/Sub emulator ({cfg.broker}) on {emulator_host}")
-        emulator = processes.start_process(EMULATOR, _emulator_command(cfg, emulator_port, admin_port), base_env,
-                                           logs / "emulator.log")
-        # Only the builtin has the admin view; without it the backlog and DLQ-depth metrics stay empty.
-        admin_url = f"http://{cfg.host}:{admin_port}" if cfg.broker is Broker.BUILTIN else None
+        emulator = processes.start_process(EMULATOR, _emulator_command(cfg, emulator_port, admin_port, rest_port),
+                                           base_env, logs / "emulator.log")
+        # Only the builtin has the admin view; without it the backlog and DLQ-depth metrics stay empty. The
+        # official emulator answers REST on its gRPC port, the builtin on a port of its own.
+        builtin = cfg.broker is Broker.BUILTIN
+        admin_url = f"http://{cfg.host}:{admin_port}" if builtin else None
+        rest_url = f"http://{cfg.host}:{rest_port if builtin else emulator_port}/v1"
         state = LocalState(
             project=cfg.project, api_url=_url(cfg.host, ports[0]), emulator_host=emulator_host,
-            emulator_admin_url=admin_url, control_token=token,
+            emulator_admin_url=admin_url, emulator_rest_url=rest_url, control_token=token,
             result_store=result_store, workers=cfg.workers, processes=[emulator], lease_file=lease_file)
         save_state(state, self.directory)
         self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
@@ -478,11 +481,12 @@ def _host_port(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
-def _emulator_command(cfg: LocalConfig, port: int, admin_port: int) -> list[str]:
+def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int) -> list[str]:
     """The command line of the configured broker on ``cfg.host:port``."""
     if cfg.broker is Broker.BUILTIN:
         return [sys.executable, "-m", "runtime.emulator", "--host", cfg.host, "--port", str(port),
-                "--admin-port", str(admin_port), "--time-scale", str(cfg.emulator_time_scale)]
+                "--admin-port", str(admin_port), "--rest-port", str(rest_port),
+                "--time-scale", str(cfg.emulator_time_scale)]
     from runtime.emulator.official import OfficialEmulatorError, find_official_emulator
 
     try:

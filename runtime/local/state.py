@@ -53,6 +53,7 @@ class LocalState(BaseModel):
     api_url: str
     emulator_host: str = Field(description="host:port for PUBSUB_EMULATOR_HOST.")
     emulator_admin_url: str | None = None
+    emulator_rest_url: str | None = Field(None, description="The broker's Pub/Sub REST (v1 JSON) root.")
     control_token: str = Field(repr=False)
     result_store: str
     workers: int | None = Field(None, description="Requested Dask workers; None: the scheduler's default.")
