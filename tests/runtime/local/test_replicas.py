@@ -14,8 +14,10 @@ from runtime.local.state import LOCAL_DIR_ENV
 from runtime.protocol import JobStatus
 from runtime.scheduler.lease_file import FileLeaseStore
 from validation.clients.pubsub import GooglePubSubAdmin
+from validation.drills.alert_conditions import NO_LEADER
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap
+from validation.drills.runner import DRILLS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 STOP_GRACE_S = 3.0  # the platform is thrown away at the end
@@ -89,13 +91,22 @@ def test_restart_scheduler_replaces_every_replica_and_loses_or_repeats_no_job(pl
     assert len(_leading(platform)) == 1
 
 
-@pytest.mark.timeout(480)  # drill all includes the alert drill (about 100 s on replicas) and a small chaos load
+# The chaos drill's own test (tests/validation/test_drill_chaos.py) runs it on two replicas with a bigger
+# load; here drill all leaves it out. The alert drill stays: this is where its leader alerts fire.
+SKIPPED = "chaos"
+
+
+@pytest.mark.timeout(420)  # drill all includes the alert drill (about 100 s on replicas)
 def test_every_drill_passes_on_replicas_and_the_leader_drill_kills_real_processes(platform: LocalPlatform) -> None:
     result = _gpurt(platform, "drill", "all", "--local-dir", str(platform.directory), "--json", "--timeout", "60",
-                    "--jobs", "10")
+                    "--skip", SKIPPED)
 
     assert result.exit_code == 0, result.output
-    drills = {d["name"]: " | ".join(d["evidence"]) for d in json.loads(result.stdout[result.stdout.index("["):])}
+    report = {d["name"]: d for d in json.loads(result.stdout[result.stdout.index("["):])}
+    assert list(report) == [name for name in DRILLS if name != SKIPPED]
+    drills = {name: " | ".join(d["evidence"]) for name, d in report.items()}
+    rules = {t["alert"]: t for t in report["alerts"]["details"]}
+    assert all(rules[alert]["passed"] for alert in NO_LEADER.alerts)  # only replicas elect: fired here, not skipped
     assert "succeeded exactly once; 0 redeliveries" in drills["drain-upgrade"]
     assert "scheduler-2" in drills["drain-upgrade"]  # the upgrade replaced both replicas
     leader = drills["leader"]
