@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -111,3 +113,29 @@ def test_cancel_reaches_every_shard_and_progress_is_the_shards_sum(client: Any,
     finally:
         cancel.release()
         job.cancel()
+
+
+def test_a_lost_worker_reruns_only_its_shard() -> None:
+    """Two worker processes; the one running shard 1 dies mid-shard: Dask reruns that task alone, the merge holds."""
+    from distributed import Client, LocalCluster
+
+    params = {"paths": 12_000_000, "steps": 64, "seed": 3}  # a few seconds per shard on one thread
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      env={"NUMBA_NUM_THREADS": "1"}) as cluster, Client(cluster) as dask_client:
+        cancel = CancelSignal(dask_client, "gpurt-cancel-lost-1")
+        job = ShardedJob(dask_client, _request("lost", "asian_option", params), 2, device="cpu",
+                         event_name=cancel.name, key="gpurt-lost-1-test", resources=None)
+        wait_for(lambda: len(job.shard_progress()) == 2, 60, "both shards to start")
+        victim = next(addr for addr, keys in dask_client.processing().items() if any("shard1" in k for k in keys))
+        pid = dask_client.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)  # the worker process dies mid-shard; its nanny starts another
+        out = job.result(timeout=120)
+        runs = dask_client.run_on_scheduler(_times_started, [f"gpurt-lost-1-test-shard{i}-0" for i in (0, 1)])
+    whole = run_job("asian_option", params, device="cpu").summary
+    assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
+    assert runs == [1, 2]
+
+
+def _times_started(keys: list[str], dask_scheduler: Any = None) -> list[int]:
+    """How often the Dask scheduler sent each task to a worker (from its transition log)."""
+    return [sum(1 for entry in dask_scheduler.story(key) if entry[2] == "processing") for key in keys]
