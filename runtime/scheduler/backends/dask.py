@@ -51,8 +51,8 @@ class DaskBackend:
         shards = shard_count(request.type, request.params, self._shard_paths)
         future: Any
         if shards > 1:
-            future = ShardedJob(self._client, request, shards, device=self._device, event_name=cancel.name,
-                                key=key, resources=resources)
+            future = ShardedJob(self._client, request, shards, device=self._device, cancel=cancel, key=key,
+                                resources=resources)
         else:
             future = self._client.submit(execute, request.type.value, request.params, self._device, cancel.name,
                                          key=key, pure=False, resources=resources)

@@ -6,6 +6,7 @@ spread over every free device) and behaves like the single job's ``distributed.F
 ``cancel()`` drops whatever has not finished. Per shard:
 
 - cancel: every shard polls the job's one cancel event, so ``DaskBackend.cancel`` reaches all of them;
+  a shard that fails for good (or is cancelled) sets it too, so the others stop instead of running on;
 - CUDA out-of-memory: the kernel retries the chunk at half its size in place (``kernels.chunks``); a shard
   that still fails transiently is submitted again, up to ``SHARD_RETRIES`` times, the others keep going;
 - a lost worker: Dask reruns only the tasks that were on it, i.e. only its shards;
@@ -15,6 +16,7 @@ spread over every free device) and behaves like the single job's ``distributed.F
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
@@ -25,6 +27,7 @@ from kernels.jobs import JobOutput
 from kernels.params import JobParams
 from kernels.shards import ShardOutput, merge, run_shard
 from runtime.protocol import JobRequest
+from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.worker_task import stop_poller
 
 # Submissions of one shard after its first that failed transiently (out of memory even at one block,
@@ -32,6 +35,9 @@ from runtime.scheduler.backends.worker_task import stop_poller
 SHARD_RETRIES: Final = 2
 # How often a shard reports its progress (seconds): each report is one message to the Dask scheduler.
 PROGRESS_PERIOD_S: Final = 1.0
+# How long a failed job waits for its other shards to stop (seconds): they poll the cancel event every
+# quarter second and stop between chunks (tens of milliseconds of work each).
+STOP_WAIT_S: Final = 10.0
 
 
 def execute_shard(job_type: str, params: JobParams, index: int, shards: int, device: str, event_name: str,
@@ -57,13 +63,13 @@ def execute_shard(job_type: str, params: JobParams, index: int, shards: int, dev
 class ShardedJob:
     """The shards of one delivery of a job, submitted at construction; waits and merges like a Future."""
 
-    def __init__(self, client: Any, request: JobRequest, shards: int, *, device: str, event_name: str,
+    def __init__(self, client: Any, request: JobRequest, shards: int, *, device: str, cancel: CancelSignal,
                  key: str, resources: dict[str, int] | None) -> None:
         self._client = client
         self._request = request
         self._shards = shards
         self._device = device
-        self._event_name = event_name
+        self._cancel = cancel
         self._key = key
         self._resources = resources
         self._topic = f"{key}-progress"
@@ -100,8 +106,11 @@ class ShardedJob:
                     pending.add(retry)
                     continue
                 outputs.append(future.result())  # raises the shard's error, which ends the job
+        except TimeoutError:
+            self.cancel()  # the backend sets the cancel event and keeps it for the running shards
+            raise
         except BaseException:
-            self.cancel()
+            self._stop_all()
             raise
         finally:
             self._client.unsubscribe_topic(self._topic)
@@ -114,12 +123,27 @@ class ShardedJob:
             if not future.done():
                 future.cancel()
 
+    def _stop_all(self) -> None:
+        """One shard failed: stop the others at their next checkpoint and wait (boundedly) until they have.
+
+        Waiting matters: the backend clears the cancel event once ``result`` returns, and a shard that had
+        not yet looked at it would then run to its end for nothing.
+        """
+        from distributed import wait
+
+        self._cancel.set()
+        running = [future for future in self._futures if not future.done()]
+        # a shard still inside one chunk after that: dropping its task below is all that is left to do
+        with contextlib.suppress(TimeoutError):
+            wait(running, timeout=STOP_WAIT_S)
+        self.cancel()
+
     def _submit(self, index: int, attempt: int) -> Any:
         from distributed import Future
 
         future: Future = self._client.submit(
             execute_shard, self._request.type.value, self._request.params, index, self._shards, self._device,
-            self._event_name, self._topic, key=f"{self._key}-shard{index}-{attempt}", pure=False,
+            self._cancel.name, self._topic, key=f"{self._key}-shard{index}-{attempt}", pure=False,
             resources=self._resources)
         return future
 

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from kernels.errors import JobCancelled, TransientJobError
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from kernels.jobs import run_job
 from runtime.protocol import JobRequest
 from runtime.scheduler.backends import shards as backend_shards
 from runtime.scheduler.backends.dask import DaskBackend
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.shards import ShardedJob
+from runtime.scheduler.backends.worker_task import cancel_event_name
 from tests.runtime.scheduler.platform import wait_for
 
 WORKERS = 3
@@ -98,7 +99,7 @@ def test_cancel_reaches_every_shard_and_progress_is_the_shards_sum(client: Any,
     monkeypatch.setattr(backend_shards, "run_shard", recording)
     cancel = CancelSignal(client, "gpurt-cancel-long-1")
     job = ShardedJob(client, _request("long", "asian_option", LONG), WORKERS, device="cpu",
-                     event_name=cancel.name, key="gpurt-long-1-test", resources=None)
+                     cancel=cancel, key="gpurt-long-1-test", resources=None)
     try:
         # every shard has reported some progress: the job's is their mean, short of done
         wait_for(lambda: len(seen := job.shard_progress()) == WORKERS and all(0 < v < 1 for v in seen.values()),
@@ -124,7 +125,7 @@ def test_a_lost_worker_reruns_only_its_shard() -> None:
                       env={"NUMBA_NUM_THREADS": "1"}) as cluster, Client(cluster) as dask_client:
         cancel = CancelSignal(dask_client, "gpurt-cancel-lost-1")
         job = ShardedJob(dask_client, _request("lost", "asian_option", params), 2, device="cpu",
-                         event_name=cancel.name, key="gpurt-lost-1-test", resources=None)
+                         cancel=cancel, key="gpurt-lost-1-test", resources=None)
         wait_for(lambda: len(job.shard_progress()) == 2, 60, "both shards to start")
         victim = next(addr for addr, keys in dask_client.processing().items() if any("shard1" in k for k in keys))
         pid = dask_client.run(os.getpid, workers=[victim])[victim]
@@ -139,3 +140,26 @@ def test_a_lost_worker_reruns_only_its_shard() -> None:
 def _times_started(keys: list[str], dask_scheduler: Any = None) -> list[int]:
     """How often the Dask scheduler sent each task to a worker (from its transition log)."""
     return [sum(1 for entry in dask_scheduler.story(key) if entry[2] == "processing") for key in keys]
+
+
+def test_a_shard_failing_for_good_stops_the_others(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributed import Event
+
+    real = backend_shards.run_shard
+    stopped: set[int] = set()
+
+    def failing(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
+        if index == 0:
+            raise PermanentJobError("the kernel refuses these params")
+        try:
+            return real(job_type, params, index, shards, **kwargs)
+        except JobCancelled:
+            stopped.add(index)
+            raise
+
+    monkeypatch.setattr(backend_shards, "run_shard", failing)
+    backend = DaskBackend(client, device="cpu", shard_paths=-(-LONG["paths"] // WORKERS))
+    with pytest.raises(PermanentJobError):
+        backend.run(_request("doomed", "asian_option", LONG), attempt=1)
+    assert stopped == {1, 2}  # stopped at a checkpoint before the job's failure was returned
+    assert not Event(cancel_event_name("doomed", 1), client=client).is_set()  # and the event cleared after
