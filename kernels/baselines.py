@@ -131,19 +131,29 @@ def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, 
     return values, values[:, -1]
 
 
-def basket_lsm_valuation(xp: Any) -> Any:
-    """The ``american_option`` estimator (Heston or GBM basket, Longstaff-Schwartz, discounted-basket control
-    under Heston) vectorised over paths: a function of the params returning the price."""
+def basket_lsm_rule(xp: Any, p: Any) -> np.ndarray:
+    """The Longstaff-Schwartz exercise rule of ``p`` fitted on NumPy-generated regression paths."""
     from kernels import basket, lsm
 
-    def value(p: Any) -> float:
+    every = p.steps // p.dates()
+    regression, _ = _basket_paths(xp, p, basket.Model.of(p), p.regression_paths, p.seed + 1)
+    dates = regression[:, every - 1::every]
+    return lsm.exercise_rule(np.asarray(dates.get() if hasattr(dates, "get") else dates), p)
+
+
+def basket_lsm_valuation(xp: Any) -> Any:
+    """The ``american_option`` estimator (Heston or GBM basket, Longstaff-Schwartz, discounted-basket control
+    under Heston) vectorised over paths: a function of the params (and optionally an exercise rule already
+    fitted, as for Greeks) returning the price."""
+    from kernels import basket
+
+    def value(p: Any, rule: np.ndarray | None = None) -> float:
         model = basket.Model.of(p)
         if not model.heston:  # a GBM basket's control is the geometric basket option, not written here
             raise NotImplementedError("the baseline covers Heston baskets (the benchmark's case)")
         every = p.steps // p.dates()
-        regression, _ = _basket_paths(xp, p, model, p.regression_paths, p.seed + 1)
-        rule = lsm.exercise_rule(np.asarray(regression[:, every - 1::every].get() if hasattr(regression, "get")
-                                            else regression[:, every - 1::every]), p)
+        if rule is None:
+            rule = basket_lsm_rule(xp, p)
         values, terminal = _basket_paths(xp, p, model, p.paths, p.seed)
         dates = values[:, every - 1::every]
         call = p.kind is OptionKind.CALL

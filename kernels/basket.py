@@ -359,11 +359,18 @@ def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:
     """Price the European basket option; the summary names the control and its known mean."""
     n_paths = max(p.paths, 3)
     model = Model.of(p)
-    sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, ctx)
+    # with Greeks the revaluations (kernels.fd_greeks) follow the price pass: half the progress each
+    price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
+    sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, price_ctx)
     estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
                                     control_scale=model.control_scale(p))
-    summary = {**estimate.as_dict(), "paths": n_paths, "assets": model.n, "steps": p.steps,
-               "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean}
+    summary: dict[str, Any] = {
+        **estimate.as_dict(), "paths": n_paths, "assets": model.n, "steps": p.steps,
+        "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean}
+    if p.greeks:
+        from kernels import fd_greeks  # imports this module: a cycle if imported at the top
+
+        summary["greeks"] = fd_greeks.estimate(p, no_exercise(), p.steps, n_paths, device, ctx.part(0.5, 1.0))
     return KernelResult(summary=summary, paths=n_paths)
 
 

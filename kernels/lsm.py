@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from kernels import basket, estimators
+from kernels import basket, estimators, fd_greeks
 from kernels.binomial import binomial_price
 from kernels.context import KernelResult, RunContext
 from kernels.params import AmericanOptionParams, BasketModel, OptionKind
@@ -66,16 +66,19 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     dates = p.dates()
     every = p.steps // dates
     model = basket.Model.of(p)
-    # three passes (regression, pricing, the European on the pricing paths), progress by their paths
-    total = p.regression_paths + 2 * n_paths
+    # three passes (regression, pricing, the European on the pricing paths), progress by their paths, and
+    # with Greeks their revaluations (kernels.fd_greeks) as one more share of the progress
+    revaluations = len(fd_greeks.bumped_cases(p, p.greeks)) if p.greeks else 0
+    total = p.regression_paths + (2 + revaluations) * n_paths
     regressed, priced = p.regression_paths / total, (p.regression_paths + n_paths) / total
+    european_done = (p.regression_paths + 2 * n_paths) / total
     values = basket.basket_values(p, model, p.regression_paths, every, dates, device, ctx.part(0.0, regressed))
     rule = exercise_rule(values, p)
     sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced))
     estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
                                     control_scale=model.control_scale(p))
     european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device,
-                                      ctx.part(priced, 1.0))
+                                      ctx.part(priced, european_done))
     european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
@@ -86,6 +89,8 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
         "european_estimate": european_estimate.estimate,
         "early_exercise_premium": estimate.estimate - european_estimate.estimate,
     }
+    if p.greeks:
+        summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(european_done, 1.0))
     if model.n == 1 and p.model is BasketModel.GBM:
         assert p.volatilities is not None  # validated for GBM
         summary["binomial_reference"] = binomial_price(

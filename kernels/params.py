@@ -36,6 +36,9 @@ MAX_BASIS_DEGREE: Final = 6
 MAX_BOOK_CONTRACTS: Final = 64
 # Euler steps of a Heston basket when the request gives none (GBM baskets step exactly, one step).
 HESTON_BASKET_STEPS: Final = 64
+# Basket and Longstaff-Schwartz Greeks keep every revaluation's per-path cash flows on the host (float64):
+# up to 1 + 4 x 16 + 4 revaluations of 2e6 paths, about 1.1 GB at the largest basket.
+MAX_FD_GREEK_PATHS: Final = 2_000_000
 # VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
 TRADING_DAYS_PER_YEAR: Final = 252
 
@@ -260,6 +263,7 @@ class BasketOptionParams(_Params):
     seed: Seed = 42
     control_variate: bool = True
     confidence: Confidence = DEFAULT_CONFIDENCE
+    greeks: Greeks = []
 
     @model_validator(mode="before")
     @classmethod
@@ -289,6 +293,11 @@ class BasketOptionParams(_Params):
         if self.correlation is not None:
             _check_correlation(self.correlation, n)
         _check_path_steps(self.paths * n, self.steps)
+        if len(set(self.greeks)) != len(self.greeks):
+            raise ValueError("greeks must not repeat")
+        if self.greeks and self.paths > MAX_FD_GREEK_PATHS:
+            raise ValueError(f"with greeks at most {MAX_FD_GREEK_PATHS:,} paths (every revaluation's per-path "
+                             f"cash flows are kept), not {self.paths:,}")
         return self
 
     def yields(self) -> list[float]:

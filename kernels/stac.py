@@ -5,8 +5,8 @@ option with early exercise under Heston. This case has that shape, not its exact
 American-style put on an equally weighted basket of 5 correlated Heston assets, 25,000 pricing paths
 and as many regression paths, 252 steps with exercise at every step (Longstaff-Schwartz,
 ``kernels.lsm``). "All Greeks" are 17: delta, gamma and vega (to ``sqrt(v0)``) per asset, rho and theta,
-each by central bump-and-revalue on common random numbers (every revaluation re-fits the exercise rule
-on the same regression paths and prices on the same pricing paths): 25 valuations in all.
+as an ``american_option`` job computes them (``kernels.fd_greeks``): central bump-and-revalue on common
+random numbers, the exercise rule fitted once and kept, the same pricing paths revalued 24 times.
 
 Cold time is the first computation in the process (numba cache load or JIT compile included); warm is
 the best of later ones. The baseline is the same estimator in vectorised NumPy (``kernels.baselines``),
@@ -21,17 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kernels import fd_greeks
 from kernels.context import RunContext
 from kernels.device import CPU
-from kernels.params import AmericanOptionParams, HestonAssets
+from kernels.params import AmericanOptionParams, Greek, HestonAssets
 
 ASSETS: Final = 5
 PATHS: Final = 25_000
 STEPS: Final = 252
-# Relative bumps: spot 1% (delta, gamma), initial volatility 1%, rate 1e-4 absolute, maturity 1 step.
-SPOT_BUMP: Final = 0.01
-VOL_BUMP: Final = 0.01
-RATE_BUMP: Final = 1e-4
+ALL_GREEKS: Final = list(Greek)
 WARM_REPEATS: Final = 1
 ANCHOR_S: Final = 0.018
 ANCHOR: Final = "0.018 s warm on 4 A100 GPUs (STAC report NVDA221007, full STAC-A2 specification)"
@@ -50,66 +48,36 @@ def case(scale: float = 1.0) -> AmericanOptionParams:
         steps=STEPS, exercise_dates=STEPS, paths=paths, regression_paths=paths, seed=2026)
 
 
-def bumped_cases(p: AmericanOptionParams) -> list[tuple[str, int, AmericanOptionParams]]:
-    """Every revaluation: (Greek, sign +1/-1/0, params); sign 0 is the base valuation."""
-    h = p.heston
-    assert h is not None  # the case is a Heston basket
-    cases: list[tuple[str, int, AmericanOptionParams]] = [("price", 0, p)]
-    for i in range(ASSETS):
-        for sign in (1, -1):
-            spots = list(p.spots)
-            spots[i] *= 1 + sign * SPOT_BUMP
-            cases.append((f"spot{i}", sign, p.model_copy(update={"spots": spots})))
-            variances = list(h.initial_variance)
-            variances[i] = (variances[i] ** 0.5 * (1 + sign * VOL_BUMP)) ** 2
-            cases.append((f"vega{i}", sign, p.model_copy(
-                update={"heston": h.model_copy(update={"initial_variance": variances})})))
-    for sign in (1, -1):
-        cases.append(("rho", sign, p.model_copy(update={"rate": p.rate + sign * RATE_BUMP})))
-        maturity = p.maturity * (1 + sign / p.steps)
-        cases.append(("theta", sign, p.model_copy(update={"maturity": maturity})))
-    return cases
-
-
-def greeks(values: dict[tuple[str, int], float], p: AmericanOptionParams) -> dict[str, float]:
-    """The 17 Greeks by central differences of the valuations."""
-    h = p.heston
-    assert h is not None
-    base = values[("price", 0)]
-    out: dict[str, float] = {}
-    for i in range(ASSETS):
-        up, down = values[(f"spot{i}", 1)], values[(f"spot{i}", -1)]
-        step = p.spots[i] * SPOT_BUMP
-        out[f"delta_{i}"] = (up - down) / (2 * step)
-        out[f"gamma_{i}"] = (up - 2 * base + down) / step**2
-        vol_step = h.initial_variance[i] ** 0.5 * VOL_BUMP
-        out[f"vega_{i}"] = (values[(f"vega{i}", 1)] - values[(f"vega{i}", -1)]) / (2 * vol_step)
-    out["rho"] = (values[("rho", 1)] - values[("rho", -1)]) / (2 * RATE_BUMP)
-    out["theta"] = -(values[("theta", 1)] - values[("theta", -1)]) / (2 * p.maturity / p.steps)
-    return out
-
-
-def kernel_valuation(device: str) -> Callable[[AmericanOptionParams], float]:
-    """One valuation by the kernels (what a worker runs for an ``american_option`` job)."""
-    from kernels import basket, estimators, lsm
+def kernel_greeks(device: str) -> Callable[[AmericanOptionParams], dict[str, float]]:
+    """Price and all Greeks by the kernels: an ``american_option`` job with ``greeks`` (``kernels.fd_greeks``)."""
+    from kernels import lsm
 
     ctx = RunContext(should_stop=lambda: False, progress=lambda _: None)
 
-    def value(p: AmericanOptionParams) -> float:
-        model = basket.Model.of(p)
-        every = p.steps // p.dates()
-        values = basket.basket_values(p, model, p.regression_paths, every, p.dates(), device, ctx)
-        rule = lsm.exercise_rule(values, p)
-        sums = basket.discounted_sums(p, model, rule, every, p.paths, device, ctx)
-        return estimators.from_sums(sums, p.paths, control_variate=p.control_variate).estimate
+    def greeks(p: AmericanOptionParams) -> dict[str, float]:
+        summary = lsm.run(p.model_copy(update={"greeks": ALL_GREEKS}), device, ctx).summary
+        estimates = {Greek(name): [e["estimate"] for e in (v if isinstance(v, list) else [v])]
+                     for name, v in summary["greeks"].items()}
+        return {"price": summary["estimate"], **fd_greeks.flat(estimates)}
 
-    return value
+    return greeks
 
 
-def all_greeks(value: Callable[[AmericanOptionParams], float], p: AmericanOptionParams) -> dict[str, float]:
-    """Price and the 17 Greeks of ``p`` with the valuation function ``value``."""
-    values = {(name, sign): value(q) for name, sign, q in bumped_cases(p)}
-    return {"price": values[("price", 0)], **greeks(values, p)}
+def baseline_greeks(xp: Any) -> Callable[[AmericanOptionParams], dict[str, float]]:
+    """The same estimator in vectorised NumPy (cupy): one rule, the same bumps and differences, here of
+    whole-sample means (equal to the mean of the per-path differences)."""
+    from kernels import baselines
+
+    value = baselines.basket_lsm_valuation(xp)
+
+    def greeks(p: AmericanOptionParams) -> dict[str, float]:
+        rule = baselines.basket_lsm_rule(xp, p)
+        price = value(p, rule)
+        plain = p.model_copy(update={"control_variate": False})  # Greeks take no control, as the kernels'
+        values = {c.key: value(c.params, rule) for c in fd_greeks.bumped_cases(plain, ALL_GREEKS)}
+        return {"price": price, **fd_greeks.flat(fd_greeks.differences(values, plain, ALL_GREEKS))}
+
+    return greeks
 
 
 @dataclass(frozen=True)
@@ -140,17 +108,15 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def measure(device: str = CPU, scale: float = 1.0) -> StacFigures:
     """Time all Greeks, cold then warm, by the kernels and by the NumPy baseline."""
-    from kernels import baselines
-
     p = case(scale)
-    kernel = kernel_valuation(device)
-    baseline = baselines.basket_lsm_valuation(array_module(device))
-    kernel_cold, result = _timed(lambda: all_greeks(kernel, p))
-    baseline_cold, reference = _timed(lambda: all_greeks(baseline, p))
+    kernel = kernel_greeks(device)
+    baseline = baseline_greeks(array_module(device))
+    kernel_cold, result = _timed(lambda: kernel(p))
+    baseline_cold, reference = _timed(lambda: baseline(p))
     kernel_warm = baseline_warm = float("inf")
     for _ in range(WARM_REPEATS):
-        kernel_warm = min(kernel_warm, _timed(lambda: all_greeks(kernel, p))[0])
-        baseline_warm = min(baseline_warm, _timed(lambda: all_greeks(baseline, p))[0])
+        kernel_warm = min(kernel_warm, _timed(lambda: kernel(p))[0])
+        baseline_warm = min(baseline_warm, _timed(lambda: baseline(p))[0])
     return StacFigures(device, p.paths, kernel_cold, kernel_warm, baseline_cold, baseline_warm, result["price"],
                        reference["price"], {k: v for k, v in result.items() if k != "price"})
 
@@ -169,7 +135,8 @@ def markdown(f: StacFigures, where: str, date: str, load: str) -> str:
         "",
         f"Device: {where}. All 17 Greeks (delta, gamma, vega per asset; rho; theta) of an American-style put "
         f"on a 5-asset Heston basket, {f.paths:,} pricing + {f.paths:,} regression paths, {STEPS} steps with "
-        "exercise at every step (Longstaff-Schwartz), by 25 bump-and-revalue valuations on common random numbers. "
+        "exercise at every step (Longstaff-Schwartz), by central bump-and-revalue on common random numbers (one "
+        "exercise rule, 25 valuations of the same pricing paths; the kernels also price the European). "
         f"Baseline: the same estimator in vectorised NumPy, same run. Machine load: {load}.",
         "",
         "| | cold (first run, compile/cache load included) | warm (best of later runs) |",

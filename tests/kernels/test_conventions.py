@@ -91,7 +91,9 @@ MULTI_PASS = {
     "european_option": {"paths": 20_000, "greeks": ["delta"]},
     "heston_option": {"paths": 2_000, "steps": 8, "greeks": ["vega"]},
     "american_option": {"spots": [100], "weights": [1], "volatilities": [0.2], "kind": "put", "steps": 8,
-                        "paths": 5_000, "regression_paths": 5_000},
+                        "paths": 5_000, "regression_paths": 5_000, "greeks": ["delta", "theta"]},
+    "basket_option": {"spots": [100, 90], "weights": [1, 1], "volatilities": [0.2, 0.3], "paths": 5_000,
+                      "greeks": ["vega"]},
 }
 
 

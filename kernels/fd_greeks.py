@@ -1,0 +1,248 @@
+"""Greeks of basket and Longstaff-Schwartz options by central finite differences on common random numbers.
+
+Every revaluation (base, and each parameter bumped up and down) walks the *same* pricing paths (same
+seed, same counters) and, for ``american_option``, follows the *same* exercise rule, fitted once on the
+base regression paths. The rule is a function of the basket value only (``kernels.lsm``), so it is the
+same rule whatever the initial spots or variances: the bumped valuations price the same policy, and the
+optimal policy in state space does not depend on the starting point, so delta, gamma and vega are those
+of that policy's value. Rate and maturity do change the optimal policy; by the envelope theorem
+(the rule is optimal at the base) a first derivative of the fixed-rule value equals the optimal value's,
+so rho and theta hold too. Re-fitting per bump would add the regression's noise to every difference.
+
+A kernel writes each path's discounted cash flow; the Greek of a path is the difference quotient of its
+cash flows, so each Greek's standard error comes from the per-path differences (their sample variance
+over ``n``). The control variate is not used for Greeks.
+
+Per-asset Greeks (delta, gamma, vega) come back as a list, one entry per asset in ``spots`` order; gamma
+is the diagonal ``d²V/dS_i²``. Bumps: spot ``S_i`` by 1% (relative), volatility by 1% (GBM: ``sigma_i``;
+Heston: ``sqrt(v0_i)``), rate by 1e-3 (absolute), maturity by 1% (theta is ``-dV/dT``, per year).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final, TypeVar
+
+import numpy as np
+from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+
+from kernels import basket, estimators
+from kernels.basket import PATHS_PER_BLOCK, SCRATCH, path_sample
+from kernels.chunks import run_chunks, warm_up
+from kernels.context import RunContext
+from kernels.device import CPU
+from kernels.params import BasketModel, BasketOptionParams, Greek, OptionKind
+
+SPOT_BUMP: Final = 0.01  # relative
+VOL_BUMP: Final = 0.01  # relative, of sigma_i (GBM) or sqrt(v0_i) (Heston)
+# Absolute; large enough that the float32 cash flows' rounding (about 1e-7 relative) stays far below
+# the difference, small enough that the O(h^2) error of the central difference is negligible.
+RATE_BUMP: Final = 1e-3
+MATURITY_BUMP: Final = 0.01  # relative
+PER_ASSET: Final = (Greek.DELTA, Greek.GAMMA, Greek.VEGA)
+METHOD: Final = "central finite difference, common random numbers"
+METHODS: Final = {
+    Greek.DELTA: f"{METHOD} (spot +-{SPOT_BUMP:.0%})",
+    Greek.GAMMA: f"{METHOD} (spot +-{SPOT_BUMP:.0%}, second difference)",
+    Greek.VEGA: f"{METHOD} (volatility +-{VOL_BUMP:.0%})",
+    Greek.RHO: f"{METHOD} (rate +-{RATE_BUMP:g})",
+    Greek.THETA: f"{METHOD} (maturity +-{MATURITY_BUMP:.0%})",
+}
+CPU_CHUNK_ASSET_STEPS: Final = 2**23
+GPU_CHUNK_ASSET_STEPS: Final = 2**32
+
+P = TypeVar("P", bound=BasketOptionParams)
+Value = TypeVar("Value", float, np.ndarray)
+
+
+@dataclass(frozen=True)
+class Bump:
+    """One revaluation: what is bumped (``spot``, ``vol``, ``rate``, ``maturity`` or ``base``), which asset,
+    which way (+1, -1; 0 for the base), and the bumped params."""
+
+    what: str
+    asset: int
+    sign: int
+    params: BasketOptionParams
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """``(what, asset, sign)``, the key of this revaluation's value."""
+        return self.what, self.asset, self.sign
+
+
+def _vol_bumped(p: P, i: int, sign: int) -> P:
+    factor = 1 + sign * VOL_BUMP
+    if p.model is BasketModel.HESTON:
+        assert p.heston is not None  # validated by BasketOptionParams
+        variances = list(p.heston.initial_variance)
+        variances[i] *= factor**2
+        return p.model_copy(update={"heston": p.heston.model_copy(update={"initial_variance": variances})})
+    assert p.volatilities is not None  # validated for GBM
+    vols = list(p.volatilities)
+    vols[i] *= factor
+    return p.model_copy(update={"volatilities": vols})
+
+
+def bumped_cases(p: P, requested: list[Greek]) -> list[Bump]:
+    """The base valuation and every bumped one the ``requested`` Greeks need."""
+    cases = [Bump("base", 0, 0, p)]
+    for sign in (1, -1):
+        for i in range(len(p.spots)):
+            if Greek.DELTA in requested or Greek.GAMMA in requested:
+                spots = list(p.spots)
+                spots[i] *= 1 + sign * SPOT_BUMP
+                cases.append(Bump("spot", i, sign, p.model_copy(update={"spots": spots})))
+            if Greek.VEGA in requested:
+                cases.append(Bump("vol", i, sign, _vol_bumped(p, i, sign)))
+        if Greek.RHO in requested:
+            cases.append(Bump("rate", 0, sign, p.model_copy(update={"rate": p.rate + sign * RATE_BUMP})))
+        if Greek.THETA in requested:
+            cases.append(Bump("maturity", 0, sign,
+                              p.model_copy(update={"maturity": p.maturity * (1 + sign * MATURITY_BUMP)})))
+    return cases
+
+
+def _vol(p: BasketOptionParams, i: int) -> float:
+    if p.model is BasketModel.HESTON:
+        assert p.heston is not None
+        return math.sqrt(p.heston.initial_variance[i])
+    assert p.volatilities is not None
+    return p.volatilities[i]
+
+
+def differences(values: Mapping[tuple[str, int, int], Value], p: BasketOptionParams,
+                requested: list[Greek]) -> dict[Greek, list[Value]]:
+    """The ``requested`` Greeks from the revaluations' values (prices, or per-path cash flows: arrays work
+    element by element). Per-asset Greeks get one entry per asset, rho and theta one entry."""
+    base = values[("base", 0, 0)]
+    out: dict[Greek, list[Value]] = {}
+    for greek in requested:
+        if greek in PER_ASSET:
+            out[greek] = []
+            for i in range(len(p.spots)):
+                if greek is Greek.VEGA:
+                    step = _vol(p, i) * VOL_BUMP
+                    out[greek].append((values[("vol", i, 1)] - values[("vol", i, -1)]) / (2 * step))
+                    continue
+                up, down, step = values[("spot", i, 1)], values[("spot", i, -1)], p.spots[i] * SPOT_BUMP
+                out[greek].append((up - down) / (2 * step) if greek is Greek.DELTA
+                                  else (up - 2 * base + down) / step**2)
+        elif greek is Greek.RHO:
+            out[greek] = [(values[("rate", 0, 1)] - values[("rate", 0, -1)]) / (2 * RATE_BUMP)]
+        else:
+            step = p.maturity * MATURITY_BUMP
+            out[greek] = [-(values[("maturity", 0, 1)] - values[("maturity", 0, -1)]) / (2 * step)]
+    return out
+
+
+def flat(greeks: Mapping[Greek, list[Any]]) -> dict[str, Any]:
+    """``delta_0``, ``delta_1``, ..., ``rho``, ``theta``: the Greeks under one name each."""
+    out: dict[str, Any] = {}
+    for greek, entries in greeks.items():
+        if greek in PER_ASSET:
+            out.update({f"{greek.value}_{i}": v for i, v in enumerate(entries)})
+        else:
+            out[greek.value] = entries[0]
+    return out
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _cpu_cash_flows(out, first_path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+                    rate, coeffs, log_geometric, total_weight, control_mean):
+    for row in prange(out.shape[0]):
+        scratch = np.empty(SCRATCH, dtype=np.float32)
+        y, _ = path_sample(first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,
+                           rate, coeffs, log_geometric, total_weight, control_mean, scratch)
+        out[row] = y
+
+
+@cache
+def _cuda_cash_flows() -> Any:
+    from numba import float32
+
+    @cuda.jit(fastmath=True)
+    def kernel(out, first_path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+               coeffs, log_geometric, total_weight, control_mean):
+        scratch = cuda.local.array(SCRATCH, float32)
+        row = cuda.grid(1)
+        if row < out.shape[0]:
+            y, _ = path_sample(first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every, strike,
+                               call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
+            out[row] = y
+
+    return kernel
+
+
+def cash_flows(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: int, device: str,
+               ctx: RunContext) -> np.ndarray:
+    """Each pricing path's discounted cash flow (float32) under the exercise rule ``coeffs``."""
+    model = basket.Model.of(p)
+    args = (*model.walk_args(p.seed, p.steps, every), np.float32(p.strike), p.kind is OptionKind.CALL,
+            np.float32(p.rate), coeffs, np.float32(model.log_geometric), np.float32(model.total_weight),
+            np.float32(model.control_mean))
+    out = np.empty(n_paths, dtype=np.float32)
+    per_block = PATHS_PER_BLOCK * model.n * p.steps
+    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
+
+    def rows(start: int, count: int) -> tuple[int, int]:
+        first = start * PATHS_PER_BLOCK
+        return first, min(count * PATHS_PER_BLOCK, n_paths - first)
+
+    if device == CPU:
+
+        def compute_cpu(start: int, count: int) -> None:
+            first, size = rows(start, count)
+            _cpu_cash_flows(out[first:first + size], np.int64(first), *args)
+
+        warm_up(compute_cpu, ctx)
+        run_chunks(n_blocks, max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute_cpu, ctx)
+        return out
+
+    from kernels import gpu
+
+    launch = _cuda_cash_flows()
+    device_args = gpu.to_device_all(args)
+
+    def compute_gpu(start: int, count: int) -> None:
+        first, size = rows(start, count)
+        chunk = gpu.empty((size,), np.float32)
+        launch[-(-size // gpu.THREADS), gpu.THREADS](chunk, np.int64(first), *device_args)
+        out[first:first + size] = gpu.to_host(chunk)
+
+    chunk_blocks = gpu.budget_blocks(PATHS_PER_BLOCK * 4, max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    try:
+        warm_up(compute_gpu, ctx)
+        run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
+    finally:
+        gpu.release()
+    return out
+
+
+def _summary(samples: np.ndarray, greek: Greek, confidence: float) -> dict[str, Any]:
+    n = samples.size
+    std_error = float(np.std(samples, ddof=1)) / math.sqrt(n)
+    return {**estimators.interval(float(np.mean(samples)), std_error, n, confidence).as_dict(),
+            "method": METHODS[greek]}
+
+
+def estimate(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: int, device: str,
+             ctx: RunContext) -> dict[str, Any]:
+    """``p.greeks`` of the option priced under the exercise rule ``coeffs``, each with its standard error.
+
+    Per-asset Greeks are lists (one entry per asset); rho and theta single entries. Progress is spread
+    evenly over the revaluations.
+    """
+    cases = bumped_cases(p, p.greeks)
+    values = {}
+    for k, case in enumerate(cases):
+        part = ctx.part(k / len(cases), (k + 1) / len(cases))
+        values[case.key] = cash_flows(case.params, coeffs, every, n_paths, device, part).astype(np.float64)
+    out: dict[str, Any] = {}
+    for greek, entries in differences(values, p, p.greeks).items():
+        summaries = [_summary(samples, greek, p.confidence) for samples in entries]
+        out[greek.value] = summaries if greek in PER_ASSET else summaries[0]
+    return out
