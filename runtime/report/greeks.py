@@ -42,9 +42,12 @@ def _rows(result: JobResult) -> Iterator[GreekRow]:
             continue
         contract = _describe(option, summary)
         for name, value in (option.get("greeks") or {}).items():
-            if isinstance(value, dict) and isinstance(value.get("estimate"), float | int):
-                yield GreekRow(job_id=result.job_id, contract=contract, greek=name, estimate=value["estimate"],
-                               std_error=float(value.get("std_error", 0.0)), method=str(value.get("method", "")))
+            # a basket's per-asset Greeks are lists, one entry per asset: delta_0, delta_1, ...
+            named = [(f"{name}_{i}", v) for i, v in enumerate(value)] if isinstance(value, list) else [(name, value)]
+            for greek, entry in named:
+                if isinstance(entry, dict) and isinstance(entry.get("estimate"), float | int):
+                    yield GreekRow(job_id=result.job_id, contract=contract, greek=greek, estimate=entry["estimate"],
+                                   std_error=float(entry.get("std_error", 0.0)), method=str(entry.get("method", "")))
 
 
 def _describe(option: dict[str, Any], summary: dict[str, Any]) -> str:

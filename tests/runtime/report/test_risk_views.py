@@ -49,6 +49,14 @@ def test_greeks_table_has_a_row_per_greek_and_contract(results: list[JobResult])
     assert all(r.std_error > 0 and r.method for r in rows)
 
 
+def test_greeks_table_lists_a_baskets_greeks_per_asset() -> None:
+    basket = {"spots": [100, 90], "weights": [1, 1], "volatilities": [0.2, 0.3], "paths": 2_000,
+              "greeks": ["delta", "rho"]}
+    rows = greek_rows([_result("basket", "basket_option", basket)])
+    assert [r.greek for r in rows] == ["delta_0", "delta_1", "rho"]
+    assert all(r.std_error > 0 and r.method for r in rows)
+
+
 def test_heston_smile_is_skewed_and_drawn(results: list[JobResult], tmp_path: Path) -> None:
     smile = smile_from(results)
     assert smile is not None and [p.strike for p in smile.points] == list(STRIKES)
