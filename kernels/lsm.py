@@ -6,7 +6,8 @@ in-the-money paths on polynomials of ``A / K`` to get, per date, the coefficient
 value. The pricing paths, a different random stream, then follow that rule in the kernel. A rule
 estimated on other paths is merely some exercise policy for the pricing paths, so the price is a
 low-biased estimate of the true value (up to Monte Carlo error); re-using the regression paths would bias
-it upwards. Exercise at time zero is not considered (the first date is one step in).
+it upwards. Exercise at time zero is not considered (the first date is one step in). With ``greeks``,
+``kernels.fd_greeks`` revalues the same pricing paths under this same rule with each input bumped.
 """
 
 from __future__ import annotations
