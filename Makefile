@@ -60,6 +60,7 @@ bench: setup
 	$(GPURT) bench kernels --write
 	$(GPURT) bench accuracy --write
 	$(GPURT) bench runtime --write
+	$(GPURT) bench scaling --write
 
 lock:
 	$(UV) lock
