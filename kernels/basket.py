@@ -26,12 +26,10 @@ from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernel
 from numba.core.extending import register_jitable
 
 from kernels import estimators
-from kernels.chunks import run_chunks, warm_up
 from kernels.closed_form import geometric_basket
 from kernels.context import KernelResult, RunContext
-from kernels.device import CPU
 from kernels.estimators import SUM_WIDTH, add_sample
-from kernels.launch import BlockKernel, sum_blocks
+from kernels.launch import BlockKernel, fill_paths, sum_blocks
 from kernels.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32
@@ -316,43 +314,11 @@ def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int,
                   ctx: RunContext) -> np.ndarray:
     """Basket values of ``n_paths`` regression paths (independent of the pricing paths) at each exercise date."""
     values = np.empty((n_paths, dates), dtype=np.float32)
-    walk = model.walk_args(p.seed, p.steps, every)
     per_block = PATHS_PER_BLOCK * model.n * p.steps
-    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
-
-    def rows(start: int, count: int) -> tuple[int, int]:
-        first = start * PATHS_PER_BLOCK
-        return first, min(count * PATHS_PER_BLOCK, n_paths - first)
-
-    if device == CPU:
-
-        def compute_cpu(start: int, count: int) -> None:
-            first, size = rows(start, count)
-            _cpu_store(values[first:first + size], np.int64(first), np.int64(REGRESSION_STREAM), *walk)
-
-        warm_up(compute_cpu, ctx)
-        run_chunks(n_blocks, max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute_cpu, ctx)
-        return values
-
-    from kernels import gpu
-
-    launch = _cuda_store()
-    device_walk = gpu.to_device_all(walk)
-
-    def compute_gpu(start: int, count: int) -> None:
-        first, size = rows(start, count)
-        chunk = gpu.empty((size, dates), np.float32)
-        launch[-(-size // gpu.THREADS), gpu.THREADS](chunk, np.int64(first), np.int64(REGRESSION_STREAM),
-                                                       *device_walk)
-        values[first:first + size] = gpu.to_host(chunk)
-
-    chunk_blocks = gpu.budget_blocks(PATHS_PER_BLOCK * dates * 4, max(1, GPU_CHUNK_ASSET_STEPS // per_block))
-    try:
-        warm_up(compute_gpu, ctx)
-        run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
-    finally:
-        gpu.release()
-    return values
+    return fill_paths(values, PATHS_PER_BLOCK, _cpu_store, _cuda_store,
+                      (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every)), device, ctx,
+                      cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
+                      gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
 
 
 def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:

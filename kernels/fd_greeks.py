@@ -31,9 +31,8 @@ from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernel
 
 from kernels import basket, estimators
 from kernels.basket import PATHS_PER_BLOCK, SCRATCH, path_sample
-from kernels.chunks import run_chunks, warm_up
 from kernels.context import RunContext
-from kernels.device import CPU
+from kernels.launch import fill_paths
 from kernels.params import BasketModel, BasketOptionParams, Greek, OptionKind
 
 SPOT_BUMP: Final = 0.01  # relative
@@ -184,42 +183,10 @@ def cash_flows(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: i
     args = (*model.walk_args(p.seed, p.steps, every), np.float32(p.strike), p.kind is OptionKind.CALL,
             np.float32(p.rate), coeffs, np.float32(model.log_geometric), np.float32(model.total_weight),
             np.float32(model.control_mean))
-    out = np.empty(n_paths, dtype=np.float32)
     per_block = PATHS_PER_BLOCK * model.n * p.steps
-    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
-
-    def rows(start: int, count: int) -> tuple[int, int]:
-        first = start * PATHS_PER_BLOCK
-        return first, min(count * PATHS_PER_BLOCK, n_paths - first)
-
-    if device == CPU:
-
-        def compute_cpu(start: int, count: int) -> None:
-            first, size = rows(start, count)
-            _cpu_cash_flows(out[first:first + size], np.int64(first), *args)
-
-        warm_up(compute_cpu, ctx)
-        run_chunks(n_blocks, max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute_cpu, ctx)
-        return out
-
-    from kernels import gpu
-
-    launch = _cuda_cash_flows()
-    device_args = gpu.to_device_all(args)
-
-    def compute_gpu(start: int, count: int) -> None:
-        first, size = rows(start, count)
-        chunk = gpu.empty((size,), np.float32)
-        launch[-(-size // gpu.THREADS), gpu.THREADS](chunk, np.int64(first), *device_args)
-        out[first:first + size] = gpu.to_host(chunk)
-
-    chunk_blocks = gpu.budget_blocks(PATHS_PER_BLOCK * 4, max(1, GPU_CHUNK_ASSET_STEPS // per_block))
-    try:
-        warm_up(compute_gpu, ctx)
-        run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
-    finally:
-        gpu.release()
-    return out
+    return fill_paths(np.empty(n_paths, dtype=np.float32), PATHS_PER_BLOCK, _cpu_cash_flows, _cuda_cash_flows, args,
+                      device, ctx, cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
+                      gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
 
 
 def _summary(samples: np.ndarray, greek: Greek, confidence: float) -> dict[str, Any]:

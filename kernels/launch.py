@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.chunks import run_blocks, warm_up
+from kernels.chunks import run_blocks, run_chunks, warm_up
 from kernels.context import RunContext
 from kernels.device import CPU
 
@@ -69,3 +69,49 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
         return run_blocks(n_blocks, kernel.width, chunk, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()
+
+
+def fill_paths(out: np.ndarray, paths_per_block: int, cpu: Callable[..., None], cuda_factory: Callable[[], Any],
+               args: tuple[Any, ...], device: str, ctx: RunContext, *, cpu_chunk_blocks: int,
+               gpu_chunk_blocks: int) -> np.ndarray:
+    """Fill ``out[i, ...]`` (float32, one row per path) by chunks of path blocks on ``device``; returns ``out``.
+
+    For kernels that keep a value per path instead of per-block sums: ``cpu(rows, first_path, *args)`` fills
+    a slice of ``out``; the CUDA kernel is launched one thread per path with the same arguments. On a GPU a
+    chunk is also bounded by device memory (one row per path) and halves on out-of-memory.
+    """
+    n_paths = out.shape[0]
+
+    def rows(start: int, count: int) -> tuple[int, int]:
+        first = start * paths_per_block
+        return first, min(count * paths_per_block, n_paths - first)
+
+    n_blocks = -(-n_paths // paths_per_block)
+    if device == CPU:
+
+        def compute_cpu(start: int, count: int) -> None:
+            first, size = rows(start, count)
+            cpu(out[first:first + size], np.int64(first), *args)
+
+        warm_up(compute_cpu, ctx)
+        run_chunks(n_blocks, cpu_chunk_blocks, compute_cpu, ctx)
+        return out
+
+    from kernels import gpu
+
+    launch = cuda_factory()
+    device_args = gpu.to_device_all(args)
+
+    def compute_gpu(start: int, count: int) -> None:
+        first, size = rows(start, count)
+        chunk = gpu.empty((size, *out.shape[1:]), out.dtype)
+        launch[-(-size // gpu.THREADS), gpu.THREADS](chunk, np.int64(first), *device_args)
+        out[first:first + size] = gpu.to_host(chunk)
+
+    budget = gpu.budget_blocks(paths_per_block * out[:1].nbytes, gpu_chunk_blocks)
+    try:
+        warm_up(compute_gpu, ctx)
+        run_chunks(n_blocks, budget, compute_gpu, ctx, on_oom=gpu.release)
+    finally:
+        gpu.release()
+    return out

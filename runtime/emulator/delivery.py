@@ -317,21 +317,21 @@ class SubscriptionQueue:
 
     def detach(self) -> None:
         """The subscription was detached from its topic: drop its backlog; waiting pulls end."""
-        for entry in list(self._log.values()):
-            self._release(entry)
-            self._forget(entry)
-        self._order.reset()
+        self._drop_all()
         self.detached = True
         self.changed()
 
     def close(self) -> None:
         """The subscription is gone: drop everything and wake every waiter so it can leave."""
+        self._drop_all()
+        self.closed = True
+        self.changed()
+
+    def _drop_all(self) -> None:
         for entry in list(self._log.values()):
             self._release(entry)
             self._forget(entry)
         self._order.reset()
-        self.closed = True
-        self.changed()
 
     def stats(self) -> QueueStats:
         """Counts by state (a scan: this serves an admin view, not the delivery path)."""
