@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 # Limits: large enough for the accuracy SLO (1.3e7 paths on the reference call), small enough that a
 # single request cannot monopolise a GPU for hours.
@@ -108,8 +108,15 @@ class Greek(StrEnum):
     THETA = "theta"
 
 
+def _distinct(greeks: list[Greek]) -> list[Greek]:
+    if len(set(greeks)) != len(greeks):
+        raise ValueError("greeks must not repeat")
+    return greeks
+
+
 Greeks = Annotated[list[Greek], Field(max_length=len(Greek), description=(
-    "Greeks to estimate with the price, each with its standard error (see docs/kernels.md for the method)."))]
+    "Greeks to estimate with the price, each with its standard error (see docs/kernels.md for the method).")),
+    AfterValidator(_distinct)]
 
 
 class _ContractParams(_Params):
@@ -124,12 +131,6 @@ class _ContractParams(_Params):
     control_variate: bool = True
     confidence: Confidence = DEFAULT_CONFIDENCE
     greeks: Greeks = []
-
-    @model_validator(mode="after")
-    def _distinct_greeks(self) -> _ContractParams:
-        if len(set(self.greeks)) != len(self.greeks):
-            raise ValueError("greeks must not repeat")
-        return self
 
 
 class _OptionParams(_ContractParams):
@@ -293,8 +294,6 @@ class BasketOptionParams(_Params):
         if self.correlation is not None:
             _check_correlation(self.correlation, n)
         _check_path_steps(self.paths * n, self.steps)
-        if len(set(self.greeks)) != len(self.greeks):
-            raise ValueError("greeks must not repeat")
         if self.greeks and self.paths > MAX_FD_GREEK_PATHS:
             raise ValueError(f"with greeks at most {MAX_FD_GREEK_PATHS:,} paths (every revaluation's per-path "
                              f"cash flows are kept), not {self.paths:,}")
@@ -391,8 +390,6 @@ class OptionBookParams(_Params):
             if abs(steps - round(steps)) > 1e-6 * max(steps, 1.0) or round(steps) < 1:
                 raise ValueError(f"contracts[{i}].maturity {contract.maturity} is not a whole number of steps at "
                                  f"{self.steps_per_year} steps per year")
-        if len(set(self.greeks)) != len(self.greeks):
-            raise ValueError("greeks must not repeat")
         steps = self.steps()
         if max(steps) > MAX_STEPS:
             raise ValueError(f"the longest maturity needs {max(steps)} steps, the limit is {MAX_STEPS}")

@@ -125,3 +125,20 @@ def test_repeated_greeks_are_rejected() -> None:
         run_job("european_option", {"greeks": ["delta", "delta"]}, device="cpu")
     with pytest.raises(ValueError):
         run_job("european_option", {"greeks": ["charm"]}, device="cpu")
+
+
+@pytest.mark.parametrize("example", ["european_option", "asian_option", "heston_option", "basket_option",
+                                     "american_option", "option_book"])
+def test_every_type_with_greeks_refuses_a_repeated_greek(example: str) -> None:
+    import json
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from kernels.params import parse_params
+
+    job = json.loads((Path(__file__).resolve().parents[2] / "examples" / f"{example}.json").read_text())
+    params = {**job.get("params", {}), "greeks": ["delta", "delta"]}
+    with pytest.raises(ValidationError, match="greeks must not repeat"):
+        parse_params(job["type"], params)
+    parse_params(job["type"], {**params, "greeks": ["delta"]})  # the same request with distinct greeks parses
