@@ -13,7 +13,7 @@ from typing import Any, Final
 import numpy as np
 
 from kernels.closed_form import geometric_asian
-from kernels.params import (
+from protocol.params import (
     TRADING_DAYS_PER_YEAR,
     AsianOptionParams,
     EuropeanOptionParams,

@@ -30,9 +30,9 @@ from kernels.closed_form import geometric_basket
 from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, fill_paths, sum_blocks
-from kernels.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32
+from protocol.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 
 PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
 CPU_CHUNK_ASSET_STEPS: Final = 2**23  # paths x assets x steps per CPU chunk

@@ -21,7 +21,7 @@ from kernels.benchmarks_md import load_note
 from kernels.closed_form import black_scholes
 from kernels.device import CPU, GPU
 from kernels.jobs import run_job
-from kernels.params import (
+from protocol.params import (
     AsianOptionParams,
     EuropeanOptionParams,
     HestonOptionParams,

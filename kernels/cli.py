@@ -21,7 +21,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 def _load_request(path: Path) -> Any:
     """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file."""
-    from runtime.protocol import InvalidRequest, parse_request
+    from protocol.messages import InvalidRequest, parse_request
 
     try:
         raw = json.loads(path.read_text())
@@ -49,7 +49,7 @@ def run_command(
     from kernels.device import CHOICES
     from kernels.errors import JobFailure, TransientJobError
     from kernels.jobs import run_job
-    from runtime.protocol import ErrorKind, JobError, JobMetrics, JobResult, JobStatus
+    from protocol.messages import ErrorKind, JobError, JobMetrics, JobResult, JobStatus
 
     if device not in CHOICES:
         raise _fail(f"--device must be one of {', '.join(CHOICES)}")

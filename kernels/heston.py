@@ -31,10 +31,10 @@ from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
-from kernels.params import Greek, HestonOptionParams, OptionKind
 from kernels.path_greeks import WIDTH as GREEK_WIDTH
 from kernels.philox import normals4
 from kernels.special import exp32
+from protocol.params import Greek, HestonOptionParams, OptionKind
 
 PATHS_PER_GROUP: Final = 2  # a generator call's four normals are two steps' worth of (z1, z2)
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (8 paths) per GPU thread

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from kernels.context import KernelResult, RunContext
 from kernels.errors import PermanentJobError, TransientJobError
-from kernels.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, parse_params
+from protocol.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, parse_params
 
 # A noop polls for cancellation this often (seconds): short enough that a drain or cancel feels
 # immediate, long enough not to burn the worker's CPU.

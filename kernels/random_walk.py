@@ -27,7 +27,7 @@ from numba.cuda.random import (
 from kernels import estimators
 from kernels.context import KernelResult, RunContext
 from kernels.launch import BlockKernel, sum_blocks
-from kernels.params import RandomWalkParams
+from protocol.params import RandomWalkParams
 
 PATHS_PER_BLOCK: Final = 256  # one path per GPU thread, as in the seed; equals kernels.gpu.THREADS
 WIDTH: Final = 2  # sum of path averages, sum of their squares

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from kernels.context import KernelResult, RunContext
 from kernels.jobs import JobOutput, job_output, validate_params
-from kernels.params import JobParams, JobType
+from protocol.params import JobParams, JobType
 
 # Most shards one job is split into: each costs a Dask task and a kernel warm-up, and a pool has far fewer
 # GPUs; a larger job gets larger shards instead.

@@ -24,7 +24,7 @@ from typing import Any, Final
 from kernels import fd_greeks
 from kernels.context import RunContext
 from kernels.device import CPU
-from kernels.params import AmericanOptionParams, Greek, HestonAssets
+from protocol.params import AmericanOptionParams, Greek, HestonAssets
 
 ASSETS: Final = 5
 PATHS: Final = 25_000

@@ -44,7 +44,7 @@ def test_probe_message_is_the_contract_one() -> None:
 
 
 def test_every_job_type_is_listed() -> None:
-    from kernels.params import JobType
+    from protocol.params import JobType
 
     row = next(line for line in DOC.read_text().splitlines() if line.startswith("| `type` |"))
     assert re.findall(r"`([a-z_]+)`", row.split("|")[2]) == [t.value for t in JobType]

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from protocol.messages import JobRequest, JobResult, JobStatus
 from runtime.bench.measure import percentile
 from runtime.bench.profile import SlotProfiler, StageShare, slot_stages
 from runtime.client.pubsub import ResultCollector, publish_requests
 from runtime.local.platform import LocalPlatform
-from runtime.protocol import JobRequest, JobResult, JobStatus
 
 RESULT_TIMEOUT_S: Final = 600.0  # a batch that has not finished by then is reported as incomplete
 

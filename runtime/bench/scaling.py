@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kernels.params import EuropeanOptionParams, JobType, PortfolioVarParams
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
+from protocol.params import EuropeanOptionParams, JobType, PortfolioVarParams
 
 # Work per job on one CPU core, about 4 s and 2 s there (GPUs take the same jobs, many times over: their
 # launches are far shorter, so GPU runs use ``GPU_SCALE`` times more of each).

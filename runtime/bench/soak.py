@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Final
 
 from components.contract import REQUEST_SUBSCRIPTION
+from protocol.messages import JobRequest, JobResult
 from runtime.bench.measure import percentile
 from runtime.client.pubsub import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
 from runtime.local.status import subscription_stats
-from runtime.protocol import JobRequest, JobResult
 
 CSV_COLUMNS: Final = ("t_s", "job_id", "status", "latency_s", "queue_wait_s", "attempt", "retries_total",
                       "dlq_count")

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final
 import typer
 from pydantic import ValidationError
 
+from protocol.messages import JobRequest, JobResult, JobStatus
 from runtime.cli.common import (
     EXIT_FAILED,
     EXIT_TIMEOUT,
@@ -28,7 +29,6 @@ from runtime.cli.common import (
 )
 from runtime.cli.render import result_detail
 from runtime.client.api import ApiError
-from runtime.protocol import JobRequest, JobResult, JobStatus
 
 jobs_app = typer.Typer(help="Look up or cancel a job by its id.", no_args_is_help=True)
 DEFAULT_WAIT_S: Final = 300.0

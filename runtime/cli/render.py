@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rich.table import Table
 
-from runtime.protocol import JobResult, JobStatus
+from protocol.messages import JobResult, JobStatus
 from runtime.report.summary import headline, number
 
 STATUS_STYLE = {

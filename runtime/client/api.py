@@ -12,7 +12,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from components.contract import HEALTH_PATH, READY_PATH
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 
 M = TypeVar("M", bound=BaseModel)
 

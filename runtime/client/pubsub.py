@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from pydantic import ValidationError
 
 from components.contract import RESULT_TOPIC
-from runtime.protocol import JobRequest, JobResult
+from protocol.messages import JobRequest, JobResult
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1

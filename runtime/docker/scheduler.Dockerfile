@@ -18,6 +18,7 @@ RUN --mount=type=cache,target=/root/.cache/uv \
 COPY components ./components
 COPY runtime ./runtime
 COPY kernels ./kernels
+COPY protocol ./protocol
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra scheduler --no-editable
 

@@ -9,11 +9,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final
 
+from protocol.messages import JobResult, JobStatus
 from runtime.client.pubsub import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
 from runtime.local.workload import CONVERGENCE_OPTION, Workload
 from runtime.monitoring.records import MonitoringInfo
-from runtime.protocol import JobResult, JobStatus
 from runtime.report import ConvergencePoint, ReportInput
 from runtime.report.artifacts import ArtifactError, loss_distribution
 

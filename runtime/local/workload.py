@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from components.contract import PROBE_MESSAGE
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 
 # A ten-asset book: two sectors, correlation 0.6 inside a sector and 0.25 across (positive definite).
 ASSETS: Final = 10

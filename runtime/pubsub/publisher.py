@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
 from components import contract
-from runtime.protocol import JobRequest, JobResult
+from protocol.messages import JobRequest, JobResult
 from runtime.pubsub.admin import topic_path
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 from runtime.report.model import LossDistribution
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from runtime.protocol import JobResult, JobStatus
+from protocol.messages import JobResult, JobStatus
 
 COLUMNS = ("job", "contract", "greek", "estimate", "std error", "method")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 from runtime.report.live import RunSeries
 
 

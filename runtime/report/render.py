@@ -6,7 +6,7 @@ import html
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 from runtime.report.greeks import COLUMNS as GREEK_COLUMNS
 from runtime.report.greeks import greek_rows
 from runtime.report.live_plot import run_series_png

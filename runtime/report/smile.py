@@ -17,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from pydantic import BaseModel, ConfigDict
 
-from runtime.protocol import JobResult, JobStatus, JobType
+from protocol.messages import JobResult, JobStatus, JobType
 from runtime.report.plots import DPI, SIZE_IN
 
 MIN_STRIKES: Final = 3  # fewer points than this are not a smile

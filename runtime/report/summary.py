@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 
 
 def headline(result: JobResult) -> str:

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from components import contract
-from runtime.protocol import JOB_ID_PATTERN
+from protocol.messages import JOB_ID_PATTERN
 from runtime.scheduler.auth import TokenGuard
 from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
 from runtime.scheduler.service import JobView, Mode, Service

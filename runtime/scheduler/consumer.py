@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runtime.protocol import MAX_TIMEOUT_S
+from protocol.messages import MAX_TIMEOUT_S
 from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
 

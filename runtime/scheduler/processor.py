@@ -15,8 +15,7 @@ from typing import Final
 
 from components import contract
 from kernels.errors import JobCancelled, PermanentJobError
-from kernels.params import JobType
-from runtime.protocol import (
+from protocol.messages import (
     JOB_ID_PATTERN,
     ErrorKind,
     InvalidRequest,
@@ -27,6 +26,7 @@ from runtime.protocol import (
     JobStatus,
     parse_request,
 )
+from protocol.params import JobType
 from runtime.pubsub.publisher import ResultSink
 from runtime.scheduler.backends.base import Execution, ExecutionBackend
 from runtime.scheduler.metrics import SchedulerMetrics

@@ -16,7 +16,7 @@ import re
 from typing import Any, Final
 
 from components import contract
-from runtime.protocol import JOB_ID_PATTERN, ErrorKind, JobError, JobResult, JobStatus
+from protocol.messages import JOB_ID_PATTERN, ErrorKind, JobError, JobResult, JobStatus
 from runtime.pubsub.admin import subscription_path
 from runtime.pubsub.publisher import ResultSink
 from runtime.store import ResultStore

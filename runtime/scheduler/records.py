@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from runtime.protocol import JobRequest, JobResult
+from protocol.messages import JobRequest, JobResult
 
 
 @dataclass(frozen=True)

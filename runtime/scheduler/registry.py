@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.records import InFlight
 
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from components import contract
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 from runtime.pubsub.admin import subscription_path
 from runtime.pubsub.depth import DepthSource, MonitoringDepth, NoDepth
 from runtime.pubsub.publisher import ResultPublisher

@@ -114,7 +114,7 @@ class Settings(BaseModel):
     @field_validator("vertex_types")
     @classmethod
     def _known_types(cls, value: frozenset[str]) -> frozenset[str]:
-        from kernels.params import JobType
+        from protocol.params import JobType
 
         unknown = sorted(value - {t.value for t in JobType})
         if unknown:

@@ -21,7 +21,7 @@ from typing import Final
 
 from fsspec.spec import AbstractFileSystem
 
-from runtime.protocol import JOB_ID_PATTERN, JobResult
+from protocol.messages import JOB_ID_PATTERN, JobResult
 from runtime.store.filesystems import url_to_fs
 
 # Artifact names become object keys: keep them to one path segment of safe characters.

@@ -12,7 +12,7 @@ from kernels.closed_form import black_scholes
 from kernels.context import RunContext
 from kernels.jobs import run_job
 from kernels.launch import sum_blocks
-from kernels.params import AsianOptionParams
+from protocol.params import AsianOptionParams
 from tests.kernels.conftest import bonferroni_z
 
 EUROPEAN_CASES = [

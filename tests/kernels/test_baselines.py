@@ -9,7 +9,7 @@ import numpy as np
 from kernels import baselines, estimators
 from kernels.closed_form import black_scholes
 from kernels.jobs import run_job
-from kernels.params import AsianOptionParams, EuropeanOptionParams, PortfolioVarParams, RandomWalkParams
+from protocol.params import AsianOptionParams, EuropeanOptionParams, PortfolioVarParams, RandomWalkParams
 
 
 def test_european_baseline_prices_the_option() -> None:

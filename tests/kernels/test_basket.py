@@ -120,7 +120,7 @@ def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
 
 
 def test_a_heston_basket_defaults_to_euler_steps_and_a_gbm_basket_to_one_exact_step() -> None:
-    from kernels.params import HESTON_BASKET_STEPS, BasketOptionParams
+    from protocol.params import HESTON_BASKET_STEPS, BasketOptionParams
 
     heston = BasketOptionParams(spots=[100], weights=[1], model="heston", heston=HESTON_ONE)
     assert heston.steps == HESTON_BASKET_STEPS

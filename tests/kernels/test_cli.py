@@ -117,8 +117,8 @@ def test_heston_bias_table_reports_each_step_count_against_the_integral() -> Non
 
 
 def test_every_job_type_has_a_valid_example() -> None:
-    from kernels.params import JobType
-    from runtime.protocol import parse_request
+    from protocol.messages import parse_request
+    from protocol.params import JobType
 
     requests = [parse_request(path.read_bytes()) for path in (REPO / "examples").glob("*.json")]
     assert {r.type for r in requests} == set(JobType)

@@ -14,7 +14,7 @@ import pytest
 
 from kernels.closed_form import black_scholes
 from kernels.jobs import run_job
-from kernels.params import Greek
+from protocol.params import Greek
 from tests.kernels.conftest import bonferroni_z
 
 ALL = [g.value for g in Greek]
@@ -135,7 +135,7 @@ def test_every_type_with_greeks_refuses_a_repeated_greek(example: str) -> None:
 
     from pydantic import ValidationError
 
-    from kernels.params import parse_params
+    from protocol.params import parse_params
 
     job = json.loads((Path(__file__).resolve().parents[2] / "examples" / f"{example}.json").read_text())
     params = {**job.get("params", {}), "greeks": ["delta", "delta"]}

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kernels import baselines, stac
 from kernels.jobs import run_job
-from kernels.params import AmericanOptionParams
+from protocol.params import AmericanOptionParams
 
 TINY = {"paths": 4_000, "regression_paths": 4_000, "steps": 12, "exercise_dates": 12}
 CASE = stac.case

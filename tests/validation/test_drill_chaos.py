@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from protocol.messages import InvalidRequest, JobResult, JobStatus, parse_request
 from runtime.client.pubsub import PubSubClients
-from runtime.protocol import InvalidRequest, JobResult, JobStatus, parse_request
 from validation.drills.base import DrillContext, DrillResult
 from validation.drills.chaos import BROKER_RESTART_JOBS, FAULTS, LONG_PER_SLICE, plan
 from validation.drills.chaos_bench import SECTION, write_benchmarks

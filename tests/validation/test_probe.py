@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from components import contract
-from runtime.protocol import JobResult, JobStatus
+from protocol.messages import JobResult, JobStatus
 from validation.checks.probe import PROBE_SUBSCRIPTION_PREFIX, probe_round_trip
 from validation.report import Status
 from validation.runner import run_check

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from components import contract
-from runtime.protocol import JobResult, JobStatus
+from protocol.messages import JobResult, JobStatus
 from validation.clients.pubsub import PubSubAdmin
 from validation.runner import Check, CheckFailed
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from components import contract
+from protocol.messages import JobStatus
 from runtime.client.api import ApiError
 from runtime.client.pubsub import PubSubClients
-from runtime.protocol import JobStatus
 from validation.drills import faults
 from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
 from validation.drills.ledger import ResultLedger, Tally

@@ -11,8 +11,8 @@ It starts only on an empty DLQ, so the replay touches nothing but the drill's ow
 from __future__ import annotations
 
 from components import contract
+from protocol.messages import JobStatus
 from runtime.dlq import DeadLetterQueue
-from runtime.protocol import JobStatus
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap

@@ -10,7 +10,7 @@ no redelivery (the retry counter did not move): nothing was lost, nothing ran tw
 from __future__ import annotations
 
 from components import contract
-from runtime.protocol import JobStatus
+from protocol.messages import JobStatus
 from validation.drills.base import DrillContext, DrillFailed, counter, counter_all, in_flight, wait_for
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap

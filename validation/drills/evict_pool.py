@@ -7,8 +7,8 @@ jobs that were running on it still finish, each exactly once.
 from __future__ import annotations
 
 from components import contract
+from protocol.messages import JobStatus
 from runtime.client.api import ApiClient
-from runtime.protocol import JobStatus
 from validation.drills.base import DrillContext, DrillFailed, counter, in_flight, wait_for
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Literal
 
 from components import contract
-from kernels.params import JobType, NoopParams
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
+from protocol.params import JobType, NoopParams
 from validation.clients.pubsub import PubSubAdmin
 
 

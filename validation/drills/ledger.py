@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
+from protocol.messages import JobResult, JobStatus
 from runtime.client.pubsub import PubSubClients, ResultCollector
-from runtime.protocol import JobResult, JobStatus
 
 
 @dataclass(frozen=True)

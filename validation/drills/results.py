@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from components import contract
-from runtime.protocol import JobResult
+from protocol.messages import JobResult
 from validation.clients.pubsub import PubSubAdmin
 
 TAP_PREFIX = "gpurt-drill-"

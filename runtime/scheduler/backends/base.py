@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from kernels.jobs import JobOutput as Execution
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 
 __all__ = ["Execution", "ExecutionBackend"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from components import contract
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from kernels.shards import shard_count
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.dask_workers import DaskWorkers

@@ -24,9 +24,9 @@ from typing import Any, Final
 
 from kernels.errors import TransientJobError
 from kernels.jobs import JobOutput
-from kernels.params import JobParams
 from kernels.shards import ShardOutput, merge, run_shard
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
+from protocol.params import JobParams
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.worker_task import stop_poller
 

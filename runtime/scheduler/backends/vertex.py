@@ -19,7 +19,7 @@ import fsspec
 
 from components import contract
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.vertex_task import ERROR_FILE, OUTPUT_FILE
 from runtime.vertex.rest import TERMINAL_STATES, CustomJobs, RestCustomJobs

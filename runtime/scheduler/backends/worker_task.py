@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from kernels.params import JobParams
+from protocol.params import JobParams
 
 # How stale a cancellation may be seen (seconds): a cancel is honoured within about this long.
 CANCEL_POLL_S: Final = 0.25

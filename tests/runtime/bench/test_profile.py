@@ -15,7 +15,7 @@ RAW = "\n".join([
     f"{_JOB};ResultStore.put (runtime/store/store.py:55);ResultStore._write (runtime/store/store.py:140) 6",
     f"{_JOB};ResultStore.put_artifacts (runtime/store/store.py:98) 2",
     f"{_JOB};ResultStore.get (runtime/store/store.py:60) 2",
-    f"{_JOB};parse_request (runtime/protocol.py:10) 10",
+    f"{_JOB};parse_request (protocol/messages.py:10) 10",
     f"{_PROCESS};LoopRunner.run (distributed/utils.py:1) 500",
 ])
 

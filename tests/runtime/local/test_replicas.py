@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
+from protocol.messages import JobStatus
 from runtime.client.api import ApiClient
 from runtime.local.platform import SCHEDULER, LocalConfig, LocalPlatform
 from runtime.local.state import LOCAL_DIR_ENV
-from runtime.protocol import JobStatus
 from runtime.scheduler.lease_file import FileLeaseStore
 from validation.clients.pubsub import GooglePubSubAdmin
 from validation.drills.alert_conditions import NO_LEADER

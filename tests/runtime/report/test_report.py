@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from protocol.messages import JobError, JobResult, JobStatus, JobType
 from runtime.local.workload import build_workload
-from runtime.protocol import JobError, JobResult, JobStatus, JobType
 from runtime.report import ConvergencePoint, LossDistribution, ReportInput, write_report
 from runtime.report.artifacts import ArtifactError, loss_distribution
 

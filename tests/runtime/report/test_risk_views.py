@@ -8,8 +8,8 @@ import pytest
 
 from kernels.closed_form import black_scholes
 from kernels.jobs import run_job
+from protocol.messages import JobResult, JobStatus
 from runtime.local.workload import ALL_GREEKS, HESTON_MARKET
-from runtime.protocol import JobResult, JobStatus
 from runtime.report import ReportInput, write_report
 from runtime.report.greeks import greek_rows
 from runtime.report.smile import implied_vol, smile_from

@@ -18,7 +18,7 @@ import httpx
 
 from components import contract
 from kernels.errors import TransientJobError
-from runtime.protocol import JobRequest, JobResult
+from protocol.messages import JobRequest, JobResult
 from runtime.pubsub.admin import ensure_topology, subscription_path
 from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.pubsub.publisher import TopicPublisher

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.registry import JobRegistry
 from runtime.store import ResultStore

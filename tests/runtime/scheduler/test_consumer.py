@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 from google.cloud.pubsub_v1 import SubscriberClient
 
-from runtime.protocol import MAX_TIMEOUT_S
+from protocol.messages import MAX_TIMEOUT_S
 from runtime.scheduler import consumer as consumer_module
 from runtime.scheduler import dispatch
 from runtime.scheduler.consumer import Consumer

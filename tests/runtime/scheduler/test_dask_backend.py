@@ -12,7 +12,7 @@ import pytest
 
 from components import contract
 from kernels.errors import JobCancelled
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.backends.dask import DaskBackend
 from runtime.scheduler.backends.dask_workers import DaskWorkers
 from runtime.scheduler.backends.worker_task import cancel_event_name

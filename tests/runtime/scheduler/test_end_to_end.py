@@ -7,7 +7,7 @@ import time
 import pytest
 
 from components import contract
-from runtime.protocol import ErrorKind, JobRequest, JobStatus
+from protocol.messages import ErrorKind, JobRequest, JobStatus
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
 

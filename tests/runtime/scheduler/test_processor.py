@@ -7,7 +7,7 @@ import uuid
 
 from components import contract
 from kernels.errors import TransientJobError
-from runtime.protocol import JobRequest, JobResult, JobStatus
+from protocol.messages import JobRequest, JobResult, JobStatus
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.processor import Processor

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from components import contract
-from runtime.protocol import ErrorKind, JobResult, JobStatus
+from protocol.messages import ErrorKind, JobResult, JobStatus
 from runtime.pubsub.admin import topic_path
 from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.pubsub.publisher import TopicPublisher

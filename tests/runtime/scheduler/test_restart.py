@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from components import contract
+from protocol.messages import JobStatus
 from runtime.emulator import EmulatorHandle, start_emulator
-from runtime.protocol import JobStatus
 from tests.runtime.scheduler.platform import Requests, ResultListener, create_topology, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]

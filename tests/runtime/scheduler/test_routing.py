@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.routing import RoutingBackend
 

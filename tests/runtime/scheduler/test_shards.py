@@ -12,7 +12,7 @@ import pytest
 
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from kernels.jobs import run_job
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.backends import shards as backend_shards
 from runtime.scheduler.backends.dask import DaskBackend
 from runtime.scheduler.backends.dask_cancel import CancelSignal

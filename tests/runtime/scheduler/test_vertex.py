@@ -11,7 +11,7 @@ import googleapiclient
 import pytest
 
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
-from runtime.protocol import JobRequest
+from protocol.messages import JobRequest
 from runtime.scheduler.backends.vertex import VertexBackend
 from runtime.scheduler.backends.vertex_task import main as vertex_task_main
 from runtime.vertex.rest import RestCustomJobs, VertexApiError

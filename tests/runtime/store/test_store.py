@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.protocol import JobResult, JobStatus
+from protocol.messages import JobResult, JobStatus
 from runtime.store import ResultStore, StoreError
 from runtime.store.filesystems import GCS_EMULATOR_ENV
 from tests.runtime.store.gcs_server import fake_gcs_server

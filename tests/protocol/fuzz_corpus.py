@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runtime.protocol import MAX_MESSAGE_BYTES
+from protocol.messages import MAX_MESSAGE_BYTES
 
 # Messages over the size limit cost a megabyte each to publish: a handful prove the point.
 OVERSIZE_MESSAGES: Final = 3

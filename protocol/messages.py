@@ -1,6 +1,6 @@
 """The job protocol: what travels on ``gpu-job-request`` and ``gpu-job-result``, as pydantic models.
 
-A request's ``params`` are validated by the model of its ``type`` (``kernels.params``). Message
+A request's ``params`` are validated by the model of its ``type`` (``protocol.params``). Message
 attributes repeat ``job_id`` and ``type`` so subscribers can filter without parsing the body.
 """
 
@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kernels.params import JobParams, JobType, parse_params
-from runtime import strict_json
+from protocol import strict_json
+from protocol.params import JobParams, JobType, parse_params
 
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
 MAX_TIMEOUT_S: Final = 24 * 3600.0

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kernels.params import JobType
-from runtime import strict_json
-from runtime.protocol import MAX_MESSAGE_BYTES, InvalidRequest, JobRequest, parse_request
+from protocol import strict_json
+from protocol.messages import MAX_MESSAGE_BYTES, InvalidRequest, JobRequest, parse_request
+from protocol.params import JobType
 
 # Enough examples to find the hostile corners in a few seconds on a loaded 2-core box.
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
