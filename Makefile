@@ -46,6 +46,7 @@ demo-system-deps:
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 test: setup system-deps lint
 	$(BIN)/pytest

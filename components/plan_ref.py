@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Final
 
-from validation.rollback.worktree import WorktreeError, worktree
+from components.git_worktree import WorktreeError, worktree
 
 # A plan takes seconds; imports on a loaded CI runner can take a minute. Beyond this the revision is stuck.
 PLAN_TIMEOUT_S: Final = 600.0

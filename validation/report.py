@@ -1,4 +1,4 @@
-"""Validation results and their three renderings: a rich table, JSON, and JUnit XML for CI."""
+"""Validation results and their machine renderings: JSON, and JUnit XML for CI (``gpurt validate`` draws the table)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from rich.console import Console
-from rich.table import Table
 
 
 class Status(StrEnum):
@@ -88,24 +86,3 @@ class Report(BaseModel):
         """Write the JUnit XML report to ``path`` (parents created)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_junit())
-
-
-_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}
-
-
-def render_table(report: Report, console: Console) -> None:
-    """Print the report as a table, then one line per failure naming what to fix."""
-    table = Table(title=f"gpurt validate — {report.target}", show_lines=False)
-    table.add_column("check", no_wrap=True)
-    table.add_column("status")
-    table.add_column("evidence", overflow="fold")
-    table.add_column("duration", justify="right")
-    for result in report.results:
-        style = _STYLE[result.status]
-        table.add_row(result.name, f"[{style}]{result.status.value}[/]", result.evidence,
-                      f"{result.duration_s:.2f}s")
-    console.print(table)
-    for result in report.failed:
-        console.print(f"[bold red]✗ {result.name}[/]: {result.fix or result.evidence}")
-    summary = "all checks passed" if report.ok else f"{len(report.failed)} check(s) failed"
-    console.print(f"[{'green' if report.ok else 'bold red'}]{summary}[/]")

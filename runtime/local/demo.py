@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from protocol.messages import JobResult, JobStatus
 from runtime.client.pubsub import ResultCollector, publish_request
@@ -16,8 +12,6 @@ from runtime.local.workload import CONVERGENCE_OPTION, Workload
 from runtime.monitoring.records import MonitoringInfo
 from runtime.report import ConvergencePoint, ReportInput
 from runtime.report.artifacts import ArtifactError, loss_distribution
-
-VALIDATE_TIMEOUT_S: Final = 180.0  # the probe check alone may take PROBE_TIMEOUT_S
 
 
 def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
@@ -99,35 +93,3 @@ def _succeeded(result: JobResult | None) -> dict[str, Any] | None:
     if result is None or result.status is not JobStatus.SUCCEEDED:
         return None
     return result.result
-
-
-def validate_available() -> bool:
-    """Whether the validation package offers ``gpurt validate`` (it is optional for the demo)."""
-    from typer.main import get_command
-
-    from runtime.cli.app import app
-
-    return "validate" in getattr(get_command(app), "commands", {})
-
-
-def run_validation(platform: LocalPlatform) -> tuple[bool, list[dict[str, str]]]:
-    """Run ``gpurt validate --local --json`` against ``platform``; (all passed, table rows)."""
-    from runtime.local.state import LOCAL_DIR_ENV
-
-    env = {LOCAL_DIR_ENV: str(platform.directory)}
-    command = [sys.executable, "-c", "from runtime.cli.app import main; main()", "validate", "--local", "--json"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=VALIDATE_TIMEOUT_S,
-                              env={**os.environ, **env}, check=False)
-    except subprocess.TimeoutExpired:
-        return False, [{"check": "gpurt validate --local", "status": "error",
-                        "detail": f"did not finish within {VALIDATE_TIMEOUT_S:.0f} s"}]
-    try:
-        body = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        return False, [{"check": "gpurt validate --local", "status": "error",
-                        "detail": (done.stderr or done.stdout).strip()[-500:]}]
-    items = body.get("results", body.get("checks", [])) if isinstance(body, dict) else body
-    rows = [{"check": str(item.get("name", item.get("check", ""))), "status": str(item.get("status", "")),
-             "detail": str(item.get("evidence", item.get("detail", "")))} for item in items if isinstance(item, dict)]
-    return done.returncode == 0, rows

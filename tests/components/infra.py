@@ -6,10 +6,8 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-import typer
 import yaml
 
-from components import cli as components_cli
 from components.config import StackConfig, parse_stack_config
 from components.plan import REPO_ROOT, Plan, PlannedResource, Recording, record, run_plan
 
@@ -51,11 +49,3 @@ def stack_config(stack: str, root: Path = REPO_ROOT) -> StackConfig:
 def stack_plan(stack: str) -> Plan:
     """The offline plan of a committed stack, run once per test session (it takes seconds)."""
     return run_plan(stack)
-
-
-def plan_cli() -> typer.Typer:
-    """A Typer app holding this package's commands, as ``gpurt`` registers them."""
-    app = typer.Typer()
-    components_cli.register(app, typer.Typer())
-    app.command("noop", hidden=True)(lambda: None)  # a second command keeps `plan` a named subcommand
-    return app

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from rich.console import Console
 
-from components import cli as components_cli
 from components.config import GpuPoolConfig, StackConfig, SystemPoolConfig
 from components.cost import PRICING_DIR, CostError, estimate, load_price_table
 from components.plan import STACKS
+from gpurt import plan as plan_commands
 from tests.components.infra import stack_config, stack_plan
 
 RAW = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())
@@ -89,7 +89,7 @@ def test_the_plan_json_carries_the_cost() -> None:
 
 def test_the_plan_prints_the_cost_table_with_its_date_and_model() -> None:
     console = Console(record=True, width=200)
-    components_cli._print_cost(console, stack_plan("production"))
+    plan_commands._print_cost(console, stack_plan("production"))
     text = console.export_text()
     assert "estimated monthly cost" in text and "gpu-a100" in text and "cluster fee" in text
     assert f"recorded {RAW['recorded']}" in text and "60%-91% discount" in text

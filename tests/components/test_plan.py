@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from components import cli as components_cli
 from components import contract
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
-from tests.components.infra import plan_cli, stack_plan
+from gpurt import plan as plan_commands
+from gpurt.app import app as gpurt_app
+from tests.components.infra import stack_plan
 
 # Each test module run executes the whole Pulumi program twice (a few seconds of imports and mocks).
 pytestmark = pytest.mark.slow
@@ -129,7 +130,7 @@ def violating_project(tmp_path: Path) -> Path:
 
 def test_cli_exits_1_on_a_violation(violating_project: Path) -> None:
     result = CliRunner().invoke(
-        plan_cli(), ["plan", "--stack", "staging", "--json", "--project-dir", str(violating_project)]
+        gpurt_app, ["plan", "--stack", "staging", "--json", "--project-dir", str(violating_project)]
     )
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
@@ -140,7 +141,7 @@ def test_cli_exits_1_on_a_violation(violating_project: Path) -> None:
 
 
 def test_cli_table_and_exit_0() -> None:
-    result = CliRunner().invoke(plan_cli(), ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "gke-gpu-t4-spot" in result.output and "dead-letter-topics-subscribed" in result.output
     assert "kubeconfig = [secret]" in result.output
@@ -149,7 +150,7 @@ def test_cli_table_and_exit_0() -> None:
 
 def test_cli_reports_program_errors_without_traceback(violating_project: Path) -> None:
     (violating_project / "Pulumi.staging.yaml").write_text("config:\n  gcp:project: p\n")
-    result = CliRunner().invoke(plan_cli(), ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
+    result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
     assert result.exit_code == 2
     assert "missing stack config: gcp:region" in result.output and "Traceback" not in result.output
 
@@ -184,12 +185,12 @@ def _all_containers(node: object) -> list[dict]:
 
 def test_key_settings_summarise_what_reviewers_check(plans: dict[str, Plan]) -> None:
     by_name = {r.name: r for r in plans["staging"].resources}
-    subscription = components_cli.key_settings(by_name["pubsub-gpu-job-request-sub"])
+    subscription = plan_commands.key_settings(by_name["pubsub-gpu-job-request-sub"])
     assert "ackDeadlineSeconds=600" in subscription and "maxDeliveryAttempts=5" in subscription
-    pool = components_cli.key_settings(by_name["gke-gpu-t4-spot"])
+    pool = plan_commands.key_settings(by_name["gke-gpu-t4-spot"])
     assert "taints=[nvidia.com/gpu=present:NO_SCHEDULE]" in pool and "spot=true" in pool
     assert "guestAccelerators=[1x nvidia-tesla-t4]" in pool
-    assert components_cli.key_settings(by_name["scheduler-deployment-gpu-scheduler"]) == "gpu-runtime/gpu-scheduler"
+    assert plan_commands.key_settings(by_name["scheduler-deployment-gpu-scheduler"]) == "gpu-runtime/gpu-scheduler"
 
 
 def test_dependencies_are_recorded(plans: dict[str, Plan]) -> None:

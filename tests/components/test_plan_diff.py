@@ -17,7 +17,7 @@ from components.cost import PRICING_DIR
 from components.plan import REPO_ROOT
 from components.plan_diff import MAX_ROWS, changed_paths, diff_plans, to_markdown
 from components.plan_ref import plan_at_ref
-from tests.components.infra import plan_cli
+from gpurt.app import app as gpurt_app
 
 pytestmark = pytest.mark.slow  # plans the whole program twice
 PRICES = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())
@@ -71,7 +71,7 @@ def _diff(repo: Path, base: dict[str, Any], *options: str) -> Any:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plan_ref, "plan_at_ref", served)
-        return CliRunner().invoke(plan_cli(), ["plan", "--stack", "staging", "--project-dir", str(repo),
+        return CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(repo),
                                                "--diff", "HEAD~1", *options])
 
 
@@ -123,7 +123,7 @@ def test_markdown_of_the_same_diff(repo: Path, base: dict[str, Any]) -> None:
 
 
 def test_an_unknown_revision_is_a_clear_error(repo: Path) -> None:
-    result = CliRunner().invoke(plan_cli(), ["plan", "--stack", "staging", "--project-dir", str(repo),
+    result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(repo),
                                              "--diff", "no-such-branch"])
     assert result.exit_code == 2
     assert "plan of no-such-branch failed" in result.output and "Traceback" not in result.output

@@ -42,8 +42,8 @@ def test_numpy_baseline_computes_the_same_estimator() -> None:
 
 
 def test_bench_kernels_reports_the_stac_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpurt.app import app
     from kernels import bench
-    from runtime.cli.app import app
 
     monkeypatch.setattr(stac, "case", lambda scale: _tiny())
     monkeypatch.setattr(bench, "cases", lambda device, scale: [])

@@ -34,7 +34,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def test_every_non_gpu_alert_fires_notifies_and_resolves(platform) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, ["drill", "alerts", "--local-dir", str(platform.directory), "--timeout", "60",
                                       "--json"], env={"COLUMNS": "200"})

@@ -139,7 +139,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     rejected = sum(r.expect is JobStatus.REJECTED for r in plan(_context(tmp_path), JOBS))
     result = CliRunner().invoke(app, ["drill", "chaos", "--jobs", str(JOBS), "--timeout", "120", "--json",

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from components import contract
-from validation.cli_ops import DRILL_HELP
+from gpurt.drills import DRILL_HELP
 from validation.drills.runner import DRILLS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -39,7 +39,7 @@ def platform(tmp_path_factory) -> Iterator[object]:
 
 
 def _gpurt(*args: str) -> object:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
 

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 
 from rich.console import Console
 
-from validation.report import Status, render_table
+from gpurt.render import print_validation
+from validation.report import Status
 from validation.runner import Check, CheckFailed, CheckSkipped, run_checks
 
 
@@ -63,7 +64,7 @@ def test_junit_marks_failures_and_skips() -> None:
 
 def test_table_names_each_failure_and_its_fix() -> None:
     console = Console(record=True, width=200)
-    render_table(_report(), console)
+    print_validation(_report(), console)
     text = console.export_text()
 
     assert "✗ b.fail: set it to 600" in text

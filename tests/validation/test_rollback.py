@@ -105,7 +105,7 @@ def test_failed_up_raises_and_names_the_backup(program, pulumi_cli, tmp_path, mo
 
 
 def test_cli_dry_run_shows_commit_and_config_and_changes_nothing(program, pulumi_cli) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     repo, _, _ = program
     result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--dry-run", "--work-dir", str(repo)],
@@ -120,7 +120,7 @@ def test_cli_dry_run_shows_commit_and_config_and_changes_nothing(program, pulumi
 
 
 def test_cli_rejects_a_folder_without_a_pulumi_program(tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--work-dir", str(tmp_path)],
                                 env={"COLUMNS": "200"})

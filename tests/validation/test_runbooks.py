@@ -67,7 +67,7 @@ def test_runbooks_use_many_commands() -> None:
 
 def _problem(line: str) -> str | None:
     """Why ``line`` is not a valid gpurt command line, or None."""
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     words = shlex.split(line)[1:]
     command, path = _resolve(typer.main.get_command(app), words)

@@ -158,7 +158,7 @@ def test_diy_checkpoints_on_gcs_through_gcsfs(gs_backend: str) -> None:
 
 @pytest.mark.integration
 def test_cli_restore_from_a_gcs_backend_checkpoint(gs_backend: str, stack, pulumi_cli, tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, [
         "state", "restore", "--stack", "staging", "--backend-url", gs_backend, "--version", "2", "--yes",
@@ -170,7 +170,7 @@ def test_cli_restore_from_a_gcs_backend_checkpoint(gs_backend: str, stack, pulum
 
 
 def test_cli_restore_from_a_file_backend_checkpoint(stack, pulumi_cli, tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     program = tmp_path / "program"
     result = CliRunner().invoke(app, [
@@ -185,7 +185,7 @@ def test_cli_restore_from_a_file_backend_checkpoint(stack, pulumi_cli, tmp_path)
 
 
 def test_cli_restore_needs_exactly_one_source(stack, tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     program = str(tmp_path / "program")
     result = CliRunner().invoke(app, ["state", "restore", "--stack", "staging", "--work-dir", program],
@@ -195,7 +195,7 @@ def test_cli_restore_needs_exactly_one_source(stack, tmp_path) -> None:
 
 
 def test_cli_backup_prints_the_path(stack, tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, ["state", "backup", "--stack", "staging", "--work-dir", str(tmp_path / "program"),
                                       "--backup-dir", str(tmp_path / "b")], env={"COLUMNS": "300"})

@@ -34,7 +34,7 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
 
 
 def test_validate_needs_exactly_one_target() -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     neither = CliRunner().invoke(app, ["validate"], env={"COLUMNS": "200"})
     both = CliRunner().invoke(app, ["validate", "--local", "--stack", "s"], env={"COLUMNS": "200"})
@@ -44,7 +44,7 @@ def test_validate_needs_exactly_one_target() -> None:
 
 
 def test_validate_local_without_a_platform_says_how_to_start_one(tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, ["validate", "--local", "--local-dir", str(tmp_path)], env={"COLUMNS": "300"})
 
@@ -53,7 +53,7 @@ def test_validate_local_without_a_platform_says_how_to_start_one(tmp_path) -> No
 
 
 def test_leader_release_refuses_without_force() -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, ["leader", "release"], env={"COLUMNS": "200"})
 

@@ -48,7 +48,7 @@ def _failed(report: Report) -> set[str]:
 
 
 def test_cli_reports_all_green_as_json_and_junit(platform, tmp_path: Path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     junit = tmp_path / "validate.xml"
     result = CliRunner().invoke(app, ["validate", "--local", "--local-dir", str(platform.directory), "--json",

@@ -1,4 +1,4 @@
-"""The chaos drill's figures as a table, and as the ``chaos`` section of BENCHMARKS.md (``--write``)."""
+"""The chaos drill's figures as the ``chaos`` section of BENCHMARKS.md (``gpurt drill chaos --write``)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from rich.table import Table
-
 from validation.drills.base import DrillResult
 from validation.drills.faults import DRAIN_HOLD_S, STORE_FAULT_S
 
 SECTION: Final = "chaos"
 
 
-def _shown(value: float | int | str | None) -> str:
+def shown(value: float | int | str | None) -> str:
     return "-" if value is None else str(value)
-
-
-def figures_table(result: DrillResult) -> Table:
-    """A two-column table of the drill's figures."""
-    table = Table(title=f"drill {result.name}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in result.figures.items():
-        table.add_row(name, _shown(value))
-    return table
 
 
 def write_benchmarks(result: DrillResult, path: Path | None = None) -> None:
@@ -47,6 +35,6 @@ def write_benchmarks(result: DrillResult, path: Path | None = None) -> None:
         "platform was whole again and every job running when it struck had its result."
         f" Drill {verdict} in {result.duration_s:.0f} s.", "",
         "| figure | value |", "| --- | --- |",
-        *(f"| {name} | {_shown(value)} |" for name, value in result.figures.items()),
+        *(f"| {name} | {shown(value)} |" for name, value in result.figures.items()),
     ]
     write_section(SECTION, "\n".join(lines), path or DEFAULT_PATH)

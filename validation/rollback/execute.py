@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.git_worktree import worktree
 from validation.clients.pulumi_stack import OnOutput, PulumiStack
 from validation.rollback.plan import RollbackError, RollbackPlan
-from validation.rollback.worktree import worktree
 from validation.state.backups import backup_stack
 
 

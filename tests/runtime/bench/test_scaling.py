@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gpurt.app import app
+from gpurt.bench_scaling import markdown
 from runtime.bench.scaling import ScalingRow, ScalingRun
-from runtime.cli.app import app
-from runtime.cli.bench_scaling import markdown
 
 
 def test_scaling_json_gives_every_worker_count_and_the_same_estimates() -> None:

@@ -15,7 +15,7 @@ from runtime.emulator.official import find_official_emulator
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_bench_emulator_measures_both_brokers_as_json() -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     if find_official_emulator() is None:
         pytest.skip("gcloud is not installed, so the official Pub/Sub emulator is not available")

@@ -18,7 +18,7 @@ STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a gracefu
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_platform_runs_and_validates_on_the_official_broker(tmp_path: Path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
     from runtime.local import processes
     from runtime.local.platform import LocalConfig, LocalPlatform
 

@@ -37,7 +37,7 @@ def platform(tmp_path_factory) -> Iterator[LocalPlatform]:
 
 
 def _gpurt(platform: LocalPlatform, *args: str) -> object:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200", LOCAL_DIR_ENV: str(platform.directory)})
 

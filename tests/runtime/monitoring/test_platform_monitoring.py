@@ -29,7 +29,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform
 
 
 def _cli(platform: LocalPlatform, *args: str) -> object:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     return CliRunner().invoke(app, list(args), env={"GPURT_LOCAL_DIR": str(platform.directory), "COLUMNS": "200"})
 
@@ -72,7 +72,7 @@ def test_status_and_alerts_list_show_monitoring(platform: LocalPlatform) -> None
 
 
 def test_alerts_list_with_no_platform_running_says_so(tmp_path) -> None:
-    from runtime.cli.app import app
+    from gpurt.app import app
 
     result = CliRunner().invoke(app, ["alerts", "list", "--local-dir", str(tmp_path)])
     assert result.exit_code == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runtime.cli.app import app
+from gpurt.app import app
 
 runner = CliRunner()
 

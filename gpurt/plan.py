@@ -27,11 +27,6 @@ policy_app = typer.Typer(help="The policy pack: bundle it for pulumi preview/up 
                          no_args_is_help=True)
 
 
-def register(app: typer.Typer, bench: typer.Typer) -> None:
-    """Add this package's commands to the root app and the ``bench`` group."""
-    app.command("plan")(plan)
-    app.add_typer(policy_app, name="policy")
-
 
 @policy_app.command("bundle")
 def bundle(

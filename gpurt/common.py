@@ -11,6 +11,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, ParamSpec, TypeVar
 
 import typer
@@ -35,6 +36,7 @@ EXIT_TIMEOUT: Final = 3  # gave up waiting; the operation may still complete
 
 ApiUrlOption = Annotated[str | None, typer.Option("--api-url", help="Scheduler API URL "
                          "(default: $GPURT_API_URL, the local platform's state, http://127.0.0.1:8080).")]
+LocalDirOption = Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 
 P = ParamSpec("P")

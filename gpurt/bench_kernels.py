@@ -1,4 +1,4 @@
-"""Commands this package adds to ``gpurt``: ``run`` a job file, ``bench kernels``, ``bench accuracy``.
+"""``gpurt bench kernels`` and ``gpurt bench accuracy``: the kernels' speed and the accuracy SLO.
 
 Numba and the kernels are imported inside the commands so ``gpurt --help`` stays fast.
 """
@@ -6,83 +6,15 @@ Numba and the kernels are imported inside the commands so ``gpurt --help`` stays
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import typer
 
-DEVICE_HELP = "auto (a GPU if one exists), cpu or gpu"
+from gpurt.common import UserError, friendly_errors
+from gpurt.run import DEVICE_HELP
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
-def _load_request(path: Path) -> Any:
-    """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file."""
-    from protocol.messages import InvalidRequest, parse_request
-
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise _fail(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(f"{path} is not valid JSON: {exc}") from None
-    if isinstance(raw, dict):
-        raw.setdefault("job_id", path.stem.replace(" ", "-") or "local-run")
-    try:
-        return parse_request(json.dumps(raw).encode())
-    except InvalidRequest as exc:
-        raise _fail(f"invalid job in {path}: {exc}") from None
-
-
-def run_command(
-    job: Path = typer.Argument(..., help="Job JSON: {\"type\": ..., \"params\": {...}} (job_id optional)."),
-    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-    artifacts: Path = typer.Option(Path(".gpurt/runs"), "--artifacts", help="Folder for the job's artifacts."),
-) -> None:
-    """Run one job in this process and print its result JSON (the protocol's JobResult)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from kernels.device import CHOICES
-    from kernels.errors import JobFailure, TransientJobError
-    from kernels.jobs import run_job
-    from protocol.messages import ErrorKind, JobError, JobMetrics, JobResult, JobStatus
-
-    if device not in CHOICES:
-        raise _fail(f"--device must be one of {', '.join(CHOICES)}")
-    request = _load_request(job)
-    columns = (TextColumn(f"{request.type.value}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-               TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("run", total=1.0)
-        try:
-            out = run_job(request.type, request.params, device=device,
-                          progress=lambda done: progress.update(task, completed=done))
-        except JobFailure as exc:
-            kind = ErrorKind.TRANSIENT if isinstance(exc, TransientJobError) else ErrorKind.PERMANENT
-            result = JobResult(job_id=request.job_id, type=request.type, status=JobStatus.FAILED,
-                               error=JobError(kind=kind, message=str(exc)))
-            typer.echo(result.model_dump_json(indent=2))
-            raise typer.Exit(1) from None
-    stored = {}
-    if out.artifacts:
-        folder = artifacts / request.job_id
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, data in out.artifacts.items():
-            (folder / name).write_bytes(data)
-            stored[name] = str(folder / name)
-    result = JobResult(
-        job_id=request.job_id, type=request.type, status=JobStatus.SUCCEEDED, result=out.summary,
-        metrics=JobMetrics(run_s=out.elapsed_s, device=out.device,
-                           paths_per_s=out.paths_per_s),
-        artifacts=stored,
-    )
-    typer.echo(result.model_dump_json(indent=2))
-
-
+@friendly_errors
 def bench_kernels(
     device: str = typer.Option("cpu", "--device", help="cpu or gpu"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
@@ -101,11 +33,11 @@ def bench_kernels(
     from kernels.device import CPU, GPU, gpu_available, resolve_device
 
     if device not in (CPU, GPU):
-        raise _fail("--device must be cpu or gpu")
+        raise UserError("--device must be cpu or gpu")
     try:
         resolve_device(device)
     except Exception as exc:
-        raise _fail(str(exc)) from None
+        raise UserError(str(exc)) from None
     figures = []
     todo = bench.cases(device, scale)
     with Progress(console=Console(stderr=True), transient=True) as progress:
@@ -152,6 +84,7 @@ def _bench_stac(device: str, scale: float, as_json: bool, write: bool) -> Any:
     return figures
 
 
+@friendly_errors
 def bench_accuracy(
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     write: bool = typer.Option(False, "--write", help="Record the result in BENCHMARKS.md."),
@@ -164,7 +97,7 @@ def bench_accuracy(
     from kernels.device import CHOICES
 
     if device not in CHOICES:
-        raise _fail(f"--device must be one of {', '.join(CHOICES)}")
+        raise UserError(f"--device must be one of {', '.join(CHOICES)}")
     with Console(stderr=True).status(f"pricing the reference call with {bench.ACCURACY_PATHS:.2g} paths"):
         result = bench.accuracy(device)
     verdict = "PASS" if result.passed else "FAIL"
@@ -181,10 +114,3 @@ def bench_accuracy(
         write_section("accuracy-heston", bench.heston_bias_markdown(bias, result.device))
     if not result.passed:
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer, bench: typer.Typer) -> None:
-    """Add this package's commands to the root app and the ``bench`` group."""
-    app.command("run")(run_command)
-    bench.command("kernels")(bench_kernels)
-    bench.command("accuracy")(bench_accuracy)

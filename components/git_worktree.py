@@ -1,4 +1,7 @@
-"""A temporary ``git worktree`` of one commit: the program a rollback deploys, without touching the checkout."""
+"""A temporary ``git worktree`` of one commit: the program a rollback deploys or a plan diff reads.
+
+The checkout itself is never touched.
+"""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from runtime.cli.common import console, err_console, friendly_errors, print_json
+from gpurt.common import console, err_console, friendly_errors, print_json
 
 if TYPE_CHECKING:
     from runtime.emulator.bench import BrokerFigures

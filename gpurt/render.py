@@ -1,13 +1,18 @@
-"""Tables for job results, shared by ``gpurt submit``, ``gpurt jobs get`` and the demo."""
+"""Tables a person reads: job results (``gpurt submit``, ``gpurt jobs get``, the demo), validation reports,
+drill figures."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.console import Console
 from rich.table import Table
 
 from protocol.messages import JobResult, JobStatus
 from runtime.report.summary import headline, number
+from validation.drills.base import DrillResult
+from validation.drills.chaos_bench import shown
+from validation.report import Report, Status
 
 STATUS_STYLE = {
     JobStatus.SUCCEEDED: "green",
@@ -65,4 +70,35 @@ def result_detail(result: JobResult) -> Table:
         table.add_row(f"artifact {name}", url)
     if result.error is not None:
         table.add_row("error", f"[red]{result.error.kind}[/]: {result.error.message}")
+    return table
+
+
+_CHECK_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}
+
+
+def print_validation(report: Report, console: Console) -> None:
+    """Print the report as a table, then one line per failure naming what to fix."""
+    table = Table(title=f"gpurt validate — {report.target}", show_lines=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status")
+    table.add_column("evidence", overflow="fold")
+    table.add_column("duration", justify="right")
+    for result in report.results:
+        style = _CHECK_STYLE[result.status]
+        table.add_row(result.name, f"[{style}]{result.status.value}[/]", result.evidence,
+                      f"{result.duration_s:.2f}s")
+    console.print(table)
+    for result in report.failed:
+        console.print(f"[bold red]✗ {result.name}[/]: {result.fix or result.evidence}")
+    summary = "all checks passed" if report.ok else f"{len(report.failed)} check(s) failed"
+    console.print(f"[{'green' if report.ok else 'bold red'}]{summary}[/]")
+
+
+def figures_table(result: DrillResult) -> Table:
+    """A two-column table of the drill's figures."""
+    table = Table(title=f"drill {result.name}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in result.figures.items():
+        table.add_row(name, shown(value))
     return table

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from runtime.cli.common import (
+from gpurt.common import (
     EXIT_TIMEOUT,
     ApiUrlOption,
     JsonOption,

@@ -1,4 +1,4 @@
-"""Shared pieces of this package's commands: console, stack selection, and one-line errors."""
+"""What the commands on a Pulumi stack share: stack options, opening a stack, and one-line errors for them."""
 
 from __future__ import annotations
 
@@ -8,16 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
+
+from gpurt.common import EXIT_FAILED, err_console, friendly_errors
 
 if TYPE_CHECKING:
     from validation.clients.pulumi_stack import PulumiStack
-
-console = Console()
-err_console = Console(stderr=True)
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 StackOption = Annotated[str, typer.Option("--stack", "-s", help="Pulumi stack name (e.g. staging).")]
 WorkDirOption = Annotated[Path, typer.Option("--work-dir", help="Folder holding Pulumi.yaml (the git checkout).")]
@@ -30,17 +25,15 @@ R = TypeVar("R")
 
 def handled(func: Callable[P, R]) -> Callable[P, R]:
     """Errors an operator can act on become one red line and a non-zero exit, never a traceback."""
-    from runtime.cli.common import friendly_errors
-
     inner = friendly_errors(func)
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from components.git_worktree import WorktreeError
         from validation.build import TargetError
         from validation.leader import LeaderError
         from validation.rollback.kubernetes import RolloutError
         from validation.rollback.plan import RollbackError
-        from validation.rollback.worktree import WorktreeError
         from validation.state.checkpoints import CheckpointError
 
         try:

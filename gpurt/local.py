@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from runtime.cli.common import JsonOption, console, friendly_errors, print_json
+from gpurt.common import JsonOption, console, friendly_errors, print_json
 from runtime.emulator.brokers import Broker
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from validation.cli_common import WorkDirOption, console, err_console, handled
+from gpurt.common import LocalDirOption, console, err_console
+from gpurt.stacks import WorkDirOption, handled
 
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Also write a JUnit XML report to this file.")]
 
@@ -20,12 +21,12 @@ def validate(
     junit: JunitOption = None,
     work_dir: WorkDirOption = Path("."),
     kube_context: Annotated[str | None, typer.Option("--kube-context", help="kubeconfig context.")] = None,
-    local_dir: Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")] = None,
+    local_dir: LocalDirOption = None,
 ) -> None:
     """Run the post-deploy checklist (docs/validation.md); exit 1 if any check fails."""
+    from gpurt.render import print_validation
+    from gpurt.stacks import open_stack
     from validation.build import cloud_target, local_target
-    from validation.cli_common import open_stack
-    from validation.report import render_table
     from validation.runner import run_checks
     from validation.targets import cloud_checks, local_checks
 
@@ -43,18 +44,6 @@ def validate(
     if as_json:
         typer.echo(report.to_json())
     else:
-        render_table(report, console)
+        print_validation(report, console)
     if not report.ok:
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer, bench: typer.Typer) -> None:
-    """Add this package's commands to the root app and the ``bench`` group."""
-    from validation.cli_ops import drill_app, leader_app
-    from validation.cli_rollback import rollback, state_app
-
-    app.command("validate")(validate)
-    app.command("rollback")(rollback)
-    app.add_typer(state_app, name="state")
-    app.add_typer(leader_app, name="leader")
-    app.add_typer(drill_app, name="drill")

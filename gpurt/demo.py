@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from runtime.cli.common import EXIT_FAILED, console, err_console, friendly_errors
-from runtime.cli.render import results_table
+from gpurt.common import EXIT_FAILED, console, err_console, friendly_errors
+from gpurt.render import results_table
 
 
 @friendly_errors
@@ -22,7 +22,7 @@ def demo(
     workers: Annotated[int | None, typer.Option(
         min=1, help="Dask workers if the demo starts the platform (default: one per GPU, else 2).")] = None,
     reports: Annotated[Path, typer.Option(help="Folder that receives demo-<timestamp>/.")] = Path("reports"),
-    validate: Annotated[bool, typer.Option(help="Run `gpurt validate --local` when available.")] = True,
+    validate: Annotated[bool, typer.Option(help="Run `gpurt validate --local` on the platform.")] = True,
     timeout: Annotated[float, typer.Option(min=10, help="Seconds to wait for all results.")] = 900.0,
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
@@ -30,9 +30,7 @@ def demo(
     from runtime.local.demo import (
         build_report,
         monitoring_unavailable,
-        run_validation,
         run_workload,
-        validate_available,
         with_live_series,
     )
     from runtime.local.workload import build_workload
@@ -53,13 +51,10 @@ def demo(
         if started.state.monitoring is not None:
             console.print(f"Prometheus UI: {started.state.monitoring.prometheus_url}/alerts")
         passed, rows = True, None
-        validating = validate and validate_available()
-        if validating:
+        if validate:
             with console.status("validating the local platform (gpurt validate --local)…"):
-                passed, rows = run_validation(platform)
+                passed, rows = _validate(platform.directory)
             console.print(f"validation: {'[green]passed[/]' if passed else '[red]failed[/]'}")
-        elif validate:
-            console.print("[yellow]validation skipped: `gpurt validate` is not installed in this build[/]")
         run_id = f"demo-{uuid.uuid4().hex[:6]}"
         workload = build_workload(run_id, quick)
         run_start = time.time()
@@ -86,3 +81,14 @@ def demo(
         err_console.print(f"[red]demo finished with problems[/]: {', '.join(failed) or 'validation failed'}")
         raise typer.Exit(EXIT_FAILED)
     console.print("[green]demo finished: every job succeeded[/]")
+
+
+def _validate(directory: Path) -> tuple[bool, list[dict[str, str]]]:
+    """``gpurt validate --local`` on the demo's platform: (every check passed, one row per check for the report)."""
+    from validation.build import local_target
+    from validation.runner import run_checks
+    from validation.targets import local_checks
+
+    report = run_checks("local", local_checks(local_target(directory)))
+    rows = [{"check": r.name, "status": r.status.value, "detail": r.evidence} for r in report.results]
+    return report.ok, rows

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from runtime.cli.common import (
+from gpurt.common import (
     EXIT_FAILED,
     ApiUrlOption,
     JsonOption,

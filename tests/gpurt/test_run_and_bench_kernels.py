@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from gpurt.app import app
 from kernels import bench
-from runtime.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Final
 
 import typer
 from rich.table import Table
 
-from runtime.cli.common import EXIT_FAILED, JsonOption, console, err_console, friendly_errors, print_json
+from gpurt.common import EXIT_FAILED, JsonOption, LocalDirOption, console, err_console, friendly_errors, print_json
 
 alerts_app = typer.Typer(help="Alerts of the local platform's Prometheus and the notifications they sent.",
                          no_args_is_help=True)
@@ -18,7 +17,7 @@ SHOWN_NOTIFICATIONS: Final = 20  # the newest ones; --json carries all
 @alerts_app.command("list")
 @friendly_errors
 def list_alerts(
-    local_dir: Annotated[Path | None, typer.Option("--local-dir", help="Local platform state folder.")] = None,
+    local_dir: LocalDirOption = None,
     prometheus_url: Annotated[str | None, typer.Option(
         "--prometheus-url", help="Read this Prometheus instead of the local platform's (no notifications then).")
     ] = None,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import typer
 from rich.table import Table
 
-from runtime.cli.common import UserError, console, err_console, friendly_errors, print_json
+from gpurt.common import UserError, console, err_console, friendly_errors, print_json
 
 if TYPE_CHECKING:
     from runtime.bench.scaling import ScalingRun

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from runtime.cli.common import UserError, console, err_console, friendly_errors, print_json
+from gpurt.common import UserError, console, err_console, friendly_errors, print_json
 
 if TYPE_CHECKING:
     from runtime.bench.goals import Goal

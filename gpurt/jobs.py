@@ -12,8 +12,7 @@ from typing import Annotated, Any, Final
 import typer
 from pydantic import ValidationError
 
-from protocol.messages import JobRequest, JobResult, JobStatus
-from runtime.cli.common import (
+from gpurt.common import (
     EXIT_FAILED,
     EXIT_TIMEOUT,
     ApiUrlOption,
@@ -27,7 +26,8 @@ from runtime.cli.common import (
     print_json,
     pubsub_clients,
 )
-from runtime.cli.render import result_detail
+from gpurt.render import result_detail
+from protocol.messages import JobRequest, JobResult, JobStatus
 from runtime.client.api import ApiError
 
 jobs_app = typer.Typer(help="Look up or cancel a job by its id.", no_args_is_help=True)

@@ -13,7 +13,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from components.contract import REQUEST_DLQ_TOPIC
-from runtime.cli.app import app
+from gpurt.app import app
 from runtime.local import LocalPlatform
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]

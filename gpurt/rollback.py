@@ -10,16 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from validation.cli_common import (
-    BackupDirOption,
-    StackOption,
-    WorkDirOption,
-    YesOption,
-    console,
-    err_console,
-    handled,
-    open_stack,
-)
+from gpurt.common import console, err_console
+from gpurt.stacks import BackupDirOption, StackOption, WorkDirOption, YesOption, handled, open_stack
 from validation.state.backups import DEFAULT_BACKUP_DIR
 
 if TYPE_CHECKING:
@@ -77,13 +69,13 @@ def rollback(
 
 
 def _validate_stack(stack: str, work_dir: Path, kube_context: str | None) -> bool:
+    from gpurt.render import print_validation
     from validation.build import cloud_target
-    from validation.report import render_table
     from validation.runner import run_checks
     from validation.targets import cloud_checks
 
     report = run_checks(f"stack {stack}", cloud_checks(cloud_target(open_stack(stack, work_dir), kube_context)))
-    render_table(report, console)
+    print_validation(report, console)
     return report.ok
 
 

@@ -1,1 +1,0 @@
-"""The ``gpurt`` command line: one entry point for everything a person runs."""
