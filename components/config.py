@@ -177,6 +177,11 @@ class GpuPoolConfig(_Model):
     queued_provisioning: bool = Field(
         False, description="Dynamic Workload Scheduler flex-start: nodes are queued for, not spot or reserved."
     )
+    max_run_duration_seconds: int | None = Field(
+        None, ge=1, le=gpu_options.MAX_RUN_DURATION_S,
+        description="Queued pools only: how long the nodes of one ProvisioningRequest may live (GKE's default and "
+        "limit: 7 days); the scheduler then asks for new capacity while the pool still wants the workers.",
+    )
     reservation: ReservationConfig | None = Field(None, description="Reservation affinity of the nodes.")
     compact_placement: bool = Field(False, description="Nodes close together (one zone, A2/A3/C2/C3/G2/N2...).")
 
@@ -194,6 +199,13 @@ class GpuPoolConfig(_Model):
             raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}")
         if self.dask_workers_min > self.dask_workers_max:
             raise ValueError(f"daskWorkersMin {self.dask_workers_min} exceeds daskWorkersMax {self.dask_workers_max}")
+        if self.queued_provisioning and self.dask_workers_min != 0:
+            # A worker of a queued pool can only run on capacity the scheduler asked for; a standing minimum
+            # would be pods that no ProvisioningRequest covers, pending forever.
+            raise ValueError(f"daskWorkersMin must be 0 with queuedProvisioning (workers start only on requested "
+                             f"capacity), not {self.dask_workers_min}")
+        if self.max_run_duration_seconds is not None and not self.queued_provisioning:
+            raise ValueError("maxRunDurationSeconds applies to queued pools only (queuedProvisioning: true)")
         # A pool without zones of its own spans the stack's: StackConfig checks those once it knows them.
         problems = gpu_options.check(self.options(zone_count=len(self.zones) or None))
         if problems:
@@ -329,6 +341,10 @@ class StackConfig(_Model):
         if stray:
             raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")
         return self
+
+    def queued_pools(self) -> dict[str, int | None]:
+        """The pools with queued provisioning, each with its requests' maxRunDurationSeconds (None: GKE's)."""
+        return {pool.name: pool.max_run_duration_seconds for pool in self.gpu_pools if pool.queued_provisioning}
 
     def pool_zones(self, pool: GpuPoolConfig | SystemPoolConfig) -> tuple[str, ...]:
         """The zones a node pool uses: its own list, or all the stack's zones."""

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 from components import contract, gpu_options
 from components.config import GpuPoolConfig
 from components.k8s_objects import apply_manifest
-from components.manifests import common, network
+from components.manifests import common, network, provisioning
 from components.manifests import dask as manifests
 from components.manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
 
@@ -31,7 +31,7 @@ def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoo
     partitioned (MIG) pool runs one worker per GPU resource the node advertises, each claiming one: GKE
     lets a container take at most one shared GPU, and a CUDA process sees only one MIG partition. Either
     way a node's workers advertise as many ``GPU`` Dask resources as the node has slots, so the scheduler's
-    flow control admits as many jobs as can run.
+    flow control admits as many jobs as can run. A queued pool's workers also select its GKE node pool.
     """
     return [
         manifests.WorkerPoolSpec(
@@ -43,7 +43,8 @@ def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoo
             resources=manifests.worker_resources(
                 pool.machine_type, 1 if pool.shares_gpus else pool.accelerator_count, pool.workers_per_node
             ),
-            node_selector=sharing_node_selector(pool),
+            node_selector={**sharing_node_selector(pool), **queued_node_selector(pool)},
+            queued=pool.queued_provisioning,
         )
         for pool in gpu_pools
     ]
@@ -58,6 +59,12 @@ def sharing_node_selector(pool: GpuPoolConfig) -> dict[str, str]:
     if pool.gpu_partition_size is not None:
         selector[gpu_options.PARTITION_SIZE_LABEL] = pool.gpu_partition_size
     return selector
+
+
+def queued_node_selector(pool: GpuPoolConfig) -> dict[str, str]:
+    """A queued pool's workers select its own GKE node pool, as its ProvisioningRequests' PodTemplates (the
+    workers' own pod spec) must: GKE sizes and places the requested nodes for that pool only."""
+    return provisioning.node_selector(pool.name) if pool.queued_provisioning else {}
 
 
 @dataclass

@@ -300,7 +300,7 @@ class GkeCluster(pulumi.ComponentResource):
         if pool.compact_placement:
             pool_extra["placement_policy"] = gcp.container.NodePoolPlacementPolicyArgs(type=gpu_options.COMPACT)
         return self._node_pool(
-            f"gpu-{pool.name}",
+            gpu_options.node_pool_name(pool.name),
             pool,
             # Spot and scarce GPUs: take capacity in whichever zone has it rather than balancing zones.
             location_policy="ANY",

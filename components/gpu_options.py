@@ -41,6 +41,12 @@ RESERVATION_TYPES: Final = (NO_RESERVATION, ANY_RESERVATION, SPECIFIC_RESERVATIO
 # The key GKE's reservation affinity uses to name a specific reservation.
 RESERVATION_NAME_KEY: Final = "compute.googleapis.com/reservation-name"
 
+# GKE's node label naming the node pool a node belongs to; the project names each GPU node pool gpu-<pool>.
+NODE_POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
+GPU_NODE_POOL_PREFIX: Final = "gpu-"
+# A ProvisioningRequest's nodes live at most this long (maxRunDurationSeconds), which is also GKE's default: 7 days.
+MAX_RUN_DURATION_S: Final = 7 * 24 * 3600
+
 COMPACT: Final = "COMPACT"
 # Machine families whose VMs compact placement policies accept (N1, E2 and the rest are refused).
 COMPACT_PLACEMENT_FAMILIES: Final = (
@@ -169,3 +175,8 @@ def gpu_slots_per_gpu(accelerator_type: str, partition_size: str | None, max_sha
     """``nvidia.com/gpu`` resources one physical GPU shows: MIG partitions times shared clients (1 and 1 if off)."""
     partitions = MIG_PARTITIONS[accelerator_type][partition_size] if partition_size else 1
     return partitions * (max_shared_clients or 1)
+
+
+def node_pool_name(pool: str) -> str:
+    """The GKE node pool of the stack's GPU pool ``pool`` (what ``cloud.google.com/gke-nodepool`` says)."""
+    return f"{GPU_NODE_POOL_PREFIX}{pool}"

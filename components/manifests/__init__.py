@@ -5,6 +5,8 @@ apply what these build; tests validate them against Kubernetes and CRD schemas w
 validation helper renders the alert rules with ``alerts.render_rules_yaml``.
 
 Modules: ``common`` (labels, security contexts, resources), ``scheduler`` (gpu-scheduler workload),
-``network`` (NetworkPolicies), ``dask`` (DaskCluster, worker groups, autoscaler), ``dcgm`` (GPU exporter),
-``monitors`` (ClusterPodMonitorings), ``alerts`` (rule groups, ClusterRules), ``dashboard`` (Grafana).
+``network`` (NetworkPolicies), ``dask`` (DaskCluster, worker groups, autoscaler), ``provisioning`` (the
+PodTemplate and ProvisioningRequest of a queued pool, which the gpu-scheduler creates at run time),
+``dcgm`` (GPU exporter), ``monitors`` (ClusterPodMonitorings), ``alerts`` (rule groups, ClusterRules),
+``dashboard`` (Grafana).
 """

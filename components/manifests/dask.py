@@ -97,12 +97,17 @@ class WorkerPoolSpec:
     """Container resources, including the ``nvidia.com/gpu`` limit; see ``worker_resources``."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     """Node labels besides the GPU and accelerator ones, e.g. GKE's sharing or MIG partition labels."""
+    queued: bool = False
+    """The node pool uses queued provisioning: only the gpu-scheduler adds workers, once GKE has provisioned
+    the capacity it requested for them (never the DaskAutoscaler, whose workers no request would cover)."""
 
     def __post_init__(self) -> None:
         if self.gpus_per_worker < 1:
             raise ValueError(f"pool {self.name!r}: gpus_per_worker must be at least 1")
         if not 0 <= self.min_workers <= self.max_workers:
             raise ValueError(f"pool {self.name!r}: need 0 <= min_workers <= max_workers")
+        if self.queued and self.min_workers:
+            raise ValueError(f"pool {self.name!r}: a queued pool starts without workers (min_workers 0)")
         if self.resources.gpus != self.gpus_per_worker:
             raise ValueError(
                 f"pool {self.name!r}: resources claim {self.resources.gpus} GPUs, not {self.gpus_per_worker}"
@@ -281,13 +286,18 @@ def build_worker_group(spec: DaskClusterSpec, pool: WorkerPoolSpec) -> Manifest:
 
 
 def build_autoscaler(spec: DaskClusterSpec) -> Manifest:
-    """A DaskAutoscaler bounding the primary pool's workers (the operator scales only the default group)."""
+    """A DaskAutoscaler bounding the primary pool's workers (the operator scales only the default group).
+
+    A queued primary pool gets bounds 0..0: the autoscaler would add workers for Dask's pending work, which no
+    ProvisioningRequest covers. The gpu-scheduler pins the bounds to the workers it adds on granted capacity.
+    """
     primary = spec.primary
+    maximum = 0 if primary.queued else primary.max_workers
     return {
         "apiVersion": DASK_API_VERSION,
         "kind": "DaskAutoscaler",
         "metadata": metadata(f"{spec.name}{contract.DASK_AUTOSCALER_SUFFIX}", contract.COMPUTE_NAMESPACE),
-        "spec": {"cluster": spec.name, "minimum": primary.min_workers, "maximum": primary.max_workers},
+        "spec": {"cluster": spec.name, "minimum": primary.min_workers, "maximum": maximum},
     }
 
 
