@@ -67,6 +67,7 @@ scheduler = SchedulerWorkload(
         control_token=control_token,
         replicas=config.scheduler_replicas,
         compute_namespace=dask.namespace,
+        queued_pools=config.queued_pools(),
     ),
     opts=in_cluster,
 )

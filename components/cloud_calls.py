@@ -64,7 +64,11 @@ class GcpCall:
 
 @dataclass(frozen=True)
 class KubeCall:
-    """A Kubernetes API call: ``verb`` on ``resource`` of ``api_group`` in ``namespace`` (``name``: the object)."""
+    """A Kubernetes API call: ``verb`` on ``resource`` of ``api_group`` in ``namespace`` (``name``: the object).
+
+    ``only_with``: a setting of the workload's Deployment; the code makes the call only when that setting is
+    given (non-empty), so a stack that does not set it needs, and must grant, nothing for the call.
+    """
 
     site: str
     method: str
@@ -74,11 +78,14 @@ class KubeCall:
     verb: str
     namespace: str
     name: str | None = None
+    only_with: str | None = None
 
 
 _S = Workload.SCHEDULER
 _DASK = "kubernetes.dask.org"
 _LEASES = ("coordination.k8s.io", "leases")
+_POOLS = "runtime.scheduler.pools.kubernetes:KubernetesPools"
+_PROVREQS = ("autoscaling.x-k8s.io", "provisioningrequests")
 _STORE = "runtime.store.store:ResultStore"
 # gcsfs's default filesystem first asks the Storage Control API for the bucket's layout (flat or
 # hierarchical), which needs storage.objects.list; every gs:// access below starts with it.
@@ -184,11 +191,25 @@ KUBE_CALLS: Final = (
              "update", contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
     KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._groups", "list_namespaced_custom_object", _S,
              _DASK, "daskworkergroups", "list", contract.COMPUTE_NAMESPACE),
-    KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._patch", "patch_namespaced_custom_object", _S,
+    KubeCall(f"{_POOLS}._patch_group", "patch_namespaced_custom_object", _S,
              _DASK, "daskworkergroups", "patch", contract.COMPUTE_NAMESPACE),
-    KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._pin_autoscaler", "patch_namespaced_custom_object",
+    KubeCall(f"{_POOLS}._pin_autoscaler", "patch_namespaced_custom_object",
              _S, _DASK, "daskautoscalers", "patch", contract.COMPUTE_NAMESPACE,
              f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"),
+    # Queued pools (GPURT_QUEUED_POOLS): ProvisioningRequests and their PodTemplates, and the worker
+    # Deployments that consume them. Their names are generated, so no call names its object.
+    *(KubeCall(f"{_POOLS}.{function}", method, _S, group, resource, verb, contract.COMPUTE_NAMESPACE,
+               only_with=contract.QUEUED_POOLS_ENV)
+      for function, method, group, resource, verb in (
+          ("_requests", "list_namespaced_custom_object", *_PROVREQS, "list"),
+          ("_request_capacity", "create_namespaced_pod_template", "", "podtemplates", "create"),
+          ("_request_capacity", "create_namespaced_custom_object", *_PROVREQS, "create"),
+          ("_delete_request", "delete_namespaced_custom_object", *_PROVREQS, "delete"),
+          ("_delete_template", "delete_namespaced_pod_template", "", "podtemplates", "delete"),
+          ("_sweep_templates", "list_namespaced_pod_template", "", "podtemplates", "list"),
+          ("_workers", "list_namespaced_deployment", "apps", "deployments", "list"),
+          ("_remove_workers", "delete_namespaced_deployment", "apps", "deployments", "delete"),
+      )),
     # The operator's tools (gpurt validate, leader --kubernetes, rollback --kubernetes), on their kubeconfig.
     *(KubeCall(site, method, Workload.OPERATOR, group, resource, verb, namespace)
       for site, method, group, resource, verb, namespace in (
@@ -240,6 +261,8 @@ NO_CLIENT_CALLS: Final = {
     "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
     "runtime.store.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls are declared",
     "runtime.vertex.rest": "the Vertex AI REST adapter behind VertexBackend's client (declared there)",
+    "runtime.scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind KubernetesPools' api "
+                                              "(declared there)",
 }
 # Roles of the contract's project table that no call of the code needs, kept because the contract's role
 # table (the operators' runbooks) states them; the proof fails on any other grant nobody needs.

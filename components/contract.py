@@ -237,6 +237,9 @@ CONTROL_TOKEN_SECRET_KEY: Final = "token"
 DASK_POOL_LABEL: Final = "gpu-runtime.dev/pool"
 # The DaskAutoscaler of a cluster is named ``<cluster><suffix>``; pool scaling pins its bounds.
 DASK_AUTOSCALER_SUFFIX: Final = "-autoscaler"
+# The gpu-scheduler setting naming the pools whose nodes come only through ProvisioningRequests (queued
+# provisioning): ``pool[=maxRunDurationSeconds],...``. The stack renders it from gpuPools; unset, there are none.
+QUEUED_POOLS_ENV: Final = "GPURT_QUEUED_POOLS"
 # In-cluster address of the Dask scheduler Service the operator creates (`<cluster>-scheduler`).
 DASK_SCHEDULER_ADDRESS: Final = (
     f"tcp://{DASK_CLUSTER_NAME}-scheduler.{COMPUTE_NAMESPACE}.svc.cluster.local:{DASK_SCHEDULER_PORT}"

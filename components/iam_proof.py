@@ -6,7 +6,9 @@ Google account that account is annotated with *and* bound to through Workload Id
 the Deployment names for Vertex AI jobs. Grants are every IAM member on the project, the result bucket,
 topics, subscriptions and service accounts, expanded into permissions with ``components.iam_permissions``;
 RBAC is every Role and RoleBinding. Then each ``components.cloud_calls`` entry must be covered, and each
-grant (role on a resource; RBAC verb on a resource) must cover some call.
+grant (role on a resource; RBAC verb on a resource) must cover some call. A Kubernetes call that the code
+makes only under a setting (``KubeCall.only_with``, e.g. queued pools) counts only where the scheduler's
+Deployment sets it: a stack without queued pools must grant nothing for ProvisioningRequests.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class Proof:
     missing: tuple[str, ...]
     unused: tuple[str, ...]
     proven: tuple[str, ...]
+    not_made: tuple[str, ...] = ()
+    """Declared calls this stack's settings switch off (``KubeCall.only_with`` unset): needing no grant."""
 
     @property
     def ok(self) -> bool:
@@ -123,6 +127,14 @@ def _named(resources: list[Resource], type_: str, name: str, namespace: str) -> 
         if resource.type == type_ and meta.get("name") == name and meta.get("namespace") == namespace:
             return resource.props
     return None
+
+
+def scheduler_settings(resources: list[Resource]) -> dict[str, str]:
+    """The plain environment values of the scheduler Deployment's containers (what turns its calls on)."""
+    deployment = _named(resources, DEPLOYMENT, contract.SCHEDULER_DEPLOYMENT, contract.RUNTIME_NAMESPACE)
+    pod = _get(deployment, "spec", "template", "spec") or {}
+    return {str(e.get("name")): str(e.get("value") or "") for c in pod.get("containers") or []
+            for e in c.get("env") or [] if "value" in e}
 
 
 def identities(resources: list[Resource], problems: list[str]) -> dict[Workload, Identity]:
@@ -229,13 +241,18 @@ def prove(
     unused += [f"{account} {role} is listed as without a caller, but a call uses it: drop it from the list"
                for account, role in cloud_calls.CONTRACT_ROLES_WITHOUT_CALLER
                if any(g in used and (_account_id(g.member), g.role) == (account, role) for g in granted)]
-    missing_rbac, unused_rbac, proven_rbac = _prove_rbac(resources, who, kube_calls)
-    return Proof(tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac))
+    settings = scheduler_settings(resources)
+    made = [c for c in kube_calls if c.only_with is None or settings.get(c.only_with)]
+    not_made = tuple(f"{c.site} {c.method}: not made, {c.only_with} is not set" for c in kube_calls
+                     if c not in made and c.workload in cloud_calls.STACK_WORKLOADS)
+    missing_rbac, unused_rbac, proven_rbac = _prove_rbac(resources, who, tuple(made))
+    return Proof(tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac), not_made)
 
 
 def _prove_rbac(
     resources: list[Resource], who: dict[Workload, Identity], calls: tuple[KubeCall, ...]
 ) -> tuple[list[str], list[str], list[str]]:
+    """RBAC for ``calls`` (those this stack's settings make): each allowed by a bound Role, each rule used."""
     rules = _rbac(resources)
     missing, proven = [], []
     used: set[tuple[str, str, str, str, str]] = set()

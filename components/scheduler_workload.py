@@ -1,7 +1,8 @@
 """``SchedulerWorkload``: the gpu-scheduler service in namespace ``gpu-runtime``.
 
 Namespace, Workload Identity service account, RBAC (leader Lease; Dask worker-group scaling in
-``compute``), the control-token Secret, Deployment, Service, PodDisruptionBudget and NetworkPolicies.
+``compute``, and ProvisioningRequests there when a pool is queued), the control-token Secret, Deployment,
+Service, PodDisruptionBudget and NetworkPolicies.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class SchedulerWorkloadArgs:
     ``roles/iam.serviceAccountUser``."""
     compute_namespace: pulumi.Input[str] = contract.COMPUTE_NAMESPACE
     """Namespace of the Dask cluster; pass ``DaskCluster.namespace`` so the pool-scaling Role waits for it."""
+    queued_pools: Mapping[str, int | None] = field(default_factory=dict)
+    """Pools with queued provisioning and their requests' maxRunDurationSeconds; with any, the scheduler is
+    told which (``GPURT_QUEUED_POOLS``) and may create and delete ProvisioningRequests in ``compute``."""
 
 
 class SchedulerWorkload(pulumi.ComponentResource):
@@ -66,6 +70,7 @@ class SchedulerWorkload(pulumi.ComponentResource):
             resources=args.resources,
             extra_env=dict(args.extra_env),
             vertex_service_account=args.vertex_service_account_email,
+            queued_pools=dict(args.queued_pools),
         )
         ns = apply_manifest(name, common.namespace(contract.RUNTIME_NAMESPACE), pulumi.ResourceOptions(parent=self))
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
@@ -76,7 +81,8 @@ class SchedulerWorkload(pulumi.ComponentResource):
             in_ns,
         )
         # Given DaskCluster.namespace (an Output), the pool-scaling Role waits for that namespace to exist.
-        rbac = [apply_manifest(name, manifest, in_ns) for manifest in manifests.build_rbac(args.compute_namespace)]
+        rbac = [apply_manifest(name, manifest, in_ns)
+                for manifest in manifests.build_rbac(args.compute_namespace, bool(args.queued_pools))]
         for policy in network.build_runtime_policies():
             apply_manifest(name, policy, in_ns)
         deployment = apply_manifest(

@@ -78,6 +78,14 @@ class SchedulerSpec:
     vertex_service_account: str | None = None
     """Google account Vertex AI custom jobs run as (``GPURT_VERTEX_SERVICE_ACCOUNT``); unset, Vertex AI's
     broad default agent runs them."""
+    queued_pools: Mapping[str, int | None] = field(default_factory=dict)
+    """Pools with queued provisioning, each with its requests' maxRunDurationSeconds (None: GKE's default);
+    the scheduler creates ProvisioningRequests for their workers (``GPURT_QUEUED_POOLS``)."""
+
+
+def queued_pools_setting(queued_pools: Mapping[str, int | None]) -> str:
+    """``GPURT_QUEUED_POOLS``: ``pool`` or ``pool=maxRunDurationSeconds``, comma-separated, in pool order."""
+    return ",".join(pool if seconds is None else f"{pool}={seconds}" for pool, seconds in queued_pools.items())
 
 
 def build_service_account(gcp_service_account_email: str) -> Manifest:
@@ -122,12 +130,28 @@ def _role_binding(name: str, namespace: str) -> Manifest:
     }
 
 
-def build_rbac(compute_namespace: str = contract.COMPUTE_NAMESPACE) -> list[Manifest]:
+# What the scheduler needs in ``compute`` for a queued pool: it creates each ProvisioningRequest with its
+# PodTemplate, lists them every reconcile round (conditions), deletes those that failed or are no longer
+# needed; it lists the worker Deployments the operator made (which request each consumes) and deletes those
+# whose capacity GKE revoked, whose pods could never be placed again.
+PROVISIONING_RULES: Final = (
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
+     "verbs": ["create", "list", "delete"]},
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["create", "list", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "delete"]},
+)
+
+
+def build_rbac(
+    compute_namespace: str = contract.COMPUTE_NAMESPACE, queued_provisioning: bool = False
+) -> list[Manifest]:
     """Least-privilege RBAC: Leases in its own namespace, and scaling Dask worker groups in ``compute``.
 
     ``create`` on leases cannot be limited by name (the object does not exist yet); get/update can, so
     the scheduler can touch no other Lease. Exactly the verbs the code calls (``components.cloud_calls``):
-    the lease is read and replaced, worker groups are listed and patched, never fetched one by one.
+    the lease is read and replaced, worker groups are listed and patched, never fetched one by one. Only a
+    stack with a queued pool (``queued_provisioning``) grants ``PROVISIONING_RULES`` as well: names of the
+    requests, templates and worker Deployments are generated, so those rules cannot name them.
     """
     leader = f"{contract.SCHEDULER_DEPLOYMENT}-leader-election"
     pools = f"{contract.SCHEDULER_DEPLOYMENT}-pools"
@@ -154,6 +178,8 @@ def build_rbac(compute_namespace: str = contract.COMPUTE_NAMESPACE) -> list[Mani
             "verbs": ["patch"],
         },
     ]
+    if queued_provisioning:
+        pool_rules += [{**rule, "verbs": list(rule["verbs"])} for rule in PROVISIONING_RULES]
     return [
         _role(leader, contract.RUNTIME_NAMESPACE, lease_rules),
         _role_binding(leader, contract.RUNTIME_NAMESPACE),
@@ -174,6 +200,8 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
     }
     if spec.vertex_service_account is not None:
         plain["GPURT_VERTEX_SERVICE_ACCOUNT"] = spec.vertex_service_account
+    if spec.queued_pools:
+        plain[contract.QUEUED_POOLS_ENV] = queued_pools_setting(spec.queued_pools)
     plain.update(spec.extra_env)
     env: list[Manifest] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [

@@ -289,13 +289,13 @@ class Service:
 
     def _build_pools(self) -> PoolBackend:
         if self.settings.pools is PoolsBackend.KUBERNETES:
-            from kubernetes import client, config
-
             from runtime.scheduler.pools.kubernetes import KubernetesPools
+            from runtime.scheduler.pools.kubernetes_api import KubernetesClients
 
-            config.load_incluster_config()
-            return KubernetesPools(client.CustomObjectsApi(), cluster=self.settings.dask_cluster_name,
-                                   on_evict=self.count_eviction)
+            # Pools come before the elector; asked later, this says whether this replica leads now.
+            return KubernetesPools(KubernetesClients.in_cluster(), cluster=self.settings.dask_cluster_name,
+                                   on_evict=self.count_eviction, queued=self.settings.queued_pools,
+                                   is_leader=lambda: self._elector is not None and self._elector.is_leader)
         if self._cluster is None:
             raise RuntimeError("GPURT_POOLS=local needs the in-process cluster: leave GPURT_DASK_SCHEDULER empty")
         from runtime.scheduler.pools.local import LocalPools

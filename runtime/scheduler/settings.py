@@ -94,6 +94,9 @@ class Settings(BaseModel):
                                     description="Jobs over this many paths run as shards on several workers; "
                                     "unset: never.")
     dask_cluster_name: str = Field(contract.DASK_CLUSTER_NAME, validation_alias="GPURT_DASK_CLUSTER")
+    queued_pools: dict[str, int | None] = Field(
+        default_factory=dict, validation_alias=contract.QUEUED_POOLS_ENV,
+        description="Pools whose nodes come only through ProvisioningRequests: pool[=maxRunDurationSeconds],...")
     pod_name: str = Field(default_factory=lambda: os.uname().nodename,
                           validation_alias=AliasChoices("POD_NAME", "GPURT_POD_NAME"))
     pod_namespace: str = Field(contract.RUNTIME_NAMESPACE, validation_alias="POD_NAMESPACE")
@@ -120,6 +123,24 @@ class Settings(BaseModel):
         if unknown:
             raise ValueError(f"unknown job types {unknown}; known: {[t.value for t in JobType]}")
         return value
+
+    @field_validator("queued_pools", mode="before")
+    @classmethod
+    def _split_queued(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        pools: dict[str, int | None] = {}
+        for part in (p.strip() for p in value.split(",")):
+            if not part:
+                continue
+            pool, _, seconds = part.partition("=")
+            if not seconds.strip():
+                pools[pool.strip()] = None
+            elif seconds.strip().isdigit() and int(seconds) > 0:
+                pools[pool.strip()] = int(seconds)
+            else:
+                raise ValueError(f"{part!r}: maxRunDurationSeconds must be a positive number of seconds")
+        return pools
 
     @field_validator("log_level")
     @classmethod

@@ -10,6 +10,29 @@ from pydantic import BaseModel, Field
 MAX_POOL_WORKERS: Final = 256
 
 
+class ProvisioningRequestInfo(BaseModel):
+    """One ProvisioningRequest of a queued pool, as GKE's conditions on it say."""
+
+    name: str
+    workers: int = Field(ge=0, description="Workers the request asks capacity for.")
+    state: str = Field(description="pending, accepted, provisioned, booking-expired, capacity-revoked or failed.")
+    consumed: bool = Field(False, description="Its workers were added to the pool (on its capacity).")
+    reason: str = Field("", description="The reason of the condition behind the state, e.g. QuotaExceeded.")
+    message: str = ""
+    conditions: dict[str, str] = Field(default_factory=dict,
+                                       description="Every condition type and its status (True, False, Unknown).")
+
+
+class ProvisioningInfo(BaseModel):
+    """How a queued pool gets its nodes: its requests, and the failure that stopped it asking for more."""
+
+    requests: list[ProvisioningRequestInfo] = Field(default_factory=list)
+    failure: str | None = Field(None, description="The last request GKE failed (name: reason: message); no new "
+                                "request is made until the pool is scaled or stopped again.")
+    max_run_duration_s: int | None = Field(None, description="maxRunDurationSeconds of new requests (None: GKE's "
+                                           "default, 7 days).")
+
+
 class PoolInfo(BaseModel):
     """One pool as the API reports it."""
 
@@ -18,6 +41,8 @@ class PoolInfo(BaseModel):
     workers: int = Field(ge=0, description="Workers running now.")
     gpus_per_worker: int = Field(0, ge=0)
     status: str = Field(description="running, scaling or stopped.")
+    provisioning: ProvisioningInfo | None = Field(None, description="Queued pools only: the ProvisioningRequests "
+                                                  "its nodes come through.")
 
 
 class PoolError(RuntimeError):

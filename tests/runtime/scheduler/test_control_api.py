@@ -52,7 +52,7 @@ def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
         # Flow control follows the pool at once: the stream is replaced with three slots.
         assert platform.api.anonymous.get("/status").json()["slots"] == 3
         wait_for(lambda: _pool(platform) == {"id": LOCAL_POOL, "desired": 3, "workers": 3, "gpus_per_worker": 0,
-                                             "status": "running"}, 60, "three workers")
+                                             "status": "running", "provisioning": None}, 60, "three workers")
         assert platform.api.http.post("/pools/stop-all").json()[0]["desired"] == 0
         wait_for(lambda: _pool(platform)["status"] == "stopped", 60, "the pool stopped")
         evictions = (METRICS.pool_evictions_total, (("pool", LOCAL_POOL),))
