@@ -1,4 +1,4 @@
-"""What every runtime command shares: the console, option types, target resolution and error handling.
+"""What every command shares: the consoles, option types, finding the platform, and one-line errors.
 
 Errors a user can cause or fix (bad input, platform down, API refusal) print one clear line and exit
 non-zero; only real bugs keep their traceback.

@@ -17,7 +17,8 @@ from gpurt import plan as plan_commands
 from tests.components.infra import stack_config, stack_plan
 
 RAW = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())
-HOURS = 730  # Google's month
+HOURS = RAW["hoursPerMonth"]
+SPOT_LOW, SPOT_HIGH = 1 - RAW["spotDiscount"]["max"], 1 - RAW["spotDiscount"]["min"]  # share of on-demand paid
 
 
 def _node_month(pool: GpuPoolConfig | SystemPoolConfig) -> tuple[float, float]:
@@ -39,8 +40,8 @@ def _expected(config: StackConfig) -> dict[str, dict[str, float]]:
         low, high = pool.min_nodes * zones, pool.max_nodes * zones
         expected[name] = {
             "on_demand_low": low * (compute + disk), "on_demand_high": high * (compute + disk),
-            # Spot: 60-91% off machines and GPUs, never the disk.
-            "spot_low": low * (compute * 0.09 + disk), "spot_high": high * (compute * 0.40 + disk),
+            # Spot: the table's discount band off machines and GPUs, never off the disk.
+            "spot_low": low * (compute * SPOT_LOW + disk), "spot_high": high * (compute * SPOT_HIGH + disk),
         }
     return expected
 
@@ -51,7 +52,7 @@ def test_cost_of_each_stack_matches_a_hand_computation(stack: str) -> None:
     assert cost is not None and cost.incomplete == ()
     expected = _expected(config)
     assert {p.pool for p in cost.pools} == set(expected)
-    fee = 0.10 * HOURS  # one regional cluster
+    fee = RAW["clusterFeePerHour"] * HOURS  # one regional cluster
     assert cost.cluster_fee == pytest.approx(fee)
     billed_low = billed_high = fee
     for pool in cost.pools:
@@ -73,7 +74,8 @@ def test_production_a100_pool_at_its_maximum() -> None:
     [a100] = [p for p in cost.pools if p.pool == "gpu-a100"]
     # 4 nodes per zone x 4 zones of a2-highgpu-1g (A100 included) with a 200 GB balanced boot disk.
     assert a100.nodes == (0, 16)
-    assert a100.on_demand.high == pytest.approx(16 * (3.673385 * 730 + 200 * 0.10))
+    a2_month = RAW["machines"]["a2-highgpu-1g"]["hourly"] * HOURS + 200 * RAW["diskPerGbMonth"]["pd-balanced"]
+    assert a100.on_demand.high == pytest.approx(16 * a2_month)
     assert a100.gpus == "1x nvidia-tesla-a100" and not a100.spot
 
 
@@ -81,7 +83,8 @@ def test_the_plan_json_carries_the_cost() -> None:
     document = stack_plan("staging").to_json()["cost"]
     assert document["currency"] == "USD" and document["recorded"] == RAW["recorded"]
     assert document["sources"] == RAW["sources"]
-    assert document["spot_model"] == {"discount_min": 0.6, "discount_max": 0.91}
+    assert document["spot_model"] == {"discount_min": RAW["spotDiscount"]["min"],
+                                      "discount_max": RAW["spotDiscount"]["max"]}
     [t4] = [p for p in document["pools"] if p["pool"] == "gpu-t4-spot"]
     assert t4["spot"] is True and t4["billed"] == t4["spot_range"]
     assert document["total"]["low"] <= document["total"]["high"] <= document["total_on_demand"]["high"]
@@ -92,8 +95,9 @@ def test_the_plan_prints_the_cost_table_with_its_date_and_model() -> None:
     plan_commands._print_cost(console, stack_plan("production"))
     text = console.export_text()
     assert "estimated monthly cost" in text and "gpu-a100" in text and "cluster fee" in text
-    assert f"recorded {RAW['recorded']}" in text and "60%-91% discount" in text
-    assert "$43,225" in text  # the A100 pool at its maximum, as computed above
+    assert f"recorded {RAW['recorded']}" in text and f"{1 - SPOT_HIGH:.0%}-{1 - SPOT_LOW:.0%} discount" in text
+    [a100] = [p for p in stack_plan("production").cost.pools if p.pool == "gpu-a100"]
+    assert f"${a100.on_demand.high:,.0f}" in text  # the A100 pool at its maximum
 
 
 def _pool(**node: Any) -> tuple[str, dict[str, Any]]:
@@ -109,7 +113,8 @@ def test_unpriced_pools_are_named_and_left_out_of_the_totals() -> None:
                      _pool()], table)
     assert cost.incomplete == ("p: no price for machine type 'z9-mystery-8'", "p: no price for GPU 'nvidia-b999'")
     only = cost.pools[2]
-    assert cost.total.low == pytest.approx(only.on_demand.low) == pytest.approx(2 * (0.379998 * 730 + 10))
+    n1_month = RAW["machines"]["n1-standard-8"]["hourly"] * HOURS + 100 * RAW["diskPerGbMonth"]["pd-balanced"]
+    assert cost.total.low == pytest.approx(only.on_demand.low) == pytest.approx(2 * n1_month)
     assert cost.cluster_fee == 0
 
 
