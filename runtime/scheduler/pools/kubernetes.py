@@ -300,9 +300,6 @@ class KubernetesPools:
                 covered += add[1]
             else:
                 covered += count
-        if covered < wanted and failure is None:
-            self._request_capacity(pool_id, group, wanted - covered)
-
         if add is not None:
             replicas += add[1]
             consumed.append(add[0])
@@ -313,7 +310,10 @@ class KubernetesPools:
             for request_name in [n for n in consumed if n != (add and add[0]) and not remaining.get(n)]:
                 self._delete_request(request_name)
                 consumed.remove(request_name)
+        # The group first: what this round removed, added or learnt is recorded even if asking GKE fails.
         self._update_group(group, replicas, consumed, failure, add)
+        if covered < wanted and failure is None:
+            self._request_capacity(pool_id, group, wanted - covered)
 
     def _update_group(self, group: dict[str, Any], replicas: int, consumed: list[str], failure: str | None,
                       add: tuple[str, int] | None) -> None:
