@@ -18,7 +18,8 @@ from kernels.errors import TransientJobError
 if TYPE_CHECKING:
     from kernels.context import RunContext
 
-_CUDA_ERROR_OUT_OF_MEMORY: Final = 2  # CUresult value in cuda.h
+_CUDA_ERROR_OUT_OF_MEMORY: Final = 2  # CUresult values in cuda.h
+_CUDA_ERROR_LAUNCH_TIMEOUT: Final = 702
 
 
 class BlockRunner(Protocol):
@@ -36,6 +37,17 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return name == "CudaAPIError" and (code == _CUDA_ERROR_OUT_OF_MEMORY or "OUT_OF_MEMORY" in str(code))
 
 
+def is_launch_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is CUDA's launch timeout: a kernel ran past the device's watchdog and was killed.
+
+    Unlike out-of-memory it cannot be retried in the same process (the CUDA context is lost), so the job
+    fails transiently and its next run (a shard's next attempt) launches smaller chunks.
+    """
+    code = getattr(exc, "code", None)
+    return type(exc).__name__ == "CudaAPIError" and (code == _CUDA_ERROR_LAUNCH_TIMEOUT
+                                                     or "LAUNCH_TIMEOUT" in str(code))
+
+
 def _nothing() -> None:
     return None
 
@@ -51,17 +63,21 @@ def run_chunks(
 ) -> None:
     """Call ``compute(start, count)`` over all ``n_blocks`` blocks in order, ``chunk_blocks`` at a time.
 
-    Checks ``ctx`` for cancellation between chunks. An out-of-memory error calls ``on_oom`` (to free
-    cached device memory) and retries the chunk at half the size; failing at one block is transient.
+    ``ctx.chunk_scale`` scales ``chunk_blocks`` down. Checks ``ctx`` for cancellation between chunks. An
+    out-of-memory error calls ``on_oom`` (to free cached device memory) and retries the chunk at half the
+    size; failing at one block is transient, and so is a launch timeout (``is_launch_timeout``).
     """
     start = 0
-    chunk = max(1, min(chunk_blocks, n_blocks))
+    chunk = max(1, min(int(chunk_blocks * ctx.chunk_scale), n_blocks))
     ctx.checkpoint(0.0)
     while start < n_blocks:
         count = min(chunk, n_blocks - start)
         try:
             compute(start, count)
         except Exception as exc:
+            if is_launch_timeout(exc):
+                raise TransientJobError(f"a chunk of {count} blocks ran past the GPU's watchdog (CUDA launch "
+                                        "timeout); a smaller chunk is launched on the next attempt") from exc
             if not oom(exc):
                 raise
             on_oom()

@@ -39,11 +39,19 @@ class Stopwatch:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Cooperative controls handed to a kernel: cancellation polled between chunks, progress 0..1."""
+    """Cooperative controls handed to a kernel: cancellation polled between chunks, progress 0..1, and
+    ``chunk_scale``, the share of each kernel's usual chunk to launch at once (below 1 when a shard is run
+    again after a transient failure or a timeout: shorter launches, less device memory; the result does
+    not depend on it)."""
 
     should_stop: Callable[[], bool]
     progress: Callable[[float], None]
     clock: Stopwatch = field(default_factory=Stopwatch)
+    chunk_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.chunk_scale <= 1.0:
+            raise ValueError(f"chunk_scale must be in (0, 1], not {self.chunk_scale}")
 
     def part(self, start: float, end: float) -> RunContext:
         """The same controls for one pass of a multi-pass job, its progress 0..1 mapped onto ``start..end``
@@ -53,7 +61,8 @@ class RunContext:
         def progress(fraction: float) -> None:
             outer(start + (end - start) * fraction)
 
-        return RunContext(should_stop=self.should_stop, progress=progress, clock=self.clock)
+        return RunContext(should_stop=self.should_stop, progress=progress, clock=self.clock,
+                          chunk_scale=self.chunk_scale)
 
     def checkpoint(self, fraction: float) -> None:
         """Report ``fraction`` done, then raise ``JobCancelled`` if the job was asked to stop."""

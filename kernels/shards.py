@@ -81,13 +81,19 @@ def run_shard(
     device: str = "auto",
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[float], None] | None = None,
+    chunk_scale: float = 1.0,
 ) -> ShardOutput:
-    """Run shard ``index`` of ``shards`` of the job; cooperative cancel and progress as ``run_job``'s."""
+    """Run shard ``index`` of ``shards`` of the job; cooperative cancel and progress as ``run_job``'s.
+
+    ``chunk_scale`` (0..1] launches smaller chunks than the kernel's usual, for a shard run again after a
+    transient failure or a timeout; the shard's part is the same whatever it is.
+    """
     from kernels.device import resolve_device
 
     kind = JobType(job_type)
     p = validate_params(kind, params)
-    ctx = RunContext(should_stop=should_stop or (lambda: False), progress=progress or (lambda _: None))
+    ctx = RunContext(should_stop=should_stop or (lambda: False), progress=progress or (lambda _: None),
+                     chunk_scale=chunk_scale)
     started = time.perf_counter()
     used = resolve_device(device)
     kernel = _kernel(kind)

@@ -1,11 +1,11 @@
-"""The chunk driver: order-independent sums, cancellation, progress, out-of-memory retry."""
+"""The chunk driver: order-independent sums, cancellation, progress, out-of-memory retry, chunk scale."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels.chunks import is_out_of_memory, run_blocks
+from kernels.chunks import is_launch_timeout, is_out_of_memory, run_blocks
 from kernels.context import RunContext
 from kernels.errors import JobCancelled, TransientJobError
 
@@ -102,3 +102,42 @@ def test_other_errors_pass_through_untouched() -> None:
 )
 def test_out_of_memory_recognition(exc: Exception, expected: bool) -> None:
     assert is_out_of_memory(exc) is expected
+
+
+def test_chunk_scale_launches_smaller_chunks_with_the_same_total() -> None:
+    sizes: list[int] = []
+
+    def compute(start: int, count: int) -> np.ndarray:
+        sizes.append(count)
+        return _rows(start, count)
+
+    scaled = RunContext(should_stop=lambda: False, progress=lambda _: None, chunk_scale=0.25)
+    total = run_blocks(len(ROWS), 3, 40, compute, scaled)
+    assert set(sizes[:-1]) == {10} and sum(sizes) == len(ROWS)
+    assert total.tobytes() == run_blocks(len(ROWS), 3, 40, _rows, _ctx()).tobytes()
+    # a pass of a multi-pass job keeps the scale
+    assert scaled.part(0.0, 0.5).chunk_scale == 0.25
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5, 1.5])
+def test_chunk_scale_outside_zero_to_one_is_refused(scale: float) -> None:
+    with pytest.raises(ValueError, match="chunk_scale"):
+        RunContext(should_stop=lambda: False, progress=lambda _: None, chunk_scale=scale)
+
+
+def test_a_launch_timeout_is_transient_and_not_retried_in_place() -> None:
+    sizes: list[int] = []
+
+    def compute(start: int, count: int) -> np.ndarray:
+        sizes.append(count)
+        raise CudaAPIError(702, "CUDA_ERROR_LAUNCH_TIMEOUT")
+
+    with pytest.raises(TransientJobError, match="watchdog"):
+        run_blocks(len(ROWS), 3, 64, compute, _ctx())
+    assert sizes == [64]  # the CUDA context is lost: no second launch in this process
+
+
+@pytest.mark.parametrize(("exc", "expected"), [(CudaAPIError(702, "x"), True), (CudaAPIError(2, "x"), False),
+                                               (TimeoutError("x"), False)])
+def test_launch_timeout_recognition(exc: Exception, expected: bool) -> None:
+    assert is_launch_timeout(exc) is expected

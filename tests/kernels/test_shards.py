@@ -90,3 +90,17 @@ def test_a_merge_missing_a_shard_is_refused() -> None:
     outputs = [run_shard("european_option", JOBS["european_option"], i, 3, device="cpu") for i in (0, 2)]
     with pytest.raises(ValueError, match="not all"):
         merge("european_option", JOBS["european_option"], outputs, elapsed_s=1.0)
+
+
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_a_shard_run_again_with_smaller_chunks_gives_the_same_part(job: str) -> None:
+    # 2**-20 of any kernel's usual chunk is one block: every block its own launch
+    usual = run_shard(job, JOBS[job], 1, 3, device="cpu")
+    smallest = run_shard(job, JOBS[job], 1, 3, device="cpu", chunk_scale=2.0**-20)
+    assert smallest.blocks == usual.blocks > 1
+    if isinstance(usual.part, np.ndarray):
+        assert smallest.part.tobytes() == usual.part.tobytes()
+    else:  # VaR's largest losses
+        assert vars(smallest.part).keys() == vars(usual.part).keys()
+        for name, value in vars(usual.part).items():
+            assert np.array_equal(getattr(smallest.part, name), value), name

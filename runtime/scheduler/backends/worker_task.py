@@ -30,11 +30,15 @@ def execute(job_type: str, params: JobParams, device: str, event_name: str) -> o
     return run_job(job_type, params, device=device, should_stop=stop_poller(event_name))
 
 
-def stop_poller(event_name: str) -> Callable[[], bool]:
-    """A kernel's ``should_stop`` that reads the cancel event ``event_name`` at most once per ``CANCEL_POLL_S``."""
+def stop_poller(*event_names: str) -> Callable[[], bool]:
+    """A kernel's ``should_stop`` that reads the events ``event_names`` at most once per ``CANCEL_POLL_S``.
+
+    It answers True from the first time any of them is seen set (a job's cancel event, and for a shard
+    also the event that says another attempt of it already finished).
+    """
     from distributed import Event
 
-    event = Event(event_name)
+    events = [Event(name) for name in event_names]
     # The first look is one period in: a short job never pays a round trip to the Dask scheduler.
     last_check = time.monotonic()
     stopped = False
@@ -44,7 +48,7 @@ def stop_poller(event_name: str) -> Callable[[], bool]:
         now = time.monotonic()
         if not stopped and now - last_check >= CANCEL_POLL_S:
             last_check = now
-            stopped = event.is_set()
+            stopped = any(event.is_set() for event in events)
         return stopped
 
     return should_stop

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,11 +67,13 @@ def test_a_job_under_the_shard_size_runs_as_one_task(client: Any) -> None:
 def test_a_shard_failing_transiently_is_rerun_alone(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     real = backend_shards.run_shard
     runs: list[int] = []
+    scales: dict[int, list[float]] = {}
     lock = threading.Lock()
 
     def flaky(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
         with lock:
             runs.append(index)
+            scales.setdefault(index, []).append(kwargs["chunk_scale"])
             first_of_one = index == 1 and runs.count(1) == 1
         if first_of_one:
             raise TransientJobError("CUDA out of memory even for the smallest chunk")
@@ -81,7 +84,41 @@ def test_a_shard_failing_transiently_is_rerun_alone(client: Any, monkeypatch: py
     out = DaskBackend(client, device="cpu", shard_paths=100_000).run(
         _request("flaky", "european_option", EUROPEAN), attempt=1)
     assert sorted(runs) == [0, 1, 1, 2]
+    assert scales == {0: [1.0], 1: [1.0, 0.5], 2: [1.0]}  # only the rerun launches smaller chunks
     assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
+
+
+def test_a_straggling_shard_gets_a_backup_and_the_first_to_finish_is_kept(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = backend_shards.run_shard
+    superseded: list[tuple[int, float]] = []
+    finished: list[tuple[int, float]] = []
+
+    def straggling(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
+        if (index, kwargs["chunk_scale"]) == (1, 1.0):  # shard 1's first attempt hangs, as on a sick device
+            stop = kwargs["should_stop"]
+            while not stop():
+                time.sleep(0.02)
+            superseded.append((index, kwargs["chunk_scale"]))
+            raise JobCancelled("stopped")
+        out = real(job_type, params, index, shards, **kwargs)
+        finished.append((index, kwargs["chunk_scale"]))
+        return out
+
+    monkeypatch.setattr(backend_shards, "run_shard", straggling)
+    monkeypatch.setattr(backend_shards, "STRAGGLER_MIN_S", 0.5)
+    monkeypatch.setattr(backend_shards, "STRAGGLER_CHECK_S", 0.1)
+    whole = run_job("european_option", EUROPEAN, device="cpu").summary
+    cancel = CancelSignal(client, "gpurt-cancel-straggle-1")
+    job = ShardedJob(client, _request("straggle", "european_option", EUROPEAN), 3, device="cpu", cancel=cancel,
+                     key="gpurt-straggle-1-test", resources=None)
+    out = job.result(timeout=60)
+    assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
+    assert out.summary["std_error"] == pytest.approx(whole["std_error"], rel=MERGE_RTOL)
+    assert sorted(finished) == [(0, 1.0), (1, 0.5), (2, 1.0)]  # the backup launched half the chunk
+    # the hung attempt was told to stop once its backup (half the chunk) had finished; the job was not cancelled
+    wait_for(lambda: superseded == [(1, 1.0)], 10, "the straggler to stop")
+    assert not cancel.is_set
 
 
 def test_cancel_reaches_every_shard_and_progress_is_the_shards_sum(client: Any,
