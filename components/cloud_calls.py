@@ -85,6 +85,7 @@ _S = Workload.SCHEDULER
 _DASK = "kubernetes.dask.org"
 _LEASES = ("coordination.k8s.io", "leases")
 _POOLS = "runtime.scheduler.pools.kubernetes:KubernetesPools"
+_QUEUED = "runtime.scheduler.pools.queued:QueuedProvisioner"
 _PROVREQS = ("autoscaling.x-k8s.io", "provisioningrequests")
 _STORE = "runtime.store.store:ResultStore"
 # gcsfs's default filesystem first asks the Storage Control API for the bucket's layout (flat or
@@ -198,10 +199,10 @@ KUBE_CALLS: Final = (
              f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"),
     # Queued pools (GPURT_QUEUED_POOLS): ProvisioningRequests and their PodTemplates, and the worker
     # Deployments that consume them. Their names are generated, so no call names its object.
-    *(KubeCall(f"{_POOLS}.{function}", method, _S, group, resource, verb, contract.COMPUTE_NAMESPACE,
+    *(KubeCall(f"{_QUEUED}.{function}", method, _S, group, resource, verb, contract.COMPUTE_NAMESPACE,
                only_with=contract.QUEUED_POOLS_ENV)
       for function, method, group, resource, verb in (
-          ("_requests", "list_namespaced_custom_object", *_PROVREQS, "list"),
+          ("requests", "list_namespaced_custom_object", *_PROVREQS, "list"),
           ("_request_capacity", "create_namespaced_pod_template", "", "podtemplates", "create"),
           ("_request_capacity", "create_namespaced_custom_object", *_PROVREQS, "create"),
           ("_delete_request", "delete_namespaced_custom_object", *_PROVREQS, "delete"),
@@ -252,6 +253,7 @@ CLIENT_SITES: Final = {
     "runtime.scheduler.backends.vertex_task": ("fsspec",),
     "runtime.scheduler.leader": ("self._api",),
     "runtime.scheduler.pools.kubernetes": ("self._api",),
+    "runtime.scheduler.pools.queued": ("self._api",),
 }
 # Modules that import a cloud library without calling a service through it.
 NO_CLIENT_CALLS: Final = {
@@ -261,8 +263,8 @@ NO_CLIENT_CALLS: Final = {
     "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
     "runtime.store.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls are declared",
     "runtime.vertex.rest": "the Vertex AI REST adapter behind VertexBackend's client (declared there)",
-    "runtime.scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind KubernetesPools' api "
-                                              "(declared there)",
+    "runtime.scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind the api of KubernetesPools "
+                                              "and QueuedProvisioner (declared there)",
 }
 # Roles of the contract's project table that no call of the code needs, kept because the contract's role
 # table (the operators' runbooks) states them; the proof fails on any other grant nobody needs.

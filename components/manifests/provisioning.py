@@ -4,7 +4,7 @@ A node pool with queued provisioning gets nodes only for a ``ProvisioningRequest
 ``autoscaling.x-k8s.io``, version ``v1``, class ``queued-provisioning.gke.io``) that references a
 ``PodTemplate`` describing the pods to place; GKE provisions the whole request at once, in one zone, and
 only pods that carry the two consume annotations below may use that capacity. The gpu-scheduler creates
-these objects at run time, when it scales a queued pool (``runtime.scheduler.pools.kubernetes``); this
+these objects at run time, when it scales a queued pool (``runtime.scheduler.pools.queued``); this
 module only renders them, from the pool's DaskWorkerGroup, so the request asks for exactly what the
 workers need (GPU and CPU resources, node selector, tolerations). See docs/scheduler.md.
 

@@ -16,7 +16,7 @@ from components.dask import worker_pools
 from components.manifests import dask as dask_manifests
 from components.manifests import provisioning as prov
 from components.manifests.common import gpu_toleration
-from runtime.scheduler.pools.kubernetes import request_token
+from runtime.scheduler.pools.queued import request_token
 from tests.components.infra import stack_config
 from tests.components.test_manifests_schema import K8S_VERSION, _crd_schema, _pruned_fields
 

@@ -119,7 +119,7 @@ def test_the_proof_fails_when_the_role_lacks_a_provisioning_verb(queued_plan: Pl
 
     assert proof.missing == (
         f"('{contract.RUNTIME_NAMESPACE}', 'gpu-scheduler') may not create provisioningrequests in "
-        f"{contract.COMPUTE_NAMESPACE}, needed by runtime.scheduler.pools.kubernetes:KubernetesPools."
+        f"{contract.COMPUTE_NAMESPACE}, needed by runtime.scheduler.pools.queued:QueuedProvisioner."
         "_request_capacity (create_namespaced_custom_object)",
     )
 

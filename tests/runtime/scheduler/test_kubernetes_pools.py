@@ -10,7 +10,8 @@ from kubernetes.client.exceptions import ApiException
 
 from components import contract
 from runtime.scheduler.pools.base import PoolError, PoolNotFound
-from runtime.scheduler.pools.kubernetes import DESIRED_ANNOTATION, KubernetesPools
+from runtime.scheduler.pools.kubernetes import KubernetesPools
+from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
 
 
 def _group(pool: str, replicas: int, ready: int, name: str | None = None) -> dict[str, Any]:

@@ -16,13 +16,10 @@ from components import contract
 from components.manifests import dask as dask_manifests
 from components.manifests import provisioning as prov
 from runtime.scheduler.pools.base import PoolInfo
-from runtime.scheduler.pools.kubernetes import (
-    CONSUMED_ANNOTATION,
-    DESIRED_ANNOTATION,
-    FAILURE_ANNOTATION,
-    KubernetesPools,
-)
+from runtime.scheduler.pools.kubernetes import KubernetesPools
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
+from runtime.scheduler.pools.queued import CONSUMED_ANNOTATION, FAILURE_ANNOTATION
+from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
 
 CLUSTER = "gpu-dask"
 QUEUED = dask_manifests.WorkerPoolSpec(

@@ -1,0 +1,24 @@
+"""A Dask worker group (``DaskWorkerGroup``) as the Kubernetes API returns it: what the cloud pools read from it.
+
+Both the generic pools (``runtime.scheduler.pools.kubernetes``) and the queued provisioning
+(``runtime.scheduler.pools.queued``) read a group's replicas, annotations and recorded desired size the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+DESIRED_ANNOTATION: Final = "gpu-runtime.dev/desired-replicas"
+
+
+def replicas_of(group: dict[str, Any]) -> int:
+    return int(group.get("spec", {}).get("worker", {}).get("replicas", 0))
+
+
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def desired_of(group: dict[str, Any]) -> int | None:
+    value = annotations_of(group).get(DESIRED_ANNOTATION)
+    return int(value) if value is not None and str(value).isdigit() else None
