@@ -61,7 +61,7 @@ def test_every_fuzzed_message_gets_one_rejected_result_on_its_first_delivery(pla
             owner = {f"invalid-{mid}": m.index for mid, m in zip(message_ids, messages, strict=True)}
             owner.update({m.attributes["job_id"]: m.index for m in messages if m.attributes})
             owner.update({f"fuzz-{m.index}": m.index for m in messages})
-            _wait_for(lambda: sum(len(found) for found in seen.values()) >= MESSAGES, RESULTS_TIMEOUT_S, seen)
+            _wait_for(lambda: _results(seen, lock) >= MESSAGES, RESULTS_TIMEOUT_S, lambda: _results(seen, lock))
             collector.wait(set(), 2.0)  # a duplicate or a redelivery's second result would land now
 
             after = JobRequest.model_validate({"job_id": "fuzz-after", "type": "noop"})
@@ -89,10 +89,15 @@ def test_every_fuzzed_message_gets_one_rejected_result_on_its_first_delivery(pla
     assert status.running and status.healthy and status.ready, status.problems  # the consumer stayed up
 
 
-def _wait_for(done: Callable[[], bool], timeout_s: float, seen: dict[str, list[JobResult]]) -> None:
+def _results(seen: dict[str, list[JobResult]], lock: threading.Lock) -> int:
+    """How many results have arrived; under the lock, since the subscriber's threads add to ``seen``."""
+    with lock:
+        return sum(len(found) for found in seen.values())
+
+
+def _wait_for(done: Callable[[], bool], timeout_s: float, count: Callable[[], int]) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:
-            raise AssertionError(f"only {sum(len(f) for f in seen.values())} of {MESSAGES} results after "
-                                 f"{timeout_s:.0f} s")
+            raise AssertionError(f"only {count()} of {MESSAGES} results after {timeout_s:.0f} s")
         time.sleep(0.2)
