@@ -215,8 +215,12 @@ class ShardedJob:
     def _live(self, index: int) -> list[_Attempt]:
         return [a for a in self._attempts if a.index == index and not a.settled]
 
+    def _tried(self, index: int) -> int:
+        """How many attempts of shard ``index`` were submitted so far."""
+        return sum(a.index == index for a in self._attempts)
+
     def _retries_left(self, index: int) -> bool:
-        return sum(a.index == index for a in self._attempts) <= SHARD_RETRIES
+        return self._tried(index) <= SHARD_RETRIES
 
     def _stop_all(self) -> None:
         """One shard failed: stop the others at their next checkpoint and wait (boundedly) until they have.
@@ -235,7 +239,7 @@ class ShardedJob:
 
     def _submit(self, index: int) -> None:
         """Submit the shard's next attempt: numbered after every earlier one, so its Dask key is new."""
-        number = sum(a.index == index for a in self._attempts)
+        number = self._tried(index)
         name = f"{self._key}-shard{index}-{number}"
         superseded = CancelSignal(self._client, f"{name}-superseded")
         future = self._client.submit(
