@@ -192,9 +192,11 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
         "## Runtime: end-to-end throughput and scheduler overhead", "",
         f"{_device_line(date)} {runs[0].jobs} `noop` jobs published at once through "
         "emulator, scheduler and a Dask LocalCluster, for each worker count on a fresh local platform. Dask alone: "
-        "the same batch on a LocalCluster of the same size in the same run, all at once, and one job per worker at "
-        "a time - the most the scheduler's flow control (no more messages than slots, one slot per worker) lets "
-        "Dask do, so its share of the batch is the ceiling of end to end (docs/scheduler.md, \"Per-job cost\"). "
+        "the same batch on a LocalCluster of the same size in the same run, all at once through Dask's own client, "
+        "and one job per worker at a time through the scheduler's client - the most the scheduler's flow control "
+        "(no more messages than slots, one slot per worker) lets Dask do, so its share of the batch is the ceiling "
+        "of end to end (docs/scheduler.md, \"Per-job cost\"). On a machine of few cores the processes share them, "
+        "so the load average says how far a run was bound by CPU rather than by the path's latency. "
         "Queue wait is the scheduler's own measure, so in a burst it is mostly waiting for a free slot.",
         "", *markdown_table("figure", columns, figure_rows(runs)), "", *goal_markdown(goals)]
     if any(r.stages for r in runs):

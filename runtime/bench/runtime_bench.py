@@ -136,31 +136,44 @@ def run_end_to_end(platform: LocalPlatform, jobs: int, on_progress: Callable[[in
 
 
 def run_backend_alone(jobs: int, workers: int) -> BackendAlone:
-    """Time ``jobs`` noop jobs on a LocalCluster of ``workers`` workers: all at once, then one per worker."""
+    """Time ``jobs`` noop jobs on a LocalCluster of ``workers`` workers: all at once, then one per worker.
+
+    The batch goes through Dask's own client, as a user of Dask alone would send it; one job per worker
+    at a time goes through the scheduler's client (``PromptClient``), so that figure is the ceiling the
+    scheduler itself could reach under its flow control.
+    """
     from distributed import Client, LocalCluster
 
     from kernels.jobs import run_job
+    from runtime.scheduler.backends.dask_client import PromptClient
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
-        client.gather(client.map(run_job, ["noop"] * workers, [{}] * workers, pure=False))  # warm the workers
-        start = time.perf_counter()
-        client.gather(client.map(run_job, ["noop"] * jobs, [{}] * jobs, pure=False))
-        batch = time.perf_counter() - start
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            client.gather(client.map(run_job, ["noop"] * workers, [{}] * workers, pure=False))  # warm the workers
+            start = time.perf_counter()
+            client.gather(client.map(run_job, ["noop"] * jobs, [{}] * jobs, pure=False))
+            batch = time.perf_counter() - start
+        with PromptClient(cluster) as client:
+            return BackendAlone(batch, _one_job_per_worker(client, jobs, workers))
 
-        def one_at_a_time(count: int) -> None:
-            for _ in range(count):
-                client.submit(run_job, "noop", {}, pure=False).result()
 
-        shares = [jobs // workers + (1 if i < jobs % workers else 0) for i in range(workers)]
-        threads = [threading.Thread(target=one_at_a_time, args=(n,), name=f"bench-slot-{i}")
-                   for i, n in enumerate(shares)]
-        start = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return BackendAlone(batch, time.perf_counter() - start)
+def _one_job_per_worker(client: Any, jobs: int, workers: int) -> float:
+    """Wall seconds for ``jobs`` noop jobs, one thread per worker submitting one and waiting for it."""
+    from kernels.jobs import run_job
+
+    def one_at_a_time(count: int) -> None:
+        for _ in range(count):
+            client.submit(run_job, "noop", {}, pure=False).result()
+
+    shares = [jobs // workers + (1 if i < jobs % workers else 0) for i in range(workers)]
+    threads = [threading.Thread(target=one_at_a_time, args=(n,), name=f"bench-slot-{i}")
+               for i, n in enumerate(shares)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
 
 
 def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], None] | None = None,

@@ -272,19 +272,18 @@ class Service:
         return RoutingBackend(default=dask_backend, routes={t: vertex for t in s.vertex_types})
 
     def _build_dask(self) -> ExecutionBackend:
-        from distributed import Client
-
         from runtime.scheduler.backends.dask import DaskBackend
+        from runtime.scheduler.backends.dask_client import PromptClient
 
         if self.settings.dask_scheduler:
-            client = Client(self.settings.dask_scheduler, timeout="30s")
+            client = PromptClient(self.settings.dask_scheduler, timeout="30s")
         else:
             from distributed import LocalCluster
 
             # Workers start empty; LocalPools adds them per pool. One thread each: one job per worker.
             self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
                                          dashboard_address=self.settings.dask_dashboard, host="127.0.0.1")
-            client = Client(self._cluster)
+            client = PromptClient(self._cluster)
         return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
 
     def _build_pools(self) -> PoolBackend:
