@@ -142,10 +142,19 @@ def _advance(progress: Progress, task: TaskID, done: int) -> None:
 
 
 def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBaseline | None) -> list[Table]:
-    from runtime.bench.runtime_report import baseline_rows, figure_rows, profile_of, stage_rows, worker_columns
+    from runtime.bench.runtime_report import (
+        baseline_rows,
+        cpu_rows,
+        figure_rows,
+        profile_of,
+        stage_rows,
+        worker_columns,
+    )
 
     columns = worker_columns([r.workers for r in runs])
     tables = [_table(f"runtime benchmark ({runs[0].jobs} noop jobs at once)", "figure", columns, figure_rows(runs))]
+    if any(r.cpu for r in runs):
+        tables.append(_table("CPU per job of each process", "process", columns, cpu_rows(runs)))
     if any(r.stages for r in runs):
         tables.append(_table("where a job slot's time goes (per job)", "stage", columns,
                              stage_rows([profile_of(r) for r in runs])))
@@ -159,6 +168,9 @@ def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBas
         before = worker_columns([r.workers for r in baseline.baseline.runs])
         tables.append(_table(f"before: {baseline.label} ({baseline.baseline.date})", "figure", before,
                              baseline_rows(baseline.baseline)))
+        if any(r.cpu_per_job for r in baseline.baseline.runs):
+            tables.append(_table(f"before: CPU per job of each process ({baseline.label})", "process", before,
+                                 cpu_rows(baseline.baseline.runs)))
         if any(r.profile for r in baseline.baseline.runs):
             tables.append(_table(f"before: where a job slot's time goes ({baseline.label})", "stage", before,
                                  stage_rows([profile_of(r) for r in baseline.baseline.runs])))
@@ -179,6 +191,7 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
                       date: str) -> str:
     from runtime.bench.runtime_report import (
         baseline_rows,
+        cpu_rows,
         figure_rows,
         goal_markdown,
         markdown_table,
@@ -199,6 +212,10 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
         "so the load average says how far a run was bound by CPU rather than by the path's latency. "
         "Queue wait is the scheduler's own measure, so in a burst it is mostly waiting for a free slot.",
         "", *markdown_table("figure", columns, figure_rows(runs)), "", *goal_markdown(goals)]
+    if any(r.cpu for r in runs):
+        lines += ["", "CPU per job of each process end to end (user + system time over the run; on 2 cores, "
+                  "1000 jobs/s would leave 2 ms per job to all of them together):", "",
+                  *markdown_table("process", columns, cpu_rows(runs))]
     if any(r.stages for r in runs):
         lines += ["", "Where a job slot's time goes end to end (py-spy samples of the scheduler's slot threads "
                   "during the run; per job, and share of the slot's time):", "",
@@ -208,6 +225,8 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
         lines += ["", f"Before: {baseline.label}, measured {baseline.baseline.date} with "
                   f"{baseline.baseline.jobs} jobs on the same machine:", "",
                   *markdown_table("figure", before, baseline_rows(baseline.baseline))]
+        if any(r.cpu_per_job for r in baseline.baseline.runs):
+            lines += ["", *markdown_table("process", before, cpu_rows(baseline.baseline.runs))]
         if any(r.profile for r in baseline.baseline.runs):
             lines += ["", *markdown_table("stage", before,
                                           stage_rows([profile_of(r) for r in baseline.baseline.runs]))]

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import psutil
+
 from protocol.messages import JobRequest, JobResult, JobStatus
+from runtime.bench.cpu import CpuMeter, CpuShare, children_of, itself, with_children
 from runtime.bench.measure import percentile
 from runtime.bench.profile import SlotProfiler, StageShare, slot_stages
 from runtime.client.pubsub import ResultCollector, publish_requests
-from runtime.local.platform import LocalPlatform
+from runtime.local.platform import EMULATOR, LocalPlatform
 
 RESULT_TIMEOUT_S: Final = 600.0  # a batch that has not finished by then is reported as incomplete
 
@@ -34,6 +37,7 @@ class BackendAlone:
 
     batch_wall_s: float
     per_worker_wall_s: float
+    per_worker_cpu_per_job_s: float  # CPU of client, Dask scheduler and workers together, one job per worker
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,13 @@ class RuntimeFigures:
     per_worker_wall_s: float  # Dask alone, one job per worker at a time
     load_average: float  # 1-minute load average at the end of the run
     stages: tuple[StageShare, ...] = ()  # where a job slot's time went end to end (with a profile)
+    cpu: tuple[CpuShare, ...] = ()  # CPU seconds per job of each part of the platform, end to end
+    per_worker_cpu_per_job_s: float | None = None  # the same for Dask alone, one job per worker, all parts
+
+    @property
+    def cpu_per_job_s(self) -> float:
+        """CPU seconds per job of every part of the platform together, end to end."""
+        return sum(share.per_job_s for share in self.cpu)
 
     @property
     def e2e_jobs_per_s(self) -> float:
@@ -96,6 +107,9 @@ class RuntimeFigures:
             "e2e_wall_s": self.e2e_wall_s, "dask_alone_wall_s": self.direct_wall_s,
             "dask_one_per_worker_wall_s": self.per_worker_wall_s, "load_average": self.load_average,
             "profile": [{"stage": s.stage, "share": s.share, "per_job_s": s.per_job_s} for s in self.stages],
+            "cpu_per_job_s": self.cpu_per_job_s,
+            "cpu_per_job": [{"part": c.part, "per_job_s": c.per_job_s} for c in self.cpu],
+            "dask_one_per_worker_cpu_per_job_s": self.per_worker_cpu_per_job_s,
         }
 
 
@@ -154,7 +168,14 @@ def run_backend_alone(jobs: int, workers: int) -> BackendAlone:
             client.gather(client.map(run_job, ["noop"] * jobs, [{}] * jobs, pure=False))
             batch = time.perf_counter() - start
         with PromptClient(cluster) as client:
-            return BackendAlone(batch, _one_job_per_worker(client, jobs, workers))
+            worker_pids = list(client.run(os.getpid).values())
+            # The client and the Dask scheduler run in this process, each worker in its own; this process's
+            # other children are the platform's, idle meanwhile.
+            meter = CpuMeter({"Dask alone": lambda: [psutil.Process(pid) for pid in [os.getpid(), *worker_pids]]})
+            meter.start()
+            wall = _one_job_per_worker(client, jobs, workers)
+            (cpu,) = meter.stop(jobs)
+            return BackendAlone(batch, wall, cpu.per_job_s)
 
 
 def _one_job_per_worker(client: Any, jobs: int, workers: int) -> float:
@@ -185,13 +206,16 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
     """
     with platform.api() as api:
         workers = sum(pool.workers for pool in api.pools())  # what the scheduler actually runs
+    meter = CpuMeter(platform_parts(platform))
     profiler = None
     if profile_to is not None:
         profiler = SlotProfiler(platform.running_state().schedulers()[0].pid, profile_to)
         profiler.start()
+    meter.start()
     try:
         e2e = run_end_to_end(platform, jobs, on_progress)
     finally:
+        cpu = meter.stop(jobs)
         raw = profiler.stop() if profiler is not None else ""
     # Locally there is one slot per worker: slot time per job is workers * wall / jobs.
     stages = tuple(slot_stages(raw, workers * e2e.wall_s / max(e2e.completed, 1))) if raw else ()
@@ -201,7 +225,23 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
         queue_wait_p50_s=percentile(e2e.queue_waits_s, 50), queue_wait_p95_s=percentile(e2e.queue_waits_s, 95),
         latency_p50_s=percentile(e2e.latencies_s, 50), latency_p95_s=percentile(e2e.latencies_s, 95),
         direct_wall_s=alone.batch_wall_s, per_worker_wall_s=alone.per_worker_wall_s,
-        load_average=os.getloadavg()[0], stages=stages)
+        load_average=os.getloadavg()[0], stages=stages, cpu=cpu,
+        per_worker_cpu_per_job_s=alone.per_worker_cpu_per_job_s)
+
+
+def platform_parts(platform: LocalPlatform) -> dict[str, Callable[[], list[Any]]]:
+    """The parts of a running local platform whose CPU the benchmark reads, by what they do for a job."""
+    state = platform.running_state()
+    scheduler = state.schedulers()[0].pid
+    emulator = state.process(EMULATOR)
+    parts = {
+        "scheduler (with the in-process Dask scheduler)": itself(scheduler),
+        "Dask workers": children_of(scheduler),
+    }
+    if emulator is not None:
+        parts["Pub/Sub emulator"] = with_children(emulator.pid)
+    parts["benchmark client (publish, collect results)"] = itself(os.getpid())
+    return parts
 
 
 def _rate(count: int, wall_s: float) -> float:

@@ -29,6 +29,13 @@ class BaselineStage(BaseModel):
     per_job_s: float
 
 
+class BaselineCpu(BaseModel):
+    """One part's CPU per job in an earlier run."""
+
+    part: str
+    per_job_s: float
+
+
 class BaselineRun(BaseModel):
     """One worker count of an earlier run, as its JSON has it."""
 
@@ -41,6 +48,8 @@ class BaselineRun(BaseModel):
     overhead_vs_one_per_worker_s: float
     load_average: float
     profile: list[BaselineStage] = []
+    cpu_per_job: list[BaselineCpu] = []  # runs before the CPU meter have none
+    dask_one_per_worker_cpu_per_job_s: float | None = None
 
 
 class Baseline(BaseModel):
@@ -88,6 +97,7 @@ def figure_rows(runs: Sequence[RuntimeFigures]) -> Rows:
         ("queue wait p50 / p95", [f"{fmt(r.queue_wait_p50_s)} / {fmt(r.queue_wait_p95_s)}" for r in runs]),
         ("publish→result latency p50 / p95", [f"{fmt(r.latency_p50_s)} / {fmt(r.latency_p95_s)}" for r in runs]),
         ("load average after the run", [f"{r.load_average:.1f}" for r in runs]),
+        *cpu_total_rows(runs),
     ]
 
 
@@ -106,7 +116,32 @@ def baseline_rows(baseline: Baseline) -> Rows:
         ("scheduler + Pub/Sub overhead per job", [fmt(r.overhead_per_job_s) for r in runs]),
         ("… over Dask one job per worker", [fmt(r.overhead_vs_one_per_worker_s) for r in runs]),
         ("load average after the run", [f"{r.load_average:.1f}" for r in runs]),
+        *cpu_total_rows(runs),
     ]
+
+
+def cpu_total_rows(runs: Sequence[RuntimeFigures | BaselineRun]) -> Rows:
+    """CPU per job of the whole platform end to end, and of Dask alone one job per worker (none if unmeasured)."""
+    parts = [cpu_of(r) for r in runs]
+    if not any(parts):
+        return []
+    alone = [r.per_worker_cpu_per_job_s if isinstance(r, RuntimeFigures) else r.dask_one_per_worker_cpu_per_job_s
+             for r in runs]
+    return [("CPU per job, every process end to end", [fmt(sum(s for _, s in p)) if p else "-" for p in parts]),
+            ("… Dask alone, one job per worker", [fmt(a) for a in alone])]
+
+
+def cpu_rows(runs: Sequence[RuntimeFigures | BaselineRun]) -> Rows:
+    """CPU per job of each part of the platform end to end, per worker count, in the order measured."""
+    lookup = [dict(cpu_of(r)) for r in runs]
+    order = list(dict.fromkeys(part for r in runs for part, _ in cpu_of(r)))
+    return [(part, [fmt(p[part]) if part in p else "-" for p in lookup]) for part in order]
+
+
+def cpu_of(run: RuntimeFigures | BaselineRun) -> list[tuple[str, float]]:
+    """A run's CPU per job by part, as (part, seconds per job)."""
+    shares = run.cpu if isinstance(run, RuntimeFigures) else run.cpu_per_job
+    return [(c.part, c.per_job_s) for c in shares]
 
 
 def stage_rows(profiles: Sequence[Sequence[tuple[str, float, float]]]) -> Rows:
