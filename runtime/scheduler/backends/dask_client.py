@@ -3,8 +3,8 @@
 Dask's client batches what it sends to its scheduler (task submissions, key releases) and writes at
 most once per 10 ms. That suits a notebook sending graphs; the gpu-scheduler instead submits one task
 per slot and waits for it, so a slot's next submit usually lands inside the window its last one opened
-and waits out the rest: with one job per worker at a time, Dask alone managed about 94 jobs/s on one
-worker behind the 10 ms window and 171 jobs/s behind a 1 ms one (``gpurt bench runtime``, 2 cores).
+and waits out the rest: with one job per worker at a time, Dask alone managed 93 jobs/s on one worker
+behind the 10 ms window and 126-133 jobs/s behind a 1 ms one (``gpurt bench runtime``, 2 cores).
 A 1 ms window still coalesces a sharded job's burst of submits into a few writes.
 
 The window is set again whenever the client connects, so a client that reconnected after a Dask
