@@ -26,9 +26,9 @@ class CpuShare:
     per_job_s: float
 
 
-def itself(pid: int) -> Processes:
-    """The process ``pid`` alone (its children belong to other parts)."""
-    return lambda: [psutil.Process(pid)]
+def only(*pids: int) -> Processes:
+    """The processes ``pids`` alone (their children belong to other parts)."""
+    return lambda: [psutil.Process(pid) for pid in pids]
 
 
 def children_of(pid: int) -> Processes:

@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import psutil
-
 from protocol.messages import JobRequest, JobResult, JobStatus
-from runtime.bench.cpu import CpuMeter, CpuShare, children_of, itself, with_children
+from runtime.bench.cpu import CpuMeter, CpuShare, Processes, children_of, only, with_children
 from runtime.bench.measure import percentile
 from runtime.bench.profile import SlotProfiler, StageShare, slot_stages
 from runtime.client.pubsub import ResultCollector, publish_requests
 from runtime.local.platform import EMULATOR, LocalPlatform
+from runtime.local.state import LocalState
 
 RESULT_TIMEOUT_S: Final = 600.0  # a batch that has not finished by then is reported as incomplete
 
@@ -171,7 +170,7 @@ def run_backend_alone(jobs: int, workers: int) -> BackendAlone:
             worker_pids = list(client.run(os.getpid).values())
             # The client and the Dask scheduler run in this process, each worker in its own; this process's
             # other children are the platform's, idle meanwhile.
-            meter = CpuMeter({"Dask alone": lambda: [psutil.Process(pid) for pid in [os.getpid(), *worker_pids]]})
+            meter = CpuMeter({"Dask alone": only(os.getpid(), *worker_pids)})
             meter.start()
             wall = _one_job_per_worker(client, jobs, workers)
             (cpu,) = meter.stop(jobs)
@@ -206,10 +205,11 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
     """
     with platform.api() as api:
         workers = sum(pool.workers for pool in api.pools())  # what the scheduler actually runs
-    meter = CpuMeter(platform_parts(platform))
+    state = platform.running_state()
+    meter = CpuMeter(platform_parts(state))
     profiler = None
     if profile_to is not None:
-        profiler = SlotProfiler(platform.running_state().schedulers()[0].pid, profile_to)
+        profiler = SlotProfiler(state.schedulers()[0].pid, profile_to)
         profiler.start()
     meter.start()
     try:
@@ -229,18 +229,17 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
         per_worker_cpu_per_job_s=alone.per_worker_cpu_per_job_s)
 
 
-def platform_parts(platform: LocalPlatform) -> dict[str, Callable[[], list[Any]]]:
+def platform_parts(state: LocalState) -> dict[str, Processes]:
     """The parts of a running local platform whose CPU the benchmark reads, by what they do for a job."""
-    state = platform.running_state()
     scheduler = state.schedulers()[0].pid
     emulator = state.process(EMULATOR)
     parts = {
-        "scheduler (with the in-process Dask scheduler)": itself(scheduler),
+        "scheduler (with the in-process Dask scheduler)": only(scheduler),
         "Dask workers": children_of(scheduler),
     }
     if emulator is not None:
         parts["Pub/Sub emulator"] = with_children(emulator.pid)
-    parts["benchmark client (publish, collect results)"] = itself(os.getpid())
+    parts["benchmark client (publish, collect results)"] = only(os.getpid())
     return parts
 
 

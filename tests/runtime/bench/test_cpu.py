@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime.bench.cpu import CpuMeter, children_of, itself, with_children
+from runtime.bench.cpu import CpuMeter, children_of, only, with_children
 
 # A child that, on each line it reads, spins until it has spent the given CPU seconds, then prints what
 # it spent by its own clock.
@@ -47,16 +47,18 @@ def test_each_part_gets_the_cpu_its_own_processes_spent(spinner: subprocess.Pope
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert idle.stdout is not None and idle.stdout.readline() == "ready\n"  # started up before the phase
-        meter = CpuMeter({"spinner": itself(spinner.pid), "idle": itself(idle.pid)})
+        meter = CpuMeter({"spinner": only(spinner.pid), "idle": only(idle.pid),
+                          "both": only(spinner.pid, idle.pid)})
         meter.start()
         spent = _burn(spinner, BURN_S)
         shares = {share.part: share.per_job_s for share in meter.stop(JOBS)}
     finally:
         idle.kill()
         idle.wait(10)
-    assert list(shares) == ["spinner", "idle"]
+    assert list(shares) == ["spinner", "idle", "both"]
     assert shares["spinner"] == pytest.approx(spent / JOBS, rel=0.2, abs=0.002)
     assert shares["idle"] < 0.1 * shares["spinner"]
+    assert shares["both"] == pytest.approx(shares["spinner"] + shares["idle"], rel=0.05, abs=0.001)
 
 
 def test_children_of_a_process_are_its_descendants_and_not_itself(spinner: subprocess.Popen[str]) -> None:
