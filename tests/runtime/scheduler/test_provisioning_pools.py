@@ -71,6 +71,16 @@ class FakeKubernetes(KubernetesApi):
         obj["metadata"]["creationTimestamp"] = f"2026-05-01T10:{self._clock // 60:02d}:{self._clock % 60:02d}Z"
         return obj
 
+    def _list(self, kind: str, store: dict[str, dict[str, Any]], label_selector: str) -> dict[str, Any]:
+        self.calls.append(("list", kind, ""))
+        return {"items": [copy.deepcopy(o) for o in store.values() if _matches(o, label_selector)]}
+
+    def _delete(self, kind: str, store: dict[str, dict[str, Any]], name: str) -> object:
+        self.calls.append(("delete", kind, name))
+        if store.pop(name, None) is None:
+            raise _missing(name)
+        return {}
+
     # --- KubernetesApi ---
 
     def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
@@ -111,24 +121,16 @@ class FakeKubernetes(KubernetesApi):
         return self.templates[name]
 
     def list_namespaced_pod_template(self, namespace: str, label_selector: str = "") -> dict[str, Any]:
-        self.calls.append(("list", "podtemplates", ""))
-        return {"items": [copy.deepcopy(t) for t in self.templates.values() if _matches(t, label_selector)]}
+        return self._list("podtemplates", self.templates, label_selector)
 
     def delete_namespaced_pod_template(self, name: str, namespace: str) -> object:
-        self.calls.append(("delete", "podtemplates", name))
-        if self.templates.pop(name, None) is None:
-            raise _missing(name)
-        return {}
+        return self._delete("podtemplates", self.templates, name)
 
     def list_namespaced_deployment(self, namespace: str, label_selector: str = "") -> dict[str, Any]:
-        self.calls.append(("list", "deployments", ""))
-        return {"items": [copy.deepcopy(d) for d in self.deployments.values() if _matches(d, label_selector)]}
+        return self._list("deployments", self.deployments, label_selector)
 
     def delete_namespaced_deployment(self, name: str, namespace: str) -> object:
-        self.calls.append(("delete", "deployments", name))
-        if self.deployments.pop(name, None) is None:
-            raise _missing(name)
-        return {}
+        return self._delete("deployments", self.deployments, name)
 
     # --- GKE's and the Dask operator's side ---
 
