@@ -75,7 +75,8 @@ def _bench_stac(device: str, scale: float, as_json: bool, write: bool) -> Any:
     if not as_json:
         table = Table("", "cold", "warm", title=f"STAC-A2-shaped: all Greeks on {device} ({figures.paths:,} paths)")
         table.add_row("kernels", f"{figures.kernel_cold_s:.2f} s", f"{figures.kernel_warm_s:.2f} s")
-        table.add_row("NumPy baseline", f"{figures.baseline_cold_s:.2f} s", f"{figures.baseline_warm_s:.2f} s")
+        table.add_row(f"{stac.baseline_name(device)} baseline", f"{figures.baseline_cold_s:.2f} s",
+                      f"{figures.baseline_warm_s:.2f} s")
         Console().print(table)
         typer.echo(f"warm speed-up {figures.ratio:.1f}x; anchor {stac.ANCHOR}")
     if write:

@@ -246,6 +246,19 @@ def today() -> str:
     return datetime.now(UTC).date().isoformat()
 
 
+def software() -> str:
+    """The versions the figures were taken with: a kernel's speed is the compiler's as much as the code's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("numba", "numba-cuda", "numpy", "cupy-cuda12x", "cupy-cuda13x"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return f"Python {platform.python_version()}, " + ", ".join(found)
+
+
 def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> str:
     """The ``kernels-<device>`` section of BENCHMARKS.md."""
     baseline = "cupy (cuRAND normals + elementwise)" if device == GPU else "vectorised NumPy"
@@ -267,6 +280,7 @@ def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> s
               "generator; "
               "`portfolio_var` includes sorting the losses for VaR/CVaR and the artifacts, the same host-side work "
               "for kernel and baseline."]
+    lines += ["", f"Software: {software()}."]
     if device == CPU:
         lines += ["", f"Machine load: {load_note()}; other work on the cores lowers the rates of the parallel "
                   "kernels more than the single-threaded baseline's."]

@@ -128,8 +128,15 @@ def array_module(device: str) -> Any:
     return choose(device)
 
 
+def baseline_name(device: str) -> str:
+    """What the baseline runs on: the same vectorised estimator in NumPy on a CPU, in cupy on a GPU."""
+    return "NumPy" if device == CPU else "cupy"
+
+
 def markdown(f: StacFigures, where: str, date: str, load: str) -> str:
     """The ``kernels-stac-<device>`` section of BENCHMARKS.md."""
+    baseline = baseline_name(f.device)
+    hardware = "one CPU" if f.device == CPU else "one GPU"
     lines = [
         f"## STAC-A2-shaped Greeks on {f.device.upper()} — {date}",
         "",
@@ -137,15 +144,15 @@ def markdown(f: StacFigures, where: str, date: str, load: str) -> str:
         f"on a 5-asset Heston basket, {f.paths:,} pricing + {f.paths:,} regression paths, {STEPS} steps with "
         "exercise at every step (Longstaff-Schwartz), by central bump-and-revalue on common random numbers (one "
         "exercise rule, 25 valuations of the same pricing paths; the kernels also price the European). "
-        f"Baseline: the same estimator in vectorised NumPy, same run. Machine load: {load}.",
+        f"Baseline: the same estimator in vectorised {baseline}, same run. Machine load: {load}.",
         "",
         "| | cold (first run, compile/cache load included) | warm (best of later runs) |",
         "| --- | ---: | ---: |",
         f"| kernels (`american_option`) | {f.kernel_cold_s:.2f} s | {f.kernel_warm_s:.2f} s |",
-        f"| NumPy baseline | {f.baseline_cold_s:.2f} s | {f.baseline_warm_s:.2f} s |",
+        f"| {baseline} baseline | {f.baseline_cold_s:.2f} s | {f.baseline_warm_s:.2f} s |",
         "",
         f"Warm speed-up over the baseline: {f.ratio:.1f}x. Price {f.price:.4f} (baseline {f.baseline_price:.4f}, "
         f"different random numbers). Published anchor: {ANCHOR}; this machine is "
-        f"{f.kernel_warm_s / ANCHOR_S:.0f}x that time (a CPU, not four GPUs, and not the exact specification).",
+        f"{f.kernel_warm_s / ANCHOR_S:.0f}x that time ({hardware}, not four GPUs, and not the exact specification).",
     ]
     return "\n".join(lines)

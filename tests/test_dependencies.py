@@ -202,3 +202,17 @@ def test_every_declared_dependency_is_used() -> None:
         used |= distributions_of(module)
     unused = declared - used - set(PLUGINS) - set(GPU_ONLY)
     assert unused == set(), f"declared but imported nowhere: {sorted(unused)}"
+
+
+def test_locked_numpy_is_one_the_locked_numba_cuda_can_compile_against() -> None:
+    """numba-cuda releases that register an overload of ``np.row_stack`` fail at their first CUDA compile under
+    NumPy 2.5, which removed it (seen on an H100 on 2026-11-25: every GPU test failed with that AttributeError).
+    While the locked numba-cuda still does, no NumPy 2.5 may be locked for any Python version."""
+    import numba_cuda
+
+    arrayobj = Path(numba_cuda.__file__).parent / "numba" / "cuda" / "np" / "arrayobj.py"
+    if "np.row_stack" not in arrayobj.read_text():
+        pytest.skip("this numba-cuda no longer overloads np.row_stack")
+    numpys = [p["version"] for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"] if p["name"] == "numpy"]
+    too_new = [v for v in numpys if tuple(int(x) for x in v.split(".")[:2]) >= (2, 5)]
+    assert numpys and not too_new, f"uv.lock pins numpy {too_new}; keep numpy<2.5 in pyproject.toml"
