@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = ("components", "runtime", "kernels", "validation", "protocol", "gpurt")
+PROJECT_PACKAGES = ("components", "runtime", "kernels", "validation", "protocol", "client", "gpurt")
 IMAGES = {
     # image: (extras it installs, the modules it runs)
     "gpu-scheduler": (("scheduler",), ("runtime.scheduler",)),
