@@ -194,6 +194,13 @@ class Result:
             extra["error"] = self.raw.error.message
         return [{**base, **_row(self.summary, ()), **extra}]
 
+    def greeks_frame(self) -> pd.DataFrame:
+        """The Greeks as a table: one row per Greek (a basket's per-asset ones as ``delta_0``, ``delta_1``…)."""
+        import pandas as pd
+
+        return pd.DataFrame([vars(g) for g in self.greeks.values()],
+                            columns=["name", "estimate", "std_error", "ci_low", "ci_high", "method"])
+
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame: a book gives one row per contract with Greeks as columns; any other job one row."""
         return to_frame([self])
@@ -247,6 +254,10 @@ def _row(summary: Mapping[str, Any], leading: tuple[str, ...]) -> dict[str, Any]
 
 
 def _greeks(summary: Mapping[str, Any]) -> dict[str, GreekValue]:
-    return {name: GreekValue(name, g["estimate"], g.get("std_error"), g.get("ci_low"), g.get("ci_high"),
-                             g.get("method"))
-            for name, g in (summary.get("greeks") or {}).items()}
+    out: dict[str, GreekValue] = {}
+    for name, value in (summary.get("greeks") or {}).items():
+        # a basket's per-asset Greeks come as a list, one entry per asset: delta_0, delta_1, ...
+        entries = {f"{name}_{i}": g for i, g in enumerate(value)} if isinstance(value, list) else {name: value}
+        out.update({key: GreekValue(key, g["estimate"], g.get("std_error"), g.get("ci_low"), g.get("ci_high"),
+                                    g.get("method")) for key, g in entries.items()})
+    return out

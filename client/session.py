@@ -47,7 +47,11 @@ class Client:
         found = resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
         emulator = emulator_host or found.emulator_host
         if emulator is None and not (project or os.environ.get(PROJECT_ENV)):
-            raise PlatformNotRunning(NO_PLATFORM)
+            from runtime.local.state import LOCAL_DIR_ENV, default_local_dir
+
+            # a notebook's folder is often not the one `gpurt local up` ran in: say where we looked
+            raise PlatformNotRunning(f"{NO_PLATFORM} (no local platform state in {local_dir or default_local_dir()}; "
+                                     f"{LOCAL_DIR_ENV} names another folder)")
         if emulator is not None:
             _check_listening(emulator, found)
         self.target = Target(found.api_url, found.project, found.token, emulator, found.emulator_admin_url,

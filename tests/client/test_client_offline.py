@@ -32,6 +32,7 @@ def test_no_platform_anywhere_says_how_to_start_one(nowhere: Path) -> None:
         Client()
     message = str(caught.value)
     assert "gpurt local up" in message and "GPURT_PROJECT" in message and "\n" not in message
+    assert str(nowhere) in message and LOCAL_DIR_ENV in message  # where it looked, and how to look elsewhere
 
 
 def test_a_platform_that_stopped_says_how_to_start_it(nowhere: Path) -> None:

@@ -64,3 +64,16 @@ def test_a_failed_result_reads_as_its_error_in_repr_and_table() -> None:
     assert "simulated permanent failure" in result._repr_html_()
     frame = to_frame([result])
     assert frame.loc[0, "error"] == "simulated permanent failure" and frame.loc[0, "status"] == "failed"
+
+
+def test_a_baskets_per_asset_greeks_get_one_name_each() -> None:
+    def greek(value: float) -> dict[str, object]:
+        return {"estimate": value, "std_error": 0.01, "ci_low": value - 0.03, "ci_high": value + 0.03,
+                "method": "finite difference"}
+
+    raw = JobResult(job_id="basket-1", status=JobStatus.SUCCEEDED, type=JobType.BASKET_OPTION,
+                    result={"estimate": 5.0, "greeks": {"delta": [greek(0.3), greek(0.4)], "rho": greek(20.0)}})
+    result = Result(raw)
+    assert list(result.greeks) == ["delta_0", "delta_1", "rho"]
+    assert list(result.greeks_frame()["estimate"]) == [0.3, 0.4, 20.0]
+    assert result.to_frame().loc[0, "delta_1"] == 0.4
