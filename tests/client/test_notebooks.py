@@ -50,3 +50,20 @@ def test_a_notebook_that_errors_fails_its_test(tmp_path: Path) -> None:
     nbformat.write(broken, path)
     with pytest.raises(CellExecutionError):
         run_notebook(path, tmp_path)
+
+
+@pytest.mark.timeout(300)
+def test_in_jupyter_the_progress_bar_is_a_widget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    probe = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from tqdm.notebook import tqdm as widget_bar\n"
+        "from client.progress import progress_bar\n"
+        "bar = progress_bar(20, None, 'jobs')\n"
+        "print(isinstance(bar, widget_bar))\n"
+        "bar.close()")])
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(probe, path)
+    outputs = run_notebook(path, tmp_path).cells[0].outputs
+    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o["name"] == "stdout")
+    warnings = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o["name"] == "stderr")
+    assert printed.strip() == "True" and "IProgress not found" not in warnings
