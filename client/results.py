@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from client.errors import ClientError
 from protocol.messages import JobResult, JobStatus
 
 if TYPE_CHECKING:
@@ -137,9 +138,13 @@ class Result:
             raise KeyError(f"job {self.job_id} has no artifact {name!r}; it has {self.artifact_names or 'none'}")
         from runtime.store.filesystems import url_to_fs
 
-        fs, path = url_to_fs(self.raw.artifacts[name])
-        with fs.open(path, "rb") as handle:
-            return handle.read()
+        url = self.raw.artifacts[name]
+        try:
+            fs, path = url_to_fs(url)
+            with fs.open(path, "rb") as handle:
+                return handle.read()
+        except OSError as exc:  # a store this machine cannot reach, or an artifact removed since
+            raise ClientError(f"cannot read artifact {name} of job {self.job_id} at {url}: {exc}") from None
 
     def artifact(self, name: str) -> Any:
         """Artifact ``name`` as data: ``.npy`` a NumPy array, ``.json`` a dict, ``.parquet`` a pyarrow Table."""

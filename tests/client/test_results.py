@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from client import Result, to_frame
+from client import ClientError, Result, to_frame
 from kernels.risk import QUANTILE_GRID, summarise
 from protocol.messages import ErrorKind, JobError, JobResult, JobStatus, JobType
 from runtime.store import ResultStore
@@ -77,3 +77,11 @@ def test_a_baskets_per_asset_greeks_get_one_name_each() -> None:
     assert list(result.greeks) == ["delta_0", "delta_1", "rho"]
     assert list(result.greeks_frame()["estimate"]) == [0.3, 0.4, 20.0]
     assert result.to_frame().loc[0, "delta_1"] == 0.4
+
+
+def test_an_artifact_gone_from_the_store_names_job_and_url(var_result: tuple[Result, np.ndarray]) -> None:
+    result, _ = var_result
+    url = result.raw.artifacts["loss_quantiles.npy"]
+    Path(url.removeprefix("file://")).unlink()
+    with pytest.raises(ClientError, match=r"cannot read artifact loss_quantiles.npy of job var-1 at .*"):
+        result.loss_quantiles()
