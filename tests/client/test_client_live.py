@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import QuantLib as ql
 from google.api_core.exceptions import NotFound
+from pydantic import ValidationError
 from scipy.stats import norm
 
 from client import (
@@ -229,3 +230,12 @@ def test_close_deletes_the_subscription_and_ends_the_clients_work(platform: Loca
             opened.submit(Noop())
     finally:
         clients.close()
+
+
+def test_what_is_not_a_job_is_refused_before_publishing(client: Client) -> None:
+    with pytest.raises(TypeError, match="not dict"):
+        client.submit({"type": "noop"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="job_ids has 1 ids for 2 jobs"):
+        client.map([Noop(), Noop()], job_ids=["only-one"])
+    with pytest.raises(ValidationError, match="job_id"):
+        client.submit(Noop(), job_id="not a valid id!")
