@@ -18,6 +18,7 @@ import typer  # noqa: E402
 
 from gpurt import (  # noqa: E402
     alerts,
+    bench_client,
     bench_emulator,
     bench_kernels,
     bench_runtime,
@@ -69,6 +70,7 @@ bench.command("accuracy")(bench_kernels.bench_accuracy)
 bench.command("runtime")(bench_runtime.bench_runtime)
 bench.command("emulator")(bench_emulator.bench_emulator)
 bench.command("scaling")(bench_scaling.bench_scaling)
+bench.command("client")(bench_client.bench_client)
 
 
 def main() -> None:

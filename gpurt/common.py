@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from runtime.client.api import ApiClient, ApiError
-from runtime.client.target import PROJECT_ENV, Target, resolve_target
+from runtime.client.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
 
 if TYPE_CHECKING:
     from runtime.client.pubsub import PubSubClients
@@ -96,8 +96,7 @@ def pubsub_clients(api_url: str | None) -> PubSubClients:
 
     resolved = target(api_url)
     if resolved.emulator_host is None and not os.environ.get(PROJECT_ENV):
-        raise NoPlatform("no platform to talk to: start one with `gpurt local up`, or set GPURT_PROJECT "
-                         "(with Google credentials) for a cloud project, or PUBSUB_EMULATOR_HOST for an emulator")
+        raise NoPlatform(NO_PLATFORM)
     return make_clients(resolved.project, resolved.emulator_host)
 
 

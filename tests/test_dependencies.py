@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = ("components", "runtime", "kernels", "validation", "protocol", "gpurt")
+PROJECT_PACKAGES = ("components", "runtime", "kernels", "validation", "protocol", "client", "gpurt")
 IMAGES = {
     # image: (extras it installs, the modules it runs)
     "gpu-scheduler": (("scheduler",), ("runtime.scheduler",)),
@@ -187,6 +187,7 @@ PLUGINS = {
     "s3fs": "fsspec's s3:// filesystem",
     "numba-cuda": "numba.cuda's implementation",
     "dask-cuda": "the worker image's dask-cuda-worker command",
+    "ipywidgets": "tqdm.auto's progress widget in Jupyter",
 }
 # Imported, but installed only by the [gpu] extra, which CPU machines (this test's) do not install.
 GPU_ONLY = {"cupy-cuda12x": "imported as cupy where a GPU is present"}

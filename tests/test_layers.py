@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gpurt", "validation", "runtime", "components", "kernels", "protocol")
+PACKAGES = ("gpurt", "validation", "client", "runtime", "components", "kernels", "protocol")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -45,6 +45,10 @@ def test_the_tree_keeps_its_layers() -> None:
     ("runtime/local/__init__.py", "from gpurt import app as _app", "runtime is not allowed to import gpurt"),
     # the kernels reaching up into the runtime for the protocol
     ("kernels/jobs.py", "import runtime.scheduler as _scheduler", "kernels is not allowed to import runtime"),
+    # the client library reaching up into the CLI
+    ("client/session.py", "import gpurt.common as _common", "client is not allowed to import gpurt"),
+    # the runtime reaching up into the client library built on it
+    ("runtime/client/pubsub.py", "import client.session as _session", "runtime is not allowed to import client"),
     # the protocol depending on the kernels it is meant to sit under
     ("protocol/messages.py", "import kernels.jobs as _jobs", "protocol is not allowed to import kernels"),
 ])

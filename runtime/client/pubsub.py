@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Self
 
 from pydantic import ValidationError
 
@@ -102,8 +102,51 @@ def _message(request: JobRequest | Mapping[str, object] | bytes,
     return data, attributes
 
 
-class ResultCollector:
-    """A private subscription on the result topic that hands results to a waiting caller.
+class ResultSubscription:
+    """A private subscription on the result topic that hands every result to ``on_result``.
+
+    Created on entry (before any request whose result is wanted is published: a subscription only sees
+    messages published after it exists), deleted on exit; if the process dies first, Pub/Sub removes it
+    after ``TEMP_SUBSCRIPTION_TTL_S`` of inactivity. ``on_result`` runs on the subscriber's threads.
+    """
+
+    def __init__(self, clients: PubSubClients, on_result: Callable[[JobResult], None],
+                 prefix: str = TEMP_SUBSCRIPTION_PREFIX) -> None:
+        self._clients = clients
+        self._on_result = on_result
+        self.name = clients.subscription(prefix + uuid.uuid4().hex[:12])
+        self._future: pubsub_v1.subscriber.futures.StreamingPullFuture | None = None
+
+    def __enter__(self) -> Self:
+        self._clients.subscriber.create_subscription(request={
+            "name": self.name,
+            "topic": self._clients.topic(RESULT_TOPIC),
+            "ack_deadline_seconds": TEMP_SUBSCRIPTION_ACK_DEADLINE_S,
+            "expiration_policy": {"ttl": {"seconds": TEMP_SUBSCRIPTION_TTL_S}},
+        })
+        self._future = self._clients.subscriber.subscribe(self.name, callback=self._on_message)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._future is not None:
+            self._future.cancel()
+            with contextlib.suppress(Exception):
+                self._future.result(timeout=5)
+        with contextlib.suppress(Exception):
+            self._clients.subscriber.delete_subscription(request={"subscription": self.name})
+
+    def _on_message(self, message: pubsub_v1.subscriber.message.Message) -> None:
+        try:
+            result = JobResult.model_validate_json(message.data)
+        except ValidationError:
+            result = None  # not ours to judge; the scheduler's own subscription keeps a copy
+        message.ack()  # a private subscription: acking costs no other consumer anything
+        if result is not None:
+            self._on_result(result)
+
+
+class ResultCollector(ResultSubscription):
+    """A private result subscription that queues results for a waiting caller.
 
     Use as a context manager around the publishes whose results you want::
 
@@ -114,41 +157,15 @@ class ResultCollector:
 
     def __init__(self, clients: PubSubClients, on_any: Callable[[JobResult], None] | None = None) -> None:
         """``on_any`` (optional) sees every result as it arrives, on the subscriber's thread."""
-        self._clients = clients
+        super().__init__(clients, self._received)
         self._on_any = on_any
-        self._name = clients.subscription(TEMP_SUBSCRIPTION_PREFIX + uuid.uuid4().hex[:12])
         self._queue: queue.Queue[JobResult] = queue.Queue()
-        self._future: pubsub_v1.subscriber.futures.StreamingPullFuture | None = None
         self.received: dict[str, JobResult] = {}
 
-    def __enter__(self) -> ResultCollector:
-        self._clients.subscriber.create_subscription(request={
-            "name": self._name,
-            "topic": self._clients.topic(RESULT_TOPIC),
-            "ack_deadline_seconds": TEMP_SUBSCRIPTION_ACK_DEADLINE_S,
-            "expiration_policy": {"ttl": {"seconds": TEMP_SUBSCRIPTION_TTL_S}},
-        })
-        self._future = self._clients.subscriber.subscribe(self._name, callback=self._on_message)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._future is not None:
-            self._future.cancel()
-            with contextlib.suppress(Exception):
-                self._future.result(timeout=5)
-        with contextlib.suppress(Exception):
-            self._clients.subscriber.delete_subscription(request={"subscription": self._name})
-
-    def _on_message(self, message: pubsub_v1.subscriber.message.Message) -> None:
-        try:
-            result = JobResult.model_validate_json(message.data)
-        except ValidationError:
-            result = None  # not ours to judge; the scheduler's own subscription keeps a copy
-        message.ack()  # a private subscription: acking costs no other consumer anything
-        if result is not None:
-            if self._on_any is not None:
-                self._on_any(result)
-            self._queue.put(result)
+    def _received(self, result: JobResult) -> None:
+        if self._on_any is not None:
+            self._on_any(result)
+        self._queue.put(result)
 
     def wait(self, job_ids: Iterable[str], timeout_s: float,
              on_result: Callable[[JobResult], None] | None = None,

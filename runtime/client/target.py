@@ -22,6 +22,9 @@ PROJECT_ENV: Final = "GPURT_PROJECT"
 EMULATOR_ENV: Final = "PUBSUB_EMULATOR_HOST"
 DEFAULT_PROJECT: Final = "gpurt-local"
 DEFAULT_API_URL: Final = f"http://127.0.0.1:{SCHEDULER_PORT}"
+# What a client says when nothing names a platform (the CLI and the Python client alike).
+NO_PLATFORM: Final = ("no platform to talk to: start one with `gpurt local up`, or set GPURT_PROJECT (with Google "
+                      "credentials) for a cloud project, or PUBSUB_EMULATOR_HOST for an emulator")
 
 
 @dataclass(frozen=True)
