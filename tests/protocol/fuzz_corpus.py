@@ -23,6 +23,33 @@ OVERSIZE_MESSAGES: Final = 3
 ISSUE_BODY: Final = b"[" * 5000 + b"]" * 5000
 
 
+
+
+def _repeat(head: bytes, unit: bytes, size: int, tail: bytes = b"") -> bytes:
+    """``head`` + ``unit`` repeated + ``tail``, exactly ``size`` bytes long (``unit`` cut at the end)."""
+    body = head + unit * ((size - len(head) - len(tail)) // len(unit) + 1)
+    return body[: size - len(tail)] + tail
+
+
+# Bodies built to make a parser slow rather than wrong, by name, at any size: each is worst for some way
+# of scanning JSON (a string scan retried at every quote, a loop per bracket, per escape, per token).
+ADVERSARIAL: Final[dict[str, Callable[[int], bytes]]] = {
+    # The reported body: a quote, then escaped quotes and no closing quote (quadratic in the old scan).
+    "unterminated_escaped_quotes": lambda size: _repeat(b'"', b'\\"', size),
+    "object_then_unterminated_escapes": lambda size: _repeat(b'{"job_id": "x", "type": "noop", "session_id": "',
+                                                             b'[\\"{', size),
+    "bare_quotes": lambda size: _repeat(b"", b'"', size),
+    "escaped_backslashes": lambda size: _repeat(b'"', b"\\\\", size, b'"'),
+    "unicode_escapes": lambda size: _repeat(b'"', b"\\u0041", size, b'"'),
+    "bracket_pairs": lambda size: _repeat(b"[", b"[],", size, b"[]]"),
+    "open_brackets": lambda size: _repeat(b"", b"[", size),
+    "open_objects": lambda size: _repeat(b"", b'{"a":', size),
+    "short_strings": lambda size: _repeat(b"[", b'"a",', size, b'"a"]'),
+    "digits": lambda size: _repeat(b"", b"9", size),
+    "whitespace": lambda size: _repeat(b"", b" \t\r\n", size, b"{}"),
+}
+
+
 @dataclass(frozen=True)
 class FuzzMessage:
     """One message of the corpus: its body, its attributes, and which malformation it carries."""
