@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -14,13 +13,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from components import contract
-from protocol.messages import JOB_ID_PATTERN
+from protocol.messages import is_job_id
 from runtime.scheduler.auth import TokenGuard
 from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
 from runtime.scheduler.service import JobView, Mode, Service
 from runtime.store import StoreError
-
-_JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 class MaintenanceRequest(BaseModel):
@@ -81,7 +78,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
 
     @app.get("/jobs/{job_id}", response_model=JobView, summary="A running job or its stored result.")
     def get_job(job_id: str) -> JobView:
-        if not _JOB_ID.match(job_id):
+        if not is_job_id(job_id):
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is None:
@@ -93,7 +90,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
                 summary="Cancel a job: a running one stops cooperatively, a queued one never starts; "
                         "its result is `cancelled`.")
     def cancel_job(job_id: str) -> CancelResponse:
-        if not _JOB_ID.match(job_id):
+        if not is_job_id(job_id):
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is not None and view.result is not None:
