@@ -62,6 +62,8 @@ class DlqReclaimer:
         reclaimed: list[str] = []
         try:
             for item in received:
+                if item.message.message_id in self._reported:
+                    continue  # known not to be a request: not parsed again every run
                 try:
                     job_id = parse_request(item.message.data).job_id
                 except InvalidRequest as exc:
