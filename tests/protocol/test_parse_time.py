@@ -24,16 +24,26 @@ MAX_CPU_S_PER_BYTE = 1e-6
 MIN_BOUND_S = 0.05
 # Smallest first: on a quadratic parser the 16 KB case fails in seconds, before the larger ones start.
 SIZES = [16_000, 256_000, MAX_MESSAGE_BYTES]
+ATTEMPTS = 3
 
 
-def _parse_cpu_s(body: bytes) -> tuple[JobRequest | InvalidRequest, float]:
-    """The parser's answer to ``body`` and the CPU time it took this thread."""
-    started = time.thread_time()
-    try:
-        outcome: JobRequest | InvalidRequest = parse_request(body)
-    except InvalidRequest as exc:
-        outcome = exc
-    return outcome, time.thread_time() - started
+def _parse_cpu_s(body: bytes, bound_s: float) -> tuple[JobRequest | InvalidRequest, float]:
+    """The parser's answer to ``body`` and the least CPU time it took this thread in up to ``ATTEMPTS`` tries.
+
+    A try within ``bound_s`` ends the measurement. Further tries only happen after one over the bound: on a
+    shared machine one try can be slowed by other processes evicting its caches, three in a row are not.
+    """
+    least = float("inf")
+    for _ in range(ATTEMPTS):
+        started = time.thread_time()
+        try:
+            outcome: JobRequest | InvalidRequest = parse_request(body)
+        except InvalidRequest as exc:
+            outcome = exc
+        least = min(least, time.thread_time() - started)
+        if least < bound_s:
+            break
+    return outcome, least
 
 
 @pytest.mark.timeout(60)  # a quadratic parser fails here rather than running for hours
@@ -42,9 +52,9 @@ def _parse_cpu_s(body: bytes) -> tuple[JobRequest | InvalidRequest, float]:
 def test_adversarial_bodies_are_rejected_in_linear_time(kind: str, size: int) -> None:
     body = ADVERSARIAL[kind](size)
     assert len(body) == size
-    outcome, cpu_s = _parse_cpu_s(body)
-    assert isinstance(outcome, InvalidRequest)
     bound_s = max(MIN_BOUND_S, size * MAX_CPU_S_PER_BYTE)
+    outcome, cpu_s = _parse_cpu_s(body, bound_s)
+    assert isinstance(outcome, InvalidRequest)
     assert cpu_s < bound_s, f"{kind} of {size} bytes took {cpu_s:.2f} s of CPU (bound {bound_s:.2f} s)"
 
 
