@@ -188,7 +188,7 @@ class GpuPoolConfig(_Model):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, value: str) -> str:
-        if not _POOL_NAME_RE.match(value):
+        if not _POOL_NAME_RE.fullmatch(value):
             raise ValueError(f"{value!r} is not a lowercase DNS label of at most 32 characters")
         return value
 

@@ -142,6 +142,8 @@ POD_READY_TIMEOUT_S: Final = 120
 LEADER_LEASE_NAME: Final = "gpu-scheduler-leader"
 CONTROL_TOKEN_SECRET: Final = "gpu-scheduler-control-token"
 CONTROL_TOKEN_ENV: Final = "GPURT_CONTROL_TOKEN"
+# The file holding the token (the Secret mounted into the pod); wins over CONTROL_TOKEN_ENV when both are set.
+CONTROL_TOKEN_FILE_ENV: Final = "GPURT_CONTROL_TOKEN_FILE"
 
 DASK_CLUSTER_NAME: Final = "gpu-dask"
 DASK_SCHEDULER_LABELS: Final = {"component": "scheduler"}

@@ -67,7 +67,8 @@ DRILL_HELP: Final = {
               "reclaimer errors, no leader with --replicas 2+): time to fire, notify and resolve per rule.",
     # Last: it ends by restarting the broker, which drops whatever other drills left waiting.
     "chaos": "Mixed load while a worker, a replica, intake and the result store fail in turn: 0 lost, 0 "
-             "differing duplicates, recovery times; then what a broker restart loses (reported).",
+             "differing duplicates, recovery times; then what a broker restart loses (reported); then hostile "
+             "input (a slow-to-parse body, messages under another job's attribute).",
 }
 CHAOS: Final = "chaos"
 

@@ -6,6 +6,7 @@ attributes repeat ``job_id`` and ``type`` so subscribers can filter without pars
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
@@ -18,7 +19,15 @@ from protocol.params import JobParams, JobType, parse_params
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
 MAX_TIMEOUT_S: Final = 24 * 3600.0
 DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (docs/architecture.md)
+# Anchored for pydantic (whose regex engine's `$` is the end of the text); Python's `$` also matches before a
+# final newline, so code outside the models checks ids with ``is_job_id``, a full match, and never `re.match`.
 JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_JOB_ID: Final = re.compile(JOB_ID_PATTERN)
+
+
+def is_job_id(value: object) -> bool:
+    """Whether ``value`` is a job id the protocol accepts: the whole string, a final newline included."""
+    return isinstance(value, str) and _JOB_ID.fullmatch(value) is not None
 
 
 class JobStatus(StrEnum):

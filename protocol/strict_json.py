@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from itertools import accumulate
 from typing import Any, Final
 
 # Deepest nesting accepted. A job request needs 4 (body > params > correlation > row); 32 leaves room
@@ -22,9 +23,14 @@ MAX_DEPTH: Final = 32
 # (seeds < 2**63); longer ones are refused before Python converts them (quadratic in the digit count).
 MAX_INT_CHARS: Final = 32
 
-# A JSON string literal (escapes included), unrolled so long strings do not backtrack.
-_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKETS: Final = re.compile(r"[\[\]{}]")
+# One token of the nesting scan: a string literal (escapes included) or a bracket. The string's closing
+# quote is optional, so an unterminated string consumes the rest of the text in one match instead of
+# failing and being tried again at each later quote (which made the scan quadratic in a body of ``"``
+# followed by many ``\\"``). Its parts are disjoint character classes, so no match ever backtracks:
+# every character is looked at once.
+_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|([\[\]{}])', re.DOTALL)
+# What each token does to the depth; "" is a string literal (the bracket group did not take part).
+_STEP: Final = {"": 0, "[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -38,8 +44,7 @@ def loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonRejected(f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    depth = _nesting_depth(text, max_depth)
-    if depth > max_depth:
+    if _nesting_depth(text) > max_depth:
         raise JsonRejected(f"body nests deeper than {max_depth} levels")
     try:
         value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
@@ -50,23 +55,16 @@ def loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def _nesting_depth(text: str, limit: int) -> int:
-    """Deepest bracket nesting outside string literals, counted without recursion; stops past ``limit``.
+def _nesting_depth(text: str) -> int:
+    """Deepest bracket nesting outside string literals, in one linear scan and without recursion.
 
-    An unterminated string leaves its brackets counted: that can only overstate the depth of text that
-    is not valid JSON anyway.
+    The regex engine finds the tokens and ``accumulate`` sums the steps, both in C: a Python loop per token
+    took twice as long on a 1 MB body of ``[]``. An unterminated string
+    hides the brackets after it: the text is not valid JSON then, and the parser that runs next says so,
+    in linear time too.
     """
-    depth = deepest = 0
-    for match in _BRACKETS.finditer(_STRING.sub('""', text)):
-        if match.group() in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    break
-        else:
-            depth -= 1
-    return deepest
+    steps = map(_STEP.__getitem__, _TOKEN.findall(text))
+    return max(accumulate(steps, initial=0))
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

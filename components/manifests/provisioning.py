@@ -60,7 +60,7 @@ def request_name(group: str, token: str) -> str:
     Raises ValueError unless it is a DNS label of at most 63 characters.
     """
     name = f"{group}-{token}"
-    if len(name) > MAX_NAME_LENGTH or not _DNS_LABEL.match(name):
+    if len(name) > MAX_NAME_LENGTH or not _DNS_LABEL.fullmatch(name):
         raise ValueError(f"{name!r} is not a DNS label of at most {MAX_NAME_LENGTH} characters")
     return name
 

@@ -38,14 +38,22 @@ PROBE_TIMEOUT_S: Final = 3
 PDB_MAX_UNAVAILABLE: Final = 1
 PORT_NAME: Final = "http"
 TMP_SIZE: Final = "256Mi"
+# The control token reaches the container as a file of the Secret, never as an environment variable: a
+# process's environment is inherited by every child it starts and shown by tools that dump it.
+TOKEN_VOLUME: Final = "control-token"
+TOKEN_DIR: Final = "/var/run/secrets/gpu-runtime"
+TOKEN_FILE: Final = f"{TOKEN_DIR}/{contract.CONTROL_TOKEN_SECRET_KEY}"
+# Owner and group may read (the group is the pod's fsGroup, the container's own user); no one else.
+TOKEN_FILE_MODE: Final = 0o440
 DEFAULT_RESOURCES: Final = Resources(cpu_request="500m", memory_request="1Gi", cpu_limit="2", memory_limit="2Gi")
 
 # The preStop hook: ask this replica to drain through its own control API (stdlib only, so any image with
 # the runtime can run it). The kubelet ignores its exit status, and SIGTERM still drains if the call fails.
 _DRAIN_SCRIPT: Final = (
     "import os, urllib.request as r\n"
+    "token = open(os.environ['{token_file_env}']).read().strip()\n"
     "req = r.Request('http://127.0.0.1:{port}/control/maintenance', data=b'{{\"mode\": \"drain\"}}',\n"
-    "    method='POST', headers={{'Authorization': 'Bearer ' + os.environ['{token_env}'],\n"
+    "    method='POST', headers={{'Authorization': 'Bearer ' + token,\n"
     "    'Content-Type': 'application/json'}})\n"
     "r.urlopen(req, timeout=5)\n"
 )
@@ -53,7 +61,7 @@ _DRAIN_SCRIPT: Final = (
 
 def drain_command(port: int = contract.SCHEDULER_PORT) -> list[str]:
     """The preStop command that switches the replica listening on ``port`` to drain mode."""
-    return ["python", "-c", _DRAIN_SCRIPT.format(port=port, token_env=contract.CONTROL_TOKEN_ENV)]
+    return ["python", "-c", _DRAIN_SCRIPT.format(port=port, token_file_env=contract.CONTROL_TOKEN_FILE_ENV)]
 
 
 T = TypeVar("T")
@@ -197,6 +205,7 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
         "GPURT_LEADER": "kubernetes",
         "GPURT_HOST": "0.0.0.0",
         "GPURT_PORT": str(contract.SCHEDULER_PORT),
+        contract.CONTROL_TOKEN_FILE_ENV: TOKEN_FILE,
     }
     if spec.vertex_service_account is not None:
         plain["GPURT_VERTEX_SERVICE_ACCOUNT"] = spec.vertex_service_account
@@ -207,12 +216,6 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
     env += [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {
-            "name": contract.CONTROL_TOKEN_ENV,
-            "valueFrom": {
-                "secretKeyRef": {"name": contract.CONTROL_TOKEN_SECRET, "key": contract.CONTROL_TOKEN_SECRET_KEY}
-            },
-        },
     ]
     return env
 
@@ -235,6 +238,12 @@ def _spread(topology_key: str) -> Manifest:
     }
 
 
+def _token_volume() -> Manifest:
+    return {"name": TOKEN_VOLUME, "secret": {
+        "secretName": contract.CONTROL_TOKEN_SECRET, "defaultMode": TOKEN_FILE_MODE,
+        "items": [{"key": contract.CONTROL_TOKEN_SECRET_KEY, "path": contract.CONTROL_TOKEN_SECRET_KEY}]}}
+
+
 def build_deployment(spec: SchedulerSpec) -> Manifest:
     """The ``gpu-scheduler`` Deployment: hardened, probed, spread over zones, drained before it stops."""
     pod_labels = {**contract.COMMON_LABELS, **contract.SCHEDULER_LABELS}
@@ -250,7 +259,8 @@ def build_deployment(spec: SchedulerSpec) -> Manifest:
         "livenessProbe": _probe(contract.HEALTH_PATH, LIVENESS_PERIOD_S, 3),
         "readinessProbe": _probe(contract.READY_PATH, READINESS_PERIOD_S, 2),
         "lifecycle": {"preStop": {"exec": {"command": drain_command()}}},
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                         {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}],
     }
     return {
         "apiVersion": "apps/v1",
@@ -273,7 +283,7 @@ def build_deployment(spec: SchedulerSpec) -> Manifest:
                         _spread("kubernetes.io/hostname"),
                     ],
                     "containers": [container],
-                    "volumes": [scratch_volume("tmp", TMP_SIZE)],
+                    "volumes": [scratch_volume("tmp", TMP_SIZE), _token_volume()],
                 },
             },
         },

@@ -1,7 +1,8 @@
 """Typed client of the gpu-scheduler HTTP API (docs/scheduler.md#http-api).
 
-Used by the CLI, the demo, the benchmark and the validation helper. Mutating calls carry the bearer
-token; every failure surfaces as ``ApiError`` with the server's own explanation, never a raw traceback.
+Used by the CLI, the demo, the benchmark and the validation helper. Every call carries the bearer token:
+the scheduler asks for it on everything but health, readiness and metrics (job results are confidential);
+every failure surfaces as ``ApiError`` with the server's own explanation, never a raw traceback.
 """
 
 from __future__ import annotations

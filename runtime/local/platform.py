@@ -190,6 +190,7 @@ class LocalPlatform:
         first, emulator_port, admin_port, rest_port, *rest = [port or next(free) for port in wanted]
         ports = [first, *rest[:cfg.replicas - 1]]
         dashboards = rest[cfg.replicas - 1:]
+        processes.private_dir(self.directory)  # logs, results and state below are its user's alone
         logs = self.directory / "logs"
         # A fresh store per `up`: job ids (the contract's probe above all) are answered once per store, so a
         # new session must not find the previous session's results. Old sessions stay on disk.

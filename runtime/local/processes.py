@@ -24,16 +24,35 @@ from runtime.local.state import ProcessRecord
 # How often to look at a stopping process; short, since shutdown is usually quick.
 POLL_INTERVAL_S: Final = 0.1
 LOG_TAIL_BYTES: Final = 4_000  # enough of a log to show why a process died at start-up
+# Everything the platform writes is its user's alone: logs carry job ids and errors, the result store the
+# users' risk figures, and the state file the control token. Folders 0700, files 0600, and every process
+# it starts creates its own files (the result store, Prometheus' data) the same way.
+PRIVATE_DIR_MODE: Final = 0o700
+PRIVATE_FILE_MODE: Final = 0o600
+PRIVATE_UMASK: Final = 0o077
+
+
+def private_dir(path: Path) -> Path:
+    """Make ``path`` (and missing parents) and leave it readable by its owner only, even if it existed."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    path.chmod(PRIVATE_DIR_MODE)
+    return path
 
 
 def start_process(name: str, command: Sequence[str], env: Mapping[str, str], log_path: Path,
                   cwd: Path | None = None) -> ProcessRecord:
-    """Start ``command`` in its own session, stdout and stderr appended to ``log_path``."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    """Start ``command`` in its own session, stdout and stderr appended to ``log_path``.
+
+    The log is private (0600, also when an earlier run left it readable), and the process runs with umask
+    077, so whatever it creates is private too.
+    """
+    private_dir(log_path.parent)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+    os.fchmod(fd, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
             list(command), env=dict(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=cwd, start_new_session=True,
+            cwd=cwd, start_new_session=True, umask=PRIVATE_UMASK,
         )
     try:
         create_time = psutil.Process(proc.pid).create_time()

@@ -14,6 +14,7 @@ def main() -> int:
 
     from runtime.scheduler import logs
     from runtime.scheduler.api import create_app
+    from runtime.scheduler.http_limits import server_options
     from runtime.scheduler.service import Service
 
     try:
@@ -33,7 +34,7 @@ def main() -> int:
     # jobs finish and are acked). It re-raises the signal afterwards, so the stop must happen in there.
     try:
         uvicorn.run(create_app(service, on_shutdown=service.stop), host=settings.host, port=settings.port,
-                    log_config=None, access_log=False)
+                    log_config=None, access_log=False, **server_options())
     finally:
         service.stop()  # idempotent: covers a server that failed to start
     return 0

@@ -1,26 +1,24 @@
-"""The gpu-scheduler's HTTP API (docs/scheduler.md#http-api). Health and metrics are open; control needs a token."""
+"""The gpu-scheduler's HTTP API (docs/scheduler.md#http-api): health, readiness, metrics open; the rest token-only."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response, status
+from fastapi import FastAPI, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from components import contract
-from protocol.messages import JOB_ID_PATTERN
-from runtime.scheduler.auth import TokenGuard
+from protocol.messages import is_job_id
+from runtime.scheduler.auth import RequireToken
+from runtime.scheduler.http_limits import LimitBody
 from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
 from runtime.scheduler.service import JobView, Mode, Service
 from runtime.store import StoreError
-
-_JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 class MaintenanceRequest(BaseModel):
@@ -49,8 +47,11 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
 
     app = FastAPI(title="gpu-scheduler", version="1", lifespan=lifespan,
                   description="Consumes GPU job requests from Pub/Sub, runs them on Dask or Vertex AI, publishes "
-                              "results. Control endpoints need `Authorization: Bearer <GPURT_CONTROL_TOKEN>`.")
-    guard = Depends(TokenGuard(service.settings.control_token))
+                              "results. Every endpoint but health, readiness, metrics and this description needs "
+                              f"`Authorization: Bearer <{contract.CONTROL_TOKEN_ENV}>`.")
+    # The last added runs first: the token is checked from the headers before the body limit reads anything.
+    app.add_middleware(LimitBody)
+    app.add_middleware(RequireToken, token=service.settings.control_token)
 
     @app.exception_handler(StoreError)
     def store_unavailable(_: Request, exc: StoreError) -> JSONResponse:
@@ -81,7 +82,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
 
     @app.get("/jobs/{job_id}", response_model=JobView, summary="A running job or its stored result.")
     def get_job(job_id: str) -> JobView:
-        if not _JOB_ID.match(job_id):
+        if not is_job_id(job_id):
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is None:
@@ -89,11 +90,10 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
         return view
 
     @app.delete("/jobs/{job_id}", response_model=CancelResponse, status_code=status.HTTP_202_ACCEPTED,
-                dependencies=[guard],
                 summary="Cancel a job: a running one stops cooperatively, a queued one never starts; "
                         "its result is `cancelled`.")
     def cancel_job(job_id: str) -> CancelResponse:
-        if not _JOB_ID.match(job_id):
+        if not is_job_id(job_id):
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{job_id!r} is not a valid job id")
         view = service.job(job_id)
         if view is not None and view.result is not None:
@@ -104,23 +104,23 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     def list_pools() -> list[PoolInfo]:
         return _pools(service).list()
 
-    @app.post("/pools/stop-all", response_model=list[PoolInfo], dependencies=[guard],
+    @app.post("/pools/stop-all", response_model=list[PoolInfo],
               summary="Evict every pool (its workers retire; their jobs move or are retried).")
     def stop_all() -> list[PoolInfo]:
         _pools(service)
         return _pool_call(service.stop_all_pools)
 
-    @app.post("/pools/{pool_id}/stop", response_model=PoolInfo, dependencies=[guard], summary="Evict one pool.")
+    @app.post("/pools/{pool_id}/stop", response_model=PoolInfo, summary="Evict one pool.")
     def stop_pool(pool_id: str) -> PoolInfo:
         _pools(service)
         return _pool_call(lambda: service.stop_pool(pool_id))
 
-    @app.post("/pools/{pool_id}/scale", response_model=PoolInfo, dependencies=[guard], summary="Resize a pool.")
+    @app.post("/pools/{pool_id}/scale", response_model=PoolInfo, summary="Resize a pool.")
     def scale_pool(pool_id: str, body: ScaleRequest) -> PoolInfo:
         _pools(service)
         return _pool_call(lambda: service.scale_pool(pool_id, body.workers))
 
-    @app.post("/control/maintenance", dependencies=[guard],
+    @app.post("/control/maintenance",
               summary="drain: stop pulling without nacking, in-flight jobs finish; normal: resume intake.")
     def maintenance(body: MaintenanceRequest) -> dict[str, Any]:
         service.set_mode(Mode(body.mode))

@@ -9,14 +9,12 @@ be redelivered, and the redelivery finds the stored result instead of recomputin
 from __future__ import annotations
 
 import logging
-import re
 from datetime import UTC, datetime
 from typing import Final
 
 from components import contract
 from kernels.errors import JobCancelled, PermanentJobError
 from protocol.messages import (
-    JOB_ID_PATTERN,
     ErrorKind,
     InvalidRequest,
     JobError,
@@ -24,6 +22,7 @@ from protocol.messages import (
     JobRequest,
     JobResult,
     JobStatus,
+    is_job_id,
     parse_request,
 )
 from protocol.params import JobType
@@ -37,7 +36,6 @@ from runtime.store import ResultStore
 # How long a second delivery of a job that is running here waits for the first to end before it is
 # handed back to Pub/Sub; a job's own timeout bounds the wait in practice.
 DUPLICATE_WAIT_MARGIN_S: Final = 30.0
-_JOB_ID: Final = re.compile(JOB_ID_PATTERN)
 _KNOWN_TYPES: Final = frozenset(t.value for t in JobType)
 
 log = logging.getLogger(__name__)
@@ -72,8 +70,10 @@ class Processor:
     # --- the paths -----------------------------------------------------------------------------------
 
     def _reject(self, delivery: Delivery, exc: InvalidRequest) -> Decision:
-        # Not stored: a rejected message is no job, and its id may be fixed and sent again.
-        job_id = _usable_job_id(exc.job_id or delivery.attributes.get("job_id"), delivery.message_id)
+        # Not stored: a rejected message is no job, and its id may be fixed and sent again. Named by the job id
+        # its own body gives, never by the `job_id` attribute, which nothing ties to the body: a garbage body
+        # must not answer `rejected` for another job (docs/scheduler.md, "Whose result is it").
+        job_id = _usable_job_id(exc.job_id, delivery.message_id)
         # Label by a known type only: an attribute from the wire must not create new metric series.
         job_type = delivery.attributes.get("type")
         job_type = job_type if job_type in _KNOWN_TYPES else "unknown"
@@ -182,6 +182,7 @@ class Processor:
 
 
 def _usable_job_id(candidate: str | None, message_id: str) -> str:
-    if candidate and _JOB_ID.match(candidate):
+    # A result always needs an id: the message id is the platform's own, and no request can give it.
+    if is_job_id(candidate):
         return candidate
     return f"invalid-{message_id}"

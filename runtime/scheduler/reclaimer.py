@@ -6,17 +6,23 @@ it, stores and publishes ``failed``. If the last attempt stored ``failed`` but i
 reclaimer publishes the stored result. Either way it releases the message again *without acking it*:
 it stays in the DLQ for ``gpurt dlq replay``. The DLQ subscription has no dead-letter policy of its own, so
 releasing costs nothing.
+
+A dead letter's job is the one its body names, and only once the body validates as a request: the
+``job_id`` attribute is set by the publisher independently of the body and never checked against it, so
+trusting it would let one request store and publish ``failed`` for another job, which then never runs
+(docs/scheduler.md, "Whose result is it"). A body that does not validate names no job: the reclaimer
+publishes nothing for it and logs it once; it stays in the DLQ, counted by the DLQ depth metric, for
+``gpurt dlq list`` and ``gpurt dlq replay`` (which sends it through the consumer, whose answer is
+``rejected``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import Any, Final
 
 from components import contract
-from protocol.messages import JOB_ID_PATTERN, ErrorKind, JobError, JobResult, JobStatus
+from protocol.messages import ErrorKind, InvalidRequest, JobError, JobResult, JobStatus, parse_request
 from runtime.pubsub.admin import subscription_path
 from runtime.pubsub.publisher import ResultSink
 from runtime.store import ResultStore
@@ -25,6 +31,9 @@ from runtime.store import ResultStore
 BATCH: Final = 100
 # A pull on an empty DLQ waits for messages until its deadline: keep the wait short, empty is the norm.
 PULL_TIMEOUT_S: Final = 5.0
+# Invalid dead letters already logged, by message id: each run sees them again until they are replayed.
+# Past this many the memory is cleared (and they are logged once more) rather than growing without end.
+MAX_REPORTED: Final = 10_000
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +46,7 @@ class DlqReclaimer:
         self._subscription = subscription_path(project, contract.REQUEST_DLQ_SUBSCRIPTION)
         self._store = store
         self._sink = sink
+        self._reported: set[str] = set()
 
     def run(self) -> list[str]:
         """Reclaim one batch; returns the job ids whose result was published now."""
@@ -52,8 +62,12 @@ class DlqReclaimer:
         reclaimed: list[str] = []
         try:
             for item in received:
-                job_id = _job_id(item.message.data, dict(item.message.attributes))
-                if job_id is None:
+                if item.message.message_id in self._reported:
+                    continue  # known not to be a request: not parsed again every run
+                try:
+                    job_id = parse_request(item.message.data).job_id
+                except InvalidRequest as exc:
+                    self._report_invalid(item.message, exc)
                     continue
                 stored = self._store.get(job_id)
                 if stored is not None:
@@ -81,13 +95,12 @@ class DlqReclaimer:
                 })
         return reclaimed
 
-
-def _job_id(data: bytes, attributes: dict[str, str]) -> str | None:
-    candidate = attributes.get("job_id")
-    if candidate is None:
-        try:
-            body = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return None
-        candidate = body.get("job_id") if isinstance(body, dict) else None
-    return candidate if isinstance(candidate, str) and re.match(JOB_ID_PATTERN, candidate) else None
+    def _report_invalid(self, message: Any, exc: InvalidRequest) -> None:
+        """Log a dead letter that is no valid request, once per message while it stays in the DLQ."""
+        if message.message_id in self._reported:
+            return
+        if len(self._reported) >= MAX_REPORTED:
+            self._reported.clear()
+        self._reported.add(message.message_id)
+        log.warning("a dead letter is not a valid request; no result is published for it (replay it to have it "
+                    "rejected): %s", exc, extra={"message_id": message.message_id})

@@ -12,9 +12,9 @@ import subprocess
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from components import contract
 
@@ -58,7 +58,7 @@ class Settings(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            reasons = "; ".join(f"{_alias(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False))
+            reasons = "; ".join(_reason(e) for e in exc.errors(include_url=False))
             raise SettingsError(f"invalid gpu-scheduler settings: {reasons}") from None
 
     pubsub_emulator_host: str | None = Field(None, validation_alias="PUBSUB_EMULATOR_HOST")
@@ -72,6 +72,9 @@ class Settings(BaseModel):
     result_store: str = Field("", validation_alias="GPURT_RESULT_STORE",
                               description="fsspec URL of the result store; empty means .gpurt/results here.")
     control_token: str | None = Field(None, validation_alias=contract.CONTROL_TOKEN_ENV, repr=False)
+    control_token_file: Path | None = Field(None, validation_alias=contract.CONTROL_TOKEN_FILE_ENV,
+                                            description="A file holding the control token (the mounted Secret); "
+                                            "read at start, it wins over the variable.")
     host: str = Field("127.0.0.1", validation_alias="GPURT_HOST")
     port: int = Field(contract.SCHEDULER_PORT, validation_alias="GPURT_PORT", ge=0, le=65535)
     pools: PoolsBackend = Field(PoolsBackend.LOCAL, validation_alias="GPURT_POOLS")
@@ -106,6 +109,21 @@ class Settings(BaseModel):
     dask_dashboard: str = Field("127.0.0.1:0", validation_alias="GPURT_DASK_DASHBOARD",
                                 description="host:port of the in-process LocalCluster's dashboard, which "
                                 "also serves Dask's Prometheus /metrics (port 0: any free one).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _token_from_file(cls, data: object) -> object:
+        # Read here, once, so the rest of the service sees one token whichever way it came.
+        if not isinstance(data, dict) or not data.get(contract.CONTROL_TOKEN_FILE_ENV):
+            return data
+        path = Path(data[contract.CONTROL_TOKEN_FILE_ENV])
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{contract.CONTROL_TOKEN_FILE_ENV}: cannot read {path}: {exc}") from None
+        if not token:
+            raise ValueError(f"{contract.CONTROL_TOKEN_FILE_ENV}: {path} is empty")
+        return {**data, contract.CONTROL_TOKEN_ENV: token}
 
     @field_validator("vertex_types", mode="before")
     @classmethod
@@ -157,6 +175,13 @@ class Settings(BaseModel):
                 return Path(self.result_store).resolve().as_uri()
             return self.result_store
         return DEFAULT_RESULT_DIR.resolve().as_uri()
+
+
+def _reason(error: Any) -> str:
+    """``VARIABLE: why``; a check of several settings at once names its variables itself."""
+    if not error["loc"]:
+        return str(error["msg"]).removeprefix("Value error, ")
+    return f"{_alias(error['loc'])}: {error['msg']}"
 
 
 def _alias(loc: tuple[object, ...]) -> str:

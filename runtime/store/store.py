@@ -21,12 +21,11 @@ from typing import Final
 
 from fsspec.spec import AbstractFileSystem
 
-from protocol.messages import JOB_ID_PATTERN, JobResult
+from protocol.messages import JobResult, is_job_id
 from runtime.store.filesystems import url_to_fs
 
 # Artifact names become object keys: keep them to one path segment of safe characters.
-_ARTIFACT_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_JOB_ID: Final = re.compile(JOB_ID_PATTERN)
+_ARTIFACT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class StoreError(RuntimeError):
@@ -96,7 +95,7 @@ class ResultStore:
         """Write ``artifacts`` of ``job_id``; returns name -> URL for the result's ``artifacts``."""
         urls: dict[str, str] = {}
         for name, data in artifacts.items():
-            if not _ARTIFACT_NAME.match(name):
+            if not _ARTIFACT_NAME.fullmatch(name):
                 raise StoreError(f"artifact name {name!r} is not a safe file name")
             path = posixpath.join(self._job_dir(job_id), name)
             self._write(path, data)
@@ -105,7 +104,7 @@ class ResultStore:
 
     def get_artifact(self, job_id: str, name: str) -> bytes:
         """The bytes of artifact ``name`` of ``job_id``."""
-        if not _ARTIFACT_NAME.match(name):
+        if not _ARTIFACT_NAME.fullmatch(name):
             raise StoreError(f"artifact name {name!r} is not a safe file name")
         path = posixpath.join(self._job_dir(job_id), name)
         try:
@@ -162,7 +161,7 @@ class ResultStore:
 
 def _checked(job_id: str) -> str:
     # Job ids are validated by the protocol already; this keeps a path from ever escaping the root.
-    if not _JOB_ID.match(job_id):
+    if not is_job_id(job_id):
         raise StoreError(f"job id {job_id!r} is not a valid job id")
     return job_id
 

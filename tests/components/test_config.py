@@ -115,6 +115,7 @@ def test_moving_tags_and_malformed_digests_are_refused(images: dict[str, str], p
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "machineType": "a2-highgpu-1g"}]), "cannot host nvidia-tesla-t4"),
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "acceleratorType": "nvidia-tesla-k80"}]), "is not one of"),
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "T4_Pool"}]), "gpuPools.0.name"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "t4\n"}]), "gpuPools.0.name"),  # `$` before a newline
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "daskWorkersMax": 5}]), "exceeds the pool's node capacity 4"),
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "minNodes": 3}]), "minNodes 3 exceeds maxNodes 2"),
         (_raw(gpuPools=[_raw()["gpuPools"][0]] * 2), "names must be unique"),

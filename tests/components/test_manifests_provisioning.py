@@ -131,6 +131,8 @@ def test_names_stay_dns_labels_for_the_longest_pool_name() -> None:
         prov.request_name(group + "x" * 20, request_token())
     with pytest.raises(ValueError, match="DNS label"):
         prov.request_name("Gpu-Dask", "pr-1")
+    with pytest.raises(ValueError, match="DNS label"):
+        prov.request_name("gpu-dask", "pr-1\n")  # a final newline passed a `$` check
 
 
 def test_a_worker_group_carrying_the_consume_annotations_keeps_them_through_its_crd() -> None:

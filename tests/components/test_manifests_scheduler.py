@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -72,9 +73,22 @@ def test_environment_points_at_dask_store_token_and_pod_identity() -> None:
     assert env["GPURT_LOG_LEVEL"] == "debug"
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
-    assert env[contract.CONTROL_TOKEN_ENV] == {
-        "secretKeyRef": {"name": contract.CONTROL_TOKEN_SECRET, "key": contract.CONTROL_TOKEN_SECRET_KEY}
-    }
+    assert env[contract.CONTROL_TOKEN_FILE_ENV] == scheduler.TOKEN_FILE
+
+
+def test_the_control_token_is_a_mounted_secret_file_and_in_no_environment_variable() -> None:
+    deployment = scheduler.build_deployment(SPEC)
+    pod, container = _pod(deployment), _container(deployment)
+    assert not any("secretKeyRef" in item.get("valueFrom", {}) for item in container["env"])
+    assert contract.CONTROL_TOKEN_ENV not in _env(container)
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == scheduler.TOKEN_VOLUME]
+    assert mount["readOnly"] is True and scheduler.TOKEN_FILE.startswith(mount["mountPath"] + "/")
+    (volume,) = [v for v in pod["volumes"] if v["name"] == scheduler.TOKEN_VOLUME]
+    assert volume["secret"]["secretName"] == contract.CONTROL_TOKEN_SECRET
+    file_name = scheduler.TOKEN_FILE.removeprefix(mount["mountPath"] + "/")
+    assert volume["secret"]["items"] == [{"key": contract.CONTROL_TOKEN_SECRET_KEY, "path": file_name}]
+    assert volume["secret"]["defaultMode"] & 0o007 == 0  # not readable by others
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"]  # the group may read it
 
 
 def test_extra_env_overrides_instead_of_duplicating() -> None:
@@ -94,7 +108,7 @@ def test_pod_is_hardened_and_limited() -> None:
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert {"cpu", "memory"} <= container["resources"]["limits"].keys()
     assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
-    (tmp,) = container["volumeMounts"]
+    (tmp,) = [m for m in container["volumeMounts"] if m["name"] != scheduler.TOKEN_VOLUME]
     assert tmp["mountPath"] == "/tmp"
     assert {"name": tmp["name"], "emptyDir": {"sizeLimit": scheduler.TMP_SIZE}} in pod["volumes"]
 
@@ -135,9 +149,11 @@ def control_api() -> Iterator[ThreadingHTTPServer]:
 
 
 @pytest.mark.timeout(30)
-def test_prestop_command_switches_the_replica_to_drain(control_api: ThreadingHTTPServer) -> None:
+def test_prestop_command_switches_the_replica_to_drain(control_api: ThreadingHTTPServer, tmp_path: Path) -> None:
     command = scheduler.drain_command(port=control_api.server_address[1])
-    env = {**os.environ, contract.CONTROL_TOKEN_ENV: "s3cret"}
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    env = {**os.environ, contract.CONTROL_TOKEN_FILE_ENV: str(token_file)}
     subprocess.run([sys.executable, *command[1:]], env=env, check=True, timeout=20)
     ((method, path, auth, body),) = _Recorder.requests
     assert (method, path, auth) == ("POST", "/control/maintenance", "Bearer s3cret")

@@ -1,9 +1,9 @@
 """A seeded corpus of request messages that must all be rejected: every malformed kind, mixed at random.
 
 Each message carries the attribute ``job_id`` ``<prefix>-<index>`` (a tenth of those with a body carry no
-attributes at all),
+attributes at all; the ``forged_attribute`` kind names another job, ``<prefix>-victim-<index>``, there),
 and a body that names a job id either names that same id, an unusable one, or none - so every result
-maps back to exactly one message, by job id or by ``invalid-<message id>``.
+maps back to exactly one message, by job id or by ``invalid-<message id>``, and none may name a victim.
 """
 
 from __future__ import annotations
@@ -21,6 +21,36 @@ OVERSIZE_MESSAGES: Final = 3
 # The body of the reported defect, sent as is right after them: json.loads raised RecursionError on it,
 # so it was redelivered until dead-lettered instead of being rejected.
 ISSUE_BODY: Final = b"[" * 5000 + b"]" * 5000
+# Sizes of the adversarial kind in the mixed corpus (bytes); the first messages also carry each one at the
+# size limit, where a quadratic parser would take hours.
+ADVERSARIAL_SIZES: Final = (100, 1_000, 16_000)
+
+
+
+
+def _repeat(head: bytes, unit: bytes, size: int, tail: bytes = b"") -> bytes:
+    """``head`` + ``unit`` repeated + ``tail``, exactly ``size`` bytes long (``unit`` cut at the end)."""
+    body = head + unit * ((size - len(head) - len(tail)) // len(unit) + 1)
+    return body[: size - len(tail)] + tail
+
+
+# Bodies built to make a parser slow rather than wrong, by name, at any size: each is worst for some way
+# of scanning JSON (a string scan retried at every quote, a loop per bracket, per escape, per token).
+ADVERSARIAL: Final[dict[str, Callable[[int], bytes]]] = {
+    # The reported body: a quote, then escaped quotes and no closing quote (quadratic in the old scan).
+    "unterminated_escaped_quotes": lambda size: _repeat(b'"', b'\\"', size),
+    "object_then_unterminated_escapes": lambda size: _repeat(b'{"job_id": "x", "type": "noop", "session_id": "',
+                                                             b'[\\"{', size),
+    "bare_quotes": lambda size: _repeat(b"", b'"', size),
+    "escaped_backslashes": lambda size: _repeat(b'"', b"\\\\", size, b'"'),
+    "unicode_escapes": lambda size: _repeat(b'"', b"\\u0041", size, b'"'),
+    "bracket_pairs": lambda size: _repeat(b"[", b"[],", size, b"[]]"),
+    "open_brackets": lambda size: _repeat(b"", b"[", size),
+    "open_objects": lambda size: _repeat(b"", b'{"a":', size),
+    "short_strings": lambda size: _repeat(b"[", b'"a",', size, b'"a"]'),
+    "digits": lambda size: _repeat(b"", b"9", size),
+    "whitespace": lambda size: _repeat(b"", b" \t\r\n", size, b"{}"),
+}
 
 
 @dataclass(frozen=True)
@@ -146,6 +176,17 @@ def _mutated(job_id: str, rng: random.Random) -> bytes:
     return bytes(body) + b"\x00"  # a trailing NUL is never valid JSON, whatever the flips did
 
 
+def _adversarial(job_id: str, rng: random.Random) -> bytes:
+    return ADVERSARIAL[rng.choice(sorted(ADVERSARIAL))](rng.choice(ADVERSARIAL_SIZES))
+
+
+def _forged_attribute(job_id: str, rng: random.Random) -> bytes:
+    """A body that is no request, or a request of this message's own id that fails validation; the
+    attribute (set in ``corpus``) names a victim."""
+    return rng.choice([b"\xff garbage", b"{}", b'{"type": "noop"}', _dumps([job_id]),
+                       _dumps({"job_id": job_id, "type": "noop", "params": {"sleep_s": -1}})])
+
+
 def _oversize(job_id: str, rng: random.Random) -> bytes:
     return b'{"job_id": "' + job_id.encode() + b'", "type": "noop", "session_id": "' + b"a" * MAX_MESSAGE_BYTES \
         + b'"}'
@@ -155,22 +196,27 @@ KINDS: Final[dict[str, Callable[[str, random.Random], bytes]]] = {
     fn.__name__.lstrip("_"): fn for fn in (
         _random_bytes, _truncated, _deep_array, _deep_object, _non_finite, _huge_integer, _duplicate_keys,
         _bad_utf8, _other_encoding, _lone_surrogate, _not_an_object, _wrong_types, _unknown_type, _bad_params,
-        _bad_fields, _missing_fields, _mutated)
+        _bad_fields, _missing_fields, _mutated, _adversarial, _forged_attribute)
 }
 
 
 def corpus(count: int, prefix: str, seed: int = 9) -> list[FuzzMessage]:
-    """``count`` malformed messages (a few of them oversize), reproducible from ``seed``."""
+    """``count`` malformed messages (a few oversize, one of each adversarial body at the size limit),
+    reproducible from ``seed``."""
     rng = random.Random(seed)
     kinds = list(KINDS)
     messages = []
+    at_limit = [ADVERSARIAL[name](MAX_MESSAGE_BYTES) for name in sorted(ADVERSARIAL)]
     for index in range(count):
         job_id = f"{prefix}-{index}"
         kind = "oversize" if index < OVERSIZE_MESSAGES else kinds[index % len(kinds)]
         make = _oversize if kind == "oversize" else KINDS[kind]
         data = ISSUE_BODY if index == OVERSIZE_MESSAGES else make(job_id, rng)
+        if kind == "adversarial" and at_limit:
+            data = at_limit.pop()
         # Pub/Sub refuses a message with neither data nor attributes: an empty body keeps its attributes.
-        bare = data and rng.random() < 0.1
-        attributes = {} if bare else {"job_id": job_id, "type": rng.choice(["noop", "bogus"])}
+        bare = data and rng.random() < 0.1 and kind != "forged_attribute"
+        named = f"{prefix}-victim-{index}" if kind == "forged_attribute" else job_id
+        attributes = {} if bare else {"job_id": named, "type": rng.choice(["noop", "bogus"])}
         messages.append(FuzzMessage(index, kind, data, attributes))
     return messages

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from protocol import strict_json
-from protocol.messages import MAX_MESSAGE_BYTES, InvalidRequest, JobRequest, parse_request
+from protocol.messages import MAX_MESSAGE_BYTES, InvalidRequest, JobRequest, is_job_id, parse_request
 from protocol.params import JobType
 
 # Enough examples to find the hostile corners in a few seconds on a loaded 2-core box.
@@ -119,6 +119,16 @@ def test_the_body_job_id_survives_a_rejection_for_the_result() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse_request(b'{"job_id": "keep-me", "type": "noop", "params": {"sleep_s": -1}}')
     assert caught.value.job_id == "keep-me"
+
+
+@pytest.mark.parametrize("value, valid", [
+    ("abc", True), ("a" * 128, True), ("abc\n", False), ("abc\r", False), ("a" * 129, False), ("", False),
+    (None, False), (7, False),
+])
+def test_is_job_id_matches_the_whole_value_as_the_model_does(value: object, valid: bool) -> None:
+    assert is_job_id(value) is valid
+    body = json.dumps({"job_id": value, "type": "noop"}).encode()
+    assert isinstance(_outcome(body), JobRequest) is valid
 
 
 def test_size_limit_is_checked_before_parsing() -> None:

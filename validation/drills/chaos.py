@@ -20,6 +20,10 @@ Last, it shows what a restart of the local broker loses: with intake drained, a 
 the subscription, the emulator is restarted, and the drill reports how many of them ever got a result
 (the emulator keeps messages in memory only). That figure is reported, not judged; the drill then checks
 that the platform serves a new job.
+
+Then hostile input (``validation/drills/hostile.py``): a body built to be slow to parse and messages that
+name another job only in their attribute must be answered for their own ids, quickly, with every replica
+healthy throughout, and the other job must still run.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from components import contract
 from protocol.messages import JobStatus
 from runtime.client.api import ApiError
 from runtime.client.pubsub import PubSubClients
-from validation.drills import faults
+from validation.drills import faults, hostile
 from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
 from validation.drills.ledger import ResultLedger, Tally
 
@@ -140,6 +144,7 @@ def run(ctx: DrillContext) -> None:
     dead = _dead_letters(ctx, set(planned))
     _account(ctx, tally, recoveries, dead, elapsed, replicas)
     _broker_restart(ctx)
+    hostile.run(ctx)
     _judge(tally, dead)
 
 

@@ -38,6 +38,38 @@ def test_corrupt_state_is_a_clear_error(tmp_path: Path) -> None:
         load_state(tmp_path)
 
 
+WRITES_A_FILE_AND_A_FOLDER = (
+    "import os\n"
+    "os.makedirs('store/results')\n"
+    "open('store/results/job.json', 'w').write('{}')\n"
+    "print('ready', flush=True)\n"
+)
+
+
+@pytest.mark.timeout(60)
+def test_logs_and_what_a_started_process_writes_are_private(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o755)
+    (logs / "p.log").write_text("an earlier run's log\n")
+    (logs / "p.log").chmod(0o644)  # as the platform left it before
+    record = processes.start_process("p", [sys.executable, "-c", WRITES_A_FILE_AND_A_FOLDER], os.environ,
+                                     logs / "p.log", cwd=tmp_path)
+    assert processes.wait_until(lambda: "ready" in processes.log_tail(logs / "p.log"), 30)
+    processes.stop_process(record, grace_s=5)
+    modes = {path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode)
+             for path in [logs, logs / "p.log", tmp_path / "store", tmp_path / "store/results",
+                          tmp_path / "store/results/job.json"]}
+    assert modes == {"logs": 0o700, "logs/p.log": 0o600, "store": 0o700, "store/results": 0o700,
+                     "store/results/job.json": 0o600}
+
+
+def test_private_dir_closes_a_folder_that_existed_open(tmp_path: Path) -> None:
+    folder = tmp_path / "local"
+    folder.mkdir(mode=0o755)
+    assert stat.S_IMODE(processes.private_dir(folder).stat().st_mode) == 0o700
+    assert stat.S_IMODE(processes.private_dir(tmp_path / "new" / "dir").stat().st_mode) == 0o700
+
+
 SLEEPER_WITH_CHILD = (
     "import subprocess, sys, time\n"
     "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"

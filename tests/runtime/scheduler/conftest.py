@@ -49,6 +49,7 @@ def platform(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory)
     import uvicorn
 
     from runtime.scheduler.api import create_app
+    from runtime.scheduler.http_limits import server_options
 
     project = "sched-it"
     create_topology(emulator.address, project)
@@ -66,7 +67,8 @@ def platform(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory)
 
     service = Service(settings, metrics=SchedulerMetrics(), wrap_backend=wrap)
     service.start()
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=0, log_config=None))
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=0, log_config=None,
+                                           **server_options()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_for(lambda: server.started, SERVER_START_TIMEOUT_S, "the HTTP server")

@@ -15,13 +15,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def _samples(platform: Platform) -> dict[tuple[str, tuple], float]:
-    text = platform.api.anonymous.get(contract.METRICS_PATH).text
+    text = platform.api.http.get(contract.METRICS_PATH).text
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def _pool(platform: Platform) -> dict:
-    return platform.api.anonymous.get("/pools").json()[0]
+    return platform.api.http.get("/pools").json()[0]
 
 
 def test_metrics_count_jobs_and_show_leadership_and_pools(platform: Platform) -> None:
@@ -37,11 +37,11 @@ def test_metrics_count_jobs_and_show_leadership_and_pools(platform: Platform) ->
 
 
 def test_status_and_leader(platform: Platform) -> None:
-    status = platform.api.anonymous.get("/status").json()
+    status = platform.api.http.get("/status").json()
     assert status["mode"] == "normal" and status["consuming"] and status["slots"] == 2
-    leader = platform.api.anonymous.get("/status/leader").json()
+    leader = platform.api.http.get("/status/leader").json()
     assert leader["is_leader"] is True and leader["holder"] == leader["identity"]
-    assert platform.api.anonymous.get("/jobs/never-submitted").status_code == 404
+    assert platform.api.http.get("/jobs/never-submitted").status_code == 404
 
 
 def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
@@ -50,7 +50,7 @@ def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
         scaled = platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 3}).json()
         assert scaled["desired"] == 3 and scaled["status"] in {"scaling", "running"}
         # Flow control follows the pool at once: the stream is replaced with three slots.
-        assert platform.api.anonymous.get("/status").json()["slots"] == 3
+        assert platform.api.http.get("/status").json()["slots"] == 3
         wait_for(lambda: _pool(platform) == {"id": LOCAL_POOL, "desired": 3, "workers": 3, "gpus_per_worker": 0,
                                              "status": "running", "provisioning": None}, 60, "three workers")
         assert platform.api.http.post("/pools/stop-all").json()[0]["desired"] == 0
@@ -63,6 +63,6 @@ def test_pools_scale_stop_and_come_back(platform: Platform) -> None:
         platform.api.http.post(f"/pools/{LOCAL_POOL}/scale", json={"workers": 2})
     wait_for(lambda: _pool(platform)["workers"] == 2, 60, "the pool back at two workers")
     platform.service.follow_slots()  # what the follower thread does every period
-    assert platform.api.anonymous.get("/status").json()["slots"] == 2
+    assert platform.api.http.get("/status").json()["slots"] == 2
     platform.requests.job("after-pools")
     assert platform.results.wait("after-pools").status.value == "succeeded"

@@ -32,15 +32,17 @@ def test_health_is_open_and_control_needs_the_token(platform: Platform) -> None:
 
 
 def test_invalid_message_is_rejected_and_the_consumer_lives_on(platform: Platform) -> None:
-    platform.requests.raw(b"{not json", job_id="broken-1")
+    # A body without a usable job id is answered under its message id, never under its attribute.
+    message_id = platform.requests.raw(b"{not json", job_id="broken-1")
     platform.requests.raw({"job_id": "bad-type", "type": "quantum_annealing"})
     platform.requests.raw({"job_id": "too-big", "type": "random_walk", "params": {"paths": 10**12}})
-    for job_id in ("broken-1", "bad-type", "too-big"):
+    for job_id in (f"invalid-{message_id}", "bad-type", "too-big"):
         result = platform.results.wait(job_id)
         assert result.status is JobStatus.REJECTED
         assert result.error is not None and result.error.kind is ErrorKind.INVALID
     platform.requests.job("after-invalid")
     assert platform.results.wait("after-invalid").status is JobStatus.SUCCEEDED
+    assert platform.results.of("broken-1") == []
 
 
 @pytest.mark.parametrize("job_type, params, key", [

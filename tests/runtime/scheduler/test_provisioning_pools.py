@@ -286,12 +286,13 @@ def test_get_pools_shows_the_provisioning_field(tmp_path: Any) -> None:
     from runtime.scheduler.settings import Settings
 
     api = FakeKubernetes(_queued_group(), _t4_group())
-    service = Service(Settings.from_env({"GPURT_RESULT_STORE": str(tmp_path)}))
+    service = Service(Settings.from_env({"GPURT_RESULT_STORE": str(tmp_path), "GPURT_CONTROL_TOKEN": "t"}))
     service.pools = _pools(api)
     service.pools.scale("a100-flex", 1)
     api.set_conditions(_only_request(api), Accepted=("True", "Accepted", ""))
 
-    body = {pool["id"]: pool for pool in TestClient(create_app(service)).get("/pools").json()}
+    client = TestClient(create_app(service), headers={"Authorization": "Bearer t"})
+    body = {pool["id"]: pool for pool in client.get("/pools").json()}
     assert body["t4"]["provisioning"] is None
     [request] = body["a100-flex"]["provisioning"]["requests"]
     assert request["state"] == "accepted" and request["conditions"] == {"Accepted": "True"}

@@ -57,7 +57,7 @@ def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHa
     env = {**os.environ, "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": PROJECT,
            "GPURT_PORT": str(port), "GPURT_LOCAL_WORKERS": "1", "GPURT_CONTROL_TOKEN": "t",
            "GPURT_RESULT_STORE": (tmp_path / "results").as_uri(), "GPURT_DEVICE": "cpu"}
-    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
+    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5, headers={"Authorization": "Bearer t"})
 
     def ready() -> bool:
         try:

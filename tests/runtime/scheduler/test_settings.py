@@ -38,6 +38,25 @@ def test_the_token_is_not_shown_in_repr() -> None:
     assert "s3cret" not in repr(Settings.from_env({"GPURT_CONTROL_TOKEN": "s3cret"}))
 
 
+def test_the_token_is_read_from_its_file_which_wins_over_the_variable(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-the-secret\n")
+    settings = Settings.from_env({"GPURT_CONTROL_TOKEN_FILE": str(token_file), "GPURT_CONTROL_TOKEN": "from-env"})
+    assert settings.control_token == "from-the-secret"
+    assert Settings.from_env({"GPURT_CONTROL_TOKEN": "from-env"}).control_token == "from-env"  # the local platform
+
+
+@pytest.mark.parametrize("content, reason", [(None, "cannot read"), ("  \n", "is empty")])
+def test_an_unusable_token_file_is_an_error_naming_the_variable_and_the_file(
+        tmp_path: Path, content: str | None, reason: str) -> None:
+    token_file = tmp_path / "token"
+    if content is not None:
+        token_file.write_text(content)
+    with pytest.raises(SettingsError, match=f"GPURT_CONTROL_TOKEN_FILE: .*{token_file}.*{reason}|"
+                                            f"GPURT_CONTROL_TOKEN_FILE: {reason}"):
+        Settings.from_env({"GPURT_CONTROL_TOKEN_FILE": str(token_file)})
+
+
 def test_local_workers_and_gpus_default_to_detection() -> None:
     settings = Settings.from_env({"GPURT_LOCAL_GPUS": "2"})
     assert settings.local_workers is None and settings.local_gpus == 2

@@ -70,6 +70,16 @@ def test_unsafe_names_never_escape_the_root(store: ResultStore) -> None:
         store.put_artifacts("job-3", {"../x": b""})
 
 
+@pytest.mark.parametrize("job_id", ["abc\n", "abc\r\n", "\nabc"])
+def test_a_job_id_with_a_newline_is_refused_by_every_store_call(store: ResultStore, job_id: str) -> None:
+    # `re.match` with a `$` pattern let "abc\n" through: `DELETE /jobs/abc%0A` then wrote cancel/abc\n.
+    for call in (store.get, store.request_cancel, store.mark_published, store.cancel_requested):
+        with pytest.raises(StoreError, match="not a valid job id"):
+            call(job_id)
+    with pytest.raises(StoreError, match="not a safe file name"):
+        store.put_artifacts("job-3", {"plot.png\n": b""})
+
+
 def test_file_store_leaves_no_temporary_files(tmp_path: Path) -> None:
     ResultStore(tmp_path.as_uri()).put(JobResult(job_id="job-4", status=JobStatus.CANCELLED))
     assert [p.name for p in (tmp_path / "results").iterdir()] == ["job-4.json"]
