@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from runtime.emulator import proto
 from runtime.emulator.clock import Clock
+from runtime.emulator.journal import Journal, StoredMessage
 from runtime.emulator.ordering import KeyOrder
 from runtime.emulator.snapshots import Retained
 
@@ -112,6 +113,8 @@ class SubscriptionQueue:
     policy: DeliveryPolicy
     clock: Clock
     lock: threading.Lock
+    # Where changes that must survive a restart are recorded (runtime.emulator.journal); a no-op in memory.
+    journal: Journal = field(default_factory=Journal)
     closed: bool = field(default=False, init=False)
     detached: bool = field(default=False, init=False)  # DetachSubscription: no messages, pulls refused
     dead_lettered: int = field(default=0, init=False)
@@ -136,7 +139,22 @@ class SubscriptionQueue:
         """Add a freshly published message and wake the pullers."""
         entry = Entry(message, published_wall, published_mono, size=message.ByteSize())
         self._log[message.message_id] = entry
+        self.journal.add_entry(self.name, message, published_wall)
         self._admit(entry)
+        self.changed()
+
+    def restore(self, stored: Iterable[StoredMessage]) -> None:
+        """Take back the messages a restarted broker read from disk, in publish order: unacknowledged ones
+        are deliverable at once (leases and backoffs are not kept), acknowledged ones stay retained."""
+        for kept in stored:
+            published_mono = self.clock.monotonic_at(kept.published_wall)
+            entry = Entry(kept.message, kept.published_wall, published_mono, size=kept.message.ByteSize(),
+                          delivery_attempt=kept.attempt)
+            self._log[kept.message.message_id] = entry
+            if kept.acked:
+                self._set_state(entry, EntryState.ACKED)
+            else:
+                self._admit(entry)
         self.changed()
 
     def has_ready(self) -> bool:
@@ -165,6 +183,7 @@ class SubscriptionQueue:
     def _lease(self, entry: Entry, now: float, deadline_s: int, owner: LeaseOwner | None) -> proto.ReceivedMessage:
         self._set_state(entry, EntryState.LEASED)
         entry.delivery_attempt += 1
+        self.journal.attempted(self.name, entry.message.message_id, entry.delivery_attempt)
         self._by_ack_id.pop(entry.ack_id, None)
         entry.ack_id = f"{self._ack_prefix}-{next(self._seq)}"
         self._by_ack_id[entry.ack_id] = entry
@@ -190,7 +209,7 @@ class SubscriptionQueue:
                 continue
             self._release(entry)
             if self.policy.retain_acked:
-                self._set_state(entry, EntryState.ACKED)
+                self._mark_acked(entry)
             else:
                 self._forget(entry)
             self._finish(entry)
@@ -224,6 +243,7 @@ class SubscriptionQueue:
             self._forget(entry)
             self._finish(entry)
             self.dead_lettered += 1
+            self.journal.dead_lettered(self.name, self.dead_lettered)
             return [DeadLetter(self.name, self.policy.dead_letter_topic, entry.message, entry.delivery_attempt)]
         delay = self.clock.span(self.policy.backoff_s(entry.delivery_attempt))
         if delay <= 0:
@@ -279,7 +299,7 @@ class SubscriptionQueue:
             if entry.published_wall >= wall_time:
                 self._make_ready(entry)
             elif self.policy.retain_acked:
-                self._set_state(entry, EntryState.ACKED)
+                self._mark_acked(entry)
             else:
                 self._forget(entry)
         self._reorder()
@@ -299,7 +319,7 @@ class SubscriptionQueue:
             if wanted.pop(entry.message.message_id, None) is not None:
                 self._make_ready(entry)
             elif self.policy.retain_acked:
-                self._set_state(entry, EntryState.ACKED)
+                self._mark_acked(entry)
             else:
                 self._forget(entry)
         self._reorder()
@@ -381,6 +401,8 @@ class SubscriptionQueue:
                 self._admit(entry)
 
     def _make_ready(self, entry: Entry) -> None:
+        if entry.state is EntryState.ACKED:  # a seek brought it back
+            self.journal.acked(self.name, entry.message.message_id, False)
         self._set_state(entry, EntryState.READY)
         self._ready.append((entry, entry.epoch))
 
@@ -391,7 +413,15 @@ class SubscriptionQueue:
             entry.owner.bytes -= entry.size
             entry.owner = None
 
+    def _mark_acked(self, entry: Entry) -> None:
+        """Acknowledged, and kept because the subscription retains acked messages."""
+        if entry.state is not EntryState.ACKED:
+            self.journal.acked(self.name, entry.message.message_id, True)
+        self._set_state(entry, EntryState.ACKED)
+
     def _forget(self, entry: Entry) -> None:
+        if entry.state is not EntryState.GONE:
+            self.journal.remove_entry(self.name, entry.message.message_id)
         self._set_state(entry, EntryState.GONE)
         self._by_ack_id.pop(entry.ack_id, None)
         self._log.pop(entry.message.message_id, None)

@@ -14,12 +14,14 @@ import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
 from runtime.emulator.admin import AdminServer
 from runtime.emulator.clock import Clock
+from runtime.emulator.journal import DATABASE_FILE, Journal
 from runtime.emulator.publisher import PublisherService
 from runtime.emulator.state import Broker
 from runtime.emulator.stats import EmulatorStats
@@ -96,14 +98,19 @@ def start_emulator(
     lease_time_scale: float = 1.0,
     admin_port: int | None = None,
     rest_port: int | None = None,
+    data_dir: Path | None = None,
 ) -> EmulatorHandle:
     """Start an emulator on ``host:port`` (0 picks a free port) and return once it accepts connections.
 
     Emulator-only knobs: ``time_scale`` multiplies retry backoffs and retention, ``lease_time_scale`` ack
     deadlines (see runtime.emulator.clock); ``admin_port`` serves ``GET /stats`` (0 picks a free port,
     None serves none). ``rest_port`` serves the REST (v1 JSON) surface and ``GET /`` (same choices).
+    ``data_dir`` makes the broker durable: it keeps its state in ``data_dir/broker.sqlite3`` and starts from
+    what an earlier run left there (None: everything in memory). A file it cannot read is a ValueError,
+    one it cannot open an OSError, each naming the file.
     """
-    broker = Broker(Clock(time_scale, lease_time_scale))
+    clock = Clock(time_scale, lease_time_scale)
+    broker = Broker(clock, Journal(data_dir / DATABASE_FILE) if data_dir is not None else None)
     loop = _LoopThread()
     server: grpc.aio.Server | None = None
     subscriber = SubscriberService(broker)
@@ -130,7 +137,8 @@ def start_emulator(
     log.info("pubsub emulator listening",
              extra={"address": handle.address, "admin_port": handle.admin_port, "rest_port": handle.rest_port,
                     "time_scale": time_scale,
-                    "lease_time_scale": lease_time_scale})
+                    "lease_time_scale": lease_time_scale,
+                    "data_dir": str(data_dir) if data_dir is not None else None})
     return handle
 
 
