@@ -26,6 +26,7 @@ from runtime.emulator.publisher import PublisherService
 from runtime.emulator.state import Broker
 from runtime.emulator.stats import EmulatorStats
 from runtime.emulator.subscriber import SubscriberService
+from runtime.emulator.unserved import UnservedServices
 
 if TYPE_CHECKING:
     from runtime.emulator.rest import RestServer
@@ -33,8 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Pub/Sub accepts publish requests of up to 10 MB; gRPC's default receive limit is 4 MiB.
-MAX_MESSAGE_BYTES = 20 * 1024 * 1024
+# What gRPC reads in before a handler sees it (its default is 4 MiB). Publish requests are limited to
+# 10,000,000 bytes by runtime.emulator.limits, which answers INVALID_ARGUMENT as the service does; gRPC's own
+# refusal of a larger message would be RESOURCE_EXHAUSTED, so its cap sits well above any request a
+# client sends by mistake. Beyond it (64 MiB) gRPC refuses before reading the request whole.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # On stop, in-flight RPCs get this long (s) to finish before they are cancelled.
 STOP_GRACE_S = 1.0
 # Threads for the quick unary RPCs (waiting ones and streams run on the event loop and need none).
@@ -152,7 +156,7 @@ async def _serve(broker: Broker, subscriber: SubscriberService, host: str, port:
                  # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
                  ("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers((PublisherService(broker).handler(), subscriber.handler()))
+    server.add_generic_rpc_handlers((PublisherService(broker).handler(), subscriber.handler(), UnservedServices()))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     return server, bound

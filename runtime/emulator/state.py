@@ -147,7 +147,11 @@ class Broker:
         policy.check_update_mask(list(mask.paths), policy.UPDATABLE_TOPIC_FIELDS, "Topic")
         with self.lock:
             stored = self._topic(topic.name)
-            mask.MergeMessage(topic, stored, replace_message_field=True, replace_repeated_field=True)
+            updated = proto.Topic()
+            updated.CopyFrom(stored)
+            mask.MergeMessage(topic, updated, replace_message_field=True, replace_repeated_field=True)
+            policy.refuse_unsupported_topic(updated)
+            stored.CopyFrom(updated)
             self._journal.save_topic(stored)
             return stored
 
