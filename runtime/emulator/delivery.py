@@ -137,11 +137,14 @@ class SubscriptionQueue:
 
     def enqueue(self, message: proto.PubsubMessage, published_wall: float, published_mono: float) -> None:
         """Add a freshly published message and wake the pullers."""
+        self._admit(self._add(message, published_wall, published_mono))
+        self.changed()
+
+    def _add(self, message: proto.PubsubMessage, published_wall: float, published_mono: float) -> Entry:
         entry = Entry(message, published_wall, published_mono, size=message.ByteSize())
         self._log[message.message_id] = entry
         self.journal.add_entry(self.name, message, published_wall)
-        self._admit(entry)
-        self.changed()
+        return entry
 
     def restore(self, stored: Iterable[StoredMessage]) -> None:
         """Take back the messages a restarted broker read from disk, in publish order: unacknowledged ones
@@ -311,7 +314,8 @@ class SubscriptionQueue:
                 if e.state not in (EntryState.ACKED, EntryState.GONE)]
 
     def seek_to_snapshot(self, messages: Iterable[Retained]) -> None:
-        """Make exactly a snapshot's messages unacked; every other one acked (kept with retain_acked)."""
+        """Make exactly a snapshot's messages unacked; every other one acked (kept with retain_acked). The
+        caller passes only the messages the subscription's filter lets through."""
         wanted = {r.message.message_id: r for r in messages}
         for entry in list(self._log.values()):
             self._release(entry)
@@ -322,9 +326,11 @@ class SubscriptionQueue:
                 self._mark_acked(entry)
             else:
                 self._forget(entry)
-        self._reorder()
         for retained in wanted.values():  # acked and dropped here since, but the snapshot kept them
-            self.enqueue(retained.message, retained.published_wall, retained.published_mono)
+            self._make_ready(self._add(retained.message, retained.published_wall, retained.published_mono))
+        # Those come back in their publish place, not after the rest: an ordering key restarts from its oldest.
+        self._log = OrderedDict(sorted(self._log.items(), key=lambda item: int(item[0])))
+        self._reorder()
         self.changed()
 
     def update_policy(self, policy: DeliveryPolicy) -> None:

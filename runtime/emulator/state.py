@@ -391,7 +391,8 @@ class Broker:
             snapshot = self._snapshot(snapshot_name)
             if snapshot.config.topic != sub.config.topic:
                 raise invalid_argument("The snapshot's topic and the subscription's topic must be the same.")
-            sub.queue.seek_to_snapshot(snapshot.messages.values())
+            # The snapshot holds its topic's messages; the subscription still gets only those its filter passes.
+            sub.queue.seek_to_snapshot(r for r in snapshot.messages.values() if sub.wants(r.message))
 
     def stats(self) -> EmulatorStats:
         """A snapshot of the emulator-only counters."""
