@@ -294,8 +294,9 @@ class SubscriptionQueue:
 
     # --- seek, settings, shutdown -------------------------------------------------------------------
 
-    def seek_to_time(self, wall_time: float) -> None:
-        """Mark messages published before ``wall_time`` acked and every later retained one unacked."""
+    def seek_to_time(self, wall_time: float, replay: Iterable[Retained] = ()) -> None:
+        """Mark messages published before ``wall_time`` acked and every later retained one unacked; add
+        ``replay`` (what the topic retained from then on) where this subscription no longer has it."""
         for entry in list(self._log.values()):
             self._release(entry)
             self._by_ack_id.pop(entry.ack_id, None)
@@ -305,6 +306,10 @@ class SubscriptionQueue:
                 self._mark_acked(entry)
             else:
                 self._forget(entry)
+        for retained in replay:
+            if retained.message.message_id not in self._log:
+                self._make_ready(self._add(retained.message, retained.published_wall, retained.published_mono))
+        self._in_publish_order()
         self._reorder()
         self.changed()
 
@@ -328,8 +333,7 @@ class SubscriptionQueue:
                 self._forget(entry)
         for retained in wanted.values():  # acked and dropped here since, but the snapshot kept them
             self._make_ready(self._add(retained.message, retained.published_wall, retained.published_mono))
-        # Those come back in their publish place, not after the rest: an ordering key restarts from its oldest.
-        self._log = OrderedDict(sorted(self._log.items(), key=lambda item: int(item[0])))
+        self._in_publish_order()
         self._reorder()
         self.changed()
 
@@ -398,6 +402,11 @@ class SubscriptionQueue:
         following = self._order.finish(entry)
         if following is not None:
             self._make_ready(following)
+
+    def _in_publish_order(self) -> None:
+        """After a seek added messages back: put them in their publish place, not after the rest, so an
+        ordering key restarts from its oldest (message ids are assigned in publish order)."""
+        self._log = OrderedDict(sorted(self._log.items(), key=lambda item: int(item[0])))
 
     def _reorder(self) -> None:
         """After a seek: re-admit the ready messages in publish order, so each key starts from its oldest."""

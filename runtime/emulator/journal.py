@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS snapshots (name TEXT PRIMARY KEY, config BLOB NOT NUL
 CREATE TABLE IF NOT EXISTS snapshot_messages (
     snapshot TEXT NOT NULL, message_id INTEGER NOT NULL, message BLOB NOT NULL, published_wall REAL NOT NULL,
     PRIMARY KEY (snapshot, message_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS topic_messages (
+    topic TEXT NOT NULL, message_id INTEGER NOT NULL, message BLOB NOT NULL, published_wall REAL NOT NULL,
+    PRIMARY KEY (topic, message_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS entries (
     subscription TEXT NOT NULL, message_id INTEGER NOT NULL, message BLOB NOT NULL, published_wall REAL NOT NULL,
     attempt INTEGER NOT NULL, acked INTEGER NOT NULL, PRIMARY KEY (subscription, message_id)) WITHOUT ROWID;
@@ -81,6 +84,7 @@ class Loaded:
     topics: list[tuple[proto.Topic, int]] = field(default_factory=list)  # (config, published count)
     subscriptions: list[tuple[proto.Subscription, int]] = field(default_factory=list)  # (config, dead-lettered)
     snapshots: list[tuple[proto.Snapshot, list[StoredMessage]]] = field(default_factory=list)
+    topic_messages: dict[str, list[StoredMessage]] = field(default_factory=dict)  # retained by topics
     entries: dict[str, list[StoredMessage]] = field(default_factory=dict)  # by subscription, in publish order
 
 
@@ -210,9 +214,27 @@ class Journal:
             self._record(("UPDATE topics SET published = ? WHERE name = ?", (count, topic_name)))
 
     def delete_topic(self, topic_name: str) -> None:
-        """A topic was deleted."""
+        """A topic was deleted (with the messages it retained)."""
         if self._conn is not None:
+            self._record(("DELETE FROM topic_messages WHERE topic = ?", (topic_name,)))
             self._record(("DELETE FROM topics WHERE name = ?", (topic_name,)))
+
+    def retain(self, topic_name: str, message: proto.PubsubMessage, published_wall: float) -> None:
+        """A topic with message retention keeps a message it got."""
+        if self._conn is not None:
+            self._record(("INSERT OR REPLACE INTO topic_messages (topic, message_id, message, published_wall) "
+                          "VALUES (?, ?, ?, ?)",
+                          (topic_name, int(message.message_id), message.SerializeToString(), published_wall)))
+
+    def unretain(self, topic_name: str, message_id: str | None = None) -> None:
+        """A topic stopped retaining a message (past its retention), or every message (None)."""
+        if self._conn is None:
+            return
+        if message_id is None:
+            self._record(("DELETE FROM topic_messages WHERE topic = ?", (topic_name,)))
+        else:
+            self._record(("DELETE FROM topic_messages WHERE topic = ? AND message_id = ?",
+                          (topic_name, int(message_id))))
 
     def save_subscription(self, subscription: proto.Subscription) -> None:
         """A subscription was created or its settings changed."""
@@ -308,6 +330,10 @@ def _read(conn: sqlite3.Connection, loaded: Loaded) -> Loaded:
         messages = [StoredMessage(_parse(proto.PubsubMessage, blob, name), wall) for blob, wall in conn.execute(
             "SELECT message, published_wall FROM snapshot_messages WHERE snapshot = ? ORDER BY message_id", (name,))]
         loaded.snapshots.append((_parse(proto.Snapshot, config, name), messages))
+    for topic, blob, wall in conn.execute("SELECT topic, message, published_wall FROM topic_messages "
+                                          "ORDER BY topic, message_id"):
+        retained = StoredMessage(_parse(proto.PubsubMessage, blob, topic), wall)
+        loaded.topic_messages.setdefault(topic, []).append(retained)
     rows = conn.execute("SELECT subscription, message, published_wall, attempt, acked FROM entries "
                         "ORDER BY subscription, message_id")
     for subscription, blob, wall, attempt, acked in rows:

@@ -109,6 +109,15 @@ def _refuse(unsupported: list[tuple[bool, str]]) -> None:
             raise unimplemented(feature)
 
 
+def topic_retention_s(topic: proto.Topic) -> float | None:
+    """A topic's message retention in seconds (validated: 10 minutes to 31 days), or None when it has none."""
+    if not topic.HasField("message_retention_duration"):
+        return None
+    retention_s = topic.message_retention_duration.ToNanoseconds() / 1e9
+    _check_range("message_retention_duration", retention_s, RETENTION_RANGE_S)
+    return retention_s
+
+
 def delivery_policy(subscription: proto.Subscription) -> DeliveryPolicy:
     """The delivery settings of a normalized subscription."""
     dead_letter = subscription.dead_letter_policy if subscription.HasField("dead_letter_policy") else None

@@ -36,6 +36,7 @@ from runtime.emulator.journal import Journal, Loaded
 from runtime.emulator.snapshots import UPDATABLE_SNAPSHOT_FIELDS, Retained, Snapshot
 from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 from runtime.emulator.sweeper import Sweeper
+from runtime.emulator.topic_retention import TopicLog
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Broker:
         self._published: dict[str, int] = {}
         self._subscriptions: dict[str, _Subscription] = {}
         self._snapshots: dict[str, Snapshot] = {}
+        self._topic_logs: dict[str, TopicLog] = {}  # topics with message retention: what they keep
         self._next_message_id = 1  # ids are never reused, across restarts too
         self._sweeper = Sweeper(self.lock, self.clock, self._queues, self._forward_dead_letters)
         try:
@@ -100,6 +102,10 @@ class Broker:
         for topic, published in loaded.topics:
             self._topics[topic.name] = topic
             self._published[topic.name] = published
+            self._set_topic_retention(topic)
+            for kept in loaded.topic_messages.get(topic.name, ()) if topic.name in self._topic_logs else ():
+                self._topic_logs[topic.name].add(
+                    Retained(kept.message, kept.published_wall, self.clock.monotonic_at(kept.published_wall)))
         for config, dead_lettered in loaded.subscriptions:
             matches = filters.compile_filter(config.filter) if config.filter else None
             queue = self._new_queue(config)
@@ -126,6 +132,7 @@ class Broker:
         """Create ``topic``; ALREADY_EXISTS if its name is taken."""
         name = names.parse(topic.name, "topics")
         policy.refuse_unsupported_topic(topic)
+        policy.topic_retention_s(topic)
         with self.lock:
             if topic.name in self._topics:
                 raise already_exists(name.id)
@@ -133,6 +140,7 @@ class Broker:
             stored.CopyFrom(topic)
             self._topics[topic.name] = stored
             self._published[topic.name] = 0
+            self._set_topic_retention(stored)
             self._journal.save_topic(stored)
         log.info("topic created", extra={"topic": topic.name})
         return stored
@@ -151,7 +159,9 @@ class Broker:
             updated.CopyFrom(stored)
             mask.MergeMessage(topic, updated, replace_message_field=True, replace_repeated_field=True)
             policy.refuse_unsupported_topic(updated)
+            policy.topic_retention_s(updated)
             stored.CopyFrom(updated)
+            self._set_topic_retention(stored)
             self._journal.save_topic(stored)
             return stored
 
@@ -161,6 +171,7 @@ class Broker:
             self._topic(topic_name)
             del self._topics[topic_name]
             del self._published[topic_name]
+            self._topic_logs.pop(topic_name, None)
             self._journal.delete_topic(topic_name)
             for sub in self._subscriptions.values():
                 if sub.config.topic == topic_name:
@@ -199,6 +210,9 @@ class Broker:
         wall, mono = self.clock.wall(), self.clock.monotonic()
         stored.publish_time.FromNanoseconds(int(wall * 1e9))
         self._published[topic_name] += 1
+        if topic_name in self._topic_logs:
+            self._expire(topic_name, self._topic_logs[topic_name]).add(Retained(stored, wall, mono))
+            self._journal.retain(topic_name, stored, wall)
         for snapshot in self._snapshots.values():
             if snapshot.config.topic == topic_name:
                 snapshot.add(Retained(stored, wall, mono))
@@ -333,9 +347,15 @@ class Broker:
             self._sweeper.poke(queue.next_due())
 
     def seek_to_time(self, subscription_name: str, wall_time: float) -> None:
-        """Replay retained messages published at or after ``wall_time``; ack the older ones."""
+        """Replay retained messages published at or after ``wall_time``; ack the older ones. With topic
+        retention, what the topic keeps from then on (that the filter passes) comes back too, messages
+        published before the subscription existed included."""
         with self.lock:
-            self._subscription(subscription_name).queue.seek_to_time(wall_time)
+            sub = self._subscription(subscription_name)
+            log = self._topic_logs.get(sub.config.topic)
+            replay = [r for r in self._expire(sub.config.topic, log).since(wall_time) if sub.wants(r.message)] \
+                if log is not None else []
+            sub.queue.seek_to_time(wall_time, replay)
 
     # --- snapshots ----------------------------------------------------------------------------------
 
@@ -434,6 +454,23 @@ class Broker:
             dead_letter_topic = subscription.dead_letter_policy.dead_letter_topic
             if dead_letter_topic not in self._topics:
                 raise not_found(names.parse(dead_letter_topic, "topics").id)
+
+    def _set_topic_retention(self, topic: proto.Topic) -> None:
+        """Start, resize or end the topic's retained log after its retention setting was set or changed."""
+        retention_s = policy.topic_retention_s(topic)
+        if retention_s is None:
+            if self._topic_logs.pop(topic.name, None) is not None:
+                self._journal.unretain(topic.name)
+        elif topic.name in self._topic_logs:
+            self._topic_logs[topic.name].retention_s = retention_s
+        else:
+            self._topic_logs[topic.name] = TopicLog(retention_s)
+
+    def _expire(self, topic_name: str, log: TopicLog) -> TopicLog:
+        """Drop what the topic kept past its retention (checked when it is read: nothing waits on it)."""
+        for message in log.expire(self.clock):
+            self._journal.unretain(topic_name, message.message_id)
+        return log
 
     def _record_published(self, topic_name: str) -> None:
         """Journal the counters a publish moved (once per request, not per message)."""

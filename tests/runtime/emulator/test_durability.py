@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
-from google.protobuf import field_mask_pb2
+from google.protobuf import field_mask_pb2, timestamp_pb2
 
 from runtime.emulator import start_emulator
 from runtime.emulator.journal import DATABASE_FILE
@@ -163,3 +163,18 @@ def test_an_unreadable_data_file_is_refused_naming_it(tmp_path: Path) -> None:
     (tmp_path / DATABASE_FILE).write_bytes(b"not a database, " * 100)
     with pytest.raises(OSError, match=DATABASE_FILE):
         start_emulator(data_dir=tmp_path)
+
+
+def test_a_topics_retained_messages_survive_a_restart(tmp_path: Path) -> None:
+    with start_emulator(data_dir=tmp_path) as first, _clients(first.address) as (publisher, _):
+        topic = publisher.topic_path(PROJECT, "requests")
+        publisher.create_topic(request={"name": topic, "message_retention_duration": {"seconds": 600}})
+        publisher.publish(topic, b"kept").result(timeout=30)  # no subscription: only the topic keeps it
+
+    with start_emulator(data_dir=tmp_path) as second, _clients(second.address) as (_, subscriber):
+        sub = subscriber.subscription_path(PROJECT, "late-sub")
+        subscriber.create_subscription(request={"name": sub, "topic": topic})
+        target = timestamp_pb2.Timestamp()
+        target.FromSeconds(0)
+        subscriber.seek(request={"subscription": sub, "time": target})
+        assert [m.message.data for m in _pull_all(subscriber, sub, 1)] == [b"kept"]
