@@ -405,8 +405,13 @@ class SubscriptionQueue:
 
     def _in_publish_order(self) -> None:
         """After a seek added messages back: put them in their publish place, not after the rest, so an
-        ordering key restarts from its oldest (message ids are assigned in publish order)."""
-        self._log = OrderedDict(sorted(self._log.items(), key=lambda item: int(item[0])))
+        ordering key restarts from its oldest. Publish time orders them; the message id (the broker
+        assigns ascending numbers) settles a tie, and the sort is stable for ids that are not numbers."""
+        def publish_order(item: tuple[str, Entry]) -> tuple[float, int]:
+            message_id, entry = item
+            return entry.published_mono, int(message_id) if message_id.isdigit() else 0
+
+        self._log = OrderedDict(sorted(self._log.items(), key=publish_order))
 
     def _reorder(self) -> None:
         """After a seek: re-admit the ready messages in publish order, so each key starts from its oldest."""
