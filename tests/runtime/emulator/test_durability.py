@@ -178,3 +178,25 @@ def test_a_topics_retained_messages_survive_a_restart(tmp_path: Path) -> None:
         target.FromSeconds(0)
         subscriber.seek(request={"subscription": sub, "time": target})
         assert [m.message.data for m in _pull_all(subscriber, sub, 1)] == [b"kept"]
+
+
+def test_a_change_that_cannot_be_written_is_answered_unavailable_naming_the_file(tmp_path: Path) -> None:
+    import grpc
+
+    from runtime.emulator.clock import Clock
+    from runtime.emulator.errors import PubSubError
+    from runtime.emulator.journal import Journal
+    from runtime.emulator.proto import Topic
+    from runtime.emulator.state import Broker
+
+    journal = Journal(tmp_path / DATABASE_FILE)
+    broker = Broker(Clock(), journal)
+    try:
+        journal._conn.close()  # the file can no longer be written, as on a full or vanished disk
+        broker.create_topic(Topic(name=f"projects/{PROJECT}/topics/requests"))
+        with pytest.raises(PubSubError) as refused:
+            broker.flush()
+        assert refused.value.code is grpc.StatusCode.UNAVAILABLE
+        assert str(tmp_path / DATABASE_FILE) in refused.value.message
+    finally:
+        broker.close()
