@@ -32,7 +32,7 @@ from runtime.emulator.errors import (
     not_found,
     shutting_down,
 )
-from runtime.emulator.journal import Journal, Loaded
+from runtime.emulator.journal import Journal, Loaded, StoredMessage
 from runtime.emulator.snapshots import UPDATABLE_SNAPSHOT_FIELDS, Retained, Snapshot
 from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 from runtime.emulator.sweeper import Sweeper
@@ -104,8 +104,7 @@ class Broker:
             self._published[topic.name] = published
             self._set_topic_retention(topic)
             for kept in loaded.topic_messages.get(topic.name, ()) if topic.name in self._topic_logs else ():
-                self._topic_logs[topic.name].add(
-                    Retained(kept.message, kept.published_wall, self.clock.monotonic_at(kept.published_wall)))
+                self._topic_logs[topic.name].add(self._retained(kept))
         for config, dead_lettered in loaded.subscriptions:
             matches = filters.compile_filter(config.filter) if config.filter else None
             queue = self._new_queue(config)
@@ -115,13 +114,16 @@ class Broker:
             queue.restore(loaded.entries.get(config.name, ()))
             self._subscriptions[config.name] = _Subscription(config, queue, matches)
         for config, messages in loaded.snapshots:
-            self._snapshots[config.name] = Snapshot(config, OrderedDict(
-                (m.message.message_id, Retained(m.message, m.published_wall, self.clock.monotonic_at(m.published_wall)))
-                for m in messages))
+            self._snapshots[config.name] = Snapshot(
+                config, OrderedDict((m.message.message_id, self._retained(m)) for m in messages))
         if loaded.topics or loaded.subscriptions:
             log.info("broker state restored", extra={
                 "topics": len(loaded.topics), "subscriptions": len(loaded.subscriptions),
                 "snapshots": len(loaded.snapshots), "messages": sum(map(len, loaded.entries.values()))})
+
+    def _retained(self, kept: StoredMessage) -> Retained:
+        """A message read back from disk, its retention counted from its real publish time."""
+        return Retained(kept.message, kept.published_wall, self.clock.monotonic_at(kept.published_wall))
 
     def _new_queue(self, config: proto.Subscription) -> SubscriptionQueue:
         return SubscriptionQueue(config.name, policy.delivery_policy(config), self.clock, self.lock, self._journal)
