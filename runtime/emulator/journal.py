@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 DATABASE_FILE: Final = "broker.sqlite3"
 SCHEMA_VERSION: Final = 1
+LOCK_WAIT_S: Final = 1.0  # how long opening waits for another broker to release the file before refusing
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS topics (
@@ -302,7 +303,10 @@ def _open(path: Path) -> sqlite3.Connection:
         # Owner-only: the messages are job requests and results, which may be confidential.
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # The writer thread uses the connection after this thread created it; only one thread at a time does.
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=LOCK_WAIT_S)
+        # Exclusive: the first write below takes the file's lock and keeps it until close, so a second broker
+        # on the same folder (whose state would silently diverge) is refused at start instead.
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.executescript(_SCHEMA)
@@ -316,6 +320,8 @@ def _open(path: Path) -> sqlite3.Connection:
         conn.isolation_level = "DEFERRED"  # `with conn:` then wraps each batch in one transaction
         return conn
     except sqlite3.Error as error:
+        if "locked" in str(error):
+            raise OSError(f"{path}: another broker is using this data folder; stop it first") from error
         raise OSError(f"{path}: cannot open the broker's data file ({error})") from error
 
 

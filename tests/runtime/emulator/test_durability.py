@@ -200,3 +200,8 @@ def test_a_change_that_cannot_be_written_is_answered_unavailable_naming_the_file
         assert str(tmp_path / DATABASE_FILE) in refused.value.message
     finally:
         broker.close()
+
+
+def test_a_second_broker_on_the_same_data_folder_is_refused(tmp_path: Path) -> None:
+    with start_emulator(data_dir=tmp_path), pytest.raises(OSError, match="another broker is using"):
+        start_emulator(data_dir=tmp_path)
