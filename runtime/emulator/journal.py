@@ -158,6 +158,8 @@ class Journal:
 
     def _record(self, op: Op) -> None:
         with self._cond:
+            if self._stopping:  # a change racing the broker's shutdown: the writer is gone, nobody would wait it out
+                return
             self._pending.append(op)
             self._appended += 1
             self._cond.notify_all()
