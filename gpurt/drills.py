@@ -65,10 +65,10 @@ DRILL_HELP: Final = {
               "file with --replicas 2+, else at the scheduler's LeaseStore seam.",
     "alerts": "Provoke each alert's condition (backlog, failures, dead letters, workers down, evictions, "
               "reclaimer errors, no leader with --replicas 2+): time to fire, notify and resolve per rule.",
-    # Last: it ends by restarting the broker, which drops whatever other drills left waiting.
+    # Last: it ends by restarting the broker (on the official emulator that drops whatever other drills left).
     "chaos": "Mixed load while a worker, a replica, intake and the result store fail in turn: 0 lost, 0 "
-             "differing duplicates, recovery times; then what a broker restart loses (reported); then hostile "
-             "input (a slow-to-parse body, messages under another job's attribute).",
+             "differing duplicates, recovery times; then a broker restart: 0 of the waiting requests lost; "
+             "then hostile input (a slow-to-parse body, messages under another job's attribute).",
 }
 CHAOS: Final = "chaos"
 

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 # LogRecord attributes that are not extra fields passed by the caller.
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
@@ -48,6 +49,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lease-time-scale", type=float, default=1.0,
                         help="emulator-only: multiply ack deadlines by this (default 1; keep 1 for streaming "
                              "clients, which extend leases in real time)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="keep topics, subscriptions, snapshots and unacknowledged messages in "
+                             "DATA_DIR/broker.sqlite3 and start from what it holds (default: memory only)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         emulator = start_emulator(args.host, args.port, time_scale=args.time_scale,
                                   lease_time_scale=args.lease_time_scale, admin_port=args.admin_port,
-                                  rest_port=args.rest_port)
+                                  rest_port=args.rest_port, data_dir=args.data_dir)
     except ValueError as error:
         logging.getLogger(__name__).error("invalid option", extra={"error": str(error)})
         return 2

@@ -1,8 +1,9 @@
 """Throughput of the two brokers through the real client: publish, and publish plus streaming pull and ack.
 
-Each broker runs as its own process (the builtin as ``python -m runtime.emulator``, the official as its
-JVM), so the client's CPU is this process's on both; the official emulator is the baseline of the same
-run. ``gpurt bench emulator`` prints and writes the figures.
+Each broker runs as its own process (the builtin as ``python -m runtime.emulator``, in memory or durable
+with ``--data-dir`` on a temporary folder; the official as its JVM), so the client's CPU is this
+process's on all; the official emulator is the baseline of the same run. ``gpurt bench emulator`` prints
+and writes the figures.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,14 +39,19 @@ class BrokerFigures:
     """One broker's throughput."""
 
     broker: Broker
+    durable: bool  # the builtin with a data directory (the local platform's default); False: in memory
     messages: int
     publish_per_s: float  # publish calls answered (client batching as configured by default)
     end_to_end_per_s: float  # published, delivered by streaming pull and acked
 
 
-def measure(broker: Broker, messages: int, progress: Progress = lambda done: None) -> BrokerFigures:
-    """Start ``broker`` as a process, measure both figures, stop it."""
-    with _running(broker) as address:
+def measure(broker: Broker, messages: int, progress: Progress = lambda done: None, *,
+            durable: bool = False) -> BrokerFigures:
+    """Start ``broker`` as a process (the builtin with a data directory if ``durable``), measure both
+    figures, stop it."""
+    if durable and broker is not Broker.BUILTIN:
+        raise ValueError("only the builtin broker can be durable: the official emulator keeps messages in memory")
+    with _running(broker, durable) as address:
         from google.cloud import pubsub_v1
 
         previous = os.environ.get("PUBSUB_EMULATOR_HOST")
@@ -69,7 +76,7 @@ def measure(broker: Broker, messages: int, progress: Progress = lambda done: Non
                 os.environ.pop("PUBSUB_EMULATOR_HOST", None)
             else:
                 os.environ["PUBSUB_EMULATOR_HOST"] = previous
-    return BrokerFigures(broker, messages, publish_rate, end_to_end)
+    return BrokerFigures(broker, durable, messages, publish_rate, end_to_end)
 
 
 def _publish(publisher: PublisherClient, topic: str, messages: int, progress: Progress) -> float:
@@ -114,7 +121,7 @@ def _publish_and_consume(publisher: PublisherClient, subscriber: SubscriberClien
 
 
 @contextmanager
-def _running(broker: Broker) -> Iterator[str]:
+def _running(broker: Broker, durable: bool) -> Iterator[str]:
     """Run ``broker`` as a process on a free loopback port; yield its address."""
     if broker is Broker.OFFICIAL:
         installed = find_official_emulator()
@@ -123,8 +130,16 @@ def _running(broker: Broker) -> Iterator[str]:
         with start_official_emulator(installed) as handle:
             yield handle.address
         return
-    process = subprocess.Popen([sys.executable, "-m", "runtime.emulator", "--port", "0", "--log-level", "WARNING"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    with tempfile.TemporaryDirectory(prefix="gpurt-bench-broker-") as data_dir:
+        options = ["--data-dir", data_dir] if durable else []
+        with _builtin_process(options) as address:
+            yield address
+
+
+@contextmanager
+def _builtin_process(options: list[str]) -> Iterator[str]:
+    process = subprocess.Popen([sys.executable, "-m", "runtime.emulator", "--port", "0", "--log-level", "WARNING",
+                                *options], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = process.stdout.readline().strip() if process.stdout else ""
         if not line.startswith("PUBSUB_EMULATOR_HOST="):

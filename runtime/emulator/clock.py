@@ -38,6 +38,11 @@ class Clock:
         """Seconds since the epoch: publish times and seek targets."""
         return time.time()
 
+    def monotonic_at(self, wall_time: float) -> float:
+        """The monotonic time of wall-clock ``wall_time`` (a publish time read back after a restart), so
+        retention counts a message's real age; never later than now."""
+        return self.monotonic() - max(self.wall() - wall_time, 0.0)
+
     def span(self, protocol_seconds: float) -> float:
         """Real seconds that a backoff or retention period of ``protocol_seconds`` lasts."""
         return protocol_seconds * self.time_scale

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from runtime.emulator import proto
 from runtime.emulator.clock import Clock
+from runtime.emulator.journal import Journal, StoredMessage
 from runtime.emulator.ordering import KeyOrder
 from runtime.emulator.snapshots import Retained
 
@@ -112,6 +113,8 @@ class SubscriptionQueue:
     policy: DeliveryPolicy
     clock: Clock
     lock: threading.Lock
+    # Where changes that must survive a restart are recorded (runtime.emulator.journal); a no-op in memory.
+    journal: Journal = field(default_factory=Journal)
     closed: bool = field(default=False, init=False)
     detached: bool = field(default=False, init=False)  # DetachSubscription: no messages, pulls refused
     dead_lettered: int = field(default=0, init=False)
@@ -134,9 +137,27 @@ class SubscriptionQueue:
 
     def enqueue(self, message: proto.PubsubMessage, published_wall: float, published_mono: float) -> None:
         """Add a freshly published message and wake the pullers."""
+        self._admit(self._add(message, published_wall, published_mono))
+        self.changed()
+
+    def _add(self, message: proto.PubsubMessage, published_wall: float, published_mono: float) -> Entry:
         entry = Entry(message, published_wall, published_mono, size=message.ByteSize())
         self._log[message.message_id] = entry
-        self._admit(entry)
+        self.journal.add_entry(self.name, message, published_wall)
+        return entry
+
+    def restore(self, stored: Iterable[StoredMessage]) -> None:
+        """Take back the messages a restarted broker read from disk, in publish order: unacknowledged ones
+        are deliverable at once (leases and backoffs are not kept), acknowledged ones stay retained."""
+        for kept in stored:
+            published_mono = self.clock.monotonic_at(kept.published_wall)
+            entry = Entry(kept.message, kept.published_wall, published_mono, size=kept.message.ByteSize(),
+                          delivery_attempt=kept.attempt)
+            self._log[kept.message.message_id] = entry
+            if kept.acked:
+                self._set_state(entry, EntryState.ACKED)
+            else:
+                self._admit(entry)
         self.changed()
 
     def has_ready(self) -> bool:
@@ -165,6 +186,7 @@ class SubscriptionQueue:
     def _lease(self, entry: Entry, now: float, deadline_s: int, owner: LeaseOwner | None) -> proto.ReceivedMessage:
         self._set_state(entry, EntryState.LEASED)
         entry.delivery_attempt += 1
+        self.journal.attempted(self.name, entry.message.message_id, entry.delivery_attempt)
         self._by_ack_id.pop(entry.ack_id, None)
         entry.ack_id = f"{self._ack_prefix}-{next(self._seq)}"
         self._by_ack_id[entry.ack_id] = entry
@@ -190,7 +212,7 @@ class SubscriptionQueue:
                 continue
             self._release(entry)
             if self.policy.retain_acked:
-                self._set_state(entry, EntryState.ACKED)
+                self._mark_acked(entry)
             else:
                 self._forget(entry)
             self._finish(entry)
@@ -224,6 +246,7 @@ class SubscriptionQueue:
             self._forget(entry)
             self._finish(entry)
             self.dead_lettered += 1
+            self.journal.dead_lettered(self.name, self.dead_lettered)
             return [DeadLetter(self.name, self.policy.dead_letter_topic, entry.message, entry.delivery_attempt)]
         delay = self.clock.span(self.policy.backoff_s(entry.delivery_attempt))
         if delay <= 0:
@@ -271,17 +294,22 @@ class SubscriptionQueue:
 
     # --- seek, settings, shutdown -------------------------------------------------------------------
 
-    def seek_to_time(self, wall_time: float) -> None:
-        """Mark messages published before ``wall_time`` acked and every later retained one unacked."""
+    def seek_to_time(self, wall_time: float, replay: Iterable[Retained] = ()) -> None:
+        """Mark messages published before ``wall_time`` acked and every later retained one unacked; add
+        ``replay`` (what the topic retained from then on) where this subscription no longer has it."""
         for entry in list(self._log.values()):
             self._release(entry)
             self._by_ack_id.pop(entry.ack_id, None)
             if entry.published_wall >= wall_time:
                 self._make_ready(entry)
             elif self.policy.retain_acked:
-                self._set_state(entry, EntryState.ACKED)
+                self._mark_acked(entry)
             else:
                 self._forget(entry)
+        for retained in replay:
+            if retained.message.message_id not in self._log:
+                self._make_ready(self._add(retained.message, retained.published_wall, retained.published_mono))
+        self._in_publish_order()
         self._reorder()
         self.changed()
 
@@ -291,7 +319,8 @@ class SubscriptionQueue:
                 if e.state not in (EntryState.ACKED, EntryState.GONE)]
 
     def seek_to_snapshot(self, messages: Iterable[Retained]) -> None:
-        """Make exactly a snapshot's messages unacked; every other one acked (kept with retain_acked)."""
+        """Make exactly a snapshot's messages unacked; every other one acked (kept with retain_acked). The
+        caller passes only the messages the subscription's filter lets through."""
         wanted = {r.message.message_id: r for r in messages}
         for entry in list(self._log.values()):
             self._release(entry)
@@ -299,12 +328,13 @@ class SubscriptionQueue:
             if wanted.pop(entry.message.message_id, None) is not None:
                 self._make_ready(entry)
             elif self.policy.retain_acked:
-                self._set_state(entry, EntryState.ACKED)
+                self._mark_acked(entry)
             else:
                 self._forget(entry)
-        self._reorder()
         for retained in wanted.values():  # acked and dropped here since, but the snapshot kept them
-            self.enqueue(retained.message, retained.published_wall, retained.published_mono)
+            self._make_ready(self._add(retained.message, retained.published_wall, retained.published_mono))
+        self._in_publish_order()
+        self._reorder()
         self.changed()
 
     def update_policy(self, policy: DeliveryPolicy) -> None:
@@ -373,6 +403,16 @@ class SubscriptionQueue:
         if following is not None:
             self._make_ready(following)
 
+    def _in_publish_order(self) -> None:
+        """After a seek added messages back: put them in their publish place, not after the rest, so an
+        ordering key restarts from its oldest. Publish time orders them; the message id (the broker
+        assigns ascending numbers) settles a tie, and the sort is stable for ids that are not numbers."""
+        def publish_order(item: tuple[str, Entry]) -> tuple[float, int]:
+            message_id, entry = item
+            return entry.published_mono, int(message_id) if message_id.isdigit() else 0
+
+        self._log = OrderedDict(sorted(self._log.items(), key=publish_order))
+
     def _reorder(self) -> None:
         """After a seek: re-admit the ready messages in publish order, so each key starts from its oldest."""
         self._order.reset()
@@ -381,6 +421,8 @@ class SubscriptionQueue:
                 self._admit(entry)
 
     def _make_ready(self, entry: Entry) -> None:
+        if entry.state is EntryState.ACKED:  # a seek brought it back
+            self.journal.acked(self.name, entry.message.message_id, False)
         self._set_state(entry, EntryState.READY)
         self._ready.append((entry, entry.epoch))
 
@@ -391,7 +433,15 @@ class SubscriptionQueue:
             entry.owner.bytes -= entry.size
             entry.owner = None
 
+    def _mark_acked(self, entry: Entry) -> None:
+        """Acknowledged, and kept because the subscription retains acked messages."""
+        if entry.state is not EntryState.ACKED:
+            self.journal.acked(self.name, entry.message.message_id, True)
+        self._set_state(entry, EntryState.ACKED)
+
     def _forget(self, entry: Entry) -> None:
+        if entry.state is not EntryState.GONE:
+            self.journal.remove_entry(self.name, entry.message.message_id)
         self._set_state(entry, EntryState.GONE)
         self._by_ack_id.pop(entry.ack_id, None)
         self._log.pop(entry.message.message_id, None)

@@ -45,6 +45,12 @@ def unimplemented(feature: str) -> PubSubError:
     return PubSubError(grpc.StatusCode.UNIMPLEMENTED, f"The GPU Runtime Pub/Sub emulator does not support {feature}.")
 
 
+def storage_failed(path: str, reason: str) -> PubSubError:
+    """The durable broker could not commit a change to its data file; the change may not survive a restart."""
+    return PubSubError(grpc.StatusCode.UNAVAILABLE,
+                       f"The Pub/Sub emulator cannot write its data file {path} ({reason}); the change may be lost.")
+
+
 def shutting_down() -> PubSubError:
     """The emulator is stopping; clients treat UNAVAILABLE as retryable."""
     return PubSubError(grpc.StatusCode.UNAVAILABLE, "The Pub/Sub emulator is shutting down.")

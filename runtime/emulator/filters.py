@@ -4,9 +4,11 @@
     term    := ("NOT" | "-") term | "(" filter ")" | "attributes:" KEY
              | "attributes." KEY ("=" | "!=") STRING | "hasPrefix(" "attributes." KEY "," STRING ")"
 
-KEY is a name (letters, digits, ``_``, ``-``) or a quoted string; STRING is double-quoted with ``\\``
-escapes. A message that does not match is acknowledged on the subscription's behalf: it is never
-delivered and never counts as backlog.
+KEY is a name (letters, digits, ``_``, ``-``) or a quoted string; STRING is double-quoted, with the
+escapes of Google's API filter strings decoded (see ``_ESCAPE``): backslash then one of ``abfnrtv``, a
+backslash, a quote or ``?``; ``x`` and two hex digits, three octal digits, ``u`` and four or ``U`` and
+eight hex digits (a code point). Any other escape is refused. A message that does not match is
+acknowledged on the subscription's behalf: it is never delivered and never counts as backlog.
 """
 
 from __future__ import annotations
@@ -51,8 +53,28 @@ def _tokens(text: str) -> list[str]:
     return tokens
 
 
+# One escape sequence: a simple one, two hex digits, three octal digits, four or eight hex digits (a code point).
+_ESCAPE: Final = re.compile(
+    r"\\(?:(?P<simple>[abfnrtv\\'\"?`])|x(?P<hex>[0-9A-Fa-f]{2})|(?P<octal>[0-3][0-7]{2})"
+    r"|u(?P<u4>[0-9A-Fa-f]{4})|U(?P<u8>[0-9A-Fa-f]{8})|(?P<bad>.?))", re.DOTALL)
+_SIMPLE_ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
 def _unquote(token: str) -> str:
-    return re.sub(r"\\(.)", r"\1", token[1:-1])
+    """The value of a quoted string token, its escape sequences decoded; INVALID_ARGUMENT for a bad one."""
+
+    def decode(match: re.Match[str]) -> str:
+        if match["simple"] is not None:
+            return _SIMPLE_ESCAPES.get(match["simple"], match["simple"])
+        if match["bad"] is not None:
+            raise invalid_argument(f"Invalid filter: unknown escape sequence {match[0]!r} in {token}.")
+        digits = match["hex"] or match["u4"] or match["u8"]
+        code = int(digits, 16) if digits else int(match["octal"], 8)
+        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+            raise invalid_argument(f"Invalid filter: {match[0]!r} in {token} is not a character.")
+        return chr(code)
+
+    return _ESCAPE.sub(decode, token[1:-1])
 
 
 class _Parser:

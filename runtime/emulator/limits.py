@@ -12,9 +12,9 @@ from runtime.emulator import proto
 from runtime.emulator.errors import invalid_argument
 
 MAX_MESSAGES_PER_CALL: Final = 1000  # per Publish request, and per Pull / StreamingPull response
-# A Publish request's payload; the service says "10 MB" and counts 10 MiB. (The Python client splits
-# its batches at 10,000,000 bytes and refuses a single larger message itself.)
-MAX_PUBLISH_REQUEST_BYTES: Final = 10 * 1024 * 1024
+# A Publish request's serialized size: "10 MB" in the service's quotas (https://cloud.google.com/pubsub/quotas),
+# 10,000,000 bytes as the client library counts it (its _SERVER_PUBLISH_MAX_BYTES, where it splits batches).
+MAX_PUBLISH_REQUEST_BYTES: Final = 10_000_000
 MAX_ATTRIBUTES: Final = 100
 MAX_ATTRIBUTE_KEY_BYTES: Final = 256
 MAX_ATTRIBUTE_VALUE_BYTES: Final = 1024

@@ -18,12 +18,21 @@ DEFAULT_MIN_BACKOFF_S = 10
 DEFAULT_MAX_BACKOFF_S = 600
 BACKOFF_RANGE_S = (0, 600)
 
-# Fields UpdateSubscription may change; the rest are fixed at creation, as on the real service.
+# Fields UpdateSubscription may change; the rest are fixed at creation, as on the real service. Those naming
+# a feature the emulator refuses (push, export subscriptions, exactly-once, transforms) pass the mask and
+# are then refused by ``normalize`` with UNIMPLEMENTED naming the feature, as at creation; setting them
+# to off (``enable_exactly_once_delivery: false``) is accepted, since that is what the emulator does.
 UPDATABLE_SUBSCRIPTION_FIELDS = frozenset({
     "ack_deadline_seconds", "retain_acked_messages", "message_retention_duration", "labels",
-    "dead_letter_policy", "retry_policy", "expiration_policy", "push_config",
+    "dead_letter_policy", "retry_policy", "expiration_policy", "push_config", "bigquery_config",
+    "cloud_storage_config", "bigtable_config", "enable_exactly_once_delivery", "message_transforms",
 })
-UPDATABLE_TOPIC_FIELDS = frozenset({"labels", "message_retention_duration"})
+# Likewise for UpdateTopic: kms_key_name and message_storage_policy are stored without local effect, as at
+# creation; schemas, import settings and transforms are refused by ``refuse_unsupported_topic``.
+UPDATABLE_TOPIC_FIELDS = frozenset({
+    "labels", "message_retention_duration", "kms_key_name", "message_storage_policy", "schema_settings",
+    "ingestion_data_source_settings", "message_transforms",
+})
 
 
 def _check_range(field: str, value: float, bounds: tuple[float, float]) -> None:
@@ -98,6 +107,15 @@ def _refuse(unsupported: list[tuple[bool, str]]) -> None:
     for refused, feature in unsupported:
         if refused:
             raise unimplemented(feature)
+
+
+def topic_retention_s(topic: proto.Topic) -> float | None:
+    """A topic's message retention in seconds (validated: 10 minutes to 31 days), or None when it has none."""
+    if not topic.HasField("message_retention_duration"):
+        return None
+    retention_s = topic.message_retention_duration.ToNanoseconds() / 1e9
+    _check_range("message_retention_duration", retention_s, RETENTION_RANGE_S)
+    return retention_s
 
 
 def delivery_policy(subscription: proto.Subscription) -> DeliveryPolicy:

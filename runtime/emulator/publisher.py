@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import grpc
 
 from runtime.emulator import proto, rpc
@@ -59,19 +61,20 @@ class PublisherService:
         return proto.DetachSubscriptionResponse()
 
     def handler(self) -> grpc.GenericRpcHandler:
-        """The generic handler that serves this service."""
+        """The generic handler that serves this service; each answer waits until its change is on disk."""
+        unary = functools.partial(rpc.unary, commit=self._broker.flush)
         return grpc.method_handlers_generic_handler(proto.PUBLISHER_SERVICE, {
-            "CreateTopic": rpc.unary(self.create_topic, proto.Topic, proto.Topic),
-            "GetTopic": rpc.unary(self.get_topic, proto.GetTopicRequest, proto.Topic),
-            "UpdateTopic": rpc.unary(self.update_topic, proto.UpdateTopicRequest, proto.Topic),
-            "DeleteTopic": rpc.unary(self.delete_topic, proto.DeleteTopicRequest, proto.Empty),
-            "ListTopics": rpc.unary(self.list_topics, proto.ListTopicsRequest, proto.ListTopicsResponse),
-            "ListTopicSubscriptions": rpc.unary(
+            "CreateTopic": unary(self.create_topic, proto.Topic, proto.Topic),
+            "GetTopic": unary(self.get_topic, proto.GetTopicRequest, proto.Topic),
+            "UpdateTopic": unary(self.update_topic, proto.UpdateTopicRequest, proto.Topic),
+            "DeleteTopic": unary(self.delete_topic, proto.DeleteTopicRequest, proto.Empty),
+            "ListTopics": unary(self.list_topics, proto.ListTopicsRequest, proto.ListTopicsResponse),
+            "ListTopicSubscriptions": unary(
                 self.list_topic_subscriptions, proto.ListTopicSubscriptionsRequest,
                 proto.ListTopicSubscriptionsResponse,
             ),
-            "Publish": rpc.unary(self.publish, proto.PublishRequest, proto.PublishResponse),
-            "DetachSubscription": rpc.unary(
+            "Publish": unary(self.publish, proto.PublishRequest, proto.PublishResponse),
+            "DetachSubscription": unary(
                 self.detach_subscription, proto.DetachSubscriptionRequest, proto.DetachSubscriptionResponse
             ),
         })

@@ -11,6 +11,7 @@ there without holding a thread, like a gRPC Pull.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -83,7 +84,7 @@ class RestServer:
             ("POST", subscription + ":modifyAckDeadline", self._modify_ack_deadline),
         ]
         for method, path, handler in routes:
-            app.router.add_route(method, path, _json_endpoint(handler))
+            app.router.add_route(method, path, _json_endpoint(handler, self._broker.flush))
         return app
 
     async def _ready(self, request: web.Request) -> web.Response:
@@ -151,12 +152,14 @@ class RestServer:
         self._broker.modify_ack_deadline(_subscription_name(request), modify.ack_ids, modify.ack_deadline_seconds)
 
 
-def _json_endpoint(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """Run ``handler``; answer its message as JSON ({} for None) or a refusal as the service's error body."""
+def _json_endpoint(handler: Handler, commit: Callable[[], None]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """Run ``handler``; answer its message as JSON ({} for None) or a refusal as the service's error body.
+    The answer waits for ``commit`` (the durable broker's flush), in a thread so the loop keeps serving."""
 
     async def endpoint(request: web.Request) -> web.Response:
         try:
             message = await handler(request)
+            await asyncio.to_thread(commit)
         except PubSubError as error:
             status = _HTTP_STATUS.get(error.code, HTTPStatus.INTERNAL_SERVER_ERROR)
             body = {"error": {"code": int(status), "message": error.message, "status": error.code.name}}

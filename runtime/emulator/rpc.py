@@ -20,12 +20,20 @@ UnaryHandler = Callable[[Any, grpc.ServicerContext], Any]
 StreamHandler = Callable[[AsyncIterator[Any], grpc.aio.ServicerContext], AsyncIterator[Any]]
 
 
-def unary(handler: UnaryHandler, request_type: type, response_type: type) -> grpc.RpcMethodHandler:
-    """A unary-unary method handler for ``handler`` (a function, or a coroutine function)."""
+def unary(handler: UnaryHandler, request_type: type, response_type: type, *,
+          commit: Callable[[], None] | None = None) -> grpc.RpcMethodHandler:
+    """A unary-unary method handler for ``handler`` (a function, or a coroutine function).
+
+    ``commit`` runs after a plain function's handler and before the answer goes out (in the thread pool,
+    where waiting is harmless): the durable broker's flush, so a client is told only what is on disk.
+    """
 
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
         try:
-            return handler(request, context)
+            response = handler(request, context)
+            if commit is not None:
+                commit()
+            return response
         except PubSubError as error:
             context.abort(error.code, error.message)
 

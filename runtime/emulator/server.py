@@ -14,16 +14,19 @@ import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
 from runtime.emulator.admin import AdminServer
 from runtime.emulator.clock import Clock
+from runtime.emulator.journal import DATABASE_FILE, Journal
 from runtime.emulator.publisher import PublisherService
 from runtime.emulator.state import Broker
 from runtime.emulator.stats import EmulatorStats
 from runtime.emulator.subscriber import SubscriberService
+from runtime.emulator.unserved import UnservedServices
 
 if TYPE_CHECKING:
     from runtime.emulator.rest import RestServer
@@ -31,8 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Pub/Sub accepts publish requests of up to 10 MB; gRPC's default receive limit is 4 MiB.
-MAX_MESSAGE_BYTES = 20 * 1024 * 1024
+# What gRPC reads in before a handler sees it (its default is 4 MiB). Publish requests are limited to
+# 10,000,000 bytes by runtime.emulator.limits, which answers INVALID_ARGUMENT as the service does; gRPC's own
+# refusal of a larger message would be RESOURCE_EXHAUSTED, so its cap sits well above any request a
+# client sends by mistake. Beyond it (64 MiB) gRPC refuses before reading the request whole.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # On stop, in-flight RPCs get this long (s) to finish before they are cancelled.
 STOP_GRACE_S = 1.0
 # Threads for the quick unary RPCs (waiting ones and streams run on the event loop and need none).
@@ -96,14 +102,19 @@ def start_emulator(
     lease_time_scale: float = 1.0,
     admin_port: int | None = None,
     rest_port: int | None = None,
+    data_dir: Path | None = None,
 ) -> EmulatorHandle:
     """Start an emulator on ``host:port`` (0 picks a free port) and return once it accepts connections.
 
     Emulator-only knobs: ``time_scale`` multiplies retry backoffs and retention, ``lease_time_scale`` ack
     deadlines (see runtime.emulator.clock); ``admin_port`` serves ``GET /stats`` (0 picks a free port,
     None serves none). ``rest_port`` serves the REST (v1 JSON) surface and ``GET /`` (same choices).
+    ``data_dir`` makes the broker durable: it keeps its state in ``data_dir/broker.sqlite3`` and starts from
+    what an earlier run left there (None: everything in memory). A file it cannot read is a ValueError,
+    one it cannot open an OSError, each naming the file.
     """
-    broker = Broker(Clock(time_scale, lease_time_scale))
+    clock = Clock(time_scale, lease_time_scale)
+    broker = Broker(clock, Journal(data_dir / DATABASE_FILE) if data_dir is not None else None)
     loop = _LoopThread()
     server: grpc.aio.Server | None = None
     subscriber = SubscriberService(broker)
@@ -130,7 +141,8 @@ def start_emulator(
     log.info("pubsub emulator listening",
              extra={"address": handle.address, "admin_port": handle.admin_port, "rest_port": handle.rest_port,
                     "time_scale": time_scale,
-                    "lease_time_scale": lease_time_scale})
+                    "lease_time_scale": lease_time_scale,
+                    "data_dir": str(data_dir) if data_dir is not None else None})
     return handle
 
 
@@ -144,7 +156,7 @@ async def _serve(broker: Broker, subscriber: SubscriberService, host: str, port:
                  # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
                  ("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers((PublisherService(broker).handler(), subscriber.handler()))
+    server.add_generic_rpc_handlers((PublisherService(broker).handler(), subscriber.handler(), UnservedServices()))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     return server, bound

@@ -4,13 +4,17 @@ The gRPC servicers translate requests into calls on :class:`Broker`; the broker 
 subscription, fans published messages out to the subscriptions that existed at publish time, and
 forwards dead letters. One lock guards it all: this is a development broker, and one lock keeps every
 transition (including dead-lettering across two subscriptions) atomic and easy to reason about.
+
+With a :class:`~runtime.emulator.journal.Journal` on a file, every change is also recorded there, in the
+order it was made under the lock, and a new broker on the same file starts from what it holds. The RPC
+layer calls :meth:`Broker.flush` before it answers, so whatever a client was told is done is on disk.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -28,9 +32,11 @@ from runtime.emulator.errors import (
     not_found,
     shutting_down,
 )
+from runtime.emulator.journal import Journal, Loaded, StoredMessage
 from runtime.emulator.snapshots import UPDATABLE_SNAPSHOT_FIELDS, Retained, Snapshot
 from runtime.emulator.stats import EmulatorStats, SubscriptionStats
 from runtime.emulator.sweeper import Sweeper
+from runtime.emulator.topic_retention import TopicLog
 
 log = logging.getLogger(__name__)
 
@@ -51,25 +57,76 @@ class _Subscription:
 class Broker:
     """All topics and subscriptions of one emulator. Thread-safe."""
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, journal: Journal | None = None) -> None:
+        """A broker on ``clock``; with a durable ``journal`` it starts from the state kept there."""
         self.clock = clock or Clock()
+        self._journal = journal or Journal()
         self.lock = threading.Lock()
         self._topics: dict[str, proto.Topic] = {}
         self._published: dict[str, int] = {}
         self._subscriptions: dict[str, _Subscription] = {}
         self._snapshots: dict[str, Snapshot] = {}
-        self._message_ids = itertools.count(1)
+        self._topic_logs: dict[str, TopicLog] = {}  # topics with message retention: what they keep
+        self._next_message_id = 1  # ids are never reused, across restarts too
         self._sweeper = Sweeper(self.lock, self.clock, self._queues, self._forward_dead_letters)
+        try:
+            self._restore(self._journal.load())
+        except BaseException:
+            self._journal.close()
+            raise
+        self._journal.start()
         self._sweeper.start()
         self.closed = False
 
     def close(self) -> None:
-        """Stop the sweeper and release every waiting puller and stream."""
+        """Stop the sweeper, release every waiting puller and stream, commit what is left and close the file.
+
+        What the subscriptions hold stays on disk: closing is not deleting.
+        """
         with self.lock:
             self.closed = True
             for sub in self._subscriptions.values():
+                sub.queue.journal = Journal()  # dropping the in-memory queue must not delete the stored one
                 sub.queue.close()
         self._sweeper.stop()
+        self._journal.close()
+
+    def flush(self) -> None:
+        """Return once every change made so far is on disk (at once for the in-memory broker); call it
+        without the lock, before answering a request that changed something."""
+        self._journal.flush()
+
+    def _restore(self, loaded: Loaded) -> None:
+        """Start from what a journal kept: topics, subscriptions with their messages, snapshots."""
+        self._next_message_id = loaded.next_message_id
+        for topic, published in loaded.topics:
+            self._topics[topic.name] = topic
+            self._published[topic.name] = published
+            self._set_topic_retention(topic)
+            for kept in loaded.topic_messages.get(topic.name, ()) if topic.name in self._topic_logs else ():
+                self._topic_logs[topic.name].add(self._retained(kept))
+        for config, dead_lettered in loaded.subscriptions:
+            matches = filters.compile_filter(config.filter) if config.filter else None
+            queue = self._new_queue(config)
+            queue.dead_lettered = dead_lettered
+            if config.detached:
+                queue.detach()
+            queue.restore(loaded.entries.get(config.name, ()))
+            self._subscriptions[config.name] = _Subscription(config, queue, matches)
+        for config, messages in loaded.snapshots:
+            self._snapshots[config.name] = Snapshot(
+                config, OrderedDict((m.message.message_id, self._retained(m)) for m in messages))
+        if loaded.topics or loaded.subscriptions:
+            log.info("broker state restored", extra={
+                "topics": len(loaded.topics), "subscriptions": len(loaded.subscriptions),
+                "snapshots": len(loaded.snapshots), "messages": sum(map(len, loaded.entries.values()))})
+
+    def _retained(self, kept: StoredMessage) -> Retained:
+        """A message read back from disk, its retention counted from its real publish time."""
+        return Retained(kept.message, kept.published_wall, self.clock.monotonic_at(kept.published_wall))
+
+    def _new_queue(self, config: proto.Subscription) -> SubscriptionQueue:
+        return SubscriptionQueue(config.name, policy.delivery_policy(config), self.clock, self.lock, self._journal)
 
     # --- topics -------------------------------------------------------------------------------------
 
@@ -77,6 +134,7 @@ class Broker:
         """Create ``topic``; ALREADY_EXISTS if its name is taken."""
         name = names.parse(topic.name, "topics")
         policy.refuse_unsupported_topic(topic)
+        policy.topic_retention_s(topic)
         with self.lock:
             if topic.name in self._topics:
                 raise already_exists(name.id)
@@ -84,6 +142,8 @@ class Broker:
             stored.CopyFrom(topic)
             self._topics[topic.name] = stored
             self._published[topic.name] = 0
+            self._set_topic_retention(stored)
+            self._journal.save_topic(stored)
         log.info("topic created", extra={"topic": topic.name})
         return stored
 
@@ -97,7 +157,14 @@ class Broker:
         policy.check_update_mask(list(mask.paths), policy.UPDATABLE_TOPIC_FIELDS, "Topic")
         with self.lock:
             stored = self._topic(topic.name)
-            mask.MergeMessage(topic, stored, replace_message_field=True, replace_repeated_field=True)
+            updated = proto.Topic()
+            updated.CopyFrom(stored)
+            mask.MergeMessage(topic, updated, replace_message_field=True, replace_repeated_field=True)
+            policy.refuse_unsupported_topic(updated)
+            policy.topic_retention_s(updated)
+            stored.CopyFrom(updated)
+            self._set_topic_retention(stored)
+            self._journal.save_topic(stored)
             return stored
 
     def delete_topic(self, topic_name: str) -> None:
@@ -106,9 +173,12 @@ class Broker:
             self._topic(topic_name)
             del self._topics[topic_name]
             del self._published[topic_name]
+            self._topic_logs.pop(topic_name, None)
+            self._journal.delete_topic(topic_name)
             for sub in self._subscriptions.values():
                 if sub.config.topic == topic_name:
                     sub.config.topic = names.DELETED_TOPIC
+                    self._journal.save_subscription(sub.config)
         log.info("topic deleted", extra={"topic": topic_name})
 
     def list_topics(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Topic], str]:
@@ -130,18 +200,25 @@ class Broker:
         limits.check_publish(request)
         with self.lock:
             self._topic(request.topic)
-            return [self._publish_locked(request.topic, message) for message in request.messages]
+            ids = [self._publish_locked(request.topic, message) for message in request.messages]
+            self._record_published(request.topic)
+            return ids
 
     def _publish_locked(self, topic_name: str, message: proto.PubsubMessage) -> str:
         stored = proto.PubsubMessage()
         stored.CopyFrom(message)
-        stored.message_id = str(next(self._message_ids))
+        stored.message_id = str(self._next_message_id)
+        self._next_message_id += 1
         wall, mono = self.clock.wall(), self.clock.monotonic()
         stored.publish_time.FromNanoseconds(int(wall * 1e9))
         self._published[topic_name] += 1
+        if topic_name in self._topic_logs:
+            self._expire(topic_name, self._topic_logs[topic_name]).add(Retained(stored, wall, mono))
+            self._journal.retain(topic_name, stored, wall)
         for snapshot in self._snapshots.values():
             if snapshot.config.topic == topic_name:
                 snapshot.add(Retained(stored, wall, mono))
+                self._journal.snapshot_message(snapshot.config.name, stored, wall)
         # Messages go only to subscriptions that exist now; with none, the message is dropped.
         for sub in self._subscriptions.values():
             if sub.config.topic == topic_name and sub.wants(stored):
@@ -165,8 +242,8 @@ class Broker:
             if stored.topic not in self._topics:
                 raise not_found(topic_id)
             self._check_dead_letter_topic(stored)
-            queue = SubscriptionQueue(stored.name, policy.delivery_policy(stored), self.clock, self.lock)
-            self._subscriptions[stored.name] = _Subscription(stored, queue, matches)
+            self._subscriptions[stored.name] = _Subscription(stored, self._new_queue(stored), matches)
+            self._journal.save_subscription(stored)
         log.info("subscription created", extra={"subscription": stored.name, "topic": stored.topic})
         return stored
 
@@ -188,6 +265,7 @@ class Broker:
             policy.normalize(updated)
             self._check_dead_letter_topic(updated)
             current.config = updated
+            self._journal.save_subscription(updated)
             current.queue.update_policy(policy.delivery_policy(updated))
             self._sweeper.poke(current.queue.next_due())
             return updated
@@ -198,6 +276,7 @@ class Broker:
             sub = self._subscription(subscription_name)
             del self._subscriptions[subscription_name]
             sub.queue.close()
+            self._journal.delete_subscription(subscription_name)
         log.info("subscription deleted", extra={"subscription": subscription_name})
 
     def detach_subscription(self, subscription_name: str) -> None:
@@ -207,6 +286,7 @@ class Broker:
             sub = self._subscription(subscription_name)
             sub.config.detached = True
             sub.queue.detach()
+            self._journal.save_subscription(sub.config)
         log.info("subscription detached", extra={"subscription": subscription_name})
 
     def list_subscriptions(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Subscription], str]:
@@ -269,9 +349,15 @@ class Broker:
             self._sweeper.poke(queue.next_due())
 
     def seek_to_time(self, subscription_name: str, wall_time: float) -> None:
-        """Replay retained messages published at or after ``wall_time``; ack the older ones."""
+        """Replay retained messages published at or after ``wall_time``; ack the older ones. With topic
+        retention, what the topic keeps from then on (that the filter passes) comes back too, messages
+        published before the subscription existed included."""
         with self.lock:
-            self._subscription(subscription_name).queue.seek_to_time(wall_time)
+            sub = self._subscription(subscription_name)
+            log = self._topic_logs.get(sub.config.topic)
+            replay = [r for r in self._expire(sub.config.topic, log).since(wall_time) if sub.wants(r.message)] \
+                if log is not None else []
+            sub.queue.seek_to_time(wall_time, replay)
 
     # --- snapshots ----------------------------------------------------------------------------------
 
@@ -287,6 +373,8 @@ class Broker:
             snapshot = Snapshot.take(request.name, sub.config.topic, dict(request.labels), sub.queue.unacked(),
                                      self.clock.wall())
             self._snapshots[request.name] = snapshot
+            self._journal.save_snapshot(snapshot.config, ((r.message, r.published_wall)
+                                                          for r in snapshot.messages.values()))
             return snapshot.config
 
     def get_snapshot(self, snapshot_name: str) -> proto.Snapshot:
@@ -300,6 +388,7 @@ class Broker:
         with self.lock:
             stored = self._snapshot(snapshot.name).config
             mask.MergeMessage(snapshot, stored, replace_message_field=True, replace_repeated_field=True)
+            self._journal.save_snapshot(stored, ())
             return stored
 
     def delete_snapshot(self, snapshot_name: str) -> None:
@@ -307,6 +396,7 @@ class Broker:
         with self.lock:
             self._snapshot(snapshot_name)
             del self._snapshots[snapshot_name]
+            self._journal.delete_snapshot(snapshot_name)
 
     def list_snapshots(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Snapshot], str]:
         """One page of the project's snapshots."""
@@ -323,7 +413,8 @@ class Broker:
             snapshot = self._snapshot(snapshot_name)
             if snapshot.config.topic != sub.config.topic:
                 raise invalid_argument("The snapshot's topic and the subscription's topic must be the same.")
-            sub.queue.seek_to_snapshot(snapshot.messages.values())
+            # The snapshot holds its topic's messages; the subscription still gets only those its filter passes.
+            sub.queue.seek_to_snapshot(r for r in snapshot.messages.values() if sub.wants(r.message))
 
     def stats(self) -> EmulatorStats:
         """A snapshot of the emulator-only counters."""
@@ -366,6 +457,28 @@ class Broker:
             if dead_letter_topic not in self._topics:
                 raise not_found(names.parse(dead_letter_topic, "topics").id)
 
+    def _set_topic_retention(self, topic: proto.Topic) -> None:
+        """Start, resize or end the topic's retained log after its retention setting was set or changed."""
+        retention_s = policy.topic_retention_s(topic)
+        if retention_s is None:
+            if self._topic_logs.pop(topic.name, None) is not None:
+                self._journal.unretain(topic.name)
+        elif topic.name in self._topic_logs:
+            self._topic_logs[topic.name].retention_s = retention_s
+        else:
+            self._topic_logs[topic.name] = TopicLog(retention_s)
+
+    def _expire(self, topic_name: str, log: TopicLog) -> TopicLog:
+        """Drop what the topic kept past its retention (checked when it is read: nothing waits on it)."""
+        for message in log.expire(self.clock):
+            self._journal.unretain(topic_name, message.message_id)
+        return log
+
+    def _record_published(self, topic_name: str) -> None:
+        """Journal the counters a publish moved (once per request, not per message)."""
+        self._journal.next_message_id(self._next_message_id)
+        self._journal.published(topic_name, self._published[topic_name])
+
     def _queues(self) -> list[SubscriptionQueue]:
         return [sub.queue for sub in self._subscriptions.values()]
 
@@ -376,6 +489,7 @@ class Broker:
                             extra={"topic": dead.topic, "message_id": dead.message.message_id})
                 continue
             message_id = self._publish_locked(dead.topic, dead_letter_message(dead))
+            self._record_published(dead.topic)
             log.info("message dead-lettered", extra={
                 "topic": dead.topic, "source_message_id": dead.message.message_id, "message_id": message_id,
                 "delivery_attempt": dead.delivery_attempt})

@@ -4,6 +4,7 @@ and StreamingPull (delegated to runtime.emulator.streaming)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import grpc
 
@@ -133,25 +134,28 @@ class SubscriberService:
         return proto.ListSnapshotsResponse(snapshots=snapshots, next_page_token=token)
 
     def handler(self) -> grpc.GenericRpcHandler:
-        """The generic handler that serves this service."""
+        """The generic handler that serves this service. Each plain RPC's answer waits until its change is on
+        disk; Pull and StreamingPull, on the event loop, do not wait for the delivery attempts they record
+        (the next answered RPC, or the journal's writer a moment later, commits them)."""
+        unary = functools.partial(rpc.unary, commit=self._broker.flush)
         return grpc.method_handlers_generic_handler(proto.SUBSCRIBER_SERVICE, {
-            "CreateSubscription": rpc.unary(self.create_subscription, proto.Subscription, proto.Subscription),
-            "GetSubscription": rpc.unary(self.get_subscription, proto.GetSubscriptionRequest, proto.Subscription),
-            "UpdateSubscription": rpc.unary(
+            "CreateSubscription": unary(self.create_subscription, proto.Subscription, proto.Subscription),
+            "GetSubscription": unary(self.get_subscription, proto.GetSubscriptionRequest, proto.Subscription),
+            "UpdateSubscription": unary(
                 self.update_subscription, proto.UpdateSubscriptionRequest, proto.Subscription
             ),
-            "DeleteSubscription": rpc.unary(self.delete_subscription, proto.DeleteSubscriptionRequest, proto.Empty),
-            "ListSubscriptions": rpc.unary(
+            "DeleteSubscription": unary(self.delete_subscription, proto.DeleteSubscriptionRequest, proto.Empty),
+            "ListSubscriptions": unary(
                 self.list_subscriptions, proto.ListSubscriptionsRequest, proto.ListSubscriptionsResponse
             ),
-            "Pull": rpc.unary(self.pull, proto.PullRequest, proto.PullResponse),
-            "Acknowledge": rpc.unary(self.acknowledge, proto.AcknowledgeRequest, proto.Empty),
-            "ModifyAckDeadline": rpc.unary(self.modify_ack_deadline, proto.ModifyAckDeadlineRequest, proto.Empty),
-            "Seek": rpc.unary(self.seek, proto.SeekRequest, proto.SeekResponse),
-            "CreateSnapshot": rpc.unary(self.create_snapshot, proto.CreateSnapshotRequest, proto.Snapshot),
-            "GetSnapshot": rpc.unary(self.get_snapshot, proto.GetSnapshotRequest, proto.Snapshot),
-            "UpdateSnapshot": rpc.unary(self.update_snapshot, proto.UpdateSnapshotRequest, proto.Snapshot),
-            "DeleteSnapshot": rpc.unary(self.delete_snapshot, proto.DeleteSnapshotRequest, proto.Empty),
-            "ListSnapshots": rpc.unary(self.list_snapshots, proto.ListSnapshotsRequest, proto.ListSnapshotsResponse),
+            "Pull": unary(self.pull, proto.PullRequest, proto.PullResponse),
+            "Acknowledge": unary(self.acknowledge, proto.AcknowledgeRequest, proto.Empty),
+            "ModifyAckDeadline": unary(self.modify_ack_deadline, proto.ModifyAckDeadlineRequest, proto.Empty),
+            "Seek": unary(self.seek, proto.SeekRequest, proto.SeekResponse),
+            "CreateSnapshot": unary(self.create_snapshot, proto.CreateSnapshotRequest, proto.Snapshot),
+            "GetSnapshot": unary(self.get_snapshot, proto.GetSnapshotRequest, proto.Snapshot),
+            "UpdateSnapshot": unary(self.update_snapshot, proto.UpdateSnapshotRequest, proto.Snapshot),
+            "DeleteSnapshot": unary(self.delete_snapshot, proto.DeleteSnapshotRequest, proto.Empty),
+            "ListSnapshots": unary(self.list_snapshots, proto.ListSnapshotsRequest, proto.ListSnapshotsResponse),
             "StreamingPull": rpc.bidi(self._streaming, proto.StreamingPullRequest, proto.StreamingPullResponse),
         })

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 EMULATOR: Final = "emulator"
 SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
 LEASE_FILE: Final = "leader-lease.json"
+# The builtin broker's data directory: what it holds survives its restarts and `down`/`up` (docs/local-platform.md).
+BROKER_DIR: Final = "broker"
 MAX_REPLICAS: Final = 4  # each replica hosts its own Dask LocalCluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts a LocalCluster; on a loaded 2-core box that
@@ -204,8 +206,8 @@ class LocalPlatform:
             lease_file.unlink(missing_ok=True)  # a lease from an earlier run names holders that are gone
 
         on_step(f"starting the Pub/Sub emulator ({cfg.broker}) on {emulator_host}")
-        emulator = processes.start_process(EMULATOR, _emulator_command(cfg, emulator_port, admin_port, rest_port),
-                                           base_env, logs / "emulator.log")
+        command = _emulator_command(cfg, emulator_port, admin_port, rest_port, self.directory / BROKER_DIR)
+        emulator = processes.start_process(EMULATOR, command, base_env, logs / "emulator.log")
         # Only the builtin has the admin view; without it the backlog and DLQ-depth metrics stay empty. The
         # official emulator answers REST on its gRPC port, the builtin on a port of its own.
         builtin = cfg.broker is Broker.BUILTIN
@@ -358,10 +360,10 @@ class LocalPlatform:
     def restart_emulator(self, on_step: Step = _no_step) -> int:
         """Stop the Pub/Sub emulator, start it again on its ports and recreate the contract's topology.
 
-        The emulator keeps everything in memory, so whatever it held is gone afterwards: requests waiting
-        in a subscription, unacked leases, dead letters, results no one had pulled yet, and subscriptions
-        clients created themselves (docs/local-platform.md). The schedulers reconnect on their own.
-        Returns the new pid.
+        The builtin broker keeps its state on disk, so topics, subscriptions and every unacknowledged
+        message (waiting, leased, dead-lettered, results no one had pulled yet) are there again, with their
+        delivery attempts; the official emulator keeps everything in memory, so on it all of that is gone
+        (docs/local-platform.md). The schedulers reconnect on their own. Returns the new pid.
         """
         state = self.state
         old = state.process(EMULATOR) if state is not None else None
@@ -482,12 +484,12 @@ def _host_port(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
-def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int) -> list[str]:
-    """The command line of the configured broker on ``cfg.host:port``."""
+def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int, data_dir: Path) -> list[str]:
+    """The command line of the configured broker on ``cfg.host:port`` (the builtin durable in ``data_dir``)."""
     if cfg.broker is Broker.BUILTIN:
         return [sys.executable, "-m", "runtime.emulator", "--host", cfg.host, "--port", str(port),
                 "--admin-port", str(admin_port), "--rest-port", str(rest_port),
-                "--time-scale", str(cfg.emulator_time_scale)]
+                "--time-scale", str(cfg.emulator_time_scale), "--data-dir", str(data_dir)]
     from runtime.emulator.official import OfficialEmulatorError, find_official_emulator
 
     try:

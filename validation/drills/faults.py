@@ -37,6 +37,7 @@ STORE_FAULT_S: Final = 3.0
 _WORKER_MARK: Final = "spawn_main"
 STORE_FAULT: Final = "result store fails"
 TIME_SCALE_FLAG: Final = "--time-scale"  # the emulator's option, as the local platform starts it
+DATA_DIR_FLAG: Final = "--data-dir"  # the builtin broker's durability option, likewise
 # Folders of the result store (runtime/store) that writes go to.
 _STORE_FOLDERS: Final = ("results", "published", "artifacts", "cancel")
 
@@ -252,6 +253,12 @@ def failing_store(root: Path) -> Iterator[str]:
             return
     with replaced_by_a_file(root) as how:
         yield how
+
+
+def durable_broker(ctx: DrillContext) -> bool:
+    """Whether the platform's broker keeps its messages on disk (the builtin, started with ``--data-dir``)."""
+    record = ctx.state.process(EMULATOR)
+    return record is not None and DATA_DIR_FLAG in record.command
 
 
 def backoff_scale(ctx: DrillContext) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from google.api_core import exceptions
+from google.cloud.pubsub_v1.publisher._batch.thread import _SERVER_PUBLISH_MAX_BYTES
 from google.protobuf import field_mask_pb2
 
 from tests.runtime.emulator.conftest import PubSub
@@ -139,6 +140,18 @@ def _publish_raw(pubsub: PubSub, topic: str, messages: list[dict]) -> None:
     generated.publish(topic=topic, messages=messages, retry=None, timeout=30)
 
 
+def _data_for_request_of(topic: str, size: int) -> bytes:
+    """Data that makes a one-message Publish request to ``topic`` exactly ``size`` bytes on the wire."""
+    from google.pubsub_v1.types import PublishRequest
+
+    data_len = size - 20  # field tags and length prefixes take a few bytes; settle them exactly below
+    while True:
+        wire = PublishRequest.pb(PublishRequest(topic=topic, messages=[{"data": b"x" * data_len}])).ByteSize()
+        if wire == size:
+            return b"x" * data_len
+        data_len += size - wire
+
+
 @pytest.mark.official_differs("it enforces none of the service's size limits: a 10.5 MB message and oversized "
                               "attributes and ordering keys are accepted, a 15 MB request resets the stream")
 def test_publish_limits_are_the_services(pubsub: PubSub) -> None:
@@ -149,13 +162,15 @@ def test_publish_limits_are_the_services(pubsub: PubSub) -> None:
         [{"data": b"x", "attributes": {"k": "v" * 1025}}],
         [{"data": b"x", "ordering_key": "o" * 1025}],
         [{"data": b"x" * 15_000_000}],
+        [{"data": b"x" * 25_000_000}],  # above gRPC's default caps, still the service's own answer
         [{"data": b"x" * 6_000_000}, {"data": b"y" * 6_000_000}],  # each fits, the request does not
+        [{"data": _data_for_request_of(topic, _SERVER_PUBLISH_MAX_BYTES + 1)}],
     ]
     for messages in too_big:
         with pytest.raises(exceptions.InvalidArgument):
             _publish_raw(pubsub, topic, messages)
-    # Up to the limits is fine.
-    _publish_raw(pubsub, topic, [{"data": b"x" * 9_000_000}])
+    # Up to the limits is fine: a request of exactly 10,000,000 bytes, the client library's own figure.
+    _publish_raw(pubsub, topic, [{"data": _data_for_request_of(topic, _SERVER_PUBLISH_MAX_BYTES)}])
     _publish_raw(pubsub, topic, [{"data": b"x", "attributes": {f"k{i:03d}": "v" * 1024 for i in range(100)},
                                   "ordering_key": "o" * 1024}, {"data": b"y", "attributes": {"k" * 256: "v"}}])
 
@@ -203,3 +218,53 @@ def test_a_detached_subscription_gets_nothing_and_refuses_pulls(pubsub: PubSub) 
     future = pubsub.subscriber.subscribe(sub, lambda message: message.ack())
     with pytest.raises(exceptions.FailedPrecondition):
         future.result(timeout=10)
+
+
+def test_updates_name_the_unsupported_feature_and_store_what_has_no_local_effect(builtin_pubsub: PubSub) -> None:
+    pubsub = builtin_pubsub
+    topic = pubsub.topic("requests")
+    sub = pubsub.subscription("requests-sub", topic)
+
+    def update_subscription(**fields: object) -> object:
+        return pubsub.subscriber.update_subscription(request={
+            "subscription": {"name": sub, **fields}, "update_mask": field_mask_pb2.FieldMask(paths=list(fields))})
+
+    with pytest.raises(exceptions.MethodNotImplemented, match="exactly-once delivery"):
+        update_subscription(enable_exactly_once_delivery=True)
+    assert not update_subscription(enable_exactly_once_delivery=False).enable_exactly_once_delivery  # what it does
+    with pytest.raises(exceptions.MethodNotImplemented, match="BigQuery subscriptions"):
+        update_subscription(bigquery_config={"table": "p.d.t"})
+
+    def update_topic(**fields: object) -> object:
+        return pubsub.publisher.update_topic(request={
+            "topic": {"name": topic, **fields}, "update_mask": field_mask_pb2.FieldMask(paths=list(fields))})
+
+    kms = f"projects/{pubsub.project}/locations/europe-west1/keyRings/k/cryptoKeys/pubsub"
+    updated = update_topic(kms_key_name=kms, message_storage_policy={"allowed_persistence_regions": ["europe-west1"]})
+    assert (updated.kms_key_name, list(updated.message_storage_policy.allowed_persistence_regions)) == (
+        kms, ["europe-west1"])
+    assert pubsub.publisher.get_topic(topic=topic).kms_key_name == kms
+    with pytest.raises(exceptions.MethodNotImplemented, match="schemas"):
+        update_topic(schema_settings={"schema": f"projects/{pubsub.project}/schemas/job", "encoding": "JSON"})
+    assert not pubsub.publisher.get_topic(topic=topic).schema_settings.schema  # nothing half-applied
+
+
+def test_the_schema_and_iam_services_answer_which_feature_is_not_supported(builtin_pubsub: PubSub) -> None:
+    from google.cloud.pubsub_v1 import SchemaServiceClient
+
+    pubsub = builtin_pubsub
+    topic = pubsub.topic("requests")
+    schemas = SchemaServiceClient()
+    try:
+        with pytest.raises(exceptions.MethodNotImplemented, match="does not support schemas"):
+            schemas.create_schema(request={"parent": f"projects/{pubsub.project}", "schema_id": "job",
+                                           "schema": {"type_": "AVRO", "definition": "{}"}})
+        with pytest.raises(exceptions.MethodNotImplemented, match="does not support schemas"):
+            schemas.list_schemas(request={"parent": f"projects/{pubsub.project}"})
+    finally:
+        schemas.transport.close()
+    with pytest.raises(exceptions.MethodNotImplemented, match="does not support IAM policies"):
+        pubsub.publisher.get_iam_policy(request={"resource": topic})
+    with pytest.raises(exceptions.MethodNotImplemented, match="does not support IAM policies"):
+        pubsub.subscriber.test_iam_permissions(request={"resource": pubsub.subscription("requests-sub", topic),
+                                                        "permissions": ["pubsub.subscriptions.consume"]})

@@ -23,5 +23,6 @@ def test_bench_emulator_measures_both_brokers_as_json() -> None:
 
     assert result.exit_code == 0, result.output
     runs = json.loads(result.stdout[result.stdout.index("["):])
-    assert [(run["broker"], run["messages"]) for run in runs] == [("builtin", 200), ("official", 200)]
+    assert [(run["broker"], run["durable"], run["messages"]) for run in runs] == [
+        ("builtin", False, 200), ("builtin", True, 200), ("official", False, 200)]
     assert all(run["publish_per_s"] > 0 and run["end_to_end_per_s"] > 0 for run in runs)

@@ -88,3 +88,30 @@ def test_a_nack_pauses_its_key_until_the_message_comes_back(pubsub: PubSub, orde
     deliveries = _consume(pubsub, sub, nack_once=b"a2")
     assert [d for k, d in deliveries if k == "job-7"] == [b"a1", b"a2", b"a2", b"a3", b"a4"]
     assert [d for k, d in deliveries if k == "job-8"] == KEYS["job-8"]
+
+
+def test_an_ordered_subscription_is_redelivered_in_order_after_a_seek_to_a_snapshot(pubsub: PubSub) -> None:
+    topic = pubsub.topic("events")
+    sub = pubsub.subscription("events-sub", topic, enable_message_ordering=True, ack_deadline_seconds=60)
+    publisher = pubsub_v1.PublisherClient(
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
+    try:
+        for future in [publisher.publish(topic, data, ordering_key="job-7") for data in (b"k1", b"k2", b"k3")]:
+            future.result(timeout=10)
+    finally:
+        publisher.stop()
+        publisher.transport.close()
+    snapshot = pubsub.subscriber.snapshot_path(pubsub.project, "all-three")
+    pubsub.subscriber.create_snapshot(request={"name": snapshot, "subscription": sub})
+    [first] = pubsub.pull_within(sub, 5)
+    assert first.message.data == b"k1"
+    pubsub.subscriber.acknowledge(subscription=sub, ack_ids=[first.ack_id])  # k1 is gone from the subscription
+
+    pubsub.subscriber.seek(request={"subscription": sub, "snapshot": snapshot})
+    order: list[bytes] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(order) < 3 and time.monotonic() < deadline:
+        for received in pubsub.pull_within(sub, POLL_S, want=10):
+            order.append(received.message.data)
+            pubsub.subscriber.acknowledge(subscription=sub, ack_ids=[received.ack_id])
+    assert order == [b"k1", b"k2", b"k3"]

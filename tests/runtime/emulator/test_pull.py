@@ -268,3 +268,20 @@ def test_a_snapshot_keeps_its_labels(pubsub: PubSub) -> None:
     snapshot_path = pubsub.subscriber.snapshot_path(pubsub.project, "labelled")
     pubsub.subscriber.create_snapshot(request={"name": snapshot_path, "subscription": sub, "labels": {"why": "drill"}})
     assert dict(pubsub.subscriber.get_snapshot(snapshot=snapshot_path).labels) == {"why": "drill"}
+
+
+@pytest.mark.official_differs("it hands a new subscription every message its topic retained, at once, without a "
+                              "seek; on the service a subscription starts from its creation and seeks back")
+def test_a_later_subscription_seeks_back_into_its_topics_retained_messages(pubsub: PubSub) -> None:
+    topic = pubsub.topic("requests", create=False)
+    pubsub.publisher.create_topic(request={"name": topic, "message_retention_duration": {"seconds": 600}})
+    started = time.time() - 1
+    pubsub.publish(topic, b"m1")  # no subscription yet: only the topic keeps them
+    pubsub.publish(topic, b"m2")
+    sub = pubsub.subscription("late-sub", topic)
+    assert pubsub.pull_within(sub, 0.5) == []  # a new subscription starts from now
+
+    _seek(pubsub, sub, started)
+    assert sorted(_pull_and_ack_all(pubsub, sub, 2)) == [b"m1", b"m2"]
+    _seek(pubsub, sub, started)  # acked, still retained by the topic
+    assert sorted(_pull_and_ack_all(pubsub, sub, 2)) == [b"m1", b"m2"]
