@@ -9,8 +9,9 @@ discounted terminal price, a martingale of either scheme.
 
 With Greeks, each path is walked four more times with the same normals, with the initial volatility and
 the step length bumped, and every contract gets the Greeks of ``kernels.heston`` (delta pathwise, gamma
-likelihood ratio x pathwise, rho pathwise, vega and theta by finite differences on common random
-numbers). A thread keeps every contract's running sums (5, plus 10 with Greeks) in local memory.
+likelihood ratio on the first step's two shocks x pathwise, rho pathwise, vega and theta by finite
+differences on common random numbers). A thread keeps every contract's running sums (5, plus 10 with
+Greeks) in local memory.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def book_path(path, seed, last_step, spot, rate, carry, v0, kappa, long_variance
         else:
             a, b = z3, z4
         if step == 0:
-            first = a
+            first = heston.score_shock(a, b, rho, rho_bar)
         x0, s0 = heston._euler(x0, s0, a, b, carry * dt, dt, kappa * dt, kappa * long_variance * dt, vol_of_vol,
                                rho, rho_bar)
         if with_greeks:

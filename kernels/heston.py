@@ -11,9 +11,10 @@ Because ``E[exp(-v+ dt/2 + sqrt(v+ dt) z1)] = 1`` at every step, the discounted 
 exact martingale, so ``e^{-rT} S_T - S_0 e^{-qT}`` is a mean-zero control variate at any step count.
 One generator call gives both normals of a step for two paths (counter = (path pair, step)).
 
-Greeks (when asked): delta pathwise, gamma likelihood ratio on the first step's price shock times the
-pathwise delta, rho pathwise; vega (to the initial volatility ``sqrt(v0)``) and theta by central finite
-differences on common random numbers: the same normals drive the bumped paths in the same thread.
+Greeks (when asked): delta pathwise, gamma likelihood ratio on the first step's two shocks (their joint
+density: ``score_shock``) times the pathwise delta, rho pathwise; vega (to the initial volatility
+``sqrt(v0)``) and theta by central finite differences on common random numbers: the same normals drive the
+bumped paths in the same thread.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _euler(x, v, z1, z2, carry_dt, dt, mean_reversion_dt, long_term_dt, vol_of_v
 
 @register_jitable
 def _walk_pair(group, seed, steps, v0, carry, dt, mean_reversion, long_variance, vol_of_vol, rho, rho_bar):  # type: ignore[no-untyped-def]
-    """Terminal log-growths of the two paths of ``group`` and their first price shocks."""
+    """Terminal log-growths of the two paths of ``group`` and their first step's likelihood-ratio shocks."""
     carry_dt = carry * dt
     mean_reversion_dt = mean_reversion * dt
     long_term_dt = mean_reversion_dt * long_variance
@@ -79,10 +80,27 @@ def _walk_pair(group, seed, steps, v0, carry, dt, mean_reversion, long_variance,
     for step in range(steps):
         a1, a2, b1, b2 = normals4(group, step, seed)
         if step == 0:
-            first_a, first_b = a1, b1
+            first_a = score_shock(a1, a2, rho, rho_bar)
+            first_b = score_shock(b1, b2, rho, rho_bar)
         xa, va = _euler(xa, va, a1, a2, carry_dt, dt, mean_reversion_dt, long_term_dt, vol_of_vol, rho, rho_bar)
         xb, vb = _euler(xb, vb, b1, b2, carry_dt, dt, mean_reversion_dt, long_term_dt, vol_of_vol, rho, rho_bar)
     return xa, xb, first_a, first_b
+
+
+@register_jitable
+def score_shock(z1, z2, rho, rho_bar):  # type: ignore[no-untyped-def]
+    """``z1 - rho / sqrt(1 - rho^2) z2``: the first step's shocks as they enter the spot's likelihood ratio.
+
+    The first step moves the log-price by ``sqrt(v0 dt) z1`` and the variance by a shock
+    ``rho z1 + sqrt(1 - rho^2) z2``. Shifting ``log S0`` with the step's end state held fixed moves
+    ``z1`` by ``-1 / sqrt(v0 dt)`` and so ``z2`` by ``+rho / (sqrt(1 - rho^2) sqrt(v0 dt))``: the derivative
+    of the joint normal log-density is this combination over ``sqrt(v0 dt)``, not ``z1`` alone (which
+    leaves gamma biased whenever ``rho != 0``). ``|rho| = 1`` has no such density: the params refuse
+    gamma there.
+    """
+    if rho == _ZERO:
+        return z1
+    return z1 - rho / rho_bar * z2
 
 
 @register_jitable

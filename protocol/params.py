@@ -171,6 +171,7 @@ class HestonOptionParams(_ContractParams):
     @model_validator(mode="after")
     def _bounded_work(self) -> HestonOptionParams:
         _check_path_steps(self.paths, self.steps)
+        _check_gamma_correlation(self.greeks, self.correlation)
         return self
 
 
@@ -390,6 +391,8 @@ class OptionBookParams(_Params):
             if abs(steps - round(steps)) > 1e-6 * max(steps, 1.0) or round(steps) < 1:
                 raise ValueError(f"contracts[{i}].maturity {contract.maturity} is not a whole number of steps at "
                                  f"{self.steps_per_year} steps per year")
+        if self.model is BookModel.HESTON:
+            _check_gamma_correlation(self.greeks, self.correlation)
         steps = self.steps()
         if max(steps) > MAX_STEPS:
             raise ValueError(f"the longest maturity needs {max(steps)} steps, the limit is {MAX_STEPS}")
@@ -422,6 +425,14 @@ def _check_positive_definite(matrix: list[list[float]]) -> None:
         np.linalg.cholesky(np.asarray(matrix, dtype=float))
     except np.linalg.LinAlgError:
         raise ValueError("correlation must be positive definite (no Cholesky factor exists)") from None
+
+
+def _check_gamma_correlation(greeks: list[Greek], correlation: float) -> None:
+    # gamma's likelihood-ratio weight divides by sqrt(1 - correlation^2): at |correlation| = 1 the first
+    # step's two shocks have no joint density (docs/kernels.md, Greeks)
+    if Greek.GAMMA in greeks and abs(correlation) == 1.0:
+        raise ValueError(f"greeks: gamma needs |correlation| < 1 (the likelihood-ratio weight has no density at "
+                         f"correlation = {correlation:g})")
 
 
 def _check_path_steps(paths: int, steps: int) -> None:

@@ -88,6 +88,45 @@ def test_greeks_match_finite_differences_of_the_semi_analytic_price() -> None:
             assert abs(greek["estimate"] - exact) < z * greek["std_error"], (kind, name, greek, exact)
 
 
+def _gamma_by_differences(strike: float, model: HestonModel, call: bool = True) -> float:
+    """Central second difference of the semi-analytic price in spot, spot +-0.1%."""
+    h = 0.1
+
+    def price(spot: float) -> float:
+        return heston_price(spot, strike, 0.03, 0.01, 1.0, model, call)
+
+    return (price(100 + h) - 2 * price(100) + price(100 - h)) / h**2
+
+
+def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
+    """The case where a weight on the price shock alone came out 0.0144 +- 0.0005 against 0.0240."""
+    s = run_job("heston_option", {**CONTRACT, **MODEL, "strike": 120.0, "kind": "call", "steps": 128,
+                                  "paths": 400_000, "seed": 1202, "greeks": ["gamma"]}, device="cpu").summary
+    exact = _gamma_by_differences(120.0, HESTON)
+    gamma = s["greeks"]["gamma"]
+    assert abs(gamma["estimate"] - exact) < bonferroni_z(1) * gamma["std_error"], (gamma, exact)
+
+
+@pytest.mark.parametrize("correlation", [0.6, -0.9])
+def test_greeks_at_other_correlations(correlation: float) -> None:
+    model = {**MODEL, "correlation": correlation}
+    heston = HestonModel(**model)
+    s = run_job("heston_option", {**CONTRACT, **model, "strike": 110.0, "kind": "put", "steps": 64,
+                                  "paths": 100_000, "seed": 7, "greeks": ["delta", "gamma"]}, device="cpu").summary
+    h = 0.1
+    delta = (heston_price(100 + h, 110.0, 0.03, 0.01, 1.0, heston, False)
+             - heston_price(100 - h, 110.0, 0.03, 0.01, 1.0, heston, False)) / (2 * h)
+    z = bonferroni_z(2)
+    for name, exact in (("delta", delta), ("gamma", _gamma_by_differences(110.0, heston, call=False))):
+        greek = s["greeks"][name]
+        assert abs(greek["estimate"] - exact) < z * greek["std_error"], (correlation, name, greek, exact)
+
+
+def test_gamma_is_refused_at_perfect_correlation() -> None:
+    with pytest.raises(ValueError, match="gamma needs \\|correlation\\| < 1"):
+        run_job("heston_option", {"correlation": -1.0, "greeks": ["gamma"]}, device="cpu")
+
+
 @pytest.mark.parametrize("bad", [{"correlation": 1.5}, {"initial_variance": 0}, {"steps": 0},
                                  {"paths": 10_000_000, "steps": 10_000}, {"volatility": 0.2}])
 def test_bad_heston_params_are_rejected(bad: dict) -> None:
