@@ -292,6 +292,11 @@ class BasketOptionParams(_Params):
                 raise ValueError("volatilities must lie in (0, 5]")
         elif self.heston is None or len(self.heston.initial_variance) != n:
             raise ValueError(f"a heston basket needs heston parameters with {n} entries each")
+        # the other model's parameters would be silently ignored: refuse them, as option_book does
+        other = "heston" if self.model is BasketModel.GBM else "volatilities"
+        if getattr(self, other) is not None:
+            raise ValueError(f"{other} does not apply to model {self.model.value}: give {other} only with model "
+                             f"{'heston' if other == 'heston' else 'gbm'}")
         if self.correlation is not None:
             _check_correlation(self.correlation, n)
         _check_path_steps(self.paths * n, self.steps)

@@ -119,6 +119,20 @@ def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
         run_job("basket_option", {**TWO, **bad}, device="cpu")
 
 
+@pytest.mark.parametrize("job", ["basket_option", "american_option"])
+def test_parameters_of_the_other_model_are_refused(job: str) -> None:
+    """A heston block under gbm, or volatilities under heston, is refused naming both fields, not ignored."""
+    with pytest.raises(ValueError, match="heston does not apply to model gbm"):
+        run_job(job, {**TWO, "heston": {k: v * 2 for k, v in HESTON_ONE.items()}}, device="cpu")
+    heston_two = {k: v * 2 for k, v in HESTON_ONE.items()}
+    with pytest.raises(ValueError, match="volatilities does not apply to model heston"):
+        run_job(job, {**TWO, "model": "heston", "heston": heston_two}, device="cpu")
+    small = {"steps": 2, "paths": 1_000, **({"regression_paths": 1_000} if job == "american_option" else {})}
+    heston_basket = {**TWO, **small, "volatilities": None, "model": "heston", "heston": heston_two}
+    echoed = run_job(job, heston_basket, device="cpu").summary["params"]
+    run_job(job, echoed, device="cpu")  # a result's echoed params (the other model's field null) still run
+
+
 def test_a_heston_basket_defaults_to_euler_steps_and_a_gbm_basket_to_one_exact_step() -> None:
     from protocol.params import HESTON_BASKET_STEPS, BasketOptionParams
 
