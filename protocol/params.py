@@ -41,6 +41,17 @@ HESTON_BASKET_STEPS: Final = 64
 MAX_FD_GREEK_PATHS: Final = 2_000_000
 # VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
 TRADING_DAYS_PER_YEAR: Final = 252
+# Smallest values an option kernel can price. Per-path arithmetic is float32 (24-bit significand,
+# smallest normal 1.2e-38), and the estimators and references divide by volatility x sqrt(step), by the
+# spot squared (gamma) and by the Heston vol of vol squared (the semi-analytic price): a positive value
+# far below these floors raised ZeroDivisionError or came back as inf/NaN. At the floors the option is
+# already worth its discounted intrinsic value to float32 precision, so nothing a desk prices is refused.
+MIN_PRICE: Final = 1e-3  # spots and strikes, in the currency's units
+MIN_VOLATILITY: Final = 1e-3  # 0.1% a year
+MIN_MATURITY: Final = 1e-3  # years: about 9 hours
+MIN_VARIANCE: Final = 1e-6  # Heston variances: a volatility of 0.1%
+MIN_VOL_OF_VOL: Final = 1e-3
+MIN_WEIGHT: Final = 1e-6  # basket weights, in absolute value
 
 
 class JobType(StrEnum):
@@ -59,6 +70,34 @@ class JobType(StrEnum):
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def below_floor(minimum: float, why: str) -> str:
+    """The refusal of a value below ``minimum`` (``why`` says what breaks there)."""
+    return f"must be at least {minimum:g} ({why}); smaller positive values cannot be priced"
+
+
+_PRICE_WHY = "spot and strike enter float32 paths and gamma divides by the spot squared"
+_VOL_WHY = "the estimators and closed forms divide by volatility x sqrt(time)"
+_VARIANCE_WHY = "the Heston gamma divides by sqrt(variance x step)"
+_VOL_OF_VOL_WHY = "the semi-analytic Heston price divides by the vol of vol squared"
+
+
+def _floor(minimum: float, why: str) -> AfterValidator:
+    def check(value: float) -> float:
+        if value < minimum:
+            raise ValueError(below_floor(minimum, why))
+        return value
+
+    return AfterValidator(check)
+
+
+Price = Annotated[float, Field(le=1e9), _floor(MIN_PRICE, _PRICE_WHY)]
+Volatility = Annotated[float, Field(le=5.0, description="Annualised lognormal volatility."),
+                       _floor(MIN_VOLATILITY, _VOL_WHY)]
+Maturity = Annotated[float, Field(le=100.0, description="Years to expiry."), _floor(MIN_MATURITY, _VOL_WHY)]
+Variance = Annotated[float, Field(le=4.0), _floor(MIN_VARIANCE, _VARIANCE_WHY)]
+VolOfVol = Annotated[float, Field(le=5.0), _floor(MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)]
 
 
 Seed = Annotated[int, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]
@@ -120,11 +159,11 @@ Greeks = Annotated[list[Greek], Field(max_length=len(Greek), description=(
 
 
 class _ContractParams(_Params):
-    spot: float = Field(100.0, gt=0, le=1e9)
-    strike: float = Field(100.0, gt=0, le=1e9)
+    spot: Price = 100.0
+    strike: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0, description="Continuously compounded risk-free rate.")
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0, description="Continuous dividend (or repo) yield.")
-    maturity: float = Field(1.0, gt=0, le=100.0, description="Years to expiry.")
+    maturity: Maturity = 1.0
     kind: OptionKind = OptionKind.CALL
     paths: Paths = 1_000_000
     seed: Seed = 42
@@ -134,7 +173,7 @@ class _ContractParams(_Params):
 
 
 class _OptionParams(_ContractParams):
-    volatility: float = Field(0.2, gt=0, le=5.0, description="Annualised lognormal volatility.")
+    volatility: Volatility = 0.2
 
 
 class EuropeanOptionParams(_OptionParams):
@@ -161,10 +200,10 @@ class HestonOptionParams(_ContractParams):
     ``d<W1, W2> = correlation dt``. Variances, not volatilities: ``initial_variance`` 0.04 is 20% vol.
     """
 
-    initial_variance: float = Field(0.04, gt=0, le=4.0)
-    long_variance: float = Field(0.04, gt=0, le=4.0)
+    initial_variance: Variance = 0.04
+    long_variance: Variance = 0.04
     mean_reversion: float = Field(1.5, gt=0, le=50.0, description="Speed kappa, per year.")
-    vol_of_vol: float = Field(0.5, gt=0, le=5.0)
+    vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0, description="Of the price and variance shocks.")
     steps: int = Field(128, ge=1, le=MAX_STEPS, description="Euler steps to maturity (the bias falls as 1/steps).")
 
@@ -237,6 +276,11 @@ class HestonAssets(_Params):
                                 ("vol_of_vol", 0, 5)):
             if not all(low < v <= high for v in getattr(self, name)):
                 raise ValueError(f"heston.{name} entries must lie in ({low}, {high}]")
+        for name, floor, why in (("initial_variance", MIN_VARIANCE, _VARIANCE_WHY),
+                                 ("long_variance", MIN_VARIANCE, _VARIANCE_WHY),
+                                 ("vol_of_vol", MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)):
+            if min(getattr(self, name)) < floor:
+                raise ValueError(f"heston.{name} entries {below_floor(floor, why)}")
         if not all(-1 <= r <= 1 for r in self.correlation):
             raise ValueError("heston.correlation entries must lie in [-1, 1]")
         return self
@@ -256,9 +300,9 @@ class BasketOptionParams(_Params):
     dividend_yields: list[float] | None = Field(None, description="Continuous yield per asset; default zero.")
     correlation: list[list[float]] | None = Field(None, description="Of the assets' price shocks; default identity.")
     model: BasketModel = BasketModel.GBM
-    strike: float = Field(100.0, gt=0, le=1e9)
+    strike: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0)
-    maturity: float = Field(1.0, gt=0, le=100.0)
+    maturity: Maturity = 1.0
     kind: OptionKind = OptionKind.CALL
     steps: int = Field(1, ge=1, le=MAX_STEPS)
     paths: Paths = 1_000_000
@@ -282,6 +326,11 @@ class BasketOptionParams(_Params):
             raise ValueError(f"weights has {len(self.weights)} entries, spots has {n}")
         if any(v <= 0 for v in [*self.spots, *self.weights]):
             raise ValueError("spots and weights must be positive")
+        if min(self.spots) < MIN_PRICE:
+            raise ValueError(f"spots entries {below_floor(MIN_PRICE, _PRICE_WHY)}")
+        if min(self.weights) < MIN_WEIGHT:
+            why = "the basket is a float32 sum of weighted prices"
+            raise ValueError(f"weights entries {below_floor(MIN_WEIGHT, why)}")
         if self.dividend_yields is not None and (len(self.dividend_yields) != n
                                                  or any(abs(q) > 1 for q in self.dividend_yields)):
             raise ValueError(f"dividend_yields must have {n} entries in [-1, 1]")
@@ -290,6 +339,8 @@ class BasketOptionParams(_Params):
                 raise ValueError(f"a gbm basket needs volatilities with {n} entries")
             if not all(0 < v <= 5 for v in self.volatilities):
                 raise ValueError("volatilities must lie in (0, 5]")
+            if min(self.volatilities) < MIN_VOLATILITY:
+                raise ValueError(f"volatilities entries {below_floor(MIN_VOLATILITY, _VOL_WHY)}")
         elif self.heston is None or len(self.heston.initial_variance) != n:
             raise ValueError(f"a heston basket needs heston parameters with {n} entries each")
         # the other model's parameters would be silently ignored: refuse them, as option_book does
@@ -353,8 +404,8 @@ HESTON_BOOK_FIELDS: Final = frozenset({"initial_variance", "long_variance", "mea
 class BookContract(_Params):
     """One European option of a book."""
 
-    strike: float = Field(gt=0, le=1e9)
-    maturity: float = Field(gt=0, le=100.0, description="Years; a whole number of steps (see steps_per_year).")
+    strike: Price
+    maturity: Maturity = Field(description="Years; a whole number of steps (see steps_per_year).")
     kind: OptionKind = OptionKind.CALL
 
 
@@ -366,15 +417,15 @@ class OptionBookParams(_Params):
     ``black_scholes`` the steps are exact; under ``heston`` they are full-truncation Euler steps.
     """
 
-    spot: float = Field(100.0, gt=0, le=1e9)
+    spot: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0)
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0)
     model: BookModel = BookModel.BLACK_SCHOLES
-    volatility: float = Field(0.2, gt=0, le=5.0, description="black_scholes: annualised volatility.")
-    initial_variance: float = Field(0.04, gt=0, le=4.0, description="heston: as in heston_option.")
-    long_variance: float = Field(0.04, gt=0, le=4.0)
+    volatility: Volatility = Field(0.2, description="black_scholes: annualised volatility.")
+    initial_variance: Variance = Field(0.04, description="heston: as in heston_option.")
+    long_variance: Variance = 0.04
     mean_reversion: float = Field(1.5, gt=0, le=50.0)
-    vol_of_vol: float = Field(0.5, gt=0, le=5.0)
+    vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0)
     steps_per_year: int = Field(252, ge=1, le=MAX_STEPS)
     contracts: list[BookContract] = Field(min_length=1, max_length=MAX_BOOK_CONTRACTS)

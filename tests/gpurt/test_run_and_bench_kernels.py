@@ -70,6 +70,33 @@ def test_run_refuses_an_unknown_device(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--device" in result.output
 
 
+def test_run_reports_a_kernel_error_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's own exception is a permanent failure: a one-line error and the failed result, no traceback."""
+    from kernels import european
+
+    def broken(*_: object) -> None:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(european, "run", broken)
+    job = tmp_path / "call.json"
+    job.write_text(json.dumps({"job_id": "c1", "type": "european_option", "params": {"paths": 1_000}}))
+    result = _invoke("run", str(job), "--device", "cpu")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        "error: the job failed (permanent): european_option cannot be computed for these params: "
+        "ZeroDivisionError: float division by zero"]
+    body = json.loads(result.stdout)
+    assert body["status"] == "failed" and body["error"]["kind"] == "permanent"
+
+
+def test_run_refuses_a_value_no_kernel_can_price(tmp_path: Path) -> None:
+    job = tmp_path / "call.json"
+    job.write_text(json.dumps({"type": "european_option", "params": {"volatility": 1e-200}}))
+    result = _invoke("run", str(job), "--device", "cpu")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "volatility" in result.output and "must be at least 0.001" in result.output
+
+
 @pytest.mark.parametrize("kind", ["transient", "permanent"])
 def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
     job = tmp_path / "drill.json"
