@@ -198,7 +198,7 @@ def run(p: OptionBookParams, device: str, ctx: RunContext) -> KernelResult:
                                                         contract.kind is OptionKind.CALL)}
         if p.greeks:
             entry["greeks"] = path_greeks.summarise(sums[row, PRICE_SUMS:], n_paths, p.greeks, p.confidence,
-                                                    heston.METHOD)
+                                                    heston.METHOD, heston.BUMP_ERRORS)
         results[int(index)] = entry
     summary = {"contracts": results, "paths": n_paths, "model": p.model.value, "steps": int(steps.max()),
                "path_steps": n_paths * int(steps.max()), "reference": _reference_name(p)}

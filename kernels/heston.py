@@ -47,6 +47,10 @@ GPU_CHUNK_PATH_STEPS: Final = 2**32
 VOL_BUMP: Final = 0.01
 MATURITY_BUMP: Final = 0.01
 GREEK_PASSES: Final = 5  # paths per sample in the Greeks kernel: base, vol up/down, maturity up/down
+# Relative error of the finite-difference Greeks from the float32 rounding of the bumped inputs
+# (``estimators.bump_rounding``), added to their intervals.
+BUMP_ERRORS: Final = {Greek.VEGA: estimators.bump_rounding(VOL_BUMP),
+                      Greek.THETA: estimators.bump_rounding(MATURITY_BUMP)}
 METHOD: Final = {
     Greek.DELTA: "pathwise", Greek.GAMMA: "likelihood ratio x pathwise", Greek.RHO: "pathwise",
     Greek.VEGA: "finite difference, common random numbers (initial volatility sqrt(v0))",
@@ -288,7 +292,7 @@ def greeks(p: HestonOptionParams, n_paths: int, device: str, ctx: RunContext) ->
             f32(VOL_BUMP * math.sqrt(p.initial_variance)), f32(MATURITY_BUMP * p.maturity), *_model_args(p))
     kernel = _kernel(_cpu_greek_blocks, _cuda_greek_kernel, p.steps, GREEK_PASSES)
     sums = sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), args, device, ctx)
-    return path_greeks.summarise(sums, n_paths, p.greeks, p.confidence, METHOD)
+    return path_greeks.summarise(sums, n_paths, p.greeks, p.confidence, METHOD, BUMP_ERRORS)
 
 
 def run(p: HestonOptionParams, device: str, ctx: RunContext) -> KernelResult:
