@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kernels import baselines
-from kernels.benchmarks_md import load_note
 from kernels.closed_form import black_scholes
 from kernels.device import CPU, GPU
 from kernels.jobs import run_job
@@ -259,7 +258,7 @@ def software() -> str:
     return f"Python {platform.python_version()}, " + ", ".join(found)
 
 
-def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> str:
+def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool, load: str) -> str:
     """The ``kernels-<device>`` section of BENCHMARKS.md."""
     baseline = "cupy (cuRAND normals + elementwise)" if device == GPU else "vectorised NumPy"
     where = gpu_name() if device == GPU else machine()
@@ -282,7 +281,7 @@ def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> s
               "for kernel and baseline."]
     lines += ["", f"Software: {software()}."]
     if device == CPU:
-        lines += ["", f"Machine load: {load_note()}; other work on the cores lowers the rates of the parallel "
+        lines += ["", f"Machine load: {load}; other work on the cores lowers the rates of the parallel "
                   "kernels more than the single-threaded baseline's."]
         if not gpu_present:
             lines += ["", f"**No GPU was available on {today()}**: no GPU figures were measured. They will be "

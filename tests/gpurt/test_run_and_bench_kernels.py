@@ -121,9 +121,64 @@ def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Pat
 
 def test_bench_markdown_says_when_no_gpu_was_available() -> None:
     figure = bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
-    text = bench.kernels_markdown([figure], "cpu", gpu_present=False)
+    text = bench.kernels_markdown([figure], "cpu", gpu_present=False, load="load average 0.1 before and 0.2 after")
     assert "| european_option |" in text and "5.0x" in text
     assert "No GPU was available" in text
+    assert "load average 0.1 before and 0.2 after" in text
+
+
+def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: list[str],
+                written: list[str]) -> None:
+    """Two cores whose one-minute load reads ``loads`` in turn; measuring and writing only recorded."""
+    from kernels import benchmarks_md
+
+    readings = iter(loads)
+    monkeypatch.setattr(benchmarks_md, "one_minute_load", lambda: next(readings))
+    monkeypatch.setattr(benchmarks_md, "cores", lambda: 2)
+    monkeypatch.setattr(benchmarks_md, "write_section", lambda name, _: written.append(name))
+    from types import SimpleNamespace
+
+    from protocol.params import JobType
+
+    monkeypatch.setattr(bench, "cases", lambda *_: [SimpleNamespace(job_type=JobType.EUROPEAN_OPTION)])
+
+    def measure(case: SimpleNamespace, device: str) -> bench.Figure:
+        measured.append(case.job_type.value)
+        return bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
+
+    monkeypatch.setattr(bench, "measure", measure)
+
+
+def test_bench_write_is_refused_at_once_on_a_loaded_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    written: list[str] = []
+    _fake_bench(monkeypatch, [2.8], measured, written)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "not writing BENCHMARKS.md" in result.output and "above the limit of 1 (0.5 per core)" in result.output
+    assert measured == [] and written == []
+
+
+def test_bench_figures_are_printed_but_not_written_when_the_load_rose(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    written: list[str] = []
+    _fake_bench(monkeypatch, [0.2, 2.5], measured, written)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
+    assert result.exit_code == 2
+    assert "european_option" in result.stdout and "5.0x" in result.stdout
+    assert "load average 0.20 before and 2.50 after, on 2 cores" in result.stdout
+    assert "not writing BENCHMARKS.md" in result.stderr
+    assert measured == ["european_option"] and written == []
+
+
+def test_bench_writes_and_records_both_load_readings_on_an_idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    written: list[str] = []
+    _fake_bench(monkeypatch, [0.2, 0.4], measured, written)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["load_average"] == {"before": 0.2, "after": 0.4, "cores": 2}
+    assert written == ["kernels-cpu"]
 
 
 def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
