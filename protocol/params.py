@@ -74,7 +74,7 @@ class _Params(BaseModel):
 
 def below_floor(minimum: float, why: str) -> str:
     """The refusal of a value below ``minimum`` (``why`` says what breaks there)."""
-    return f"must be at least {minimum:g} ({why}); smaller positive values cannot be priced"
+    return f"must be at least {minimum:g} ({why})"
 
 
 _PRICE_WHY = "spot and strike enter float32 paths and gamma divides by the spot squared"
@@ -205,7 +205,8 @@ class HestonOptionParams(_ContractParams):
     mean_reversion: float = Field(1.5, gt=0, le=50.0, description="Speed kappa, per year.")
     vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0, description="Of the price and variance shocks.")
-    steps: int = Field(128, ge=1, le=MAX_STEPS, description="Euler steps to maturity (the bias falls as 1/steps).")
+    steps: int = Field(128, ge=1, le=MAX_STEPS, description=(
+        "QE steps to maturity; an even count also reports the step-halving estimate of the discretisation bias."))
 
     @model_validator(mode="after")
     def _bounded_work(self) -> HestonOptionParams:
@@ -414,7 +415,7 @@ class OptionBookParams(_Params):
 
     Every path is walked once to the longest maturity; each contract is paid from the same path at its
     own maturity, which must fall on the step grid (``maturity * steps_per_year`` a whole number). Under
-    ``black_scholes`` the steps are exact; under ``heston`` they are full-truncation Euler steps.
+    ``black_scholes`` the steps are exact; under ``heston`` they are Andersen QE steps (as ``heston_option``'s).
     """
 
     spot: Price = 100.0
@@ -487,8 +488,8 @@ def _check_gamma_correlation(greeks: list[Greek], correlation: float) -> None:
     # gamma's likelihood-ratio weight divides by sqrt(1 - correlation^2): at |correlation| = 1 the first
     # step's two shocks have no joint density (docs/kernels.md, Greeks)
     if Greek.GAMMA in greeks and abs(correlation) == 1.0:
-        raise ValueError(f"greeks: gamma needs |correlation| < 1 (the likelihood-ratio weight has no density at "
-                         f"correlation = {correlation:g})")
+        raise ValueError(f"greeks: gamma needs |correlation| < 1 (at correlation = {correlation:g} the first step's "
+                         "price has no density given its variance, so no likelihood-ratio weight)")
 
 
 def _check_path_steps(paths: int, steps: int) -> None:

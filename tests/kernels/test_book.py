@@ -76,7 +76,7 @@ def test_contracts_share_their_paths() -> None:
     ({"contracts": []}, "at least 1"),
     ({"contracts": [{"strike": 100, "maturity": 1.0}] * (MAX_BOOK_CONTRACTS + 1)}, f"at most {MAX_BOOK_CONTRACTS}"),
     ({"contracts": [{"strike": 100, "maturity": 0.1}], "steps_per_year": 12}, "whole number of steps"),
-    ({"contracts": [{"strike": -1, "maturity": 1.0}]}, "greater than 0"),
+    ({"contracts": [{"strike": -1, "maturity": 1.0}]}, "strike\n  Value error, must be at least 0.001"),
     ({"contracts": [{"strike": 100, "maturity": 50.0}], "steps_per_year": 252}, "longest maturity"),
 ])
 def test_bad_books_are_rejected(bad: dict, message: str) -> None:
