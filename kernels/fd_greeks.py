@@ -150,11 +150,11 @@ def flat(greeks: Mapping[Greek, list[Any]]) -> dict[str, Any]:
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_cash_flows(out, first_path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+def _cpu_cash_flows(out, first_path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
                     rate, coeffs, log_geometric, total_weight, control_mean):
     for row in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
-        y, _ = path_sample(first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,
+        y, _ = path_sample(first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
                            rate, coeffs, log_geometric, total_weight, control_mean, scratch)
         out[row] = y
 
@@ -164,12 +164,12 @@ def _cuda_cash_flows() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+    def kernel(out, first_path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
                coeffs, log_geometric, total_weight, control_mean):
         scratch = cuda.local.array(SCRATCH, float32)
         row = cuda.grid(1)
         if row < out.shape[0]:
-            y, _ = path_sample(first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every, strike,
+            y, _ = path_sample(first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every, strike,
                                call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
             out[row] = y
 

@@ -301,7 +301,10 @@ class BasketOptionParams(_Params):
     dividend_yields: list[float] | None = Field(None, description="Continuous yield per asset; default zero.")
     correlation: list[list[float]] | None = Field(None, description="Of the assets' price shocks; default identity.")
     model: BasketModel = BasketModel.GBM
-    strike: Price = 100.0
+    payoff: Literal["arithmetic", "geometric"] = Field("arithmetic", description=(
+        "On sum w_i S_i, or on the geometric basket W prod S_i^(w_i/W), W = sum w_i (gbm, positive weights)."))
+    strike: float = Field(100.0, ge=0, le=1e9, description=(
+        f"0 (an exchange option, e.g. weights [1, -1]) or at least {MIN_PRICE:g}."))
     rate: float = Field(0.05, ge=-1.0, le=1.0)
     maturity: Maturity = 1.0
     kind: OptionKind = OptionKind.CALL
@@ -325,13 +328,19 @@ class BasketOptionParams(_Params):
         n = len(self.spots)
         if len(self.weights) != n:
             raise ValueError(f"weights has {len(self.weights)} entries, spots has {n}")
-        if any(v <= 0 for v in [*self.spots, *self.weights]):
-            raise ValueError("spots and weights must be positive")
+        if any(v <= 0 for v in self.spots):
+            raise ValueError("spots must be positive")
         if min(self.spots) < MIN_PRICE:
             raise ValueError(f"spots entries {below_floor(MIN_PRICE, _PRICE_WHY)}")
-        if min(self.weights) < MIN_WEIGHT:
+        # weights of either sign: a negative weight is a short leg (a spread or exchange option)
+        if min(abs(w) for w in self.weights) < MIN_WEIGHT:
             why = "the basket is a float32 sum of weighted prices"
-            raise ValueError(f"weights entries {below_floor(MIN_WEIGHT, why)}")
+            raise ValueError(f"weights entries in absolute value {below_floor(MIN_WEIGHT, why)}; "
+                             "negative weights are short legs")
+        if self.payoff == "geometric" and (self.model is not BasketModel.GBM or min(self.weights) <= 0):
+            raise ValueError("payoff geometric needs model gbm and positive weights (W prod S_i^(w_i/W))")
+        if 0 < self.strike < MIN_PRICE:
+            raise ValueError(f"strike {below_floor(MIN_PRICE, _PRICE_WHY)}, or 0 for an exchange option")
         if self.dividend_yields is not None and (len(self.dividend_yields) != n
                                                  or any(abs(q) > 1 for q in self.dividend_yields)):
             raise ValueError(f"dividend_yields must have {n} entries in [-1, 1]")
@@ -377,6 +386,11 @@ class AmericanOptionParams(BasketOptionParams):
 
     @model_validator(mode="after")
     def _dates(self) -> AmericanOptionParams:
+        if self.strike < MIN_PRICE:
+            raise ValueError(f"american_option needs strike >= {MIN_PRICE:g}: the exercise rule regresses on "
+                             "powers of basket / strike")
+        if self.payoff != "arithmetic":
+            raise ValueError("american_option takes payoff arithmetic only")
         dates = self.dates()
         if self.steps % dates:
             raise ValueError(f"steps ({self.steps}) must be a multiple of exercise_dates ({dates})")

@@ -31,6 +31,11 @@ RISK_CASES = [
     ("basket_option", {"spots": [100, 90], "weights": [1, 1], "model": "heston", "heston": HESTON, "strike": 190,
                        "correlation": [[1, 0.4], [0.4, 1]], "steps": 32, "paths": 100_003, "seed": 12,
                        "greeks": ["delta", "vega", "theta"]}),
+    # a spread (weights of either sign, strike 0) and a geometric-average basket: the discounted-basket control
+    ("basket_option", {"spots": [100, 95], "weights": [1, -1], "volatilities": [0.25, 0.3], "strike": 0,
+                       "correlation": [[1, 0.4], [0.4, 1]], "paths": 100_003, "seed": 12, "greeks": ["delta"]}),
+    ("basket_option", {"spots": [100, 95], "weights": [0.5, 0.5], "volatilities": [0.25, 0.3], "strike": 90,
+                       "payoff": "geometric", "paths": 100_003, "seed": 12}),
     ("american_option", {"spots": [100], "weights": [1], "volatilities": [0.25], "kind": "put", "steps": 50,
                          "paths": 100_003, "regression_paths": 50_000, "seed": 12}),
     ("option_book", {"contracts": [{"strike": 90, "maturity": 0.5}, {"strike": 100, "maturity": 1.0, "kind": "put"}],
