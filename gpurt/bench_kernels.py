@@ -18,18 +18,25 @@ from gpurt.run import DEVICE_HELP
 def bench_kernels(
     device: str = typer.Option("cpu", "--device", help="cpu or gpu"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    write: bool = typer.Option(False, "--write", help="Record the figures in BENCHMARKS.md."),
+    write: bool = typer.Option(False, "--write", help=(
+        "Record the figures in BENCHMARKS.md; refused when the one-minute load average before or after the run "
+        "exceeds 0.5 per core (figures from a loaded machine are not comparable).")),
     scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
     stac: bool = typer.Option(True, "--stac/--no-stac", help=(
         "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
 ) -> None:
-    """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run."""
+    """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run.
+
+    The load average is read before and after and printed with the figures; ``--write`` is refused when
+    either reading is above ``MAX_WRITE_LOAD_PER_CORE`` per core (checked first, so a loaded machine
+    costs no benchmark time).
+    """
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
     from kernels import bench
-    from kernels.benchmarks_md import write_section
+    from kernels.benchmarks_md import LoadWindow, cores, load_window, one_minute_load, write_section
     from kernels.device import CPU, GPU, gpu_available, resolve_device
 
     if device not in (CPU, GPU):
@@ -38,6 +45,9 @@ def bench_kernels(
         resolve_device(device)
     except Exception as exc:
         raise UserError(str(exc)) from None
+    before = one_minute_load()
+    if write and (refusal := LoadWindow(before, before, cores()).refusal()):
+        raise UserError(refusal)
     figures = []
     todo = bench.cases(device, scale)
     with Progress(console=Console(stderr=True), transient=True) as progress:
@@ -52,23 +62,31 @@ def bench_kernels(
             table.add_row(f.kernel, f"{f.kernel_rate:.3g} {f.unit}", f"{f.baseline_rate:.3g} {f.unit}",
                           f"{f.ratio:.1f}x")
         Console().print(table)
-    if write:
-        write_section(f"kernels-{device}", bench.kernels_markdown(figures, device, gpu_available()))
-    stac_figures = _bench_stac(device, scale, as_json, write) if stac else None
+    stac_figures = _bench_stac(device, scale, as_json) if stac else None
+    window = load_window(before)
     if as_json:
-        payload: dict[str, Any] = {"device": device, "figures": bench.figures_json(figures)}
+        payload: dict[str, Any] = {"device": device, "figures": bench.figures_json(figures),
+                                   "load_average": {"before": window.before, "after": window.after,
+                                                    "cores": window.cores}}
         if stac_figures is not None:
             payload["stac"] = {**stac_figures.__dict__, "ratio": stac_figures.ratio}
         typer.echo(json.dumps(payload, indent=2))
+    else:
+        typer.echo(window.note())
+    if write:
+        if refusal := window.refusal():
+            raise UserError(refusal)
+        write_section(f"kernels-{device}", bench.kernels_markdown(figures, device, gpu_available(), window.note()))
+        if stac_figures is not None:
+            _write_stac(stac_figures, device, window.note())
 
 
-def _bench_stac(device: str, scale: float, as_json: bool, write: bool) -> Any:
-    """Time the STAC-A2-shaped case; print its table unless ``as_json``; record it with ``write``."""
+def _bench_stac(device: str, scale: float, as_json: bool) -> Any:
+    """Time the STAC-A2-shaped case; print its table unless ``as_json``."""
     from rich.console import Console
     from rich.table import Table
 
-    from kernels import bench, stac
-    from kernels.benchmarks_md import load_note, write_section
+    from kernels import stac
 
     with Console(stderr=True).status("timing all Greeks of the STAC-A2-shaped case, cold then warm"):
         figures = stac.measure(device, scale)
@@ -79,10 +97,15 @@ def _bench_stac(device: str, scale: float, as_json: bool, write: bool) -> Any:
                       f"{figures.baseline_warm_s:.2f} s")
         Console().print(table)
         typer.echo(f"warm speed-up {figures.ratio:.1f}x; anchor {stac.ANCHOR}")
-    if write:
-        where = bench.gpu_name() if device == "gpu" else bench.machine()
-        write_section(f"kernels-stac-{device}", stac.markdown(figures, where, bench.today(), load_note()))
     return figures
+
+
+def _write_stac(figures: Any, device: str, load: str) -> None:
+    from kernels import bench, stac
+    from kernels.benchmarks_md import write_section
+
+    where = bench.gpu_name() if device == "gpu" else bench.machine()
+    write_section(f"kernels-stac-{device}", stac.markdown(figures, where, bench.today(), load))
 
 
 @friendly_errors

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from gpurt.common import UserError, friendly_errors
+from gpurt.common import UserError, err_console, friendly_errors
 
 DEVICE_HELP = "auto (a GPU if one exists), cpu or gpu"
 
@@ -62,6 +62,7 @@ def run_command(
                           progress=lambda done: progress.update(task, completed=done))
         except JobFailure as exc:
             kind = ErrorKind.TRANSIENT if isinstance(exc, TransientJobError) else ErrorKind.PERMANENT
+            err_console.print(f"[red]error:[/] the job failed ({kind.value}): {exc}", highlight=False, soft_wrap=True)
             result = JobResult(job_id=request.job_id, type=request.type, status=JobStatus.FAILED,
                                error=JobError(kind=kind, message=str(exc)))
             typer.echo(result.model_dump_json(indent=2))

@@ -9,8 +9,10 @@ Euler steps (``kernels.heston``). GBM steps are exact. A path draws its normals 
 The same path code prices European baskets and, given Longstaff-Schwartz exercise coefficients
 (``kernels.lsm``), American and Bermudan ones: ``path_sums`` walks a path, stops at the first exercise
 date where the exercise value beats the regressed continuation value, and returns (y, x) sums with the
-control ``x``: under GBM the geometric basket option (closed form, ``closed_form.geometric_basket``),
-under Heston the discounted basket (an exact martingale of the scheme). ``store_values`` writes the
+control ``x``: under GBM with positive weights the geometric basket option (closed form,
+``closed_form.geometric_basket``); otherwise (Heston, weights of either sign for spreads and exchange
+options, or a geometric-basket payoff) the discounted basket, an exact martingale of the scheme. The
+kernels' ``mode`` says which (``MODE_*``). ``store_values`` writes the
 basket value at every exercise date for the regression.
 """
 
@@ -44,6 +46,12 @@ ASSET_ROWS: Final = 10
 REGRESSION_STREAM: Final = 2**62
 # Scratch per path: log-growth and variance per asset, and the normals of one step (two per asset).
 SCRATCH: Final = 4 * MAX_BASKET_ASSETS + NORMALS_PER_DRAW
+# How a path steps and which control it carries (the kernels' ``mode``): GBM with the geometric basket
+# option as control; Heston (Euler) with the discounted basket; GBM with the discounted basket, for
+# weights of either sign (a spread or exchange option), where the geometric basket does not exist.
+# MODE_GBM_GEOMETRIC pays on the geometric basket W prod S_i^(w_i/W) instead (GBM, positive weights),
+# with the discounted arithmetic basket as control: the geometric option's closed form is its reference.
+MODE_GBM, MODE_HESTON, MODE_GBM_SIGNED, MODE_GBM_GEOMETRIC = 0, 1, 2, 3
 _ZERO: Final = np.float32(0.0)
 _HALF: Final = np.float32(0.5)
 
@@ -57,7 +65,7 @@ def _start(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _step(scratch, path, draw0, draws, seed, n, heston, chol, assets, dt):  # type: ignore[no-untyped-def]
+def _step(scratch, path, draw0, draws, seed, n, mode, chol, assets, dt):  # type: ignore[no-untyped-def]
     """Advance every asset of ``path`` by one step; the normals are draws ``draw0 .. draw0 + draws``."""
     z = 2 * n  # the normals start after the log-growths and the variances
     for j in range(draws):
@@ -70,7 +78,7 @@ def _step(scratch, path, draw0, draws, seed, n, heston, chol, assets, dt):  # ty
         shock = _ZERO
         for k in range(i + 1):
             shock += chol[i, k] * scratch[z + k]
-        if heston:
+        if mode == MODE_HESTON:
             v = scratch[n + i]
             positive = max(v, _ZERO)
             root = math.sqrt(positive * dt)
@@ -92,6 +100,23 @@ def _basket(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
+def _geometric(scratch, assets, n, log_geometric, total_weight):  # type: ignore[no-untyped-def]
+    """The geometric basket ``W prod S_i^(w_i/W)`` of the path's current state."""
+    log_g = log_geometric
+    for i in range(n):
+        log_g += assets[SHARE, i] * scratch[i]
+    return total_weight * exp32(log_g)
+
+
+@register_jitable
+def _underlying(scratch, assets, n, mode, log_geometric, total_weight):  # type: ignore[no-untyped-def]
+    """What the option pays on: the geometric basket under ``MODE_GBM_GEOMETRIC``, else the basket."""
+    if mode == MODE_GBM_GEOMETRIC:
+        return _geometric(scratch, assets, n, log_geometric, total_weight)
+    return _basket(scratch, assets, n)
+
+
+@register_jitable
 def _payoff(value, strike, call):  # type: ignore[no-untyped-def]
     return max(value - strike, _ZERO) if call else max(strike - value, _ZERO)
 
@@ -108,7 +133,7 @@ def _continuation(coeffs, date, value, strike):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def path_sample(path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
                 coeffs, log_geometric, total_weight, control_mean, scratch):
     """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, and its control ``x``.
 
@@ -116,41 +141,38 @@ def path_sample(path, seed, n, heston, chol, assets, dt, steps, draws, every, st
     """
     _start(scratch, assets, n)
     for step in range(steps):
-        _step(scratch, path, step * draws, draws, seed, n, heston, chol, assets, dt)
+        _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, dt)
         done = step + 1
         if done < steps and done % every == 0:
             date = done // every - 1
             if coeffs[date, coeffs.shape[1] - 1] > _ZERO:
-                value = _basket(scratch, assets, n)
+                value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                 cash = _payoff(value, strike, call)
                 if cash > _ZERO and cash >= _continuation(coeffs, date, value, strike):
                     y = exp32(-rate * dt * np.float32(done)) * cash
                     # the control needs the path at maturity: finish it without further exercise
                     for later in range(done, steps):
-                        _step(scratch, path, later * draws, draws, seed, n, heston, chol, assets, dt)
-                    return y, _control(scratch, assets, n, heston, strike, call, rate, dt, steps, log_geometric,
+                        _step(scratch, path, later * draws, draws, seed, n, mode, chol, assets, dt)
+                    return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
                                        total_weight, control_mean)
-    value = _basket(scratch, assets, n)
+    value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
     y = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
-    return y, _control(scratch, assets, n, heston, strike, call, rate, dt, steps, log_geometric, total_weight,
+    return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric, total_weight,
                        control_mean)
 
 
 @register_jitable
-def _control(scratch, assets, n, heston, strike, call, rate, dt, steps, log_geometric, total_weight,  # type: ignore[no-untyped-def]
+def _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric, total_weight,  # type: ignore[no-untyped-def]
              control_mean):
-    """Mean-zero control at maturity: the geometric basket option (GBM) or the discounted basket (Heston)."""
+    """Mean-zero control at maturity: the geometric basket option (``MODE_GBM``) or the discounted basket."""
     discount = exp32(-rate * dt * np.float32(steps))
-    if heston:
+    if mode != MODE_GBM:
         return discount * _basket(scratch, assets, n) - control_mean
-    log_g = log_geometric
-    for i in range(n):
-        log_g += assets[SHARE, i] * scratch[i]
-    return discount * _payoff(total_weight * exp32(log_g), strike, call) - control_mean
+    return discount * _payoff(_geometric(scratch, assets, n, log_geometric, total_weight), strike, call) - control_mean
 
 
 @register_jitable
-def path_sums(first_path, count, stride, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
+def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
               strike, call, rate, coeffs, log_geometric, total_weight, control_mean, scratch):
     """Sums (y, y^2, x, x^2, xy) over paths ``first_path + i * stride``, i < count (both devices run this)."""
     sums = (0.0, 0.0, 0.0, 0.0, 0.0)
@@ -158,28 +180,28 @@ def path_sums(first_path, count, stride, n_paths, seed, n, heston, chol, assets,
         path = first_path + i * stride
         if path >= n_paths:
             break
-        y, x = path_sample(path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,
+        y, x = path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
                            coeffs, log_geometric, total_weight, control_mean, scratch)
         sums = add_sample(sums, y, x)
     return sums
 
 
 @register_jitable
-def store_path(out, row, path, seed, n, heston, chol, assets, dt, steps, draws, every, scratch):  # type: ignore[no-untyped-def]
+def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, every, scratch):  # type: ignore[no-untyped-def]
     """Write the basket value of ``path`` at every exercise date into ``out[row, :]``."""
     _start(scratch, assets, n)
     for step in range(steps):
-        _step(scratch, path, step * draws, draws, seed, n, heston, chol, assets, dt)
+        _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, dt)
         if (step + 1) % every == 0:
             out[row, (step + 1) // every - 1] = _basket(scratch, assets, n)
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_sums(out, first_block, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+def _cpu_sums(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
               rate, coeffs, log_geometric, total_weight, control_mean):
     for b in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
-        sums = path_sums((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, seed, n, heston, chol,
+        sums = path_sums((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, seed, n, mode, chol,
                          assets, dt, steps, draws, every, strike, call, rate, coeffs, log_geometric, total_weight,
                          control_mean, scratch)
         for k in range(len(sums)):
@@ -187,10 +209,10 @@ def _cpu_sums(out, first_block, n_paths, seed, n, heston, chol, assets, dt, step
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_store(out, first_path, stream, seed, n, heston, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
+def _cpu_store(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
     for row in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
-        store_path(out, row, stream + first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every,
+        store_path(out, row, stream + first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every,
                    scratch)
 
 
@@ -203,13 +225,13 @@ def _cuda_sums() -> Any:
     per_thread = PATHS_PER_BLOCK // THREADS
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+    def kernel(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
                rate, coeffs, log_geometric, total_weight, control_mean):
         shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
         scratch = cuda.local.array(SCRATCH, float32)
         tid = cuda.threadIdx.x
         first = (first_block + cuda.blockIdx.x) * PATHS_PER_BLOCK + tid
-        sums = path_sums(first, per_thread, THREADS, n_paths, seed, n, heston, chol, assets, dt, steps, draws, every,
+        sums = path_sums(first, per_thread, THREADS, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,
                          strike, call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
         for k in range(len(sums)):
             shared[k, tid] = sums[k]
@@ -223,11 +245,11 @@ def _cuda_store() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_path, stream, seed, n, heston, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
+    def kernel(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
         scratch = cuda.local.array(SCRATCH, float32)
         row = cuda.grid(1)
         if row < out.shape[0]:
-            store_path(out, row, stream + first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every,
+            store_path(out, row, stream + first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every,
                        scratch)
 
     return kernel
@@ -239,6 +261,7 @@ class Model:
 
     n: int
     heston: bool
+    mode: int  # MODE_GBM, MODE_HESTON or MODE_GBM_SIGNED
     chol: np.ndarray  # float32 (n, n)
     assets: np.ndarray  # float32 (ASSET_ROWS, n)
     dt: float
@@ -257,9 +280,14 @@ class Model:
         dt = p.maturity / p.steps
         table = np.zeros((ASSET_ROWS, n))
         table[COEFF] = weights * spots
-        table[SHARE] = weights / weights.sum()
         heston = p.model is BasketModel.HESTON
+        signed = bool(np.any(weights < 0))
+        mode = (MODE_HESTON if heston else MODE_GBM_SIGNED if signed
+                else MODE_GBM_GEOMETRIC if p.payoff == "geometric" else MODE_GBM)
+        if mode in (MODE_GBM, MODE_GBM_GEOMETRIC):  # the geometric basket's exponents
+            table[SHARE] = weights / weights.sum()
         discount = math.exp(-p.rate * p.maturity)
+        forwards = discount * np.sum(weights * spots * np.exp((p.rate - yields) * p.maturity))
         if heston:
             h = p.heston
             assert h is not None  # validated by BasketOptionParams
@@ -269,26 +297,28 @@ class Model:
                 h.long_variance)
             table[VOL_OF_VOL], table[RHO] = h.vol_of_vol, h.correlation
             table[RHO_BAR] = np.sqrt(np.maximum(1.0 - np.asarray(h.correlation) ** 2, 0.0))
-            control_mean = float(discount * np.sum(weights * spots * np.exp((p.rate - yields) * p.maturity)))
+            control_mean = float(forwards)
         else:
             vols = np.asarray(p.volatilities, dtype=float)
             table[DRIFT] = (p.rate - yields - 0.5 * vols**2) * dt
             table[VOL] = vols * math.sqrt(dt)
-            control_mean = geometric_basket(spots, weights, vols, yields, correlation, p.strike, p.rate, p.maturity,
-                                            p.kind is OptionKind.CALL)
+            control_mean = float(forwards) if mode != MODE_GBM else geometric_basket(
+                spots, weights, vols, yields, correlation, p.strike, p.rate, p.maturity, p.kind is OptionKind.CALL)
         normals = 2 * n if heston else n
-        return cls(n=n, heston=heston, chol=np.linalg.cholesky(correlation).astype(np.float32),
+        return cls(n=n, heston=heston, mode=mode, chol=np.linalg.cholesky(correlation).astype(np.float32),
                    assets=table.astype(np.float32), dt=dt, draws=-(-normals // NORMALS_PER_DRAW),
                    log_geometric=float(table[SHARE] @ np.log(spots)), total_weight=float(weights.sum()),
                    control_mean=control_mean)
 
     def walk_args(self, seed: int, steps: int, every: int) -> tuple[Any, ...]:
-        """``(seed, n, heston, chol, assets, dt, steps, draws, every)`` as the kernels take them."""
-        return (np.int64(seed), np.int64(self.n), self.heston, self.chol, self.assets, np.float32(self.dt),
+        """``(seed, n, mode, chol, assets, dt, steps, draws, every)`` as the kernels take them."""
+        return (np.int64(seed), np.int64(self.n), np.int64(self.mode), self.chol, self.assets, np.float32(self.dt),
                 np.int64(steps), np.int64(self.draws), np.int64(every))
 
     def control_scale(self, p: BasketOptionParams) -> float:
         """Size of the float32 terms of the control (for the interval's rounding bound)."""
+        if self.mode == MODE_GBM_SIGNED:  # the discounted basket's terms, whatever their signs
+            return 2.0 * (float(np.sum(np.abs(self.assets[COEFF].astype(float)))) + p.strike)
         return 2.0 * (self.control_mean + p.strike * math.exp(-p.rate * p.maturity))
 
 
@@ -341,4 +371,4 @@ def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:
 
 
 def _control_name(model: Model) -> str:
-    return "discounted basket (martingale)" if model.heston else "geometric basket option (closed form)"
+    return "geometric basket option (closed form)" if model.mode == MODE_GBM else "discounted basket (martingale)"

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kernels import baselines
-from kernels.benchmarks_md import load_note
 from kernels.closed_form import black_scholes
 from kernels.device import CPU, GPU
 from kernels.jobs import run_job
@@ -186,6 +185,7 @@ class HestonBias:
     estimate: float
     std_error: float
     semi_analytic: float
+    halving: float | None  # the job's own step-halving bias estimate (None at an odd step count)
 
     @property
     def bias(self) -> float:
@@ -195,12 +195,14 @@ class HestonBias:
 
 def heston_bias(device: str, paths: int = HESTON_BIAS_PATHS,
                 steps: tuple[int, ...] = HESTON_BIAS_STEPS) -> list[HestonBias]:
-    """Price the reference Heston call at each step count; the bias of full-truncation Euler falls as 1/steps."""
+    """Price the reference Heston call at each step count: its bias against the semi-analytic price and the
+    job's own step-halving estimate of it."""
     out = []
     for n in steps:
         s = run_job(JobType.HESTON_OPTION, HESTON_BIAS_CASE.model_copy(update={"paths": paths, "steps": n}),
                     device=device).summary
-        out.append(HestonBias(n, s["paths"], s["estimate"], s["std_error"], s["semi_analytic"]))
+        out.append(HestonBias(n, s["paths"], s["estimate"], s["std_error"], s["semi_analytic"],
+                              s["discretisation_bias"].get("estimate")))
     return out
 
 
@@ -210,14 +212,16 @@ def heston_bias_markdown(rows: list[HestonBias], device: str) -> str:
         f"## Heston discretisation bias — {today()}",
         "",
         "At-the-money call, S=K=100, r=3%, q=1%, T=1, v0=0.04, theta=0.05, kappa=1.5, xi=0.5, rho=-0.7; "
-        f"full-truncation Euler with the discounted-price control, on {device}; reference: the semi-analytic "
-        "price (characteristic-function integral).",
+        f"Andersen's QE scheme with martingale correction and the discounted-price control, on {device}; "
+        "reference: the semi-analytic price (characteristic-function integral); step-halving: the job's own "
+        "estimate of its bias (half the steps on the same normals).",
         "",
-        "| steps | paths | estimate | std error | semi-analytic | bias | bias / std error |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| steps | paths | estimate | std error | semi-analytic | bias | bias / std error | step-halving estimate |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines += [f"| {r.steps} | {r.paths:.3g} | {r.estimate:.5f} | {r.std_error:.2e} | {r.semi_analytic:.5f} | "
-              f"{r.bias:+.5f} | {r.bias / r.std_error:+.1f} |" for r in rows]
+              f"{r.bias:+.5f} | {r.bias / r.std_error:+.1f} | "
+              f"{'n/a' if r.halving is None else f'{r.halving:+.5f}'} |" for r in rows]
     return "\n".join(lines)
 
 
@@ -259,7 +263,7 @@ def software() -> str:
     return f"Python {platform.python_version()}, " + ", ".join(found)
 
 
-def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> str:
+def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool, load: str) -> str:
     """The ``kernels-<device>`` section of BENCHMARKS.md."""
     baseline = "cupy (cuRAND normals + elementwise)" if device == GPU else "vectorised NumPy"
     where = gpu_name() if device == GPU else machine()
@@ -282,7 +286,7 @@ def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool) -> s
               "for kernel and baseline."]
     lines += ["", f"Software: {software()}."]
     if device == CPU:
-        lines += ["", f"Machine load: {load_note()}; other work on the cores lowers the rates of the parallel "
+        lines += ["", f"Machine load: {load}; other work on the cores lowers the rates of the parallel "
                   "kernels more than the single-threaded baseline's."]
         if not gpu_present:
             lines += ["", f"**No GPU was available on {today()}**: no GPU figures were measured. They will be "

@@ -2,15 +2,17 @@
 
 Every path is walked once, step by step, to the longest maturity; each contract (sorted by maturity) is
 paid from that same path when its maturity step is reached, so the contracts' estimates share their
-random numbers (differences between contracts, e.g. a calendar spread, have small errors). Black-Scholes
-is the Heston step with constant variance (``kappa = xi = 0``, ``v = sigma^2``), which is exact, so one
-path code serves both models (``kernels.heston``'s full-truncation step). Each contract's control is its
-discounted terminal price, a martingale of either scheme.
+random numbers (differences between contracts, e.g. a calendar spread, have small errors). Paths take
+``kernels.heston``'s QE step (Andersen's scheme with martingale correction); Black-Scholes is that step
+with no vol of vol (``kappa = xi = 0``, ``v = sigma^2``), where the variance stays put and the log-price
+step is exact, so one path code serves both models. Each contract's control is its discounted terminal
+price, a martingale of either. (The step-halving bias estimate of ``heston_option`` is not made here.)
 
 With Greeks, each path is walked four more times with the same normals, with the initial volatility and
 the step length bumped, and every contract gets the Greeks of ``kernels.heston`` (delta pathwise, gamma
-likelihood ratio x pathwise, rho pathwise, vega and theta by finite differences on common random
-numbers). A thread keeps every contract's running sums (5, plus 10 with Greeks) in local memory.
+likelihood ratio of the first step x pathwise, rho pathwise, vega and theta by finite differences on
+common random numbers). A thread keeps every contract's running sums (5, plus 10 with Greeks) in local
+memory.
 """
 
 from __future__ import annotations
@@ -55,39 +57,30 @@ def _accumulate(acc, c, y, x, greeks):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def book_path(path, seed, last_step, spot, rate, carry, v0, kappa, long_variance, vol_of_vol, rho, rho_bar, dt,  # type: ignore[no-untyped-def]
-              maturity_steps, strikes, calls, control_means, with_greeks, vol_step, bump, acc):
+def book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes, calls, control_means,  # type: ignore[no-untyped-def]
+              with_greeks, vol_step, bump, acc):
     """Add one path's samples for every contract into ``acc[contract, :]``."""
     sigma0 = math.sqrt(v0)
-    v_up = (sigma0 + vol_step) * (sigma0 + vol_step)
-    v_down = (sigma0 - vol_step) * (sigma0 - vol_step)
-    dt_up = dt * (np.float32(1.0) + bump)
-    dt_down = dt * (np.float32(1.0) - bump)
     x0 = x1 = x2 = x3 = x4 = _ZERO
     s0 = s3 = s4 = v0
-    s1 = v_up
-    s2 = v_down
-    first = z1 = z2 = z3 = z4 = _ZERO
+    s1 = (sigma0 + vol_step) * (sigma0 + vol_step)
+    s2 = (sigma0 - vol_step) * (sigma0 - vol_step)
+    weight = z1 = z2 = z3 = z4 = _ZERO
     c = 0
     for step in range(last_step):
         if step % 2 == 0:  # one generator call serves two steps: (z1, z2) now, (z3, z4) next
             z1, z2, z3, z4 = normals4(path, step // 2, seed)
-            a, b = z1, z2
+            zv, z = z1, z2
         else:
-            a, b = z3, z4
+            zv, z = z3, z4
+        x0, s0, sd = heston.qe_step(x0, s0, zv, z, table, heston.FINE)
         if step == 0:
-            first = a
-        x0, s0 = heston._euler(x0, s0, a, b, carry * dt, dt, kappa * dt, kappa * long_variance * dt, vol_of_vol,
-                               rho, rho_bar)
+            weight = z / sd
         if with_greeks:
-            x1, s1 = heston._euler(x1, s1, a, b, carry * dt, dt, kappa * dt, kappa * long_variance * dt,
-                                   vol_of_vol, rho, rho_bar)
-            x2, s2 = heston._euler(x2, s2, a, b, carry * dt, dt, kappa * dt, kappa * long_variance * dt,
-                                   vol_of_vol, rho, rho_bar)
-            x3, s3 = heston._euler(x3, s3, a, b, carry * dt_up, dt_up, kappa * dt_up,
-                                   kappa * long_variance * dt_up, vol_of_vol, rho, rho_bar)
-            x4, s4 = heston._euler(x4, s4, a, b, carry * dt_down, dt_down, kappa * dt_down,
-                                   kappa * long_variance * dt_down, vol_of_vol, rho, rho_bar)
+            x1, s1, _ = heston.qe_step(x1, s1, zv, z, table, heston.FINE)
+            x2, s2, _ = heston.qe_step(x2, s2, zv, z, table, heston.FINE)
+            x3, s3, _ = heston.qe_step(x3, s3, zv, z, table, heston.LONGER)
+            x4, s4, _ = heston.qe_step(x4, s4, zv, z, table, heston.SHORTER)
         while c < maturity_steps.shape[0] and maturity_steps[c] == step + 1:
             maturity = np.float32(step + 1) * dt
             discount = exp32(-rate * maturity)
@@ -95,23 +88,22 @@ def book_path(path, seed, last_step, spot, rate, carry, v0, kappa, long_variance
             y = discount * heston._payoff(terminal, strikes[c], calls[c])
             greeks = (_ZERO, _ZERO, _ZERO, _ZERO, _ZERO)
             if with_greeks:
-                greeks = heston._lane_greeks(x0, first, x1, x2, x3, x4, spot, strikes[c], calls[c], rate, maturity,
-                                             vol_step, bump * maturity, v0, dt)
+                greeks = heston.lane_greeks(x0, weight, x1, x2, x3, x4, spot, strikes[c], calls[c], rate, maturity,
+                                            vol_step, bump * maturity)
             _accumulate(acc, c, y, discount * terminal - control_means[c], greeks)
             c += 1
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_blocks(out, first_block, n_paths, seed, last_step, spot, rate, carry, v0, kappa, long_variance,  # type: ignore[no-untyped-def]
-                vol_of_vol, rho, rho_bar, dt, maturity_steps, strikes, calls, control_means, with_greeks, vol_step,
-                bump):
+def _cpu_blocks(out, first_block, n_paths, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes,  # type: ignore[no-untyped-def]
+                calls, control_means, with_greeks, vol_step, bump):
     contracts = strikes.shape[0]
     for b in prange(out.shape[0]):
         acc = np.zeros((contracts, WIDTH))
         first = (first_block + b) * PATHS_PER_BLOCK
         for path in range(first, min(first + PATHS_PER_BLOCK, n_paths)):
-            book_path(path, seed, last_step, spot, rate, carry, v0, kappa, long_variance, vol_of_vol, rho, rho_bar,
-                      dt, maturity_steps, strikes, calls, control_means, with_greeks, vol_step, bump, acc)
+            book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes, calls, control_means,
+                      with_greeks, vol_step, bump, acc)
         for c in range(contracts):
             for k in range(WIDTH):
                 out[b, c * WIDTH + k] = acc[c, k]
@@ -126,9 +118,8 @@ def _cuda_kernel() -> Any:
     per_thread = PATHS_PER_BLOCK // THREADS
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, last_step, spot, rate, carry, v0, kappa, long_variance,  # type: ignore[no-untyped-def]
-               vol_of_vol, rho, rho_bar, dt, maturity_steps, strikes, calls, control_means, with_greeks, vol_step,
-               bump):
+    def kernel(out, first_block, n_paths, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes,  # type: ignore[no-untyped-def]
+               calls, control_means, with_greeks, vol_step, bump):
         shared = cuda.shared.array((WIDTH, THREADS), float64)
         acc = cuda.local.array((MAX_BOOK_CONTRACTS, WIDTH), float64)
         contracts = strikes.shape[0]
@@ -140,9 +131,8 @@ def _cuda_kernel() -> Any:
         for i in range(per_thread):
             path = first + i * THREADS
             if path < n_paths:
-                book_path(path, seed, last_step, spot, rate, carry, v0, kappa, long_variance, vol_of_vol, rho,
-                          rho_bar, dt, maturity_steps, strikes, calls, control_means, with_greeks, vol_step, bump,
-                          acc)
+                book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes, calls,
+                          control_means, with_greeks, vol_step, bump, acc)
         for c in range(contracts):
             for k in range(WIDTH):
                 shared[k, tid] = acc[c, k]
@@ -176,9 +166,9 @@ def run(p: OptionBookParams, device: str, ctx: RunContext) -> KernelResult:
     v0, kappa, theta, xi, rho = _model(p)
     forwards = [p.spot * math.exp(-p.dividend_yield * c.maturity) for c in contracts]
     f32 = np.float32
-    args = (np.int64(n_paths), np.int64(p.seed), np.int64(steps.max()), f32(p.spot), f32(p.rate),
-            f32(p.rate - p.dividend_yield), f32(v0), f32(kappa), f32(theta), f32(xi), f32(rho),
-            f32(math.sqrt(max(1.0 - rho * rho, 0.0))), f32(dt), steps[order],
+    table = heston.constant_table(p.rate - p.dividend_yield, kappa, theta, xi, rho, dt)
+    args = (np.int64(n_paths), np.int64(p.seed), np.int64(steps.max()), f32(p.spot), f32(p.rate), f32(v0), table,
+            f32(dt), steps[order],
             np.asarray([c.strike for c in contracts], dtype=np.float32),
             np.asarray([c.kind is OptionKind.CALL for c in contracts]), np.asarray(forwards, dtype=np.float32),
             bool(p.greeks), f32(heston.VOL_BUMP * math.sqrt(v0)), f32(heston.MATURITY_BUMP))
@@ -197,7 +187,7 @@ def run(p: OptionBookParams, device: str, ctx: RunContext) -> KernelResult:
                                                         contract.kind is OptionKind.CALL)}
         if p.greeks:
             entry["greeks"] = path_greeks.summarise(sums[row, PRICE_SUMS:], n_paths, p.greeks, p.confidence,
-                                                    heston.METHOD)
+                                                    heston.METHOD, heston.BUMP_ERRORS)
         results[int(index)] = entry
     summary = {"contracts": results, "paths": n_paths, "model": p.model.value, "steps": int(steps.max()),
                "path_steps": n_paths * int(steps.max()), "reference": _reference_name(p)}

@@ -28,6 +28,10 @@ SUM_WIDTH: Final = 5  # sum y, sum y^2, sum x, sum x^2, sum x*y
 # operations' roundings. Intervals are widened by this bound times the size of the terms averaged (see
 # ``from_sums``); it matters only where the standard error is tiny, e.g. with a near-perfect control.
 FLOAT32_SAMPLE_ERROR: Final = 2.5e-7
+# Relative rounding of one float64 input cast to float32 (half an ulp). A finite-difference Greek divides
+# by a bump ``h`` while the kernel applies the float32-rounded bumped input: the effective bump is off by
+# up to two such roundings of the input, ``2 x 2^-24 x (1 + h) / h`` relative (``bump_rounding``).
+FLOAT32_INPUT_ERROR: Final = 2.0**-24
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,15 @@ def interval(estimate: float, std_error: float, samples: int, confidence: float 
 def rounding_bound(magnitude: float) -> float:
     """Bound on the float32 error of a mean of samples whose summed terms have mean size ``magnitude``."""
     return FLOAT32_SAMPLE_ERROR * abs(magnitude)
+
+
+def bump_rounding(bump: float, scale: float = 1.0) -> float:
+    """Relative error of a central difference from float32 rounding of its bumped inputs.
+
+    ``bump`` is the difference's step relative to ``scale``, the input's size (a relative bump of 1%:
+    ``bump_rounding(0.01)``; an absolute rate bump of 1e-3 on a rate of 5%: ``bump_rounding(1e-3, 0.05)``).
+    """
+    return 2.0 * FLOAT32_INPUT_ERROR * (abs(scale) + bump) / bump
 
 
 def from_sums(sums: np.ndarray, samples: int, *, control_variate: bool, confidence: float = CONFIDENCE,

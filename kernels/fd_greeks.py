@@ -150,11 +150,11 @@ def flat(greeks: Mapping[Greek, list[Any]]) -> dict[str, Any]:
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_cash_flows(out, first_path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+def _cpu_cash_flows(out, first_path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
                     rate, coeffs, log_geometric, total_weight, control_mean):
     for row in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
-        y, _ = path_sample(first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call,
+        y, _ = path_sample(first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
                            rate, coeffs, log_geometric, total_weight, control_mean, scratch)
         out[row] = y
 
@@ -164,12 +164,12 @@ def _cuda_cash_flows() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_path, seed, n, heston, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+    def kernel(out, first_path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
                coeffs, log_geometric, total_weight, control_mean):
         scratch = cuda.local.array(SCRATCH, float32)
         row = cuda.grid(1)
         if row < out.shape[0]:
-            y, _ = path_sample(first_path + row, seed, n, heston, chol, assets, dt, steps, draws, every, strike,
+            y, _ = path_sample(first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every, strike,
                                call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
             out[row] = y
 
@@ -189,11 +189,42 @@ def cash_flows(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: i
                       gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
 
 
-def _summary(samples: np.ndarray, greek: Greek, confidence: float) -> dict[str, Any]:
+def _summary(samples: np.ndarray, greek: Greek, confidence: float, rounding: float) -> dict[str, Any]:
     n = samples.size
     std_error = float(np.std(samples, ddof=1)) / math.sqrt(n)
-    return {**estimators.interval(float(np.mean(samples)), std_error, n, confidence).as_dict(),
+    return {**estimators.interval(float(np.mean(samples)), std_error, n, confidence, rounding).as_dict(),
             "method": METHODS[greek]}
+
+
+def rounding_bounds(values: Mapping[tuple[str, int, int], np.ndarray], p: BasketOptionParams,
+                    requested: list[Greek]) -> dict[Greek, list[float]]:
+    """Float32 rounding bound of each Greek of ``differences``, for its interval.
+
+    A Greek is a linear combination ``sum c_k V_k`` of the revaluations' mean cash flows, each of which
+    carries a float32 error up to ``FLOAT32_SAMPLE_ERROR |V_k|`` (``estimators``): the bound is
+    ``FLOAT32_SAMPLE_ERROR sum |c_k| mean|V_k|`` (the ``c_k`` read off ``differences`` itself, which is
+    linear), plus the bumped inputs' rounding (``estimators.bump_rounding``) times the Greek.
+    """
+    sizes = {key: float(np.mean(np.abs(v))) for key, v in values.items()}
+    greeks = differences({key: float(np.mean(v)) for key, v in values.items()}, p, requested)
+    bounds = {greek: [0.0] * len(entries) for greek, entries in greeks.items()}
+    for key, size in sizes.items():
+        unit = {other: 1.0 if other == key else 0.0 for other in values}
+        for greek, coefficients in differences(unit, p, requested).items():
+            for i, c in enumerate(coefficients):
+                bounds[greek][i] += estimators.FLOAT32_SAMPLE_ERROR * abs(c) * size
+    for greek, entries in greeks.items():
+        for i, value in enumerate(entries):
+            bounds[greek][i] += _bump_error(greek, p) * abs(value)
+    return bounds
+
+
+def _bump_error(greek: Greek, p: BasketOptionParams) -> float:
+    if greek is Greek.RHO:
+        return estimators.bump_rounding(RATE_BUMP, p.rate)
+    relative = {Greek.DELTA: SPOT_BUMP, Greek.GAMMA: SPOT_BUMP, Greek.VEGA: VOL_BUMP, Greek.THETA: MATURITY_BUMP}
+    # gamma divides by the step squared: twice the relative error of the step
+    return (2.0 if greek is Greek.GAMMA else 1.0) * estimators.bump_rounding(relative[greek])
 
 
 def estimate(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: int, device: str,
@@ -209,7 +240,9 @@ def estimate(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: int
         part = ctx.part(k / len(cases), (k + 1) / len(cases))
         values[case.key] = cash_flows(case.params, coeffs, every, n_paths, device, part).astype(np.float64)
     out: dict[str, Any] = {}
+    bounds = rounding_bounds(values, p, p.greeks)
     for greek, entries in differences(values, p, p.greeks).items():
-        summaries = [_summary(samples, greek, p.confidence) for samples in entries]
+        summaries = [_summary(samples, greek, p.confidence, bound)
+                     for samples, bound in zip(entries, bounds[greek], strict=True)]
         out[greek.value] = summaries if greek in PER_ASSET else summaries[0]
     return out

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -22,6 +23,14 @@ from protocol.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, pars
 # A noop polls for cancellation this often (seconds): short enough that a drain or cancel feels
 # immediate, long enough not to burn the worker's CPU.
 NOOP_POLL_S: Final = 0.05
+
+# Exceptions a kernel raises for a given set of params, the same at every attempt (arithmetic on values
+# the protocol's bounds let through, a singular regression, a bug): the job's fault, not the
+# infrastructure's, so they fail it at once (PermanentJobError) instead of being redelivered until
+# dead-lettered. CUDA out-of-memory and launch timeouts are TransientJobError already (kernels.launch);
+# lost workers and timeouts happen outside this process; MemoryError, OSError and CUDA driver errors are
+# left as they are: another attempt, on another worker, may succeed.
+DETERMINISTIC_ERRORS: Final = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AssertionError)
 
 # Kernel modules by job type; each has ``run(params, device, ctx) -> kernels.context.KernelResult``.
 _KERNEL_MODULES: Final = {
@@ -66,7 +75,8 @@ def run_job(
     """Run one job to completion on ``device`` (``auto``, ``cpu``, ``gpu``; ``auto`` picks a GPU if present).
 
     Raises ``ValueError`` for an unknown type or invalid params, ``JobCancelled`` when ``should_stop``
-    turns true, ``TransientJobError`` / ``PermanentJobError`` for failures worth / not worth retrying.
+    turns true, ``TransientJobError`` / ``PermanentJobError`` for failures worth / not worth retrying: an
+    arithmetic or value error raised by the kernel itself (``DETERMINISTIC_ERRORS``) is permanent.
     """
     kind = JobType(job_type)
     validated = validate_params(kind, params)
@@ -80,11 +90,22 @@ def run_job(
 
     used = resolve_device(device)
     module = importlib.import_module(_KERNEL_MODULES[kind])
-    result = module.run(validated, used, ctx)
+    with failures_of_the_job(kind):
+        result = module.run(validated, used, ctx)
     finished = time.perf_counter()
     ctx.progress(1.0)
     load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0
     return job_output(validated, result, used, elapsed_s=finished - started, load_s=load_s)
+
+
+@contextmanager
+def failures_of_the_job(kind: JobType) -> Iterator[None]:
+    """Turn ``DETERMINISTIC_ERRORS`` raised inside into a one-line ``PermanentJobError`` naming the job type."""
+    try:
+        yield
+    except DETERMINISTIC_ERRORS as exc:
+        raise PermanentJobError(f"{kind.value} cannot be computed for these params: {type(exc).__name__}: "
+                                f"{_one_line(exc)}") from exc
 
 
 def job_output(params: JobParams, result: KernelResult, device: str, *, elapsed_s: float, load_s: float,
@@ -120,6 +141,11 @@ def _run_noop(params: NoopParams, ctx: RunContext) -> dict[str, Any]:
     if params.fail == "permanent":
         raise PermanentJobError("simulated permanent failure (noop drill)")
     return {"slept_s": params.sleep_s}
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
 
 
 def _never() -> bool:

@@ -19,6 +19,7 @@ numbers. Per-path math is float32; each block returns ``(sum g, sum g^2)`` for t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, Final
 
@@ -189,8 +190,15 @@ def estimate(n_samples: int, seed: int, steps: int, antithetic: bool, *, spot: f
 
 
 def summarise(sums: np.ndarray, n: int, requested: list[Greek], confidence: float,
-              methods: dict[Greek, str] = METHOD) -> dict[str, Any]:
-    """Plain Monte Carlo estimates of the ``requested`` Greeks from a kernel's ``(sum g, sum g^2)`` pairs."""
+              methods: dict[Greek, str] = METHOD, bump_errors: Mapping[Greek, float] | None = None) -> dict[str, Any]:
+    """Plain Monte Carlo estimates of the ``requested`` Greeks from a kernel's ``(sum g, sum g^2)`` pairs.
+
+    Each interval is widened by the float32 rounding bound, as a price's is (``estimators.from_sums``):
+    ``FLOAT32_SAMPLE_ERROR`` times the samples' root mean square (which bounds their mean size), plus,
+    for a finite-difference Greek, ``bump_errors[greek]`` (relative) times the estimate. Where the
+    samples barely vary (an at-the-money European rho on antithetic pairs) the standard error is ~1e-8 and
+    only this bound keeps the truth inside the interval.
+    """
     out: dict[str, Any] = {}
     for k, greek in enumerate(GREEKS):
         if greek not in requested:
@@ -198,6 +206,8 @@ def summarise(sums: np.ndarray, n: int, requested: list[Greek], confidence: floa
         total, squares = float(sums[2 * k]), float(sums[2 * k + 1])
         mean = total / n
         variance = max((squares - total * total / n) / (n - 1), 0.0)
-        value = estimators.interval(mean, math.sqrt(variance / n), n, confidence)
+        rounding = (estimators.rounding_bound(math.sqrt(max(squares, 0.0) / n))
+                    + (bump_errors or {}).get(greek, 0.0) * abs(mean))
+        value = estimators.interval(mean, math.sqrt(variance / n), n, confidence, rounding)
         out[greek.value] = {**value.as_dict(), "method": methods[greek]}
     return out

@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from kernels.context import KernelResult, RunContext
-from kernels.jobs import JobOutput, job_output, validate_params
+from kernels.jobs import JobOutput, failures_of_the_job, job_output, validate_params
 from protocol.params import JobParams, JobType
 
 # Most shards one job is split into: each costs a Dask task and a kernel warm-up, and a pool has far fewer
@@ -99,7 +99,8 @@ def run_shard(
     kernel = _kernel(kind)
     # a job of fewer blocks than shards leaves some shards empty (count 0): they add nothing to the merge
     first, count = block_range(kernel.module.block_count(p), index, shards)
-    part = kernel.part(p, used, ctx, first, count)
+    with failures_of_the_job(kind):
+        part = kernel.part(p, used, ctx, first, count)
     ctx.progress(1.0)
     elapsed = time.perf_counter() - started
     load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0

@@ -41,6 +41,17 @@ HESTON_BASKET_STEPS: Final = 64
 MAX_FD_GREEK_PATHS: Final = 2_000_000
 # VaR horizons are in trading days; annualised volatilities scale with sqrt(days / 252).
 TRADING_DAYS_PER_YEAR: Final = 252
+# Smallest values an option kernel can price. Per-path arithmetic is float32 (24-bit significand,
+# smallest normal 1.2e-38), and the estimators and references divide by volatility x sqrt(step), by the
+# spot squared (gamma) and by the Heston vol of vol squared (the semi-analytic price): a positive value
+# far below these floors raised ZeroDivisionError or came back as inf/NaN. At the floors the option is
+# already worth its discounted intrinsic value to float32 precision, so nothing a desk prices is refused.
+MIN_PRICE: Final = 1e-3  # spots and strikes, in the currency's units
+MIN_VOLATILITY: Final = 1e-3  # 0.1% a year
+MIN_MATURITY: Final = 1e-3  # years: about 9 hours
+MIN_VARIANCE: Final = 1e-6  # Heston variances: a volatility of 0.1%
+MIN_VOL_OF_VOL: Final = 1e-3
+MIN_WEIGHT: Final = 1e-6  # basket weights, in absolute value
 
 
 class JobType(StrEnum):
@@ -59,6 +70,34 @@ class JobType(StrEnum):
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def below_floor(minimum: float, why: str) -> str:
+    """The refusal of a value below ``minimum`` (``why`` says what breaks there)."""
+    return f"must be at least {minimum:g} ({why})"
+
+
+_PRICE_WHY = "spot and strike enter float32 paths and gamma divides by the spot squared"
+_VOL_WHY = "the estimators and closed forms divide by volatility x sqrt(time)"
+_VARIANCE_WHY = "the Heston gamma divides by sqrt(variance x step)"
+_VOL_OF_VOL_WHY = "the semi-analytic Heston price divides by the vol of vol squared"
+
+
+def _floor(minimum: float, why: str) -> AfterValidator:
+    def check(value: float) -> float:
+        if value < minimum:
+            raise ValueError(below_floor(minimum, why))
+        return value
+
+    return AfterValidator(check)
+
+
+Price = Annotated[float, Field(le=1e9), _floor(MIN_PRICE, _PRICE_WHY)]
+Volatility = Annotated[float, Field(le=5.0, description="Annualised lognormal volatility."),
+                       _floor(MIN_VOLATILITY, _VOL_WHY)]
+Maturity = Annotated[float, Field(le=100.0, description="Years to expiry."), _floor(MIN_MATURITY, _VOL_WHY)]
+Variance = Annotated[float, Field(le=4.0), _floor(MIN_VARIANCE, _VARIANCE_WHY)]
+VolOfVol = Annotated[float, Field(le=5.0), _floor(MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)]
 
 
 Seed = Annotated[int, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]
@@ -120,11 +159,11 @@ Greeks = Annotated[list[Greek], Field(max_length=len(Greek), description=(
 
 
 class _ContractParams(_Params):
-    spot: float = Field(100.0, gt=0, le=1e9)
-    strike: float = Field(100.0, gt=0, le=1e9)
+    spot: Price = 100.0
+    strike: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0, description="Continuously compounded risk-free rate.")
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0, description="Continuous dividend (or repo) yield.")
-    maturity: float = Field(1.0, gt=0, le=100.0, description="Years to expiry.")
+    maturity: Maturity = 1.0
     kind: OptionKind = OptionKind.CALL
     paths: Paths = 1_000_000
     seed: Seed = 42
@@ -134,7 +173,7 @@ class _ContractParams(_Params):
 
 
 class _OptionParams(_ContractParams):
-    volatility: float = Field(0.2, gt=0, le=5.0, description="Annualised lognormal volatility.")
+    volatility: Volatility = 0.2
 
 
 class EuropeanOptionParams(_OptionParams):
@@ -161,16 +200,18 @@ class HestonOptionParams(_ContractParams):
     ``d<W1, W2> = correlation dt``. Variances, not volatilities: ``initial_variance`` 0.04 is 20% vol.
     """
 
-    initial_variance: float = Field(0.04, gt=0, le=4.0)
-    long_variance: float = Field(0.04, gt=0, le=4.0)
+    initial_variance: Variance = 0.04
+    long_variance: Variance = 0.04
     mean_reversion: float = Field(1.5, gt=0, le=50.0, description="Speed kappa, per year.")
-    vol_of_vol: float = Field(0.5, gt=0, le=5.0)
+    vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0, description="Of the price and variance shocks.")
-    steps: int = Field(128, ge=1, le=MAX_STEPS, description="Euler steps to maturity (the bias falls as 1/steps).")
+    steps: int = Field(128, ge=1, le=MAX_STEPS, description=(
+        "QE steps to maturity; an even count also reports the step-halving estimate of the discretisation bias."))
 
     @model_validator(mode="after")
     def _bounded_work(self) -> HestonOptionParams:
         _check_path_steps(self.paths, self.steps)
+        _check_gamma_correlation(self.greeks, self.correlation)
         return self
 
 
@@ -236,6 +277,11 @@ class HestonAssets(_Params):
                                 ("vol_of_vol", 0, 5)):
             if not all(low < v <= high for v in getattr(self, name)):
                 raise ValueError(f"heston.{name} entries must lie in ({low}, {high}]")
+        for name, floor, why in (("initial_variance", MIN_VARIANCE, _VARIANCE_WHY),
+                                 ("long_variance", MIN_VARIANCE, _VARIANCE_WHY),
+                                 ("vol_of_vol", MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)):
+            if min(getattr(self, name)) < floor:
+                raise ValueError(f"heston.{name} entries {below_floor(floor, why)}")
         if not all(-1 <= r <= 1 for r in self.correlation):
             raise ValueError("heston.correlation entries must lie in [-1, 1]")
         return self
@@ -255,9 +301,12 @@ class BasketOptionParams(_Params):
     dividend_yields: list[float] | None = Field(None, description="Continuous yield per asset; default zero.")
     correlation: list[list[float]] | None = Field(None, description="Of the assets' price shocks; default identity.")
     model: BasketModel = BasketModel.GBM
-    strike: float = Field(100.0, gt=0, le=1e9)
+    payoff: Literal["arithmetic", "geometric"] = Field("arithmetic", description=(
+        "On sum w_i S_i, or on the geometric basket W prod S_i^(w_i/W), W = sum w_i (gbm, positive weights)."))
+    strike: float = Field(100.0, ge=0, le=1e9, description=(
+        f"0 (an exchange option, e.g. weights [1, -1]) or at least {MIN_PRICE:g}."))
     rate: float = Field(0.05, ge=-1.0, le=1.0)
-    maturity: float = Field(1.0, gt=0, le=100.0)
+    maturity: Maturity = 1.0
     kind: OptionKind = OptionKind.CALL
     steps: int = Field(1, ge=1, le=MAX_STEPS)
     paths: Paths = 1_000_000
@@ -279,8 +328,19 @@ class BasketOptionParams(_Params):
         n = len(self.spots)
         if len(self.weights) != n:
             raise ValueError(f"weights has {len(self.weights)} entries, spots has {n}")
-        if any(v <= 0 for v in [*self.spots, *self.weights]):
-            raise ValueError("spots and weights must be positive")
+        if any(v <= 0 for v in self.spots):
+            raise ValueError("spots must be positive")
+        if min(self.spots) < MIN_PRICE:
+            raise ValueError(f"spots entries {below_floor(MIN_PRICE, _PRICE_WHY)}")
+        # weights of either sign: a negative weight is a short leg (a spread or exchange option)
+        if min(abs(w) for w in self.weights) < MIN_WEIGHT:
+            why = "the basket is a float32 sum of weighted prices"
+            raise ValueError(f"weights entries in absolute value {below_floor(MIN_WEIGHT, why)}; "
+                             "negative weights are short legs")
+        if self.payoff == "geometric" and (self.model is not BasketModel.GBM or min(self.weights) <= 0):
+            raise ValueError("payoff geometric needs model gbm and positive weights (W prod S_i^(w_i/W))")
+        if 0 < self.strike < MIN_PRICE:
+            raise ValueError(f"strike {below_floor(MIN_PRICE, _PRICE_WHY)}, or 0 for an exchange option")
         if self.dividend_yields is not None and (len(self.dividend_yields) != n
                                                  or any(abs(q) > 1 for q in self.dividend_yields)):
             raise ValueError(f"dividend_yields must have {n} entries in [-1, 1]")
@@ -289,8 +349,15 @@ class BasketOptionParams(_Params):
                 raise ValueError(f"a gbm basket needs volatilities with {n} entries")
             if not all(0 < v <= 5 for v in self.volatilities):
                 raise ValueError("volatilities must lie in (0, 5]")
+            if min(self.volatilities) < MIN_VOLATILITY:
+                raise ValueError(f"volatilities entries {below_floor(MIN_VOLATILITY, _VOL_WHY)}")
         elif self.heston is None or len(self.heston.initial_variance) != n:
             raise ValueError(f"a heston basket needs heston parameters with {n} entries each")
+        # the other model's parameters would be silently ignored: refuse them, as option_book does
+        other = "heston" if self.model is BasketModel.GBM else "volatilities"
+        if getattr(self, other) is not None:
+            raise ValueError(f"{other} does not apply to model {self.model.value}: give {other} only with model "
+                             f"{'heston' if other == 'heston' else 'gbm'}")
         if self.correlation is not None:
             _check_correlation(self.correlation, n)
         _check_path_steps(self.paths * n, self.steps)
@@ -319,6 +386,11 @@ class AmericanOptionParams(BasketOptionParams):
 
     @model_validator(mode="after")
     def _dates(self) -> AmericanOptionParams:
+        if self.strike < MIN_PRICE:
+            raise ValueError(f"american_option needs strike >= {MIN_PRICE:g}: the exercise rule regresses on "
+                             "powers of basket / strike")
+        if self.payoff != "arithmetic":
+            raise ValueError("american_option takes payoff arithmetic only")
         dates = self.dates()
         if self.steps % dates:
             raise ValueError(f"steps ({self.steps}) must be a multiple of exercise_dates ({dates})")
@@ -347,8 +419,8 @@ HESTON_BOOK_FIELDS: Final = frozenset({"initial_variance", "long_variance", "mea
 class BookContract(_Params):
     """One European option of a book."""
 
-    strike: float = Field(gt=0, le=1e9)
-    maturity: float = Field(gt=0, le=100.0, description="Years; a whole number of steps (see steps_per_year).")
+    strike: Price
+    maturity: Maturity = Field(description="Years; a whole number of steps (see steps_per_year).")
     kind: OptionKind = OptionKind.CALL
 
 
@@ -357,18 +429,18 @@ class OptionBookParams(_Params):
 
     Every path is walked once to the longest maturity; each contract is paid from the same path at its
     own maturity, which must fall on the step grid (``maturity * steps_per_year`` a whole number). Under
-    ``black_scholes`` the steps are exact; under ``heston`` they are full-truncation Euler steps.
+    ``black_scholes`` the steps are exact; under ``heston`` they are Andersen QE steps (as ``heston_option``'s).
     """
 
-    spot: float = Field(100.0, gt=0, le=1e9)
+    spot: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0)
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0)
     model: BookModel = BookModel.BLACK_SCHOLES
-    volatility: float = Field(0.2, gt=0, le=5.0, description="black_scholes: annualised volatility.")
-    initial_variance: float = Field(0.04, gt=0, le=4.0, description="heston: as in heston_option.")
-    long_variance: float = Field(0.04, gt=0, le=4.0)
+    volatility: Volatility = Field(0.2, description="black_scholes: annualised volatility.")
+    initial_variance: Variance = Field(0.04, description="heston: as in heston_option.")
+    long_variance: Variance = 0.04
     mean_reversion: float = Field(1.5, gt=0, le=50.0)
-    vol_of_vol: float = Field(0.5, gt=0, le=5.0)
+    vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0)
     steps_per_year: int = Field(252, ge=1, le=MAX_STEPS)
     contracts: list[BookContract] = Field(min_length=1, max_length=MAX_BOOK_CONTRACTS)
@@ -390,6 +462,8 @@ class OptionBookParams(_Params):
             if abs(steps - round(steps)) > 1e-6 * max(steps, 1.0) or round(steps) < 1:
                 raise ValueError(f"contracts[{i}].maturity {contract.maturity} is not a whole number of steps at "
                                  f"{self.steps_per_year} steps per year")
+        if self.model is BookModel.HESTON:
+            _check_gamma_correlation(self.greeks, self.correlation)
         steps = self.steps()
         if max(steps) > MAX_STEPS:
             raise ValueError(f"the longest maturity needs {max(steps)} steps, the limit is {MAX_STEPS}")
@@ -422,6 +496,14 @@ def _check_positive_definite(matrix: list[list[float]]) -> None:
         np.linalg.cholesky(np.asarray(matrix, dtype=float))
     except np.linalg.LinAlgError:
         raise ValueError("correlation must be positive definite (no Cholesky factor exists)") from None
+
+
+def _check_gamma_correlation(greeks: list[Greek], correlation: float) -> None:
+    # gamma's likelihood-ratio weight divides by sqrt(1 - correlation^2): at |correlation| = 1 the first
+    # step's two shocks have no joint density (docs/kernels.md, Greeks)
+    if Greek.GAMMA in greeks and abs(correlation) == 1.0:
+        raise ValueError(f"greeks: gamma needs |correlation| < 1 (at correlation = {correlation:g} the first step's "
+                         "price has no density given its variance, so no likelihood-ratio weight)")
 
 
 def _check_path_steps(paths: int, steps: int) -> None:

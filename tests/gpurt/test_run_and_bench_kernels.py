@@ -70,6 +70,33 @@ def test_run_refuses_an_unknown_device(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--device" in result.output
 
 
+def test_run_reports_a_kernel_error_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's own exception is a permanent failure: a one-line error and the failed result, no traceback."""
+    from kernels import european
+
+    def broken(*_: object) -> None:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(european, "run", broken)
+    job = tmp_path / "call.json"
+    job.write_text(json.dumps({"job_id": "c1", "type": "european_option", "params": {"paths": 1_000}}))
+    result = _invoke("run", str(job), "--device", "cpu")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        "error: the job failed (permanent): european_option cannot be computed for these params: "
+        "ZeroDivisionError: float division by zero"]
+    body = json.loads(result.stdout)
+    assert body["status"] == "failed" and body["error"]["kind"] == "permanent"
+
+
+def test_run_refuses_a_value_no_kernel_can_price(tmp_path: Path) -> None:
+    job = tmp_path / "call.json"
+    job.write_text(json.dumps({"type": "european_option", "params": {"volatility": 1e-200}}))
+    result = _invoke("run", str(job), "--device", "cpu")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "volatility" in result.output and "must be at least 0.001" in result.output
+
+
 @pytest.mark.parametrize("kind", ["transient", "permanent"])
 def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
     job = tmp_path / "drill.json"
@@ -94,9 +121,64 @@ def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Pat
 
 def test_bench_markdown_says_when_no_gpu_was_available() -> None:
     figure = bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
-    text = bench.kernels_markdown([figure], "cpu", gpu_present=False)
+    text = bench.kernels_markdown([figure], "cpu", gpu_present=False, load="load average 0.1 before and 0.2 after")
     assert "| european_option |" in text and "5.0x" in text
     assert "No GPU was available" in text
+    assert "load average 0.1 before and 0.2 after" in text
+
+
+def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: list[str],
+                written: list[str]) -> None:
+    """Two cores whose one-minute load reads ``loads`` in turn; measuring and writing only recorded."""
+    from kernels import benchmarks_md
+
+    readings = iter(loads)
+    monkeypatch.setattr(benchmarks_md, "one_minute_load", lambda: next(readings))
+    monkeypatch.setattr(benchmarks_md, "cores", lambda: 2)
+    monkeypatch.setattr(benchmarks_md, "write_section", lambda name, _: written.append(name))
+    from types import SimpleNamespace
+
+    from protocol.params import JobType
+
+    monkeypatch.setattr(bench, "cases", lambda *_: [SimpleNamespace(job_type=JobType.EUROPEAN_OPTION)])
+
+    def measure(case: SimpleNamespace, device: str) -> bench.Figure:
+        measured.append(case.job_type.value)
+        return bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
+
+    monkeypatch.setattr(bench, "measure", measure)
+
+
+def test_bench_write_is_refused_at_once_on_a_loaded_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    written: list[str] = []
+    _fake_bench(monkeypatch, [2.8], measured, written)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "not writing BENCHMARKS.md" in result.output and "above the limit of 1 (0.5 per core)" in result.output
+    assert measured == [] and written == []
+
+
+def test_bench_figures_are_printed_but_not_written_when_the_load_rose(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    written: list[str] = []
+    _fake_bench(monkeypatch, [0.2, 2.5], measured, written)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
+    assert result.exit_code == 2
+    assert "european_option" in result.stdout and "5.0x" in result.stdout
+    assert "load average 0.20 before and 2.50 after, on 2 cores" in result.stdout
+    assert "not writing BENCHMARKS.md" in result.stderr
+    assert measured == ["european_option"] and written == []
+
+
+def test_bench_writes_and_records_both_load_readings_on_an_idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    written: list[str] = []
+    _fake_bench(monkeypatch, [0.2, 0.4], measured, written)
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["load_average"] == {"before": 0.2, "after": 0.4, "cores": 2}
+    assert written == ["kernels-cpu"]
 
 
 def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
@@ -108,12 +190,12 @@ def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
 
 
 def test_heston_bias_table_reports_each_step_count_against_the_integral() -> None:
-    rows = bench.heston_bias("cpu", paths=20_000, steps=(4, 64))
-    assert [r.steps for r in rows] == [4, 64]
-    assert abs(rows[0].bias) > 5 * rows[0].std_error  # 4 Euler steps: the first-order bias dominates
+    rows = bench.heston_bias("cpu", paths=20_000, steps=(3, 64))
+    assert [r.steps for r in rows] == [3, 64]
     assert rows[0].semi_analytic == rows[1].semi_analytic
+    assert rows[0].halving is None and rows[1].halving is not None  # an odd step count has no halving pair
     text = bench.heston_bias_markdown(rows, "cpu")
-    assert "| 4 |" in text and "| 64 |" in text and "semi-analytic" in text
+    assert "| 3 |" in text and "| 64 |" in text and "semi-analytic" in text and "n/a |" in text
 
 
 def test_every_job_type_has_a_valid_example() -> None:

@@ -119,9 +119,54 @@ def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
         run_job("basket_option", {**TWO, **bad}, device="cpu")
 
 
+@pytest.mark.parametrize("job", ["basket_option", "american_option"])
+def test_parameters_of_the_other_model_are_refused(job: str) -> None:
+    """A heston block under gbm, or volatilities under heston, is refused naming both fields, not ignored."""
+    with pytest.raises(ValueError, match="heston does not apply to model gbm"):
+        run_job(job, {**TWO, "heston": {k: v * 2 for k, v in HESTON_ONE.items()}}, device="cpu")
+    heston_two = {k: v * 2 for k, v in HESTON_ONE.items()}
+    with pytest.raises(ValueError, match="volatilities does not apply to model heston"):
+        run_job(job, {**TWO, "model": "heston", "heston": heston_two}, device="cpu")
+    small = {"steps": 2, "paths": 1_000, **({"regression_paths": 1_000} if job == "american_option" else {})}
+    heston_basket = {**TWO, **small, "volatilities": None, "model": "heston", "heston": heston_two}
+    echoed = run_job(job, heston_basket, device="cpu").summary["params"]
+    run_job(job, echoed, device="cpu")  # a result's echoed params (the other model's field null) still run
+
+
 def test_a_heston_basket_defaults_to_euler_steps_and_a_gbm_basket_to_one_exact_step() -> None:
     from protocol.params import HESTON_BASKET_STEPS, BasketOptionParams
 
     heston = BasketOptionParams(spots=[100], weights=[1], model="heston", heston=HESTON_ONE)
     assert heston.steps == HESTON_BASKET_STEPS
     assert BasketOptionParams(spots=[100], weights=[1], volatilities=[0.2]).steps == 1
+
+
+def _geometric_basket_call(spots: list[float], weights: list[float], vols: list[float], corr: np.ndarray,
+                           yields: list[float], strike: float, rate: float, maturity: float) -> float:
+    """Independent reference: log of ``W prod S_i^(w_i/W)`` is normal; a Black-Scholes formula on it."""
+    total = sum(weights)
+    share = np.asarray(weights) / total
+    sig = np.asarray(vols)
+    mean = math.log(total) + float(share @ (np.log(spots) + (rate - np.asarray(yields) - 0.5 * sig**2) * maturity))
+    sd = math.sqrt(float((share * sig) @ corr @ (share * sig)) * maturity)
+    d2 = (mean - math.log(strike)) / sd
+    return math.exp(-rate * maturity) * (math.exp(mean + 0.5 * sd * sd) * _N.cdf(d2 + sd) - strike * _N.cdf(d2))
+
+
+def test_geometric_basket_payoff_matches_its_closed_form() -> None:
+    corr = np.asarray(TWO["correlation"], dtype=float)
+    exact = _geometric_basket_call(TWO["spots"], TWO["weights"], TWO["volatilities"], corr, TWO["dividend_yields"],
+                                   90.0, TWO["rate"], TWO["maturity"])
+    s = run_job("basket_option", {**TWO, "strike": 90.0, "payoff": "geometric", "paths": 200_000, "seed": 41},
+                device="cpu").summary
+    assert s["control"] == "discounted basket (martingale)"  # not its own closed form: an independent check
+    assert abs(s["estimate"] - exact) < bonferroni_z(1) * s["std_error"], (s["estimate"], exact, s["std_error"])
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"payoff": "geometric", "weights": [1.0, -1.0]}, "payoff geometric needs model gbm and positive weights"),
+    ({"payoff": "harmonic"}, "payoff"),
+])
+def test_bad_geometric_baskets_are_refused(bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_job("basket_option", {**TWO, **bad}, device="cpu")

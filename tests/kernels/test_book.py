@@ -45,6 +45,25 @@ def test_heston_book_matches_the_semi_analytic_prices() -> None:
         assert abs(contract["estimate"] - exact) < z * contract["std_error"], (contract, exact)
 
 
+def test_heston_book_gamma_at_nonzero_correlation() -> None:
+    """Gamma's likelihood-ratio weight comes from both first-step shocks: checked away from the money."""
+    contracts = [{"strike": 120.0, "maturity": 1.0}, {"strike": 85.0, "maturity": 0.5, "kind": "put"}]
+    s = run_job("option_book", {"contracts": contracts, "model": "heston", **HESTON, "rate": 0.03,
+                                "steps_per_year": 64, "paths": 200_000, "seed": 12, "greeks": ["gamma"]},
+                device="cpu").summary
+    model = HestonModel(0.04, 0.05, 1.5, 0.5, -0.7)
+    z, h = bonferroni_z(len(contracts)), 0.1
+    for contract in s["contracts"]:
+        call = contract["kind"] == "call"
+
+        def price(spot: float, c: dict = contract, call: bool = call) -> float:
+            return heston_price(spot, c["strike"], 0.03, 0.0, c["maturity"], model, call)
+
+        exact = (price(100 + h) - 2 * price(100) + price(100 - h)) / h**2
+        gamma = contract["greeks"]["gamma"]
+        assert abs(gamma["estimate"] - exact) < z * gamma["std_error"], (contract["strike"], gamma, exact)
+
+
 def test_contracts_share_their_paths() -> None:
     """Common random numbers: a contract prices the same alone as inside any book."""
     base = {"paths": 20_000, "seed": 3, "steps_per_year": 8}
@@ -57,7 +76,7 @@ def test_contracts_share_their_paths() -> None:
     ({"contracts": []}, "at least 1"),
     ({"contracts": [{"strike": 100, "maturity": 1.0}] * (MAX_BOOK_CONTRACTS + 1)}, f"at most {MAX_BOOK_CONTRACTS}"),
     ({"contracts": [{"strike": 100, "maturity": 0.1}], "steps_per_year": 12}, "whole number of steps"),
-    ({"contracts": [{"strike": -1, "maturity": 1.0}]}, "greater than 0"),
+    ({"contracts": [{"strike": -1, "maturity": 1.0}]}, "strike\n  Value error, must be at least 0.001"),
     ({"contracts": [{"strike": 100, "maturity": 50.0}], "steps_per_year": 252}, "longest maturity"),
 ])
 def test_bad_books_are_rejected(bad: dict, message: str) -> None:

@@ -38,6 +38,41 @@ def test_invalid_params_are_rejected_with_the_reason(job: str, params: dict, rea
         run_job(job, params, device="cpu")
 
 
+_BASKET = {"spots": [100.0, 90.0], "weights": [1.0, 1.0], "volatilities": [0.2, 0.3], "strike": 190.0}
+_HESTON_ASSETS = {"initial_variance": [0.04, 0.04], "long_variance": [0.04, 0.04], "mean_reversion": [1.5, 1.5],
+                  "vol_of_vol": [0.5, 0.5], "correlation": [-0.7, -0.7]}
+_BOOK = {"contracts": [{"strike": 100.0, "maturity": 1.0}]}
+
+
+@pytest.mark.parametrize(
+    ("job", "params", "field"),
+    [
+        ("european_option", {"volatility": 1e-200}, "volatility"),
+        ("european_option", {"maturity": 5e-324}, "maturity"),
+        ("european_option", {"spot": 1e-40}, "spot"),
+        ("asian_option", {"volatility": 1e-200}, "volatility"),
+        ("asian_option", {"maturity": 5e-324}, "maturity"),
+        ("heston_option", {"vol_of_vol": 1e-200}, "vol_of_vol"),
+        ("heston_option", {"initial_variance": 1e-300}, "initial_variance"),
+        ("heston_option", {"strike": 5e-324}, "strike"),
+        ("basket_option", {**_BASKET, "volatilities": [0.2, 1e-200]}, "volatilities"),
+        ("basket_option", {**_BASKET, "maturity": 5e-324}, "maturity"),
+        ("basket_option", {**_BASKET, "weights": [1.0, 1e-12]}, "weights"),
+        ("american_option", {**_BASKET, "strike": 1e-200}, "strike"),
+        ("american_option", {**_BASKET, "volatilities": None, "model": "heston",
+                             "heston": {**_HESTON_ASSETS, "vol_of_vol": [0.5, 1e-200]}}, "heston.vol_of_vol"),
+        ("option_book", {**_BOOK, "volatility": 1e-200}, "volatility"),
+        ("option_book", {"contracts": [{"strike": 100.0, "maturity": 5e-324}]}, "maturity"),
+        ("option_book", {**_BOOK, "model": "heston", "vol_of_vol": 1e-200}, "vol_of_vol"),
+    ],
+)
+def test_values_a_kernel_cannot_price_are_refused_with_the_bound(job: str, params: dict, field: str) -> None:
+    """Positive values that once divided by zero in a kernel (and were retried as transient) name the floor."""
+    refusal = f"(?s){field}.*must be at least [0-9.e-]+ \\(.+\\)"
+    with pytest.raises(ValidationError, match=refusal):
+        parse_params(job, params)
+
+
 def test_device_names_are_checked() -> None:
     assert resolve_device("cpu") == "cpu"
     with pytest.raises(ValueError, match="device must be one of"):

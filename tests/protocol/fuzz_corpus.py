@@ -150,6 +150,10 @@ def _bad_params(job_id: str, rng: random.Random) -> bytes:
         ("portfolio_var", {"exposures": [1.0], "volatilities": [0.1, 0.2]}),
         ("portfolio_var", {"exposures": [1.0, 1.0], "volatilities": [0.1, 0.2], "correlation": [[1, 2], [2, 1]]}),
         ("random_walk", {"seed": -1}), ("european_option", {"kind": "straddle"}),
+        # positive values below the floors no kernel can price (docs/kernels.md, "Values no kernel can price")
+        ("european_option", {"volatility": 1e-200}), ("european_option", {"maturity": 5e-324}),
+        ("asian_option", {"volatility": 1e-200}), ("heston_option", {"vol_of_vol": 1e-200}),
+        ("basket_option", {"spots": [100.0], "weights": [1.0], "volatilities": [1e-200]}),
     ])
     return _dumps({"job_id": job_id, "type": job_type, "params": params})
 

@@ -107,6 +107,15 @@ def test_well_formed_json_parses_as_the_standard_library_does(value: Any) -> Non
     (b'{"job_id": 7, "type": "noop"}', "job_id"),
     (b'{"job_id": "x", "type": {"nested": []}}', "type"),
     (b'{"job_id": "x", "type": "random_walk", "params": [1, 2]}', "params"),
+    # boundary values a kernel cannot price: once accepted, then dead-lettered after five deliveries
+    (b'{"job_id": "x", "type": "european_option", "params": {"volatility": 1e-200}}', "volatility"),
+    (b'{"job_id": "x", "type": "european_option", "params": {"maturity": 5e-324}}', "maturity"),
+    (b'{"job_id": "x", "type": "asian_option", "params": {"volatility": 1e-200}}', "must be at least 0.001"),
+    (b'{"job_id": "x", "type": "heston_option", "params": {"vol_of_vol": 1e-200}}', "vol_of_vol"),
+    (b'{"job_id": "x", "type": "basket_option", "params": {"spots": [100], "weights": [1], '
+     b'"volatilities": [1e-200]}}', "volatilities entries must be at least 0.001"),
+    (b'{"job_id": "x", "type": "option_book", "params": {"contracts": [{"strike": 1e-300, "maturity": 1}]}}',
+     "strike"),
 ])
 def test_hostile_bodies_are_rejected_with_a_readable_reason(body: bytes, reason: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
