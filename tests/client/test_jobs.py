@@ -17,7 +17,7 @@ from client import (
 )
 from client.jobs import BUILDERS
 from protocol.messages import parse_request
-from protocol.params import MAX_PATHS, PARAMS_BY_TYPE, JobType
+from protocol.params import MAX_PATHS, MIN_PRICE, PARAMS_BY_TYPE, JobType
 
 
 def test_there_is_a_builder_for_every_job_type_and_it_is_that_types_params_model() -> None:
@@ -54,7 +54,7 @@ def test_a_builders_request_reads_back_as_the_scheduler_parses_it(job: object) -
 def test_a_value_past_its_limit_fails_at_once_naming_field_and_limit() -> None:
     with pytest.raises(ValidationError) as caught:
         EuropeanOption(strike=-5)
-    assert "strike" in str(caught.value) and "greater than 0" in str(caught.value)
+    assert "strike" in str(caught.value) and f"at least {MIN_PRICE:g}" in str(caught.value)
     with pytest.raises(ValidationError) as caught:
         EuropeanOption(paths=MAX_PATHS + 1)
     assert "paths" in str(caught.value) and f"less than or equal to {MAX_PATHS}" in str(caught.value)
