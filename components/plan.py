@@ -427,5 +427,6 @@ def _iam_proof(recording: Recording, project: str) -> RuleResult:
     from components.iam_proof import Resource, prove
 
     proof = prove([Resource(r.type, r.props) for r in recording.resources if r.custom], project)
-    violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message) for message in proof.missing + proof.unused)
+    violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message)
+                       for message in proof.missing + proof.unused + proof.wider)
     return RuleResult(IAM_PROOF_RULE, IAM_PROOF_DESCRIPTION, violations)
