@@ -57,14 +57,32 @@ def dockerfile(request: pytest.FixtureRequest) -> tuple[str, list[Instruction]]:
     return request.param, parse(DOCKER_DIR / f"{request.param}.Dockerfile")
 
 
-def test_every_base_image_has_a_pinned_version_tag(dockerfile: tuple[str, list[Instruction]]) -> None:
+def test_every_base_image_is_pinned_by_version_tag_and_digest(dockerfile: tuple[str, list[Instruction]]) -> None:
     _, instructions = dockerfile
-    for image in resolved_bases(instructions) + [
+    images = resolved_bases(instructions) + [
         ins.args.split()[0].removeprefix("--from=") for ins in instructions
         if ins.keyword == "COPY" and ins.args.startswith("--from=") and ":" in ins.args.split()[0]
-    ]:
-        name, _, tag = image.rpartition(":")
-        assert name and tag and tag != "latest" and re.search(r"\d", tag), f"unpinned image {image}"
+    ]
+    assert images
+    for image in images:
+        reference, _, digest = image.partition("@")
+        name, _, tag = reference.rpartition(":")
+        assert name and tag != "latest" and re.search(r"\d", tag), f"no version tag: {image}"
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), f"not pinned by digest: {image}"
+
+
+def test_uv_is_installed_by_hash_at_the_workflows_version(dockerfile: tuple[str, list[Instruction]]) -> None:
+    import yaml
+
+    _, instructions = dockerfile
+    requirements = (DOCKER_DIR / "uv.requirements.txt").read_text()
+    [pin] = re.findall(r"^uv==(\S+) --hash=sha256:[0-9a-f]{64}$", requirements, re.MULTILINE)
+    installs = [ins.args for ins in instructions if ins.keyword == "RUN" and "uv.requirements.txt" in ins.args]
+    assert installs and all("--require-hashes" in args for args in installs)
+    assert not any(ins.args.startswith("--from=ghcr.io/astral-sh/uv") for ins in instructions)  # one way in
+    workflows = DOCKER_DIR.parents[1] / ".github" / "workflows"
+    versions = {path.name: yaml.safe_load(path.read_text())["env"]["UV_VERSION"] for path in workflows.glob("*.yml")}
+    assert versions and set(versions.values()) == {pin}, versions
 
 
 def test_final_stage_runs_as_unprivileged_numeric_user(dockerfile: tuple[str, list[Instruction]]) -> None:
