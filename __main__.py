@@ -52,10 +52,12 @@ identities = Identities(
 
 in_cluster = pulumi.ResourceOptions(providers=[gke.provider])
 worker_image = config.image("gpu-worker", config.images.worker_tag, config.images.worker_digest)
+scheduler_image = config.image("gpu-scheduler", config.images.scheduler_tag, config.images.scheduler_digest)
 dask = DaskCluster(
     "dask",
     DaskClusterArgs(
         image=worker_image,
+        scheduler_image=scheduler_image,  # the Dask scheduler needs no kernels and no GPU
         pools=worker_pools(config.gpu_pools),
         runtime_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
     ),
@@ -65,7 +67,7 @@ scheduler = SchedulerWorkload(
     "scheduler",
     SchedulerWorkloadArgs(
         project=config.project,
-        image=config.image("gpu-scheduler", config.images.scheduler_tag, config.images.scheduler_digest),
+        image=scheduler_image,
         result_store=services.result_store_url,
         scheduler_service_account_email=identities.emails[contract.SCHEDULER_SERVICE_ACCOUNT.account_id],
         vertex=VertexRouting(

@@ -72,7 +72,9 @@ class DaskClusterArgs:
     """Inputs of the Dask cluster."""
 
     image: pulumi.Input[str]
-    """Worker image (with the kernels); the Dask scheduler runs it too so every Dask version matches."""
+    """Worker image (with the kernels and CUDA)."""
+    scheduler_image: pulumi.Input[str]
+    """The Dask scheduler's image: the gpu-scheduler image (CPU only; the same lock, so the same Dask)."""
     pools: Sequence[manifests.WorkerPoolSpec]
     """One entry per GPU node pool; the first is the primary pool (autoscaled by the DaskAutoscaler)."""
     runtime_service_account_email: pulumi.Input[str]
@@ -98,7 +100,8 @@ class DaskCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: DaskClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE, name, None, opts)
         spec = manifests.DaskClusterSpec(
-            image=args.image,  # an Output: builders place it, never inspect it
+            image=args.image,  # Outputs: builders place them, never inspect them
+            scheduler_image=args.scheduler_image,
             pools=tuple(args.pools),
             name=args.name,
             scheduler_resources=args.scheduler_resources,

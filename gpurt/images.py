@@ -37,3 +37,29 @@ def pinned(
                    "set images.schedulerDigest and images.workerDigest", err=True)
         raise typer.Exit(1)
     typer.echo(f"all {len(found)} image references of stack {stack.value} are pinned by digest")
+
+
+@images_app.command("sizes")
+def sizes(
+    top: int = typer.Option(6, "--top", min=0, help="List this many of each image's biggest distributions."),
+) -> None:
+    """Each image's compressed size, computed from the wheels uv.lock pins for it; exit 1 over a target.
+
+    The base image is not in the lock and not counted. Targets: gpu-scheduler 150 MB, gpu-worker 1.5 GB
+    (a GPU node scaling from zero pulls the worker image before its first job).
+    """
+    from components.image_sizes import Lock, LockError, image_sizes
+
+    try:
+        found = image_sizes(Lock.read())
+    except (OSError, LockError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for image in found:
+        verdict = "within" if image.within_target else "OVER"
+        typer.echo(f"{image.image}: {image.size / 1e6:.1f} MB in {len(image.packages)} wheels, {verdict} its "
+                   f"{image.target / 1e6:.0f} MB target")
+        for package in image.largest(top):
+            typer.echo(f"  {package.size / 1e6:8.1f} MB  {package.name} {package.version}")
+    if not all(image.within_target for image in found):
+        raise typer.Exit(1)

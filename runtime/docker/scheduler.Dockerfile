@@ -1,5 +1,8 @@
 # syntax=docker/dockerfile:1.7
-# gpu-scheduler image: Pub/Sub consumer, HTTP API on 8080, Dask client. No GPU libraries.
+# gpu-scheduler image: core + [scheduler] from uv.lock, no kernels' compilers, no scipy, no GPU libraries. It runs
+# two things: the gpu-scheduler (its default command; Pub/Sub consumer, HTTP API on 8080, Dask client), and the
+# DaskCluster's Dask scheduler (`dask scheduler`, set as the command by components/manifests/dask.py), which
+# needs only distributed from the same lock, so client, scheduler and workers share one Dask version.
 # Build from the repository root (BuildKit reads scheduler.Dockerfile.dockerignore beside this file):
 #   docker build -f runtime/docker/scheduler.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-scheduler:$GIT_SHA .
 
@@ -47,4 +50,5 @@ WORKDIR /tmp
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
-ENTRYPOINT ["python", "-m", "runtime.scheduler"]
+# A default command, not an entrypoint: the Dask scheduler's pod replaces it with `dask scheduler ...`.
+CMD ["python", "-m", "runtime.scheduler"]

@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1.7
-# Dask GPU worker image: core + [gpu] from uv.lock (numba-cuda, cupy, dask-cuda and the CUDA 12 libraries as
-# NVIDIA's wheels) plus this project's kernels.
+# Dask GPU worker image: core + [gpu] from uv.lock (numba, numba-cuda, cupy and the CUDA 12 libraries the
+# kernels use, as NVIDIA's wheels: cudart, NVRTC, libNVVM, nvJitLink) plus this project's kernels. It runs
+# `dask worker` (the DaskCluster's worker groups) and Vertex AI custom jobs (runtime.scheduler.backends.vertex_task).
 # Build from the repository root (BuildKit reads worker.Dockerfile.dockerignore beside this file):
 #   docker build -f runtime/docker/worker.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-worker:$GIT_SHA .
 #
@@ -48,5 +49,6 @@ ENV PATH=/opt/gpurt/bin:/usr/local/nvidia/bin:$PATH \
     MPLCONFIGDIR=/tmp/matplotlib
 USER 10001:10001
 WORKDIR /tmp
-# The Dask operator supplies the worker's arguments (scheduler address, --resources GPU=1).
-CMD ["dask-cuda-worker"]
+# What the DaskCluster runs: `dask worker` (components/manifests/dask.py worker_command); the Dask operator
+# supplies the scheduler address, --nthreads and --resources GPU=N as the container's arguments.
+CMD ["dask", "worker"]

@@ -44,7 +44,8 @@ def recording() -> Recording:
         patch.setattr(components.plan, "RecordingMonitor", _OptionsMonitor)
         return run(
             lambda: DaskCluster(
-                "dask", DaskClusterArgs(image="registry/worker:v1", pools=pools, runtime_service_account_email=EMAIL)
+                "dask", DaskClusterArgs(image="registry/worker:v1", scheduler_image="registry/scheduler:v1",
+                                        pools=pools, runtime_service_account_email=EMAIL)
             )
         )
 
@@ -117,7 +118,8 @@ def test_outputs_name_the_scheduler_address_and_worker_groups() -> None:
 
     def program() -> None:
         pools = worker_pools(stack_config("staging").gpu_pools)
-        cluster = DaskCluster("dask", DaskClusterArgs(image="w:1", pools=pools, runtime_service_account_email=EMAIL))
+        cluster = DaskCluster("dask", DaskClusterArgs(image="w:1", scheduler_image="s:1", pools=pools,
+                                                      runtime_service_account_email=EMAIL))
         cluster.scheduler_address.apply(lambda value: outputs.setdefault("address", value))
         cluster.worker_groups.apply(lambda value: outputs.setdefault("groups", value))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,8 @@ def test_scheduler_image_serves_and_checks_health() -> None:
     instructions = parse(DOCKER_DIR / "scheduler.Dockerfile")
     final = final_stage(instructions)
     assert any(ins.keyword == "HEALTHCHECK" and "/healthz" in ins.args for ins in final)
-    assert any(ins.keyword == "ENTRYPOINT" and "runtime.scheduler" in ins.args for ins in final)
+    assert [ins.args for ins in final if ins.keyword in {"CMD", "ENTRYPOINT"}] == [
+        '["python", "-m", "runtime.scheduler"]']  # a CMD: the Dask scheduler's pod replaces it
     assert all("slim" in base for base in resolved_bases(instructions))
     assert len(resolved_bases(instructions)) >= 2  # multi-stage: no build tools in the final image
 
@@ -140,4 +142,8 @@ def test_worker_image_has_one_cuda_stack() -> None:
     assert bases and all(base.startswith("python:") and "slim" in base for base in bases)
     env = " ".join(ins.args for ins in final_stage(instructions) if ins.keyword == "ENV")
     assert "LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in env  # the node's driver, mounted by GKE
-    assert any(ins.keyword == "CMD" and "dask-cuda-worker" in ins.args for ins in final_stage(instructions))
+    # The image says what it runs: the DaskCluster's own worker command (no unused dask-cuda-worker).
+    from components.manifests.dask import worker_command
+
+    [cmd] = [ins.args for ins in final_stage(instructions) if ins.keyword in {"CMD", "ENTRYPOINT"}]
+    assert json.loads(cmd) == worker_command(1)[:2]
