@@ -105,6 +105,10 @@ class ServiceAccountSpec:
 
 RUNTIME_NAMESPACE: Final = "gpu-runtime"
 COMPUTE_NAMESPACE: Final = "compute"
+# The dask-kubernetes operator alone. The gpu-scheduler may delete Deployments in `compute` (queued pools'
+# workers, whose names the operator generates), and RBAC grants by name or by namespace, never by label: in its
+# own namespace the operator's Deployment is out of that grant's reach.
+DASK_OPERATOR_NAMESPACE: Final = "dask-operator"
 MONITORING_NAMESPACE: Final = "monitoring"
 
 SCHEDULER_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
