@@ -255,11 +255,3 @@ def test_locked_numpy_is_one_the_locked_numba_cuda_can_compile_against() -> None
     too_new = [v for v in numpys if tuple(int(x) for x in v.split(".")[:2]) >= (2, 5)]
     assert numpys and not too_new, f"uv.lock pins numpy {too_new}; keep numpy<2.5 in pyproject.toml"
 
-
-def test_grpcio_is_locked_at_grpcio_status_release() -> None:
-    """grpcio-status is released with grpcio and pins the protobuf major; a grpcio ahead of it (1.85 beside 1.71)
-    is a pairing nobody released together. pulumi-policy pins protobuf 5, which caps grpcio-status at 1.71."""
-    lock = _lock()
-    grpcio, status = (lock[name]["version"].split(".")[:2] for name in ("grpcio", "grpcio-status"))
-
-    assert grpcio == status, (grpcio, status)
