@@ -14,6 +14,7 @@ from components.dask import DaskCluster, DaskClusterArgs, worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
 from components.iam import Identities, IdentitiesArgs
 from components.lifecycle import lifecycle_options
+from components.manifests.scheduler import VertexRouting
 from components.monitoring import Monitoring, MonitoringArgs
 from components.platform_services import PlatformServices, PlatformServicesArgs
 from components.pubsub import PubSub, PubSubArgs
@@ -38,19 +39,25 @@ services = PlatformServices(
 after_apis = pulumi.ResourceOptions(depends_on=services.apis)
 pubsub = PubSub("pubsub", PubSubArgs(project=config.project, project_number=project_number), opts=after_apis)
 gke = GkeCluster("gke", GkeClusterArgs(config=config, depends_on=services.apis))
+# Vertex AI roles are granted only to a stack that routes jobs there (vertex.jobTypes).
+routes_to_vertex = bool(config.vertex.job_types)
 identities = Identities(
     "iam",
     IdentitiesArgs(
-        project=config.project, workload_pool=gke.workload_pool, result_bucket=services.result_bucket.name
+        project=config.project, workload_pool=gke.workload_pool, result_bucket=services.result_bucket.name,
+        vertex=routes_to_vertex,
     ),
     opts=after_apis,
 )
 
 in_cluster = pulumi.ResourceOptions(providers=[gke.provider])
+worker_image = config.image("gpu-worker", config.images.worker_tag, config.images.worker_digest)
+scheduler_image = config.image("gpu-scheduler", config.images.scheduler_tag, config.images.scheduler_digest)
 dask = DaskCluster(
     "dask",
     DaskClusterArgs(
-        image=config.image("gpu-worker", config.images.worker_tag, config.images.worker_digest),
+        image=worker_image,
+        scheduler_image=scheduler_image,  # the Dask scheduler needs no kernels and no GPU
         pools=worker_pools(config.gpu_pools),
         runtime_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
     ),
@@ -60,10 +67,17 @@ scheduler = SchedulerWorkload(
     "scheduler",
     SchedulerWorkloadArgs(
         project=config.project,
-        image=config.image("gpu-scheduler", config.images.scheduler_tag, config.images.scheduler_digest),
+        image=scheduler_image,
         result_store=services.result_store_url,
         scheduler_service_account_email=identities.emails[contract.SCHEDULER_SERVICE_ACCOUNT.account_id],
-        vertex_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
+        vertex=VertexRouting(
+            job_types=config.vertex.job_types,
+            service_account=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
+            image=worker_image,
+            region=config.region,
+            machine_type=config.vertex.machine_type,
+            accelerator=config.vertex.accelerator_type,
+        ) if routes_to_vertex else None,
         control_token=control_token,
         replicas=config.scheduler_replicas,
         compute_namespace=dask.namespace,

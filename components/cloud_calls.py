@@ -18,6 +18,7 @@ Workloads and their identities (resolved from the stack, never assumed):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -48,6 +49,29 @@ class Target(StrEnum):
 
 
 @dataclass(frozen=True)
+class Switch:
+    """Settings of the scheduler's Deployment under which the code makes a call: any one given turns it on.
+
+    Each entry is ``(setting, value)``: ``value`` None means any non-empty value. A stack whose scheduler
+    gives none of them makes the call never, so it needs, and must grant, nothing for it.
+    """
+
+    settings: tuple[tuple[str, str | None], ...]
+
+    def on(self, env: Mapping[str, str]) -> bool:
+        """Whether the Deployment's settings ``env`` turn the calls on."""
+        return any(env.get(name) if value is None else env.get(name) == value for name, value in self.settings)
+
+    def __str__(self) -> str:
+        return " and ".join(f"{name} is not set" if value is None else f"{name} is not {value}"
+                            for name, value in self.settings)
+
+
+QUEUED_POOLS: Final = Switch(((contract.QUEUED_POOLS_ENV, None),))
+VERTEX_AI: Final = Switch(((contract.VERTEX_TYPES_ENV, None), (contract.BACKEND_ENV, contract.VERTEX_BACKEND)))
+
+
+@dataclass(frozen=True)
 class GcpCall:
     """A Google API call: ``permissions`` must all hold on ``target`` (``name``: which topic, account...)."""
 
@@ -60,14 +84,16 @@ class GcpCall:
     target: Target
     name: str = ""
     why: str = ""
+    only_with: Switch | None = None
+    """The calls are made only when the scheduler's settings turn this on (Vertex AI routing)."""
 
 
 @dataclass(frozen=True)
 class KubeCall:
     """A Kubernetes API call: ``verb`` on ``resource`` of ``api_group`` in ``namespace`` (``name``: the object).
 
-    ``only_with``: a setting of the workload's Deployment; the code makes the call only when that setting is
-    given (non-empty), so a stack that does not set it needs, and must grant, nothing for the call.
+    ``only_with``: the code makes the call only when the scheduler's Deployment turns this on, so a stack
+    that does not needs, and must grant, nothing for the call.
     """
 
     site: str
@@ -78,7 +104,7 @@ class KubeCall:
     verb: str
     namespace: str
     name: str | None = None
-    only_with: str | None = None
+    only_with: Switch | None = None
 
 
 _S = Workload.SCHEDULER
@@ -100,6 +126,7 @@ _CONSUME = ("pubsub.subscriptions.consume",)
 _ADMIN = "validation.clients.pubsub:GooglePubSubAdmin"
 _KUBE = "validation.clients.kube:KubernetesApi"
 _APPS = "validation.rollback.kubernetes:KubernetesDeploymentApi"
+_VERTEX = "runtime.scheduler.backends.vertex:VertexBackend"
 
 GCP_CALLS: Final = (
     GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
@@ -125,22 +152,22 @@ GCP_CALLS: Final = (
     # is staged and renamed (only file:// stores are).
     GcpCall(f"{_STORE}._write_in", "makedirs", _S, (), Target.RESULT_BUCKET, why="no-op on gs://"),
     GcpCall(f"{_STORE}._write_in", "mv", _S, (), Target.RESULT_BUCKET, why="file:// stores only"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "create", _S,
-            ("aiplatform.customJobs.create",), Target.PROJECT, why="starts a custom job"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "create", _S, ("iam.serviceAccounts.actAs",),
-            Target.SERVICE_ACCOUNT, contract.RUNTIME_SERVICE_ACCOUNT.account_id, "the job runs as gpu-runtime"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "get", _S, ("aiplatform.customJobs.get",),
-            Target.PROJECT, why="polls the job"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.run", "cancel", _S,
-            ("aiplatform.customJobs.cancel",), Target.PROJECT, why="cancels a job past its deadline"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend.cancel", "cancel", _S,
-            ("aiplatform.customJobs.cancel",), Target.PROJECT, why="cancels on request"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend._read_output", "open", _S, _GET,
-            Target.RESULT_BUCKET, why="reads the job's output and artifacts"),
-    GcpCall("runtime.scheduler.backends.vertex:VertexBackend._raise_failure", "open", _S, _GET,
-            Target.RESULT_BUCKET, why="reads the job's error record"),
+    # Vertex AI routing (GPURT_VERTEX_TYPES or GPURT_BACKEND=vertex): the scheduler starts, polls and cancels
+    # custom jobs that run as gpu-runtime and write their output to the result store.
+    *(GcpCall(f"{_VERTEX}.{function}", method, workload, permissions, target, name, why, only_with=VERTEX_AI)
+      for function, method, workload, permissions, target, name, why in (
+          ("run", "create", _S, ("aiplatform.customJobs.create",), Target.PROJECT, "", "starts a custom job"),
+          ("run", "create", _S, ("iam.serviceAccounts.actAs",), Target.SERVICE_ACCOUNT,
+           contract.RUNTIME_SERVICE_ACCOUNT.account_id, "the job runs as gpu-runtime"),
+          ("run", "get", _S, ("aiplatform.customJobs.get",), Target.PROJECT, "", "polls the job"),
+          ("run", "cancel", _S, ("aiplatform.customJobs.cancel",), Target.PROJECT, "",
+           "cancels a job past its deadline"),
+          ("cancel", "cancel", _S, ("aiplatform.customJobs.cancel",), Target.PROJECT, "", "cancels on request"),
+          ("_read_output", "open", _S, _GET, Target.RESULT_BUCKET, "", "reads the job's output and artifacts"),
+          ("_raise_failure", "open", _S, _GET, Target.RESULT_BUCKET, "", "reads the job's error record"),
+      )),
     GcpCall("runtime.scheduler.backends.vertex_task:_write", "open", Workload.VERTEX_TASK, _WRITE,
-            Target.RESULT_BUCKET, why="the job writes its output under the result store"),
+            Target.RESULT_BUCKET, why="the job writes its output under the result store", only_with=VERTEX_AI),
     *(GcpCall(site, method, Workload.OPERATOR, permissions, Target.PROJECT, why=why)
       for site, method, permissions, why in (
           ("runtime.dlq.tools:DeadLetterQueue._pull", "pull", _CONSUME, "gpurt dlq inspect / replay"),
@@ -200,7 +227,7 @@ KUBE_CALLS: Final = (
     # Queued pools (GPURT_QUEUED_POOLS): ProvisioningRequests and their PodTemplates, and the worker
     # Deployments that consume them. Their names are generated, so no call names its object.
     *(KubeCall(f"{_QUEUED}.{function}", method, _S, group, resource, verb, contract.COMPUTE_NAMESPACE,
-               only_with=contract.QUEUED_POOLS_ENV)
+               only_with=QUEUED_POOLS)
       for function, method, group, resource, verb in (
           ("requests", "list_namespaced_custom_object", *_PROVREQS, "list"),
           ("_request_capacity", "create_namespaced_pod_template", "", "podtemplates", "create"),

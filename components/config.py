@@ -274,6 +274,18 @@ class VertexConfig(_Model):
     machine_type: str = Field(description="Custom-job machine type.")
     accelerator_type: str = Field(description="Vertex accelerator enum, e.g. NVIDIA_TESLA_T4.")
     accelerator_count: int = Field(1, ge=1, le=16)
+    job_types: tuple[str, ...] = Field((), description="Job types the scheduler routes to Vertex AI custom jobs; "
+                                       "empty (the default): none, and no Vertex AI role is granted.")
+
+    @field_validator("job_types")
+    @classmethod
+    def _known_job_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from protocol.params import JobType
+
+        unknown = sorted(set(value) - {t.value for t in JobType})
+        if unknown:
+            raise ValueError(f"unknown job types {unknown}; known: {sorted(t.value for t in JobType)}")
+        return value
 
     @field_validator("accelerator_type")
     @classmethod

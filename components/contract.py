@@ -105,6 +105,10 @@ class ServiceAccountSpec:
 
 RUNTIME_NAMESPACE: Final = "gpu-runtime"
 COMPUTE_NAMESPACE: Final = "compute"
+# The dask-kubernetes operator alone. The gpu-scheduler may delete Deployments in `compute` (queued pools'
+# workers, whose names the operator generates), and RBAC grants by name or by namespace, never by label: in its
+# own namespace the operator's Deployment is out of that grant's reach.
+DASK_OPERATOR_NAMESPACE: Final = "dask-operator"
 MONITORING_NAMESPACE: Final = "monitoring"
 
 SCHEDULER_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
@@ -113,7 +117,6 @@ SCHEDULER_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
     roles=(
         "roles/pubsub.subscriber",
         "roles/pubsub.publisher",
-        "roles/aiplatform.user",
         "roles/logging.logWriter",
     ),
     k8s_namespace=RUNTIME_NAMESPACE,
@@ -121,8 +124,8 @@ SCHEDULER_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
 )
 RUNTIME_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
     account_id="gpu-runtime",
-    display_name="GPU runtime: Dask GPU workers writing artifacts and pulling images",
-    roles=("roles/storage.objectAdmin", "roles/artifactregistry.reader"),
+    display_name="GPU runtime: Dask GPU workers, and the identity Vertex AI jobs run as",
+    roles=("roles/artifactregistry.reader",),
     k8s_namespace=COMPUTE_NAMESPACE,
     k8s_service_account="gpu-runtime",
 )
@@ -242,6 +245,13 @@ DASK_AUTOSCALER_SUFFIX: Final = "-autoscaler"
 # The gpu-scheduler setting naming the pools whose nodes come only through ProvisioningRequests (queued
 # provisioning): ``pool[=maxRunDurationSeconds],...``. The stack renders it from gpuPools; unset, there are none.
 QUEUED_POOLS_ENV: Final = "GPURT_QUEUED_POOLS"
+# The gpu-scheduler settings that route jobs to Vertex AI custom jobs: the job types sent there
+# (comma-separated), or a backend that sends everything there; unset, no Vertex AI call is ever made.
+VERTEX_TYPES_ENV: Final = "GPURT_VERTEX_TYPES"
+BACKEND_ENV: Final = "GPURT_BACKEND"
+VERTEX_BACKEND: Final = "vertex"
+# The Google account Vertex AI custom jobs run as (gpu-runtime); set only together with Vertex AI routing.
+VERTEX_ACCOUNT_ENV: Final = "GPURT_VERTEX_SERVICE_ACCOUNT"
 # In-cluster address of the Dask scheduler Service the operator creates (`<cluster>-scheduler`).
 DASK_SCHEDULER_ADDRESS: Final = (
     f"tcp://{DASK_CLUSTER_NAME}-scheduler.{COMPUTE_NAMESPACE}.svc.cluster.local:{DASK_SCHEDULER_PORT}"
@@ -306,6 +316,9 @@ class ScopedGrant:
     scope: GrantScope
     reason: str
     target: str = ""
+    vertex_only: bool = False
+    """Granted only by a stack whose scheduler routes jobs to Vertex AI (``VERTEX_TYPES_ENV`` set): the calls
+    that need it are made only then, so any other stack holding it would hold a grant nobody uses."""
 
 
 SCOPED_GRANTS: Final = (
@@ -313,7 +326,19 @@ SCOPED_GRANTS: Final = (
                 "reads and writes results, artifacts and markers; replaces objects (create + delete)"),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/monitoring.viewer", GrantScope.PROJECT,
                 "reads the request and dead-letter backlog (num_undelivered_messages); no narrower resource"),
+    # Vertex AI custom jobs have no IAM policy of their own: creating one is a project permission.
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/aiplatform.user", GrantScope.PROJECT,
+                "creates, polls and cancels Vertex AI custom jobs", vertex_only=True),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/iam.serviceAccountUser", GrantScope.SERVICE_ACCOUNT,
                 "starts Vertex AI custom jobs that run as gpu-runtime (iam.serviceAccounts.actAs)",
-                target=RUNTIME_SERVICE_ACCOUNT.account_id),
+                target=RUNTIME_SERVICE_ACCOUNT.account_id, vertex_only=True),
+    # The Dask workers make no cloud call; only a Vertex AI job running as gpu-runtime writes, and only its
+    # own output under the result store: objects on the result bucket, never its IAM policy or retention.
+    ScopedGrant(RUNTIME_SERVICE_ACCOUNT.account_id, "roles/storage.objectUser", GrantScope.RESULT_BUCKET,
+                "Vertex AI jobs write their output and artifacts under the result store", vertex_only=True),
 )
+
+
+def scoped_grants(vertex: bool) -> tuple[ScopedGrant, ...]:
+    """The scoped grants of a stack: those that only Vertex AI routing needs are left out when ``vertex`` is off."""
+    return tuple(grant for grant in SCOPED_GRANTS if vertex or not grant.vertex_only)

@@ -72,7 +72,9 @@ class DaskClusterArgs:
     """Inputs of the Dask cluster."""
 
     image: pulumi.Input[str]
-    """Worker image (with the kernels); the Dask scheduler runs it too so every Dask version matches."""
+    """Worker image (with the kernels and CUDA)."""
+    scheduler_image: pulumi.Input[str]
+    """The Dask scheduler's image: the gpu-scheduler image (CPU only; the same lock, so the same Dask)."""
     pools: Sequence[manifests.WorkerPoolSpec]
     """One entry per GPU node pool; the first is the primary pool (autoscaled by the DaskAutoscaler)."""
     runtime_service_account_email: pulumi.Input[str]
@@ -98,7 +100,8 @@ class DaskCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: DaskClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE, name, None, opts)
         spec = manifests.DaskClusterSpec(
-            image=args.image,  # an Output: builders place it, never inspect it
+            image=args.image,  # Outputs: builders place them, never inspect them
+            scheduler_image=args.scheduler_image,
             pools=tuple(args.pools),
             name=args.name,
             scheduler_resources=args.scheduler_resources,
@@ -111,6 +114,12 @@ class DaskCluster(pulumi.ComponentResource):
         )
         for policy in network.build_compute_policies(spec.name):
             apply_manifest(name, policy, in_ns)
+        # The operator in a namespace of its own: the gpu-scheduler's delete on Deployments in `compute` (queued
+        # pools) cannot reach it (contract.DASK_OPERATOR_NAMESPACE). It watches every namespace (its chart's
+        # cluster-wide RBAC), so it still runs the cluster in `compute`.
+        operator_ns = apply_manifest(name, common.namespace(contract.DASK_OPERATOR_NAMESPACE), child)
+        for policy in network.build_operator_policies():
+            apply_manifest(name, policy, pulumi.ResourceOptions(parent=self, depends_on=[operator_ns]))
         chart = args.operator_chart
         release = k8s.helm.v3.Release(
             f"{name}-operator",
@@ -118,10 +127,10 @@ class DaskCluster(pulumi.ComponentResource):
             chart=chart.name,
             version=chart.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-            namespace=contract.COMPUTE_NAMESPACE,
+            namespace=contract.DASK_OPERATOR_NAMESPACE,
             values=dask_operator_values(),
             atomic=True,
-            opts=in_ns,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, operator_ns]),
         )
         # The operator acts on these only at creation: replace them whole when their spec changes.
         custom = pulumi.ResourceOptions(

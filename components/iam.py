@@ -3,8 +3,9 @@
 Each ``contract.ServiceAccountSpec`` becomes one service account with exactly its roles (one project
 IAM member per role, so nothing else on the project is touched) and a ``roles/iam.workloadIdentityUser``
 binding for its Kubernetes service account. Each ``contract.ScopedGrant`` is bound on its own resource
-(the result bucket, another service account) or, where nothing narrower exists, on the project. Pods
-authenticate through the GKE metadata server; no service-account key is ever created.
+(the result bucket, another service account) or, where nothing narrower exists, on the project; those
+only Vertex AI routing needs are bound only by a stack that routes jobs there. Pods authenticate through
+the GKE metadata server; no service-account key is ever created.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ class IdentitiesArgs:
     accounts: tuple[contract.ServiceAccountSpec, ...] = field(default=contract.SERVICE_ACCOUNTS)
     """Accounts to create; the contract's by default."""
 
-    grants: tuple[contract.ScopedGrant, ...] = field(default=contract.SCOPED_GRANTS)
-    """Resource-scoped grants of those accounts; the contract's by default."""
+    vertex: bool = False
+    """The scheduler routes jobs to Vertex AI: only then are the contract's Vertex-only grants bound."""
+
+    grants: tuple[contract.ScopedGrant, ...] | None = None
+    """Resource-scoped grants of those accounts; by default the contract's for this ``vertex`` setting."""
 
 
 class Identities(pulumi.ComponentResource):
@@ -89,7 +93,7 @@ class Identities(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-        for grant in args.grants:
+        for grant in args.grants if args.grants is not None else contract.scoped_grants(args.vertex):
             self._grant(name, grant, args, child)
         self.emails = {key: account.email for key, account in self.accounts.items()}
         self.register_outputs({"emails": self.emails})

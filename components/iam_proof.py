@@ -6,9 +6,16 @@ Google account that account is annotated with *and* bound to through Workload Id
 the Deployment names for Vertex AI jobs. Grants are every IAM member on the project, the result bucket,
 topics, subscriptions and service accounts, expanded into permissions with ``components.iam_permissions``;
 RBAC is every Role and RoleBinding. Then each ``components.cloud_calls`` entry must be covered, and each
-grant (role on a resource; RBAC verb on a resource) must cover some call. A Kubernetes call that the code
-makes only under a setting (``KubeCall.only_with``, e.g. queued pools) counts only where the scheduler's
-Deployment sets it: a stack without queued pools must grant nothing for ProvisioningRequests.
+grant (role on a resource; RBAC verb on a resource) must cover some call. A call that the code makes only
+under a setting (``only_with``: queued pools, Vertex AI routing) counts only where the scheduler's
+Deployment turns it on: a stack without queued pools grants nothing for ProvisioningRequests, one that
+routes nothing to Vertex AI holds neither ``roles/aiplatform.user`` nor actAs on ``gpu-runtime``.
+
+A used grant can still be wider than its calls (``Proof.wider``): bound on the project where every call it
+serves is on the result bucket or a service account (which the IAM component binds on), or a role where a
+narrower predefined role of the permission table covers every call. Workload Identity bindings are checked
+too: each must let a Kubernetes account of the stack, annotated with that Google account and run by a pod
+of the stack, act as it, and nothing else.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 CLUSTER: Final = "gcp:container/cluster:Cluster"
 GSA_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
-VERTEX_ACCOUNT_ENV: Final = "GPURT_VERTEX_SERVICE_ACCOUNT"
+# The scopes the IAM component binds on below the project: a project grant serving only these is too wide.
+_NARROWER: Final = frozenset({Target.RESULT_BUCKET, Target.SERVICE_ACCOUNT})
 # IAM member resource types and the kind of resource each binds on.
 _MEMBER_TYPES: Final = {
     "gcp:projects/iAMMember:IAMMember": Target.PROJECT,
@@ -81,12 +89,14 @@ class Proof:
     unused: tuple[str, ...]
     proven: tuple[str, ...]
     not_made: tuple[str, ...] = ()
-    """Declared calls this stack's settings switch off (``KubeCall.only_with`` unset): needing no grant."""
+    """Declared calls this stack's settings switch off (their ``only_with`` is off): needing no grant."""
+    wider: tuple[str, ...] = ()
+    """Used grants wider than their calls (scope or role), and Workload Identity bindings nothing runs as."""
 
     @property
     def ok(self) -> bool:
-        """True when every call is allowed and every grant used."""
-        return not self.missing and not self.unused
+        """True when every call is allowed, every grant used, and none wider than its calls."""
+        return not self.missing and not self.unused and not self.wider
 
 
 def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
@@ -161,8 +171,8 @@ def identities(resources: list[Resource], problems: list[str]) -> dict[Workload,
         problems.append(f"{principal} is not {WORKLOAD_IDENTITY_ROLE} of {email}: the pods cannot act as it")
     found = {Workload.SCHEDULER: Identity(email, ksa)}
     env = {e.get("name"): e.get("value") for c in pod.get("containers") or [] for e in c.get("env") or []}
-    if env.get(VERTEX_ACCOUNT_ENV):
-        found[Workload.VERTEX_TASK] = Identity(str(env[VERTEX_ACCOUNT_ENV]))
+    if env.get(contract.VERTEX_ACCOUNT_ENV):
+        found[Workload.VERTEX_TASK] = Identity(str(env[contract.VERTEX_ACCOUNT_ENV]))
     return found
 
 
@@ -213,8 +223,12 @@ def prove(
     granted = [grant for grant in grants(resources, project) if grant.member in accounts]
     unknown_roles = sorted({g.role for g in granted} - ROLE_PERMISSIONS.keys())
     missing += [f"role {role} has no permission list in components/iam_permissions.py" for role in unknown_roles]
-    used: set[Grant] = set()
-    for call in (c for c in gcp_calls if c.workload in cloud_calls.STACK_WORKLOADS):
+    used: dict[Grant, list[tuple[str, Target]]] = {}
+    settings = scheduler_settings(resources)
+    made = [c for c in (*gcp_calls, *kube_calls) if c.only_with is None or c.only_with.on(settings)]
+    not_made = tuple(f"{c.site} {c.method}: not made, {c.only_with}" for c in (*gcp_calls, *kube_calls)
+                     if c not in made and c.workload in cloud_calls.STACK_WORKLOADS)
+    for call in (c for c in made if isinstance(c, GcpCall) and c.workload in cloud_calls.STACK_WORKLOADS):
         identity = who.get(call.workload)
         if identity is None:
             missing.append(f"{call.site} ({call.method}): workload {call.workload} has no identity in the stack")
@@ -227,7 +241,8 @@ def prove(
                 missing.append(f"{_account_id(member)} lacks {permission} on {where}, needed by {call.site} "
                                f"({call.method}: {call.why})")
             else:
-                used.update(allowing)
+                for grant in allowing:
+                    used.setdefault(grant, []).append((permission, target))
                 proven.append(f"{call.site} {call.method}: {permission} on {where} via "
                               f"{', '.join(sorted({g.role for g in allowing}))}")
     unused = []
@@ -241,12 +256,85 @@ def prove(
     unused += [f"{account} {role} is listed as without a caller, but a call uses it: drop it from the list"
                for account, role in cloud_calls.CONTRACT_ROLES_WITHOUT_CALLER
                if any(g in used and (_account_id(g.member), g.role) == (account, role) for g in granted)]
-    settings = scheduler_settings(resources)
-    made = [c for c in kube_calls if c.only_with is None or settings.get(c.only_with)]
-    not_made = tuple(f"{c.site} {c.method}: not made, {c.only_with} is not set" for c in kube_calls
-                     if c not in made and c.workload in cloud_calls.STACK_WORKLOADS)
-    missing_rbac, unused_rbac, proven_rbac = _prove_rbac(resources, who, tuple(made))
-    return Proof(tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac), not_made)
+    wider = _wider(used) + _workload_identity_wider(resources, project)
+    missing_rbac, unused_rbac, proven_rbac = _prove_rbac(
+        resources, who, tuple(c for c in made if isinstance(c, KubeCall)))
+    return Proof(tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac), not_made,
+                 tuple(wider))
+
+
+def _wider(used: Mapping[Grant, list[tuple[str, Target]]]) -> list[str]:
+    """Used grants bound wider than their calls need: on the project for narrower calls, or a wider role."""
+    found = []
+    for grant, uses in used.items():
+        account = _account_id(grant.member)
+        targets = {target for _, target in uses}
+        if grant.target is Target.PROJECT and targets <= _NARROWER:
+            found.append(f"{account} holds {grant.role} on the whole project, but its calls need it only on "
+                         f"{', '.join(sorted(t.value for t in targets))}: bind it there")
+        permissions = {permission for permission, _ in uses}
+        held = ROLE_PERMISSIONS.get(grant.role, frozenset())
+        narrower = sorted(role for role, has in ROLE_PERMISSIONS.items() if has < held and permissions <= has)
+        if narrower:
+            found.append(f"{account} holds {grant.role}, but {narrower[0]} covers every call it serves "
+                         f"({', '.join(sorted(permissions))})")
+    return found
+
+
+def _runs_as(resources: list[Resource]) -> set[tuple[str, str]]:
+    """(namespace, Kubernetes account) of every pod template of the stack (Deployments, Dask objects...)."""
+    found: set[tuple[str, str]] = set()
+
+    def walk(value: Any, namespace: str) -> None:
+        if isinstance(value, Mapping):
+            if value.get("serviceAccountName"):
+                found.add((namespace, str(value["serviceAccountName"])))
+            for item in value.values():
+                walk(item, namespace)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, namespace)
+
+    for resource in resources:
+        namespace = _get(resource.props, "metadata", "namespace")
+        if namespace:
+            walk(_get(resource.props, "spec"), str(namespace))
+    return found
+
+
+def _workload_identity_wider(resources: list[Resource], project: str) -> list[str]:
+    """Workload Identity bindings on the platform's accounts that let anything but its own pods act as them."""
+    pools = {str(_get(r.props, "workloadIdentityConfig", "workloadPool")) for r in resources if r.type == CLUSTER}
+    emails = {spec.email(project) for spec in contract.SERVICE_ACCOUNTS}
+    running = _runs_as(resources)
+    found = []
+    for resource in resources:
+        member = str(_get(resource.props, "member") or "")
+        role = _get(resource.props, "role")
+        if resource.type not in _MEMBER_TYPES or ("[" not in member and role != WORKLOAD_IDENTITY_ROLE):
+            continue
+        email = _last(_get(resource.props, "serviceAccountId") or "")
+        if role != WORKLOAD_IDENTITY_ROLE or resource.type != "gcp:serviceaccount/iAMMember:IAMMember":
+            # A Kubernetes principal holding a role directly bypasses the accounts the proof checks.
+            found.append(f"{member} holds {role} directly; pods get roles only through the platform's accounts")
+            continue
+        if email not in emails:
+            continue
+        pool, _, rest = member.removeprefix("serviceAccount:").partition("[")
+        namespace, _, name = rest.rstrip("]").partition("/")
+        account = _named(resources, K8S_SERVICE_ACCOUNT, name, namespace)
+        if pool not in pools:
+            why = f"its pool {pool or '(none)'} is not the cluster's"
+        elif account is None:
+            why = "the stack has no such Kubernetes account"
+        elif _get(account, "metadata", "annotations", GSA_ANNOTATION) != email:
+            why = f"that account is not annotated {GSA_ANNOTATION}={email}"
+        elif (namespace, name) not in running:
+            why = "no pod of the stack runs as that account"
+        else:
+            continue
+        found.append(f"{member} may act as {_account_id(email)} through {_get(resource.props, 'role')}, but {why}")
+    return found
 
 
 def _prove_rbac(

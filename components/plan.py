@@ -400,17 +400,37 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
     except Exception as exc:
         raise PlanError(f"the program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
 
-    subjects = [rules.Subject(r.type, r.name, r.props) for r in recording.resources if r.custom]
+    policy = judge([rules.Subject(r.type, r.name, r.props) for r in recording.resources if r.custom],
+                   stack_settings.config.get("gcp:project", ""))
+    cost, cost_note = plan_cost([(r.type, r.props) for r in recording.resources if r.custom],
+                                stack_settings.config.get("gcp:region", ""))
+    return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders,
+                cost, cost_note)
+
+
+def judge(subjects: list[rules.Subject], project: str) -> tuple[RuleResult, ...]:
+    """The verdict of this checkout's policy rules and IAM proof on rendered resources ``subjects``."""
     verdicts = rules.evaluate(subjects)
     descriptions = {rule.id: rule.description for rule in (*rules.RESOURCE_RULES, *rules.STACK_RULES)}
     policy = tuple(
         RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
     )
-    proof = _iam_proof(recording, stack_settings.config.get("gcp:project", ""))
-    cost, cost_note = plan_cost([(r.type, r.props) for r in recording.resources if r.custom],
-                                stack_settings.config.get("gcp:region", ""))
-    return Plan(stack, recording.resources, recording.outputs, (*policy, proof), stack_settings.placeholders,
-                cost, cost_note)
+    return (*policy, _iam_proof(subjects, project))
+
+
+def judge_plan_json(plan: Mapping[str, Any]) -> tuple[RuleResult, ...]:
+    """The verdict of this checkout's rules on a plan another checkout wrote (``gpurt plan --json``).
+
+    CI judges a pull request's plan with the base branch's rules this way: the pull request renders its
+    resources, and the base branch's code, installed before any of the pull request's runs, judges them.
+    """
+    try:
+        resources = [r for r in plan["resources"] if r["custom"]]
+        subjects = [rules.Subject(r["type"], r["name"], r["inputs"]) for r in resources]
+    except (KeyError, TypeError) as exc:
+        raise PlanError(f"not a plan written by gpurt plan --json: no {exc} in its resources") from None
+    accounts = [s.props.get("project") for s in subjects if s.resource_type == "gcp:serviceaccount/account:Account"]
+    return judge(subjects, str(accounts[0]) if accounts else "")
 
 
 def plan_cost(resources: list[tuple[str, Mapping[str, Any]]], region: str) -> tuple[CostEstimate | None, str]:
@@ -421,11 +441,12 @@ def plan_cost(resources: list[tuple[str, Mapping[str, Any]]], region: str) -> tu
         return None, str(exc)
 
 
-def _iam_proof(recording: Recording, project: str) -> RuleResult:
+def _iam_proof(subjects: list[rules.Subject], project: str) -> RuleResult:
     """The IAM proof as one more verdict. Plan-only: it needs resolved values (account e-mails, the pool),
     which a preview does not have yet, so the policy pack cannot run it."""
     from components.iam_proof import Resource, prove
 
-    proof = prove([Resource(r.type, r.props) for r in recording.resources if r.custom], project)
-    violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message) for message in proof.missing + proof.unused)
+    proof = prove([Resource(s.resource_type, s.props) for s in subjects], project)
+    violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message)
+                       for message in proof.missing + proof.unused + proof.wider)
     return RuleResult(IAM_PROOF_RULE, IAM_PROOF_DESCRIPTION, violations)

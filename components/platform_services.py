@@ -93,6 +93,10 @@ class PlatformServices(pulumi.ComponentResource):
             format="DOCKER",
             description="gpu-scheduler and Dask GPU worker images",
             labels=args.labels,
+            # A pushed tag can never be moved to other bytes: with the digests in the stack config, nodes pull
+            # exactly the image that was built and tested
+            # (https://cloud.google.com/artifact-registry/docs/container-concepts, "tags can be immutable").
+            docker_config=gcp.artifactregistry.RepositoryDockerConfigArgs(immutable_tags=True),
             cleanup_policies=[
                 gcp.artifactregistry.RepositoryCleanupPolicyArgs(
                     id="delete-untagged",

@@ -40,9 +40,9 @@ class SchedulerWorkloadArgs:
     """Container requests and limits."""
     extra_env: Mapping[str, str] = field(default_factory=dict)
     """Further ``GPURT_*`` settings, e.g. ``GPURT_LOG_LEVEL``."""
-    vertex_service_account_email: pulumi.Input[str] | None = None
-    """Google account Vertex AI custom jobs run as (``gpu-runtime``); the scheduler must be its
-    ``roles/iam.serviceAccountUser``."""
+    vertex: manifests.VertexRouting | None = None
+    """Job types routed to Vertex AI custom jobs (run as ``gpu-runtime``, whose
+    ``roles/iam.serviceAccountUser`` the scheduler then holds); None: no Vertex AI call is made."""
     compute_namespace: pulumi.Input[str] = contract.COMPUTE_NAMESPACE
     """Namespace of the Dask cluster; pass ``DaskCluster.namespace`` so the pool-scaling Role waits for it."""
     queued_pools: Mapping[str, int | None] = field(default_factory=dict)
@@ -69,7 +69,7 @@ class SchedulerWorkload(pulumi.ComponentResource):
             replicas=args.replicas,
             resources=args.resources,
             extra_env=dict(args.extra_env),
-            vertex_service_account=args.vertex_service_account_email,
+            vertex=args.vertex,
             queued_pools=dict(args.queued_pools),
         )
         ns = apply_manifest(name, common.namespace(contract.RUNTIME_NAMESPACE), pulumi.ResourceOptions(parent=self))

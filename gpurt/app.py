@@ -26,6 +26,7 @@ from gpurt import (  # noqa: E402
     demo,
     dlq,
     drills,
+    images,
     jobs,
     leader,
     local,
@@ -48,6 +49,7 @@ bench = typer.Typer(help="Benchmarks: figures are printed and can be written to 
 # Platform engineers: the Pulumi program, its policy, checks after a deploy, and the way back.
 app.command("plan")(plan.plan)
 app.add_typer(plan.policy_app, name="policy")
+app.add_typer(images.images_app, name="images")
 app.command("validate")(validate.validate)
 app.command("rollback")(rollback.rollback)
 app.add_typer(rollback.state_app, name="state")

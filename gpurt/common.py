@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, ParamSpec, TypeVar
 
 import typer
-from pydantic import BaseModel
 from rich.console import Console
 
-from runtime.client.api import ApiClient, ApiError
-from runtime.client.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
-
+# The clients, pydantic and the local platform are imported where they are used: `gpurt --help` imports every
+# command module, and must not pay for them (tests/gpurt/test_cli_import.py).
 if TYPE_CHECKING:
+    from runtime.client.api import ApiClient
     from runtime.client.pubsub import PubSubClients
+    from runtime.client.target import Target
 
 # google-api-core warns on every import that Python 3.11 support ends in 2027: noise for a CLI user.
 warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
@@ -53,8 +53,6 @@ class NoPlatform(Exception):
 
 def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn the errors a user can act on into a one-line message and an exit code."""
-    from runtime.local.platform import LocalPlatformError
-    from runtime.local.state import StateError
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -63,13 +61,17 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
         except UserError as exc:
             err_console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(EXIT_USAGE) from None
-        except (ApiError, LocalPlatformError, StateError, NoPlatform) as exc:
-            err_console.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(EXIT_FAILED) from None
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
         except Exception as exc:
+            from runtime.client.api import ApiError
+            from runtime.local.platform import LocalPlatformError
+            from runtime.local.state import StateError
+
+            if isinstance(exc, ApiError | LocalPlatformError | StateError | NoPlatform):
+                err_console.print(f"[red]error:[/] {exc}")
+                raise typer.Exit(EXIT_FAILED) from None
             from google.api_core.exceptions import GoogleAPICallError
             from google.auth.exceptions import GoogleAuthError
 
@@ -87,12 +89,15 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def target(api_url: str | None) -> Target:
     """The platform this command talks to."""
+    from runtime.client.target import resolve_target
+
     return resolve_target(api_url=api_url)
 
 
 def pubsub_clients(api_url: str | None) -> PubSubClients:
     """Pub/Sub clients for the target platform; a clear error when none is configured."""
     from runtime.client.pubsub import make_clients
+    from runtime.client.target import NO_PLATFORM, PROJECT_ENV
 
     resolved = target(api_url)
     if resolved.emulator_host is None and not os.environ.get(PROJECT_ENV):
@@ -102,6 +107,8 @@ def pubsub_clients(api_url: str | None) -> PubSubClients:
 
 def api_client(api_url: str | None) -> ApiClient:
     """An authenticated client of the scheduler API."""
+    from runtime.client.api import ApiClient
+
     resolved = target(api_url)
     return ApiClient(resolved.api_url, resolved.token)
 
@@ -121,6 +128,8 @@ def print_answer(answer: Any, as_json: bool, message: str) -> None:
 
 
 def _plain(value: Any) -> Any:
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, list | tuple):

@@ -12,7 +12,6 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gpurt.common import EXIT_FAILED, console, err_console, friendly_errors
-from gpurt.render import results_table
 
 
 @friendly_errors
@@ -26,6 +25,7 @@ def demo(
     timeout: Annotated[float, typer.Option(min=10, help="Seconds to wait for all results.")] = 900.0,
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
+    from gpurt.render import results_table
     from runtime.local import LocalConfig, LocalPlatform
     from runtime.local.demo import (
         build_report,

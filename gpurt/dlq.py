@@ -17,7 +17,6 @@ from gpurt.common import (
     print_json,
     pubsub_clients,
 )
-from runtime.dlq.tools import MAX_SCAN
 
 if TYPE_CHECKING:
     from runtime.client.pubsub import PubSubClients
@@ -95,6 +94,8 @@ def replay(
     try:
         with console.status(f"replaying {what}…"):
             report = queue.replay(sample)
+            from runtime.dlq.tools import MAX_SCAN
+
             remaining = len(queue.list(MAX_SCAN))
     finally:
         clients.close()

@@ -7,10 +7,9 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
-from pydantic import ValidationError
 
 from gpurt.common import (
     EXIT_FAILED,
@@ -26,9 +25,9 @@ from gpurt.common import (
     print_json,
     pubsub_clients,
 )
-from gpurt.render import result_detail
-from protocol.messages import JobRequest, JobResult, JobStatus
-from runtime.client.api import ApiError
+
+if TYPE_CHECKING:  # the job models and the API client are imported where used, so `gpurt --help` stays fast
+    from protocol.messages import JobRequest, JobResult
 
 jobs_app = typer.Typer(help="Look up or cancel a job by its id.", no_args_is_help=True)
 DEFAULT_WAIT_S: Final = 300.0
@@ -60,6 +59,10 @@ def build_request(job_file: Path | None, job_type: str | None, params: list[str]
         body["job_id"] = job_id
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
+    from pydantic import ValidationError
+
+    from protocol.messages import JobRequest
+
     try:
         return JobRequest.model_validate(body)
     except (ValidationError, ValueError) as exc:
@@ -80,6 +83,8 @@ def _parse_params(pairs: list[str]) -> dict[str, Any]:
 
 
 def _validation_message(exc: Exception) -> str:
+    from pydantic import ValidationError
+
     if isinstance(exc, ValidationError):
         return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'job'}: {e['msg']}"
                          for e in exc.errors(include_url=False))
@@ -98,6 +103,8 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Publish a job to gpu-job-request. With --wait, exit 1 unless the job succeeds, 3 on timeout."""
+    from gpurt.render import result_detail
+    from protocol.messages import JobStatus
     from runtime.client.pubsub import ResultCollector, publish_request
 
     request = build_request(job_file, job_type, param or [], job_id)
@@ -128,6 +135,8 @@ def submit(
 
 
 def _wait_for(collector: Any, job_id: str, timeout_s: float, api_url: str | None) -> JobResult | None:
+    from runtime.client.api import ApiError
+
     started = time.monotonic()
     last_poll = 0.0
     state = "queued"
@@ -150,6 +159,8 @@ def _wait_for(collector: Any, job_id: str, timeout_s: float, api_url: str | None
 @friendly_errors
 def get(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
     """Show a job's state and, once finished, its result."""
+    from gpurt.render import result_detail
+
     with api_client(api_url) as api:
         job = api.get_job(job_id)
     if as_json:

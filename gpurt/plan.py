@@ -28,6 +28,37 @@ policy_app = typer.Typer(help="The policy pack: bundle it for pulumi preview/up 
 
 
 
+@policy_app.command("check")
+def check(
+    plans: list[Path] = typer.Argument(..., help="Plans written by gpurt plan --json (by any checkout).",
+                                       exists=True, dir_okay=False),
+) -> None:
+    """Judge plans with this checkout's policy rules and IAM proof; exit 1 on a violation.
+
+    CI runs the base branch's gpurt on a pull request's plans, so the rules a pull request is judged by are
+    the base branch's, whatever the pull request changes. Prints one Markdown section per plan.
+    """
+    from components.plan import PlanError, judge_plan_json
+
+    failed = False
+    for path in plans:
+        try:
+            plan = json.loads(path.read_text(encoding="utf-8"))
+            verdicts = judge_plan_json(plan)
+        except (ValueError, PlanError) as exc:
+            typer.echo(f"error: {path}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        violations = [(v.rule, v.resource, v.message) for verdict in verdicts for v in verdict.violations]
+        failed = failed or bool(violations)
+        typer.echo(f"### Policy, stack {plan.get('stack', path.stem)}: "
+                   f"{'FAIL' if violations else 'pass'} ({len(verdicts)} rules)")
+        for rule, resource, message in violations:
+            typer.echo(f"- `{rule}` on `{resource}`: {message}")
+        typer.echo()
+    if failed:
+        raise typer.Exit(1)
+
+
 @policy_app.command("bundle")
 def bundle(
     out: Path = typer.Option(..., "--out", "-o", help="Directory to write the pack to (replaced if a bundle).",

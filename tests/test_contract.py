@@ -16,11 +16,18 @@ def test_every_dead_letter_topic_has_a_subscription() -> None:
             assert topic.name in subscribed
 
 
-def test_service_account_roles_match_seed_table() -> None:
+def test_service_account_project_roles_hold_nothing_only_some_stacks_or_one_bucket_need() -> None:
     assert set(contract.SCHEDULER_SERVICE_ACCOUNT.roles) == {
-        "roles/pubsub.subscriber", "roles/pubsub.publisher", "roles/aiplatform.user", "roles/logging.logWriter",
+        "roles/pubsub.subscriber", "roles/pubsub.publisher", "roles/logging.logWriter",
     }
-    assert set(contract.RUNTIME_SERVICE_ACCOUNT.roles) == {
-        "roles/storage.objectAdmin", "roles/artifactregistry.reader",
+    assert set(contract.RUNTIME_SERVICE_ACCOUNT.roles) == {"roles/artifactregistry.reader"}
+    # Vertex AI's roles, and gpu-runtime's objects on the result bucket (the only bucket it writes), are granted
+    # only by a stack that routes jobs to Vertex AI.
+    vertex_only = {(g.account_id, g.role, g.scope) for g in contract.SCOPED_GRANTS if g.vertex_only}
+    assert vertex_only == {
+        ("gpu-scheduler", "roles/aiplatform.user", contract.GrantScope.PROJECT),
+        ("gpu-scheduler", "roles/iam.serviceAccountUser", contract.GrantScope.SERVICE_ACCOUNT),
+        ("gpu-runtime", "roles/storage.objectUser", contract.GrantScope.RESULT_BUCKET),
     }
+    assert not set(contract.scoped_grants(vertex=False)) & {g for g in contract.SCOPED_GRANTS if g.vertex_only}
     assert contract.SCHEDULER_SERVICE_ACCOUNT.email("p") == "gpu-scheduler@p.iam.gserviceaccount.com"

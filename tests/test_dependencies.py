@@ -25,8 +25,16 @@ IMAGES = {
     # image: (extras it installs, the modules it runs)
     "gpu-scheduler": (("scheduler",), ("runtime.scheduler",)),
     "gpu-worker": (("gpu",), ("runtime.scheduler.backends.worker_task", "runtime.scheduler.backends.vertex_task",
-                              "kernels.jobs")),
+                              "kernels.jobs", "kernels.shards")),
 }
+# Functions an image's code hands to Dask by reference but never calls itself: the workers call them. What they
+# import inside their bodies is the worker image's to install (it runs kernels.jobs; tests below check it), not
+# the scheduler's: (module, function) -> why.
+RUN_ON_WORKERS = {
+    ("kernels.jobs", "run_job"): "the job entry point DaskBackend submits",
+    ("kernels.shards", "run_shard"): "a shard of a sharded job, submitted the same way",
+}
+SKIPPED = {"gpu-scheduler": frozenset(RUN_ON_WORKERS)}
 # Import names that come with the interpreter or are optional at run time by design.
 OPTIONAL_ON_CPU = {"cupy"}  # kernels import cupy only where a GPU is present; the worker image has it
 
@@ -82,9 +90,15 @@ def _submodules(package: str) -> list[str]:
             for p in sorted(folder.rglob("*.py"))]
 
 
-def _imports(path: Path, module: str) -> set[str]:
+def _imports(path: Path, module: str, skipped: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
+    tree = ast.parse(path.read_text())
+    hidden = {id(node) for function in ast.walk(tree)
+              if isinstance(function, ast.FunctionDef) and (module, function.name) in skipped
+              for node in ast.walk(function)}
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -98,8 +112,12 @@ def _imports(path: Path, module: str) -> set[str]:
     return found
 
 
-def external_imports(entry_points: tuple[str, ...]) -> dict[str, str]:
-    """Third-party modules reachable from ``entry_points``: module -> the project module importing it."""
+def external_imports(entry_points: tuple[str, ...],
+                     skipped: frozenset[tuple[str, str]] = frozenset()) -> dict[str, str]:
+    """Third-party modules reachable from ``entry_points``: module -> the project module importing it.
+
+    Imports inside the functions ``skipped`` names (module, function) are not followed.
+    """
     todo = [m for entry in entry_points for m in _submodules(entry)]
     seen: set[str] = set()
     external: dict[str, str] = {}
@@ -111,7 +129,7 @@ def external_imports(entry_points: tuple[str, ...]) -> dict[str, str]:
         path = _module_file(module)
         if path is None:
             continue
-        for name in _imports(path, module):
+        for name in _imports(path, module, skipped):
             top = name.split(".")[0]
             if top in PROJECT_PACKAGES:
                 if _module_file(name):
@@ -156,7 +174,7 @@ def test_image_code_imports_only_what_the_image_installs(image: str) -> None:
     extras, entry_points = IMAGES[image]
     allowed = install_set(extras)
     missing = {}
-    for module, importer in external_imports(entry_points).items():
+    for module, importer in external_imports(entry_points, SKIPPED.get(image, frozenset())).items():
         if module.split(".")[0] in OPTIONAL_ON_CPU and "gpu" in extras:
             continue
         owners = distributions_of(module)
@@ -167,11 +185,31 @@ def test_image_code_imports_only_what_the_image_installs(image: str) -> None:
     assert missing == {}, f"{image} reaches modules its image does not install: {missing}"
 
 
-def test_the_scheduler_image_carries_no_infrastructure_tooling() -> None:
+def test_the_scheduler_image_carries_no_infrastructure_tooling_and_no_kernels() -> None:
     scheduler = install_set(("scheduler",))
     for heavy in ("pulumi", "pulumi-gcp", "pulumi-kubernetes", "pulumi-policy", "kopf", "google-genai",
-                  "google-cloud-aiplatform", "matplotlib", "typer", "cupy-cuda12x"):
+                  "google-cloud-aiplatform", "matplotlib", "typer", "cupy-cuda12x",
+                  "numba", "llvmlite", "numba-cuda", "scipy"):
         assert heavy not in scheduler, heavy
+
+
+def test_the_worker_image_runs_the_functions_the_scheduler_only_names() -> None:
+    worker_modules = IMAGES["gpu-worker"][1]
+    for module, function in RUN_ON_WORKERS:
+        assert module in worker_modules, module
+        assert callable(getattr(importlib.import_module(module), function))
+    # Skipping those bodies must be what keeps numba out of the scheduler's reach, and nothing else.
+    assert "numba" in external_imports(IMAGES["gpu-scheduler"][1])
+    assert "numba" not in external_imports(IMAGES["gpu-scheduler"][1], SKIPPED["gpu-scheduler"])
+
+
+def test_the_worker_image_carries_only_the_cuda_libraries_the_kernels_use() -> None:
+    worker = install_set(("gpu",))
+    assert {"numba", "numba-cuda", "cupy-cuda12x", "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12",
+            "nvidia-nvjitlink-cu12"} <= worker
+    for unused in ("nvidia-cublas-cu12", "nvidia-cusparse-cu12", "nvidia-cusolver-cu12", "nvidia-cufft-cu12",
+                   "nvidia-curand-cu12", "dask-cuda"):
+        assert unused not in worker, unused
 
 
 def test_the_walk_sees_lazy_imports() -> None:
@@ -186,8 +224,8 @@ PLUGINS = {
     "gcsfs": "fsspec's gs:// filesystem",
     "s3fs": "fsspec's s3:// filesystem",
     "numba-cuda": "numba.cuda's implementation",
-    "dask-cuda": "the worker image's dask-cuda-worker command",
     "ipywidgets": "tqdm.auto's progress widget in Jupyter",
+    "cuda-toolkit": "cuRAND and cuBLAS for the cupy baselines of gpurt bench kernels ([gpu-bench])",
 }
 # Imported, but installed only by the [gpu] extra, which CPU machines (this test's) do not install.
 GPU_ONLY = {"cupy-cuda12x": "imported as cupy where a GPU is present"}
@@ -217,3 +255,4 @@ def test_locked_numpy_is_one_the_locked_numba_cuda_can_compile_against() -> None
     numpys = [p["version"] for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"] if p["name"] == "numpy"]
     too_new = [v for v in numpys if tuple(int(x) for x in v.split(".")[:2]) >= (2, 5)]
     assert numpys and not too_new, f"uv.lock pins numpy {too_new}; keep numpy<2.5 in pyproject.toml"
+

@@ -65,11 +65,13 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     if not project or not region:
         raise TargetError(f"stack {stack.name} names no gcp:project / gcp:region in its config")
     pools = _config_value(config, "gpu-runtime:gpuPools") or []
+    vertex = _config_value(config, "gpu-runtime:vertex") or {}
     return {
         "project": project,
         "region": region,
         "quota_metrics": sorted({quota_metric(p["acceleratorType"], bool(p.get("spot"))) for p in pools}),
         "scales_from_zero": bool(pools) and all(int(p.get("daskWorkersMin", 0)) == 0 for p in pools),
+        "routes_to_vertex": bool(isinstance(vertex, dict) and vertex.get("jobTypes")),
     }
 
 
@@ -92,4 +94,5 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         vertex=GoogleVertexQuota(settings["project"], settings["region"]),
         gpu_quota_metrics=settings["quota_metrics"],
         pools_scale_from_zero=settings["scales_from_zero"],
+        routes_to_vertex=settings["routes_to_vertex"],
     )

@@ -50,6 +50,8 @@ class CloudTarget:
     pools_scale_from_zero: bool = False
     rules_yaml: Callable[[], str] | None = None
     resource_iam: ResourceIam | None = None
+    routes_to_vertex: bool = False
+    """The stack routes job types to Vertex AI (``vertex.jobTypes``), so its Vertex-only grants are expected."""
 
 
 def _rules(render: Callable[[], str] | None) -> dict[str, Callable[[], str]]:
@@ -82,7 +84,7 @@ def cloud_checks(target: CloudTarget) -> list[Check]:
         pubsub.dlqs_empty(target.pubsub),
         pubsub.subscription_settings(target.pubsub),
         pubsub.service_agent_grants(target.pubsub, target.iam.project_number),
-        identity.service_account_roles(target.iam, target.project, target.resource_iam),
+        identity.service_account_roles(target.iam, target.project, target.resource_iam, target.routes_to_vertex),
         scheduler.pods_running(target.kube),
         scheduler.health_pods(target.kube),
         probe.probe_round_trip(target.pubsub),

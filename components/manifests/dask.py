@@ -119,7 +119,10 @@ class DaskClusterSpec:
     """The whole Dask cluster: image, pools (the first is primary) and the scheduler's resources."""
 
     image: str
-    """Worker image; the scheduler runs it too, so scheduler, workers and client share one Dask version."""
+    """Worker image: the kernels and the CUDA libraries."""
+    scheduler_image: str
+    """The Dask scheduler's image: the gpu-scheduler image, CPU only and a tenth of the worker's size, locked
+    from the same ``uv.lock``, so scheduler, workers and the gpu-scheduler's client share one Dask version."""
     pools: Sequence[WorkerPoolSpec]
     """GPU pools; at least one."""
     name: str = contract.DASK_CLUSTER_NAME
@@ -233,13 +236,16 @@ def build_worker_spec(pool: WorkerPoolSpec, image: str, replicas: int | None = N
     return worker
 
 
-def _fix_scheduler(scheduler: Manifest, resources: Resources) -> None:
+def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> None:
     pod_spec = scheduler["spec"]
     _harden(pod_spec, service_account=None)
     container = pod_spec["containers"][0]
-    # make_cluster_spec copies the workers' resources here; the scheduler must hold no GPU.
+    # make_cluster_spec copies the workers' resources and image here; the scheduler must hold no GPU, and runs
+    # the small CPU image. `command`, not `args`: whatever that image's own default command, this runs.
     container["resources"] = resources.to_manifest()
-    container["args"] = [
+    container["image"] = image
+    container.pop("args", None)
+    container["command"] = [
         "dask",
         "scheduler",
         "--host",
@@ -270,7 +276,7 @@ def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
     )
     cluster["metadata"] = metadata(spec.name, contract.COMPUTE_NAMESPACE)
     cluster["spec"]["worker"] = build_worker_spec(primary, spec.image)
-    _fix_scheduler(cluster["spec"]["scheduler"], spec.scheduler_resources)
+    _fix_scheduler(cluster["spec"]["scheduler"], spec.scheduler_resources, spec.scheduler_image)
     return cluster
 
 

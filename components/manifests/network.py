@@ -101,7 +101,7 @@ def build_compute_policies(cluster_name: str = contract.DASK_CLUSTER_NAME) -> li
             {
                 "from": [
                     _namespace(GMP_NAMESPACE),
-                    _pods_in(namespace, DASK_OPERATOR_POD_LABELS),
+                    _pods_in(contract.DASK_OPERATOR_NAMESPACE, DASK_OPERATOR_POD_LABELS),
                 ],
                 "ports": [_tcp(contract.DASK_DASHBOARD_PORT)],
             }
@@ -117,6 +117,11 @@ def build_compute_policies(cluster_name: str = contract.DASK_CLUSTER_NAME) -> li
         ],
     )
     return [build_default_deny(namespace), comm, dashboard, workers]
+
+
+def build_operator_policies() -> list[Manifest]:
+    """Namespace of the Dask operator: nothing gets in (it calls the API server and the schedulers; none calls it)."""
+    return [build_default_deny(contract.DASK_OPERATOR_NAMESPACE)]
 
 
 def build_monitoring_policies(exporter_labels: dict[str, str], exporter_port: int) -> list[Manifest]:

@@ -68,6 +68,36 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class VertexRouting:
+    """Job types the scheduler sends to Vertex AI custom jobs, and how those jobs run.
+
+    Given, the scheduler makes Vertex AI calls and the stack grants what they need; absent, it makes none
+    and the stack grants nothing for them (``contract.ScopedGrant.vertex_only``).
+    """
+
+    job_types: tuple[str, ...]
+    """Job types routed there (``GPURT_VERTEX_TYPES``); the rest run on Dask."""
+    service_account: str
+    """Google account the jobs run as (``gpu-runtime``), which the scheduler must be allowed to act as."""
+    image: str
+    """Image the jobs run: the Dask GPU worker image, which has the kernels."""
+    region: str
+    machine_type: str
+    accelerator: str
+
+    def settings(self) -> dict[str, str]:
+        """The scheduler's ``GPURT_VERTEX_*`` settings for this routing."""
+        return {
+            contract.VERTEX_TYPES_ENV: ",".join(self.job_types),
+            contract.VERTEX_ACCOUNT_ENV: self.service_account,
+            "GPURT_VERTEX_IMAGE": self.image,
+            "GPURT_VERTEX_REGION": self.region,
+            "GPURT_VERTEX_MACHINE_TYPE": self.machine_type,
+            "GPURT_VERTEX_ACCELERATOR": self.accelerator,
+        }
+
+
+@dataclass(frozen=True)
 class SchedulerSpec:
     """What varies per stack for the gpu-scheduler Deployment."""
 
@@ -83,9 +113,8 @@ class SchedulerSpec:
     """Container requests and limits."""
     extra_env: Mapping[str, str] = field(default_factory=dict)
     """Further ``GPURT_*`` settings (e.g. ``GPURT_LOG_LEVEL``, Vertex routing); they override the defaults."""
-    vertex_service_account: str | None = None
-    """Google account Vertex AI custom jobs run as (``GPURT_VERTEX_SERVICE_ACCOUNT``); unset, Vertex AI's
-    broad default agent runs them."""
+    vertex: VertexRouting | None = None
+    """Job types routed to Vertex AI; None: every job runs on Dask and no Vertex AI call is made."""
     queued_pools: Mapping[str, int | None] = field(default_factory=dict)
     """Pools with queued provisioning, each with its requests' maxRunDurationSeconds (None: GKE's default);
     the scheduler creates ProvisioningRequests for their workers (``GPURT_QUEUED_POOLS``)."""
@@ -207,8 +236,8 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
         "GPURT_PORT": str(contract.SCHEDULER_PORT),
         contract.CONTROL_TOKEN_FILE_ENV: TOKEN_FILE,
     }
-    if spec.vertex_service_account is not None:
-        plain["GPURT_VERTEX_SERVICE_ACCOUNT"] = spec.vertex_service_account
+    if spec.vertex is not None:
+        plain.update(spec.vertex.settings())
     if spec.queued_pools:
         plain[contract.QUEUED_POOLS_ENV] = queued_pools_setting(spec.queued_pools)
     plain.update(spec.extra_env)

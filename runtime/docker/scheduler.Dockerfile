@@ -1,11 +1,20 @@
 # syntax=docker/dockerfile:1.7
-# gpu-scheduler image: Pub/Sub consumer, HTTP API on 8080, Dask client. No GPU libraries.
+# gpu-scheduler image: core + [scheduler] from uv.lock, no kernels' compilers, no scipy, no GPU libraries. It runs
+# two things: the gpu-scheduler (its default command; Pub/Sub consumer, HTTP API on 8080, Dask client), and the
+# DaskCluster's Dask scheduler (`dask scheduler`, set as the command by components/manifests/dask.py), which
+# needs only distributed from the same lock, so client, scheduler and workers share one Dask version.
 # Build from the repository root (BuildKit reads scheduler.Dockerfile.dockerignore beside this file):
 #   docker build -f runtime/docker/scheduler.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-scheduler:$GIT_SHA .
 
 # ---- build: exactly what uv.lock pins for core + [scheduler]: no dev, gpu or ops packages ----------
-FROM python:3.11.14-slim-bookworm AS build
-COPY --from=ghcr.io/astral-sh/uv:0.13.8 /uv /usr/local/bin/uv
+# Base image pinned by digest (the multi-architecture index of python:3.11.14-slim-bookworm), so a rebuild
+# gets the same bytes; bump deliberately: docker buildx imagetools inspect python:3.11.14-slim-bookworm
+ARG PYTHON_BASE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+
+FROM ${PYTHON_BASE} AS build
+# uv from PyPI, pinned by version and wheel hash: the workflows' uv, verified before it runs.
+RUN --mount=type=bind,source=runtime/docker/uv.requirements.txt,target=/tmp/uv.requirements.txt \
+    pip install --no-cache-dir --require-hashes -r /tmp/uv.requirements.txt
 ENV UV_COMPILE_BYTECODE=1 \
     UV_LINK_MODE=copy \
     UV_PYTHON_DOWNLOADS=never \
@@ -23,7 +32,7 @@ RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra scheduler --no-editable
 
 # ---- runtime: the virtualenv alone, owned by root, run by an unprivileged user -------------------
-FROM python:3.11.14-slim-bookworm
+FROM ${PYTHON_BASE}
 RUN groupadd --gid 10001 gpurt \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin gpurt
 COPY --from=build /opt/gpurt /opt/gpurt
@@ -41,4 +50,5 @@ WORKDIR /tmp
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
-ENTRYPOINT ["python", "-m", "runtime.scheduler"]
+# A default command, not an entrypoint: the Dask scheduler's pod replaces it with `dask scheduler ...`.
+CMD ["python", "-m", "runtime.scheduler"]

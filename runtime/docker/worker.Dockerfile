@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1.7
-# Dask GPU worker image: core + [gpu] from uv.lock (numba-cuda, cupy, dask-cuda and the CUDA 12 libraries as
-# NVIDIA's wheels) plus this project's kernels.
+# Dask GPU worker image: core + [gpu] from uv.lock (numba, numba-cuda, cupy and the CUDA 12 libraries the
+# kernels use, as NVIDIA's wheels: cudart, NVRTC, libNVVM, nvJitLink) plus this project's kernels. It runs
+# `dask worker` (the DaskCluster's worker groups) and Vertex AI custom jobs (runtime.scheduler.backends.vertex_task).
 # Build from the repository root (BuildKit reads worker.Dockerfile.dockerignore beside this file):
 #   docker build -f runtime/docker/worker.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-worker:$GIT_SHA .
 #
@@ -10,8 +11,14 @@
 # The same lock gives scheduler and workers the same dask/distributed, which Dask requires.
 
 # ---- build ---------------------------------------------------------------------------------------------
-FROM python:3.11.14-slim-bookworm AS build
-COPY --from=ghcr.io/astral-sh/uv:0.13.8 /uv /usr/local/bin/uv
+# Base image pinned by digest (the multi-architecture index of python:3.11.14-slim-bookworm), so a rebuild
+# gets the same bytes; bump deliberately: docker buildx imagetools inspect python:3.11.14-slim-bookworm
+ARG PYTHON_BASE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+
+FROM ${PYTHON_BASE} AS build
+# uv from PyPI, pinned by version and wheel hash: the workflows' uv, verified before it runs.
+RUN --mount=type=bind,source=runtime/docker/uv.requirements.txt,target=/tmp/uv.requirements.txt \
+    pip install --no-cache-dir --require-hashes -r /tmp/uv.requirements.txt
 ENV UV_COMPILE_BYTECODE=1 \
     UV_LINK_MODE=copy \
     UV_PYTHON_DOWNLOADS=never \
@@ -28,7 +35,7 @@ RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra gpu --no-editable
 
 # ---- runtime: the virtualenv alone, run by an unprivileged user -----------------------------------------
-FROM python:3.11.14-slim-bookworm
+FROM ${PYTHON_BASE}
 RUN groupadd --gid 10001 gpurt \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin gpurt
 COPY --from=build /opt/gpurt /opt/gpurt
@@ -42,5 +49,6 @@ ENV PATH=/opt/gpurt/bin:/usr/local/nvidia/bin:$PATH \
     MPLCONFIGDIR=/tmp/matplotlib
 USER 10001:10001
 WORKDIR /tmp
-# The Dask operator supplies the worker's arguments (scheduler address, --resources GPU=1).
-CMD ["dask-cuda-worker"]
+# What the DaskCluster runs: `dask worker` (components/manifests/dask.py worker_command); the Dask operator
+# supplies the scheduler address, --nthreads and --resources GPU=N as the container's arguments.
+CMD ["dask", "worker"]

@@ -38,7 +38,7 @@ class LeaderMode(StrEnum):
 
 class ExecutionBackendName(StrEnum):
     DASK = "dask"
-    VERTEX = "vertex"
+    VERTEX = contract.VERTEX_BACKEND
 
 
 class SettingsError(ValueError):
@@ -83,14 +83,14 @@ class Settings(BaseModel):
                                     description="The shared lease file when GPURT_LEADER=file.")
     max_in_flight: int | None = Field(None, validation_alias="GPURT_MAX_IN_FLIGHT", ge=1, le=10_000,
                                       description="GPU slots; unset means what the pools report (at least 1).")
-    backend: ExecutionBackendName = Field(ExecutionBackendName.DASK, validation_alias="GPURT_BACKEND")
-    vertex_types: frozenset[str] = Field(frozenset(), validation_alias="GPURT_VERTEX_TYPES",
+    backend: ExecutionBackendName = Field(ExecutionBackendName.DASK, validation_alias=contract.BACKEND_ENV)
+    vertex_types: frozenset[str] = Field(frozenset(), validation_alias=contract.VERTEX_TYPES_ENV,
                                          description="Job types routed to Vertex AI (comma-separated).")
     vertex_region: str = Field("us-central1", validation_alias="GPURT_VERTEX_REGION")
     vertex_image: str = Field("", validation_alias="GPURT_VERTEX_IMAGE")
     vertex_machine_type: str = Field(DEFAULT_VERTEX_MACHINE, validation_alias="GPURT_VERTEX_MACHINE_TYPE")
     vertex_accelerator: str = Field(DEFAULT_VERTEX_ACCELERATOR, validation_alias="GPURT_VERTEX_ACCELERATOR")
-    vertex_service_account: str | None = Field(None, validation_alias="GPURT_VERTEX_SERVICE_ACCOUNT")
+    vertex_service_account: str | None = Field(None, validation_alias=contract.VERTEX_ACCOUNT_ENV)
     device: str = Field("auto", validation_alias="GPURT_DEVICE",
                         description="Device the kernels run on: auto, cpu or gpu.")
     shard_paths: int | None = Field(None, validation_alias="GPURT_SHARD_PATHS", ge=1,

@@ -44,7 +44,8 @@ def recording() -> Recording:
         patch.setattr(components.plan, "RecordingMonitor", _OptionsMonitor)
         return run(
             lambda: DaskCluster(
-                "dask", DaskClusterArgs(image="registry/worker:v1", pools=pools, runtime_service_account_email=EMAIL)
+                "dask", DaskClusterArgs(image="registry/worker:v1", scheduler_image="registry/scheduler:v1",
+                                        pools=pools, runtime_service_account_email=EMAIL)
             )
         )
 
@@ -55,12 +56,21 @@ def test_every_resource_is_a_child_of_the_component(recording: Recording) -> Non
     assert custom and children_of(recording, component.name) == custom
 
 
-def test_operator_chart_is_installed_in_compute(recording: Recording) -> None:
+def test_operator_chart_is_installed_in_a_namespace_of_its_own(recording: Recording) -> None:
     release = named(recording, RELEASE, "dask-operator").props
     assert release["chart"] == "dask-kubernetes-operator"
     assert release["repositoryOpts"] == {"repo": "https://helm.dask.org"}
     assert release["version"] == version("dask-kubernetes")
-    assert release["namespace"] == contract.COMPUTE_NAMESPACE
+    # Not `compute`: the gpu-scheduler may delete Deployments there (queued pools), and RBAC cannot exclude the
+    # operator's own Deployment by label, only by namespace.
+    assert release["namespace"] == contract.DASK_OPERATOR_NAMESPACE != contract.COMPUTE_NAMESPACE
+    namespaces = {r.props["metadata"]["name"]: r.props["metadata"]["labels"]
+                  for r in of_type(recording, "kubernetes:core/v1:Namespace")}
+    assert namespaces[contract.DASK_OPERATOR_NAMESPACE]["pod-security.kubernetes.io/enforce"] == "restricted"
+    policies = of_type(recording, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    denied = {r.props["metadata"]["namespace"] for r in policies
+              if r.props["metadata"]["name"] == "default-deny-ingress"}
+    assert contract.DASK_OPERATOR_NAMESPACE in denied
 
 
 def test_custom_resources_wait_for_the_release_and_are_replaced_on_change(recording: Recording) -> None:
@@ -105,7 +115,8 @@ def test_workers_impersonate_the_runtime_account(recording: Recording) -> None:
 
 
 def test_compute_namespace_is_locked_down(recording: Recording) -> None:
-    (namespace,) = of_type(recording, "kubernetes:core/v1:Namespace")
+    [namespace] = [r for r in of_type(recording, "kubernetes:core/v1:Namespace")
+                   if r.props["metadata"]["name"] == contract.COMPUTE_NAMESPACE]
     assert namespace.props["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     policy_type = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
     policies = {r.props["metadata"]["name"] for r in of_type(recording, policy_type)}
@@ -117,7 +128,8 @@ def test_outputs_name_the_scheduler_address_and_worker_groups() -> None:
 
     def program() -> None:
         pools = worker_pools(stack_config("staging").gpu_pools)
-        cluster = DaskCluster("dask", DaskClusterArgs(image="w:1", pools=pools, runtime_service_account_email=EMAIL))
+        cluster = DaskCluster("dask", DaskClusterArgs(image="w:1", scheduler_image="s:1", pools=pools,
+                                                      runtime_service_account_email=EMAIL))
         cluster.scheduler_address.apply(lambda value: outputs.setdefault("address", value))
         cluster.worker_groups.apply(lambda value: outputs.setdefault("groups", value))
 

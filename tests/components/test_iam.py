@@ -18,8 +18,14 @@ def recording() -> Recording:
     return run(lambda: Identities("iam", IdentitiesArgs(project=PROJECT, workload_pool=POOL, result_bucket=BUCKET)))
 
 
+@pytest.fixture(scope="module")
+def routing_vertex() -> Recording:
+    return run(lambda: Identities("iam", IdentitiesArgs(project=PROJECT, workload_pool=POOL, result_bucket=BUCKET,
+                                                        vertex=True)))
+
+
 def _scoped(account: str, scope: contract.GrantScope) -> set[str]:
-    return {g.role for g in contract.SCOPED_GRANTS if g.account_id == account and g.scope is scope}
+    return {g.role for g in contract.scoped_grants(vertex=False) if g.account_id == account and g.scope is scope}
 
 
 @pytest.mark.parametrize("spec", contract.SERVICE_ACCOUNTS, ids=lambda s: s.account_id)
@@ -42,9 +48,34 @@ def test_the_scheduler_gets_objects_on_the_result_bucket_only(recording: Recordi
     ]
 
 
-def test_the_scheduler_may_start_vertex_jobs_as_the_runtime_account_only(recording: Recording) -> None:
+def test_no_project_wide_storage_role_for_anyone(recording: Recording, routing_vertex: Recording) -> None:
+    roles = {r.props["role"] for rec in (recording, routing_vertex)
+             for r in of_type(rec, "gcp:projects/iAMMember:IAMMember")}
+
+    assert roles and not {role for role in roles if role.startswith("roles/storage.")}
+
+
+def test_without_vertex_routing_nobody_may_start_vertex_jobs(recording: Recording) -> None:
+    roles = {r.props["role"] for r in recording.resources if r.custom and "role" in r.props}
+
+    assert not {"roles/aiplatform.user", "roles/iam.serviceAccountUser"} & roles
+
+
+def test_with_vertex_routing_jobs_run_as_gpu_runtime_writing_the_result_bucket_only(routing_vertex: Recording) -> None:
+    buckets = {(b.props["bucket"], b.props["role"], b.props["member"])
+               for b in of_type(routing_vertex, "gcp:storage/bucketIAMMember:BucketIAMMember")}
+    project_roles = {(r.props["role"], r.props["member"])
+                     for r in of_type(routing_vertex, "gcp:projects/iAMMember:IAMMember")}
+
+    assert (BUCKET, "roles/storage.objectUser",
+            f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}") in buckets
+    scheduler = f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(PROJECT)}"
+    assert ("roles/aiplatform.user", scheduler) in project_roles
+
+
+def test_the_scheduler_may_start_vertex_jobs_as_the_runtime_account_only(routing_vertex: Recording) -> None:
     acting = [
-        r for r in of_type(recording, "gcp:serviceaccount/iAMMember:IAMMember")
+        r for r in of_type(routing_vertex, "gcp:serviceaccount/iAMMember:IAMMember")
         if r.props["role"] == "roles/iam.serviceAccountUser"
     ]
 

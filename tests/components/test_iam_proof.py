@@ -46,13 +46,17 @@ def _without(resources: list[Resource], drop: Callable[[Resource], bool]) -> lis
 def test_both_stacks_grant_exactly_what_the_code_needs(rendered: tuple[list[Resource], str]) -> None:
     proof = prove(*rendered)
 
-    assert proof.ok, "\n".join(proof.missing + proof.unused)
+    assert proof.ok, "\n".join(proof.missing + proof.unused + proof.wider)
     stack = cloud_calls.STACK_WORKLOADS
-    needs = (sum(len(c.permissions) for c in cloud_calls.GCP_CALLS if c.workload in stack)
-             + len([c for c in cloud_calls.KUBE_CALLS if c.workload in stack]))
-    # Calls a stack's settings switch off (queued pools: neither stack has one) need no grant, and have none.
-    assert len(proof.proven) + len(proof.not_made) == needs
-    assert all(f"not made, {contract.QUEUED_POOLS_ENV} is not set" in line for line in proof.not_made)
+    always = [c for c in (*cloud_calls.GCP_CALLS, *cloud_calls.KUBE_CALLS) if c.workload in stack]
+    made = [c for c in always if c.only_with is None]
+    assert len(proof.proven) == (sum(len(c.permissions) for c in made if isinstance(c, cloud_calls.GcpCall))
+                                 + len([c for c in made if isinstance(c, cloud_calls.KubeCall)]))
+    # Calls a stack's settings switch off (neither stack has queued pools or routes to Vertex AI) need no
+    # grant, and have none.
+    assert len(proof.not_made) == len(always) - len(made)
+    assert {line.split(": not made, ")[1] for line in proof.not_made} == {
+        str(cloud_calls.QUEUED_POOLS), str(cloud_calls.VERTEX_AI)}
 
 
 @pytest.mark.parametrize("stack", ("staging", "production"))
@@ -69,7 +73,7 @@ def test_without_the_bucket_binding_every_store_call_is_refused(rendered: tuple[
     refused = {line.split(", needed by ")[1].split(" ")[0] for line in proof.missing}
     assert refused == {c.site for c in cloud_calls.GCP_CALLS
                        if c.workload is cloud_calls.Workload.SCHEDULER and c.target is cloud_calls.Target.RESULT_BUCKET
-                       and c.permissions}
+                       and c.permissions and c.only_with is None}
     assert all(line.startswith("gpu-scheduler lacks storage.objects.") for line in proof.missing)
 
 
@@ -100,6 +104,103 @@ def test_a_grant_nobody_needs_fails(rendered: tuple[list[Resource], str]) -> Non
     proof = prove([*resources, extra], project)
 
     assert proof.unused == ("gpu-runtime holds roles/pubsub.publisher on project, which no declared call needs",)
+
+
+def _member(account: contract.ServiceAccountSpec, project: str) -> str:
+    return f"serviceAccount:{account.email(project)}"
+
+
+def _with_role(resources: list[Resource], old: str, new: str) -> list[Resource]:
+    changed = [replace(r, props={**r.props, "role": new}) if r.props.get("role") == old else r for r in resources]
+    assert changed != resources, f"no grant of {old}"
+    return changed
+
+
+def test_vertex_grants_in_a_stack_that_routes_nothing_there_are_unused(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    scheduler, runtime = contract.SCHEDULER_SERVICE_ACCOUNT, contract.RUNTIME_SERVICE_ACCOUNT
+    extra = [
+        Resource("gcp:projects/iAMMember:IAMMember",
+                 {"project": project, "role": "roles/aiplatform.user", "member": _member(scheduler, project)}),
+        Resource("gcp:serviceaccount/iAMMember:IAMMember", {
+            "serviceAccountId": f"projects/{project}/serviceAccounts/{runtime.email(project)}",
+            "role": "roles/iam.serviceAccountUser", "member": _member(scheduler, project)}),
+    ]
+    proof = prove([*resources, *extra], project)
+
+    assert proof.unused == (
+        "gpu-scheduler holds roles/aiplatform.user on project, which no declared call needs",
+        "gpu-scheduler holds roles/iam.serviceAccountUser on service-account gpu-runtime, which no declared call "
+        "needs",
+    )
+
+
+def test_the_old_project_wide_object_admin_of_gpu_runtime_fails(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    old = Resource("gcp:projects/iAMMember:IAMMember", {
+        "project": project, "role": "roles/storage.objectAdmin",
+        "member": _member(contract.RUNTIME_SERVICE_ACCOUNT, project)})
+
+    assert prove([*resources, old], project).unused == (
+        "gpu-runtime holds roles/storage.objectAdmin on project, which no declared call needs",)
+
+
+def test_a_project_grant_for_bucket_calls_is_wider_than_they_need(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    member = _member(contract.SCHEDULER_SERVICE_ACCOUNT, project)
+    on_project = [
+        Resource("gcp:projects/iAMMember:IAMMember", {"project": project, "role": r.props["role"], "member": member})
+        if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember" else r
+        for r in resources
+    ]
+    proof = prove(on_project, project)
+
+    assert not proof.missing and not proof.unused
+    assert proof.wider == ("gpu-scheduler holds roles/storage.objectUser on the whole project, but its calls need it "
+                           "only on result-bucket: bind it there",)
+
+
+def test_a_role_wider_than_its_calls_fails(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(_with_role(resources, "roles/storage.objectUser", "roles/storage.objectAdmin"), project)
+
+    assert not proof.missing and not proof.unused
+    assert proof.wider == ("gpu-scheduler holds roles/storage.objectAdmin, but roles/storage.objectUser covers every "
+                           "call it serves (storage.objects.create, storage.objects.delete, storage.objects.get, "
+                           "storage.objects.list)",)
+
+
+def test_workload_identity_for_anything_but_the_platforms_own_pods_fails(
+    rendered: tuple[list[Resource], str],
+) -> None:
+    resources, project = rendered
+    [pool] = [r.props["workloadIdentityConfig"]["workloadPool"] for r in resources
+              if r.type == "gcp:container/cluster:Cluster"]
+    scheduler = contract.SCHEDULER_SERVICE_ACCOUNT
+    account_id = f"projects/{project}/serviceAccounts/{scheduler.email(project)}"
+
+    def acting(member: str, role: str = "roles/iam.workloadIdentityUser") -> Resource:
+        return Resource("gcp:serviceaccount/iAMMember:IAMMember",
+                        {"serviceAccountId": account_id, "role": role, "member": member})
+
+    stray = [
+        acting(f"serviceAccount:{pool}[default/default]"),
+        acting(f"serviceAccount:other.svc.id.goog[{scheduler.k8s_namespace}/{scheduler.k8s_service_account}]"),
+        acting(f"serviceAccount:{pool}[{contract.RUNTIME_SERVICE_ACCOUNT.k8s_namespace}/"
+               f"{contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account}]"),
+        Resource("gcp:projects/iAMMember:IAMMember", {
+            "project": project, "role": "roles/pubsub.publisher",
+            "member": f"serviceAccount:{pool}[{scheduler.k8s_namespace}/{scheduler.k8s_service_account}]"}),
+    ]
+    proof = prove([*resources, *stray], project)
+
+    assert proof.ok is False and not proof.missing and not proof.unused
+    assert [line.split(", but ")[-1] for line in proof.wider[:3]] == [
+        "the stack has no such Kubernetes account",
+        "its pool other.svc.id.goog is not the cluster's",
+        f"that account is not annotated iam.gke.io/gcp-service-account={scheduler.email(project)}",
+    ] and proof.wider[3].endswith("holds roles/pubsub.publisher directly; pods get roles only through the "
+                                  "platform's accounts")
 
 
 def test_an_rbac_verb_taken_away_or_added_is_caught(rendered: tuple[list[Resource], str]) -> None:

@@ -13,7 +13,8 @@ from components.manifests.common import RUN_AS_USER, Resources
 A100 = d.WorkerPoolSpec("a100", "nvidia-tesla-a100", 1, 1, 3, d.worker_resources("a2-highgpu-1g", 1))
 T4 = d.WorkerPoolSpec("t4", "nvidia-tesla-t4", 2, 0, 6, d.worker_resources("n1-standard-16", 2))
 _T4_ONE_GPU = d.worker_resources("n1-standard-4", 1)
-SPEC = d.DaskClusterSpec(image="registry.example/worker:abc123", pools=(A100, T4))
+SPEC = d.DaskClusterSpec(
+    image="registry.example/worker:abc123", scheduler_image="registry.example/scheduler:abc123", pools=(A100, T4))
 
 
 def _container(pod_spec: dict[str, Any]) -> dict[str, Any]:
@@ -28,11 +29,20 @@ def test_scheduler_requests_no_gpu_and_runs_the_current_entry_point() -> None:
     assert contract.GPU_RESOURCE not in resources["limits"]
     assert contract.GPU_RESOURCE not in resources["requests"]
     assert resources == d.SCHEDULER_RESOURCES.to_manifest()
-    assert container["args"][:2] == ["dask", "scheduler"]
-    assert str(contract.DASK_SCHEDULER_PORT) in container["args"]
+    assert container["command"][:2] == ["dask", "scheduler"] and "args" not in container
+    assert str(contract.DASK_SCHEDULER_PORT) in container["command"]
     assert "tolerations" not in scheduler["spec"]
     assert contract.DASK_SCHEDULER_LABELS.items() <= scheduler["metadata"]["labels"].items()
     assert container["readinessProbe"]["timeoutSeconds"] <= container["readinessProbe"]["periodSeconds"]
+
+
+def test_the_dask_scheduler_runs_the_small_cpu_image_and_the_workers_the_gpu_image() -> None:
+    cluster = d.build_dask_cluster(SPEC)
+    groups = [d.build_worker_group(SPEC, pool)["spec"]["worker"] for pool in SPEC.pools[1:]]
+    workers = [cluster["spec"]["worker"], *groups]
+
+    assert _container(cluster["spec"]["scheduler"]["spec"])["image"] == SPEC.scheduler_image != SPEC.image
+    assert all(c["image"] == SPEC.image for worker in workers for c in worker["spec"]["containers"])
 
 
 def test_primary_pool_is_the_clusters_own_gpu_worker_group() -> None:
@@ -113,10 +123,10 @@ def test_worker_resources_leave_a_quarter_of_the_node(machine: str, gpus: int, c
     ("build", "message"),
     [
         (lambda: d.worker_resources("e2-standard-4", 1), "unknown machine type"),
-        (lambda: d.DaskClusterSpec(image="i", pools=()), "at least one GPU pool"),
-        (lambda: d.DaskClusterSpec(image="i", pools=(A100, A100)), "repeat"),
-        (lambda: d.DaskClusterSpec(image="i", pools=(A100, _pool("default"))), "reserved"),
-        (lambda: d.DaskClusterSpec(image="i", pools=(A100, _pool("x" * 40))), "too long"),
+        (lambda: d.DaskClusterSpec(image="i", scheduler_image="s", pools=()), "at least one GPU pool"),
+        (lambda: d.DaskClusterSpec(image="i", scheduler_image="s", pools=(A100, A100)), "repeat"),
+        (lambda: d.DaskClusterSpec(image="i", scheduler_image="s", pools=(A100, _pool("default"))), "reserved"),
+        (lambda: d.DaskClusterSpec(image="i", scheduler_image="s", pools=(A100, _pool("x" * 40))), "too long"),
         (lambda: d.WorkerPoolSpec("p", "nvidia-tesla-t4", 1, 3, 2, _T4_ONE_GPU), "min_workers"),
         (lambda: d.WorkerPoolSpec("p", "nvidia-tesla-t4", 2, 0, 2, _T4_ONE_GPU), "claim 1"),
     ],

@@ -11,7 +11,7 @@ import pytest
 from components import contract
 from components.manifests import dcgm, network
 
-POLICIES = (network.build_runtime_policies() + network.build_compute_policies()
+POLICIES = (network.build_runtime_policies() + network.build_compute_policies() + network.build_operator_policies()
             + network.build_monitoring_policies(dcgm.POD_LABELS, contract.DCGM_EXPORTER_PORT))
 
 
@@ -61,7 +61,7 @@ DCGM_EXPORTER = Pod(contract.MONITORING_NAMESPACE, dict(dcgm.POD_LABELS))
 STRANGER = Pod("default", {"app": "web"})
 DASK_SCHEDULER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, network.DASK_COMPONENT_LABEL: "scheduler"})
 DASK_WORKER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, network.DASK_COMPONENT_LABEL: "worker"})
-DASK_OPERATOR = Pod(contract.COMPUTE_NAMESPACE, dict(network.DASK_OPERATOR_POD_LABELS))
+DASK_OPERATOR = Pod(contract.DASK_OPERATOR_NAMESPACE, dict(network.DASK_OPERATOR_POD_LABELS))
 EPHEMERAL_PORT = 40123
 
 

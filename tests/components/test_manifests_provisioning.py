@@ -30,7 +30,8 @@ T4 = dask_manifests.WorkerPoolSpec(
 
 
 def _spec(*pools: dask_manifests.WorkerPoolSpec) -> dask_manifests.DaskClusterSpec:
-    return dask_manifests.DaskClusterSpec(image="registry.example/worker:abc123", pools=pools)
+    return dask_manifests.DaskClusterSpec(
+        image="registry.example/worker:abc123", scheduler_image="registry.example/scheduler:abc123", pools=pools)
 
 
 def _group() -> dict[str, Any]:

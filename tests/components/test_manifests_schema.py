@@ -31,7 +31,8 @@ def _cluster_spec() -> dask_manifests.DaskClusterSpec:
     t4 = dask_manifests.WorkerPoolSpec(
         "t4", "nvidia-tesla-t4", 2, 1, 6, dask_manifests.worker_resources("n1-standard-16", 2)
     )
-    return dask_manifests.DaskClusterSpec(image="registry.example/worker:abc123", pools=(a100, t4))
+    return dask_manifests.DaskClusterSpec(
+        image="registry.example/worker:abc123", scheduler_image="registry.example/scheduler:abc123", pools=(a100, t4))
 
 
 def _core_objects() -> list[Manifest]:

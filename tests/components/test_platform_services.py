@@ -54,6 +54,7 @@ def test_buckets_are_private_uniform_and_expire(recording: Recording) -> None:
 def test_registry_and_vertex_settings(recording: Recording) -> None:
     repo = named(recording, "gcp:artifactregistry/repository:Repository", "platform-registry").props
     assert (repo["format"], repo["location"], repo["repositoryId"]) == ("DOCKER", REGION, "gpu-runtime")
+    assert repo["dockerConfig"] == {"immutableTags": True}  # a pushed tag never moves to other bytes
     assert recording.outputs["registry_url"] == f"{REGION}-docker.pkg.dev/{PROJECT}/gpu-runtime"
     assert recording.outputs["result_store_url"] == f"gs://{PROJECT}-gpu-runtime-results/results"
     assert recording.outputs["vertex"] == {

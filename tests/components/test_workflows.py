@@ -68,20 +68,75 @@ def test_the_pulumi_cli_is_pinned_to_the_locked_sdk() -> None:
             assert all(s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}" for s in actions)
 
 
+def _index(job: dict, predicate: object) -> int:
+    """The position of the one step of ``job`` that ``predicate`` picks."""
+    [found] = [i for i, step in enumerate(job["steps"]) if predicate(step)]  # type: ignore[operator]
+    return found
+
+
+def _checkout(path: str) -> object:
+    return lambda s: str(s.get("uses", "")).startswith("actions/checkout@") and s.get("with", {}).get("path") == path
+
+
+def _runs(text: str) -> object:
+    return lambda s: text in str(s.get("run", ""))
+
+
+BASE_REF = "${{ github.event.pull_request.base.sha }}"
+
+
 def test_pull_request_runs_tests_plan_and_a_preview_judged_by_the_base_branch() -> None:
     jobs = _load("pull-request.yml")["jobs"]
     assert ".ci/run" in _steps(jobs["test"])
     assert "gpurt plan --stack" in _steps(jobs["plan"]) and "if" not in jobs["plan"]
     preview = jobs["preview"]
     assert "GCP_WORKLOAD_IDENTITY_PROVIDER" in preview["if"]
-    [base] = [s for s in preview["steps"] if s.get("with", {}).get("ref")]
-    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    [bundle] = [s for s in preview["steps"] if "gpurt policy bundle" in str(s.get("run", ""))]
-    gpurt = f"{base['with']['path']}/.venv/bin/gpurt"
-    assert bundle["run"].startswith(f'{gpurt} policy bundle --out "$RUNNER_TEMP/policy-pack"')
+    assert preview["steps"][_index(preview, _checkout("base"))]["with"]["ref"] == BASE_REF
+    bundle = preview["steps"][_index(preview, _runs("gpurt policy bundle"))]
+    assert bundle["run"].startswith('base/.venv/bin/gpurt policy bundle --out "$RUNNER_TEMP/policy-pack"')
     [pulumi] = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@")]
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
-    assert pulumi["with"]["policyPacks"] == "${{ runner.temp }}/policy-pack"
+    assert pulumi["with"]["policyPacks"] == "${{ runner.temp }}/policy-pack" and pulumi["with"]["work-dir"] == "pr"
+
+
+@pytest.mark.parametrize("job_name", ["plan", "plan-diff", "preview"])
+def test_the_base_branchs_tooling_is_installed_before_any_code_of_the_pull_request_runs(job_name: str) -> None:
+    job = _load("pull-request.yml")["jobs"][job_name]
+    base, pr = _index(job, _checkout("base")), _index(job, _checkout("pr"))
+    install_base, install_pr = _index(job, _runs("uv sync --frozen --directory base")), _index(
+        job, _runs("uv sync --frozen --directory pr"))
+    assert job["steps"][base]["with"]["ref"] == BASE_REF and "ref" not in job["steps"][pr]["with"]
+    # Side by side, never nested: nothing of the pull request (a uv workspace, a config file in a parent
+    # directory) can reach the base's install.
+    assert base < install_base < pr < install_pr
+    steps = [str(step.get("run", "")) for step in job["steps"]]
+    # The pull request's code runs only from pr/, and nothing runs the workspace root's (absent) checkout.
+    assert not any(".venv/bin/" in run and "base/.venv/bin/" not in run and "pr/.venv/bin/" not in run
+                   for run in steps)
+
+
+@pytest.mark.parametrize("job_name", ["plan", "plan-diff"])
+def test_the_offline_plans_are_judged_by_the_base_branchs_rules(job_name: str) -> None:
+    job = _load("pull-request.yml")["jobs"][job_name]
+    render = _index(job, _runs("pr/.venv/bin/gpurt plan --stack"))
+    judge = _index(job, _runs("base/.venv/bin/gpurt policy check"))
+    assert render <= judge and "--json >" in str(job["steps"][render]["run"])
+    if job_name == "plan":  # the check's verdict is the base branch's: its exit status is not swallowed
+        assert "|| [" not in job["steps"][judge]["run"] and "set +e" not in job["steps"][judge]["run"]
+
+
+def test_secrets_reach_only_the_approved_preview_step_after_the_base_pack_is_bundled() -> None:
+    text = (WORKFLOWS / "pull-request.yml").read_text()
+    jobs = _load("pull-request.yml")["jobs"]
+    users = [(name, i) for name, job in jobs.items() for i, step in enumerate(job["steps"])
+             if "secrets." in yaml.safe_dump(step)]
+    preview = jobs["preview"]
+    pulumi = _index(preview, lambda s: str(s.get("uses", "")).startswith("pulumi/actions@"))
+    assert users == [("preview", pulumi)]
+    assert "secrets." not in yaml.safe_dump({k: v for k, v in preview.items() if k != "steps"})
+    assert _index(preview, _runs("gpurt policy bundle")) < _index(preview, _checkout("pr")) < pulumi
+    assert preview["environment"] == "preview"  # its required reviewers approve running the PR with credentials
+    assert text.count("secrets.PULUMI_ACCESS_TOKEN") == 1
 
 
 def test_deploy_is_manual_approved_by_digest_validated_and_rolls_back() -> None:
@@ -99,6 +154,17 @@ def test_deploy_is_manual_approved_by_digest_validated_and_rolls_back() -> None:
     assert "credentials_json" not in (WORKFLOWS / "deploy.yml").read_text()  # WIF only, never a key
 
 
+def test_production_deploys_only_from_main_and_only_by_digest() -> None:
+    workflow = _load("deploy.yml")
+    for job in workflow["jobs"].values():
+        assert job["if"] == "inputs.stack != 'production' || github.ref == 'refs/heads/main'"
+    steps = _steps(workflow["jobs"]["deploy"])
+    # The digests are set, every reference to the stack's images is checked for one, then pulumi up runs.
+    order = [steps.index(marker) for marker in (
+        "images.workerDigest", 'gpurt images pinned --stack "$STACK"', "pulumi up --yes")]
+    assert order == sorted(order)
+
+
 def test_no_stack_runs_a_moving_image_tag() -> None:
     for path in ROOT.glob("Pulumi.*.yaml"):
         images = yaml.safe_load(path.read_text())["config"]["gpu-runtime:images"]
@@ -111,7 +177,7 @@ def test_pull_request_comments_the_offline_plan_diff_without_running_its_code_wi
     jobs = workflow["jobs"]
     diff = jobs["plan-diff"]
     assert "permissions" not in diff and "if" not in diff  # read-only, on every pull request
-    [checkout] = [s for s in diff["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    checkout = diff["steps"][_index(diff, _checkout("pr"))]
     assert checkout["with"]["fetch-depth"] == 0  # the base commit must be there for the worktree
     [run] = [s for s in diff["steps"] if "--diff" in str(s.get("run", ""))]
     assert run["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"

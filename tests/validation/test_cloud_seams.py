@@ -27,18 +27,34 @@ GCP = Path(__file__).parent / "fixtures" / "gcp"
 PROJECT = "impulse-gpu-runtime-staging"
 
 
-def _policy(name: str, drop_role: str | None = None):
+# The recorded policies are those of a stack that routes job types to Vertex AI (vertex.jobTypes); a stack that
+# does not lacks exactly the Vertex-only grants (ROUTING_ONLY).
+SCHEDULER = f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(PROJECT)}"
+RUNTIME = f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}"
+ROUTING_ONLY = {"roles/aiplatform.user": SCHEDULER, "roles/iam.serviceAccountUser": SCHEDULER,
+                "roles/storage.objectUser": RUNTIME}
+
+
+def _without(document: dict, drop: dict[str, str]) -> dict:
+    """``document`` with each ``role: member`` of ``drop`` taken out (a binding left without members goes)."""
+    bindings = [{**b, "members": [m for m in b["members"] if drop.get(b["role"]) != m]} for b in document["bindings"]]
+    return {**document, "bindings": [b for b in bindings if b["members"]]}
+
+
+def _policy(name: str, drop_role: str | None = None, drop: dict[str, str] | None = None):
+    """A recorded policy without the binding of ``drop_role`` and without each ``role: member`` of ``drop``."""
     from google.iam.v1 import policy_pb2
 
-    document = json.loads((GCP / name).read_text())
+    document = _without(json.loads((GCP / name).read_text()), drop or {})
     document["bindings"] = [b for b in document["bindings"] if b["role"] != drop_role]
     return json_format.ParseDict(document, policy_pb2.Policy())
 
 
-def _iam(drop_role: str | None = None, extra: tuple[str, str] | None = None) -> ResourceManagerIam:
+def _iam(drop: dict[str, str] | None = None, extra: tuple[str, str] | None = None,
+         vertex: bool = True) -> ResourceManagerIam:
     from google.cloud import resourcemanager_v3
 
-    policy = _policy("project_iam_policy.json", drop_role)
+    policy = _policy("project_iam_policy.json", drop={**(drop or {}), **({} if vertex else ROUTING_ONLY)})
     if extra:
         policy.bindings.add(role=extra[0], members=[extra[1]])
     client = mock.create_autospec(resourcemanager_v3.ProjectsClient, instance=True)
@@ -47,22 +63,26 @@ def _iam(drop_role: str | None = None, extra: tuple[str, str] | None = None) -> 
     return ResourceManagerIam(PROJECT, client)
 
 
-def _resource_iam(bucket_drop: str | None = None, account_drop: str | None = None) -> GoogleResourceIam:
+def _resource_iam(bucket_drop: dict[str, str] | None = None, account_drop: dict[str, str] | None = None,
+                  vertex: bool = True, bucket_extra: tuple[str, str] | None = None) -> GoogleResourceIam:
     """The adapter over an autospecced storage client and authorized session, answering from fixtures."""
     import requests
     from google.api_core.iam import Policy
     from google.auth.transport.requests import AuthorizedSession
     from google.cloud import storage
 
-    document = json.loads((GCP / "result_bucket_iam_policy.json").read_text())
-    document["bindings"] = [b for b in document["bindings"] if b["role"] != bucket_drop]
+    routing = {} if vertex else ROUTING_ONLY
+    document = _without(json.loads((GCP / "result_bucket_iam_policy.json").read_text()),
+                        {**(bucket_drop or {}), **routing})
+    if bucket_extra:
+        document["bindings"].append({"role": bucket_extra[0], "members": [bucket_extra[1]]})
     bucket = mock.create_autospec(storage.Bucket, instance=True)
     bucket.get_iam_policy.return_value = Policy.from_api_repr(document)
     client = mock.create_autospec(storage.Client, instance=True)
     client.bucket.return_value = bucket
 
-    account = json.loads((GCP / "runtime_service_account_iam_policy.json").read_text())
-    account["bindings"] = [b for b in account["bindings"] if b["role"] != account_drop]
+    account = _without(json.loads((GCP / "runtime_service_account_iam_policy.json").read_text()),
+                       {**(account_drop or {}), **routing})
     response = requests.Response()
     response.status_code, response._content = 200, json.dumps(account).encode()
     session = mock.create_autospec(AuthorizedSession, instance=True)
@@ -71,18 +91,25 @@ def _resource_iam(bucket_drop: str | None = None, account_drop: str | None = Non
 
 
 def test_roles_match_the_contract_table() -> None:
-    result = run_check(service_account_roles(_iam(), PROJECT))
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 2/2)"
+    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 1/1)"
+
+
+def test_a_routing_stack_also_holds_vertex_ai_on_the_project() -> None:
+    result = run_check(service_account_roles(_iam(), PROJECT, vertex=True))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 1/1)"
 
 
 def test_scoped_grants_are_read_from_the_bucket_and_the_service_account() -> None:
     resources = _resource_iam()
-    result = run_check(service_account_roles(_iam(), PROJECT, resources))
+    result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 2/2); scoped grants: 2/2"
+    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 1/1); scoped grants: 3/3"
     resources._storage.bucket.assert_called_once_with(contract.result_bucket(PROJECT))
     resources._storage.bucket.return_value.get_iam_policy.assert_called_once_with(requested_policy_version=3)
     url = resources._session.post.call_args.args[0]
@@ -90,8 +117,44 @@ def test_scoped_grants_are_read_from_the_bucket_and_the_service_account() -> Non
                    f"{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}:getIamPolicy")
 
 
+def test_a_stack_routing_nothing_to_vertex_needs_only_the_schedulers_bucket_grant() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT, _resource_iam(vertex=False)))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 1/1); scoped grants: 1/1"
+
+
+def test_vertex_grants_left_in_a_stack_routing_nothing_there_fail() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT, _resource_iam(vertex=True)))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == (
+        f"gpu-runtime also holds roles/storage.objectUser on bucket {contract.result_bucket(PROJECT)}, which the "
+        "contract does not grant; gpu-scheduler also holds roles/iam.serviceAccountUser on service account "
+        "gpu-runtime, which the contract does not grant")
+
+
+def test_a_wider_role_on_the_bucket_fails() -> None:
+    resources = _resource_iam(vertex=False, bucket_extra=("roles/storage.objectAdmin", RUNTIME))
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT, resources))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == (f"gpu-runtime also holds roles/storage.objectAdmin on bucket "
+                               f"{contract.result_bucket(PROJECT)}, which the contract does not grant")
+
+
+def test_object_admin_on_the_whole_project_fails() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False, extra=("roles/storage.objectAdmin", RUNTIME)),
+                                             PROJECT))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == ("gpu-runtime holds roles/storage.objectAdmin on the whole project: grant it on the "
+                               "result bucket only")
+
+
 def test_a_missing_bucket_binding_fails_and_says_what_it_is_for() -> None:
-    result = run_check(service_account_roles(_iam(), PROJECT, _resource_iam(bucket_drop="roles/storage.objectUser")))
+    resources = _resource_iam(bucket_drop={"roles/storage.objectUser": SCHEDULER})
+    result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
 
     assert result.status is Status.FAIL
     assert result.evidence.startswith(
@@ -99,30 +162,29 @@ def test_a_missing_bucket_binding_fails_and_says_what_it_is_for() -> None:
 
 
 def test_a_missing_act_as_grant_fails() -> None:
-    resources = _resource_iam(account_drop="roles/iam.serviceAccountUser")
-    result = run_check(service_account_roles(_iam(), PROJECT, resources))
+    resources = _resource_iam(account_drop={"roles/iam.serviceAccountUser": SCHEDULER})
+    result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
 
     assert result.status is Status.FAIL
     assert "gpu-scheduler lacks roles/iam.serviceAccountUser on service account gpu-runtime" in result.evidence
 
 
 def test_missing_monitoring_read_fails() -> None:
-    result = run_check(service_account_roles(_iam(drop_role="roles/monitoring.viewer"), PROJECT))
+    result = run_check(service_account_roles(_iam({"roles/monitoring.viewer": SCHEDULER}, vertex=False), PROJECT))
 
     assert result.status is Status.FAIL
     assert result.evidence == "gpu-scheduler lacks roles/monitoring.viewer"
 
 
 def test_a_missing_role_fails_and_names_account_and_role() -> None:
-    result = run_check(service_account_roles(_iam(drop_role="roles/aiplatform.user"), PROJECT))
+    result = run_check(service_account_roles(_iam({"roles/aiplatform.user": SCHEDULER}), PROJECT, vertex=True))
 
     assert result.status is Status.FAIL
     assert result.evidence == "gpu-scheduler lacks roles/aiplatform.user"
 
 
 def test_an_extra_role_is_reported_but_passes() -> None:
-    member = f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}"
-    result = run_check(service_account_roles(_iam(extra=("roles/editor", member)), PROJECT))
+    result = run_check(service_account_roles(_iam(extra=("roles/editor", RUNTIME), vertex=False), PROJECT))
 
     assert result.status is Status.PASS
     assert "extra (least privilege: review): gpu-runtime also has roles/editor" in result.evidence

@@ -30,7 +30,8 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
     settings = stack_settings(AutomationStack.select("staging", program))
 
     assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1",
-                        "quota_metrics": ["PREEMPTIBLE_NVIDIA_T4_GPUS"], "scales_from_zero": True}
+                        "quota_metrics": ["PREEMPTIBLE_NVIDIA_T4_GPUS"], "scales_from_zero": True,
+                        "routes_to_vertex": False}
 
 
 def test_validate_needs_exactly_one_target() -> None:

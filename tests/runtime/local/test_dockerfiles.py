@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,14 +58,32 @@ def dockerfile(request: pytest.FixtureRequest) -> tuple[str, list[Instruction]]:
     return request.param, parse(DOCKER_DIR / f"{request.param}.Dockerfile")
 
 
-def test_every_base_image_has_a_pinned_version_tag(dockerfile: tuple[str, list[Instruction]]) -> None:
+def test_every_base_image_is_pinned_by_version_tag_and_digest(dockerfile: tuple[str, list[Instruction]]) -> None:
     _, instructions = dockerfile
-    for image in resolved_bases(instructions) + [
+    images = resolved_bases(instructions) + [
         ins.args.split()[0].removeprefix("--from=") for ins in instructions
         if ins.keyword == "COPY" and ins.args.startswith("--from=") and ":" in ins.args.split()[0]
-    ]:
-        name, _, tag = image.rpartition(":")
-        assert name and tag and tag != "latest" and re.search(r"\d", tag), f"unpinned image {image}"
+    ]
+    assert images
+    for image in images:
+        reference, _, digest = image.partition("@")
+        name, _, tag = reference.rpartition(":")
+        assert name and tag != "latest" and re.search(r"\d", tag), f"no version tag: {image}"
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), f"not pinned by digest: {image}"
+
+
+def test_uv_is_installed_by_hash_at_the_workflows_version(dockerfile: tuple[str, list[Instruction]]) -> None:
+    import yaml
+
+    _, instructions = dockerfile
+    requirements = (DOCKER_DIR / "uv.requirements.txt").read_text()
+    [pin] = re.findall(r"^uv==(\S+) --hash=sha256:[0-9a-f]{64}$", requirements, re.MULTILINE)
+    installs = [ins.args for ins in instructions if ins.keyword == "RUN" and "uv.requirements.txt" in ins.args]
+    assert installs and all("--require-hashes" in args for args in installs)
+    assert not any(ins.args.startswith("--from=ghcr.io/astral-sh/uv") for ins in instructions)  # one way in
+    workflows = DOCKER_DIR.parents[1] / ".github" / "workflows"
+    versions = {path.name: yaml.safe_load(path.read_text())["env"]["UV_VERSION"] for path in workflows.glob("*.yml")}
+    assert versions and set(versions.values()) == {pin}, versions
 
 
 def test_final_stage_runs_as_unprivileged_numeric_user(dockerfile: tuple[str, list[Instruction]]) -> None:
@@ -109,7 +128,8 @@ def test_scheduler_image_serves_and_checks_health() -> None:
     instructions = parse(DOCKER_DIR / "scheduler.Dockerfile")
     final = final_stage(instructions)
     assert any(ins.keyword == "HEALTHCHECK" and "/healthz" in ins.args for ins in final)
-    assert any(ins.keyword == "ENTRYPOINT" and "runtime.scheduler" in ins.args for ins in final)
+    assert [ins.args for ins in final if ins.keyword in {"CMD", "ENTRYPOINT"}] == [
+        '["python", "-m", "runtime.scheduler"]']  # a CMD: the Dask scheduler's pod replaces it
     assert all("slim" in base for base in resolved_bases(instructions))
     assert len(resolved_bases(instructions)) >= 2  # multi-stage: no build tools in the final image
 
@@ -122,4 +142,8 @@ def test_worker_image_has_one_cuda_stack() -> None:
     assert bases and all(base.startswith("python:") and "slim" in base for base in bases)
     env = " ".join(ins.args for ins in final_stage(instructions) if ins.keyword == "ENV")
     assert "LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in env  # the node's driver, mounted by GKE
-    assert any(ins.keyword == "CMD" and "dask-cuda-worker" in ins.args for ins in final_stage(instructions))
+    # The image says what it runs: the DaskCluster's own worker command (no unused dask-cuda-worker).
+    from components.manifests.dask import worker_command
+
+    [cmd] = [ins.args for ins in final_stage(instructions) if ins.keyword in {"CMD", "ENTRYPOINT"}]
+    assert json.loads(cmd) == worker_command(1)[:2]

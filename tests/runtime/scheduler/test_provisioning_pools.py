@@ -29,7 +29,8 @@ QUEUED = dask_manifests.WorkerPoolSpec(
 T4 = dask_manifests.WorkerPoolSpec(
     "t4", "nvidia-tesla-t4", 1, 0, 4, dask_manifests.worker_resources("n1-standard-8", 1)
 )
-SPEC = dask_manifests.DaskClusterSpec(image="registry.example/worker:abc123", pools=(T4, QUEUED))
+SPEC = dask_manifests.DaskClusterSpec(
+    image="registry.example/worker:abc123", scheduler_image="registry.example/scheduler:abc123", pools=(T4, QUEUED))
 GROUP = "gpu-dask-a100-flex"
 DEFAULT_GROUP = "gpu-dask-default"
 PROVREQS = prov.PLURAL

@@ -1,0 +1,65 @@
+"""``gpurt images``: the platform's container images, as the stack references them."""
+
+from __future__ import annotations
+
+import typer
+
+from gpurt.plan import StackName
+
+images_app = typer.Typer(help="The platform's container images: digest pinning and sizes.", no_args_is_help=True)
+
+
+@images_app.command("pinned")
+def pinned(
+    stack: StackName = typer.Option(..., "--stack", "-s", help="Stack whose rendered objects are checked."),
+) -> None:
+    """Exit 1 unless every image of the stack's registry is referenced by digest (``...@sha256:``).
+
+    The deploy workflow runs it after setting the pushed digests and before ``pulumi up``.
+    """
+    from components.images import references
+    from components.plan import PlanError, run_plan
+
+    try:
+        plan = run_plan(stack.value)
+    except PlanError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    found = references((r.name, r.props) for r in plan.resources if r.custom)
+    loose = [ref for ref in found if not ref.pinned]
+    for ref in loose:
+        typer.echo(f"{ref.resource} {ref.path}: {ref.image} has no digest", err=True)
+    if not found:
+        typer.echo(f"error: stack {stack.value} references no image of its registry", err=True)
+        raise typer.Exit(1)
+    if loose:
+        typer.echo(f"{len(loose)} of {len(found)} image references of stack {stack.value} are not pinned by digest: "
+                   "set images.schedulerDigest and images.workerDigest", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"all {len(found)} image references of stack {stack.value} are pinned by digest")
+
+
+@images_app.command("sizes")
+def sizes(
+    top: int = typer.Option(6, "--top", min=0, help="List this many of each image's biggest distributions."),
+) -> None:
+    """Each image's compressed size, computed from the wheels uv.lock pins for it; exit 1 over a target.
+
+    The base image is not in the lock and not counted. Targets: gpu-scheduler 150 MB, gpu-worker 1.5 GB
+    (a GPU node scaling from zero pulls the worker image before its first job).
+    """
+    from components.image_sizes import Lock, LockError, image_sizes
+
+    try:
+        found = image_sizes(Lock.read())
+    except (OSError, LockError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for image in found:
+        verdict = "within" if image.within_target else "OVER"
+        typer.echo(f"{image.image}: {image.size / 1e6:.1f} MB in {len(image.packages)} wheels, {verdict} its "
+                   f"{image.target / 1e6:.0f} MB target")
+        for package in image.largest(top):
+            typer.echo(f"  {package.size / 1e6:8.1f} MB  {package.name} {package.version}")
+    if not all(image.within_target for image in found):
+        raise typer.Exit(1)

@@ -1,0 +1,72 @@
+"""Deploy by digest: every reference to an image of the stack's registry is found, and one without a digest is
+named; the deploy workflow's gate (``gpurt images pinned``) refuses a stack until the pushed digests are set."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from components.images import references, unpinned
+from components.plan import REPO_ROOT, run_plan
+from tests.components.infra import stack_plan
+
+DIGESTS = {"schedulerDigest": "sha256:" + "a" * 64, "workerDigest": "sha256:" + "b" * 64}
+
+
+def _rendered(plan: object) -> list[tuple[str, dict]]:
+    return [(r.name, r.props) for r in plan.resources if r.custom]  # type: ignore[attr-defined]
+
+
+def _with_digests(root: Path, stack: str) -> Path:
+    """A copy of the program whose stack file carries the digests the deploy workflow sets."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    document = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())
+    document["config"]["gpu-runtime:images"].update(DIGESTS)
+    (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    return root
+
+
+def test_a_committed_stack_references_its_images_by_tag_alone() -> None:
+    found = references(_rendered(stack_plan("staging")))
+    names = {ref.image.split("/")[-1].split(":")[0] for ref in found}
+
+    assert names == {"gpu-scheduler", "gpu-worker"}
+    assert unpinned(_rendered(stack_plan("staging"))) == found  # until the deploy sets the digests
+
+
+def test_with_the_pushed_digests_every_reference_is_pinned(tmp_path: Path) -> None:
+    plan = run_plan("staging", _with_digests(tmp_path, "staging"))
+    found = references(_rendered(plan))
+
+    assert found and not unpinned(_rendered(plan))
+    assert {ref.image.rsplit("@", 1)[1] for ref in found} == set(DIGESTS.values())
+    # The Deployment, the DaskCluster (scheduler and workers) and every extra worker group are covered.
+    assert {"scheduler", "dask"} <= {ref.resource.split("-", 1)[0] for ref in found}
+
+
+def test_an_image_named_by_tag_or_a_short_digest_is_unpinned() -> None:
+    registry = "us-central1-docker.pkg.dev/p/gpu-runtime"
+    resources = [("w", {"spec": {"containers": [
+        {"image": f"{registry}/gpu-worker:abc"},
+        {"image": f"{registry}/gpu-worker:abc@sha256:{'c' * 63}"},
+        {"image": f"{registry}/gpu-worker:abc@sha256:{'c' * 64}"},
+        {"image": "ghcr.io/dask/dask:2024.8"},  # not the stack's registry: left to its own pin
+    ]}})]
+
+    assert [(r.path, r.pinned) for r in references(resources)] == [
+        ("spec.containers[0].image", False), ("spec.containers[1].image", False), ("spec.containers[2].image", True)]
+
+
+@pytest.mark.integration
+def test_the_gate_refuses_a_stack_without_digests() -> None:
+    from gpurt.app import app
+
+    result = CliRunner().invoke(app, ["images", "pinned", "--stack", "staging"], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 1
+    assert "are not pinned by digest: set images.schedulerDigest and images.workerDigest" in result.output
