@@ -1,10 +1,13 @@
 """GKE: private VPC-native cluster, a CPU system pool, GPU pools from stack config, and a Kubernetes provider.
 
-Why it is built this way (docs/infrastructure.md): nodes have no public IPs (Cloud NAT gives them egress to pull
-images), pods reach Google APIs through Workload Identity (``GKE_METADATA``), node images are shielded,
-GPU drivers are installed by GKE itself (``gpu_driver_installation_config``; no extra device-plugin
-DaemonSet), and every GPU pool autoscales from zero, carrying the GPU label and taint so that only pods
-which tolerate it land there. Dataplane V2 enforces the NetworkPolicies of the workloads.
+Why it is built this way (docs/infrastructure.md): the control plane has no public IP endpoint; people and CI
+reach it through GKE's DNS-based endpoint, which Google authenticates with IAM (``container.clusters.connect``)
+before a request reaches the API server, so no runner address needs to be known in advance. Nodes have no
+public IPs (Cloud NAT gives them egress to pull images), pods reach Google APIs through Workload Identity
+(``GKE_METADATA``), node images are shielded, GPU drivers are installed by GKE itself
+(``gpu_driver_installation_config``; no extra device-plugin DaemonSet), and every GPU pool autoscales from
+zero, carrying the GPU label and taint so that only pods which tolerate it land there. Dataplane V2 enforces
+the NetworkPolicies of the workloads.
 """
 
 from __future__ import annotations
@@ -39,14 +42,15 @@ GPU_DRIVER_VERSION = "LATEST"
 POOL_LABEL = "gpu-runtime/pool"
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
-# gke-gcloud-auth-plugin is the only supported kubectl credential plugin for GKE since 1.26.
+# gke-gcloud-auth-plugin is the only supported kubectl credential plugin for GKE since 1.26. The DNS endpoint
+# serves a publicly trusted certificate, so, like `gcloud container clusters get-credentials --dns-endpoint`, the
+# kubeconfig carries no cluster CA.
 _KUBECONFIG_TEMPLATE = """apiVersion: v1
 kind: Config
 clusters:
 - name: {name}
   cluster:
     server: https://{endpoint}
-    certificate-authority-data: {ca}
 contexts:
 - name: {name}
   context:
@@ -71,9 +75,10 @@ def gpu_taint() -> gcp.container.NodePoolNodeConfigTaintArgs:
     )
 
 
-def render_kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig for the cluster that authenticates through gke-gcloud-auth-plugin (no static credentials)."""
-    return _KUBECONFIG_TEMPLATE.format(name=name, endpoint=endpoint, ca=ca_certificate)
+def render_kubeconfig(name: str, dns_endpoint: str) -> str:
+    """A kubeconfig for the cluster's DNS endpoint that authenticates through gke-gcloud-auth-plugin (no static
+    credentials)."""
+    return _KUBECONFIG_TEMPLATE.format(name=name, endpoint=dns_endpoint)
 
 
 @dataclass
@@ -120,10 +125,18 @@ class GkeCluster(pulumi.ComponentResource):
             datapath_provider="ADVANCED_DATAPATH",
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
-                # The endpoint stays reachable, but only from the authorized networks (operators, CI).
-                enable_private_endpoint=False,
+                # No public IP endpoint: outside the VPC the DNS endpoint below is the only way in.
+                enable_private_endpoint=True,
                 master_ipv4_cidr_block=cfg.network.master_cidr,
             ),
+            control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+                # GitHub-hosted runners have no fixed address range; the DNS endpoint admits a request only with
+                # a Google credential holding container.clusters.connect, wherever it comes from.
+                dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                    allow_external_traffic=True
+                ),
+            ),
+            # The private IP endpoint stays for clients inside the VPC (or peered to it): only these ranges.
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                 cidr_blocks=[
                     gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
@@ -156,11 +169,12 @@ class GkeCluster(pulumi.ComponentResource):
         self.gpu_pools = {pool.name: self._gpu_pool(pool) for pool in cfg.gpu_pools}
 
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.workload_pool
+        self.dns_endpoint: pulumi.Output[str] = self.cluster.control_plane_endpoints_config.apply(
+            lambda endpoints: dns_endpoint(endpoints, args.cluster_name)
+        )
         self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(
-                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-            ).apply(
-                lambda parts: render_kubeconfig(f"gke_{cfg.project}_{cfg.region}_{parts[0]}", parts[1], parts[2])
+            pulumi.Output.all(self.cluster.name, self.dns_endpoint).apply(
+                lambda parts: render_kubeconfig(f"gke_{cfg.project}_{cfg.region}_{parts[0]}", parts[1])
             )
         )
         # Workloads wait for the pools: a Deployment applied before any node exists just sits Pending.
@@ -172,7 +186,7 @@ class GkeCluster(pulumi.ComponentResource):
         )
         self.register_outputs({
             "cluster_name": self.cluster.name,
-            "endpoint": self.cluster.endpoint,
+            "dns_endpoint": self.dns_endpoint,
             "workload_pool": self.workload_pool,
             "kubeconfig": self.kubeconfig,
             "gpu_pools": {key: pool.name for key, pool in self.gpu_pools.items()},
@@ -335,6 +349,19 @@ def guest_accelerator(pool: GpuPoolConfig) -> gcp.container.NodePoolNodeConfigGu
             else None
         ),
     )
+
+
+def dns_endpoint(endpoints: object, cluster_name: str) -> str:
+    """The DNS endpoint GKE reports for the cluster (``controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint``).
+
+    Raises ``RuntimeError`` when GKE reports none: a kubeconfig without a server would fail far from the cause.
+    """
+    dns = getattr(endpoints, "dns_endpoint_config", None)
+    endpoint = getattr(dns, "endpoint", None)
+    if not endpoint:
+        raise RuntimeError(f"cluster {cluster_name} reports no DNS control-plane endpoint "
+                           "(controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint)")
+    return str(endpoint)
 
 
 def reservation_affinity(reservation: ReservationConfig) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs:

@@ -241,8 +241,13 @@ def _service_account(m: RealisticMocks, name: str, project: str, state: dict) ->
 def _cluster(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
     location = state.get("location", m.region)
     ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk9GRkxJTkUtUExBTgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+    endpoints = dict(state.get("controlPlaneEndpointsConfig") or {})
+    # GKE names the DNS endpoint gke-<uid>.<region>.gke.goog; the uid here is a stable hash of the cluster.
+    endpoints["dnsEndpointConfig"] = {**(endpoints.get("dnsEndpointConfig") or {}),
+                                      "endpoint": f"gke-{fake_project_number(project + name)}.{location}.gke.goog"}
     return f"projects/{project}/locations/{location}/clusters/{name}", {
-        "endpoint": "34.118.10.2",
+        "endpoint": "172.16.0.2",
+        "controlPlaneEndpointsConfig": endpoints,
         "masterAuth": {"clusterCaCertificate": ca},
         "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}",
     }

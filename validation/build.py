@@ -82,7 +82,9 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
     from validation.clients.vertex import GoogleVertexQuota
 
     settings = stack_settings(stack)
-    kube = KubernetesApi(api_client(kube_context))
+    # Without a named context, the stack's own kubeconfig: the cluster's DNS endpoint, which CI can reach.
+    kubeconfig = None if kube_context else stack.outputs().get("kubeconfig")
+    kube = KubernetesApi(api_client(kube_context, kubeconfig))
     return CloudTarget(
         project=settings["project"], region=settings["region"],
         pubsub=GooglePubSubAdmin(settings["project"]),

@@ -152,7 +152,8 @@ def test_cli_reports_program_errors_without_traceback(violating_project: Path) -
     (violating_project / "Pulumi.staging.yaml").write_text("config:\n  gcp:project: p\n")
     result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
     assert result.exit_code == 2
-    assert "missing stack config: gcp:region" in result.output and "Traceback" not in result.output
+    assert "missing stack config in Pulumi.staging.yaml: gcp:region" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

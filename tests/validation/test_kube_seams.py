@@ -154,3 +154,17 @@ def test_rollout_undo_patches_the_previous_template_and_waits(server) -> None:
 def test_rollout_undo_to_an_unknown_revision_names_the_known_ones() -> None:
     with pytest.raises(rollout.RolloutError, match=r"revision 9 not found; known: \[3, 4\]"):
         rollout.plan_undo(_load("deployment.json"), _load("replicasets.json")["items"], to_revision=9)
+
+
+def test_without_a_context_the_stacks_own_kubeconfig_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from validation.clients.kube import api_client
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # not in a pod
+    kubeconfig = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gke",
+        "clusters": [{"name": "gke", "cluster": {"server": "https://gke-1234.us-central1.gke.goog"}}],
+        "contexts": [{"name": "gke", "context": {"cluster": "gke", "user": "ci"}}],
+        "users": [{"name": "ci", "user": {"token": "t"}}],
+    })
+
+    assert api_client(None, kubeconfig).configuration.host == "https://gke-1234.us-central1.gke.goog"

@@ -43,14 +43,19 @@ def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
-def api_client(context: str | None = None) -> Any:
-    """A Kubernetes ``ApiClient``: in-cluster config when running in a pod, else the kubeconfig context."""
+def api_client(context: str | None = None, kubeconfig: str | None = None) -> Any:
+    """A Kubernetes ``ApiClient``: in-cluster config when running in a pod; else the kubeconfig ``context``
+    when named; else ``kubeconfig`` (the stack's own, pointing at the cluster's DNS endpoint) when given;
+    else the current context of ``~/.kube/config``."""
+    import yaml
     from kubernetes import client, config
 
     try:
         config.load_incluster_config()
         return client.ApiClient()
     except config.ConfigException:
+        if context is None and kubeconfig:
+            return config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
         return config.new_client_from_config(context=context)
 
 
