@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,7 +19,7 @@ from validation.checks.alerts import rules_in_cluster
 from validation.checks.dask import gpu_workers
 from validation.checks.scheduler import health_pods, pods_running
 from validation.clients.dask_info import KubeServiceDask
-from validation.clients.kube import KubernetesApi
+from validation.clients.kube import ForwardError, KubernetesApi
 from validation.report import Status
 from validation.rollback import kubernetes as rollout
 from validation.runner import run_check
@@ -68,17 +71,78 @@ def test_a_pending_pod_fails_after_the_deadline(server) -> None:
     assert looks  # it polled again before giving up
 
 
-def test_healthz_through_the_pod_proxy(server) -> None:
+class _Forwards:
+    """``kubernetes.stream.portforward`` stand-in: each call opens a socket pair whose far end answers one HTTP
+    request the way a pod would (``answers`` maps pod name to status and body); calls are recorded."""
+
+    def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, str, str, str]] = []
+        self.requests: list[bytes] = []
+        self._threads: list[threading.Thread] = []
+
+    def __call__(self, method: Any, pod: str, namespace: str, *, ports: str) -> Any:
+        self.calls.append((method.__name__, pod, namespace, ports))
+        near, far = socket.socketpair()
+        status, body = self.answers[pod]
+        thread = threading.Thread(target=self._serve, args=(far, status, body), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        forwards = self
+
+        class Forward:
+            def socket(self, port: int) -> socket.socket:
+                assert str(port) == ports
+                return near
+
+            def close(self) -> None:
+                near.close()
+                forwards.join()
+
+        return Forward()
+
+    def _serve(self, far: socket.socket, status: int, body: str) -> None:
+        with far:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += far.recv(4096)
+            self.requests.append(request)
+            far.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n"
+                        f"content-length: {len(body)}\r\n\r\n{body}".encode())
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+def test_healthz_through_a_port_forward_not_the_api_server_proxy(server) -> None:
+    """A private cluster's control plane reaches the kubelet (10250), not port 8080: the check port-forwards."""
     server.routes[("GET", PODS)] = _load("scheduler_pods.json")
-    for pod in ("gpu-scheduler-6c9d8f7b5-2xk4p", "gpu-scheduler-6c9d8f7b5-9qvzr"):
-        server.routes[("GET", f"{PODS}/{pod}:8080/proxy/healthz")] = {"status": "ok"}
+    pods = ("gpu-scheduler-6c9d8f7b5-2xk4p", "gpu-scheduler-6c9d8f7b5-9qvzr")
+    forwards = _Forwards({pod: (200, '{"status":"ok"}') for pod in pods})
+    kube = KubernetesApi(server.api_client(), portforward=forwards)
 
-    assert run_check(health_pods(_kube(server))).status is Status.PASS
+    result = run_check(health_pods(kube))
 
-    server.routes[("GET", f"{PODS}/gpu-scheduler-6c9d8f7b5-9qvzr:8080/proxy/healthz")] = {"status": "degraded"}
-    result = run_check(health_pods(_kube(server)))
+    assert result.status is Status.PASS, result
+    assert forwards.calls == [("connect_get_namespaced_pod_portforward", pod, NS, "8080") for pod in pods]
+    assert all(r.startswith(b"GET /healthz HTTP/1.0\r\n") for r in forwards.requests)
+    assert not [r for r in server.requests if "proxy" in r.path]  # never the API server's proxy
+
+
+def test_an_unhealthy_or_failing_pod_is_named(server) -> None:
+    server.routes[("GET", PODS)] = _load("scheduler_pods.json")
+    forwards = _Forwards({"gpu-scheduler-6c9d8f7b5-2xk4p": (200, '{"status":"ok"}'),
+                          "gpu-scheduler-6c9d8f7b5-9qvzr": (200, '{"status":"degraded"}')})
+    result = run_check(health_pods(KubernetesApi(server.api_client(), portforward=forwards)))
     assert result.status is Status.FAIL
     assert result.evidence.startswith("pod gpu-scheduler-6c9d8f7b5-9qvzr returned")
+
+    forwards = _Forwards({"gpu-scheduler-6c9d8f7b5-2xk4p": (503, "starting")})
+    kube = KubernetesApi(server.api_client(), portforward=forwards)
+    with pytest.raises(ForwardError, match="GET /healthz on pod gpu-runtime/gpu-scheduler-6c9d8f7b5-2xk4p port "
+                                           "8080 answered HTTP 503: 'starting'"):
+        kube.pod_get(NS, "gpu-scheduler-6c9d8f7b5-2xk4p", 8080, "/healthz")
 
 
 def _rules(*names: str) -> str:
