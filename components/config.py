@@ -22,7 +22,7 @@ PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
 
 # Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
-_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex")
+_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools")
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
@@ -35,8 +35,9 @@ ACCELERATOR_MACHINE_FAMILIES: Final = {
     "nvidia-tesla-a100": ("a2-highgpu-", "a2-megagpu-"),
     "nvidia-a100-80gb": ("a2-ultragpu-",),
     "nvidia-l4": ("g2-",),
-    # a3-megagpu takes nvidia-h100-mega-80gb and a3-ultragpu H200s: other accelerator types.
     "nvidia-h100-80gb": ("a3-highgpu-",),
+    "nvidia-h100-mega-80gb": ("a3-megagpu-",),
+    "nvidia-h200-141gb": ("a3-ultragpu-",),
 }
 # Accelerator-optimized machine types (a2-highgpu-2g, a3-highgpu-8g, ...) carry a fixed number of GPUs in their name.
 _FIXED_GPU_COUNT_RE: Final = re.compile(r"^a[23]-[a-z]+-(\d+)g$")
@@ -176,7 +177,7 @@ class GpuPoolConfig(_Model):
     accelerator_type: str = Field(description="GKE accelerator type, e.g. nvidia-tesla-t4.")
     accelerator_count: int = Field(1, ge=1, le=16, description="GPUs per node.")
     min_nodes: int = Field(0, ge=0, description="Per zone; 0 lets the pool scale to zero when idle.")
-    max_nodes: int = Field(ge=1, description="Per zone.")
+    max_nodes: int = Field(ge=1, description="Per zone; in total for a queued pool (GKE's guide sets total limits).")
     spot: bool = Field(False, description="Spot VMs: much cheaper, may be preempted (jobs are redelivered).")
     zones: tuple[str, ...] = Field(default=(), description="Zones that offer this GPU; empty means all stack zones.")
     disk_size_gb: int = Field(200, ge=50, description="Boot disk; CUDA images are large.")
@@ -239,7 +240,14 @@ class GpuPoolConfig(_Model):
             reservation_name=self.reservation.name if self.reservation else None,
             compact_placement=self.compact_placement,
             zone_count=zone_count,
+            # components.gke renders both for every queued pool, as GKE's queued-provisioning guide does.
+            flex_start=self.queued_provisioning,
+            total_limits=True,
         )
+
+    def node_capacity(self, zone_count: int) -> int:
+        """Most nodes the pool can have: maxNodes per zone, or in total for a queued pool."""
+        return self.max_nodes if self.queued_provisioning else self.max_nodes * zone_count
 
     @property
     def workers_per_node(self) -> int:
@@ -315,6 +323,10 @@ class StackConfig(_Model):
     deletion_protection: bool = Field(True, description="Protect the cluster and buckets from `pulumi destroy`.")
     release_channel: str = Field("REGULAR", description="GKE release channel.")
     result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
+    replace_gpu_pools: tuple[str, ...] = Field(
+        default=(), description="GPU pools whose replacement this deploy acknowledges: they lose Pulumi's protect "
+        "for it (docs/runbooks/replace-gpu-pool.md). Empty in normal operation."
+    )
 
     @field_validator("release_channel")
     @classmethod
@@ -340,13 +352,17 @@ class StackConfig(_Model):
             if not pool.zones and (problems := gpu_options.check(pool.options(zones))):
                 raise ValueError("; ".join(f"gpuPools[{pool.name}].{p.key}: {p.message}" for p in problems))
             # One Dask worker per node, or per shared GPU slot: more workers than that could never be scheduled.
-            capacity = pool.max_nodes * zones * pool.workers_per_node
+            capacity = pool.node_capacity(zones) * pool.workers_per_node
             if pool.dask_workers_max > capacity:
+                nodes = (f"maxNodes {pool.max_nodes} in total" if pool.queued_provisioning
+                         else f"maxNodes {pool.max_nodes} x {zones} zones")
                 raise ValueError(
                     f"gpuPools[{pool.name}].daskWorkersMax {pool.dask_workers_max} exceeds the pool's node capacity "
-                    f"{capacity} (maxNodes {pool.max_nodes} x {zones} zones x {pool.workers_per_node} "
-                    "worker(s) per node)"
+                    f"{capacity} ({nodes} x {pool.workers_per_node} worker(s) per node)"
                 )
+        stray = set(self.replace_gpu_pools) - set(names)
+        if stray:
+            raise ValueError(f"replaceGpuPools names {sorted(stray)}, which are not gpuPools ({', '.join(names)})")
         stray = set(self.system_pool.zones) - set(self.zones)
         if stray:
             raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")
@@ -373,7 +389,7 @@ _PROVIDER_KEYS: Final = {"project": "gcp:project", "region": "gcp:region"}
 def _key(loc: tuple[int | str, ...]) -> str:
     """A pydantic error location as the stack file spells the key: ``gpu-runtime:gpuPools[0].name``."""
     if not loc:
-        return f"{PROJECT_NAMESPACE}:*"
+        return f"{PROJECT_NAMESPACE} config"
     head, *rest = loc
     key = _PROVIDER_KEYS.get(str(head)) or f"{PROJECT_NAMESPACE}:{head}"
     return key + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest)

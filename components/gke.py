@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components import contract, gpu_options
 from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
+from components.policy import rules
 
 # Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
 # (Workload Identity gives them their own), so nothing more is granted.
@@ -101,8 +102,11 @@ class GkeCluster(pulumi.ComponentResource):
     gpu_pools: dict[str, gcp.container.NodePool]
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-runtime:gke:GkeCluster", name, None, opts)
         cfg = args.config
+        # Recorded as the component's input so the policy pack sees which GPU pools the stack lets be replaced.
+        super().__init__(rules.GKE_COMPONENT, name, {
+            rules.REPLACE_ACK_INPUT: [gpu_options.node_pool_name(pool) for pool in cfg.replace_gpu_pools],
+        }, opts)
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on or [])
         self._name = name
         self._cfg = cfg
@@ -274,8 +278,12 @@ class GkeCluster(pulumi.ComponentResource):
         location_policy: str | None = None,
         pool_extra: dict[str, object] | None = None,
         auto_repair: bool = True,
+        protect: bool | None = None,
+        autoscaling: gcp.container.NodePoolAutoscalingArgs | None = None,
         **node_extra: object,
     ) -> gcp.container.NodePool:
+        # No initial_node_count: it is replace-on-change and computed by GKE (the autoscaler owns the size from
+        # minNodes up), so setting it could only ever replace the pool.
         return gcp.container.NodePool(
             f"{self._name}-{pool_name}",
             name=pool_name,
@@ -283,15 +291,12 @@ class GkeCluster(pulumi.ComponentResource):
             cluster=self.cluster.name,
             location=self._cfg.region,
             node_locations=list(self._cfg.pool_zones(pool)),
-            # The size at creation only; the autoscaler owns it afterwards. Without ignore_changes a new
-            # minNodes would change it, and the provider replaces a pool whose initial count changes.
-            initial_node_count=pool.min_nodes,
-            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+            autoscaling=autoscaling or gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=pool.min_nodes, max_node_count=pool.max_nodes, location_policy=location_policy
             ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=auto_repair, auto_upgrade=True),
             node_config=self._node_config(pool.machine_type, pool.disk_size_gb, **node_extra),
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
+            opts=pulumi.ResourceOptions(parent=self, protect=protect),
             **(pool_extra or {}),
         )
 
@@ -309,8 +314,14 @@ class GkeCluster(pulumi.ComponentResource):
         if pool.gpu_sharing is not None and pool.gpu_sharing.declared:
             declared_key, declared_value = contract.GPU_SHARING_DECLARED_LABEL
             node_extra["resource_labels"] = {**contract.GCP_LABELS, declared_key: declared_value}
+        autoscaling = None
         if pool.queued_provisioning:
             pool_extra["queued_provisioning"] = gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+            # GKE's guide creates queued pools with --flex-start and total (not per-zone) node limits.
+            node_extra["flex_start"] = True
+            autoscaling = gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=0, total_max_node_count=pool.max_nodes, location_policy="ANY"
+            )
         if pool.compact_placement:
             pool_extra["placement_policy"] = gcp.container.NodePoolPlacementPolicyArgs(type=gpu_options.COMPACT)
         return self._node_pool(
@@ -321,6 +332,12 @@ class GkeCluster(pulumi.ComponentResource):
             pool_extra=pool_extra,
             # GKE refuses auto-repair on queued pools: their nodes live only as long as the request that got them.
             auto_repair=not pool.queued_provisioning,
+            # A protected pool cannot be replaced or deleted by `pulumi up`: a replace-on-change edit stops the
+            # deploy instead of taking the GPUs down (docs/runbooks/replace-gpu-pool.md). replaceGpuPools lifts it.
+            protect=self._cfg.deletion_protection and pool.name not in self._cfg.replace_gpu_pools,
+            autoscaling=autoscaling,
+            # Image streaming: a scale-from-zero node starts the multi-GB worker image before it is pulled whole.
+            gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True),
             spot=pool.spot,
             guest_accelerators=[guest_accelerator(pool)],
             labels={gpu_label_key: gpu_label_value, POOL_LABEL: pool.name},

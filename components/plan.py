@@ -405,7 +405,8 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
     except Exception as exc:
         raise PlanError(f"the program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
 
-    subjects = [rules.Subject(r.type, r.name, r.props) for r in recording.resources if r.custom]
+    # Components too: a stack rule reads the GKE component's input (the acknowledged pool replacements).
+    subjects = [rules.Subject(r.type, r.name, r.props, r.protect) for r in recording.resources]
     verdicts = rules.evaluate(subjects)
     descriptions = {rule.id: rule.description for rule in (*rules.RESOURCE_RULES, *rules.STACK_RULES)}
     policy = tuple(
