@@ -277,10 +277,12 @@ def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
 def build_worker_group(spec: DaskClusterSpec, pool: WorkerPoolSpec) -> Manifest:
     """A DaskWorkerGroup ``<cluster>-<pool>`` for a pool other than the primary one."""
     name = worker_group_name(spec.name, pool.name, primary=False)
+    # The pool's upper bound, which the gpu-scheduler enforces when it scales the group (no autoscaler does).
+    bound = {contract.DASK_MAX_WORKERS_ANNOTATION: str(pool.max_workers)}
     return {
         "apiVersion": DASK_API_VERSION,
         "kind": "DaskWorkerGroup",
-        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool.name}),
+        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool.name}, bound),
         "spec": {"cluster": spec.name, "worker": build_worker_spec(pool, spec.image)},
     }
 

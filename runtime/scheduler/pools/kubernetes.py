@@ -22,7 +22,7 @@ from components import contract
 from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, replicas_of
+from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, replicas_of
 
 DASK_GROUP: Final = "kubernetes.dask.org"
 DASK_VERSION: Final = "v1"
@@ -63,6 +63,10 @@ class KubernetesPools:
         """Patch the group's replicas and desired-size annotation (a queued pool: ``QueuedProvisioner.scale``)."""
         check_workers(workers)
         group = self._group(pool_id)  # a clear "no such pool" before any write
+        bound = max_workers_of(group)
+        if bound is not None and workers > bound:
+            raise PoolError(f"pool {pool_id} may have at most {bound} workers (the stack's daskWorkersMax), "
+                            f"not {workers}")
         if pool_id in self._provisioner.pools:
             self._provisioner.scale(pool_id, group, workers)
             return self._info(self._group(pool_id), self._provisioner.requests())
