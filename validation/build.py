@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from validation.checks.dask import PoolBounds
 from validation.clients.pulumi_stack import PulumiStack
 from validation.targets import CloudTarget, LocalTarget
 
@@ -70,6 +71,8 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         "region": region,
         "quota_metrics": sorted({quota_metric(p["acceleratorType"], bool(p.get("spot"))) for p in pools}),
         "scales_from_zero": bool(pools) and all(int(p.get("daskWorkersMin", 0)) == 0 for p in pools),
+        "pool_bounds": [PoolBounds(p["name"], int(p.get("daskWorkersMin", 0)), int(p["daskWorkersMax"]),
+                                   bool(p.get("queuedProvisioning"))) for p in pools],
     }
 
 
@@ -94,4 +97,5 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         vertex=GoogleVertexQuota(settings["project"], settings["region"]),
         gpu_quota_metrics=settings["quota_metrics"],
         pools_scale_from_zero=settings["scales_from_zero"],
+        pool_bounds=settings["pool_bounds"],
     )

@@ -232,3 +232,62 @@ def test_without_a_context_the_stacks_own_kubeconfig_is_used(monkeypatch: pytest
     })
 
     assert api_client(None, kubeconfig).configuration.host == "https://gke-1234.us-central1.gke.goog"
+
+
+DASK_OBJECTS = "/apis/kubernetes.dask.org/v1/namespaces/compute"
+
+
+def _deployed_dask(stack: str = "production") -> tuple[list, dict, list]:
+    """The stack's expected bounds, and its DaskAutoscaler and worker groups as the program renders them (the
+    operator's own ``-default`` group carries the primary pool's worker template)."""
+    from components.dask import worker_pools
+    from components.manifests import dask as manifests
+    from tests.components.infra import stack_config
+    from validation.checks.dask import PoolBounds
+
+    config = stack_config(stack)
+    spec = manifests.DaskClusterSpec(image="img", pools=tuple(worker_pools(config.gpu_pools)))
+    default = {"metadata": {"name": f"{spec.name}-default"},
+               "spec": {"cluster": spec.name, "worker": manifests.build_worker_spec(spec.primary, "img")}}
+    groups = [default, *(manifests.build_worker_group(spec, pool) for pool in spec.pools[1:])]
+    expected = [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
+                for p in config.gpu_pools]
+    return expected, manifests.build_autoscaler(spec), groups
+
+
+def _bounds_check(server: RecordedKubeApi, autoscaler: dict, groups: list, expected: list) -> Any:
+    from validation.checks.dask import autoscaler_bounds
+
+    server.routes[("GET", f"{DASK_OBJECTS}/daskautoscalers")] = {"items": [autoscaler]}
+    server.routes[("GET", f"{DASK_OBJECTS}/daskworkergroups")] = {"items": groups}
+    return run_check(autoscaler_bounds(_kube(server), expected))
+
+
+def test_deployed_autoscaler_bounds_are_compared_with_the_stacks(server) -> None:
+    expected, autoscaler, groups = _deployed_dask()
+    assert _bounds_check(server, autoscaler, groups, expected).status is Status.PASS
+
+    drifted = copy.deepcopy(groups)
+    drifted[1]["metadata"]["annotations"][contract.DASK_MAX_WORKERS_ANNOTATION] = "64"
+    result = _bounds_check(server, autoscaler, drifted, expected)
+    assert result.status is Status.FAIL
+    assert result.evidence == ("DaskWorkerGroup gpu-dask-t4-spot allows 64 workers (gpu-runtime.dev/max-workers), "
+                               "the stack says 32 (pool t4-spot)")
+
+    wider = copy.deepcopy(autoscaler)
+    wider["spec"]["maximum"] = 40
+    result = _bounds_check(server, wider, groups, expected)
+    assert result.status is Status.FAIL
+    assert result.evidence == "DaskAutoscaler gpu-dask-autoscaler bounds 0..40, the stack says 0..16 (pool a100)"
+
+
+def test_bounds_an_operator_pinned_with_pools_scale_are_not_drift(server) -> None:
+    from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
+
+    expected, autoscaler, groups = _deployed_dask()
+    pinned = copy.deepcopy(autoscaler)
+    pinned["spec"].update(minimum=3, maximum=3)
+    scaled = copy.deepcopy(groups)
+    scaled[0]["metadata"]["annotations"] = {DESIRED_ANNOTATION: "3"}
+
+    assert _bounds_check(server, pinned, scaled, expected).status is Status.PASS

@@ -22,7 +22,7 @@ from components import contract
 from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, replicas_of
+from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, pool_of, replicas_of
 
 DASK_GROUP: Final = "kubernetes.dask.org"
 DASK_VERSION: Final = "v1"
@@ -156,12 +156,7 @@ class KubernetesPools:
                 raise PoolError(f"cannot pin the autoscaler {name}: {exc.reason}") from exc
 
     def _pool_id(self, group: dict[str, Any]) -> str:
-        """The pool a group serves: its pool label (the operator's default group carries it on its worker
-        template), else its name without the cluster prefix."""
-        worker_labels = group.get("spec", {}).get("worker", {}).get("metadata", {}).get("labels") or {}
-        labels = {**worker_labels, **(group.get("metadata", {}).get("labels") or {})}
-        return str(labels.get(contract.DASK_POOL_LABEL)
-                   or str(group["metadata"]["name"]).removeprefix(f"{self._cluster}-"))
+        return pool_of(group, self._cluster)
 
     def _info(self, group: dict[str, Any], requests: Sequence[dict[str, Any]] | None = None) -> PoolInfo:
         replicas = replicas_of(group)
