@@ -217,11 +217,12 @@ KUBE_CALLS: Final = (
           ("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
            contract.RUNTIME_NAMESPACE),
           (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.RUNTIME_NAMESPACE),
+          (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.COMPUTE_NAMESPACE),
           # A port-forward (through the kubelet), which a private cluster's control plane can open; the
-          # API server's pod proxy to 8080 cannot reach the node.
+          # API server's proxy to 8080 (scheduler) or 8787 (Dask dashboard) cannot reach the node.
           (f"{_KUBE}.pod_get", "connect_get_namespaced_pod_portforward", "", "pods/portforward", "create",
            contract.RUNTIME_NAMESPACE),
-          (f"{_KUBE}.service_get", "connect_get_namespaced_service_proxy_with_path", "", "services/proxy", "get",
+          (f"{_KUBE}.pod_get", "connect_get_namespaced_pod_portforward", "", "pods/portforward", "create",
            contract.COMPUTE_NAMESPACE),
           (f"{_KUBE}.list_custom_objects", "list_cluster_custom_object", "monitoring.googleapis.com", "clusterrules",
            "list", ""),

@@ -160,27 +160,41 @@ def test_cluster_rules_present_or_named_missing(server) -> None:
     assert missing.evidence == "1 alert(s) not loaded as ClusterRules: DlqGrowth"
 
 
-def test_dask_gpu_workers_from_the_dashboard_identity(server) -> None:
-    path = "/api/v1/namespaces/compute/services/gpu-dask-scheduler:8787/proxy/json/identity.json"
-    identity = _load("dask_identity.json")
-    server.routes[("GET", path)] = identity
+DASK_POD = "gpu-dask-scheduler-7d9f8c6b5-x2k4p"
 
-    assert run_check(gpu_workers(KubeServiceDask(_kube(server)), gpu_expected=True)).evidence == \
-        "2 GPU worker(s), 2 GPU in all"
+
+def _dask(server: RecordedKubeApi, identity: dict) -> tuple[KubeServiceDask, _Forwards]:
+    """The Dask scheduler pod listed in compute (real pod JSON, renamed) and its dashboard behind a forward."""
+    pods = _load("scheduler_pods.json")
+    pod = copy.deepcopy(pods["items"][0])
+    pod["metadata"].update(name=DASK_POD, namespace=contract.COMPUTE_NAMESPACE,
+                           labels=dict(contract.DASK_SCHEDULER_LABELS))
+    server.routes[("GET", f"/api/v1/namespaces/{contract.COMPUTE_NAMESPACE}/pods")] = {**pods, "items": [pod]}
+    forwards = _Forwards({DASK_POD: (200, json.dumps(identity))})
+    return KubeServiceDask(KubernetesApi(server.api_client(), portforward=forwards)), forwards
+
+
+def test_dask_gpu_workers_from_the_dashboard_identity_through_a_port_forward(server) -> None:
+    identity = _load("dask_identity.json")
+    dask, forwards = _dask(server, identity)
+
+    assert run_check(gpu_workers(dask, gpu_expected=True)).evidence == "2 GPU worker(s), 2 GPU in all"
+    assert forwards.calls == [("connect_get_namespaced_pod_portforward", DASK_POD, "compute", "8787")]
+    assert forwards.requests[0].startswith(b"GET /json/identity.json HTTP/1.0\r\n")
+    assert server.requests[0].query["labelSelector"] == ["component=scheduler"]
+    assert not [r for r in server.requests if "proxy" in r.path]  # never the API server's service proxy
 
     cpu_only = copy.deepcopy(identity)
     cpu_only["workers"]["tcp://10.12.5.2:42817"]["resources"] = {}
-    server.routes[("GET", path)] = cpu_only
-    result = run_check(gpu_workers(KubeServiceDask(_kube(server)), gpu_expected=True))
+    result = run_check(gpu_workers(_dask(server, cpu_only)[0], gpu_expected=True))
     assert result.status is Status.FAIL
     assert result.evidence == "1 of 2 worker(s) lack the GPU resource: tcp://10.12.5.2:42817"
 
 
 def test_zero_workers_on_scale_from_zero_pools_is_a_skip_with_the_next_step(server) -> None:
-    path = "/api/v1/namespaces/compute/services/gpu-dask-scheduler:8787/proxy/json/identity.json"
-    server.routes[("GET", path)] = {**_load("dask_identity.json"), "workers": {}}
+    dask, _ = _dask(server, {**_load("dask_identity.json"), "workers": {}})
 
-    result = run_check(gpu_workers(KubeServiceDask(_kube(server)), gpu_expected=True, scales_from_zero=True))
+    result = run_check(gpu_workers(dask, gpu_expected=True, scales_from_zero=True))
 
     assert result.status is Status.SKIP and "gpurt pools scale" in result.evidence
 

@@ -1,4 +1,5 @@
-"""Kubernetes seam for validation (pods, proxied HTTP, custom objects) and its adapter over ``kubernetes``."""
+"""Kubernetes seam for validation (pods, HTTP through a port-forward, custom objects) and its adapter over
+``kubernetes``."""
 
 from __future__ import annotations
 
@@ -36,10 +37,6 @@ class KubeApi(Protocol):
 
     def pod_get(self, namespace: str, pod: str, port: int, path: str) -> str:
         """GET ``path`` on a pod's port through a port-forward (as ``kubectl port-forward`` + curl would)."""
-        ...
-
-    def service_get(self, namespace: str, service: str, port: int, path: str) -> str:
-        """GET ``path`` on a service's port through the API server proxy."""
         ...
 
     def list_custom_objects(self, group: str, version: str, namespace: str | None, plural: str) -> list[dict[str, Any]]:
@@ -120,13 +117,6 @@ class KubernetesApi:
             return http_get(forward.socket(port), path, f"pod {namespace}/{pod} port {port}")
         finally:
             forward.close()
-
-    def service_get(self, namespace: str, service: str, port: int, path: str) -> str:
-        """GET ``path`` on a service's port through the API server proxy."""
-        response = self._core.connect_get_namespaced_service_proxy_with_path(
-            f"{service}:{port}", namespace, path.lstrip("/"), _preload_content=False,
-            _request_timeout=PROXY_TIMEOUT_S)
-        return response.data.decode()
 
     def list_custom_objects(self, group: str, version: str, namespace: str | None, plural: str) -> list[dict[str, Any]]:
         """Custom objects in ``namespace``, or of a cluster-scoped kind with ``None``."""
