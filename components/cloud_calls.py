@@ -123,6 +123,8 @@ _WRITE = ("storage.objects.create", "storage.objects.delete", _LAYOUT)
 # gcsfs answers `exists` from a GET of the object and, when that misses, a listing of the prefix.
 _EXISTS = ("storage.objects.get", _LAYOUT)
 _CONSUME = ("pubsub.subscriptions.consume",)
+# Who waits for results on a private subscription of its own.
+_RESULTS_WAIT = "gpurt submit --wait, the Python client"
 _ADMIN = "validation.clients.pubsub:GooglePubSubAdmin"
 _KUBE = "validation.clients.kube:KubernetesApi"
 _APPS = "validation.rollback.kubernetes:KubernetesDeploymentApi"
@@ -173,11 +175,11 @@ GCP_CALLS: Final = (
           ("runtime.dlq.tools:DeadLetterQueue._pull", "pull", _CONSUME, "gpurt dlq inspect / replay"),
           ("runtime.dlq.tools:DeadLetterQueue._release", "modify_ack_deadline", _CONSUME, "gpurt dlq inspect"),
           ("runtime.dlq.tools:DeadLetterQueue.replay", "acknowledge", _CONSUME, "gpurt dlq replay"),
-          ("runtime.client.pubsub:ResultCollector.__enter__", "create_subscription",
-           ("pubsub.subscriptions.create", "pubsub.topics.attachSubscription"), "gpurt submit --wait"),
-          ("runtime.client.pubsub:ResultCollector.__enter__", "subscribe", _CONSUME, "gpurt submit --wait"),
-          ("runtime.client.pubsub:ResultCollector.__exit__", "delete_subscription", ("pubsub.subscriptions.delete",),
-           "gpurt submit --wait"),
+          ("runtime.client.pubsub:ResultSubscription.__enter__", "create_subscription",
+           ("pubsub.subscriptions.create", "pubsub.topics.attachSubscription"), _RESULTS_WAIT),
+          ("runtime.client.pubsub:ResultSubscription.__enter__", "subscribe", _CONSUME, _RESULTS_WAIT),
+          ("runtime.client.pubsub:ResultSubscription.__exit__", "delete_subscription", ("pubsub.subscriptions.delete",),
+           _RESULTS_WAIT),
           (f"{_ADMIN}.topic_names", "list_topics", ("pubsub.topics.list",), "gpurt validate"),
           (f"{_ADMIN}.subscription", "get_subscription", ("pubsub.subscriptions.get",), "gpurt validate"),
           (f"{_ADMIN}.create_subscription", "create_subscription",
@@ -244,9 +246,12 @@ KUBE_CALLS: Final = (
           ("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
            contract.RUNTIME_NAMESPACE),
           (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.RUNTIME_NAMESPACE),
-          (f"{_KUBE}.pod_get", "connect_get_namespaced_pod_proxy_with_path", "", "pods/proxy", "get",
+          (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.COMPUTE_NAMESPACE),
+          # A port-forward (through the kubelet), which a private cluster's control plane can open; the
+          # API server's proxy to 8080 (scheduler) or 8787 (Dask dashboard) cannot reach the node.
+          (f"{_KUBE}.pod_get", "connect_get_namespaced_pod_portforward", "", "pods/portforward", "create",
            contract.RUNTIME_NAMESPACE),
-          (f"{_KUBE}.service_get", "connect_get_namespaced_service_proxy_with_path", "", "services/proxy", "get",
+          (f"{_KUBE}.pod_get", "connect_get_namespaced_pod_portforward", "", "pods/portforward", "create",
            contract.COMPUTE_NAMESPACE),
           (f"{_KUBE}.list_custom_objects", "list_cluster_custom_object", "monitoring.googleapis.com", "clusterrules",
            "list", ""),

@@ -16,13 +16,13 @@ import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import gpu_options
+from components import gpu_options, placeholders
 
 PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
 
 # Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
-_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex")
+_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools")
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
@@ -35,8 +35,9 @@ ACCELERATOR_MACHINE_FAMILIES: Final = {
     "nvidia-tesla-a100": ("a2-highgpu-", "a2-megagpu-"),
     "nvidia-a100-80gb": ("a2-ultragpu-",),
     "nvidia-l4": ("g2-",),
-    # a3-megagpu takes nvidia-h100-mega-80gb and a3-ultragpu H200s: other accelerator types.
     "nvidia-h100-80gb": ("a3-highgpu-",),
+    "nvidia-h100-mega-80gb": ("a3-megagpu-",),
+    "nvidia-h200-141gb": ("a3-ultragpu-",),
 }
 # Accelerator-optimized machine types (a2-highgpu-2g, a3-highgpu-8g, ...) carry a fixed number of GPUs in their name.
 _FIXED_GPU_COUNT_RE: Final = re.compile(r"^a[23]-[a-z]+-(\d+)g$")
@@ -88,10 +89,20 @@ Cidr = Annotated[str, AfterValidator(_valid_cidr)]
 
 
 class AuthorizedNetwork(_Model):
-    """A CIDR allowed to reach the cluster's control plane."""
+    """An internal CIDR allowed to reach the control plane's private IP endpoint (from inside the VPC)."""
 
     name: str = Field(description="Label shown in the cluster's authorized-networks list.")
-    cidr: Cidr = Field(description="IPv4 range, e.g. 35.235.240.0/20 (Cloud Shell / IAP).")
+    cidr: Cidr = Field(description="Internal IPv4 range inside or peered with the VPC, e.g. 10.30.0.0/16 (a VPN).")
+
+    @field_validator("cidr")
+    @classmethod
+    def _internal(cls, value: str) -> str:
+        # The cluster has no public IP endpoint (outside clients use the DNS endpoint), so a public range here
+        # would authorize nobody; GKE refuses it.
+        if not ipaddress.ip_network(value).is_private:
+            raise ValueError(f"{value} is not an internal range: the control plane's IP endpoint is private; "
+                             "clients outside the VPC use the DNS endpoint (docs/infrastructure.md)")
+        return value
 
 
 class NetworkConfig(_Model):
@@ -102,7 +113,7 @@ class NetworkConfig(_Model):
     services_cidr: Cidr = Field(description="Secondary range for ClusterIP services.")
     master_cidr: Cidr = Field(description="RFC 1918 /28 for the private control plane.")
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = Field(
-        default=(), description="Who may reach the public control-plane endpoint; empty means nobody outside the VPC."
+        default=(), description="Internal ranges that may use the private IP endpoint; empty: only the DNS endpoint."
     )
 
     @model_validator(mode="after")
@@ -166,7 +177,7 @@ class GpuPoolConfig(_Model):
     accelerator_type: str = Field(description="GKE accelerator type, e.g. nvidia-tesla-t4.")
     accelerator_count: int = Field(1, ge=1, le=16, description="GPUs per node.")
     min_nodes: int = Field(0, ge=0, description="Per zone; 0 lets the pool scale to zero when idle.")
-    max_nodes: int = Field(ge=1, description="Per zone.")
+    max_nodes: int = Field(ge=1, description="Per zone; in total for a queued pool (GKE's guide sets total limits).")
     spot: bool = Field(False, description="Spot VMs: much cheaper, may be preempted (jobs are redelivered).")
     zones: tuple[str, ...] = Field(default=(), description="Zones that offer this GPU; empty means all stack zones.")
     disk_size_gb: int = Field(200, ge=50, description="Boot disk; CUDA images are large.")
@@ -229,7 +240,14 @@ class GpuPoolConfig(_Model):
             reservation_name=self.reservation.name if self.reservation else None,
             compact_placement=self.compact_placement,
             zone_count=zone_count,
+            # components.gke renders both for every queued pool, as GKE's queued-provisioning guide does.
+            flex_start=self.queued_provisioning,
+            total_limits=True,
         )
+
+    def node_capacity(self, zone_count: int) -> int:
+        """Most nodes the pool can have: maxNodes per zone, or in total for a queued pool."""
+        return self.max_nodes if self.queued_provisioning else self.max_nodes * zone_count
 
     @property
     def workers_per_node(self) -> int:
@@ -317,6 +335,10 @@ class StackConfig(_Model):
     deletion_protection: bool = Field(True, description="Protect the cluster and buckets from `pulumi destroy`.")
     release_channel: str = Field("REGULAR", description="GKE release channel.")
     result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
+    replace_gpu_pools: tuple[str, ...] = Field(
+        default=(), description="GPU pools whose replacement this deploy acknowledges: they lose Pulumi's protect "
+        "for it (docs/runbooks/replace-gpu-pool.md). Empty in normal operation."
+    )
 
     @field_validator("release_channel")
     @classmethod
@@ -342,13 +364,17 @@ class StackConfig(_Model):
             if not pool.zones and (problems := gpu_options.check(pool.options(zones))):
                 raise ValueError("; ".join(f"gpuPools[{pool.name}].{p.key}: {p.message}" for p in problems))
             # One Dask worker per node, or per shared GPU slot: more workers than that could never be scheduled.
-            capacity = pool.max_nodes * zones * pool.workers_per_node
+            capacity = pool.node_capacity(zones) * pool.workers_per_node
             if pool.dask_workers_max > capacity:
+                nodes = (f"maxNodes {pool.max_nodes} in total" if pool.queued_provisioning
+                         else f"maxNodes {pool.max_nodes} x {zones} zones")
                 raise ValueError(
                     f"gpuPools[{pool.name}].daskWorkersMax {pool.dask_workers_max} exceeds the pool's node capacity "
-                    f"{capacity} (maxNodes {pool.max_nodes} x {zones} zones x {pool.workers_per_node} "
-                    "worker(s) per node)"
+                    f"{capacity} ({nodes} x {pool.workers_per_node} worker(s) per node)"
                 )
+        stray = set(self.replace_gpu_pools) - set(names)
+        if stray:
+            raise ValueError(f"replaceGpuPools names {sorted(stray)}, which are not gpuPools ({', '.join(names)})")
         stray = set(self.system_pool.zones) - set(self.zones)
         if stray:
             raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")
@@ -368,21 +394,52 @@ class StackConfig(_Model):
         return f"{reference}@{digest}" if digest else reference
 
 
-def parse_stack_config(raw: Mapping[str, Any], project: str | None, region: str | None) -> StackConfig:
+# Provider keys the program reads, and where they live in the validated model.
+_PROVIDER_KEYS: Final = {"project": "gcp:project", "region": "gcp:region"}
+
+
+def _key(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the stack file spells the key: ``gpu-runtime:gpuPools[0].name``."""
+    if not loc:
+        return f"{PROJECT_NAMESPACE} config"
+    head, *rest = loc
+    key = _PROVIDER_KEYS.get(str(head)) or f"{PROJECT_NAMESPACE}:{head}"
+    return key + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest)
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """Pydantic's message in the project's words, for the kinds of mistake a stack file makes."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "missing":
+        return "is required but not set"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length', 1)} entry, but the file gives {ctx.get('actual_length', 0)}"
+    if kind == "extra_forbidden":
+        return "is not a setting of this project (misspelt? Pulumi.yaml lists the settings)"
+    if kind == "string_pattern_mismatch":
+        return f"{error.get('input')!r} does not have the form {ctx.get('pattern')}"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def parse_stack_config(raw: Mapping[str, Any], project: str | None, region: str | None,
+                       source: str = "the stack config") -> StackConfig:
     """Validate raw project-namespace config (camelCase keys) plus the provider's project and region.
 
-    Raises ``ConfigError`` listing every problem as ``key.path: message``.
+    Raises ``ConfigError`` listing every problem as ``gpu-runtime:key.path: message``, naming ``source`` (the
+    stack file). Documentation address ranges and placeholder values are refused before anything else.
     """
     missing = [key for key, value in (("gcp:project", project), ("gcp:region", region)) if not value]
     if missing:
-        raise ConfigError(f"missing stack config: {', '.join(missing)}")
+        raise ConfigError(f"missing stack config in {source}: {', '.join(missing)}")
+    values = {**raw, "project": project, "region": region}
+    stand_ins = [f"{_key(loc)}: {reason}" for loc, reason in placeholders.find(values)]
+    if stand_ins:
+        raise ConfigError(f"{source} still holds placeholder values; set real ones:\n  " + "\n  ".join(stand_ins))
     try:
-        return StackConfig.model_validate({**raw, "project": project, "region": region})
+        return StackConfig.model_validate(values)
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(part) for part in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
-        ]
-        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems)) from None
+        problems = [f"{_key(err['loc'])}: {_message(err)}" for err in exc.errors()]
+        raise ConfigError(f"invalid stack config in {source}:\n  " + "\n  ".join(problems)) from None
 
 
 def load_stack_config() -> StackConfig:
@@ -404,8 +461,13 @@ def load_stack_config() -> StackConfig:
             if (value := config.get(key)) is not None:
                 raw[key] = value
     except pulumi.ConfigTypeError as exc:
-        raise ConfigError(str(exc)) from None
-    return parse_stack_config(raw, gcp.get("project"), gcp.get("region"))
+        raise ConfigError(f"{stack_file()}: {exc}") from None
+    return parse_stack_config(raw, gcp.get("project"), gcp.get("region"), source=stack_file())
+
+
+def stack_file() -> str:
+    """The file the running stack's config comes from (``Pulumi.<stack>.yaml``)."""
+    return f"Pulumi.{pulumi.get_stack()}.yaml"
 
 
 def load_control_token() -> pulumi.Output[str]:

@@ -242,6 +242,9 @@ CONTROL_TOKEN_SECRET_KEY: Final = "token"
 DASK_POOL_LABEL: Final = "gpu-runtime.dev/pool"
 # The DaskAutoscaler of a cluster is named ``<cluster><suffix>``; pool scaling pins its bounds.
 DASK_AUTOSCALER_SUFFIX: Final = "-autoscaler"
+# A pool other than the primary one has no DaskAutoscaler: its DaskWorkerGroup carries the stack's
+# daskWorkersMax under this annotation, and the gpu-scheduler refuses to scale the pool beyond it.
+DASK_MAX_WORKERS_ANNOTATION: Final = "gpu-runtime.dev/max-workers"
 # The gpu-scheduler setting naming the pools whose nodes come only through ProvisioningRequests (queued
 # provisioning): ``pool[=maxRunDurationSeconds],...``. The stack renders it from gpuPools; unset, there are none.
 QUEUED_POOLS_ENV: Final = "GPURT_QUEUED_POOLS"

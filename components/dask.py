@@ -33,21 +33,28 @@ def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoo
     way a node's workers advertise as many ``GPU`` Dask resources as the node has slots, so the scheduler's
     flow control admits as many jobs as can run. A queued pool's workers also select its GKE node pool.
     """
-    return [
-        manifests.WorkerPoolSpec(
-            name=pool.name,
-            accelerator_type=pool.accelerator_type,
-            gpus_per_worker=1 if pool.shares_gpus else pool.accelerator_count,
-            min_workers=pool.dask_workers_min,
-            max_workers=pool.dask_workers_max,
-            resources=manifests.worker_resources(
-                pool.machine_type, 1 if pool.shares_gpus else pool.accelerator_count, pool.workers_per_node
-            ),
-            node_selector={**sharing_node_selector(pool), **queued_node_selector(pool)},
-            queued=pool.queued_provisioning,
-        )
-        for pool in gpu_pools
-    ]
+    return [_worker_pool(pool) for pool in gpu_pools]
+
+
+def _worker_pool(pool: GpuPoolConfig) -> manifests.WorkerPoolSpec:
+    # The node's workers share its boot disk: each requests its scratch, so no more land on a node than fit.
+    try:
+        scratch = manifests.worker_scratch_gib(pool.disk_size_gb, pool.workers_per_node)
+    except ValueError as exc:
+        raise ValueError(f"gpuPools[{pool.name}].diskSizeGb: {exc}") from None
+    return manifests.WorkerPoolSpec(
+        name=pool.name,
+        accelerator_type=pool.accelerator_type,
+        gpus_per_worker=1 if pool.shares_gpus else pool.accelerator_count,
+        min_workers=pool.dask_workers_min,
+        max_workers=pool.dask_workers_max,
+        resources=manifests.worker_resources(
+            pool.machine_type, 1 if pool.shares_gpus else pool.accelerator_count, pool.workers_per_node, scratch
+        ),
+        node_selector={**sharing_node_selector(pool), **queued_node_selector(pool)},
+        queued=pool.queued_provisioning,
+        scratch_size=f"{scratch}Gi",
+    )
 
 
 def sharing_node_selector(pool: GpuPoolConfig) -> dict[str, str]:

@@ -1,10 +1,13 @@
 """GKE: private VPC-native cluster, a CPU system pool, GPU pools from stack config, and a Kubernetes provider.
 
-Why it is built this way (docs/infrastructure.md): nodes have no public IPs (Cloud NAT gives them egress to pull
-images), pods reach Google APIs through Workload Identity (``GKE_METADATA``), node images are shielded,
-GPU drivers are installed by GKE itself (``gpu_driver_installation_config``; no extra device-plugin
-DaemonSet), and every GPU pool autoscales from zero, carrying the GPU label and taint so that only pods
-which tolerate it land there. Dataplane V2 enforces the NetworkPolicies of the workloads.
+Why it is built this way (docs/infrastructure.md): the control plane has no public IP endpoint; people and CI
+reach it through GKE's DNS-based endpoint, which Google authenticates with IAM (``container.clusters.connect``)
+before a request reaches the API server, so no runner address needs to be known in advance. Nodes have no
+public IPs (Cloud NAT gives them egress to pull images), pods reach Google APIs through Workload Identity
+(``GKE_METADATA``), node images are shielded, GPU drivers are installed by GKE itself
+(``gpu_driver_installation_config``; no extra device-plugin DaemonSet), and every GPU pool autoscales from
+zero, carrying the GPU label and taint so that only pods which tolerate it land there. Dataplane V2 enforces
+the NetworkPolicies of the workloads.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components import contract, gpu_options
 from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
+from components.policy import rules
 
 # Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
 # (Workload Identity gives them their own), so nothing more is granted.
@@ -39,14 +43,15 @@ GPU_DRIVER_VERSION = "LATEST"
 POOL_LABEL = "gpu-runtime/pool"
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
-# gke-gcloud-auth-plugin is the only supported kubectl credential plugin for GKE since 1.26.
+# gke-gcloud-auth-plugin is the only supported kubectl credential plugin for GKE since 1.26. The DNS endpoint
+# serves a publicly trusted certificate, so, like `gcloud container clusters get-credentials --dns-endpoint`, the
+# kubeconfig carries no cluster CA.
 _KUBECONFIG_TEMPLATE = """apiVersion: v1
 kind: Config
 clusters:
 - name: {name}
   cluster:
     server: https://{endpoint}
-    certificate-authority-data: {ca}
 contexts:
 - name: {name}
   context:
@@ -71,9 +76,10 @@ def gpu_taint() -> gcp.container.NodePoolNodeConfigTaintArgs:
     )
 
 
-def render_kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig for the cluster that authenticates through gke-gcloud-auth-plugin (no static credentials)."""
-    return _KUBECONFIG_TEMPLATE.format(name=name, endpoint=endpoint, ca=ca_certificate)
+def render_kubeconfig(name: str, dns_endpoint: str) -> str:
+    """A kubeconfig for the cluster's DNS endpoint that authenticates through gke-gcloud-auth-plugin (no static
+    credentials)."""
+    return _KUBECONFIG_TEMPLATE.format(name=name, endpoint=dns_endpoint)
 
 
 @dataclass
@@ -96,8 +102,11 @@ class GkeCluster(pulumi.ComponentResource):
     gpu_pools: dict[str, gcp.container.NodePool]
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-runtime:gke:GkeCluster", name, None, opts)
         cfg = args.config
+        # Recorded as the component's input so the policy pack sees which GPU pools the stack lets be replaced.
+        super().__init__(rules.GKE_COMPONENT, name, {
+            rules.REPLACE_ACK_INPUT: [gpu_options.node_pool_name(pool) for pool in cfg.replace_gpu_pools],
+        }, opts)
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on or [])
         self._name = name
         self._cfg = cfg
@@ -120,10 +129,18 @@ class GkeCluster(pulumi.ComponentResource):
             datapath_provider="ADVANCED_DATAPATH",
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
-                # The endpoint stays reachable, but only from the authorized networks (operators, CI).
-                enable_private_endpoint=False,
+                # No public IP endpoint: outside the VPC the DNS endpoint below is the only way in.
+                enable_private_endpoint=True,
                 master_ipv4_cidr_block=cfg.network.master_cidr,
             ),
+            control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+                # GitHub-hosted runners have no fixed address range; the DNS endpoint admits a request only with
+                # a Google credential holding container.clusters.connect, wherever it comes from.
+                dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                    allow_external_traffic=True
+                ),
+            ),
+            # The private IP endpoint stays for clients inside the VPC (or peered to it): only these ranges.
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                 cidr_blocks=[
                     gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
@@ -156,11 +173,12 @@ class GkeCluster(pulumi.ComponentResource):
         self.gpu_pools = {pool.name: self._gpu_pool(pool) for pool in cfg.gpu_pools}
 
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.workload_pool
+        self.dns_endpoint: pulumi.Output[str] = self.cluster.control_plane_endpoints_config.apply(
+            lambda endpoints: dns_endpoint(endpoints, args.cluster_name)
+        )
         self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(
-                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-            ).apply(
-                lambda parts: render_kubeconfig(f"gke_{cfg.project}_{cfg.region}_{parts[0]}", parts[1], parts[2])
+            pulumi.Output.all(self.cluster.name, self.dns_endpoint).apply(
+                lambda parts: render_kubeconfig(f"gke_{cfg.project}_{cfg.region}_{parts[0]}", parts[1])
             )
         )
         # Workloads wait for the pools: a Deployment applied before any node exists just sits Pending.
@@ -172,7 +190,7 @@ class GkeCluster(pulumi.ComponentResource):
         )
         self.register_outputs({
             "cluster_name": self.cluster.name,
-            "endpoint": self.cluster.endpoint,
+            "dns_endpoint": self.dns_endpoint,
             "workload_pool": self.workload_pool,
             "kubeconfig": self.kubeconfig,
             "gpu_pools": {key: pool.name for key, pool in self.gpu_pools.items()},
@@ -260,8 +278,12 @@ class GkeCluster(pulumi.ComponentResource):
         location_policy: str | None = None,
         pool_extra: dict[str, object] | None = None,
         auto_repair: bool = True,
+        protect: bool | None = None,
+        autoscaling: gcp.container.NodePoolAutoscalingArgs | None = None,
         **node_extra: object,
     ) -> gcp.container.NodePool:
+        # No initial_node_count: it is replace-on-change and computed by GKE (the autoscaler owns the size from
+        # minNodes up), so setting it could only ever replace the pool.
         return gcp.container.NodePool(
             f"{self._name}-{pool_name}",
             name=pool_name,
@@ -269,15 +291,12 @@ class GkeCluster(pulumi.ComponentResource):
             cluster=self.cluster.name,
             location=self._cfg.region,
             node_locations=list(self._cfg.pool_zones(pool)),
-            # The size at creation only; the autoscaler owns it afterwards. Without ignore_changes a new
-            # minNodes would change it, and the provider replaces a pool whose initial count changes.
-            initial_node_count=pool.min_nodes,
-            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+            autoscaling=autoscaling or gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=pool.min_nodes, max_node_count=pool.max_nodes, location_policy=location_policy
             ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=auto_repair, auto_upgrade=True),
             node_config=self._node_config(pool.machine_type, pool.disk_size_gb, **node_extra),
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
+            opts=pulumi.ResourceOptions(parent=self, protect=protect),
             **(pool_extra or {}),
         )
 
@@ -295,8 +314,14 @@ class GkeCluster(pulumi.ComponentResource):
         if pool.gpu_sharing is not None and pool.gpu_sharing.declared:
             declared_key, declared_value = contract.GPU_SHARING_DECLARED_LABEL
             node_extra["resource_labels"] = {**contract.GCP_LABELS, declared_key: declared_value}
+        autoscaling = None
         if pool.queued_provisioning:
             pool_extra["queued_provisioning"] = gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+            # GKE's guide creates queued pools with --flex-start and total (not per-zone) node limits.
+            node_extra["flex_start"] = True
+            autoscaling = gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=0, total_max_node_count=pool.max_nodes, location_policy="ANY"
+            )
         if pool.compact_placement:
             pool_extra["placement_policy"] = gcp.container.NodePoolPlacementPolicyArgs(type=gpu_options.COMPACT)
         return self._node_pool(
@@ -307,6 +332,12 @@ class GkeCluster(pulumi.ComponentResource):
             pool_extra=pool_extra,
             # GKE refuses auto-repair on queued pools: their nodes live only as long as the request that got them.
             auto_repair=not pool.queued_provisioning,
+            # A protected pool cannot be replaced or deleted by `pulumi up`: a replace-on-change edit stops the
+            # deploy instead of taking the GPUs down (docs/runbooks/replace-gpu-pool.md). replaceGpuPools lifts it.
+            protect=self._cfg.deletion_protection and pool.name not in self._cfg.replace_gpu_pools,
+            autoscaling=autoscaling,
+            # Image streaming: a scale-from-zero node starts the multi-GB worker image before it is pulled whole.
+            gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True),
             spot=pool.spot,
             guest_accelerators=[guest_accelerator(pool)],
             labels={gpu_label_key: gpu_label_value, POOL_LABEL: pool.name},
@@ -335,6 +366,19 @@ def guest_accelerator(pool: GpuPoolConfig) -> gcp.container.NodePoolNodeConfigGu
             else None
         ),
     )
+
+
+def dns_endpoint(endpoints: object, cluster_name: str) -> str:
+    """The DNS endpoint GKE reports for the cluster (``controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint``).
+
+    Raises ``RuntimeError`` when GKE reports none: a kubeconfig without a server would fail far from the cause.
+    """
+    dns = getattr(endpoints, "dns_endpoint_config", None)
+    endpoint = getattr(dns, "endpoint", None)
+    if not endpoint:
+        raise RuntimeError(f"cluster {cluster_name} reports no DNS control-plane endpoint "
+                           "(controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint)")
+    return str(endpoint)
 
 
 def reservation_affinity(reservation: ReservationConfig) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs:

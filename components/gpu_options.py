@@ -24,11 +24,15 @@ PARTITION_SIZE_LABEL: Final = "cloud.google.com/gke-gpu-partition-size"
 # GKE spells the strategy in lower case in the node label (time-sharing, mps).
 STRATEGY_LABEL_VALUES: Final = {TIME_SHARING: "time-sharing", MPS: "mps"}
 
-# Multi-instance GPU profiles GKE offers per accelerator, and how many partitions each yields per GPU.
+# Multi-instance GPU profiles GKE offers per accelerator, and how many partitions each yields per GPU
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi; counts from NVIDIA's MIG user guide).
+# A3 Mega carries the same H100 as A3 High under its own accelerator type; A3 Ultra carries the H200.
 MIG_PARTITIONS: Final[dict[str, dict[str, int]]] = {
     "nvidia-tesla-a100": {"1g.5gb": 7, "2g.10gb": 3, "3g.20gb": 2, "7g.40gb": 1},
     "nvidia-a100-80gb": {"1g.10gb": 7, "2g.20gb": 3, "3g.40gb": 2, "7g.80gb": 1},
     "nvidia-h100-80gb": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "7g.80gb": 1},
+    "nvidia-h100-mega-80gb": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "7g.80gb": 1},
+    "nvidia-h200-141gb": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "7g.141gb": 1},
 }
 # The large GPUs, which carry the latency-bound work: shared among containers only where a stack declares it
 # (MIG, with its isolated memory and compute, is the way to split them).
@@ -75,6 +79,10 @@ class PoolOptions:
     compact_placement: bool = False
     zone_count: int | None = None
     """Zones the pool spans; None when not known yet (checked later against the stack's zones)."""
+    flex_start: bool = False
+    """Flex-start VMs (``node_config.flex_start``), which GKE's queued provisioning requires."""
+    total_limits: bool = True
+    """The autoscaler's limits are totals over the zones (``totalMaxNodeCount``), not per zone."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,15 @@ def _queued(o: PoolOptions) -> list[Problem]:
                                 f"{o.reservation_type}"))
     if o.auto_repair:
         problems.append(Problem("queuedProvisioning", "needs node auto-repair off (GKE refuses it on queued pools)"))
+    if not o.flex_start:
+        problems.append(Problem("queuedProvisioning", "needs flex-start VMs (node_config.flex_start): GKE provisions "
+                                "queued nodes only as flex-start"))
+    if o.compact_placement:
+        problems.append(Problem("compactPlacement", "cannot be combined with queuedProvisioning (GKE refuses "
+                                "compact placement on flex-start queued pools)"))
+    if not o.total_limits:
+        problems.append(Problem("queuedProvisioning", "needs total node limits (totalMinNodeCount/"
+                                "totalMaxNodeCount), not per-zone ones"))
     return problems
 
 

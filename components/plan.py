@@ -241,8 +241,13 @@ def _service_account(m: RealisticMocks, name: str, project: str, state: dict) ->
 def _cluster(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
     location = state.get("location", m.region)
     ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk9GRkxJTkUtUExBTgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+    endpoints = dict(state.get("controlPlaneEndpointsConfig") or {})
+    # GKE names the DNS endpoint gke-<uid>.<region>.gke.goog; the uid here is a stable hash of the cluster.
+    endpoints["dnsEndpointConfig"] = {**(endpoints.get("dnsEndpointConfig") or {}),
+                                      "endpoint": f"gke-{fake_project_number(project + name)}.{location}.gke.goog"}
     return f"projects/{project}/locations/{location}/clusters/{name}", {
-        "endpoint": "34.118.10.2",
+        "endpoint": "172.16.0.2",
+        "controlPlaneEndpointsConfig": endpoints,
         "masterAuth": {"clusterCaCertificate": ca},
         "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}",
     }
@@ -400,8 +405,9 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
     except Exception as exc:
         raise PlanError(f"the program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
 
-    policy = judge([rules.Subject(r.type, r.name, r.props) for r in recording.resources if r.custom],
-                   stack_settings.config.get("gcp:project", ""))
+    # Components too: a stack rule reads the GKE component's input (the acknowledged pool replacements).
+    subjects = [rules.Subject(r.type, r.name, r.props, r.protect, r.custom) for r in recording.resources]
+    policy = judge(subjects, stack_settings.config.get("gcp:project", ""))
     cost, cost_note = plan_cost([(r.type, r.props) for r in recording.resources if r.custom],
                                 stack_settings.config.get("gcp:region", ""))
     return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders,
@@ -425,8 +431,8 @@ def judge_plan_json(plan: Mapping[str, Any]) -> tuple[RuleResult, ...]:
     resources, and the base branch's code, installed before any of the pull request's runs, judges them.
     """
     try:
-        resources = [r for r in plan["resources"] if r["custom"]]
-        subjects = [rules.Subject(r["type"], r["name"], r["inputs"]) for r in resources]
+        subjects = [rules.Subject(r["type"], r["name"], r["inputs"], bool(r.get("protect", False)), bool(r["custom"]))
+                    for r in plan["resources"]]
     except (KeyError, TypeError) as exc:
         raise PlanError(f"not a plan written by gpurt plan --json: no {exc} in its resources") from None
     accounts = [s.props.get("project") for s in subjects if s.resource_type == "gcp:serviceaccount/account:Account"]
@@ -446,7 +452,7 @@ def _iam_proof(subjects: list[rules.Subject], project: str) -> RuleResult:
     which a preview does not have yet, so the policy pack cannot run it."""
     from components.iam_proof import Resource, prove
 
-    proof = prove([Resource(s.resource_type, s.props) for s in subjects], project)
+    proof = prove([Resource(s.resource_type, s.props) for s in subjects if s.custom], project)
     violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message)
                        for message in proof.missing + proof.unused + proof.wider)
     return RuleResult(IAM_PROOF_RULE, IAM_PROOF_DESCRIPTION, violations)

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from components.cost import CostEstimate, Range
 from components.plan import plan_cost
+from components.replace_on_change import replacing_paths
 
 # A changed resource lists at most this many input paths; a comment must stay readable.
 MAX_PATHS: Final = 8
@@ -32,6 +33,10 @@ class ResourceChange:
     name: str
     paths: tuple[str, ...] = ()
     """Changed inputs (dotted paths; options in parentheses); empty for an added or removed resource."""
+    replace: tuple[str, ...] = ()
+    """The changed inputs the provider cannot update in place: non-empty means the resource is replaced."""
+    protected: bool = False
+    """The resource is protected on the base side: Pulumi refuses to replace or delete it."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,8 @@ class PlanDiff:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready view."""
         def change(c: ResourceChange) -> dict[str, Any]:
-            return {"urn": c.urn, "type": c.type, "name": c.name, "inputs": list(c.paths)}
+            return {"urn": c.urn, "type": c.type, "name": c.name, "inputs": list(c.paths),
+                    "replace": list(c.replace), "protected": c.protected}
 
         def money(r: Range | None) -> dict[str, float] | None:
             return None if r is None else {"low": round(r.low, 2), "high": round(r.high, 2)}
@@ -152,14 +158,17 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any], ref: str) -> Pl
     old = {r["urn"]: r for r in base.get("resources") or []}
     new = {r["urn"]: r for r in head.get("resources") or []}
 
-    def record(resource: Mapping[str, Any], paths: tuple[str, ...] = ()) -> ResourceChange:
-        return ResourceChange(resource["urn"], resource["type"], resource["name"], paths)
+    def record(resource: Mapping[str, Any], paths: tuple[str, ...] = (), replace: tuple[str, ...] = (),
+               protected: bool = False) -> ResourceChange:
+        return ResourceChange(resource["urn"], resource["type"], resource["name"], paths, replace, protected)
 
     changed = []
     for urn in sorted(old.keys() & new.keys()):
         paths = changed_paths(old[urn], new[urn])
         if paths:
-            changed.append(record(new[urn], paths))
+            replace = replacing_paths(new[urn]["type"], old[urn].get("inputs") or {}, new[urn].get("inputs") or {},
+                                      paths)
+            changed.append(record(new[urn], paths, replace, bool(old[urn].get("protect"))))
     return PlanDiff(
         stack=str(head.get("stack") or base.get("stack") or ""),
         ref=ref,
@@ -199,30 +208,39 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _how(change: ResourceChange) -> str:
+    if not change.replace:
+        return "update in place"
+    refused = " (protected: Pulumi refuses it, see docs/runbooks/replace-gpu-pool.md)" if change.protected else ""
+    return "**replace**" + refused + ": " + ", ".join(f"`{_cell(p)}`" for p in change.replace[:MAX_PATHS])
+
+
 def _resource_table(title: str, changes: tuple[ResourceChange, ...], with_paths: bool) -> list[str]:
     if not changes:
         return []
-    lines = [f"#### {title} ({len(changes)})", "", "| type | name |" + (" inputs |" if with_paths else ""),
-             "| --- | --- |" + (" --- |" if with_paths else "")]
+    lines = [f"#### {title} ({len(changes)})", "",
+             "| type | name |" + (" inputs | how |" if with_paths else ""),
+             "| --- | --- |" + (" --- | --- |" if with_paths else "")]
     for change in changes[:MAX_ROWS]:
         row = f"| `{change.type}` | `{_cell(change.name)}` |"
         if with_paths:
             shown = [f"`{_cell(p)}`" for p in change.paths[:MAX_PATHS]]
             more = len(change.paths) - MAX_PATHS
-            row += " " + ", ".join(shown) + (f" and {more} more" if more > 0 else "") + " |"
+            row += " " + ", ".join(shown) + (f" and {more} more" if more > 0 else "") + f" | {_how(change)} |"
         lines.append(row)
     if len(changes) > MAX_ROWS:
         lines.append(f"| ... | {len(changes) - MAX_ROWS} more (see `gpurt plan --diff --json`) |"
-                     + (" |" if with_paths else ""))
+                     + (" | |" if with_paths else ""))
     return [*lines, ""]
 
 
 def to_markdown(diff: PlanDiff) -> str:
     """The diff as a Markdown section: summary, resources, policy, cost."""
     status = "all policy rules pass" if diff.head_ok else "**policy violations**"
+    replaced = sum(1 for change in diff.changed if change.replace)
     lines = [
-        f"### `{diff.stack}`: {len(diff.added)} to add, {len(diff.changed)} to change, {len(diff.removed)} to "
-        f"remove; {status}",
+        f"### `{diff.stack}`: {len(diff.added)} to add, {len(diff.changed) - replaced} to change, "
+        f"{replaced} to **replace**, {len(diff.removed)} to remove; {status}",
         "",
         f"Offline plan (`gpurt plan --diff`, no cloud credentials) of the working tree (head) against `{diff.ref}` "
         f"(base): {diff.base_count} -> {diff.head_count} resources.",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from gpurt.plan import StackName
-
 images_app = typer.Typer(help="The platform's container images: digest pinning and sizes.", no_args_is_help=True)
 
 
 @images_app.command("pinned")
 def pinned(
-    stack: StackName = typer.Option(..., "--stack", "-s", help="Stack whose rendered objects are checked."),
+    stack: str = typer.Option(..., "--stack", "-s", help="Stack (Pulumi.<stack>.yaml) whose objects are checked."),
 ) -> None:
     """Exit 1 unless every image of the stack's registry is referenced by digest (``...@sha256:``).
 
@@ -21,7 +19,7 @@ def pinned(
     from components.plan import PlanError, run_plan
 
     try:
-        plan = run_plan(stack.value)
+        plan = run_plan(stack)
     except PlanError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -30,13 +28,13 @@ def pinned(
     for ref in loose:
         typer.echo(f"{ref.resource} {ref.path}: {ref.image} has no digest", err=True)
     if not found:
-        typer.echo(f"error: stack {stack.value} references no image of its registry", err=True)
+        typer.echo(f"error: stack {stack} references no image of its registry", err=True)
         raise typer.Exit(1)
     if loose:
-        typer.echo(f"{len(loose)} of {len(found)} image references of stack {stack.value} are not pinned by digest: "
+        typer.echo(f"{len(loose)} of {len(found)} image references of stack {stack} are not pinned by digest: "
                    "set images.schedulerDigest and images.workerDigest", err=True)
         raise typer.Exit(1)
-    typer.echo(f"all {len(found)} image references of stack {stack.value} are pinned by digest")
+    typer.echo(f"all {len(found)} image references of stack {stack} are pinned by digest")
 
 
 @images_app.command("sizes")

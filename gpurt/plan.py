@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -14,13 +13,6 @@ if TYPE_CHECKING:  # heavy imports stay inside the command so `gpurt --help` sta
     from rich.console import Console
 
     from components.plan import Plan, PlannedResource
-
-
-class StackName(StrEnum):
-    """The stacks of this project (one ``Pulumi.<stack>.yaml`` each)."""
-
-    STAGING = "staging"
-    PRODUCTION = "production"
 
 
 policy_app = typer.Typer(help="The policy pack: bundle it for pulumi preview/up --policy-pack or publishing.",
@@ -79,7 +71,9 @@ def bundle(
 
 
 def plan(
-    stack: StackName = typer.Option(..., "--stack", "-s", help="Stack whose Pulumi.<stack>.yaml config is used."),
+    # Any stack of the project directory, not a fixed list: --project-dir may hold other stacks than this checkout.
+    stack: str = typer.Option(..., "--stack", "-s", help="Stack whose Pulumi.<stack>.yaml (in the project "
+                              "directory) is used; this checkout's are staging and production."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole plan as JSON (for machines)."),
     project_dir: Path | None = typer.Option(
         None, "--project-dir", help="Directory holding Pulumi.yaml and __main__.py (default: this checkout).",
@@ -100,8 +94,8 @@ def plan(
 
     console = Console(stderr=as_json or diff is not None)
     try:
-        with console.status(f"Running the Pulumi program for stack {stack.value} under mocks..."):
-            result = run_plan(stack.value, project_dir)
+        with console.status(f"Running the Pulumi program for stack {stack} under mocks..."):
+            result = run_plan(stack, project_dir)
     except PlanError as exc:
         console.print(f"[red]plan failed:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from validation.checks.dask import PoolBounds
 from validation.clients.pulumi_stack import PulumiStack
 from validation.targets import CloudTarget, LocalTarget
 
@@ -72,6 +73,8 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         "quota_metrics": sorted({quota_metric(p["acceleratorType"], bool(p.get("spot"))) for p in pools}),
         "scales_from_zero": bool(pools) and all(int(p.get("daskWorkersMin", 0)) == 0 for p in pools),
         "routes_to_vertex": bool(isinstance(vertex, dict) and vertex.get("jobTypes")),
+        "pool_bounds": [PoolBounds(p["name"], int(p.get("daskWorkersMin", 0)), int(p["daskWorkersMax"]),
+                                   bool(p.get("queuedProvisioning"))) for p in pools],
     }
 
 
@@ -84,7 +87,9 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
     from validation.clients.vertex import GoogleVertexQuota
 
     settings = stack_settings(stack)
-    kube = KubernetesApi(api_client(kube_context))
+    # Without a named context, the stack's own kubeconfig: the cluster's DNS endpoint, which CI can reach.
+    kubeconfig = None if kube_context else stack.outputs().get("kubeconfig")
+    kube = KubernetesApi(api_client(kube_context, kubeconfig))
     return CloudTarget(
         project=settings["project"], region=settings["region"],
         pubsub=GooglePubSubAdmin(settings["project"]),
@@ -95,4 +100,5 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         gpu_quota_metrics=settings["quota_metrics"],
         pools_scale_from_zero=settings["scales_from_zero"],
         routes_to_vertex=settings["routes_to_vertex"],
+        pool_bounds=settings["pool_bounds"],
     )

@@ -52,6 +52,8 @@ class CloudTarget:
     resource_iam: ResourceIam | None = None
     routes_to_vertex: bool = False
     """The stack routes job types to Vertex AI (``vertex.jobTypes``), so its Vertex-only grants are expected."""
+    pool_bounds: Sequence[dask.PoolBounds] = ()
+    """Each GPU pool's worker bounds in the stack's config, the primary pool first."""
 
 
 def _rules(render: Callable[[], str] | None) -> dict[str, Callable[[], str]]:
@@ -71,6 +73,7 @@ def local_checks(target: LocalTarget) -> list[Check]:
         scheduler.health_http(target.api_url),
         probe.probe_round_trip(target.pubsub, target.probe_timeout_s),
         dask.gpu_workers(target.dask, gpu_expected=False),
+        Check("dask.autoscaler-bounds", skip(CLOUD_ONLY.format(what="DaskAutoscaler (a LocalCluster)"))),
         Check("vertex.reachable-and-quota", skip(CLOUD_ONLY.format(what="Vertex AI or GPU quota"))),
         alerts.rules_pass_promtool(**_rules(target.rules_yaml)),
     ]
@@ -89,6 +92,7 @@ def cloud_checks(target: CloudTarget) -> list[Check]:
         scheduler.health_pods(target.kube),
         probe.probe_round_trip(target.pubsub),
         dask.gpu_workers(target.dask, gpu_expected=True, scales_from_zero=target.pools_scale_from_zero),
+        dask.autoscaler_bounds(target.kube, target.pool_bounds),
         vertex.vertex_and_quota(target.vertex, target.region, target.gpu_quota_metrics),
         alerts.rules_in_cluster(target.kube, **_rules(target.rules_yaml)),
     ]

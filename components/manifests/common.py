@@ -62,11 +62,17 @@ class Resources:
     cpu_limit: str
     memory_limit: str
     gpus: int = 0
+    ephemeral_storage: str | None = None
+    """Local disk (emptyDir volumes, logs) requested and allowed; None leaves it unaccounted."""
 
     def to_manifest(self) -> Manifest:
         """The container ``resources`` block."""
         requests = {"cpu": self.cpu_request, "memory": self.memory_request}
         limits = {"cpu": self.cpu_limit, "memory": self.memory_limit}
+        if self.ephemeral_storage:
+            # Requested, the scheduler places no more workers on a node than its disk holds; limited, a worker
+            # that overfills its scratch is evicted alone instead of the kubelet evicting the node's pods.
+            requests["ephemeral-storage"] = limits["ephemeral-storage"] = self.ephemeral_storage
         if self.gpus:
             # A quantity string: the Dask CRDs type resource values as strings and reject a bare integer.
             requests[contract.GPU_RESOURCE] = str(self.gpus)

@@ -41,9 +41,19 @@ DEFAULT_GROUP_SUFFIX: Final = "default"
 # Share of a node's vCPUs and memory a worker may take: the rest is for GKE's reservation, the kubelet and
 # the node agents (DCGM exporter, logging), which on GPU machine sizes stay well under a quarter.
 WORKER_NODE_SHARE: Final = 0.75
-# Spill and scratch space for a worker; Monte Carlo jobs keep their paths on the GPU, so little is needed.
-WORKER_SCRATCH_SIZE: Final = "20Gi"
-TMP_SIZE: Final = "1Gi"
+# Spill and scratch space for a worker, at most; Monte Carlo jobs keep their paths on the GPU, so little is needed.
+WORKER_SCRATCH_GIB: Final = 20
+WORKER_SCRATCH_SIZE: Final = f"{WORKER_SCRATCH_GIB}Gi"
+TMP_GIB: Final = 1
+TMP_SIZE: Final = f"{TMP_GIB}Gi"
+# Below this a worker could not spill a single large result: the pool needs a larger boot disk.
+MIN_SCRATCH_GIB: Final = 2
+# GKE keeps part of a node's boot disk from pods: an eviction threshold of 10 % and a system reservation of
+# min(50 %, 6 GiB + 35 %, 100 GiB) of the disk
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#local_ephemeral_storage_reservation).
+EVICTION_SHARE: Final = 0.10
+# What the worker image and GKE's own images take of the same disk once unpacked.
+IMAGE_RESERVE_GIB: Final = 15
 SCHEDULER_RESOURCES: Final = Resources(cpu_request="1", memory_request="2Gi", cpu_limit="2", memory_limit="4Gi")
 # The scheduler's HTTP health endpoint answers in milliseconds; a 5 s budget tolerates a busy event loop.
 SCHEDULER_PROBE_TIMEOUT_S: Final = 5
@@ -62,9 +72,30 @@ _MACHINE_SHAPES: Final = (
 )
 
 
-def worker_resources(machine_type: str, gpus: int, workers_per_node: int = 1) -> Resources:
+def pod_disk_gib(disk_size_gb: int) -> float:
+    """The part of a node's boot disk GKE lets pods use (allocatable ephemeral storage), in GiB."""
+    reservation = min(0.5 * disk_size_gb, 6 + 0.35 * disk_size_gb, 100)
+    return disk_size_gb - reservation - EVICTION_SHARE * disk_size_gb
+
+
+def worker_scratch_gib(disk_size_gb: int, workers_per_node: int) -> int:
+    """Scratch space for each of ``workers_per_node`` workers on a ``disk_size_gb`` boot disk: their share of
+    the pods' part after the images, less /tmp, at most ``WORKER_SCRATCH_GIB``.
+
+    Raises ValueError when the share is below ``MIN_SCRATCH_GIB``.
+    """
+    share = (pod_disk_gib(disk_size_gb) - IMAGE_RESERVE_GIB) / workers_per_node - TMP_GIB
+    if share < MIN_SCRATCH_GIB:
+        raise ValueError(f"a {disk_size_gb} GB boot disk leaves {max(share, 0):.1f} GiB of scratch for each of "
+                         f"{workers_per_node} workers (at least {MIN_SCRATCH_GIB} needed): raise diskSizeGb")
+    return min(WORKER_SCRATCH_GIB, math.floor(share))
+
+
+def worker_resources(machine_type: str, gpus: int, workers_per_node: int = 1,
+                     scratch_gib: int | None = None) -> Resources:
     """Guaranteed-QoS resources for one of ``workers_per_node`` workers sharing a ``machine_type`` node, with
-    ``gpus`` GPU resources each (a whole node's GPUs, or one shared or partitioned slot).
+    ``gpus`` GPU resources each (a whole node's GPUs, or one shared or partitioned slot); with ``scratch_gib``,
+    the local disk its scratch and /tmp volumes may fill.
 
     Raises ValueError for a machine type whose shape is not known here.
     """
@@ -75,7 +106,9 @@ def worker_resources(machine_type: str, gpus: int, workers_per_node: int = 1) ->
             share = WORKER_NODE_SHARE / workers_per_node
             cpu = f"{math.floor(vcpus * share * 1000)}m"
             memory = f"{math.floor(memory_gb * share)}G"
-            return Resources(cpu_request=cpu, memory_request=memory, cpu_limit=cpu, memory_limit=memory, gpus=gpus)
+            disk = f"{scratch_gib + TMP_GIB}Gi" if scratch_gib is not None else None
+            return Resources(cpu_request=cpu, memory_request=memory, cpu_limit=cpu, memory_limit=memory, gpus=gpus,
+                             ephemeral_storage=disk)
     raise ValueError(f"unknown machine type {machine_type!r}: set the worker resources explicitly")
 
 
@@ -100,6 +133,8 @@ class WorkerPoolSpec:
     queued: bool = False
     """The node pool uses queued provisioning: only the gpu-scheduler adds workers, once GKE has provisioned
     the capacity it requested for them (never the DaskAutoscaler, whose workers no request would cover)."""
+    scratch_size: str = WORKER_SCRATCH_SIZE
+    """Size cap of the worker's /scratch volume (its share of the node's disk; see ``worker_scratch_gib``)."""
 
     def __post_init__(self) -> None:
         if self.gpus_per_worker < 1:
@@ -190,7 +225,7 @@ def _worker_env() -> list[Manifest]:
     ]
 
 
-def _harden(pod_spec: Manifest, service_account: str | None) -> None:
+def _harden(pod_spec: Manifest, service_account: str | None, scratch_size: str = WORKER_SCRATCH_SIZE) -> None:
     """Apply the project's security defaults to a pod spec made by dask-kubernetes, in place."""
     if service_account is not None:
         pod_spec["serviceAccountName"] = service_account
@@ -204,7 +239,7 @@ def _harden(pod_spec: Manifest, service_account: str | None) -> None:
             container.pop("env", None)
         container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
         if container["name"] == "worker":
-            volumes.append(scratch_volume("scratch", WORKER_SCRATCH_SIZE))
+            volumes.append(scratch_volume("scratch", scratch_size))
             container["volumeMounts"].append({"name": "scratch", "mountPath": "/scratch"})
     pod_spec["volumes"] = volumes
 
@@ -225,7 +260,7 @@ def build_worker_spec(pool: WorkerPoolSpec, image: str, replicas: int | None = N
         worker_command=worker_command(pool.gpus_per_worker),
     )
     pod_spec = worker["spec"]
-    _harden(pod_spec, contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account)
+    _harden(pod_spec, contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account, pool.scratch_size)
     pod_spec["nodeSelector"] = {
         contract.GPU_NODE_LABEL[0]: contract.GPU_NODE_LABEL[1],
         GKE_ACCELERATOR_LABEL: pool.accelerator_type,
@@ -283,10 +318,12 @@ def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
 def build_worker_group(spec: DaskClusterSpec, pool: WorkerPoolSpec) -> Manifest:
     """A DaskWorkerGroup ``<cluster>-<pool>`` for a pool other than the primary one."""
     name = worker_group_name(spec.name, pool.name, primary=False)
+    # The pool's upper bound, which the gpu-scheduler enforces when it scales the group (no autoscaler does).
+    bound = {contract.DASK_MAX_WORKERS_ANNOTATION: str(pool.max_workers)}
     return {
         "apiVersion": DASK_API_VERSION,
         "kind": "DaskWorkerGroup",
-        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool.name}),
+        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool.name}, bound),
         "spec": {"cluster": spec.name, "worker": build_worker_spec(pool, spec.image)},
     }
 

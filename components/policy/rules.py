@@ -21,6 +21,9 @@ SUBSCRIPTION: Final = "gcp:pubsub/subscription:Subscription"
 SERVICE_ACCOUNT_KEY: Final = "gcp:serviceaccount/key:Key"
 CLUSTER: Final = "gcp:container/cluster:Cluster"
 NODE_POOL: Final = "gcp:container/nodePool:NodePool"
+# The GKE component records, as its input REPLACE_ACK_INPUT, the GPU node pools a deploy may replace.
+GKE_COMPONENT: Final = "gpu-runtime:gke:GkeCluster"
+REPLACE_ACK_INPUT: Final = "replaceGpuPools"
 DASK_CLUSTER: Final = "kubernetes:kubernetes.dask.org/v1:DaskCluster"
 DASK_WORKER_GROUP: Final = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
 DASK_JOB: Final = "kubernetes:kubernetes.dask.org/v1:DaskJob"
@@ -49,6 +52,10 @@ class Subject:
     resource_type: str
     name: str
     props: Mapping[str, Any]
+    protect: bool = False
+    """Pulumi's ``protect`` option: the engine refuses to delete or replace the resource."""
+    custom: bool = True
+    """A cloud resource, not a component (components carry their inputs for stack rules, nothing more)."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,7 @@ def _pool_options(props: Mapping[str, Any]) -> gpu_options.PoolOptions:
     driver = _get(accelerator, "gpuDriverInstallationConfig", "gpuDriverVersion")
     autoscaling = _get(props, "autoscaling")
     min_nodes = _get(autoscaling, "minNodeCount") or _get(autoscaling, "totalMinNodeCount") or 0
+    per_zone = _get(autoscaling, "minNodeCount") is not None or _get(autoscaling, "maxNodeCount") is not None
     reservation = _get(props, "nodeConfig", "reservationAffinity")
     locations = _get(props, "nodeLocations")
     return gpu_options.PoolOptions(
@@ -202,6 +210,8 @@ def _pool_options(props: Mapping[str, Any]) -> gpu_options.PoolOptions:
         reservation_name=(_get(reservation, "values") or [None])[0],
         compact_placement=_get(props, "placementPolicy", "type") == gpu_options.COMPACT,
         zone_count=len(locations) if isinstance(locations, list) and locations else None,
+        flex_start=_get(props, "nodeConfig", "flexStart") is True,
+        total_limits=not per_zone,
     )
 
 
@@ -224,6 +234,21 @@ def check_large_gpu_sharing_declared(subject: Subject) -> list[str]:
         return []
     return [f"{options.sharing_strategy} on {options.accelerator_type} without the declaration label {key}={value} "
             "(stack config gpuSharing.declared: true)"]
+
+
+def check_gpu_pools_protected(subjects: Sequence[Subject]) -> list[tuple[str, str]]:
+    """In a stack whose cluster has deletion protection, GPU pools are protected, so a replace-on-change edit stops
+    the deploy instead of deleting the pool; only pools the stack lists in replaceGpuPools may go unprotected."""
+    if not any(s.resource_type == CLUSTER and _get(s.props, "deletionProtection") is True for s in subjects):
+        return []
+    acknowledged = {name for s in subjects if s.resource_type == GKE_COMPONENT
+                    for name in (_get(s.props, REPLACE_ACK_INPUT) or [])}
+    return [(s.name, f"GPU node pool {_get(s.props, 'name')} is not protected: a change the provider cannot make "
+                     "in place would delete it; list the pool in replaceGpuPools to acknowledge a replacement "
+                     "(docs/runbooks/replace-gpu-pool.md)")
+            for s in subjects
+            if s.resource_type == NODE_POOL and _is_gpu_pool(s.props) and not s.protect
+            and _get(s.props, "name") not in acknowledged]
 
 
 def check_private_nodes_and_workload_identity(subject: Subject) -> list[str]:
@@ -341,6 +366,7 @@ STACK_RULES: Final = (
         inspect.getdoc(check_dead_letter_topics_subscribed) or "",
         check_dead_letter_topics_subscribed,
     ),
+    StackRule("gpu-pools-protected", inspect.getdoc(check_gpu_pools_protected) or "", check_gpu_pools_protected),
 )
 
 

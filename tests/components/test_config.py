@@ -93,9 +93,9 @@ def test_a_deployed_image_is_pinned_by_its_digest() -> None:
 
 @pytest.mark.parametrize(("images", "problem"), [
     ({"schedulerTag": "latest-staging", "workerTag": "abc"},
-     "images.schedulerTag: Value error, 'latest-staging' is a moving tag"),
+     "gpu-runtime:images.schedulerTag: 'latest-staging' is a moving tag"),
     ({"schedulerTag": "abc", "workerTag": "abc", "workerDigest": "sha256:abc"},
-     "images.workerDigest: String should match"),
+     "gpu-runtime:images.workerDigest: 'sha256:abc' does not have the form ^sha256:[0-9a-f]{64}$"),
 ])
 def test_moving_tags_and_malformed_digests_are_refused(images: dict[str, str], problem: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(problem)):
@@ -111,17 +111,17 @@ def test_moving_tags_and_malformed_digests_are_refused(images: dict[str, str], p
             "subnetCidr 10.0.0.0/20 overlaps podsCidr 10.0.0.0/14",
         ),
         (_raw(network={**_raw()["network"], "masterCidr": "172.16.0.0/24"}), "masterCidr must be a /28"),
-        (_raw(network={**_raw()["network"], "subnetCidr": "10.0.0.300/20"}), "network.subnetCidr"),
+        (_raw(network={**_raw()["network"], "subnetCidr": "10.0.0.300/20"}), "gpu-runtime:network.subnetCidr"),
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "machineType": "a2-highgpu-1g"}]), "cannot host nvidia-tesla-t4"),
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "acceleratorType": "nvidia-tesla-k80"}]), "is not one of"),
-        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "T4_Pool"}]), "gpuPools.0.name"),
-        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "t4\n"}]), "gpuPools.0.name"),  # `$` before a newline
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "T4_Pool"}]), "gpu-runtime:gpuPools[0].name"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "name": "t4\n"}]), "gpu-runtime:gpuPools[0].name"),  # `$`: newline
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "daskWorkersMax": 5}]), "exceeds the pool's node capacity 4"),
         (_raw(gpuPools=[{**_raw()["gpuPools"][0], "minNodes": 3}]), "minNodes 3 exceeds maxNodes 2"),
         (_raw(gpuPools=[_raw()["gpuPools"][0]] * 2), "names must be unique"),
-        (_raw(gpuPools=[]), "gpuPools"),
+        (_raw(gpuPools=[]), "gpu-runtime:gpuPools: needs at least 1 entry, but the file gives 0"),
         (_raw(releaseChannel="NIGHTLY"), "releaseChannel"),
-        (_raw(imags={}), "imags: Extra inputs are not permitted"),
+        (_raw(imags={}), "gpu-runtime:imags: is not a setting of this project"),
         # A2/A3 machine types come with a fixed number of GPUs; H100 mega machines take a different GPU type.
         (
             _raw(gpuPools=[{**_raw()["gpuPools"][0], "machineType": "a2-highgpu-2g",
@@ -139,12 +139,72 @@ def test_moving_tags_and_malformed_digests_are_refused(images: dict[str, str], p
             "a2-highgpu-1g has 1 GPU(s), not acceleratorCount 2",
         ),
         # Vertex AI names accelerators by its own enum, not GKE's label values.
-        (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "nvidia-tesla-t4"}), "vertex.acceleratorType"),
+        (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "nvidia-tesla-t4"}),
+         "gpu-runtime:vertex.acceleratorType"),
         (_raw(vertex={"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_A100"}), "cannot host NVIDIA"),
     ],
 )
 def test_bad_config_names_the_key(raw: dict[str, Any], expected: str) -> None:
     assert expected in _error(raw)
+
+
+_NETWORK = _raw()["network"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "reason"),
+    [
+        # RFC 5737 and RFC 3849 ranges, as the stack files once carried them for the control plane.
+        (_raw(network={**_NETWORK, "masterAuthorizedNetworks": [{"name": "ci", "cidr": "198.51.100.0/24"}]}),
+         "gpu-runtime:network.masterAuthorizedNetworks[0].cidr", "documentation range 198.51.100.0/24"),
+        (_raw(network={**_NETWORK, "masterAuthorizedNetworks": [{"name": "vpn", "cidr": "203.0.113.0/25"}]}),
+         "gpu-runtime:network.masterAuthorizedNetworks[0].cidr", "documentation range 203.0.113.0/24"),
+        (_raw(network={**_NETWORK, "subnetCidr": "2001:db8:1::/48"}), "gpu-runtime:network.subnetCidr",
+         "documentation range 2001:db8::/32"),
+        (_raw(gpuPools=[{**_raw()["gpuPools"][0], "reservation": {"type": "SPECIFIC_RESERVATION",
+                                                                   "name": "REPLACE_ME"}}]),
+         "gpu-runtime:gpuPools[0].reservation.name", "placeholder (replace)"),
+        (_raw(images={"schedulerTag": "changeme", "workerTag": "abc"}), "gpu-runtime:images.schedulerTag",
+         "placeholder (changeme)"),
+        (_raw(vertex={"machineType": "<machine type>", "acceleratorType": "NVIDIA_TESLA_T4"}),
+         "gpu-runtime:vertex.machineType", "template to fill in"),
+    ],
+)
+def test_placeholders_and_documentation_ranges_are_refused(raw: dict[str, Any], key: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(raw, "p", "us-central1", source="Pulumi.production.yaml")
+    message = str(info.value)
+    assert "Pulumi.production.yaml" in message
+    assert f"{key}: " in message and reason in message
+
+
+def test_a_placeholder_project_names_the_provider_key() -> None:
+    message = _error(_raw(), project="example-project")
+    assert "gcp:project: 'example-project' is a placeholder (example)" in message
+
+
+def test_authorized_networks_must_be_internal() -> None:
+    raw = _raw(network={**_NETWORK, "masterAuthorizedNetworks": [{"name": "office", "cidr": "8.8.8.0/24"}]})
+    assert "gpu-runtime:network.masterAuthorizedNetworks[0].cidr: 8.8.8.0/24 is not an internal range" in _error(raw)
+    internal = _raw(network={**_NETWORK, "masterAuthorizedNetworks": [{"name": "vpn", "cidr": "10.30.0.0/16"}]})
+    assert parse_stack_config(internal, "p", "us-central1").network.master_authorized_networks[0].cidr == "10.30.0.0/16"
+
+
+def test_a_missing_key_names_the_namespace_and_the_file() -> None:
+    raw = _raw()
+    del raw["network"]
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(raw, "p", "us-central1", source="Pulumi.staging.yaml")
+    assert str(info.value) == ("invalid stack config in Pulumi.staging.yaml:\n"
+                               "  gpu-runtime:network: is required but not set")
+
+
+def test_committed_stacks_hold_no_placeholder() -> None:
+    from components import placeholders
+
+    for stack in ("staging", "production"):
+        values = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+        assert list(placeholders.find(values)) == [], stack
 
 
 def test_missing_provider_settings() -> None:
@@ -177,6 +237,12 @@ def test_wrong_type_in_pulumi_config_is_a_config_error() -> None:
     config = {**_pulumi_config("staging"), "gpu-runtime:schedulerReplicas": "many"}
     with pytest.raises(ConfigError, match="schedulerReplicas"):
         record(load_stack_config, project="p", region="r", config=config)
+
+
+def test_the_running_stack_names_its_file() -> None:
+    config = {**_pulumi_config("staging"), "gpu-runtime:releaseChannel": "NIGHTLY"}
+    with pytest.raises(ConfigError, match=re.escape("invalid stack config in Pulumi.staging.yaml")):
+        record(load_stack_config, project="p", region="r", config=config, stack="staging")
 
 
 _VALUE_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}

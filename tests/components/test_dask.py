@@ -137,3 +137,38 @@ def test_outputs_name_the_scheduler_address_and_worker_groups() -> None:
     assert outputs["address"] == contract.DASK_SCHEDULER_ADDRESS
     primary = stack_config("staging").gpu_pools[0].name
     assert outputs["groups"][primary] == f"{contract.DASK_CLUSTER_NAME}-default"
+
+
+def test_staging_time_shared_workers_request_disk_that_fits_the_boot_disk() -> None:
+    """Four workers time-share each staging T4 node; their scratch must fit the node's 100 GB boot disk."""
+    from components.dask import worker_pools
+    from components.manifests import dask as manifests
+    from tests.components.infra import stack_config
+
+    [pool] = stack_config("staging").gpu_pools
+    [spec] = worker_pools([pool])
+    worker = manifests.build_worker_spec(spec, "img")["spec"]
+    [container] = [c for c in worker["containers"] if c["name"] == "worker"]
+    request = container["resources"]["requests"]["ephemeral-storage"]
+    assert container["resources"]["limits"]["ephemeral-storage"] == request
+    volumes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in worker["volumes"]}
+    gib = {name: int(size.removesuffix("Gi")) for name, size in volumes.items()}
+    assert int(request.removesuffix("Gi")) == gib["scratch"] + gib["tmp"]  # the request covers both volumes
+
+    # GKE's documented reservation for a 100 GB boot disk: min(50, 6 + 35, 100) = 41 GiB for the system and
+    # 10 GiB eviction threshold, leaving 49 GiB to pods; the images take IMAGE_RESERVE_GIB of that.
+    assert pool.disk_size_gb == 100 and pool.workers_per_node == 4
+    assert manifests.pod_disk_gib(100) == 49
+    assert pool.workers_per_node * int(request.removesuffix("Gi")) <= 49 - manifests.IMAGE_RESERVE_GIB
+    assert gib["scratch"] >= manifests.MIN_SCRATCH_GIB
+
+
+def test_a_boot_disk_too_small_for_its_workers_names_the_pool() -> None:
+    from components.dask import worker_pools
+    from tests.components.infra import stack_config
+
+    [pool] = stack_config("staging").gpu_pools
+    small = pool.model_copy(update={"disk_size_gb": 50})
+    with pytest.raises(ValueError, match=r"gpuPools\[t4-spot\].diskSizeGb: a 50 GB boot disk leaves .* GiB of "
+                                         r"scratch for each of 4 workers"):
+        worker_pools([small])

@@ -108,10 +108,24 @@ def test_staging_is_spot_t4_without_deletion_protection() -> None:
     assert gpu.props["nodeConfig"]["spot"] is True
 
 
+def test_control_plane_is_reached_through_its_iam_authenticated_dns_endpoint(
+    production: tuple[StackConfig, Recording],
+) -> None:
+    _, recording = production
+    cluster = named(recording, "gcp:container/cluster:Cluster", "gke-cluster").props
+    assert cluster["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]["allowExternalTraffic"] is True
+    # No public IP endpoint, and no address range stands in for the runners (they have none).
+    assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert cluster["masterAuthorizedNetworksConfig"].get("cidrBlocks", []) == []
+    [provider] = of_type(recording, "pulumi:providers:kubernetes")
+    server = yaml.safe_load(provider.props["kubeconfig"])["clusters"][0]["cluster"]["server"]
+    assert server.startswith("https://gke-") and server.endswith(".us-central1.gke.goog")
+
+
 def test_kubeconfig_uses_the_auth_plugin_and_no_credentials() -> None:
-    text = render_kubeconfig("gke_p_r_c", "10.0.0.2", "Q0E=")
+    text = render_kubeconfig("gke_p_r_c", "gke-1234.us-central1.gke.goog")
     doc = yaml.safe_load(text)
-    assert doc["clusters"][0]["cluster"] == {"server": "https://10.0.0.2", "certificate-authority-data": "Q0E="}
+    assert doc["clusters"][0]["cluster"] == {"server": "https://gke-1234.us-central1.gke.goog"}
     user = doc["users"][0]["user"]
     assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
     assert "token" not in user and "client-key-data" not in user

@@ -60,8 +60,13 @@ _T4_SHARED = {"machineType": "n1-standard-8", "acceleratorType": "nvidia-tesla-t
         ({"gpuPartitionSize": "1g.5gb"}, 7),
         ({"gpuPartitionSize": "3g.20gb", "gpuSharing": {"maxSharedClientsPerGpu": 2, "declared": True}}, 4),
         ({**H100, "gpuPartitionSize": "1g.20gb"}, 4),
-        ({"queuedProvisioning": True}, 1),
-        ({"queuedProvisioning": True, "maxRunDurationSeconds": 86400}, 1),
+        # Queued pools count maxNodes in total (GKE's guide sets --total-max-nodes): 4 nodes, 4 workers.
+        ({"queuedProvisioning": True, "daskWorkersMax": 4}, 1),
+        ({"queuedProvisioning": True, "maxRunDurationSeconds": 86400, "daskWorkersMax": 4}, 1),
+        ({"machineType": "a3-megagpu-8g", "acceleratorType": "nvidia-h100-mega-80gb", "acceleratorCount": 8,
+          "gpuPartitionSize": "3g.40gb"}, 16),
+        ({"machineType": "a3-ultragpu-8g", "acceleratorType": "nvidia-h200-141gb", "acceleratorCount": 8,
+          "gpuPartitionSize": "1g.18gb"}, 56),
         ({"reservation": {"type": "SPECIFIC_RESERVATION", "name": "a100-reservation"}}, 1),
         ({"reservation": {"type": "ANY_RESERVATION"}}, 1),
         ({"compactPlacement": True, "zones": ["us-central1-a"], "daskWorkersMax": 4}, 1),
@@ -109,6 +114,14 @@ def test_pool_options_gke_accepts_are_valid(pool: dict[str, Any], slots: int) ->
         ({"gpuSharing": {"maxSharedClientsPerGpu": 2, "clients": 3}}, "gpuSharing.clients"),
         # Sharing multiplies the workers a pool can hold, never the nodes: 4 nodes x 4 zones x 1 slot = 16.
         ({"daskWorkersMax": 17}, "daskWorkersMax 17 exceeds the pool's node capacity 16"),
+        # Queued pools: total limits, so four zones do not multiply maxNodes.
+        ({"queuedProvisioning": True, "daskWorkersMax": 5},
+         "daskWorkersMax 5 exceeds the pool's node capacity 4 (maxNodes 4 in total x 1 worker(s) per node)"),
+        # GKE's tooling refuses compact placement on queued (flex-start) pools.
+        ({"queuedProvisioning": True, "compactPlacement": True, "zones": ["us-central1-a"], "daskWorkersMax": 4},
+         "compactPlacement: cannot be combined with queuedProvisioning"),
+        ({"machineType": "a3-ultragpu-8g", "acceleratorType": "nvidia-h200-141gb", "acceleratorCount": 8,
+          "gpuPartitionSize": "1g.10gb"}, "gpuPartitionSize: '1g.10gb' is not a partition of nvidia-h200-141gb"),
     ],
 )
 def test_bad_pool_options_name_the_key_and_why(pool: dict[str, Any], expected: str) -> None:
@@ -126,7 +139,7 @@ def test_shared_pool_capacity_counts_slots() -> None:
 
 _RENDERED_POOLS: dict[str, dict[str, Any]] = {
     "mig": {"gpuPartitionSize": "2g.10gb", "gpuSharing": {"maxSharedClientsPerGpu": 3, "declared": True}},
-    "queued": {"queuedProvisioning": True},
+    "queued": {"queuedProvisioning": True, "daskWorkersMax": 4},
     "reserved": {"reservation": {"type": "SPECIFIC_RESERVATION", "name": "projects/p/reservations/a100"},
                  "compactPlacement": True, "zones": ["us-central1-c"], "daskWorkersMax": 4},
     "t4shared": {**_T4_SHARED, "daskWorkersMax": 16},
@@ -169,8 +182,33 @@ def test_gke_renders_queued_provisioning_without_reservation_or_repair(rendered:
     assert props["queuedProvisioning"] == {"enabled": True}
     assert props["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
     assert props["management"] == {"autoRepair": False, "autoUpgrade": True}
-    assert props["autoscaling"]["minNodeCount"] == 0
+    # As GKE's queued-provisioning guide creates the pool: flex-start, total limits over the zones.
+    assert props["nodeConfig"]["flexStart"] is True
+    assert props["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
     assert props["nodeConfig"]["resourceLabels"] == contract.GCP_LABELS
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda p: p["nodeConfig"].pop("flexStart"), "queuedProvisioning: needs flex-start VMs"),
+        (lambda p: p.update(placementPolicy={"type": "COMPACT"}, nodeLocations=["us-central1-a"]),
+         "compactPlacement: cannot be combined with queuedProvisioning"),
+        (lambda p: p.update(autoscaling={"minNodeCount": 0, "maxNodeCount": 4}),
+         "queuedProvisioning: needs total node limits"),
+    ],
+)
+def test_the_policy_refuses_queued_pools_google_refuses(rendered: dict[str, dict[str, Any]], change: Any,
+                                                        expected: str) -> None:
+    props = copy.deepcopy(rendered["queued"])
+    assert rules.check_gpu_pool_options(rules.Subject(POOL_TYPE, "gke-gpu-queued", props)) == []
+    change(props)
+    assert expected in "; ".join(rules.check_gpu_pool_options(rules.Subject(POOL_TYPE, "gke-gpu-queued", props)))
+
+
+def test_gpu_pools_stream_their_images(rendered: dict[str, dict[str, Any]]) -> None:
+    for props in rendered.values():
+        assert props["nodeConfig"]["gcfsConfig"] == {"enabled": True}
 
 
 def test_gke_renders_a_specific_reservation_and_compact_placement(rendered: dict[str, dict[str, Any]]) -> None:

@@ -248,6 +248,10 @@ def _client_calls(tree: ast.AST, receivers: tuple[str, ...]) -> Iterator[str]:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and ast.unparse(node.func.value) in receivers):
             yield node.func.attr
+        # A bound client method handed to a helper that calls it (kubernetes.stream.portforward(api.method, ...)).
+        if isinstance(node, ast.Call):
+            yield from (arg.attr for arg in node.args
+                        if isinstance(arg, ast.Attribute) and ast.unparse(arg.value) in receivers)
 
 
 DECLARED = [(c.site, c.method) for c in (*cloud_calls.GCP_CALLS, *cloud_calls.KUBE_CALLS)]

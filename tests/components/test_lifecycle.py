@@ -22,8 +22,11 @@ def test_production_protects_exactly_its_state() -> None:
     resources = _custom("production")
     protected = {(r.type, r.name) for r in resources if r.protect}
 
-    assert protected == {(r.type, r.name) for r in resources if r.type in STATEFUL_TYPES}
-    assert {t for t, _ in protected} == STATEFUL_TYPES  # buckets, registry, cluster, topics, subscriptions
+    gpu_pools = {(r.type, r.name) for r in resources
+                 if r.type == "gcp:container/nodePool:NodePool" and "guestAccelerators" in r.props["nodeConfig"]}
+    # State by type, and the GPU pools (components/gke.py), whose replacement must be acknowledged.
+    assert protected == {(r.type, r.name) for r in resources if r.type in STATEFUL_TYPES} | gpu_pools
+    assert {t for t, _ in protected} == STATEFUL_TYPES | {"gcp:container/nodePool:NodePool"}
 
 
 def test_the_plan_shows_the_options() -> None:
@@ -54,7 +57,18 @@ def test_every_fixed_name_is_deleted_before_it_is_replaced(stack: str) -> None:
 def test_node_pools_leave_their_size_to_the_autoscaler(stack: str) -> None:
     pools = [r for r in _custom(stack) if r.type == "gcp:container/nodePool:NodePool"]
 
-    assert pools and all(r.ignore_changes == ("initialNodeCount",) for r in pools)
+    # initialNodeCount is replace-on-change and GKE computes it: declaring it could only replace a pool.
+    assert pools and [r.name for r in pools if "initialNodeCount" in r.props or r.ignore_changes] == []
+
+
+def test_production_gpu_pools_are_protected_staging_pools_are_not() -> None:
+    """Pulumi refuses to replace or delete a protected resource: a replace-on-change edit stops the deploy."""
+    def gpu_pools(stack: str) -> dict[str, bool]:
+        return {r.name: r.protect for r in _custom(stack)
+                if r.type == "gcp:container/nodePool:NodePool" and "guestAccelerators" in r.props["nodeConfig"]}
+
+    assert gpu_pools("production") and all(gpu_pools("production").values())
+    assert gpu_pools("staging") and not any(gpu_pools("staging").values())
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -148,11 +148,26 @@ def test_cli_table_and_exit_0() -> None:
     assert "estimated monthly cost" in result.output and "cluster fee" in result.output
 
 
+def test_project_dir_stacks_are_accepted_and_unknown_ones_listed(violating_project: Path) -> None:
+    """--stack names a stack of the --project-dir, not only this checkout's staging and production."""
+    (violating_project / "Pulumi.staging.yaml").rename(violating_project / "Pulumi.qa.yaml")
+    args = ["plan", "--json", "--project-dir", str(violating_project), "--stack"]
+
+    result = CliRunner().invoke(gpurt_app, [*args, "qa"])
+    assert result.exit_code == 1, result.output  # planned: only the service-account key violates a rule
+    assert json.loads(result.stdout)["stack"] == "qa"
+
+    unknown = CliRunner().invoke(gpurt_app, [*args, "staging"])
+    assert unknown.exit_code == 2
+    assert "no stack 'staging' (no Pulumi.staging.yaml); stacks here: qa" in unknown.output
+
+
 def test_cli_reports_program_errors_without_traceback(violating_project: Path) -> None:
     (violating_project / "Pulumi.staging.yaml").write_text("config:\n  gcp:project: p\n")
     result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(violating_project)])
     assert result.exit_code == 2
-    assert "missing stack config: gcp:region" in result.output and "Traceback" not in result.output
+    assert "missing stack config in Pulumi.staging.yaml: gcp:region" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,14 @@ import copy
 from typing import Any
 
 import pytest
-from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
 
 from components import contract
 from components.policy import rules
@@ -226,8 +233,30 @@ def test_pack_reports_resource_violations() -> None:
 
 
 def test_pack_reports_stack_violations_with_urn() -> None:
-    [policy] = [p for p in build_policies() if isinstance(p, StackValidationPolicy)]
+    [policy] = [p for p in build_policies() if p.name == "dead-letter-topics-subscribed"]
+    assert isinstance(policy, StackValidationPolicy)
     resource = PolicyResource(SUB, _pull_sub(), "urn:main", "main", None, None, None, [], {})
     reported: list[tuple[str, str | None]] = []
     policy.validate(StackValidationArgs([resource]), lambda message, urn=None: reported.append((message, urn)))
     assert reported == [("main: dead-letter topic gpu-job-request-dlq has no subscription", "urn:main")]
+
+
+def test_pack_reads_protect_from_the_engines_resource_options() -> None:
+    """gpu-pools-protected in the pack: the engine's options carry protect; an unprotected GPU pool is refused."""
+    [policy] = [p for p in build_policies() if p.name == "gpu-pools-protected"]
+    cluster = PolicyResource(rules.CLUSTER, {"deletionProtection": True}, "urn:c", "c", _opts(True), None, None,
+                             [], {})
+    pool_props = {"name": "gpu-a100", "nodeConfig": {"guestAccelerators": [{"type": "nvidia-tesla-a100"}]}}
+
+    def reported(protect: bool) -> list[str]:
+        pool = PolicyResource(rules.NODE_POOL, pool_props, "urn:p", "p", _opts(protect), None, None, [], {})
+        found: list[str] = []
+        policy.validate(StackValidationArgs([cluster, pool]), lambda message, urn=None: found.append(message))
+        return found
+
+    assert reported(protect=True) == []
+    assert reported(protect=False)[0].startswith("p: GPU node pool gpu-a100 is not protected")
+
+
+def _opts(protect: bool) -> PolicyResourceOptions:
+    return PolicyResourceOptions(protect, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])

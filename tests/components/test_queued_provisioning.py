@@ -23,7 +23,7 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 POOLS_ROLE = f"{contract.SCHEDULER_DEPLOYMENT}-pools"
 QUEUED_POOL = {
     "name": "a100-flex", "machineType": "a2-highgpu-1g", "acceleratorType": "nvidia-tesla-a100",
-    "acceleratorCount": 1, "minNodes": 0, "maxNodes": 4, "spot": False,
+    "acceleratorCount": 1, "minNodes": 0, "maxNodes": 8, "spot": False,
     "zones": ["us-central1-a", "us-central1-b"], "diskSizeGb": 200, "daskWorkersMin": 0, "daskWorkersMax": 8,
     "queuedProvisioning": True, "maxRunDurationSeconds": 86400,
 }

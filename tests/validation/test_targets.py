@@ -19,7 +19,7 @@ def test_local_and_cloud_run_the_same_checks_in_the_same_order() -> None:
 
     names = [c.name for c in cloud]
     assert [c.name.replace("process-running", "pods-running") for c in local] == names
-    assert len(set(names)) == len(names) == 12
+    assert len(set(names)) == len(names) == 13
 
 
 def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
@@ -29,9 +29,11 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
 
     settings = stack_settings(AutomationStack.select("staging", program))
 
+    pool_bounds = settings.pop("pool_bounds")
     assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1",
                         "quota_metrics": ["PREEMPTIBLE_NVIDIA_T4_GPUS"], "scales_from_zero": True,
                         "routes_to_vertex": False}
+    assert [(b.pool, b.minimum, b.maximum, b.queued) for b in pool_bounds] == [("t4-spot", 0, 4, False)]
 
 
 def test_validate_needs_exactly_one_target() -> None:

@@ -1,10 +1,27 @@
-"""Dask workers are registered, and advertise the GPU resource GPU tasks ask for."""
+"""Dask workers are registered and advertise the GPU resource GPU tasks ask for; the deployed worker bounds are
+the stack's."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from components import contract
+from runtime.scheduler.pools.kubernetes import AUTOSCALER_PLURAL, DASK_GROUP, DASK_VERSION, WORKER_GROUP_PLURAL
+from runtime.scheduler.pools.worker_group import desired_of, max_workers_of, pool_of
 from validation.clients.dask_info import DaskInfo
+from validation.clients.kube import KubeApi
 from validation.runner import Check, CheckFailed, CheckSkipped
+
+
+@dataclass(frozen=True)
+class PoolBounds:
+    """A GPU pool's Dask worker bounds as the stack's config says them (``daskWorkersMin``/``daskWorkersMax``)."""
+
+    pool: str
+    minimum: int
+    maximum: int
+    queued: bool = False
 
 
 def gpu_workers(dask: DaskInfo, gpu_expected: bool, scales_from_zero: bool = False) -> Check:
@@ -37,3 +54,54 @@ def gpu_workers(dask: DaskInfo, gpu_expected: bool, scales_from_zero: bool = Fal
         return f"{len(gpu)} GPU worker(s), {total:g} {contract.DASK_GPU_RESOURCE} in all"
 
     return Check("dask.gpu-workers", run)
+
+
+def _autoscaler_problem(autoscaler: dict | None, primary: PoolBounds, default_group: dict | None) -> str | None:
+    name = f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"
+    if autoscaler is None:
+        return f"DaskAutoscaler {name} is missing"
+    spec = autoscaler.get("spec") or {}
+    deployed = (spec.get("minimum"), spec.get("maximum"))
+    # A queued primary pool is never autoscaled from Dask's pending work (components/manifests/dask.py).
+    wanted = (primary.minimum, 0 if primary.queued else primary.maximum)
+    if deployed == wanted:
+        return None
+    pinned = desired_of(default_group) if default_group is not None else None
+    if deployed[0] == deployed[1] == pinned:
+        return None  # `gpurt pools scale/stop` pinned the bounds to the size an operator chose
+    return (f"DaskAutoscaler {name} bounds {deployed[0]}..{deployed[1]}, the stack says {wanted[0]}..{wanted[1]} "
+            f"(pool {primary.pool})")
+
+
+def autoscaler_bounds(kube: KubeApi, expected: Sequence[PoolBounds]) -> Check:
+    """The deployed worker bounds are the stack's: the DaskAutoscaler's for the primary pool (unless an operator
+    pinned it with ``gpurt pools scale``), and each other pool's DaskWorkerGroup ``daskWorkersMax`` annotation."""
+
+    def run() -> str:
+        if not expected:
+            raise CheckSkipped("the stack's last update names no GPU pools")
+        namespace = contract.COMPUTE_NAMESPACE
+        autoscalers = {a["metadata"]["name"]: a for a in kube.list_custom_objects(
+            DASK_GROUP, DASK_VERSION, namespace, AUTOSCALER_PLURAL)}
+        groups = {pool_of(g, contract.DASK_CLUSTER_NAME): g
+                  for g in kube.list_custom_objects(DASK_GROUP, DASK_VERSION, namespace, WORKER_GROUP_PLURAL)}
+        primary, *others = expected
+        problems = []
+        if (problem := _autoscaler_problem(
+                autoscalers.get(f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"), primary,
+                groups.get(primary.pool))) is not None:
+            problems.append(problem)
+        for bounds in others:
+            group = groups.get(bounds.pool)
+            if group is None:
+                problems.append(f"no DaskWorkerGroup for pool {bounds.pool}")
+            elif (deployed := max_workers_of(group)) != bounds.maximum:
+                problems.append(f"DaskWorkerGroup {group['metadata']['name']} allows {deployed} workers "
+                                f"({contract.DASK_MAX_WORKERS_ANNOTATION}), the stack says {bounds.maximum} "
+                                f"(pool {bounds.pool})")
+        if problems:
+            raise CheckFailed("; ".join(problems), "the cluster drifted from the stack, or the deploy did not "
+                              "finish: run `pulumi up` for the stack (or `gpurt rollback --stack`)")
+        return f"{len(expected)} pool(s) bounded as the stack says ({', '.join(b.pool for b in expected)})"
+
+    return Check("dask.autoscaler-bounds", run)

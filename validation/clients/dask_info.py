@@ -50,16 +50,21 @@ class SchedulerAddressDask:
 
 
 class KubeServiceDask:
-    """``DaskInfo`` reading the scheduler dashboard's ``json/identity.json`` through the API server proxy."""
+    """``DaskInfo`` reading the Dask scheduler dashboard's ``json/identity.json`` through a port-forward to the
+    scheduler pod (a private cluster's control plane cannot proxy to port 8787; see ``KubeApi.pod_get``)."""
 
-    def __init__(self, kube: KubeApi, service: str = f"{contract.DASK_CLUSTER_NAME}-scheduler") -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self._kube = kube
-        self._service = service
 
     def workers(self) -> list[WorkerInfo]:
-        """Registered workers, from the dashboard's identity document."""
-        body = self._kube.service_get(contract.COMPUTE_NAMESPACE, self._service, contract.DASK_DASHBOARD_PORT,
-                                      "json/identity.json")
+        """Registered workers, from the dashboard's identity document of a ready scheduler pod."""
+        pods = [pod for pod in self._kube.list_pods(contract.COMPUTE_NAMESPACE, contract.DASK_SCHEDULER_LABELS)
+                if pod.ready]
+        if not pods:
+            raise RuntimeError(f"no ready Dask scheduler pod in {contract.COMPUTE_NAMESPACE} "
+                               f"(labels {contract.DASK_SCHEDULER_LABELS})")
+        body = self._kube.pod_get(contract.COMPUTE_NAMESPACE, pods[0].name, contract.DASK_DASHBOARD_PORT,
+                                  "/json/identity.json")
         return workers_from_identity(json.loads(body))
 
 

@@ -22,7 +22,7 @@ from components import contract
 from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, replicas_of
+from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, pool_of, replicas_of
 
 DASK_GROUP: Final = "kubernetes.dask.org"
 DASK_VERSION: Final = "v1"
@@ -63,6 +63,10 @@ class KubernetesPools:
         """Patch the group's replicas and desired-size annotation (a queued pool: ``QueuedProvisioner.scale``)."""
         check_workers(workers)
         group = self._group(pool_id)  # a clear "no such pool" before any write
+        bound = max_workers_of(group)
+        if bound is not None and workers > bound:
+            raise PoolError(f"pool {pool_id} may have at most {bound} workers (the stack's daskWorkersMax), "
+                            f"not {workers}")
         if pool_id in self._provisioner.pools:
             self._provisioner.scale(pool_id, group, workers)
             return self._info(self._group(pool_id), self._provisioner.requests())
@@ -152,12 +156,7 @@ class KubernetesPools:
                 raise PoolError(f"cannot pin the autoscaler {name}: {exc.reason}") from exc
 
     def _pool_id(self, group: dict[str, Any]) -> str:
-        """The pool a group serves: its pool label (the operator's default group carries it on its worker
-        template), else its name without the cluster prefix."""
-        worker_labels = group.get("spec", {}).get("worker", {}).get("metadata", {}).get("labels") or {}
-        labels = {**worker_labels, **(group.get("metadata", {}).get("labels") or {})}
-        return str(labels.get(contract.DASK_POOL_LABEL)
-                   or str(group["metadata"]["name"]).removeprefix(f"{self._cluster}-"))
+        return pool_of(group, self._cluster)
 
     def _info(self, group: dict[str, Any], requests: Sequence[dict[str, Any]] | None = None) -> PoolInfo:
         replicas = replicas_of(group)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from components import contract
+
 DESIRED_ANNOTATION: Final = "gpu-runtime.dev/desired-replicas"
 
 
@@ -22,3 +24,17 @@ def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
 def desired_of(group: dict[str, Any]) -> int | None:
     value = annotations_of(group).get(DESIRED_ANNOTATION)
     return int(value) if value is not None and str(value).isdigit() else None
+
+
+def max_workers_of(group: dict[str, Any]) -> int | None:
+    """The stack's upper bound on the group's workers (daskWorkersMax), where the stack rendered one."""
+    value = annotations_of(group).get(contract.DASK_MAX_WORKERS_ANNOTATION)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def pool_of(group: dict[str, Any], cluster: str) -> str:
+    """The pool a group serves: its pool label (the operator's default group carries it on its worker
+    template), else its name without the ``<cluster>-`` prefix."""
+    worker_labels = group.get("spec", {}).get("worker", {}).get("metadata", {}).get("labels") or {}
+    labels = {**worker_labels, **(group.get("metadata", {}).get("labels") or {})}
+    return str(labels.get(contract.DASK_POOL_LABEL) or str(group["metadata"]["name"]).removeprefix(f"{cluster}-"))

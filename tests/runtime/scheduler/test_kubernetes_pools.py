@@ -111,3 +111,26 @@ def test_the_primary_pool_is_named_by_its_label_and_scaling_it_pins_the_autoscal
     assert autoscaler["spec"]["minimum"] == autoscaler["spec"]["maximum"] == 0  # the autoscaler cannot undo it
     pools.scale("t4", 3)  # a secondary group: the autoscaler is left alone
     assert autoscaler["spec"]["maximum"] == 0 and api.groups["gpu-dask-t4"]["spec"]["worker"]["replicas"] == 3
+
+
+def test_a_secondary_pool_is_held_to_the_stacks_dask_workers_max() -> None:
+    """The bound reaches the rendered DaskWorkerGroup, and scaling beyond it is refused (no autoscaler bounds it)."""
+    from components.dask import worker_pools
+    from components.manifests import dask as manifests
+    from tests.components.infra import stack_config
+
+    config = stack_config("production")
+    pools = worker_pools(config.gpu_pools)
+    spec = manifests.DaskClusterSpec(image="img", pools=tuple(pools), name="gpu-dask")
+    t4 = next(p for p in config.gpu_pools if p.name == "t4-spot")
+    group = manifests.build_worker_group(spec, next(p for p in pools if p.name == "t4-spot"))
+    assert group["metadata"]["annotations"][contract.DASK_MAX_WORKERS_ANNOTATION] == str(t4.dask_workers_max)
+    group["metadata"]["labels"]["dask.org/cluster-name"] = "gpu-dask"  # what the operator adds
+    group["status"] = {"readyReplicas": 0}
+    api = RecordingCustomObjects(group)
+
+    assert KubernetesPools(api).scale("t4-spot", t4.dask_workers_max).desired == t4.dask_workers_max
+    with pytest.raises(PoolError, match=f"pool t4-spot may have at most {t4.dask_workers_max} workers "
+                                        r"\(the stack's daskWorkersMax\), not 33"):
+        KubernetesPools(api).scale("t4-spot", t4.dask_workers_max + 1)
+    assert api.groups[group["metadata"]["name"]]["spec"]["worker"]["replicas"] == t4.dask_workers_max
