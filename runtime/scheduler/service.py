@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
@@ -30,6 +31,7 @@ from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBackend, Settings
 from runtime.scheduler.singletons import Elector, SingletonLoop
 from runtime.scheduler.slot_follow import SlotFollower
+from runtime.scheduler.store_health import StoreHealth
 from runtime.store import ResultStore
 
 LOCAL_POOL: Final = "local"
@@ -76,6 +78,9 @@ class Service:
         self._cancel_watch: CancelWatcher | None = None
         self._slot_follower: SlotFollower | None = None
         self.mode = Mode.NORMAL
+        # Intake is open while the mode is normal and the result store works (docs/scheduler.md#store-outages).
+        self.store_health = self._new_store_health()
+        self._intake_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -94,7 +99,10 @@ class Service:
         self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
         self.pools = self._build_pools()
         slots = self._slots(self.pools, self.backend)
-        processor = Processor(self.backend, self.store, sink, self.registry, self.metrics)
+        self.store_health = self._new_store_health()  # a stopped service's breaker is closed for good
+        # Jobs wait out a store outage with their message unsettled instead of nacking it.
+        job_store = self.store.waiting_out_outages(self.store_health.wait_out)
+        processor = Processor(self.backend, job_store, sink, self.registry, self.metrics)
         self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
                                  processor.process, slots)
         reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
@@ -114,9 +122,11 @@ class Service:
             self._slot_follower.stop()
             self._slot_follower = None
         if self.consumer is not None:
-            if not self.consumer.stop(timeout_s):
+            with self._intake_lock:
+                consumer, self.consumer = self.consumer, None  # a store recovery must not reopen intake now
+            if not consumer.stop(timeout_s):
                 log.warning("in-flight jobs did not finish within %.0f s; Pub/Sub will redeliver them", timeout_s)
-            self.consumer = None
+        self.store_health.close()  # jobs still waiting for the store give their message back
         if self._loop is not None:
             self._loop.stop()
             self._loop = None
@@ -142,6 +152,8 @@ class Service:
         reasons = []
         if self.consumer is None:
             reasons.append("not started")
+        elif not self.store_health.available:
+            reasons.append(f"the result store is unavailable, intake stopped: {self.store_health.reason}")
         elif self.mode is Mode.NORMAL and not self.consumer.running:
             reasons.append("the Pub/Sub consumer is not running")
         if self.backend is not None and not self.backend.ready():
@@ -149,15 +161,25 @@ class Service:
         return reasons
 
     def set_mode(self, mode: Mode) -> None:
-        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it."""
+        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it (once the store works)."""
         if self.consumer is None:
             raise RuntimeError("the service is not started")
-        if mode is Mode.DRAIN:
-            self.consumer.drain()
-        else:
-            self.consumer.resume()
         self.mode = mode
+        self._apply_intake()
         self.metrics.maintenance.set(1 if mode is Mode.DRAIN else 0)
+
+    def _new_store_health(self) -> StoreHealth:
+        return StoreHealth(lambda: self.store.probe(), on_change=self._apply_intake)
+
+    def _apply_intake(self) -> None:
+        """Open intake if the mode is normal and the store works, else stop it as a drain does (nothing nacked)."""
+        with self._intake_lock:
+            if self.consumer is None:
+                return
+            if self.mode is Mode.NORMAL and self.store_health.available:
+                self.consumer.resume()
+            else:
+                self.consumer.drain()
 
     def job(self, job_id: str) -> JobView | None:
         """A running job, else its stored result, else ``None``."""
@@ -192,6 +214,7 @@ class Service:
         return {
             "mode": self.mode.value,
             "consuming": bool(self.consumer and self.consumer.running),
+            "result_store_available": self.store_health.available,
             "slots": self.consumer.slots if self.consumer else 0,
             "in_flight": [e.request.job_id for e in self.registry.snapshot()],
             "backend": self.backend.name if self.backend else None,

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from protocol.messages import JobResult, JobStatus
-from runtime.store import ResultStore, StoreError
+from runtime.store import ResultStore, StoreError, StoreUnavailable
 from runtime.store.filesystems import GCS_EMULATOR_ENV
+from tests.runtime.store.failing_fs import FailingFileSystem
 from tests.runtime.store.gcs_server import fake_gcs_server
 
 _buckets = itertools.count(1)
@@ -99,3 +100,50 @@ def test_gs_store_writes_plain_objects_another_client_reads(gcs_bucket: str) -> 
     stored = JobResult.model_validate_json(reader.cat(f"{gcs_bucket}/runs/2026/results/job-7.json"))
     assert stored.result == {"estimate": 10.45}
     assert ResultStore(f"gs://{gcs_bucket}/runs/2026").get("job-7") == stored  # a second store, e.g. a replica
+
+
+# --- outages ---------------------------------------------------------------------------------------
+
+
+def _failing_store(tmp_path: Path) -> tuple[ResultStore, FailingFileSystem]:
+    fs = FailingFileSystem()
+    return ResultStore(tmp_path.as_uri(), fs=fs), fs
+
+
+@pytest.mark.parametrize("mode", ["read-only", "unreachable", "full"])
+def test_a_failing_store_raises_store_unavailable_and_a_bad_name_does_not(tmp_path: Path, mode: str) -> None:
+    store, fs = _failing_store(tmp_path)
+    fs.mode = mode  # type: ignore[assignment]
+    with pytest.raises(StoreUnavailable, match="job-8"):
+        store.put(JobResult(job_id="job-8", status=JobStatus.SUCCEEDED))
+    with pytest.raises(StoreUnavailable):
+        store.probe()
+    with pytest.raises(StoreError) as bad_name:
+        store.put(JobResult.model_construct(job_id="../x", status=JobStatus.SUCCEEDED))
+    assert not isinstance(bad_name.value, StoreUnavailable)  # no outage: waiting would not help
+
+
+def test_a_view_waiting_out_outages_retries_after_the_handler_returns(tmp_path: Path) -> None:
+    store, fs = _failing_store(tmp_path)
+    fs.mode = "read-only"
+    seen: list[str] = []
+
+    def handler(error: StoreUnavailable) -> None:  # what StoreHealth.wait_out does once a probe succeeds
+        seen.append(str(error))
+        if len(seen) == 2:
+            fs.mode = None
+
+    patient = store.waiting_out_outages(handler)
+    patient.put(JobResult(job_id="job-9", status=JobStatus.SUCCEEDED))
+    assert len(seen) == 2 and "job-9" in seen[0]
+    assert store.get("job-9") is not None
+    fs.mode = "read-only"
+    with pytest.raises(StoreUnavailable):  # the store itself still fails at once: the API answers 503
+        store.mark_published("job-9")
+
+
+def test_the_probe_leaves_nothing_behind(tmp_path: Path) -> None:
+    store, _ = _failing_store(tmp_path)
+    store.probe()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "artifacts", "published", "results"]
