@@ -24,6 +24,7 @@ from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.metrics import SchedulerMetrics
+from runtime.scheduler.periodic import Periodic
 from runtime.scheduler.pools.base import PoolBackend, PoolInfo
 from runtime.scheduler.processor import Processor
 from runtime.scheduler.reclaimer import DlqReclaimer
@@ -32,9 +33,11 @@ from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBa
 from runtime.scheduler.singletons import Elector, SingletonLoop
 from runtime.scheduler.slot_follow import SlotFollower
 from runtime.scheduler.store_health import StoreHealth
-from runtime.store import ResultStore
+from runtime.store import ResultStore, StoreError
 
 LOCAL_POOL: Final = "local"
+# How often each replica removes the temporaries that failed writes left in a local store (seconds).
+STORE_SWEEP_PERIOD_S: Final = 600.0
 # Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
 SHUTDOWN_DRAIN_S: Final = 60.0
 
@@ -77,6 +80,7 @@ class Service:
         self._clients: tuple[Any, Any] | None = None
         self._cancel_watch: CancelWatcher | None = None
         self._slot_follower: SlotFollower | None = None
+        self._store_sweep: Periodic | None = None
         self.mode = Mode.NORMAL
         # Intake is open while the mode is normal and the result store works (docs/scheduler.md#store-outages).
         self.store_health = self._new_store_health()
@@ -110,10 +114,13 @@ class Service:
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run)
         self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)
         self._slot_follower = SlotFollower(self.follow_slots)
+        self._store_sweep = Periodic("gpurt-store-sweep", self._sweep_store, STORE_SWEEP_PERIOD_S)
+        self._sweep_store()  # what a crash or a full disk left before this start
         self.consumer.start()
         self._loop.start()
         self._cancel_watch.start()
         self._slot_follower.start()
+        self._store_sweep.start()
         log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
 
     def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
@@ -133,6 +140,9 @@ class Service:
         if self._cancel_watch is not None:
             self._cancel_watch.stop()
             self._cancel_watch = None
+        if self._store_sweep is not None:
+            self._store_sweep.stop()
+            self._store_sweep = None
         if self.backend is not None:
             self.backend.close()
             self.backend = None
@@ -167,6 +177,15 @@ class Service:
         self.mode = mode
         self._apply_intake()
         self.metrics.maintenance.set(1 if mode is Mode.DRAIN else 0)
+
+    def _sweep_store(self) -> None:
+        try:
+            removed = self.store.sweep_temporary()
+        except StoreError as exc:  # the store is down: the next round sweeps
+            log.warning("could not sweep the result store's temporary files: %s", exc)
+            return
+        if removed:
+            log.info("removed %d temporary file(s) that failed writes left in the result store", removed)
 
     def _new_store_health(self) -> StoreHealth:
         return StoreHealth(lambda: self.store.probe(), on_change=self._apply_intake)

@@ -19,10 +19,12 @@ result through an outage instead of giving its message back.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import posixpath
 import re
+import time
 import uuid
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -37,6 +39,13 @@ _ARTIFACT_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _JOB_ID: Final = re.compile(JOB_ID_PATTERN)
 # Folders a job writes to; the health probe writes to each, since one of them alone may be read-only.
 _JOB_FOLDERS: Final = ("results", "published", "artifacts")
+
+# Writes go through "<name>.<hex>.tmp" files (and the probe writes ".probe-<hex>.tmp" ones); a write that
+# failed and could not remove its file leaves one in one of these places.
+_TEMPORARY: Final = ".tmp"
+_TEMPORARY_GLOBS: Final = ("results/*.tmp", "published/*.tmp", "artifacts/*.tmp", "artifacts/*/*.tmp")
+# The sweep removes temporaries older than this (seconds): far beyond the milliseconds a write takes.
+STALE_TEMPORARY_S: Final = 900.0
 
 _T = TypeVar("_T")
 
@@ -84,7 +93,7 @@ class ResultStore:
     def probe(self) -> None:
         """Write and remove a small object in every folder a job writes to; raises ``StoreUnavailable`` if any fails."""
         for folder in _JOB_FOLDERS:
-            path = f"{self._root}/{folder}/.probe-{uuid.uuid4().hex}.tmp"
+            path = f"{self._root}/{folder}/.probe-{uuid.uuid4().hex}{_TEMPORARY}"
             self._write(path, b"probe")
             try:
                 self._fs.rm(path)
@@ -213,9 +222,42 @@ class ResultStore:
         if not (atomic and self._atomic_rename):
             self._fs.pipe_file(path, data)
             return
-        staging = f"{path}.{uuid.uuid4().hex}.tmp"
-        self._fs.pipe_file(staging, data)
-        self._fs.mv(staging, path)
+        staging = f"{path}.{uuid.uuid4().hex}{_TEMPORARY}"
+        try:
+            self._fs.pipe_file(staging, data)
+            self._fs.mv(staging, path)
+        except OSError:
+            # A full disk creates the file and then fails to fill it: without this, every failed write
+            # left a zero-byte temporary behind. Removing can fail too (the store is down): the sweep
+            # takes what is left.
+            with contextlib.suppress(OSError):
+                self._fs.rm(staging)
+            raise
+
+    def sweep_temporary(self, older_than_s: float = STALE_TEMPORARY_S) -> int:
+        """Remove temporary files older than ``older_than_s`` that failed writes left; returns how many.
+
+        Only a store that writes through temporaries (a local folder) has any. A temporary lives for the
+        milliseconds of one write, so one older than the bound belongs to a write that is over.
+        """
+        if not self._atomic_rename:
+            return 0
+        cutoff = time.time() - older_than_s
+        removed = 0
+        for pattern in _TEMPORARY_GLOBS:
+            try:
+                found = self._fs.glob(f"{self._root}/{pattern}", detail=True)
+            except OSError as exc:
+                raise StoreUnavailable(f"cannot list {self.url}/{pattern}: {exc}") from exc
+            for path, info in found.items():
+                mtime = info.get("mtime")
+                if mtime is None or float(mtime) > cutoff:
+                    continue
+                # Gone already (another replica's sweep was first) or not removable now: the next sweep tries.
+                with contextlib.suppress(OSError):
+                    self._fs.rm(path)
+                    removed += 1
+        return removed
 
 
 def _checked(job_id: str) -> str:

@@ -147,3 +147,48 @@ def test_the_probe_leaves_nothing_behind(tmp_path: Path) -> None:
     store.probe()
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
         "artifacts", "published", "results"]
+
+
+# --- temporary files -------------------------------------------------------------------------------
+
+
+def test_a_write_that_fails_mid_way_leaves_no_temporary_file(tmp_path: Path) -> None:
+    store, fs = _failing_store(tmp_path)
+    store.put(JobResult(job_id="job-10", status=JobStatus.SUCCEEDED))  # the folders exist, as in a running store
+    fs.mode = "full"  # the file is created, then writing its bytes fails
+    for _ in range(3):
+        with pytest.raises(StoreUnavailable, match="No space left"):
+            store.put(JobResult(job_id="job-11", status=JobStatus.SUCCEEDED))
+        with pytest.raises(StoreUnavailable):
+            store.put_artifacts("job-11", {"pnl.npy": b"\x00"})
+    assert fs.failures == 6
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["job-10.json"]
+    assert list((tmp_path / "artifacts" / "job-11").iterdir()) == []
+
+
+def test_the_sweep_removes_only_stale_temporary_files(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from runtime.store.store import STALE_TEMPORARY_S
+
+    store = ResultStore(tmp_path.as_uri())
+    store.put(JobResult(job_id="job-12", status=JobStatus.SUCCEEDED))
+    store.put_artifacts("job-12", {"pnl.npy": b"\x00"})
+    store.mark_published("job-12")
+    old = time.time() - STALE_TEMPORARY_S - 60
+    stale = [tmp_path / "results" / "job-13.json.0a1b.tmp", tmp_path / "artifacts" / "job-12" / "plot.png.2c3d.tmp",
+             tmp_path / "published" / ".probe-4e5f.tmp"]
+    fresh = tmp_path / "results" / "job-14.json.6a7b.tmp"  # a write in progress, on another replica maybe
+    for path in [*stale, fresh]:
+        path.write_bytes(b"")
+    for path in stale:
+        os.utime(path, (old, old))
+    old_result = tmp_path / "results" / "job-12.json"
+    os.utime(old_result, (old, old))  # old, but a result: never swept
+
+    assert store.sweep_temporary() == len(stale)
+    assert not any(path.exists() for path in stale)
+    assert fresh.exists() and old_result.exists() and store.is_published("job-12")
+    assert store.get_artifact("job-12", "pnl.npy") == b"\x00"
+    assert ResultStore(f"memory://sweep-{tmp_path.name}").sweep_temporary() == 0  # no temporaries there
