@@ -188,7 +188,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)  # six faults, one a 20 s store outage, on a loaded machine
 def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from gpurt.app import app
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-# How long a finished span is kept (seconds): well beyond a worker's heartbeat interval (at most 5 s
-# on a large cluster), which may still report metrics against it.
-SPAN_GRACE_S: Final = 120.0
+# How long a finished span is kept (seconds): well beyond a worker's heartbeat interval (a few seconds
+# even on a large cluster), which may still report metrics against it. What stays is the spans of the
+# last grace + period seconds of jobs, so both are kept short.
+SPAN_GRACE_S: Final = 30.0
 # How often each replica asks the Dask scheduler to forget finished spans (seconds): one small RPC.
-PRUNE_PERIOD_S: Final = 60.0
+PRUNE_PERIOD_S: Final = 15.0
 
 
 def forget_finished_spans(dask_scheduler: Any, grace_s: float = SPAN_GRACE_S) -> int:
