@@ -245,7 +245,8 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
     rows = [("duration", f"{summary.duration_s:.0f} s"), ("published", str(summary.published)),
             ("completed", str(summary.completed)), ("retries", str(summary.retries)),
             ("latency p50 / p95", f"{fmt(summary.latency_p50_s)} / {fmt(summary.latency_p95_s)}"),
-            ("dead-lettered", str(summary.dlq_count)), ("CSV", str(csv_path))]
+            ("dead-lettered", str(summary.dlq_count)), ("scheduler memory (RSS)", summary.rss.verdict()),
+            ("CSV", str(csv_path))]
     for name, value in rows:
         console.print(f"{name}: {value}")
     if write:

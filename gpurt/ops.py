@@ -115,16 +115,20 @@ def normal(api_url: ApiUrlOption = None) -> None:
 @maintenance_app.command("status")
 @friendly_errors
 def maintenance_status(api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
-    """Show the maintenance mode and the number of in-flight jobs."""
+    """Show the maintenance mode, the number of in-flight jobs and whether the result store works."""
     from runtime.local.platform import in_flight
 
     with api_client(api_url) as api:
         status = api.status()
     mode = maintenance_mode(status)
+    store = status.get("result_store_available")  # absent from a scheduler older than store outages
     if as_json:
-        print_json({"mode": mode, "in_flight": in_flight(status)})
+        print_json({"mode": mode, "in_flight": in_flight(status), "result_store_available": store})
     else:
-        console.print(f"mode: [bold]{mode}[/], in flight: {in_flight(status)}")
+        line = f"mode: [bold]{mode}[/], in flight: {in_flight(status)}"
+        if store is False:
+            line += ", [bold red]result store unavailable: intake stopped until it is back[/]"
+        console.print(line)
 
 
 def maintenance_mode(status: dict) -> str:

@@ -62,7 +62,8 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     def healthz() -> dict[str, str]:
         return dict(contract.HEALTH_BODY)
 
-    @app.get(contract.READY_PATH, summary="Readiness: consuming (unless drained) and the backend is reachable.")
+    @app.get(contract.READY_PATH, summary="Readiness: consuming (unless drained), the backend reachable and the "
+                                          "result store working (503 while a store outage stops intake).")
     def readyz() -> JSONResponse:
         reasons = service.readiness()
         code = status.HTTP_200_OK if not reasons else status.HTTP_503_SERVICE_UNAVAILABLE

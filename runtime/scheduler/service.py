@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
@@ -23,6 +24,7 @@ from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.metrics import SchedulerMetrics
+from runtime.scheduler.periodic import Periodic
 from runtime.scheduler.pools.base import PoolBackend, PoolInfo
 from runtime.scheduler.processor import Processor
 from runtime.scheduler.reclaimer import DlqReclaimer
@@ -30,9 +32,12 @@ from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBackend, Settings
 from runtime.scheduler.singletons import Elector, SingletonLoop
 from runtime.scheduler.slot_follow import SlotFollower
-from runtime.store import ResultStore
+from runtime.scheduler.store_health import StoreHealth
+from runtime.store import ResultStore, StoreError
 
 LOCAL_POOL: Final = "local"
+# How often each replica removes the temporaries that failed writes left in a local store (seconds).
+STORE_SWEEP_PERIOD_S: Final = 600.0
 # Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
 SHUTDOWN_DRAIN_S: Final = 60.0
 
@@ -75,7 +80,11 @@ class Service:
         self._clients: tuple[Any, Any] | None = None
         self._cancel_watch: CancelWatcher | None = None
         self._slot_follower: SlotFollower | None = None
+        self._store_sweep: Periodic | None = None
         self.mode = Mode.NORMAL
+        # Intake is open while the mode is normal and the result store works (docs/scheduler.md#store-outages).
+        self.store_health = self._new_store_health()
+        self._intake_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -94,7 +103,10 @@ class Service:
         self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
         self.pools = self._build_pools()
         slots = self._slots(self.pools, self.backend)
-        processor = Processor(self.backend, self.store, sink, self.registry, self.metrics)
+        self.store_health = self._new_store_health()  # a stopped service's breaker is closed for good
+        # Jobs wait out a store outage with their message unsettled instead of nacking it.
+        job_store = self.store.waiting_out_outages(self.store_health.wait_out)
+        processor = Processor(self.backend, job_store, sink, self.registry, self.metrics)
         self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
                                  processor.process, slots)
         reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
@@ -102,10 +114,13 @@ class Service:
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run)
         self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)
         self._slot_follower = SlotFollower(self.follow_slots)
+        self._store_sweep = Periodic("gpurt-store-sweep", self._sweep_store, STORE_SWEEP_PERIOD_S)
+        self._sweep_store()  # what a crash or a full disk left before this start
         self.consumer.start()
         self._loop.start()
         self._cancel_watch.start()
         self._slot_follower.start()
+        self._store_sweep.start()
         log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
 
     def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
@@ -114,15 +129,20 @@ class Service:
             self._slot_follower.stop()
             self._slot_follower = None
         if self.consumer is not None:
-            if not self.consumer.stop(timeout_s):
+            with self._intake_lock:
+                consumer, self.consumer = self.consumer, None  # a store recovery must not reopen intake now
+            if not consumer.stop(timeout_s):
                 log.warning("in-flight jobs did not finish within %.0f s; Pub/Sub will redeliver them", timeout_s)
-            self.consumer = None
+        self.store_health.close()  # jobs still waiting for the store give their message back
         if self._loop is not None:
             self._loop.stop()
             self._loop = None
         if self._cancel_watch is not None:
             self._cancel_watch.stop()
             self._cancel_watch = None
+        if self._store_sweep is not None:
+            self._store_sweep.stop()
+            self._store_sweep = None
         if self.backend is not None:
             self.backend.close()
             self.backend = None
@@ -142,6 +162,8 @@ class Service:
         reasons = []
         if self.consumer is None:
             reasons.append("not started")
+        elif not self.store_health.available:
+            reasons.append(f"the result store is unavailable, intake stopped: {self.store_health.reason}")
         elif self.mode is Mode.NORMAL and not self.consumer.running:
             reasons.append("the Pub/Sub consumer is not running")
         if self.backend is not None and not self.backend.ready():
@@ -149,15 +171,34 @@ class Service:
         return reasons
 
     def set_mode(self, mode: Mode) -> None:
-        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it."""
+        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it (once the store works)."""
         if self.consumer is None:
             raise RuntimeError("the service is not started")
-        if mode is Mode.DRAIN:
-            self.consumer.drain()
-        else:
-            self.consumer.resume()
         self.mode = mode
+        self._apply_intake()
         self.metrics.maintenance.set(1 if mode is Mode.DRAIN else 0)
+
+    def _sweep_store(self) -> None:
+        try:
+            removed = self.store.sweep_temporary()
+        except StoreError as exc:  # the store is down: the next round sweeps
+            log.warning("could not sweep the result store's temporary files: %s", exc)
+            return
+        if removed:
+            log.info("removed %d temporary file(s) that failed writes left in the result store", removed)
+
+    def _new_store_health(self) -> StoreHealth:
+        return StoreHealth(lambda: self.store.probe(), on_change=self._apply_intake)
+
+    def _apply_intake(self) -> None:
+        """Open intake if the mode is normal and the store works, else stop it as a drain does (nothing nacked)."""
+        with self._intake_lock:
+            if self.consumer is None:
+                return
+            if self.mode is Mode.NORMAL and self.store_health.available:
+                self.consumer.resume()
+            else:
+                self.consumer.drain()
 
     def job(self, job_id: str) -> JobView | None:
         """A running job, else its stored result, else ``None``."""
@@ -192,6 +233,7 @@ class Service:
         return {
             "mode": self.mode.value,
             "consuming": bool(self.consumer and self.consumer.running),
+            "result_store_available": self.store_health.available,
             "slots": self.consumer.slots if self.consumer else 0,
             "in_flight": [e.request.job_id for e in self.registry.snapshot()],
             "backend": self.backend.name if self.backend else None,

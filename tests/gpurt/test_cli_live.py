@@ -83,7 +83,8 @@ def test_pools_list_and_scale(cli_env: dict[str, str]) -> None:
 def test_drain_holds_intake_and_normal_resumes_it(cli_env: dict[str, str]) -> None:
     assert gpurt(cli_env, "maintenance", "drain", "--wait", "--timeout", "30").exit_code == 0
     try:
-        assert as_json(gpurt(cli_env, "maintenance", "status", "--json"))["mode"] == "drain"
+        status = as_json(gpurt(cli_env, "maintenance", "status", "--json"))
+        assert status["mode"] == "drain" and status["result_store_available"] is True
         held = gpurt(cli_env, "submit", "--type", "noop", "--job-id", "cli-held", "--wait", "--timeout", "3")
         assert held.exit_code == 3 and "no result" in held.output  # intake is stopped
         assert job_state(cli_env, "cli-held") is None

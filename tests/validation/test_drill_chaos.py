@@ -15,13 +15,24 @@ from typer.testing import CliRunner
 
 from protocol.messages import InvalidRequest, JobResult, JobStatus, parse_request
 from runtime.client.pubsub import PubSubClients
+from runtime.local.state import ProcessRecord
 from validation.drills.base import DrillContext, DrillResult
 from validation.drills.chaos import BROKER_RESTART_JOBS, FAULTS, LONG_PER_SLICE, plan
 from validation.drills.chaos_bench import SECTION, write_benchmarks
-from validation.drills.faults import STORE_FAULT, read_only, replaced_by_a_file
+from validation.drills.faults import (
+    LONG_STORE_OUTAGE,
+    LONG_STORE_OUTAGE_FIGURE,
+    STORE_FAULT,
+    STORE_FAULT_S,
+    long_store_outage,
+    read_only,
+    replaced_by_a_file,
+    store_fails,
+)
 from validation.drills.ledger import ResultLedger
 
-JOBS = 40  # 8 per slice: the 4 long jobs that faults catch running, and a few of each kind
+JOBS = 42  # 7 per slice: the 4 long jobs that faults catch running, and a few of each kind
+SHORT_OUTAGE_S = 20.0  # the long store outage, shortened: --store-outage keeps the default at 5 minutes
 EMULATOR_TIME_SCALE = 0.1
 STOP_GRACE_S = 3.0
 
@@ -48,7 +59,7 @@ def test_the_load_mixes_every_kind_with_the_outcome_the_parser_gives(tmp_path: P
     kinds = {json.loads(r.data)["type"] for r in load}
     assert kinds == {"noop", "european_option", "random_walk"}
     assert {r.expect for r in load} == {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.REJECTED}
-    slice_size = 200 // (len(FAULTS) + 1)
+    slice_size = -(-200 // (len(FAULTS) + 1))  # as plan() slices: the last slice may be shorter
     for start in range(0, 200, slice_size):  # every slice opens with jobs long enough to be caught running
         assert all(json.loads(r.data)["params"]["sleep_s"] > 0 for r in load[start:start + LONG_PER_SLICE])
 
@@ -109,6 +120,46 @@ def test_a_store_replaced_by_a_file_fails_every_write_and_comes_back_whole(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
+class _State:
+    """What the store faults read of the platform's state: the store, no replicas, an emulator's command."""
+
+    control_token = "t"
+
+    def __init__(self, store: Path, time_scale: float) -> None:
+        self.result_store = store.as_uri()
+        self._emulator = ProcessRecord(name="emulator", pid=1, create_time=0.0, log_path=store / "log",
+                                       command=["python", "-m", "runtime.emulator", "--time-scale", str(time_scale)])
+
+    def schedulers(self) -> list[ProcessRecord]:
+        return []
+
+    def process(self, name: str) -> ProcessRecord | None:
+        return self._emulator if name == "emulator" else None
+
+
+class _Platform:
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def running_state(self) -> _State:
+        return self.state
+
+
+def test_store_faults_last_their_real_time_whatever_the_emulators_time_scale(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "results").mkdir(parents=True)
+    ctx = DrillContext(_Platform(_State(store, time_scale=0.01)), timeout_s=1.0,  # type: ignore[arg-type]
+                       store_outage_s=1.5)
+
+    short = store_fails(ctx)
+    long = long_store_outage(ctx)
+
+    assert short.whole_at - short.struck_at >= STORE_FAULT_S and f"for {STORE_FAULT_S:.0f}s" in short.detail
+    assert long.name == LONG_STORE_OUTAGE and long.whole_at - long.struck_at >= 1.5
+    assert "0 replica(s) stopped intake" in long.detail and ctx.figures[LONG_STORE_OUTAGE_FIGURE] == 1.5
+    (store / "results" / "after.json").write_bytes(b"{}")  # whole again
+
+
 def test_figures_go_to_their_own_benchmarks_section(tmp_path: Path) -> None:
     path = tmp_path / "BENCHMARKS.md"
     path.write_text("# Benchmarks\n\n<!-- bench:runtime -->\nkept\n<!-- /bench:runtime -->\n")
@@ -137,12 +188,13 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)  # six faults, one a 20 s store outage, on a loaded machine
 def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from gpurt.app import app
 
     rejected = sum(r.expect is JobStatus.REJECTED for r in plan(_context(tmp_path), JOBS))
     result = CliRunner().invoke(app, ["drill", "chaos", "--jobs", str(JOBS), "--timeout", "120", "--json",
+                                      "--store-outage", str(SHORT_OUTAGE_S),
                                       "--local-dir", str(replicas.directory)], env={"COLUMNS": "200"})
 
     assert result.exit_code == 0, result.output
@@ -154,9 +206,11 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert figures["lost"] == 0 and figures["duplicated (differing)"] == 0 and figures["dead-lettered"] == 0
     assert figures["results rejected"] == rejected and figures["unexpected outcome"] == 0
     for fault in ("Dask worker killed", "scheduler replica killed", "intake drained and resumed",
-                  STORE_FAULT):
+                  STORE_FAULT, LONG_STORE_OUTAGE):
         assert f"{fault}: " in evidence and "skipped" not in evidence
         assert isinstance(figures[f"recovery_s {fault}"], float)
+    assert figures[LONG_STORE_OUTAGE_FIGURE] == SHORT_OUTAGE_S
+    assert "2 replica(s) stopped intake" in evidence  # both held jobs when the store went
     assert figures["broker restart: waiting requests lost"] == f"0 of {BROKER_RESTART_JOBS}"  # the durable broker
     assert "a new job finished" in evidence
     assert all(p.alive for p in replicas.status().processes)  # the killed replica is back, the emulator too

@@ -15,7 +15,7 @@ from runtime.client.api import ApiClient
 from runtime.local.platform import LocalPlatform
 from runtime.local.state import LocalState
 from validation.clients.pubsub import GooglePubSubAdmin
-from validation.drills import DEFAULT_LOAD_JOBS
+from validation.drills import DEFAULT_LOAD_JOBS, DEFAULT_STORE_OUTAGE_S
 
 # Between two looks at a condition the drill waits for (seconds): quick to notice, light on the API.
 POLL_S = 0.25
@@ -49,6 +49,7 @@ class DrillContext:
     details: list[BaseModel] = field(default_factory=list)
     on_step: Callable[[str], None] = lambda message: None
     jobs: int = DEFAULT_LOAD_JOBS  # size of a load drill's load (chaos --jobs)
+    store_outage_s: float = DEFAULT_STORE_OUTAGE_S  # the chaos drill's long store outage (--store-outage)
     figures: dict[str, float | int | str | None] = field(default_factory=dict)
 
     @property

@@ -8,7 +8,9 @@ earlier slices are done and jobs are running:
 1. a Dask worker process is SIGKILLed (its nanny starts another);
 2. a scheduler replica is SIGKILLed with its workers, then started again;
 3. intake is drained on every replica, then resumed;
-4. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable).
+4. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable);
+5. the result store fails for minutes (``--store-outage``, 5 by default, at real time): replicas must stop
+   intake and keep the jobs they hold, so nothing is dead-lettered.
 
 The drill's own subscription on the result topic (``ResultLedger``) counts, per job id: lost (no
 result), duplicated (more than one result message; whether they differ), unexpected outcomes, and
@@ -44,7 +46,7 @@ from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
 from validation.drills.ledger import ResultLedger, Tally
 
 FAULTS: Final[tuple[Callable[[DrillContext], faults.Fault], ...]] = (
-    faults.kill_worker, faults.kill_replica, faults.drain_intake, faults.store_fails)
+    faults.kill_worker, faults.kill_replica, faults.drain_intake, faults.store_fails, faults.long_store_outage)
 # The first jobs of every slice sleep this long (seconds), so a fault always finds jobs running.
 LONG_JOB_S: Final = 1.0
 LONG_PER_SLICE: Final = 4  # two replicas x two local workers

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from validation.drills.base import DrillResult
-from validation.drills.faults import DRAIN_HOLD_S, STORE_FAULT_S
+from validation.drills.faults import DRAIN_HOLD_S, LONG_STORE_OUTAGE_FIGURE, STORE_FAULT_S
 
 SECTION: Final = "chaos"
 
@@ -30,7 +30,8 @@ def write_benchmarks(result: DrillResult, path: Path | None = None) -> None:
         "a mixed load (noop jobs of 0-50 ms, small european_option and random_walk kernels, permanent "
         "failures, malformed requests) while, in turn, a Dask worker is SIGKILLed, a scheduler replica is "
         f"SIGKILLed and started again, intake is drained for {DRAIN_HOLD_S:.0f} s, and the result store fails "
-        f"for {STORE_FAULT_S:.0f} s (read-only; unavailable where root ignores that). Counted per job id "
+        f"for {STORE_FAULT_S:.0f} s, then for {shown(result.figures.get(LONG_STORE_OUTAGE_FIGURE))} s (read-only; "
+        "unavailable where root ignores that). Counted per job id "
         "from the drill's own subscription on the result topic; recovery is from the fault until the "
         "platform was whole again and every job running when it struck had its result."
         f" Drill {verdict} in {result.duration_s:.0f} s.", "",

@@ -22,22 +22,24 @@ from urllib.parse import unquote, urlparse
 
 import psutil
 
-from components import contract
 from runtime.client.api import ApiClient, ApiError
 from runtime.local.platform import EMULATOR
 from runtime.local.state import ProcessRecord
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 
-# How long intake stays drained, and the store read-only (seconds). The store fault is also kept within
-# one first retry backoff (contract.RETRY_MIN_BACKOFF_S, scaled like the emulator's), so a job it catches
-# is nacked once or twice meanwhile and never comes near the fifth, dead-lettering delivery.
+# How long intake stays drained, and the store fails in the short store fault (seconds), at real time: a
+# store outage costs no delivery attempt (docs/scheduler.md#store-outages), so neither hold is bound to
+# the emulator's scaled retry backoff.
 DRAIN_HOLD_S: Final = 3.0
 STORE_FAULT_S: Final = 3.0
 # A Dask worker process of a LocalCluster: multiprocessing's spawn entry point in the scheduler's children.
 _WORKER_MARK: Final = "spawn_main"
 STORE_FAULT: Final = "result store fails"
-TIME_SCALE_FLAG: Final = "--time-scale"  # the emulator's option, as the local platform starts it
-DATA_DIR_FLAG: Final = "--data-dir"  # the builtin broker's durability option, likewise
+DATA_DIR_FLAG: Final = "--data-dir"  # the builtin broker's durability option, as the local platform starts it
+LONG_STORE_OUTAGE: Final = "long result store outage"
+LONG_STORE_OUTAGE_FIGURE: Final = "long store outage_s"  # the drill's figure: how long it lasted
+# During the long outage, how often the drill looks at the replicas' readiness (seconds).
+OUTAGE_LOOK_S: Final = 5.0
 # Folders of the result store (runtime/store) that writes go to.
 _STORE_FOLDERS: Final = ("results", "published", "artifacts", "cancel")
 
@@ -261,24 +263,42 @@ def durable_broker(ctx: DrillContext) -> bool:
     return record is not None and DATA_DIR_FLAG in record.command
 
 
-def backoff_scale(ctx: DrillContext) -> float:
-    """How the emulator scales retry backoffs (``gpurt local up --emulator-time-scale``); 1 when it does not."""
-    record = ctx.state.process(EMULATOR)
-    command = record.command if record is not None else []
-    if TIME_SCALE_FLAG in command[:-1]:
-        return float(command[command.index(TIME_SCALE_FLAG) + 1])
-    return 1.0
-
-
 def store_fails(ctx: DrillContext) -> Fault:
-    """Make the file result store read-only (else unavailable) for a while: storing fails, jobs are nacked."""
+    """Make the file result store read-only (else unavailable) for ``STORE_FAULT_S``: intake stops, none nacked."""
+    return _store_outage(ctx, STORE_FAULT, STORE_FAULT_S)
+
+
+def long_store_outage(ctx: DrillContext) -> Fault:
+    """The same for ``ctx.store_outage_s`` (5 minutes by default), at real time; notes how the replicas answered."""
+    ctx.figures[LONG_STORE_OUTAGE_FIGURE] = ctx.store_outage_s
+    return _store_outage(ctx, LONG_STORE_OUTAGE, ctx.store_outage_s, watch=True)
+
+
+def _store_outage(ctx: DrillContext, name: str, hold_s: float, watch: bool = False) -> Fault:
     folder = store_folder(ctx.state.result_store)
     if folder is None:
-        return Fault(STORE_FAULT, skipped=f"the result store {ctx.state.result_store} is not a local folder")
-    hold_s = min(STORE_FAULT_S, contract.RETRY_MIN_BACKOFF_S * backoff_scale(ctx))
+        return Fault(name, skipped=f"the result store {ctx.state.result_store} is not a local folder")
+    stopped: set[str] = set()
     with failing_store(folder) as how:
-        fault = _strike(ctx, STORE_FAULT)
-        time.sleep(hold_s)  # the fault's own duration
+        fault = _strike(ctx, name)
+        until = fault.struck_at + hold_s
+        while (left := until - time.monotonic()) > 0:
+            # The fault's own duration; meanwhile, which replicas stopped intake for it.
+            time.sleep(min(left, OUTAGE_LOOK_S) if watch else left)
+            if watch:
+                stopped |= _stopped_for_the_store(ctx)
     fault.whole_at = time.monotonic()
-    fault.detail = f"{folder.name} {how} for {hold_s:.2g}s"
+    fault.detail = f"{folder.name} {how} for {hold_s:.0f}s"
+    if watch:
+        fault.detail += f"; {len(stopped)} replica(s) stopped intake for it (not ready)"
     return fault
+
+
+def _stopped_for_the_store(ctx: DrillContext) -> set[str]:
+    """Replicas whose status says the result store is unavailable (their intake stopped for it)."""
+    found = set()
+    for name, api in replica_apis(ctx).items():
+        with api, contextlib.suppress(ApiError):
+            if api.status().get("result_store_available") is False:
+                found.add(name)
+    return found

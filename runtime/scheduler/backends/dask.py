@@ -22,9 +22,11 @@ from kernels.shards import shard_count
 from protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.dask_cancel import CancelSignal
+from runtime.scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
 from runtime.scheduler.backends.dask_workers import DaskWorkers
 from runtime.scheduler.backends.shards import ShardedJob
 from runtime.scheduler.backends.worker_task import cancel_event_name, execute
+from runtime.scheduler.periodic import Periodic
 
 
 class DaskBackend:
@@ -39,6 +41,9 @@ class DaskBackend:
         self._workers = DaskWorkers(client)
         self._lock = threading.Lock()
         self._running: dict[str, CancelSignal] = {}
+        # The Dask scheduler keeps finished spans forever unless told to forget them (backends/dask_spans.py).
+        self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished_spans, PRUNE_PERIOD_S)
+        self._span_pruner.start()
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Submit ``request`` and wait for it, at most ``request.timeout_s``."""
@@ -102,6 +107,11 @@ class DaskBackend:
         """Connected to the Dask scheduler."""
         return self._client.status == "running"
 
+    def forget_finished_spans(self) -> int:
+        """Ask the Dask scheduler to forget the spans of finished jobs; returns how many it dropped."""
+        return int(self._client.run_on_scheduler(forget_finished_spans))
+
     def close(self) -> None:
-        """Close the client."""
+        """Stop the span pruner, close the client."""
+        self._span_pruner.stop()
         self._client.close()

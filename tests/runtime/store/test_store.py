@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from protocol.messages import JobResult, JobStatus
-from runtime.store import ResultStore, StoreError
+from runtime.store import ResultStore, StoreError, StoreUnavailable
 from runtime.store.filesystems import GCS_EMULATOR_ENV
+from tests.runtime.store.failing_fs import FailingFileSystem
 from tests.runtime.store.gcs_server import fake_gcs_server
 
 _buckets = itertools.count(1)
@@ -109,3 +110,95 @@ def test_gs_store_writes_plain_objects_another_client_reads(gcs_bucket: str) -> 
     stored = JobResult.model_validate_json(reader.cat(f"{gcs_bucket}/runs/2026/results/job-7.json"))
     assert stored.result == {"estimate": 10.45}
     assert ResultStore(f"gs://{gcs_bucket}/runs/2026").get("job-7") == stored  # a second store, e.g. a replica
+
+
+# --- outages ---------------------------------------------------------------------------------------
+
+
+def _failing_store(tmp_path: Path) -> tuple[ResultStore, FailingFileSystem]:
+    fs = FailingFileSystem()
+    return ResultStore(tmp_path.as_uri(), fs=fs), fs
+
+
+@pytest.mark.parametrize("mode", ["read-only", "unreachable", "full"])
+def test_a_failing_store_raises_store_unavailable_and_a_bad_name_does_not(tmp_path: Path, mode: str) -> None:
+    store, fs = _failing_store(tmp_path)
+    fs.mode = mode  # type: ignore[assignment]
+    with pytest.raises(StoreUnavailable, match="job-8"):
+        store.put(JobResult(job_id="job-8", status=JobStatus.SUCCEEDED))
+    with pytest.raises(StoreUnavailable):
+        store.probe()
+    with pytest.raises(StoreError) as bad_name:
+        store.put(JobResult.model_construct(job_id="../x", status=JobStatus.SUCCEEDED))
+    assert not isinstance(bad_name.value, StoreUnavailable)  # no outage: waiting would not help
+
+
+def test_a_view_waiting_out_outages_retries_after_the_handler_returns(tmp_path: Path) -> None:
+    store, fs = _failing_store(tmp_path)
+    fs.mode = "read-only"
+    seen: list[str] = []
+
+    def handler(error: StoreUnavailable) -> None:  # what StoreHealth.wait_out does once a probe succeeds
+        seen.append(str(error))
+        if len(seen) == 2:
+            fs.mode = None
+
+    patient = store.waiting_out_outages(handler)
+    patient.put(JobResult(job_id="job-9", status=JobStatus.SUCCEEDED))
+    assert len(seen) == 2 and "job-9" in seen[0]
+    assert store.get("job-9") is not None
+    fs.mode = "read-only"
+    with pytest.raises(StoreUnavailable):  # the store itself still fails at once: the API answers 503
+        store.mark_published("job-9")
+
+
+def test_the_probe_leaves_nothing_behind(tmp_path: Path) -> None:
+    store, _ = _failing_store(tmp_path)
+    store.probe()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "artifacts", "published", "results"]
+
+
+# --- temporary files -------------------------------------------------------------------------------
+
+
+def test_a_write_that_fails_mid_way_leaves_no_temporary_file(tmp_path: Path) -> None:
+    store, fs = _failing_store(tmp_path)
+    store.put(JobResult(job_id="job-10", status=JobStatus.SUCCEEDED))  # the folders exist, as in a running store
+    fs.mode = "full"  # the file is created, then writing its bytes fails
+    for _ in range(3):
+        with pytest.raises(StoreUnavailable, match="No space left"):
+            store.put(JobResult(job_id="job-11", status=JobStatus.SUCCEEDED))
+        with pytest.raises(StoreUnavailable):
+            store.put_artifacts("job-11", {"pnl.npy": b"\x00"})
+    assert fs.failures == 6
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["job-10.json"]
+    assert list((tmp_path / "artifacts" / "job-11").iterdir()) == []
+
+
+def test_the_sweep_removes_only_stale_temporary_files(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from runtime.store.store import STALE_TEMPORARY_S
+
+    store = ResultStore(tmp_path.as_uri())
+    store.put(JobResult(job_id="job-12", status=JobStatus.SUCCEEDED))
+    store.put_artifacts("job-12", {"pnl.npy": b"\x00"})
+    store.mark_published("job-12")
+    old = time.time() - STALE_TEMPORARY_S - 60
+    stale = [tmp_path / "results" / "job-13.json.0a1b.tmp", tmp_path / "artifacts" / "job-12" / "plot.png.2c3d.tmp",
+             tmp_path / "published" / ".probe-4e5f.tmp"]
+    fresh = tmp_path / "results" / "job-14.json.6a7b.tmp"  # a write in progress, on another replica maybe
+    for path in [*stale, fresh]:
+        path.write_bytes(b"")
+    for path in stale:
+        os.utime(path, (old, old))
+    old_result = tmp_path / "results" / "job-12.json"
+    os.utime(old_result, (old, old))  # old, but a result: never swept
+
+    assert store.sweep_temporary() == len(stale)
+    assert not any(path.exists() for path in stale)
+    assert fresh.exists() and old_result.exists() and store.is_published("job-12")
+    assert store.get_artifact("job-12", "pnl.npy") == b"\x00"
+    assert ResultStore(f"memory://sweep-{tmp_path.name}").sweep_temporary() == 0  # no temporaries there
