@@ -146,27 +146,63 @@ def _count_nacks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> list[st
 @pytest.mark.slow
 def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # Both slots busy and one more request waiting: the case where a client could hold a message back
-    # and nack it on close. The emulator counts nacks; any would also show as delivery attempt 2.
+    # Both slots busy, one more request held for a slot (prefetched) and one the stream has not sent: a
+    # drain runs the held one (nacking it would burn an attempt) and leaves the other in the subscription.
+    # The emulator counts nacks; any would also show as delivery attempt 2.
     nacked = _count_nacks(platform, monkeypatch)
-    platform.requests.job("drain-a", sleep_s=2)
-    platform.requests.job("drain-a2", sleep_s=2)
-    wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
-    platform.requests.job("drain-b")
+    slots = platform.service.consumer.slots
+    running = [f"drain-a{i}" for i in range(slots)]
+    held = [f"drain-b{i}" for i in range(slots)]
+    for job_id in running:
+        platform.requests.job(job_id, sleep_s=2)
+    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    for job_id in held:
+        platform.requests.job(job_id)
+    wait_for(lambda: _outstanding(platform) == 2 * slots, 10, "one message held per slot")
     assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
     platform.requests.job("drain-c")
-    for job_id in ("drain-a", "drain-a2"):
+    for job_id in running + held:
         finished = platform.results.wait(job_id)
         assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
     wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
-    assert platform.results.of("drain-b") == [] and platform.results.of("drain-c") == []
-    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 2
+    assert platform.results.of("drain-c") == []
+    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 1
+    assert _outstanding(platform) == 0  # nothing stranded in a lease
     assert nacked == []
     assert platform.api.http.get(contract.READY_PATH).status_code == 200  # drained on purpose is still ready
     assert platform.api.http.post("/control/maintenance", json={"mode": "normal"}).status_code == 200
-    for job_id in ("drain-b", "drain-c"):
-        resumed = platform.results.wait(job_id)
-        assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+    resumed = platform.results.wait("drain-c")
+    assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+
+
+def _outstanding(platform: Platform) -> int:
+    return platform.emulator.stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding
+
+
+@pytest.mark.slow
+def test_the_stream_holds_one_message_per_slot_beyond_the_running_ones(platform: Platform,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every lease the emulator grants on the request subscription is recorded with the count it leaves
+    # leased, under the broker's lock: the true maximum, not a sample.
+    broker = platform.emulator.broker
+    real = broker.lease_locked
+    leased: list[int] = []
+
+    def recording(queue, *args, **kwargs):  # type: ignore[no-untyped-def]
+        received = real(queue, *args, **kwargs)
+        if received and queue.name.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            leased.append(queue.stats().outstanding)
+        return received
+
+    monkeypatch.setattr(broker, "lease_locked", recording)
+    slots = platform.service.consumer.slots
+    jobs = [f"prefetch-{i}" for i in range(4 * slots)]
+    for job_id in jobs:
+        platform.requests.job(job_id, sleep_s=0.3)
+    for job_id in jobs:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    assert max(leased) == 2 * slots  # a waiting message per slot, and never more
 
 
 # How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
