@@ -22,6 +22,7 @@ from gpurt import (  # noqa: E402
     bench_kernels,
     bench_runtime,
     bench_scaling,
+    bench_utilization,
     demo,
     dlq,
     drills,
@@ -69,6 +70,7 @@ bench.command("accuracy")(bench_kernels.bench_accuracy)
 bench.command("runtime")(bench_runtime.bench_runtime)
 bench.command("emulator")(bench_emulator.bench_emulator)
 bench.command("scaling")(bench_scaling.bench_scaling)
+bench.command("utilization")(bench_utilization.bench_utilization)
 
 
 def main() -> None:
