@@ -39,6 +39,11 @@ STREAM_LOAD: Final = 0.8
 MAX_QUEUE_WAIT_JOBS: Final = 2.0
 # Job duration of the steady stream (seconds).
 STREAM_SLEEP_S: Final = 0.050
+# The first job on a fresh platform: a small european_option (its kernel's work is milliseconds), timed
+# against the same job once the platform is warm; its run time should stay within this factor.
+FIRST_JOB_PARAMS: Final = {"paths": 100_000}
+MAX_FIRST_JOB_SLOWDOWN: Final = 2.0
+WARM_REPEATS: Final = 3  # warm runs of that job; the median counts
 
 
 @dataclass(frozen=True)
@@ -87,17 +92,33 @@ class Stream:
 
 
 @dataclass(frozen=True)
+class FirstJob:
+    """A fresh platform's first ``european_option`` job against the same job warm (seconds)."""
+
+    workers: int
+    cold_to_first_result_s: float  # from asking for the platform (nothing started) to the job's result
+    first_run_s: float  # the first job's own run time on its worker
+    warm_run_s: float  # the same job's run time once warm (median of WARM_REPEATS)
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain numbers (seconds)."""
+        return {"workers": self.workers, "cold_to_first_result_s": self.cold_to_first_result_s,
+                "first_run_s": self.first_run_s, "warm_run_s": self.warm_run_s}
+
+
+@dataclass(frozen=True)
 class UtilizationFigures:
     """Everything one ``gpurt bench utilization`` run measured."""
 
     bursts: tuple[Burst, ...]
     streams: tuple[Stream, ...]
     load_average: float  # 1-minute load average at the end of the run
+    first_jobs: tuple[FirstJob, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """Plain values."""
         return {"bursts": [b.as_json() for b in self.bursts], "streams": [s.as_json() for s in self.streams],
-                "load_average": self.load_average}
+                "first_jobs": [f.as_json() for f in self.first_jobs], "load_average": self.load_average}
 
 
 def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
@@ -140,6 +161,30 @@ def run_stream(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
     return Stream(workers, sleep_s, rate, jobs, len(results), percentile(waits, 50), percentile(waits, 95))
 
 
+def run_first_job(platform: LocalPlatform, workers: int, asked_at: float) -> FirstJob:
+    """The first ``european_option`` job on ``platform`` (asked for at ``asked_at``, ``perf_counter``), then warm."""
+    first, arrived = _one_european(platform)
+    warm = sorted(_one_european(platform)[0] for _ in range(WARM_REPEATS))
+    return FirstJob(workers, arrived - asked_at, first, warm[len(warm) // 2])
+
+
+def _one_european(platform: LocalPlatform) -> tuple[float, float]:
+    """Run one small european_option end to end; its run time and when its result arrived (``perf_counter``)."""
+    request = JobRequest.model_validate({"job_id": f"first-{uuid.uuid4().hex[:8]}", "type": "european_option",
+                                         "params": FIRST_JOB_PARAMS})
+    clients = platform.pubsub()
+    try:
+        with ResultCollector(clients) as collector:
+            publish_request(clients, request)
+            result = collector.wait([request.job_id], RESULT_TIMEOUT_S).get(request.job_id)
+            arrived = time.perf_counter()
+    finally:
+        clients.close()
+    if result is None or result.metrics.run_s is None:
+        raise RuntimeError(f"the benchmark's european_option job {request.job_id} did not succeed: {result}")
+    return result.metrics.run_s, arrived
+
+
 def judge(figures: UtilizationFigures) -> list[Goal]:
     """The utilization goals of the grid cells measured, the scheduler's CPU per job, the stream's queue wait."""
     goals: list[Goal] = []
@@ -158,17 +203,26 @@ def judge(figures: UtilizationFigures) -> list[Goal]:
         p95 = stream.queue_wait_p95_s
         goals.append(Goal(f"p95 queue wait at {STREAM_LOAD:.0%} load, {_cell(stream.workers, stream.sleep_s)}",
                           f"<= {fmt_duration(limit)}", fmt_duration(p95), p95 is not None and p95 <= limit))
+    for first in figures.first_jobs:
+        workers = f"{first.workers} worker{'s' if first.workers != 1 else ''}"
+        goals.append(Goal(f"first european_option run time on a fresh platform, {workers}",
+                          f"<= {MAX_FIRST_JOB_SLOWDOWN:g} x warm ({fmt_duration(first.warm_run_s)})",
+                          fmt_duration(first.first_run_s),
+                          first.first_run_s <= MAX_FIRST_JOB_SLOWDOWN * first.warm_run_s))
     return goals
 
 
 def measure(platform: LocalPlatform, workers: int, jobs: int, sleeps_s: Sequence[float],
             stream_jobs: int, stream_sleep_s: float = STREAM_SLEEP_S,
-            on_progress: Callable[[str, int, int], None] | None = None) -> UtilizationFigures:
-    """Every burst of ``sleeps_s``, then the steady stream, on one platform of ``workers`` workers.
+            on_progress: Callable[[str, int, int], None] | None = None,
+            asked_at: float | None = None) -> UtilizationFigures:
+    """The first job (with ``asked_at``, when the platform was asked for), every burst of ``sleeps_s``, then the
+    steady stream, on one fresh platform of ``workers`` workers.
 
-    A job per worker runs first, untimed: a fresh worker's first job pays its start-up, which
-    ``gpurt bench runtime`` and the warm-worker figures measure, not slot utilization.
+    Two noop jobs per worker run untimed before the bursts: slot utilization is measured on a platform
+    that has served jobs; the first job's figures are the cold start.
     """
+    first_jobs = (run_first_job(platform, workers, asked_at),) if asked_at is not None else ()
     run_end_to_end(platform, 2 * workers)
     bursts = []
     for sleep_s in sleeps_s:
@@ -179,13 +233,14 @@ def measure(platform: LocalPlatform, workers: int, jobs: int, sleeps_s: Sequence
         what = f"{stream_jobs} jobs of {fmt_duration(stream_sleep_s)} at {STREAM_LOAD:.0%} load, {workers} worker(s)"
         streams.append(run_stream(platform, workers, stream_sleep_s, stream_jobs,
                                   on_progress=_report(on_progress, what, stream_jobs)))
-    return UtilizationFigures(tuple(bursts), tuple(streams), os.getloadavg()[0])
+    return UtilizationFigures(tuple(bursts), tuple(streams), os.getloadavg()[0], first_jobs)
 
 
 def merge(runs: Sequence[UtilizationFigures]) -> UtilizationFigures:
     """One set of figures from the runs of several worker counts; the load average is the highest seen."""
     return UtilizationFigures(tuple(b for r in runs for b in r.bursts), tuple(s for r in runs for s in r.streams),
-                              max((r.load_average for r in runs), default=os.getloadavg()[0]))
+                              max((r.load_average for r in runs), default=os.getloadavg()[0]),
+                              tuple(f for r in runs for f in r.first_jobs))
 
 
 def _cell(workers: int, sleep_s: float) -> str:

@@ -6,8 +6,10 @@ import json
 
 from gpurt.bench_utilization import markdown
 from runtime.bench.utilization import (
+    MAX_FIRST_JOB_SLOWDOWN,
     MAX_SCHEDULER_CPU_PER_JOB_S,
     Burst,
+    FirstJob,
     Stream,
     UtilizationFigures,
     judge,
@@ -56,3 +58,16 @@ def test_runs_of_several_worker_counts_merge_and_render_with_their_load() -> Non
     text = markdown(merged, judge(merged), "2026-01-01 00:00 UTC")
     assert "| 4 | 50 ms | 100 | 1.6 s | 78% | 62.5 | 1 ms |" in text
     assert "p95 queue wait at 80% load, 1 worker, 50 ms jobs | <= 100 ms | n/a | **no** |" in text
+
+
+def test_the_first_job_on_a_fresh_platform_is_judged_against_the_same_job_warm() -> None:
+    warm = 0.010
+    figures = UtilizationFigures((), (), 1.0, first_jobs=(
+        FirstJob(1, cold_to_first_result_s=30.0, first_run_s=MAX_FIRST_JOB_SLOWDOWN * warm, warm_run_s=warm),
+        FirstJob(4, cold_to_first_result_s=30.0, first_run_s=8.0, warm_run_s=warm)))  # compiled inside the job
+    goals = judge(figures)
+    assert [(g.name, g.met) for g in goals] == [
+        ("first european_option run time on a fresh platform, 1 worker", True),
+        ("first european_option run time on a fresh platform, 4 workers", False)]
+    assert "| 4 | 30 s | 8 s | 10 ms |" in markdown(figures, goals, "2026-01-01 00:00 UTC")
+    assert merge([figures]).first_jobs == figures.first_jobs
