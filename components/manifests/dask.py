@@ -165,8 +165,8 @@ def worker_command(gpus: int) -> list[str]:
 
     Plain ``dask worker`` rather than ``dask-cuda-worker``: the operator names each worker through
     ``--name``, and dask-cuda-worker starts one process per GPU, which cannot share one name. The
-    preload compiles every kernel on the worker's GPU before the worker registers with the Dask
-    scheduler, so a worker from a scale-from-zero pool never compiles inside a user's job.
+    preload compiles every kernel on the worker's GPU as the worker starts, and no kernel job runs there
+    before that is done, so a worker from a scale-from-zero pool never compiles inside a user's job.
     """
     return [
         "dask",

@@ -93,7 +93,8 @@ class Settings(BaseModel):
     device: str = Field("auto", validation_alias=DEVICE_ENV,
                         description="Device the kernels run on: auto, cpu or gpu.")
     warm_workers: bool = Field(True, validation_alias="GPURT_WARM_WORKERS",
-                               description="Local Dask workers compile every kernel before they take jobs.")
+                               description="Local Dask workers compile every kernel as they start, before their first "
+                               "kernel job.")
     shard_paths: int | None = Field(None, validation_alias="GPURT_SHARD_PATHS", ge=1,
                                     description="Jobs over this many paths run as shards on several workers; "
                                     "unset: never.")
