@@ -228,21 +228,27 @@ def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platf
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     nacked = _count_nacks(platform, monkeypatch)
     _slow_acks(platform, monkeypatch)
-    platform.requests.job("held-a", sleep_s=0.5)
-    platform.requests.job("held-b", sleep_s=4)
-    wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
+    slots = platform.service.consumer.slots
+    # Every place of the client taken: held-a and the other slots' jobs run, one message waits per slot.
+    platform.requests.job("held-a", sleep_s=2)
+    others = [f"held-b{i}" for i in range(2 * slots - 1)]
+    for job_id in others:
+        platform.requests.job(job_id, sleep_s=6)
+    stats = platform.emulator.stats
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots, 30,
+             "every place of the client taken")
     platform.requests.job("held-c")
     platform.results.wait("held-a")
-    stats = platform.emulator.stats
-    # held-a's ack reached the server, which leased held-c to the client at once; the client holds it back.
-    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2
+    # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
+    # are all taken until the ack's answer comes, holds it back.
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots
              and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
     assert platform.service.registry.get("held-c") is None
     try:
         assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
         wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
         assert nacked == []
-        for job_id in ("held-b", "held-c"):
+        for job_id in [*others, "held-c"]:
             result = platform.results.wait(job_id)
             assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
     finally:
