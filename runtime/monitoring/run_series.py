@@ -3,10 +3,11 @@ jobs in flight, and the p95 of queue wait.
 
 The panels must agree with the run's job table, so three things are done on purpose:
 
-- the window is the run's, first publish to last result, on a grid of whole steps whose last point is at or
-  after the last result, and the panels are read only once every scrape target (the scheduler *and* the
-  emulator, whose backlog gauge is one panel) has been scraped after that point: the right edge shows the
-  state after the last result, a backlog of 0;
+- the window is the run's, first publish to last result, on a grid of whole steps whose last point comes
+  ``SETTLE_SCRAPES`` scrapes after the last result (a point shows the latest sample at or before it), and
+  the panels are read only once every scrape target (the scheduler *and* the emulator, whose backlog
+  gauge is one panel) has been scraped after that point: the right edge shows the state after the last
+  result, a backlog of 0 and no job in flight;
 - jobs finished per second are the differences of the jobs counter between grid points, divided by the
   step, computed here rather than by ``rate()``. ``rate()`` needs two samples of a series inside its
   window, so it reads 0 while a counter is first born (a status's first finished job creates its series
@@ -38,6 +39,10 @@ RATE_SCRAPES: Final = 10
 MAX_POINTS: Final = 300
 # How long to wait for every target to be scraped after the run's last grid point, in scrapes.
 LAST_SCRAPE_WAIT_SCRAPES: Final = 5
+# The grid runs on this many scrapes past the last result. A point shows the latest sample at or before
+# it, and the scheduler counts a job finished (and out of flight) a moment after publishing its result:
+# a point right at the last result could still show a sample from just before it.
+SETTLE_SCRAPES: Final = 2
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ def collect_run_series(prometheus_url: str, start: float, end: float) -> RunSeri
     Waits (a few scrapes at most) until Prometheus has scraped every target after the grid's last point,
     so the last jobs of the run and the backlog after them are in the panels.
     """
-    grid = run_grid(start, end)
+    grid = run_grid(start, end + SETTLE_SCRAPES * SCRAPE_INTERVAL_S)
     with PrometheusApi(prometheus_url) as api:
         # The grid's last point may lie up to a step after the run's end, that is in the future now.
         wait_s = max(0.0, grid.end - time.time()) + LAST_SCRAPE_WAIT_SCRAPES * SCRAPE_INTERVAL_S

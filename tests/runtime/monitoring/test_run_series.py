@@ -106,6 +106,8 @@ def test_collect_reads_every_panel_over_the_whole_run_and_states_its_sampling(mo
     monkeypatch.setattr(run_series, "SCRAPE_INTERVAL_S", SCRAPE_S)
     monkeypatch.setattr(run_series, "wait_until", lambda predicate, timeout_s, interval_s: predicate())
     series = run_series.collect_run_series("http://prometheus", START, START + 24.5)
-    assert {(start, end, step) for _, start, end, step in _FakePrometheus.queries} == {(START, START + 25.0, 1.0)}
-    assert series.duration_s == 25.0 and series.resolution() == "scraped every 1 s, a point every 1 s"
+    # The last point comes two scrapes after the last result: the latest sample at or before it was taken
+    # after the scheduler counted the last job.
+    assert {(start, end, step) for _, start, end, step in _FakePrometheus.queries} == {(START, START + 27.0, 1.0)}
+    assert series.duration_s == 27.0 and series.resolution() == "scraped every 1 s, a point every 1 s"
     assert [panel.title for panel in series.panels] == [spec.title for spec in PANELS]
