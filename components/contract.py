@@ -155,6 +155,9 @@ DASK_SCHEDULER_PORT: Final = 8786
 DASK_DASHBOARD_PORT: Final = 8787
 # The Dask resource name a GPU worker advertises and a GPU task asks for.
 DASK_GPU_RESOURCE: Final = "GPU"
+# The module every Dask worker preloads (``dask worker --preload``): it compiles the kernels as the worker
+# starts, and no kernel job runs on the worker before that is done (docs/scheduler.md, "Warm workers").
+DASK_WORKER_PRELOAD: Final = "runtime.scheduler.backends.warm_worker"
 
 GPU_NODE_LABEL: Final = ("nvidia.com/gpu", "true")
 GPU_TAINT_KEY: Final = "nvidia.com/gpu"

@@ -23,6 +23,7 @@ from gpurt import (  # noqa: E402
     bench_kernels,
     bench_runtime,
     bench_scaling,
+    bench_utilization,
     demo,
     dlq,
     drills,
@@ -73,6 +74,7 @@ bench.command("runtime")(bench_runtime.bench_runtime)
 bench.command("emulator")(bench_emulator.bench_emulator)
 bench.command("scaling")(bench_scaling.bench_scaling)
 bench.command("client")(bench_client.bench_client)
+bench.command("utilization")(bench_utilization.bench_utilization)
 
 
 def main() -> None:

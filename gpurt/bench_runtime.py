@@ -53,7 +53,7 @@ def bench_runtime(
     if soak_s is not None and csv_path is not None:
         if workers is not None and len(workers) > 1:
             raise UserError("--soak runs one platform: give --workers at most once")
-        with _platform(workers[0] if workers else None, console) as platform:
+        with bench_platform(workers[0] if workers else None, console) as platform:
             _soak(platform, soak_s, rate, csv_path, write)
         return
     _throughput(jobs, sorted(set(workers or DEFAULT_WORKER_COUNTS)),
@@ -61,7 +61,7 @@ def bench_runtime(
 
 
 @contextmanager
-def _platform(workers: int | None, out: Console) -> Iterator[LocalPlatform]:
+def bench_platform(workers: int | None, out: Console) -> Iterator[LocalPlatform]:
     """A local platform on free ports and temporary state, stopped on exit."""
     from runtime.local import LocalConfig, LocalPlatform
 
@@ -76,7 +76,8 @@ def _platform(workers: int | None, out: Console) -> Iterator[LocalPlatform]:
                 platform.down()
 
 
-def _progress(out: Console = console) -> Progress:
+def progress_bar(out: Console = console) -> Progress:
+    """A progress bar with a count and the time elapsed, on ``out``."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=out)
 
@@ -96,7 +97,7 @@ def _throughput(jobs: int, worker_counts: list[int], options: _Options) -> None:
         with tempfile.TemporaryDirectory(prefix="gpurt-bench-profile-") as profiles:
             for workers in worker_counts:
                 profile_to = Path(profiles, f"scheduler-{workers}.txt") if options.profile else None
-                with _platform(workers, out) as platform, _progress(out) as progress:
+                with bench_platform(workers, out) as platform, progress_bar(out) as progress:
                     task = progress.add_task(f"noop jobs end to end, {workers} worker(s)", total=jobs)
                     runs.append(measure(platform, jobs, on_progress=partial(_advance, progress, task),
                                         profile_to=profile_to))
@@ -203,7 +204,7 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
     columns = worker_columns([r.workers for r in runs])
     lines = [
         "## Runtime: end-to-end throughput and scheduler overhead", "",
-        f"{_device_line(date)} {runs[0].jobs} `noop` jobs published at once through "
+        f"{device_line(date)} {runs[0].jobs} `noop` jobs published at once through "
         "emulator, scheduler and a Dask LocalCluster, for each worker count on a fresh local platform. Dask alone: "
         "the same batch on a LocalCluster of the same size in the same run, all at once through Dask's own client, "
         "and one job per worker at a time through the scheduler's client - the most the scheduler's flow control "
@@ -237,7 +238,7 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
     from runtime.bench.measure import fmt_duration as fmt
     from runtime.bench.soak import soak
 
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task(f"soak at {rate:g} jobs/s", total=None)
         summary = soak(platform, seconds, rate, csv_path,
                        on_progress=lambda sent, done: progress.update(task, completed=done,
@@ -253,13 +254,14 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
         from kernels.benchmarks_md import write_section
 
         date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        lines = ["## Runtime: soak", "", f"{_device_line(date)} Soak: noop jobs at {rate:g}/s for {seconds:g} s.", "",
+        lines = ["## Runtime: soak", "", f"{device_line(date)} Soak: noop jobs at {rate:g}/s for {seconds:g} s.", "",
                  "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
         write_section("runtime-soak", "\n".join(lines))
         console.print("written to BENCHMARKS.md (section runtime-soak)")
 
 
-def _device_line(date: str) -> str:
+def device_line(date: str) -> str:
+    """The sentence a BENCHMARKS.md section starts with: machine, load average, date."""
     from kernels.bench import machine
     from kernels.benchmarks_md import load_note
 

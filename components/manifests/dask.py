@@ -199,10 +199,12 @@ def scheduler_address(cluster: str) -> str:
 
 
 def worker_command(gpus: int) -> list[str]:
-    """``dask worker`` with one thread and one ``GPU`` resource unit per GPU.
+    """``dask worker`` with one thread and one ``GPU`` resource unit per GPU, its kernels warm before it joins.
 
     Plain ``dask worker`` rather than ``dask-cuda-worker``: the operator names each worker through
-    ``--name``, and dask-cuda-worker starts one process per GPU, which cannot share one name.
+    ``--name``, and dask-cuda-worker starts one process per GPU, which cannot share one name. The
+    preload compiles every kernel on the worker's GPU as the worker starts, and no kernel job runs there
+    before that is done, so a worker from a scale-from-zero pool never compiles inside a user's job.
     """
     return [
         "dask",
@@ -213,6 +215,8 @@ def worker_command(gpus: int) -> list[str]:
         f"{contract.DASK_GPU_RESOURCE}={gpus}",
         "--local-directory",
         "/scratch",
+        "--preload",
+        contract.DASK_WORKER_PRELOAD,
     ]
 
 

@@ -122,10 +122,12 @@ class EndToEnd:
     completed: int
 
 
-def run_end_to_end(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], None] | None = None) -> EndToEnd:
-    """Publish ``jobs`` noop requests at once and collect their results."""
+def run_end_to_end(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], None] | None = None,
+                   params: dict[str, Any] | None = None) -> EndToEnd:
+    """Publish ``jobs`` noop requests (with ``params``, e.g. ``sleep_s``) at once and collect their results."""
     run = uuid.uuid4().hex[:8]
-    requests = [JobRequest.model_validate({"job_id": f"bench-{run}-{i}", "type": "noop"}) for i in range(jobs)]
+    requests = [JobRequest.model_validate({"job_id": f"bench-{run}-{i}", "type": "noop", "params": params or {}})
+                for i in range(jobs)]
     arrived: dict[str, float] = {}
 
     def on_result(result: JobResult) -> None:

@@ -26,7 +26,19 @@ class Panel(BaseModel):
 
 
 class RunSeries(BaseModel):
-    """Every panel of one run, and where it was read."""
+    """Every panel of one run, where it was read, and how finely."""
 
     source: str  # the Prometheus URL
     panels: list[Panel]
+    scrape_interval_s: float | None = None  # how often Prometheus sampled the platform
+    step_s: float | None = None  # seconds between the points of a line
+    duration_s: float | None = None  # the run's window, first publish to last result (whole steps)
+
+    def resolution(self) -> str:
+        """What the figure says about its sampling, e.g. "scraped every 1 s, a point every 2 s"."""
+        parts = []
+        if self.scrape_interval_s is not None:
+            parts.append(f"scraped every {self.scrape_interval_s:g} s")
+        if self.step_s is not None:
+            parts.append(f"a point every {self.step_s:.3g} s")
+        return ", ".join(parts)

@@ -30,9 +30,13 @@ def run_series_png(series: RunSeries, path: Path) -> Path:
         ax.set_ylabel(panel.unit, fontsize=9)
         ax.set_xlabel("seconds since the run started", fontsize=9)
         ax.set_ylim(bottom=0)
+        if series.duration_s:
+            ax.set_xlim(0, series.duration_s)  # the whole run, also where a line has no points yet
         if len(panel.lines) > 1:
             ax.legend(fontsize=8)
-    fig.suptitle(f"The platform during the run (Prometheus, {series.source})", fontsize=11)
+    resolution = series.resolution()
+    fig.suptitle(f"The platform during the run (Prometheus, {series.source}"
+                 f"{'; ' + resolution if resolution else ''})", fontsize=11)
     fig.tight_layout()
     fig.savefig(path)
     return path

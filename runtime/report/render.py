@@ -35,7 +35,9 @@ def write_report(report: ReportInput, directory: Path) -> ReportFiles:
     if smile is not None:
         plots["Heston smile (implied volatility by strike)"] = smile_png(smile, directory / SMILE_PNG)
     if report.live is not None:
-        plots["The platform during the run (from Prometheus)"] = run_series_png(report.live, directory / LIVE_PNG)
+        resolution = report.live.resolution()
+        caption = f"The platform during the run (from Prometheus{'; ' + resolution if resolution else ''})"
+        plots[caption] = run_series_png(report.live, directory / LIVE_PNG)
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     markdown = directory / "report.md"
     markdown.write_text(_markdown(report, plots, generated))

@@ -1,13 +1,17 @@
 """Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
 
-Flow control admits at most ``slots`` messages (the server is told too, so it sends no more), and
-``max_lease_duration`` covers the longest job, so the client's own leaser keeps a long job's lease.
-Jobs run on the stream's ``SlotScheduler``, one thread per slot.
+Flow control admits at most ``slots`` x (1 + ``PREFETCH_PER_SLOT``) messages (the server is told too, so it
+sends no more): one running per slot and one waiting for it, so that a slot whose job ends starts the
+next at once instead of idling for the ack -> broker -> receipt round trip. ``max_lease_duration`` covers
+the longest job, so the client's own leaser keeps the lease of a running job and of one waiting for its
+slot alike. Jobs run on the stream's ``SlotScheduler``, one thread per slot, in arrival order.
 
 Drain first holds the stream's acks until it is quiet (``runtime.scheduler.dispatch`` says why: a
 message the server already sent must be read and run, not left in the stream or nacked), then closes it
 with ``await_callbacks_on_shutdown=True``: the client stops receiving, waits for the scheduler - the
-held acks go out, in-flight jobs finish and are acked - and only then stops. When the slots change (a
+held acks go out, in-flight jobs finish and are acked - and only then stops. A prefetched message is
+never handed back (a nack would burn a delivery attempt): it starts as soon as its slot frees, drain or
+not, and is acked like any other. When the slots change (a
 pool was scaled) the stream is replaced the same way: the old one drains, a new one opens with the new
 flow control.
 """
@@ -26,8 +30,11 @@ from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
 
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
-# publish its result.
-MAX_LEASE_S: Final = MAX_TIMEOUT_S + 600.0
+# publish its result, plus the wait of a prefetched message for the job ahead of it in its slot.
+MAX_LEASE_S: Final = 2 * MAX_TIMEOUT_S + 600.0
+# Messages held per slot beyond the running one. One is enough for a slot never to idle between jobs;
+# more would only lengthen the wait of the held ones, which another replica could have started.
+PREFETCH_PER_SLOT: Final = 1
 # Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
 # restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
 # failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.
@@ -74,7 +81,7 @@ class Consumer:
 
     @property
     def slots(self) -> int:
-        """Messages admitted at once."""
+        """Jobs run at once (messages held: ``slots`` x (1 + ``PREFETCH_PER_SLOT``))."""
         return self._slots
 
     @property
@@ -167,11 +174,12 @@ class Consumer:
         """Subscribe with the current slots; the caller holds ``_lock``."""
         from google.cloud.pubsub_v1.types import FlowControl
 
-        slots = SlotScheduler(self._slots)
+        places = self._slots * (1 + PREFETCH_PER_SLOT)
+        slots = SlotScheduler(self._slots, places=places)
         future = self._subscriber.subscribe(
             self._subscription,
             callback=lambda message: self._on_message(slots, message),
-            flow_control=FlowControl(max_messages=self._slots, max_lease_duration=MAX_LEASE_S),
+            flow_control=FlowControl(max_messages=places, max_lease_duration=MAX_LEASE_S),
             scheduler=slots,
             await_callbacks_on_shutdown=True,
         )

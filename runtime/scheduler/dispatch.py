@@ -10,7 +10,9 @@ client, which nacks it at close) until the client frees places again.
 So a draining stream first *holds its acks*: a job that finishes frees its place in the client (the
 message leaves lease management: its result is already stored and published, so a redelivery would be
 answered from the store) and parks its ack, so the server frees no place and sends nothing new for
-it. The stream closes as soon as nothing can be left unread - for ``QUIET_GRACE_S`` in a row the
+it. The slot's thread goes on at once with the next message already received (a prefetched one, see
+``runtime.scheduler.consumer``): a message held is a job that starts as soon as its slot frees, drain
+or not. The stream closes as soon as nothing can be left unread - for ``QUIET_GRACE_S`` in a row the
 client's dispatcher has handled every request (acks sent before the drain are answered), and either the
 client is reading (fewer than 80 % of places busy: it reads what was sent within the grace) or every
 place is taken by a message it knows (so the server has sent nothing else). Closing releases the
@@ -88,19 +90,23 @@ class RequestQueue(queue.Queue[Any]):
 class SlotScheduler(Scheduler):
     """Runs a stream's callbacks on ``slots`` threads, in arrival order.
 
-    Callbacks settle their message through ``settle``; after ``hold`` those settlements park until the
-    stream closes (``shutdown``).
+    ``places`` is the stream's flow control (``max_messages``): the messages the client may hold at once,
+    running or waiting for a thread; it defaults to ``slots``. Callbacks settle their message through
+    ``settle``; after ``hold`` those settlements park until the stream closes (``shutdown``).
     """
 
-    def __init__(self, slots: int, thread_name: str = "gpurt-job") -> None:
+    def __init__(self, slots: int, thread_name: str = "gpurt-job", places: int | None = None) -> None:
         if slots < 1:
             raise ValueError("a scheduler needs at least one slot")
+        if places is not None and places < slots:
+            raise ValueError("a stream needs at least one place per slot")
         self._slots = slots
+        self._places = places or slots
         self._requests = RequestQueue()
         self._cond = threading.Condition()
         self._waiting: deque[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
         self._handed = 0  # messages scheduled
-        self._parked = 0  # settlements waiting for the close
+        self._parked: list[tuple[Any, bool]] = []  # settlements waiting for the close: (message, ack)
         self._settled = 0  # messages acked or nacked
         self._holding = False
         self._closing = False
@@ -125,17 +131,22 @@ class SlotScheduler(Scheduler):
         """Ack or nack ``message`` - at once, or, while the stream drains, when it closes."""
         with self._cond:
             if self._holding and not self._closing:
-                message.drop()  # free its place in the client, so the client reads on; its ack waits
-                self._parked += 1
+                # Free its place in the client, so the client reads on; its ack waits for the close. The
+                # thread does not wait with it: it takes the next message already received.
+                message.drop()
+                self._parked.append((message, ack))
                 self._cond.notify_all()
-                self._cond.wait_for(lambda: self._closing)
-                self._parked -= 1
-            self._settled += 1
-            # Put under the lock: the quiet check never sees this message settled before its request is queued.
-            if ack:
-                message.ack()
-            else:
-                message.nack()
+                return
+            self._send(message, ack)
+
+    def _send(self, message: Any, ack: bool) -> None:
+        """Ack or nack now; the caller holds ``_cond``, so the quiet check never sees this message settled
+        before its request is queued."""
+        self._settled += 1
+        if ack:
+            message.ack()
+        else:
+            message.nack()
 
     def hold(self) -> None:
         """Start draining: from now on settlements park until the stream closes."""
@@ -152,9 +163,9 @@ class SlotScheduler(Scheduler):
                 if self._closing:  # the stream ended on its own
                     return
                 unsettled = self._handed - self._settled  # every message the server counts against us
-                active = unsettled - self._parked  # still holding a place in the client
-                reading = active < CLIENT_RESUME_SHARE * self._slots
-                nothing_unread = reading or unsettled >= self._slots
+                active = unsettled - len(self._parked)  # still holding a place in the client
+                reading = active < CLIENT_RESUME_SHARE * self._places
+                nothing_unread = reading or unsettled >= self._places
             unread_free_since = (now if unread_free_since is None else unread_free_since) if nothing_unread else None
             caught_up = self._requests.caught_up or (
                 unread_free_since is not None and now - unread_free_since > CATCH_UP_LIMIT_S)
@@ -173,6 +184,9 @@ class SlotScheduler(Scheduler):
         """
         with self._cond:
             self._closing = True
+            parked, self._parked = self._parked, []
+            for message, ack in parked:
+                self._send(message, ack)
             dropped = [] if await_msg_callbacks else [args[0] for _, args, _ in self._waiting if args]
             if not await_msg_callbacks:
                 self._waiting.clear()

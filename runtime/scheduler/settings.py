@@ -23,6 +23,8 @@ DEFAULT_RESULT_DIR: Final = Path(".gpurt/results")
 DEFAULT_LOCAL_WORKERS: Final = 2
 DEFAULT_VERTEX_MACHINE: Final = "n1-standard-8"
 DEFAULT_VERTEX_ACCELERATOR: Final = "NVIDIA_TESLA_T4"
+# The device setting; the local platform's Dask workers read it too (backends.warm_worker).
+DEVICE_ENV: Final = "GPURT_DEVICE"
 
 
 class PoolsBackend(StrEnum):
@@ -91,8 +93,11 @@ class Settings(BaseModel):
     vertex_machine_type: str = Field(DEFAULT_VERTEX_MACHINE, validation_alias="GPURT_VERTEX_MACHINE_TYPE")
     vertex_accelerator: str = Field(DEFAULT_VERTEX_ACCELERATOR, validation_alias="GPURT_VERTEX_ACCELERATOR")
     vertex_service_account: str | None = Field(None, validation_alias=contract.VERTEX_ACCOUNT_ENV)
-    device: str = Field("auto", validation_alias="GPURT_DEVICE",
+    device: str = Field("auto", validation_alias=DEVICE_ENV,
                         description="Device the kernels run on: auto, cpu or gpu.")
+    warm_workers: bool = Field(True, validation_alias="GPURT_WARM_WORKERS",
+                               description="Local Dask workers compile every kernel as they start, before their first "
+                               "kernel job.")
     shard_paths: int | None = Field(None, validation_alias="GPURT_SHARD_PATHS", ge=1,
                                     description="Jobs over this many paths run as shards on several workers; "
                                     "unset: never.")

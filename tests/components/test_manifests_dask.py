@@ -71,6 +71,7 @@ def test_worker_advertises_one_gpu_resource_and_thread_per_gpu() -> None:
     assert args[args.index("--resources") + 1] == f"{contract.DASK_GPU_RESOURCE}=2"
     assert args[args.index("--nthreads") + 1] == "2"
     assert args[:2] == ["dask", "worker"]
+    assert args[args.index("--preload") + 1] == contract.DASK_WORKER_PRELOAD  # kernels warm before it joins
     assert container["resources"]["requests"][contract.GPU_RESOURCE] == "2"
 
 

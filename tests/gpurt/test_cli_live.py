@@ -170,3 +170,21 @@ def test_stop_a_pool_then_bring_it_back(cli_env: dict[str, str]) -> None:
     assert as_json(gpurt(cli_env, "pools", "scale", "local", "1", "--json"))["desired"] == 1
     eventually(lambda: as_json(gpurt(cli_env, "pools", "list", "--json"))[0]["workers"] == 1)
     assert as_json(gpurt(cli_env, "submit", "--type", "noop", "--wait", "--json"))["status"] == "succeeded"
+
+
+def test_utilization_bench_times_a_burst_and_a_stream_of_sleeping_jobs(platform: LocalPlatform) -> None:
+    from runtime.bench.utilization import run_burst, run_first_job, run_stream
+
+    with platform.api() as api:
+        workers = sum(pool.workers for pool in api.pools())
+    burst = run_burst(platform, workers, sleep_s=0.05, jobs=8)
+    assert burst.completed == 8
+    # The workers cannot run the jobs faster than all of them in parallel: utilization is a share.
+    assert burst.makespan_s >= 8 * 0.05 / workers and 0 < burst.utilization <= 1
+    assert burst.scheduler_cpu_per_job_s > 0
+    stream = run_stream(platform, workers, sleep_s=0.05, jobs=8)
+    assert stream.completed == 8 and stream.rate_per_s == pytest.approx(0.8 * workers / 0.05)
+    assert stream.queue_wait_p95_s is not None and stream.queue_wait_p95_s >= stream.queue_wait_p50_s >= 0
+    asked_at = time.perf_counter()
+    first = run_first_job(platform, workers, asked_at)
+    assert first.cold_to_first_result_s > first.first_run_s > 0 and first.warm_run_s > 0

@@ -35,6 +35,7 @@ from kernels.shards import ShardOutput, merge, run_shard
 from protocol.messages import JobRequest
 from protocol.params import JobParams
 from runtime.scheduler.backends.dask_cancel import CancelSignal
+from runtime.scheduler.backends.warm_worker import wait_warm
 from runtime.scheduler.backends.worker_task import stop_poller
 
 # Attempts of one shard after its first (after a transient failure, or as a straggler's backup): enough for
@@ -71,8 +72,10 @@ def execute_shard(job_type: str, params: JobParams, index: int, shards: int, dev
             last = now
             worker.log_event(topic, {"shard": index, "attempt": attempt, "done": fraction})
 
+    should_stop = stop_poller(*stop_events)
+    wait_warm(should_stop)  # a fresh worker compiles its kernels first (backends.warm_worker)
     progress(0.0)  # says the attempt began on a worker: a straggler is timed from here
-    out = run_shard(job_type, params, index, shards, device=device, should_stop=stop_poller(*stop_events),
+    out = run_shard(job_type, params, index, shards, device=device, should_stop=should_stop,
                     progress=progress, chunk_scale=0.5 ** attempt)
     return replace(out, worker=worker.address)
 

@@ -26,8 +26,13 @@ def cancel_event_name(job_id: str, attempt: int) -> str:
 def execute(job_type: str, params: JobParams, device: str, event_name: str) -> object:
     """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
     from kernels.jobs import run_job
+    from protocol.params import JobType
+    from runtime.scheduler.backends.warm_worker import wait_warm
 
-    return run_job(job_type, params, device=device, should_stop=stop_poller(event_name))
+    should_stop = stop_poller(event_name)
+    if job_type != JobType.NOOP.value:  # a noop has no kernel to wait for
+        wait_warm(should_stop)
+    return run_job(job_type, params, device=device, should_stop=should_stop)
 
 
 def stop_poller(*event_names: str) -> Callable[[], bool]:

@@ -127,10 +127,14 @@ def test_backlog_above_threshold_fires_notifies_and_resolves(live: Live) -> None
 
 
 def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> None:
-    from runtime.monitoring.run_series import collect_run_series
+    from runtime.monitoring.prometheus_api import PrometheusApi
+    from runtime.monitoring.run_series import collect_run_series, last_scrape
     from runtime.report import ReportInput, write_report
 
     start = time.time()
+    # A scrape that began before ``start`` could still read what follows; the run starts after one began later.
+    with PrometheusApi(live.info.prometheus_url) as api:
+        poll(lambda: last_scrape(api) > start, 30, "a scrape after the start")
     live.metrics.in_flight.set(2)
     live.metrics.jobs.labels("noop", "succeeded").inc(5)
     for _ in range(20):
@@ -143,11 +147,15 @@ def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> N
     found = poll(panels, 30, "every panel to have samples")
     assert found["Jobs in flight"].lines[0].points[-1][1] == 2
     assert found["Request backlog"].lines[0].points[-1][1] == 0  # the emulator's series, nothing published
-    assert [line.label for line in found["Jobs finished per second"].lines] == ["succeeded"]
+    (finished,) = found["Jobs finished per second"].lines
+    assert finished.label == "succeeded"
+    series = collect_run_series(live.info.prometheus_url, start, time.time())
+    assert series.step_s is not None and series.scrape_interval_s is not None
+    (finished,) = next(p for p in series.panels if p.title == "Jobs finished per second").lines
+    assert sum(rate for _, rate in finished.points) * series.step_s == pytest.approx(5)  # the 5 jobs, no more
     # histogram_quantile interpolates linearly inside the bucket: 0.25 + 0.95 * (0.5 - 0.25).
     assert found["Queue wait, 95th percentile"].lines[0].points[-1][1] == pytest.approx(0.4875)
 
-    series = collect_run_series(live.info.prometheus_url, start, time.time())
     files = write_report(ReportInput(title="t", results=[], live=series), tmp_path)
     (caption,) = [c for c in files.plots if "Prometheus" in c]
     assert files.plots[caption].stat().st_size > 10_000 and caption in files.markdown.read_text()

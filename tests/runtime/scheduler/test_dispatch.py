@@ -221,3 +221,33 @@ def test_the_dispatcher_sends_what_is_queued_without_waiting_to_batch_more() -> 
     collect.join(RELEASE_TIMEOUT_S)
     assert not collect.is_alive(), "the dispatcher waited for more requests before sending an ack"
     assert batches == [["ack-1", "ack-2"]]  # what was already queued still goes out together
+
+
+def test_a_draining_slot_starts_the_message_held_for_it_at_once_and_its_ack_still_waits() -> None:
+    scheduler = SlotScheduler(1, places=2)  # one slot, one message prefetched for it
+    scheduler.hold()
+    first, held = _message(), _message()
+    started = threading.Event()
+    scheduler.schedule(lambda m: scheduler.settle(m, ack=True), first)
+    scheduler.schedule(lambda m: (started.set(), scheduler.settle(m, ack=True)), held)
+    # The held message runs while the stream is still open: its slot freed, it does not wait for the close.
+    assert started.wait(RELEASE_TIMEOUT_S)
+    wait_for(lambda: held.drop.called, RELEASE_TIMEOUT_S, "the held message to park its ack")
+    first.ack.assert_not_called()
+    held.ack.assert_not_called()
+    assert scheduler.shutdown(await_msg_callbacks=True) == []
+    first.ack.assert_called_once_with()
+    held.ack.assert_called_once_with()
+
+
+def test_a_drain_judges_whether_the_client_reads_by_its_places_not_its_slots() -> None:
+    # 5 slots, 10 places: 4 running jobs leave the client far below 80 % of its places, so it reads on
+    # and nothing sent can stay unread; with only 5 places it would not be reading.
+    scheduler = SlotScheduler(5, places=10)
+    release, _ = _busy(scheduler, 4)
+    scheduler.hold()
+    assert _quiet_in_background(scheduler).wait(RELEASE_TIMEOUT_S)
+    release.set()
+    scheduler.shutdown(await_msg_callbacks=True)
+    with pytest.raises(ValueError, match="one place per slot"):
+        SlotScheduler(2, places=1)

@@ -148,27 +148,63 @@ def _count_nacks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> list[st
 @pytest.mark.slow
 def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # Both slots busy and one more request waiting: the case where a client could hold a message back
-    # and nack it on close. The emulator counts nacks; any would also show as delivery attempt 2.
+    # Both slots busy, one more request held for a slot (prefetched) and one the stream has not sent: a
+    # drain runs the held one (nacking it would burn an attempt) and leaves the other in the subscription.
+    # The emulator counts nacks; any would also show as delivery attempt 2.
     nacked = _count_nacks(platform, monkeypatch)
-    platform.requests.job("drain-a", sleep_s=2)
-    platform.requests.job("drain-a2", sleep_s=2)
-    wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
-    platform.requests.job("drain-b")
+    slots = platform.service.consumer.slots
+    running = [f"drain-a{i}" for i in range(slots)]
+    held = [f"drain-b{i}" for i in range(slots)]
+    for job_id in running:
+        platform.requests.job(job_id, sleep_s=2)
+    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    for job_id in held:
+        platform.requests.job(job_id)
+    wait_for(lambda: _outstanding(platform) == 2 * slots, 10, "one message held per slot")
     assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
     platform.requests.job("drain-c")
-    for job_id in ("drain-a", "drain-a2"):
+    for job_id in running + held:
         finished = platform.results.wait(job_id)
         assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
     wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
-    assert platform.results.of("drain-b") == [] and platform.results.of("drain-c") == []
-    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 2
+    assert platform.results.of("drain-c") == []
+    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 1
+    assert _outstanding(platform) == 0  # nothing stranded in a lease
     assert nacked == []
     assert platform.api.http.get(contract.READY_PATH).status_code == 200  # drained on purpose is still ready
     assert platform.api.http.post("/control/maintenance", json={"mode": "normal"}).status_code == 200
-    for job_id in ("drain-b", "drain-c"):
-        resumed = platform.results.wait(job_id)
-        assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+    resumed = platform.results.wait("drain-c")
+    assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+
+
+def _outstanding(platform: Platform) -> int:
+    return platform.emulator.stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding
+
+
+@pytest.mark.slow
+def test_the_stream_holds_one_message_per_slot_beyond_the_running_ones(platform: Platform,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every lease the emulator grants on the request subscription is recorded with the count it leaves
+    # leased, under the broker's lock: the true maximum, not a sample.
+    broker = platform.emulator.broker
+    real = broker.lease_locked
+    leased: list[int] = []
+
+    def recording(queue, *args, **kwargs):  # type: ignore[no-untyped-def]
+        received = real(queue, *args, **kwargs)
+        if received and queue.name.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            leased.append(queue.stats().outstanding)
+        return received
+
+    monkeypatch.setattr(broker, "lease_locked", recording)
+    slots = platform.service.consumer.slots
+    jobs = [f"prefetch-{i}" for i in range(4 * slots)]
+    for job_id in jobs:
+        platform.requests.job(job_id, sleep_s=0.3)
+    for job_id in jobs:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    assert max(leased) == 2 * slots  # a waiting message per slot, and never more
 
 
 # How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
@@ -194,21 +230,27 @@ def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platf
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     nacked = _count_nacks(platform, monkeypatch)
     _slow_acks(platform, monkeypatch)
-    platform.requests.job("held-a", sleep_s=0.5)
-    platform.requests.job("held-b", sleep_s=4)
-    wait_for(lambda: platform.service.registry.count() == 2, 30, "both slots busy")
+    slots = platform.service.consumer.slots
+    # Every place of the client taken: held-a and the other slots' jobs run, one message waits per slot.
+    platform.requests.job("held-a", sleep_s=2)
+    others = [f"held-b{i}" for i in range(2 * slots - 1)]
+    for job_id in others:
+        platform.requests.job(job_id, sleep_s=6)
+    stats = platform.emulator.stats
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots, 30,
+             "every place of the client taken")
     platform.requests.job("held-c")
     platform.results.wait("held-a")
-    stats = platform.emulator.stats
-    # held-a's ack reached the server, which leased held-c to the client at once; the client holds it back.
-    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2
+    # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
+    # are all taken until the ack's answer comes, holds it back.
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots
              and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
     assert platform.service.registry.get("held-c") is None
     try:
         assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
         wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
         assert nacked == []
-        for job_id in ("held-b", "held-c"):
+        for job_id in [*others, "held-c"]:
             result = platform.results.wait(job_id)
             assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
     finally:

@@ -15,6 +15,7 @@ def test_defaults_are_the_local_platform() -> None:
     assert settings.pools is PoolsBackend.LOCAL and settings.leader is LeaderMode.ALWAYS
     assert settings.local_workers is None  # one per GPU, else DEFAULT_LOCAL_WORKERS
     assert settings.control_token is None
+    assert settings.warm_workers is True  # local workers compile the kernels before their first job
     assert settings.result_store_url() == (Path.cwd() / ".gpurt/results").as_uri()
 
 
@@ -32,6 +33,9 @@ def test_bad_values_name_the_variable() -> None:
         Settings.from_env({"GPURT_VERTEX_TYPES": "quantum"})
     with pytest.raises(SettingsError, match="GPURT_POOLS"):
         Settings.from_env({"GPURT_POOLS": "cloud"})
+    with pytest.raises(SettingsError, match="GPURT_WARM_WORKERS"):
+        Settings.from_env({"GPURT_WARM_WORKERS": "sometimes"})
+    assert Settings.from_env({"GPURT_WARM_WORKERS": "false"}).warm_workers is False
 
 
 def test_the_token_is_not_shown_in_repr() -> None:

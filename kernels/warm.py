@@ -1,0 +1,62 @@
+"""Compile every kernel a worker may run, before it runs a user's job: one tiny job of each kernel type.
+
+A kernel compiles on its first call in a process (numba JIT, or a load from numba's on-disk cache for the
+CPU twins; CUDA kernels compile for the device in use). Inside a user's job that first call costs seconds
+of "run" time for milliseconds of work, and every new worker pays it again. ``warm_kernels`` makes those
+first calls itself, with the fewest paths and steps each job's validation accepts, so the worker's
+first real job finds its kernels compiled. The jobs with Greeks also compile the Greeks' own kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from protocol.params import JobType
+
+_BASKET: Final = {"spots": [100.0, 95.0], "weights": [0.5, 0.5], "volatilities": [0.2, 0.25],
+                  "correlation": [[1.0, 0.5], [0.5, 1.0]], "strike": 100.0}
+_GREEKS: Final = ["delta", "gamma", "vega", "rho", "theta"]
+
+# One tiny job per kernel code path, in the order they are compiled. Each name is what ``warm_kernels``
+# reports; the params are small on purpose: the work is the compile, not the paths.
+WARM_JOBS: Final[tuple[tuple[str, JobType, Mapping[str, Any]], ...]] = (
+    ("random_walk", JobType.RANDOM_WALK, {"paths": 64, "steps": 4}),
+    ("european_option", JobType.EUROPEAN_OPTION, {"paths": 64}),
+    ("european_option with Greeks", JobType.EUROPEAN_OPTION, {"paths": 64, "greeks": _GREEKS}),
+    ("asian_option", JobType.ASIAN_OPTION, {"paths": 64, "steps": 4}),
+    ("portfolio_var", JobType.PORTFOLIO_VAR, {"exposures": [1.0, -1.0], "volatilities": [0.2, 0.3],
+                                              "correlation": [[1.0, 0.5], [0.5, 1.0]], "paths": 100}),
+    ("heston_option", JobType.HESTON_OPTION, {"paths": 64, "steps": 4}),
+    ("heston_option with Greeks", JobType.HESTON_OPTION, {"paths": 64, "steps": 4, "greeks": _GREEKS}),
+    ("basket_option", JobType.BASKET_OPTION, {**_BASKET, "paths": 64}),
+    ("basket_option with Greeks", JobType.BASKET_OPTION, {**_BASKET, "paths": 64, "greeks": _GREEKS}),
+    ("american_option", JobType.AMERICAN_OPTION, {**_BASKET, "paths": 1_000, "regression_paths": 1_000,
+                                                  "steps": 4}),
+    ("option_book", JobType.OPTION_BOOK, {"contracts": [{"strike": 100.0, "maturity": 0.5}], "paths": 64,
+                                          "steps_per_year": 4}),
+)
+
+log = logging.getLogger(__name__)
+
+
+def warm_kernels(device: str = "auto") -> dict[str, float]:
+    """Run each of ``WARM_JOBS`` once on ``device``; seconds each took (its compile or cache load, mostly).
+
+    A warm-up job that fails is logged and left out: the jobs of its type will fail the same way, each
+    with its own error in its result, while every other kernel is warm.
+    """
+    from kernels.jobs import run_job
+
+    seconds: dict[str, float] = {}
+    for name, job_type, params in WARM_JOBS:
+        started = time.perf_counter()
+        try:
+            run_job(job_type, params, device=device)
+        except Exception:
+            log.exception("could not warm %s on device %s", name, device)
+            continue
+        seconds[name] = time.perf_counter() - started
+    return seconds
