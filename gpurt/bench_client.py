@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import typer
 from rich.table import Table
 
-from gpurt.bench_runtime import _platform, _progress
+from gpurt.bench_runtime import bench_platform, progress_bar
 from gpurt.common import console, err_console, friendly_errors, print_json
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def bench_client(
     from client.bench import PATHS, measure
 
     out = err_console if as_json else console
-    with _platform(1, out) as platform, _progress(out) as progress:
+    with bench_platform(1, out) as platform, progress_bar(out) as progress:
         tasks = {path: progress.add_task(LABELS[path], total=jobs) for path in PATHS}
         runs = measure(platform.target(), jobs, timeout,
                        lambda path, done: progress.update(tasks[path], completed=done))
