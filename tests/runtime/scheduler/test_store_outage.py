@@ -20,6 +20,7 @@ from protocol.messages import JobStatus
 from runtime.emulator import EmulatorHandle
 from runtime.pubsub.admin import subscription_path
 from runtime.scheduler.api import create_app
+from runtime.scheduler.consumer import PREFETCH_PER_SLOT
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.service import Mode, Service
 from runtime.scheduler.settings import Settings
@@ -94,7 +95,8 @@ def test_a_store_outage_stops_intake_and_costs_no_delivery_attempt(outage: Outag
     wait_for(lambda: fs.failures >= failures + OUTAGE_PROBES, WAIT_S, "the probe to fail a few times")
     request_sub = outage.subscription(contract.REQUEST_SUBSCRIPTION)
     held = request_sub.outstanding  # type: ignore[attr-defined]
-    assert 1 <= held <= SLOTS  # the jobs it had wait (before running, or to store), their messages leased
+    # The jobs it had (running, waiting to store, or prefetched for a slot) wait with their messages leased.
+    assert 1 <= held <= SLOTS * (1 + PREFETCH_PER_SLOT)
     assert request_sub.undelivered == JOBS - held  # type: ignore[attr-defined]  # the rest never pulled
     assert all(outage.results.of(job_id) == [] for job_id in jobs)
 
