@@ -418,7 +418,24 @@ def _message(error: Mapping[str, Any]) -> str:
         return "is not a setting of this project (misspelt? Pulumi.yaml lists the settings)"
     if kind == "string_pattern_mismatch":
         return f"{error.get('input')!r} does not have the form {ctx.get('pattern')}"
+    if kind in _BOUNDS:
+        return f"is {error.get('input')!r}, but must be {_BOUNDS[kind]} {next(iter(ctx.values()), '?')}"
+    if kind in ("literal_error", "enum"):
+        return f"is {error.get('input')!r}, but must be one of {ctx.get('expected', '?')}"
+    if kind == "too_long":
+        return f"allows at most {ctx.get('max_length')} entries, but the file gives {ctx.get('actual_length')}"
+    expected = next((what for prefix, what in _TYPES.items() if kind.startswith(prefix)), None)
+    if expected is not None:
+        return f"is {error.get('input')!r}, but must be {expected}"
     return str(error["msg"]).removeprefix("Value error, ")
+
+
+# Pydantic's error kinds a stack file meets, in the project's words (``_message``).
+_BOUNDS: Final = {"greater_than": "more than", "greater_than_equal": "at least", "less_than": "less than",
+                  "less_than_equal": "at most"}
+_TYPES: Final = {"int_": "a whole number", "float_": "a number", "bool_": "true or false",
+                 "string_": "a string", "list_": "a list", "tuple_": "a list", "dict_": "a mapping of keys",
+                 "model_": "a mapping of keys"}
 
 
 def parse_stack_config(raw: Mapping[str, Any], project: str | None, region: str | None,
@@ -438,7 +455,11 @@ def parse_stack_config(raw: Mapping[str, Any], project: str | None, region: str 
     try:
         return StackConfig.model_validate(values)
     except ValidationError as exc:
-        problems = [f"{_key(err['loc'])}: {_message(err)}" for err in exc.errors()]
+        errors = exc.errors()
+        # Pydantic also counts a list whose entries failed as too short: the entries' own errors say more.
+        inner = {err["loc"][:n] for err in errors for n in range(len(err["loc"]))}
+        problems = [f"{_key(err['loc'])}: {_message(err)}" for err in errors
+                    if not (err["type"] == "too_short" and err["loc"] in inner)]
         raise ConfigError(f"invalid stack config in {source}:\n  " + "\n  ".join(problems)) from None
 
 

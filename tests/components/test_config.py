@@ -199,6 +199,21 @@ def test_a_missing_key_names_the_namespace_and_the_file() -> None:
                                "  gpu-runtime:network: is required but not set")
 
 
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("maxNodes", "lots", "gpu-runtime:gpuPools[0].maxNodes: is 'lots', but must be a whole number"),
+    ("maxNodes", -3, "gpu-runtime:gpuPools[0].maxNodes: is -3, but must be at least 1"),
+    ("spot", "maybe", "gpu-runtime:gpuPools[0].spot: is 'maybe', but must be true or false"),
+    ("maxRunDurationSeconds", 10**9, "gpu-runtime:gpuPools[0].maxRunDurationSeconds: is 1000000000, but must be "
+                                     "at most 604800"),
+])
+def test_a_wrong_value_is_told_in_the_projects_words(field: str, value: object, expected: str) -> None:
+    raw = _raw(gpuPools=[{**_raw()["gpuPools"][0], field: value}])
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(raw, "p", "us-central1", source="Pulumi.staging.yaml")
+    # One line for the one mistake: not pydantic's wording, and no echo of the pool list as "too short".
+    assert str(info.value) == f"invalid stack config in Pulumi.staging.yaml:\n  {expected}"
+
+
 def test_committed_stacks_hold_no_placeholder() -> None:
     from components import placeholders
 
