@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -159,12 +159,7 @@ def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBas
     if any(r.stages for r in runs):
         tables.append(_table("where a job slot's time goes (per job)", "stage", columns,
                              stage_rows([profile_of(r) for r in runs])))
-    goal_table = Table(title="goals")
-    for column in ("goal", "target", "measured", "met"):
-        goal_table.add_column(column)
-    for goal in goals:
-        goal_table.add_row(goal.name, goal.target, goal.measured, "yes" if goal.met else "[red]no[/red]")
-    tables.append(goal_table)
+    tables.append(goal_table(goals))
     if baseline is not None:
         before = worker_columns([r.workers for r in baseline.baseline.runs])
         tables.append(_table(f"before: {baseline.label} ({baseline.baseline.date})", "figure", before,
@@ -266,3 +261,13 @@ def device_line(date: str) -> str:
     from kernels.benchmarks_md import load_note
 
     return f"Device: {machine()}, no GPU; {load_note()}; {date}."
+
+
+def goal_table(goals: Sequence[Goal]) -> Table:
+    """The goals of a bench, each with its target, what was measured and whether it was met."""
+    table = Table(title="goals")
+    for column in ("goal", "target", "measured", "met"):
+        table.add_column(column)
+    for goal in goals:
+        table.add_row(goal.name, goal.target, goal.measured, "yes" if goal.met else "[red]no[/red]")
+    return table

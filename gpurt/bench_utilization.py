@@ -10,7 +10,7 @@ import typer
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from gpurt.bench_runtime import bench_platform, device_line, progress_bar
+from gpurt.bench_runtime import bench_platform, device_line, goal_table, progress_bar
 from gpurt.common import console, err_console, friendly_errors, print_json
 
 if TYPE_CHECKING:
@@ -118,12 +118,7 @@ def _tables(figures: UtilizationFigures, goals: list[Goal]) -> list[Table]:
             for row in rows:
                 table.add_row(*row)
             tables.append(table)
-    goal_table = Table(title="goals")
-    for column in ("goal", "target", "measured", "met"):
-        goal_table.add_column(column)
-    for goal in goals:
-        goal_table.add_row(goal.name, goal.target, goal.measured, "yes" if goal.met else "[red]no[/red]")
-    tables.append(goal_table)
+    tables.append(goal_table(goals))
     return tables
 
 
