@@ -158,3 +158,61 @@ def _quiet() -> object:
     from kernels.context import RunContext
 
     return RunContext(should_stop=lambda: False, progress=lambda _: None)
+
+
+def _lstsq_rule(values: np.ndarray, p: object, variance: np.ndarray | None) -> np.ndarray:
+    """The exercise rule by numpy.linalg.lstsq on the full design matrix: the reference for the fast fit."""
+    dates, degree = values.shape[1], p.basis_degree
+    terms = degree + 1 + (basket.VARIANCE_TERMS if variance is not None else 0)
+    rule = np.zeros((dates - 1, terms + 1), dtype=np.float32)  # as the kernels read it
+    values = values.astype(np.float64)
+    exercise = np.maximum(p.strike - values, 0.0)  # puts
+    cash = exercise[:, -1].copy()
+    for date in range(dates - 2, -1, -1):
+        cash *= np.exp(-p.rate * p.maturity / dates)
+        itm = exercise[:, date] > 0
+        if np.count_nonzero(itm) < lsm.MIN_POINTS_PER_COEFFICIENT * terms:
+            continue
+        design = lsm.basis(values[itm, date] / p.strike,
+                           None if variance is None else variance[itm, date].astype(np.float64), degree)
+        coeffs = np.linalg.lstsq(design, cash[itm], rcond=None)[0]
+        where = np.flatnonzero(itm)[exercise[itm, date] >= design @ coeffs]
+        cash[where] = exercise[where, date]
+        rule[date, :terms], rule[date, terms] = coeffs, 1.0
+    return rule
+
+
+@pytest.mark.parametrize("heston", [False, True])
+def test_normal_equations_fit_gives_the_lstsq_rule(heston: bool) -> None:
+    from protocol.params import AmericanOptionParams
+
+    params = {**HESTON_PUT, "steps": 24, "exercise_dates": 12} if heston else {**ONE, "kind": "put", "steps": 12}
+    p = AmericanOptionParams.model_validate({**params, "regression_paths": 20_000, "seed": 4})
+    model = basket.Model.of(p)
+    values, variance = basket.basket_values(p, model, p.regression_paths, p.steps // 12, 12, "cpu", _quiet())
+    fast, reference = lsm.exercise_rule(values, p, variance), _lstsq_rule(values, p, variance)
+    assert fast.shape == reference.shape and fast[:, -1].sum() == reference[:, -1].sum() > 5
+    # the continuation values the two fits give on the regression paths' own states agree to the float32
+    # rounding of the coefficients (terms of up to some 1e3 cancel to a continuation value of about 5)
+    for date in np.flatnonzero(reference[:, -1]):
+        design = lsm.basis(values[:, date].astype(np.float64) / p.strike,
+                           None if variance is None else variance[:, date].astype(np.float64), p.basis_degree)
+        rounding = 2.0**-23 * (np.abs(design) @ np.abs(reference[date, :-1].astype(np.float64)))
+        difference = np.abs(design @ fast[date, :-1] - design @ reference[date, :-1])
+        assert np.all(difference <= 2.0 * rounding), (date, float(np.max(difference / rounding)))
+
+
+def test_collinear_basis_falls_back_to_least_squares() -> None:
+    from protocol.params import AmericanOptionParams
+
+    p = AmericanOptionParams.model_validate({**HESTON_PUT, "steps": 24, "exercise_dates": 12, "seed": 4})
+    values, _ = basket.basket_values(p, basket.Model.of(p), 20_000, 2, 12, "cpu", _quiet())
+    flat = np.full(values.shape, 0.05, dtype=np.float32)  # v constant: its columns repeat 1 and u
+    gram = lsm.basis(values[:, 5].astype(np.float64) / p.strike, flat[:, 5].astype(np.float64), 3)
+    gram = gram.T @ gram
+    assert not lsm._cholesky_solve(np.tril(gram), np.ones(gram.shape[0]), np.zeros(gram.shape[0]))
+    fast, reference = lsm.exercise_rule(values, p, flat), _lstsq_rule(values, p, flat)
+    assert fast[:, -1].sum() == reference[:, -1].sum() > 5
+    for date in np.flatnonzero(reference[:, -1]):  # the minimum-norm fits agree where it matters: the values
+        design = lsm.basis(values[:, date].astype(np.float64) / p.strike, flat[:, date].astype(np.float64), 3)
+        np.testing.assert_allclose(design @ fast[date, :-1], design @ reference[date, :-1], rtol=1e-4, atol=1e-4)
