@@ -139,20 +139,32 @@ def aggregate_variance(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def continuation(coeffs, date, value, strike, variance, mode):  # type: ignore[no-untyped-def]
-    """Regressed continuation value at ``date``: a polynomial in u = value / strike (Horner) and, under
-    Heston, ``c_v v + c_vv v^2 + c_vu v u + c_vuu v u^2`` (coefficients in that order after the polynomial's)."""
+def continuation(coeffs, date, value, strike):  # type: ignore[no-untyped-def]
+    """Regressed continuation value at ``date`` under GBM: a polynomial in u = value / strike (Horner)."""
     u = value / strike
-    heston = mode == MODE_HESTON
-    degree = coeffs.shape[1] - 2 - (VARIANCE_TERMS if heston else 0)
+    degree = coeffs.shape[1] - 2
     total = coeffs[date, degree]
     for k in range(degree - 1, -1, -1):
         total = total * u + coeffs[date, k]
-    if heston:
-        c = degree + 1
-        total += variance * (coeffs[date, c] + coeffs[date, c + 1] * variance
-                             + u * (coeffs[date, c + 2] + coeffs[date, c + 3] * u))
     return total
+
+
+@register_jitable
+def heston_continuation(coeffs, date, value, strike, variance):  # type: ignore[no-untyped-def]
+    """Regressed continuation value at ``date`` under Heston: the polynomial in u = value / strike and
+    ``c_v v + c_vv v^2 + c_vu v u + c_vuu v u^2`` (coefficients in that order after the polynomial's).
+
+    Its own Horner loop rather than a helper shared with ``continuation``: under fastmath a shared helper
+    compiled the GBM rule's arithmetic differently and moved GBM prices in their last digits.
+    """
+    u = value / strike
+    degree = coeffs.shape[1] - 2 - VARIANCE_TERMS
+    total = coeffs[date, degree]
+    for k in range(degree - 1, -1, -1):
+        total = total * u + coeffs[date, k]
+    c = degree + 1
+    return total + variance * (coeffs[date, c] + coeffs[date, c + 1] * variance
+                               + u * (coeffs[date, c + 2] + coeffs[date, c + 3] * u))
 
 
 @register_jitable
@@ -171,8 +183,12 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
             if coeffs[date, coeffs.shape[1] - 1] > _ZERO:
                 value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                 cash = _payoff(value, strike, call)
-                variance = aggregate_variance(scratch, assets, n) if mode == MODE_HESTON else _ZERO
-                if cash > _ZERO and cash >= continuation(coeffs, date, value, strike, variance, mode):
+                if mode == MODE_HESTON:  # the variance is part of the state (kernels.lsm)
+                    stop = cash > _ZERO and cash >= heston_continuation(
+                        coeffs, date, value, strike, aggregate_variance(scratch, assets, n))
+                else:
+                    stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
+                if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
                     # the control needs the path at maturity: finish it without further exercise
                     for later in range(done, steps):

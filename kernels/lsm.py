@@ -37,8 +37,8 @@ MIN_SCALED_PIVOT: Final = 1e-10
 def basis(u: Any, variance: Any | None, degree: int, xp: Any = np) -> Any:
     """Regression design matrix: ``1, u, ..., u^degree`` and, given the variance ``v``, ``v, v^2, v u, v u^2``.
 
-    The column order is the coefficients' order ``basket.continuation`` evaluates; ``xp`` is the array
-    module (NumPy, or cupy for the GPU baseline).
+    The column order is the coefficients' order ``basket.continuation`` and ``basket.heston_continuation``
+    evaluate; ``xp`` is the array module (NumPy, or cupy for the GPU baseline).
     """
     columns = [xp.ones_like(u)]
     for _ in range(degree):  # running products, as numpy.vander forms them (the GBM rule kept bit for bit)

@@ -128,12 +128,11 @@ def test_heston_rule_regresses_on_the_variance_and_the_kernel_evaluates_the_same
     design = lsm.basis(u, v, degree)
     assert design.shape == (500, degree + 1 + basket.VARIANCE_TERMS)
     np.testing.assert_allclose(design[:, degree + 1:], np.column_stack([v, v * v, v * u, v * u * u]))
-    kernel = [basket.continuation(coeffs, 0, 100.0 * a, 100.0, b, basket.MODE_HESTON)
-              for a, b in zip(u, v, strict=True)]
+    kernel = [basket.heston_continuation(coeffs, 0, 100.0 * a, 100.0, b) for a, b in zip(u, v, strict=True)]
     np.testing.assert_allclose(kernel, design @ coeffs[0, :-1], rtol=1e-12, atol=1e-12)
     # under GBM the kernel reads the polynomial only, from a rule with no variance columns
     gbm = np.append(coeffs[0, :degree + 1], 1.0)[None, :]
-    np.testing.assert_allclose([basket.continuation(gbm, 0, 100.0 * a, 100.0, 0.0, basket.MODE_GBM) for a in u],
+    np.testing.assert_allclose([basket.continuation(gbm, 0, 100.0 * a, 100.0) for a in u],
                                lsm.basis(u, None, degree) @ gbm[0, :-1], rtol=1e-12)
 
 
