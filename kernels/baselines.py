@@ -104,9 +104,10 @@ def portfolio_var(xp: Any, p: PortfolioVarParams) -> Any:
     return summarise(np.concatenate(parts), p.confidence)
 
 
-def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, Any]:
-    """Basket values at every step (n, steps) and the terminal basket, by full-truncation Euler (Heston) or
-    exact GBM steps, assets correlated by the Cholesky factor: the kernel's scheme, NumPy's generator."""
+def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, Any, Any]:
+    """Basket values at every step (n, steps), the terminal basket and, under Heston, the aggregate variance
+    at every step (n, steps; else None), by full-truncation Euler (Heston) or exact GBM steps, assets
+    correlated by the Cholesky factor: the kernel's scheme, NumPy's generator."""
     from kernels import basket
 
     rng = xp.random.default_rng(seed)
@@ -116,6 +117,7 @@ def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, 
     x = xp.zeros((n, model.n))
     v = xp.broadcast_to(table[basket.V0], (n, model.n)).copy()
     values = xp.empty((n, p.steps))
+    variances = xp.empty((n, p.steps)) if model.heston else None
     for step in range(p.steps):
         shocks = rng.standard_normal((n, model.n)) @ chol.T
         if model.heston:
@@ -128,7 +130,13 @@ def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, 
         else:
             x += table[basket.DRIFT] + table[basket.VOL] * shocks
         values[:, step] = xp.exp(x) @ table[basket.COEFF]
-    return values, values[:, -1]
+        if variances is not None:  # the kernel's basket.aggregate_variance
+            variances[:, step] = xp.maximum(v, 0.0) @ table[basket.VAR_SHARE]
+    return values, values[:, -1], variances
+
+
+def _host(array: Any) -> np.ndarray:
+    return np.asarray(array.get() if hasattr(array, "get") else array)
 
 
 def basket_lsm_rule(xp: Any, p: Any) -> np.ndarray:
@@ -136,16 +144,16 @@ def basket_lsm_rule(xp: Any, p: Any) -> np.ndarray:
     from kernels import basket, lsm
 
     every = p.steps // p.dates()
-    regression, _ = _basket_paths(xp, p, basket.Model.of(p), p.regression_paths, p.seed + 1)
-    dates = regression[:, every - 1::every]
-    return lsm.exercise_rule(np.asarray(dates.get() if hasattr(dates, "get") else dates), p)
+    regression, _, variances = _basket_paths(xp, p, basket.Model.of(p), p.regression_paths, p.seed + 1)
+    at_dates = None if variances is None else _host(variances[:, every - 1::every])
+    return lsm.exercise_rule(_host(regression[:, every - 1::every]), p, at_dates)
 
 
 def basket_lsm_valuation(xp: Any) -> Any:
     """The ``american_option`` estimator (Heston or GBM basket, Longstaff-Schwartz, discounted-basket control
     under Heston) vectorised over paths: a function of the params (and optionally an exercise rule already
     fitted, as for Greeks) returning the price."""
-    from kernels import basket
+    from kernels import basket, lsm
 
     def value(p: Any, rule: np.ndarray | None = None) -> float:
         model = basket.Model.of(p)
@@ -154,8 +162,8 @@ def basket_lsm_valuation(xp: Any) -> Any:
         every = p.steps // p.dates()
         if rule is None:
             rule = basket_lsm_rule(xp, p)
-        values, terminal = _basket_paths(xp, p, model, p.paths, p.seed)
-        dates = values[:, every - 1::every]
+        values, terminal, variances = _basket_paths(xp, p, model, p.paths, p.seed)
+        dates, date_variances = values[:, every - 1::every], variances[:, every - 1::every]
         call = p.kind is OptionKind.CALL
         exercise = xp.maximum(dates - p.strike if call else p.strike - dates, 0.0)
         times = p.maturity / p.dates() * xp.arange(1, p.dates() + 1)
@@ -163,8 +171,8 @@ def basket_lsm_valuation(xp: Any) -> Any:
         alive = xp.ones(p.paths, dtype=bool)
         for date in range(p.dates() - 1):
             if rule[date, -1] > 0:
-                u = dates[:, date] / p.strike
-                continuation = xp.polyval(xp.asarray(rule[date, -2::-1].astype(np.float64)), u)
+                design = lsm.basis(dates[:, date] / p.strike, date_variances[:, date], p.basis_degree, xp)
+                continuation = design @ xp.asarray(rule[date, :-1].astype(np.float64))
                 stop = alive & (exercise[:, date] > 0) & (exercise[:, date] >= continuation)
                 cash = xp.where(stop, exercise[:, date] * xp.exp(-p.rate * times[date]), cash)
                 alive &= ~stop

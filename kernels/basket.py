@@ -8,12 +8,14 @@ Euler steps (``kernels.heston``). GBM steps are exact. A path draws its normals 
 
 The same path code prices European baskets and, given Longstaff-Schwartz exercise coefficients
 (``kernels.lsm``), American and Bermudan ones: ``path_sums`` walks a path, stops at the first exercise
-date where the exercise value beats the regressed continuation value, and returns (y, x) sums with the
+date where the exercise value beats the regressed continuation value (a polynomial in ``A / K`` and,
+under Heston, terms in the basket's aggregate variance ``v``: ``aggregate_variance``), and returns (y, x)
+sums with the
 control ``x``: under GBM with positive weights the geometric basket option (closed form,
 ``closed_form.geometric_basket``); otherwise (Heston, weights of either sign for spreads and exchange
 options, or a geometric-basket payoff) the discounted basket, an exact martingale of the scheme. The
-kernels' ``mode`` says which (``MODE_*``). ``store_values`` writes the
-basket value at every exercise date for the regression.
+kernels' ``mode`` says which (``MODE_*``). ``store_path`` writes the
+basket value (and, under Heston, the aggregate variance) at every exercise date for the regression.
 """
 
 from __future__ import annotations
@@ -40,8 +42,13 @@ PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
 CPU_CHUNK_ASSET_STEPS: Final = 2**23  # paths x assets x steps per CPU chunk
 GPU_CHUNK_ASSET_STEPS: Final = 2**32
 # Rows of the per-asset parameter table ``assets[row, i]`` (float32) the kernels read.
-DRIFT, VOL, V0, KAPPA_DT, KAPPA_THETA_DT, VOL_OF_VOL, RHO, RHO_BAR, COEFF, SHARE = range(10)
-ASSET_ROWS: Final = 10
+# VAR_SHARE: asset i's share |w_i| / sum_j |w_j| of the basket's aggregate variance (Heston). Weights, not
+# values at the start: a spot bump (a finite-difference delta) must leave the exercise rule's state as it is.
+DRIFT, VOL, V0, KAPPA_DT, KAPPA_THETA_DT, VOL_OF_VOL, RHO, RHO_BAR, COEFF, SHARE, VAR_SHARE = range(11)
+ASSET_ROWS: Final = 11
+# Under Heston the variance is part of the state an exercise decision depends on: the continuation value's
+# basis adds v, v^2, v u and v u^2 (u = A / K, v the aggregate variance) after the polynomial in u.
+VARIANCE_TERMS: Final = 4
 # Regression paths draw from counters this far above the pricing paths': independent streams.
 REGRESSION_STREAM: Final = 2**62
 # Scratch per path: log-growth and variance per asset, and the normals of one step (two per asset).
@@ -122,14 +129,42 @@ def _payoff(value, strike, call):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _continuation(coeffs, date, value, strike):  # type: ignore[no-untyped-def]
-    """Regressed continuation value at ``date``: a polynomial in value / strike (Horner)."""
+def aggregate_variance(scratch, assets, n):  # type: ignore[no-untyped-def]
+    """The basket's variance state under Heston: the assets' variances (floored at 0, as the scheme uses
+    them) averaged with the basket's weights, ``VAR_SHARE`` = |w_i| / sum |w_j|."""
+    total = _ZERO
+    for i in range(n):
+        total += assets[VAR_SHARE, i] * max(scratch[n + i], _ZERO)
+    return total
+
+
+@register_jitable
+def continuation(coeffs, date, value, strike):  # type: ignore[no-untyped-def]
+    """Regressed continuation value at ``date`` under GBM: a polynomial in u = value / strike (Horner)."""
     u = value / strike
     degree = coeffs.shape[1] - 2
     total = coeffs[date, degree]
     for k in range(degree - 1, -1, -1):
         total = total * u + coeffs[date, k]
     return total
+
+
+@register_jitable
+def heston_continuation(coeffs, date, value, strike, variance):  # type: ignore[no-untyped-def]
+    """Regressed continuation value at ``date`` under Heston: the polynomial in u = value / strike and
+    ``c_v v + c_vv v^2 + c_vu v u + c_vuu v u^2`` (coefficients in that order after the polynomial's).
+
+    Its own Horner loop rather than a helper shared with ``continuation``: under fastmath a shared helper
+    compiled the GBM rule's arithmetic differently and moved GBM prices in their last digits.
+    """
+    u = value / strike
+    degree = coeffs.shape[1] - 2 - VARIANCE_TERMS
+    total = coeffs[date, degree]
+    for k in range(degree - 1, -1, -1):
+        total = total * u + coeffs[date, k]
+    c = degree + 1
+    return total + variance * (coeffs[date, c] + coeffs[date, c + 1] * variance
+                               + u * (coeffs[date, c + 2] + coeffs[date, c + 3] * u))
 
 
 @register_jitable
@@ -148,7 +183,12 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
             if coeffs[date, coeffs.shape[1] - 1] > _ZERO:
                 value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                 cash = _payoff(value, strike, call)
-                if cash > _ZERO and cash >= _continuation(coeffs, date, value, strike):
+                if mode == MODE_HESTON:  # the variance is part of the state (kernels.lsm)
+                    stop = cash > _ZERO and cash >= heston_continuation(
+                        coeffs, date, value, strike, aggregate_variance(scratch, assets, n))
+                else:
+                    stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
+                if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
                     # the control needs the path at maturity: finish it without further exercise
                     for later in range(done, steps):
@@ -188,12 +228,17 @@ def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, d
 
 @register_jitable
 def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, every, scratch):  # type: ignore[no-untyped-def]
-    """Write the basket value of ``path`` at every exercise date into ``out[row, :]``."""
+    """Write the basket value of ``path`` at every exercise date into ``out[row, :dates]`` and, under Heston,
+    its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``)."""
+    dates = steps // every
     _start(scratch, assets, n)
     for step in range(steps):
         _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, dt)
         if (step + 1) % every == 0:
-            out[row, (step + 1) // every - 1] = _basket(scratch, assets, n)
+            date = (step + 1) // every - 1
+            out[row, date] = _basket(scratch, assets, n)
+            if mode == MODE_HESTON:
+                out[row, dates + date] = aggregate_variance(scratch, assets, n)
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
@@ -297,6 +342,7 @@ class Model:
                 h.long_variance)
             table[VOL_OF_VOL], table[RHO] = h.vol_of_vol, h.correlation
             table[RHO_BAR] = np.sqrt(np.maximum(1.0 - np.asarray(h.correlation) ** 2, 0.0))
+            table[VAR_SHARE] = np.abs(weights) / np.sum(np.abs(weights))
             control_mean = float(forwards)
         else:
             vols = np.asarray(p.volatilities, dtype=float)
@@ -341,14 +387,16 @@ def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, eve
 
 
 def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
-                  ctx: RunContext) -> np.ndarray:
-    """Basket values of ``n_paths`` regression paths (independent of the pricing paths) at each exercise date."""
-    values = np.empty((n_paths, dates), dtype=np.float32)
+                  ctx: RunContext) -> tuple[np.ndarray, np.ndarray | None]:
+    """Basket values ``(n_paths, dates)`` of regression paths (independent of the pricing paths) at each
+    exercise date, and under Heston their aggregate variances there (same shape; None under GBM)."""
+    states = np.empty((n_paths, 2 * dates if model.heston else dates), dtype=np.float32)  # store_path's rows
     per_block = PATHS_PER_BLOCK * model.n * p.steps
-    return fill_paths(values, PATHS_PER_BLOCK, _cpu_store, _cuda_store,
-                      (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every)), device, ctx,
-                      cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
-                      gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    fill_paths(states, PATHS_PER_BLOCK, _cpu_store, _cuda_store,
+               (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every)), device, ctx,
+               cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
+               gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    return states[:, :dates], (states[:, dates:] if model.heston else None)
 
 
 def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:

@@ -2,12 +2,13 @@
 
 Every revaluation (base, and each parameter bumped up and down) walks the *same* pricing paths (same
 seed, same counters) and, for ``american_option``, follows the *same* exercise rule, fitted once on the
-base regression paths. The rule is a function of the basket value only (``kernels.lsm``), so it is the
-same rule whatever the initial spots or variances: the bumped valuations price the same policy, and the
-optimal policy in state space does not depend on the starting point, so delta, gamma and vega are those
-of that policy's value. Rate and maturity do change the optimal policy; by the envelope theorem
-(the rule is optimal at the base) a first derivative of the fixed-rule value equals the optimal value's,
-so rho and theta hold too. Re-fitting per bump would add the regression's noise to every difference.
+base regression paths. The rule is a function of the basket value (and, under Heston, of the weight-
+averaged variance) only (``kernels.lsm``), so it is the same rule whatever the initial spots or
+variances: the bumped valuations price the same policy, and the optimal policy in state space does not
+depend on the starting point, so delta, gamma and vega are those of that policy's value. Rate and
+maturity do change the optimal policy; by the envelope theorem (the rule is optimal at the base) a first
+derivative of the fixed-rule value equals the optimal value's, so rho and theta hold too. Re-fitting per
+bump would add the regression's noise to every difference.
 
 A kernel writes each path's discounted cash flow; the Greek of a path is the difference quotient of its
 cash flows, so each Greek's standard error comes from the per-path differences (their sample variance

@@ -38,6 +38,11 @@ RISK_CASES = [
                        "payoff": "geometric", "paths": 100_003, "seed": 12}),
     ("american_option", {"spots": [100], "weights": [1], "volatilities": [0.25], "kind": "put", "steps": 50,
                          "paths": 100_003, "regression_paths": 50_000, "seed": 12}),
+    # Heston: the exercise rule's basis includes the variance the paths carry
+    ("american_option", {"spots": [100], "weights": [1], "model": "heston", "heston": {
+        "initial_variance": [0.04], "long_variance": [0.05], "mean_reversion": [1.5], "vol_of_vol": [0.5],
+        "correlation": [-0.7]}, "dividend_yields": [0.01], "rate": 0.03, "kind": "put", "steps": 146,
+        "exercise_dates": 73, "paths": 100_003, "regression_paths": 50_000, "seed": 12, "greeks": ["delta", "vega"]}),
     ("option_book", {"contracts": [{"strike": 90, "maturity": 0.5}, {"strike": 100, "maturity": 1.0, "kind": "put"}],
                      "model": "heston", "steps_per_year": 64, "paths": 100_003, "seed": 12, "greeks": GREEKS}),
 ]
