@@ -98,7 +98,7 @@ def test_pool_options_gke_accepts_are_valid(pool: dict[str, Any], slots: int) ->
         ({"queuedProvisioning": True, "daskWorkersMin": 1}, "daskWorkersMin must be 0 with queuedProvisioning"),
         ({"maxRunDurationSeconds": 3600}, "maxRunDurationSeconds applies to queued pools only"),
         ({"queuedProvisioning": True, "maxRunDurationSeconds": 604801},
-         "maxRunDurationSeconds: Input should be less than or equal to 604800"),
+         "maxRunDurationSeconds: is 604801, but must be at most 604800"),
         ({"reservation": {"type": "SPECIFIC_RESERVATION"}}, "reservation.name: SPECIFIC_RESERVATION needs"),
         ({"reservation": {"type": "ANY_RESERVATION", "name": "r"}}, "reservation.name: only SPECIFIC_RESERVATION"),
         ({"reservation": {"type": "SOME"}}, "reservation.type: 'SOME'"),
