@@ -11,7 +11,11 @@ the Dask scheduler runs in-process, and in the Dask scheduler's pod in the cloud
 ``forget_finished_spans`` runs on the Dask scheduler (``Client.run_on_scheduler``) and drops every span
 tree none of whose TaskGroups the scheduler still knows, once it has been finished for ``SPAN_GRACE_S``:
 a worker reports a task's metrics against its span with its next heartbeat, and the scheduler looks the
-span up by id then.
+span up by id then. A heartbeat later still (a worker stalled past the grace) must not fail: Dask closes
+a worker whose heartbeat raises, and its lookup raises ``KeyError`` for a removed span. So the spans
+extension's heartbeat is wrapped, once, to drop metrics of spans it no longer knows
+(``_forgiving_heartbeat``). A span tree with no TaskGroup yet is never removed: nothing says when it
+finished.
 """
 
 from __future__ import annotations
@@ -27,6 +31,19 @@ SPAN_GRACE_S: Final = 30.0
 PRUNE_PERIOD_S: Final = 15.0
 
 
+def _forgiving_heartbeat(spans: Any) -> None:
+    """Make ``spans.heartbeat`` drop a worker's metrics of spans removed here instead of raising (once)."""
+    heartbeat = spans.heartbeat
+    if getattr(heartbeat, "forgiving", False):
+        return
+
+    def forgiving(ws: Any, data: dict[tuple[Any, ...], float]) -> None:
+        heartbeat(ws, {key: value for key, value in data.items() if key[1] in spans.spans})
+
+    forgiving.forgiving = True  # type: ignore[attr-defined]
+    spans.heartbeat = forgiving
+
+
 def forget_finished_spans(dask_scheduler: Any, grace_s: float = SPAN_GRACE_S) -> int:
     """Remove the span trees of the Dask scheduler whose TaskGroups are all forgotten; returns how many spans."""
     spans = dask_scheduler.extensions.get("spans")
@@ -38,6 +55,8 @@ def forget_finished_spans(dask_scheduler: Any, grace_s: float = SPAN_GRACE_S) ->
     for root in list(spans.root_spans):
         tree = list(root.traverse_spans())
         groups = [group for span in tree for group in span.groups]
+        if not groups:
+            continue  # no task yet: nothing says when it finished
         if any(id(group) in live for group in groups):
             continue  # the scheduler still has tasks of it (or may add some)
         if any(group.stop > cutoff for group in groups):
@@ -45,6 +64,7 @@ def forget_finished_spans(dask_scheduler: Any, grace_s: float = SPAN_GRACE_S) ->
         gone.extend(tree)
     if not gone:
         return 0
+    _forgiving_heartbeat(spans)
     dead = {id(span) for span in gone}
     spans.root_spans[:] = [span for span in spans.root_spans if id(span) not in dead]
     for span in gone:
