@@ -121,7 +121,7 @@ def test_a_secondary_pool_is_held_to_the_stacks_dask_workers_max() -> None:
 
     config = stack_config("production")
     pools = worker_pools(config.gpu_pools)
-    spec = manifests.DaskClusterSpec(image="img", pools=tuple(pools), name="gpu-dask")
+    spec = manifests.DaskClusterSpec(image="img", scheduler_image="scheduler-img", pools=tuple(pools), name="gpu-dask")
     t4 = next(p for p in config.gpu_pools if p.name == "t4-spot")
     group = manifests.build_worker_group(spec, next(p for p in pools if p.name == "t4-spot"))
     assert group["metadata"]["annotations"][contract.DASK_MAX_WORKERS_ANNOTATION] == str(t4.dask_workers_max)
