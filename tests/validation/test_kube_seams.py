@@ -260,7 +260,8 @@ def _deployed_dask(stack: str = "production") -> tuple[list, dict, list]:
     from validation.checks.dask import PoolBounds
 
     config = stack_config(stack)
-    spec = manifests.DaskClusterSpec(image="img", pools=tuple(worker_pools(config.gpu_pools)))
+    spec = manifests.DaskClusterSpec(image="img", scheduler_image="scheduler-img",
+                                     pools=tuple(worker_pools(config.gpu_pools)))
     default = {"metadata": {"name": f"{spec.name}-default"},
                "spec": {"cluster": spec.name, "worker": manifests.build_worker_spec(spec.primary, "img")}}
     groups = [default, *(manifests.build_worker_group(spec, pool) for pool in spec.pools[1:])]
