@@ -120,6 +120,7 @@ _LAYOUT = "storage.objects.list"
 _GET = ("storage.objects.get", _LAYOUT)
 # Replacing an existing object needs delete as well as create (results are rewritten on a retried job).
 _WRITE = ("storage.objects.create", "storage.objects.delete", _LAYOUT)
+_DELETE = ("storage.objects.delete", _LAYOUT)
 # gcsfs answers `exists` from a GET of the object and, when that misses, a listing of the prefix.
 _EXISTS = ("storage.objects.get", _LAYOUT)
 _CONSUME = ("pubsub.subscriptions.consume",)
@@ -145,8 +146,7 @@ GCP_CALLS: Final = (
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits jobs in bulk (drills)"),
     GcpCall("runtime.pubsub.depth:MonitoringDepth.undelivered", "list_time_series", _S,
             ("monitoring.timeSeries.list",), Target.PROJECT, why="backlog and dead-letter depth"),
-    GcpCall(f"{_STORE}.get", "open", _S, _GET, Target.RESULT_BUCKET, why="stored result of a job"),
-    GcpCall(f"{_STORE}.get_artifact", "open", _S, _GET, Target.RESULT_BUCKET, why="an artifact"),
+    GcpCall(f"{_STORE}._read", "open", _S, _GET, Target.RESULT_BUCKET, why="stored results and artifacts"),
     GcpCall(f"{_STORE}._exists", "exists", _S, _EXISTS, Target.RESULT_BUCKET, why="published and cancel markers"),
     GcpCall(f"{_STORE}._write_in", "pipe_file", _S, _WRITE, Target.RESULT_BUCKET,
             why="results, artifacts, markers"),
@@ -154,6 +154,13 @@ GCP_CALLS: Final = (
     # is staged and renamed (only file:// stores are).
     GcpCall(f"{_STORE}._write_in", "makedirs", _S, (), Target.RESULT_BUCKET, why="no-op on gs://"),
     GcpCall(f"{_STORE}._write_in", "mv", _S, (), Target.RESULT_BUCKET, why="file:// stores only"),
+    # Only file:// stores stage a write: on gs:// the clean-up of a failed staging write never runs.
+    GcpCall(f"{_STORE}._write_in", "rm", _S, (), Target.RESULT_BUCKET, why="file:// stores only"),
+    GcpCall(f"{_STORE}.probe", "rm", _S, _DELETE, Target.RESULT_BUCKET,
+            why="the store-health probe removes the object it wrote"),
+    GcpCall(f"{_STORE}.sweep_temporary", "glob", _S, (_LAYOUT,), Target.RESULT_BUCKET,
+            why="finds temporary objects a failed write left"),
+    GcpCall(f"{_STORE}.sweep_temporary", "rm", _S, _DELETE, Target.RESULT_BUCKET, why="removes them"),
     # Vertex AI routing (GPURT_VERTEX_TYPES or GPURT_BACKEND=vertex): the scheduler starts, polls and cancels
     # custom jobs that run as gpu-runtime and write their output to the result store.
     *(GcpCall(f"{_VERTEX}.{function}", method, workload, permissions, target, name, why, only_with=VERTEX_AI)
