@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300
 EMULATOR_TIME_SCALE = 0.01
 DRILL_TIMEOUT_S = "90"
 CHAOS_JOBS = "10"  # the chaos drill's own test (test_drill_chaos.py) runs a bigger mixed load on two replicas
+# The chaos drill's long store outage, shortened: its 5-minute default alone would outlast this test.
+STORE_OUTAGE_S = "20"
 SKIPPED = "alerts"  # run by test_drill_alerts.py on one replica and by test_replicas.py on two
 STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a graceful Dask shutdown
 
@@ -57,7 +59,7 @@ def test_drill_all_refuses_to_skip_a_drill_that_does_not_exist() -> None:
 
 def test_all_drills_pass_and_leave_the_platform_valid(platform) -> None:
     result = _gpurt("drill", "all", "--local-dir", str(platform.directory), "--timeout", DRILL_TIMEOUT_S, "--json",
-                    "--jobs", CHAOS_JOBS, "--skip", SKIPPED)
+                    "--jobs", CHAOS_JOBS, "--store-outage", STORE_OUTAGE_S, "--skip", SKIPPED)
 
     assert result.exit_code == 0, result.output
     drills = {d["name"]: d for d in json.loads(result.stdout[result.stdout.index("["):])}

@@ -23,9 +23,14 @@ def _cpu_kernels() -> dict[str, int]:
     found = {}
     for name, module in list(sys.modules.items()):
         if name.startswith("kernels."):
-            for attr, value in vars(module).items():
-                if isinstance(value, CPUDispatcher) and value.__module__ == name:
-                    found[f"{name}.{attr}"] = len(value.signatures)
+            dispatchers = {attr: value for attr, value in vars(module).items()
+                           if isinstance(value, CPUDispatcher) and value.__module__ == name}
+            # A helper only compiled kernels call is compiled into them: loaded from numba's cache, the caller
+            # brings its machine code and the helper's own dispatcher stays empty. It counts as its callers.
+            called = {callee for value in dispatchers.values() if value.signatures
+                      for callee in value.py_func.__code__.co_names}
+            for attr, value in dispatchers.items():
+                found[f"{name}.{attr}"] = len(value.signatures) or int(attr in called)
     return found
 
 
