@@ -8,17 +8,17 @@ provider. Everything else is in the components.
 import pulumi
 import pulumi_gcp as gcp
 
-from components import contract
 from components.config import load_control_token, load_stack_config
 from components.dask import DaskCluster, DaskClusterArgs, worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
 from components.iam import Identities, IdentitiesArgs
 from components.lifecycle import lifecycle_options
-from components.manifests.scheduler import VertexRouting
 from components.monitoring import Monitoring, MonitoringArgs
 from components.platform_services import PlatformServices, PlatformServicesArgs
 from components.pubsub import PubSub, PubSubArgs
 from components.scheduler_workload import SchedulerWorkload, SchedulerWorkloadArgs
+from manifests.scheduler import VertexRouting
+from protocol import contract
 
 config = load_stack_config()
 control_token = load_control_token()

@@ -23,8 +23,8 @@ from client.errors import ClientClosed, ClientError, PlatformNotRunning
 from client.futures import JobFuture, as_completed, gather, wait
 from client.jobs import Job
 from client.results import Result
+from client.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
 from protocol.messages import DEFAULT_TIMEOUT_S, JobRequest, JobResult
-from runtime.client.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
 
 # The client's private result subscriptions, told apart from the CLI's (gpu-job-result-cli-…) in listings.
 SUBSCRIPTION_PREFIX: Final = "gpu-job-result-client-"
@@ -42,12 +42,12 @@ class Client:
 
         Raises ``PlatformNotRunning`` with one line saying how to start or name a platform.
         """
-        from runtime.client.pubsub import ResultSubscription, make_clients
+        from client.transport import ResultSubscription, make_clients
 
         found = resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
         emulator = emulator_host or found.emulator_host
         if emulator is None and not (project or os.environ.get(PROJECT_ENV)):
-            from runtime.local.state import LOCAL_DIR_ENV, default_local_dir
+            from client.local_state import LOCAL_DIR_ENV, default_local_dir
 
             # a notebook's folder is often not the one `gpurt local up` ran in: say where we looked
             raise PlatformNotRunning(f"{NO_PLATFORM} (no local platform state in {local_dir or default_local_dir()}; "
@@ -103,7 +103,7 @@ class Client:
 
     def cancel(self, job_id: str) -> bool:
         """Ask the platform to stop ``job_id``; False if it had already finished. Its future then ends ``cancelled``."""
-        from runtime.client.api import ApiClient, ApiError
+        from client.control_api import ApiClient, ApiError
 
         self._check_open()
         with ApiClient(self.target.api_url, self.target.token) as api:
@@ -171,7 +171,7 @@ class Client:
                            priority=priority, timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
 
     def _submit(self, requests: list[JobRequest]) -> list[JobFuture]:
-        from runtime.client.pubsub import publish_requests
+        from client.transport import publish_requests
 
         futures: list[JobFuture] = []
         new: list[JobRequest] = []

@@ -16,7 +16,8 @@ import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import gpu_options, placeholders
+from components import placeholders
+from manifests import gpu_options
 
 PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import contract, gpu_options
 from components.config import GpuPoolConfig
 from components.k8s_objects import apply_manifest
-from components.manifests import common, network, provisioning
-from components.manifests import dask as manifests
-from components.manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
+from manifests import common, gpu_options, network, provisioning
+from manifests import dask as manifests
+from manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
+from protocol import contract
 
 TYPE = "gpu-runtime:dask:DaskCluster"
 

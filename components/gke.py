@@ -18,9 +18,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import contract, gpu_options
 from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
 from components.policy import rules
+from manifests import gpu_options
+from protocol import contract
 
 # Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
 # (Workload Identity gives them their own), so nothing more is granted.

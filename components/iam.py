@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from components import contract
+from protocol import contract
 
 WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
 

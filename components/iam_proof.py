@@ -24,10 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components import cloud_calls, contract
+from components import cloud_calls
 from components.cloud_calls import GcpCall, KubeCall, Target, Workload
 from components.iam import WORKLOAD_IDENTITY_ROLE, workload_identity_member
 from components.iam_permissions import ROLE_PERMISSIONS
+from protocol import contract
 
 DEPLOYMENT: Final = "kubernetes:apps/v1:Deployment"
 K8S_SERVICE_ACCOUNT: Final = "kubernetes:core/v1:ServiceAccount"

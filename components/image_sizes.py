@@ -22,7 +22,7 @@ from packaging.utils import parse_wheel_filename
 
 ROOT_PROJECT: Final = "gpu-runtime"
 LOCK_FILE: Final = Path(__file__).resolve().parents[1] / "uv.lock"
-# image -> the extras its Dockerfile installs (runtime/docker/*.Dockerfile).
+# image -> the extras its Dockerfile installs (docker/*.Dockerfile).
 IMAGE_EXTRAS: Final = {"gpu-scheduler": ("scheduler",), "gpu-worker": ("gpu",)}
 # Compressed-size targets (bytes): a node scaling from zero pulls the image before its first job.
 TARGETS: Final = {"gpu-scheduler": 150_000_000, "gpu-worker": 1_500_000_000}

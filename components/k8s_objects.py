@@ -1,4 +1,4 @@
-"""Turn a manifest from ``components.manifests`` into the matching typed ``pulumi_kubernetes`` resource.
+"""Turn a manifest from ``manifests`` into the matching typed ``pulumi_kubernetes`` resource.
 
 Builders return Kubernetes-shaped dicts (camelCase, as the API and the schemas want them); the
 Kubernetes provider accepts those keys as they are, so only the top-level fields need mapping to the
@@ -12,7 +12,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.manifests.common import Manifest
+from manifests.common import Manifest
 
 _CLASSES: Final[dict[tuple[str, str], Any]] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,

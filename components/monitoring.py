@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components import contract
 from components.k8s_objects import apply_manifest
-from components.manifests import alerts, common, dashboard, dcgm, monitors, network
+from manifests import alerts, common, dashboard, dcgm, monitors, network
+from protocol import contract
 
 TYPE = "gpu-runtime:monitoring:Monitoring"
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from components import contract
 from components.config import VertexConfig
+from protocol import contract
 
 REQUIRED_APIS = (
     "compute.googleapis.com",

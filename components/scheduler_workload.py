@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components import contract
 from components.k8s_objects import apply_manifest
-from components.manifests import common, network
-from components.manifests import scheduler as manifests
+from manifests import common, network
+from manifests import scheduler as manifests
+from protocol import contract
 
 TYPE = "gpu-runtime:scheduler_workload:SchedulerWorkload"
 

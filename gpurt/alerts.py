@@ -24,9 +24,9 @@ def list_alerts(
     as_json: JsonOption = False,
 ) -> None:
     """Alerts pending or firing in Prometheus, and the notifications the alert receiver recorded."""
-    from runtime.local.platform import LocalPlatform
-    from runtime.monitoring.overview import collect_overview
-    from runtime.monitoring.prometheus_api import PrometheusError
+    from local_platform.platform import LocalPlatform
+    from local_platform.prometheus.overview import collect_overview
+    from local_platform.prometheus.prometheus_api import PrometheusError
 
     notifications_file = None
     if prometheus_url is None:

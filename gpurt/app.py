@@ -1,7 +1,7 @@
 """``gpurt``: the root command, and the one place where the CLI is put together.
 
-The CLI lives in this package alone. It imports the project's packages (``protocol``, ``kernels``,
-``runtime``, ``components``, ``validation``) and none of them imports it back; each command module
+The CLI lives in this package alone. It imports the project's packages (docs/architecture.md names them)
+and none of them imports it back; each command module
 imports its heavy dependencies (Pulumi, numba, Dask) inside the command functions, so ``gpurt --help``
 stays fast and a command pays only for what it uses.
 """
@@ -18,12 +18,6 @@ import typer  # noqa: E402
 
 from gpurt import (  # noqa: E402
     alerts,
-    bench_client,
-    bench_emulator,
-    bench_kernels,
-    bench_runtime,
-    bench_scaling,
-    bench_utilization,
     demo,
     dlq,
     drills,
@@ -37,6 +31,7 @@ from gpurt import (  # noqa: E402
     run,
     validate,
 )
+from gpurt.bench import bench_app  # noqa: E402
 
 app = typer.Typer(
     name="gpurt",
@@ -44,8 +39,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-bench = typer.Typer(help="Benchmarks: figures are printed and can be written to BENCHMARKS.md.",
-                    no_args_is_help=True)
 
 # Platform engineers: the Pulumi program, its policy, checks after a deploy, and the way back.
 app.command("plan")(plan.plan)
@@ -67,14 +60,7 @@ app.add_typer(alerts.alerts_app, name="alerts")
 app.add_typer(leader.leader_app, name="leader")
 app.add_typer(drills.drill_app, name="drill")
 app.command("demo")(demo.demo)
-app.add_typer(bench, name="bench")
-bench.command("kernels")(bench_kernels.bench_kernels)
-bench.command("accuracy")(bench_kernels.bench_accuracy)
-bench.command("runtime")(bench_runtime.bench_runtime)
-bench.command("emulator")(bench_emulator.bench_emulator)
-bench.command("scaling")(bench_scaling.bench_scaling)
-bench.command("client")(bench_client.bench_client)
-bench.command("utilization")(bench_utilization.bench_utilization)
+app.add_typer(bench_app, name="bench")
 
 
 def main() -> None:

@@ -20,9 +20,9 @@ from rich.console import Console
 # The clients, pydantic and the local platform are imported where they are used: `gpurt --help` imports every
 # command module, and must not pay for them (tests/gpurt/test_cli_import.py).
 if TYPE_CHECKING:
-    from runtime.client.api import ApiClient
-    from runtime.client.pubsub import PubSubClients
-    from runtime.client.target import Target
+    from client.control_api import ApiClient
+    from client.target import Target
+    from client.transport import PubSubClients
 
 # google-api-core warns on every import that Python 3.11 support ends in 2027: noise for a CLI user.
 warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
@@ -65,9 +65,9 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
         except Exception as exc:
-            from runtime.client.api import ApiError
-            from runtime.local.platform import LocalPlatformError
-            from runtime.local.state import StateError
+            from client.control_api import ApiError
+            from client.local_state import StateError
+            from local_platform.platform import LocalPlatformError
 
             if isinstance(exc, ApiError | LocalPlatformError | StateError | NoPlatform):
                 err_console.print(f"[red]error:[/] {exc}")
@@ -89,15 +89,15 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def target(api_url: str | None) -> Target:
     """The platform this command talks to."""
-    from runtime.client.target import resolve_target
+    from client.target import resolve_target
 
     return resolve_target(api_url=api_url)
 
 
 def pubsub_clients(api_url: str | None) -> PubSubClients:
     """Pub/Sub clients for the target platform; a clear error when none is configured."""
-    from runtime.client.pubsub import make_clients
-    from runtime.client.target import NO_PLATFORM, PROJECT_ENV
+    from client.target import NO_PLATFORM, PROJECT_ENV
+    from client.transport import make_clients
 
     resolved = target(api_url)
     if resolved.emulator_host is None and not os.environ.get(PROJECT_ENV):
@@ -107,7 +107,7 @@ def pubsub_clients(api_url: str | None) -> PubSubClients:
 
 def api_client(api_url: str | None) -> ApiClient:
     """An authenticated client of the scheduler API."""
-    from runtime.client.api import ApiClient
+    from client.control_api import ApiClient
 
     resolved = target(api_url)
     return ApiClient(resolved.api_url, resolved.token)

@@ -26,15 +26,15 @@ def demo(
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
     from gpurt.render import results_table
-    from runtime.local import LocalConfig, LocalPlatform
-    from runtime.local.demo import (
+    from local_platform import LocalConfig, LocalPlatform
+    from local_platform.demo import (
         build_report,
         monitoring_unavailable,
         run_workload,
         with_live_series,
     )
-    from runtime.local.workload import build_workload
-    from runtime.report import write_report
+    from local_platform.report import write_report
+    from local_platform.workload import build_workload
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     # Free ports: the demo must not fail because something else listens on 8080/8085.
@@ -85,9 +85,9 @@ def demo(
 
 def _validate(directory: Path) -> tuple[bool, list[dict[str, str]]]:
     """``gpurt validate --local`` on the demo's platform: (every check passed, one row per check for the report)."""
-    from validation.build import local_target
-    from validation.runner import run_checks
-    from validation.targets import local_checks
+    from ops.build import local_target
+    from ops.runner import run_checks
+    from ops.targets import local_checks
 
     report = run_checks("local", local_checks(local_target(directory)))
     rows = [{"check": r.name, "status": r.status.value, "detail": r.evidence} for r in report.results]

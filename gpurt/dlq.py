@@ -19,15 +19,15 @@ from gpurt.common import (
 )
 
 if TYPE_CHECKING:
-    from runtime.client.pubsub import PubSubClients
-    from runtime.dlq import DeadLetterQueue
+    from client.transport import PubSubClients
+    from ops.dlq import DeadLetterQueue
 
 dlq_app = typer.Typer(help="Dead-letter queue: list, inspect, replay (nothing is lost by looking).",
                       no_args_is_help=True)
 
 
 def _queue(api_url: str | None) -> tuple[DeadLetterQueue, PubSubClients]:
-    from runtime.dlq import DeadLetterQueue
+    from ops.dlq import DeadLetterQueue
 
     clients = pubsub_clients(api_url)
     return DeadLetterQueue(clients), clients
@@ -94,7 +94,7 @@ def replay(
     try:
         with console.status(f"replaying {what}…"):
             report = queue.replay(sample)
-            from runtime.dlq.tools import MAX_SCAN
+            from ops.dlq.tools import MAX_SCAN
 
             remaining = len(queue.list(MAX_SCAN))
     finally:

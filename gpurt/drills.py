@@ -10,7 +10,7 @@ import typer
 
 from gpurt.common import LocalDirOption, console, err_console
 from gpurt.stacks import handled
-from validation.drills import DEFAULT_LOAD_JOBS, DEFAULT_STORE_OUTAGE_S
+from ops.drills import DEFAULT_LOAD_JOBS, DEFAULT_STORE_OUTAGE_S
 
 drill_app = typer.Typer(help="Operator drills on the local platform (docs/runbooks/README.md).",
                         no_args_is_help=True)
@@ -27,11 +27,11 @@ DEFAULT_DRILL_TIMEOUT_S = 600.0  # the DLQ drill's redelivery backoffs add up to
 def _run_drills(names: list[str], timeout_s: float, local_dir: Path | None, as_json: bool,
                 jobs: int = DEFAULT_LOAD_JOBS, write: bool = False,
                 store_outage_s: float = DEFAULT_STORE_OUTAGE_S) -> None:
+    from bench.chaos import write_benchmarks
     from gpurt.render import figures_table
-    from runtime.local.platform import LocalPlatform
-    from validation.drills.base import DrillContext
-    from validation.drills.chaos_bench import write_benchmarks
-    from validation.drills.runner import run_drill
+    from local_platform.platform import LocalPlatform
+    from ops.drills.base import DrillContext
+    from ops.drills.runner import run_drill
 
     platform = LocalPlatform(local_dir)
     platform.running_state()  # fails with "start it with gpurt local up" when it is not running
@@ -61,7 +61,7 @@ def _run_drills(names: list[str], timeout_s: float, local_dir: Path | None, as_j
         raise typer.Exit(1)
 
 
-# Names and one-line help of the drills (validation.drills.runner.DRILLS runs them; a test keeps both in step).
+# Names and one-line help of the drills (ops.drills.runner.DRILLS runs them; a test keeps both in step).
 DRILL_HELP: Final = {
     "drain-upgrade": "Drain, restart the scheduler, resume: no job lost or run twice, no redelivery.",
     "evict-pool": "Force-evict a pool while it runs jobs, restore it: every job still finishes once.",

@@ -103,9 +103,9 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Publish a job to gpu-job-request. With --wait, exit 1 unless the job succeeds, 3 on timeout."""
+    from client.transport import ResultCollector, publish_request
     from gpurt.render import result_detail
     from protocol.messages import JobStatus
-    from runtime.client.pubsub import ResultCollector, publish_request
 
     request = build_request(job_file, job_type, param or [], job_id)
     clients = pubsub_clients(api_url)
@@ -135,7 +135,7 @@ def submit(
 
 
 def _wait_for(collector: Any, job_id: str, timeout_s: float, api_url: str | None) -> JobResult | None:
-    from runtime.client.api import ApiError
+    from client.control_api import ApiError
 
     started = time.monotonic()
     last_poll = 0.0

@@ -12,7 +12,7 @@ from gpurt.common import LocalDirOption, console
 from gpurt.stacks import YesOption, handled
 
 if TYPE_CHECKING:
-    from runtime.scheduler.leader import LeaseStore
+    from scheduler.leader import LeaseStore
 
 leader_app = typer.Typer(help="Leader election: who leads, and forced release of a stuck lease.",
                          no_args_is_help=True)
@@ -28,17 +28,17 @@ def _lease_store(kube_context: str | None, local: bool = False, local_dir: Path 
         return _local_lease_store(local_dir)
     from kubernetes import client
 
-    from components import contract
-    from runtime.scheduler.leader import KubernetesLeaseStore
-    from validation.clients.kube import api_client
+    from ops.adapters.kube import api_client
+    from protocol import contract
+    from scheduler.leader import KubernetesLeaseStore
 
     return KubernetesLeaseStore(client.CoordinationV1Api(api_client(kube_context)), contract.RUNTIME_NAMESPACE)
 
 
 def _local_lease_store(local_dir: Path | None) -> LeaseStore:
-    from runtime.local.platform import LocalPlatform
-    from runtime.scheduler.lease_file import FileLeaseStore
-    from validation.leader import LeaderError
+    from local_platform.platform import LocalPlatform
+    from ops.leader import LeaderError
+    from scheduler.lease_file import FileLeaseStore
 
     platform = LocalPlatform(local_dir)
     state = platform.state
@@ -68,7 +68,7 @@ def status(
         with scheduler_api(api_url) as api:
             console.print_json(data=api.leader())
         return
-    from validation.leader import view
+    from ops.leader import view
 
     lease = view(_lease_store(kube_context, local, local_dir).get())
     if lease is None:
@@ -91,7 +91,7 @@ def release(
     local_dir: LocalDirOption = None,
 ) -> None:
     """Release a stuck leader lease so a standby replica takes over (confirm the holder is dead first)."""
-    from validation.leader import force_release, view
+    from ops.leader import force_release, view
 
     if not force:
         raise typer.BadParameter("refusing without --force: first confirm the holder has fully stopped "

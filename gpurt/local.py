@@ -8,11 +8,11 @@ import typer
 from rich.table import Table
 
 from gpurt.common import JsonOption, console, friendly_errors, print_json
-from runtime.emulator.brokers import Broker
+from local_platform.broker.brokers import Broker
 
 if TYPE_CHECKING:
-    from runtime.local.status import MonitoringStatus, PlatformStatus
-    from runtime.monitoring.records import MonitoringInfo
+    from client.local_monitoring import MonitoringInfo
+    from local_platform.status import MonitoringStatus, PlatformStatus
 
 local_app = typer.Typer(help="Run the whole platform on this machine: emulator, scheduler, Dask.",
                         no_args_is_help=True)
@@ -44,7 +44,7 @@ def up(
     as_json: JsonOption = False,
 ) -> None:
     """Start the emulator and the scheduler in the background and wait until they are ready."""
-    from runtime.local import LocalConfig, LocalPlatform
+    from local_platform import LocalConfig, LocalPlatform
 
     platform = LocalPlatform(config=LocalConfig(workers=workers, gpus=gpus, port=port, emulator_port=emulator_port,
                                                    emulator_time_scale=time_scale, replicas=replicas,
@@ -92,7 +92,7 @@ def _monitoring_rows(table: Table, info: MonitoringInfo | MonitoringStatus) -> N
 @friendly_errors
 def status(as_json: JsonOption = False) -> None:
     """Show processes, health, pools and Pub/Sub backlog. Exit code 1 when not running or unhealthy."""
-    from runtime.local import LocalPlatform
+    from local_platform import LocalPlatform
 
     report = LocalPlatform().status()
     if as_json:
@@ -157,7 +157,7 @@ def down(
     drain_timeout: Annotated[float, typer.Option(min=0, help="Seconds to let in-flight jobs finish.")] = 120.0,
 ) -> None:
     """Drain the scheduler, let in-flight jobs finish, stop every process and remove the state."""
-    from runtime.local import LocalPlatform
+    from local_platform import LocalPlatform
 
     with console.status("draining and stopping the local platform…"):
         outcome = LocalPlatform().down(drain_timeout_s=drain_timeout)
@@ -180,7 +180,7 @@ def restart_scheduler(
     as_json: JsonOption = False,
 ) -> None:
     """Rolling restart of the scheduler replica(s): drain, let in-flight jobs finish, stop, start, wait ready."""
-    from runtime.local import LocalPlatform
+    from local_platform import LocalPlatform
 
     with console.status("restarting the scheduler…") as spinner:
         restarted = LocalPlatform().restart_scheduler(on_step=lambda step: spinner.update(step + "…"),

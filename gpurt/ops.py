@@ -85,7 +85,7 @@ def drain(
     api_url: ApiUrlOption = None,
 ) -> None:
     """Stop taking new jobs (nothing is nacked); in-flight jobs finish."""
-    from runtime.local.platform import in_flight
+    from local_platform.platform import in_flight
 
     with api_client(api_url) as api:
         api.set_maintenance("drain")
@@ -116,7 +116,7 @@ def normal(api_url: ApiUrlOption = None) -> None:
 @friendly_errors
 def maintenance_status(api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
     """Show the maintenance mode, the number of in-flight jobs and whether the result store works."""
-    from runtime.local.platform import in_flight
+    from local_platform.platform import in_flight
 
     with api_client(api_url) as api:
         status = api.status()

@@ -8,11 +8,11 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.table import Table
 
+from bench.chaos import shown
+from local_platform.report.summary import headline, number
+from ops.drills.base import DrillResult
+from ops.report import Report, Status
 from protocol.messages import JobResult, JobStatus
-from runtime.report.summary import headline, number
-from validation.drills.base import DrillResult
-from validation.drills.chaos_bench import shown
-from validation.report import Report, Status
 
 STATUS_STYLE = {
     JobStatus.SUCCEEDED: "green",

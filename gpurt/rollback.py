@@ -12,11 +12,11 @@ from rich.table import Table
 
 from gpurt.common import console, err_console
 from gpurt.stacks import BackupDirOption, StackOption, WorkDirOption, YesOption, handled, open_stack
-from validation.state.backups import DEFAULT_BACKUP_DIR
+from ops.state.backups import DEFAULT_BACKUP_DIR
 
 if TYPE_CHECKING:
-    from validation.clients.pulumi_stack import PulumiStack
-    from validation.rollback.plan import RollbackPlan
+    from ops.adapters.pulumi_stack import PulumiStack
+    from ops.rollback.plan import RollbackPlan
 
 state_app = typer.Typer(help="Pulumi state: back up, restore a checkpoint, repair pending operations.",
                         no_args_is_help=True)
@@ -40,7 +40,7 @@ def rollback(
         return
     if stack is None:
         raise typer.BadParameter("--stack is required (or use --kubernetes)", param_hint="--stack")
-    from validation.rollback.plan import choose_target
+    from ops.rollback.plan import choose_target
 
     current_stack = open_stack(stack, work_dir)
     plan = choose_target(current_stack.history(), to)
@@ -53,7 +53,7 @@ def rollback(
     if not yes:
         typer.confirm(f"Roll stack {stack} back to version {plan.target.version}?", abort=True)
     from components.policy.bundle import write_bundle
-    from validation.rollback.execute import execute
+    from ops.rollback.execute import execute
 
     with tempfile.TemporaryDirectory(prefix="gpurt-policy-") as tmp:
         # The operator's checkout holds the rules; the pack runs in this very environment (it has pulumi-policy).
@@ -70,9 +70,9 @@ def rollback(
 
 def _validate_stack(stack: str, work_dir: Path, kube_context: str | None) -> bool:
     from gpurt.render import print_validation
-    from validation.build import cloud_target
-    from validation.runner import run_checks
-    from validation.targets import cloud_checks
+    from ops.build import cloud_target
+    from ops.runner import run_checks
+    from ops.targets import cloud_checks
 
     report = run_checks(f"stack {stack}", cloud_checks(cloud_target(open_stack(stack, work_dir), kube_context)))
     print_validation(report, console)
@@ -94,8 +94,8 @@ def _show_plan(plan: RollbackPlan) -> None:
 
 
 def _kubernetes_undo(revision: int | None, dry_run: bool, yes: bool, kube_context: str | None) -> None:
-    from validation.clients.kube import api_client
-    from validation.rollback.kubernetes import KubernetesDeploymentApi, undo
+    from ops.adapters.kube import api_client
+    from ops.rollback.kubernetes import KubernetesDeploymentApi, undo
 
     api = KubernetesDeploymentApi(api_client(kube_context))
     plan = undo(api, revision, dry_run=True)
@@ -115,7 +115,7 @@ def _kubernetes_undo(revision: int | None, dry_run: bool, yes: bool, kube_contex
 def backup(stack: StackOption, work_dir: WorkDirOption = Path("."),
            backup_dir: BackupDirOption = DEFAULT_BACKUP_DIR) -> None:
     """Export the stack's state to <backup-dir>/<stack>-<UTC timestamp>.json."""
-    from validation.state.backups import backup_stack
+    from ops.state.backups import backup_stack
 
     console.print(f"backed up to {backup_stack(open_stack(stack, work_dir), backup_dir)}")
 
@@ -137,7 +137,7 @@ def restore(
     backup_dir: BackupDirOption = DEFAULT_BACKUP_DIR,
 ) -> None:
     """Back up the current state, import an earlier checkpoint, refresh."""
-    from validation.state import tools
+    from ops.state import tools
 
     sources = [s for s in (version is not None and backend_url is None, backend_url, checkpoint, from_file) if s]
     if len(sources) != 1:
@@ -156,8 +156,8 @@ def restore(
 
 def _load_deployment(stack: PulumiStack, version: int | None, backend_url: str | None, project: str,
                      checkpoint: str | None, from_file: Path | None) -> tuple[dict[str, Any], str]:
-    from validation.state import checkpoints
-    from validation.state.backups import read_backup
+    from ops.state import checkpoints
+    from ops.state.backups import read_backup
 
     if from_file is not None:
         return read_backup(from_file), str(from_file)
@@ -179,7 +179,7 @@ def _load_deployment(stack: PulumiStack, version: int | None, backend_url: str |
 def repair(stack: StackOption, refresh: RefreshOption = True, yes: YesOption = False,
            work_dir: WorkDirOption = Path("."), backup_dir: BackupDirOption = DEFAULT_BACKUP_DIR) -> None:
     """Clear pending operations left by an interrupted update (backup first), then refresh."""
-    from validation.state import tools
+    from ops.state import tools
 
     target = open_stack(stack, work_dir)
     pending = tools.pending_operations(target.export())

@@ -12,7 +12,7 @@ import typer
 from gpurt.common import EXIT_FAILED, err_console, friendly_errors
 
 if TYPE_CHECKING:
-    from validation.clients.pulumi_stack import PulumiStack
+    from ops.adapters.pulumi_stack import PulumiStack
 
 StackOption = Annotated[str, typer.Option("--stack", "-s", help="Pulumi stack name (e.g. staging).")]
 WorkDirOption = Annotated[Path, typer.Option("--work-dir", help="Folder holding Pulumi.yaml (the git checkout).")]
@@ -30,11 +30,11 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         from components.git_worktree import WorktreeError
-        from validation.build import TargetError
-        from validation.leader import LeaderError
-        from validation.rollback.kubernetes import RolloutError
-        from validation.rollback.plan import RollbackError
-        from validation.state.checkpoints import CheckpointError
+        from ops.build import TargetError
+        from ops.leader import LeaderError
+        from ops.rollback.kubernetes import RolloutError
+        from ops.rollback.plan import RollbackError
+        from ops.state.checkpoints import CheckpointError
 
         try:
             return inner(*args, **kwargs)
@@ -65,7 +65,7 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
 
 def open_stack(stack: str, work_dir: Path) -> PulumiStack:
     """The stack ``stack`` of the program in ``work_dir``, through pulumi.automation."""
-    from validation.clients.pulumi_stack import AutomationStack
+    from ops.adapters.pulumi_stack import AutomationStack
 
     if not (work_dir / "Pulumi.yaml").exists():
         raise typer.BadParameter(f"{work_dir} holds no Pulumi.yaml; pass --work-dir", param_hint="--work-dir")

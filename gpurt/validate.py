@@ -26,9 +26,9 @@ def validate(
     """Run the post-deploy checklist (docs/validation.md); exit 1 if any check fails."""
     from gpurt.render import print_validation
     from gpurt.stacks import open_stack
-    from validation.build import cloud_target, local_target
-    from validation.runner import run_checks
-    from validation.targets import cloud_checks, local_checks
+    from ops.build import cloud_target, local_target
+    from ops.runner import run_checks
+    from ops.targets import cloud_checks, local_checks
 
     if local == (stack is not None):
         raise typer.BadParameter("give exactly one of --local or --stack NAME")

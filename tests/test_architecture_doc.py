@@ -1,11 +1,11 @@
-"""docs/architecture.md shows the contract as it is: its tables equal ``components.contract``."""
+"""docs/architecture.md shows the contract as it is: its tables equal ``protocol.contract``."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from components import contract
+from protocol import contract
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 

@@ -1,10 +1,10 @@
 """The dependency split holds: each image's code imports only what that image installs.
 
 The scheduler image installs the core dependencies and ``[scheduler]``; the GPU worker image the core and
-``[gpu]``. Both copy the whole source tree, so what matters is what their entry points can reach: every
-import, including the lazy ones inside functions, of every project module reachable from the entry points.
-Each third-party module found must come from a distribution in the image's install set, read from
-``uv.lock`` (the set the Dockerfiles' ``uv sync --frozen`` installs).
+``[gpu]``. What matters is what their entry points can reach: every import, including the lazy ones inside
+functions, of every project module reachable from the entry points. Each third-party module found must come
+from a distribution in the image's install set, read from ``uv.lock`` (the set the Dockerfiles'
+``uv sync --frozen`` installs), and each image copies exactly the project packages its code reaches.
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = ("components", "runtime", "kernels", "validation", "protocol", "client", "gpurt")
+# The project's top-level packages: the ones the layering contract names.
+PROJECT_PACKAGES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 IMAGES = {
     # image: (extras it installs, the modules it runs)
-    "gpu-scheduler": (("scheduler",), ("runtime.scheduler",)),
-    "gpu-worker": (("gpu",), ("runtime.scheduler.backends.worker_task", "runtime.scheduler.backends.vertex_task",
+    "gpu-scheduler": (("scheduler",), ("scheduler",)),
+    "gpu-worker": (("gpu",), ("worker.task", "worker.vertex_task", "worker.warm",
                               "kernels.jobs", "kernels.shards")),
 }
+DOCKERFILES = {"gpu-scheduler": ROOT / "docker" / "scheduler.Dockerfile",
+               "gpu-worker": ROOT / "docker" / "worker.Dockerfile"}
 # Functions an image's code hands to Dask by reference but never calls itself: the workers call them. What they
 # import inside their bodies is the worker image's to install (it runs kernels.jobs; tests below check it), not
 # the scheduler's: (module, function) -> why.
@@ -112,11 +115,12 @@ def _imports(path: Path, module: str, skipped: frozenset[tuple[str, str]] = froz
     return found
 
 
-def external_imports(entry_points: tuple[str, ...],
-                     skipped: frozenset[tuple[str, str]] = frozenset()) -> dict[str, str]:
-    """Third-party modules reachable from ``entry_points``: module -> the project module importing it.
+def reachable(entry_points: tuple[str, ...],
+              skipped: frozenset[tuple[str, str]] = frozenset()) -> tuple[set[str], dict[str, str]]:
+    """Project modules and third-party modules reachable from ``entry_points``.
 
-    Imports inside the functions ``skipped`` names (module, function) are not followed.
+    The second is module -> the project module importing it. Imports inside the functions ``skipped``
+    names (module, function) are not followed.
     """
     todo = [m for entry in entry_points for m in _submodules(entry)]
     seen: set[str] = set()
@@ -136,7 +140,19 @@ def external_imports(entry_points: tuple[str, ...],
                     todo.append(name)
             elif top not in sys.stdlib_module_names and top != "__future__":
                 external.setdefault(name, module)
-    return external
+    return {m for m in seen if _module_file(m)}, external
+
+
+def external_imports(entry_points: tuple[str, ...],
+                     skipped: frozenset[tuple[str, str]] = frozenset()) -> dict[str, str]:
+    """Third-party modules reachable from ``entry_points``: module -> the project module importing it."""
+    return reachable(entry_points, skipped)[1]
+
+
+def copied_packages(dockerfile: Path) -> set[str]:
+    """The project packages a Dockerfile copies into its image (``COPY <package> ./<package>``)."""
+    copies = re.findall(r"^COPY (\w+) \./(\w+)$", dockerfile.read_text(), flags=re.MULTILINE)
+    return {source for source, target in copies if source == target}
 
 
 @cache
@@ -214,7 +230,7 @@ def test_the_worker_image_carries_only_the_cuda_libraries_the_kernels_use() -> N
 
 def test_the_walk_sees_lazy_imports() -> None:
     # The Vertex backend imports its REST client's auth lazily; the walk must still find it.
-    found = external_imports(("runtime.vertex.rest",))
+    found = external_imports(("scheduler.backends.vertex_rest",))
     assert "google.auth.transport.requests" in found
     assert "google-auth" in distributions_of("google.auth.transport.requests")
 
@@ -256,3 +272,17 @@ def test_locked_numpy_is_one_the_locked_numba_cuda_can_compile_against() -> None
     too_new = [v for v in numpys if tuple(int(x) for x in v.split(".")[:2]) >= (2, 5)]
     assert numpys and not too_new, f"uv.lock pins numpy {too_new}; keep numpy<2.5 in pyproject.toml"
 
+
+
+@pytest.mark.parametrize("image", list(IMAGES))
+def test_each_image_copies_exactly_the_packages_its_code_reaches(image: str) -> None:
+    modules, _ = reachable(IMAGES[image][1])
+    reached = {module.split(".")[0] for module in modules}
+    assert copied_packages(DOCKERFILES[image]) == reached
+
+
+def test_the_package_check_sees_a_package_the_image_forgot(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(DOCKERFILES["gpu-worker"].read_text().replace("COPY protocol ./protocol\n", ""))
+    modules, _ = reachable(IMAGES["gpu-worker"][1])
+    assert "protocol" in {module.split(".")[0] for module in modules} - copied_packages(dockerfile)

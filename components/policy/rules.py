@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components import contract, gpu_options
+from manifests import gpu_options
+from protocol import contract
 
 SUBSCRIPTION: Final = "gcp:pubsub/subscription:Subscription"
 SERVICE_ACCOUNT_KEY: Final = "gcp:serviceaccount/key:Key"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.local import LocalConfig, LocalPlatform
-from runtime.local.state import LOCAL_DIR_ENV
+from client.local_state import LOCAL_DIR_ENV
+from local_platform import LocalConfig, LocalPlatform
 
 # Variables that would point a client somewhere else than the test platform.
 TARGET_VARIABLES = ("GPURT_API_URL", "GPURT_CONTROL_TOKEN", "PUBSUB_EMULATOR_HOST", "GPURT_PROJECT")

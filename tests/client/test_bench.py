@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client.bench import PATHS, measure
-from runtime.local import LocalPlatform
+from bench.client import PATHS, measure
+from local_platform import LocalPlatform
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 

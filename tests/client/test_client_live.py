@@ -39,11 +39,11 @@ from client import (
     wait,
 )
 from client.session import SUBSCRIPTION_PREFIX
-from components.contract import RESULT_TOPIC
+from client.transport import TEMP_SUBSCRIPTION_TTL_S
+from local_platform import LocalPlatform
+from protocol.contract import RESULT_TOPIC
 from protocol.messages import JobRequest, JobStatus, JobType
 from protocol.params import NoopParams
-from runtime.client.pubsub import TEMP_SUBSCRIPTION_TTL_S
-from runtime.local import LocalPlatform
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 

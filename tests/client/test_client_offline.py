@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from client import Client, PlatformNotRunning
-from runtime.local.state import LOCAL_DIR_ENV
+from client.local_state import LOCAL_DIR_ENV
 from tests.client.conftest import TARGET_VARIABLES
 
 

@@ -11,7 +11,7 @@ import pytest
 from client import ClientError, Result, to_frame
 from kernels.risk import QUANTILE_GRID, summarise
 from protocol.messages import ErrorKind, JobError, JobResult, JobStatus, JobType
-from runtime.store import ResultStore
+from scheduler.store import ResultStore
 
 SCENARIOS = 20_000
 

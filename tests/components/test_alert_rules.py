@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import contract
-from components.manifests import alerts
+from manifests import alerts
+from protocol import contract
 
 PROMTOOL = shutil.which("promtool")
 FIXTURES = Path(__file__).parent / "promtool"

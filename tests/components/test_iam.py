@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import contract
 from components.iam import WORKLOAD_IDENTITY_ROLE, Identities, IdentitiesArgs, role_suffix
 from components.plan import Recording
+from protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run
 
 POOL = f"{PROJECT}.svc.id.goog"

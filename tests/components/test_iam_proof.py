@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from components import cloud_calls, contract, iam_permissions
+from components import cloud_calls, iam_permissions
 from components.iam_proof import ROLE, ROLE_BINDING, Resource, prove
 from components.plan import IAM_PROOF_RULE, REPO_ROOT
+from protocol import contract
 from tests.components.infra import stack_plan
 
 # Packages whose code calls the cloud: the scheduler and worker images, and the operator's tools (their
 # calls are declared too, though the stack grants people nothing). The local platform is not among them.
-IMAGE_PACKAGES = ("runtime.scheduler", "runtime.store", "runtime.pubsub", "runtime.vertex", "runtime.dlq",
-                  "runtime.client", "validation.clients", "validation.rollback", "validation.state")
+IMAGE_PACKAGES = ("scheduler", "scheduler.store", "scheduler.messaging", "worker", "ops.dlq",
+                  "client", "ops.adapters", "ops.rollback", "ops.state")
 CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes", "fsspec", "gcsfs")
 
 
@@ -82,7 +83,7 @@ def test_without_monitoring_read_the_backlog_call_is_refused(rendered: tuple[lis
     proof = prove(_without(resources, lambda r: r.props.get("role") == "roles/monitoring.viewer"), project)
 
     assert proof.missing == ("gpu-scheduler lacks monitoring.timeSeries.list on project, needed by "
-                             "runtime.pubsub.depth:MonitoringDepth.undelivered (list_time_series: backlog and "
+                             "scheduler.messaging.depth:MonitoringDepth.undelivered (list_time_series: backlog and "
                              "dead-letter depth)",)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from components import contract
-from components.manifests import alerts, dcgm, network
 from components.monitoring import TYPE, Monitoring, MonitoringArgs
 from components.plan import Recording
 from components.policy.rules import Subject, check_container_limits, check_container_non_root
+from manifests import alerts, dcgm, network
+from protocol import contract
 from tests.components.infra import children_of, of_type, run
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

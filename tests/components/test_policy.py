@@ -15,9 +15,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components import contract
 from components.policy import rules
 from components.policy.pack import build_policies
+from protocol import contract
 
 SUB = rules.SUBSCRIPTION
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from components import contract
 from components.plan import IAM_PROOF_RULE, judge_plan_json
+from protocol import contract
 from tests.components.infra import stack_plan
 
 

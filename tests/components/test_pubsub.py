@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import contract
 from components.plan import Recording, fake_project_number
 from components.pubsub import PubSub, PubSubArgs
+from protocol import contract
 from tests.components.infra import PROJECT, children_of, named, of_type, run
 
 SUB = "gcp:pubsub/subscription:Subscription"

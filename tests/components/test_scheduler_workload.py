@@ -6,10 +6,10 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components import contract
 from components.plan import Recording
 from components.policy.rules import Subject, check_container_limits, check_container_non_root
 from components.scheduler_workload import TYPE, SchedulerWorkload, SchedulerWorkloadArgs
+from protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run
 
 EMAIL = f"gpu-scheduler@{PROJECT}.iam.gserviceaccount.com"

@@ -9,10 +9,10 @@ import shutil
 import pytest
 import yaml
 
-from components import contract
 from components.config import ConfigError
 from components.iam_proof import Resource, prove, scheduler_settings
 from components.plan import REPO_ROOT, Plan, run_plan
+from protocol import contract
 from tests.components.infra import stack_config, stack_plan
 
 VERTEX_TYPES = ["heston_option", "option_book"]

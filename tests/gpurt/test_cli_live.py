@@ -12,9 +12,9 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from components.contract import REQUEST_DLQ_TOPIC
 from gpurt.app import app
-from runtime.local import LocalPlatform
+from local_platform import LocalPlatform
+from protocol.contract import REQUEST_DLQ_TOPIC
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
 runner = CliRunner()
@@ -139,7 +139,7 @@ def test_replay_needs_a_choice(cli_env: dict[str, str]) -> None:
 def test_soak_writes_one_csv_row_per_result(platform: LocalPlatform, tmp_path: Path) -> None:
     import csv
 
-    from runtime.bench.soak import CSV_COLUMNS, soak
+    from bench.runtime.soak import CSV_COLUMNS, soak
 
     summary = soak(platform, seconds=1.5, rate_per_s=4, csv_path=tmp_path / "soak.csv")
 
@@ -173,7 +173,7 @@ def test_stop_a_pool_then_bring_it_back(cli_env: dict[str, str]) -> None:
 
 
 def test_utilization_bench_times_a_burst_and_a_stream_of_sleeping_jobs(platform: LocalPlatform) -> None:
-    from runtime.bench.utilization import run_burst, run_first_job, run_stream
+    from bench.runtime.utilization import run_burst, run_first_job, run_stream
 
     with platform.api() as api:
         workers = sum(pool.workers for pool in api.pools())

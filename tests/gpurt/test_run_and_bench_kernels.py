@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from bench.kernels import runner as kernel_bench
 from gpurt.app import app
-from kernels import bench
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -109,7 +109,7 @@ def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
 
 def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench, "REPEATS", 1)
+    monkeypatch.setattr(kernel_bench, "REPEATS", 1)
     result = _invoke("bench", "kernels", "--device", "cpu", "--json", "--scale", "0.001", "--no-stac")
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)["figures"]
@@ -120,8 +120,9 @@ def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Pat
 
 
 def test_bench_markdown_says_when_no_gpu_was_available() -> None:
-    figure = bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
-    text = bench.kernels_markdown([figure], "cpu", gpu_present=False, load="load average 0.1 before and 0.2 after")
+    figure = kernel_bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
+    text = kernel_bench.kernels_markdown([figure], "cpu", gpu_present=False,
+                                         load="load average 0.1 before and 0.2 after")
     assert "| european_option |" in text and "5.0x" in text
     assert "No GPU was available" in text
     assert "load average 0.1 before and 0.2 after" in text
@@ -130,7 +131,7 @@ def test_bench_markdown_says_when_no_gpu_was_available() -> None:
 def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: list[str],
                 written: list[str]) -> None:
     """Two cores whose one-minute load reads ``loads`` in turn; measuring and writing only recorded."""
-    from kernels import benchmarks_md
+    from bench import markdown as benchmarks_md
 
     readings = iter(loads)
     monkeypatch.setattr(benchmarks_md, "one_minute_load", lambda: next(readings))
@@ -140,13 +141,13 @@ def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: l
 
     from protocol.params import JobType
 
-    monkeypatch.setattr(bench, "cases", lambda *_: [SimpleNamespace(job_type=JobType.EUROPEAN_OPTION)])
+    monkeypatch.setattr(kernel_bench, "cases", lambda *_: [SimpleNamespace(job_type=JobType.EUROPEAN_OPTION)])
 
-    def measure(case: SimpleNamespace, device: str) -> bench.Figure:
+    def measure(case: SimpleNamespace, device: str) -> kernel_bench.Figure:
         measured.append(case.job_type.value)
-        return bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
+        return kernel_bench.Figure("european_option", "paths/s", 10, 2e8, 4e7)
 
-    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(kernel_bench, "measure", measure)
 
 
 def test_bench_write_is_refused_at_once_on_a_loaded_machine(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,19 +183,19 @@ def test_bench_writes_and_records_both_load_readings_on_an_idle_machine(monkeypa
 
 
 def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
-    small = bench.accuracy("cpu", paths=200_000)
+    small = kernel_bench.accuracy("cpu", paths=200_000)
     assert small.relative_error < 1e-2
-    assert small.ci99_half_width_relative > bench.ACCURACY_TOLERANCE  # too few paths for the SLO
+    assert small.ci99_half_width_relative > kernel_bench.ACCURACY_TOLERANCE  # too few paths for the SLO
     assert not small.passed
-    assert "FAIL" in bench.accuracy_markdown(small)
+    assert "FAIL" in kernel_bench.accuracy_markdown(small)
 
 
 def test_heston_bias_table_reports_each_step_count_against_the_integral() -> None:
-    rows = bench.heston_bias("cpu", paths=20_000, steps=(3, 64))
+    rows = kernel_bench.heston_bias("cpu", paths=20_000, steps=(3, 64))
     assert [r.steps for r in rows] == [3, 64]
     assert rows[0].semi_analytic == rows[1].semi_analytic
     assert rows[0].halving is None and rows[1].halving is not None  # an odd step count has no halving pair
-    text = bench.heston_bias_markdown(rows, "cpu")
+    text = kernel_bench.heston_bias_markdown(rows, "cpu")
     assert "| 3 |" in text and "| 64 |" in text and "semi-analytic" in text and "n/a |" in text
 
 

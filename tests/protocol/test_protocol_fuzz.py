@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from components import contract
+from client.transport import ResultCollector
+from local_platform.platform import LocalConfig, LocalPlatform
+from ops.dlq import DeadLetterQueue
+from protocol import contract
 from protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus
-from runtime.client.pubsub import ResultCollector
-from runtime.dlq import DeadLetterQueue
-from runtime.local.platform import LocalConfig, LocalPlatform
 from tests.protocol.fuzz_corpus import ISSUE_BODY, corpus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]

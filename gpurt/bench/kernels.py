@@ -1,0 +1,140 @@
+"""``gpurt bench kernels`` and ``gpurt bench accuracy``: the kernels' speed and the accuracy SLO.
+
+Numba and the kernels are imported inside the commands so ``gpurt --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from gpurt.common import UserError, friendly_errors
+from gpurt.run import DEVICE_HELP
+
+
+@friendly_errors
+def bench_kernels(
+    device: str = typer.Option("cpu", "--device", help="cpu or gpu"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    write: bool = typer.Option(False, "--write", help=(
+        "Record the figures in BENCHMARKS.md; refused when the one-minute load average before or after the run "
+        "exceeds 0.5 per core (figures from a loaded machine are not comparable).")),
+    scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
+    stac: bool = typer.Option(True, "--stac/--no-stac", help=(
+        "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
+) -> None:
+    """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run.
+
+    The load average is read before and after and printed with the figures; ``--write`` is refused when
+    either reading is above ``MAX_WRITE_LOAD_PER_CORE`` per core (checked first, so a loaded machine
+    costs no benchmark time).
+    """
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from bench.kernels import runner
+    from bench.markdown import LoadWindow, cores, load_window, one_minute_load, write_section
+    from kernels.device import CPU, GPU, gpu_available, resolve_device
+
+    if device not in (CPU, GPU):
+        raise UserError("--device must be cpu or gpu")
+    try:
+        resolve_device(device)
+    except Exception as exc:
+        raise UserError(str(exc)) from None
+    before = one_minute_load()
+    if write and (refusal := LoadWindow(before, before, cores()).refusal()):
+        raise UserError(refusal)
+    figures = []
+    todo = runner.cases(device, scale)
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("benchmarking", total=len(todo))
+        for case in todo:
+            progress.update(task, description=f"{case.job_type.value} vs baseline")
+            figures.append(runner.measure(case, device))
+            progress.advance(task)
+    if not as_json:
+        table = Table("kernel", "kernel rate", "baseline rate", "speed-up", title=f"kernels on {device}")
+        for f in figures:
+            table.add_row(f.kernel, f"{f.kernel_rate:.3g} {f.unit}", f"{f.baseline_rate:.3g} {f.unit}",
+                          f"{f.ratio:.1f}x")
+        Console().print(table)
+    stac_figures = _bench_stac(device, scale, as_json) if stac else None
+    window = load_window(before)
+    if as_json:
+        payload: dict[str, Any] = {"device": device, "figures": runner.figures_json(figures),
+                                   "load_average": {"before": window.before, "after": window.after,
+                                                    "cores": window.cores}}
+        if stac_figures is not None:
+            payload["stac"] = {**stac_figures.__dict__, "ratio": stac_figures.ratio}
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        typer.echo(window.note())
+    if write:
+        if refusal := window.refusal():
+            raise UserError(refusal)
+        write_section(f"kernels-{device}", runner.kernels_markdown(figures, device, gpu_available(), window.note()))
+        if stac_figures is not None:
+            _write_stac(stac_figures, device, window.note())
+
+
+def _bench_stac(device: str, scale: float, as_json: bool) -> Any:
+    """Time the STAC-A2-shaped case; print its table unless ``as_json``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from bench.kernels import stac
+
+    with Console(stderr=True).status("timing all Greeks of the STAC-A2-shaped case, cold then warm"):
+        figures = stac.measure(device, scale)
+    if not as_json:
+        table = Table("", "cold", "warm", title=f"STAC-A2-shaped: all Greeks on {device} ({figures.paths:,} paths)")
+        table.add_row("kernels", f"{figures.kernel_cold_s:.2f} s", f"{figures.kernel_warm_s:.2f} s")
+        table.add_row(f"{stac.baseline_name(device)} baseline", f"{figures.baseline_cold_s:.2f} s",
+                      f"{figures.baseline_warm_s:.2f} s")
+        Console().print(table)
+        typer.echo(f"warm speed-up {figures.ratio:.1f}x; anchor {stac.ANCHOR}")
+    return figures
+
+
+def _write_stac(figures: Any, device: str, load: str) -> None:
+    from bench.kernels import runner, stac
+    from bench.markdown import write_section
+
+    where = runner.gpu_name() if device == "gpu" else runner.machine()
+    write_section(f"kernels-stac-{device}", stac.markdown(figures, where, runner.today(), load))
+
+
+@friendly_errors
+def bench_accuracy(
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    write: bool = typer.Option(False, "--write", help="Record the result in BENCHMARKS.md."),
+) -> None:
+    """The accuracy SLO: relative error < 1e-3 at 99% confidence on the at-the-money reference call."""
+    from rich.console import Console
+
+    from bench.kernels import runner
+    from bench.markdown import write_section
+    from kernels.device import CHOICES
+
+    if device not in CHOICES:
+        raise UserError(f"--device must be one of {', '.join(CHOICES)}")
+    with Console(stderr=True).status(f"pricing the reference call with {runner.ACCURACY_PATHS:.2g} paths"):
+        result = runner.accuracy(device)
+    verdict = "PASS" if result.passed else "FAIL"
+    typer.echo(f"estimate {result.estimate:.6f}  Black-Scholes {result.black_scholes:.6f}  "
+               f"relative error {result.relative_error:.2e}  99% CI half-width/price "
+               f"{result.ci99_half_width_relative:.2e}  tolerance {result.tolerance:.0e}  {verdict}")
+    with Console(stderr=True).status("pricing the reference Heston call at several step counts"):
+        bias = runner.heston_bias(device)
+    for row in bias:
+        typer.echo(f"heston {row.steps:>4} steps  estimate {row.estimate:.5f} ± {row.std_error:.1e}  "
+                   f"semi-analytic {row.semi_analytic:.5f}  bias {row.bias:+.5f}")
+    if write:
+        write_section("accuracy", runner.accuracy_markdown(result))
+        write_section("accuracy-heston", runner.heston_bias_markdown(bias, result.device))
+    if not result.passed:
+        raise typer.Exit(1)

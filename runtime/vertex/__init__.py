@@ -1,1 +1,0 @@
-"""Vertex AI custom jobs, reached over the service's v1 REST surface."""

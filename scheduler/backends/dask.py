@@ -1,0 +1,117 @@
+"""Run jobs on a Dask cluster: the DaskCluster's scheduler in the cloud, a LocalCluster on one machine.
+
+A job is one task (``worker_task.execute``) submitted with ``pure=False`` (the same job id may run
+again after a redelivery) and ``resources={"GPU": 1}`` when the cluster has GPU workers, so Dask
+places at most one job per GPU. A job over ``shard_paths`` paths runs as shards, one task each
+(``backends.shards``). A worker that dies mid-task is handled by Dask itself: the scheduler
+reschedules the task on another worker (up to ``distributed.scheduler.allowed-failures``). Task-level
+``retries`` stay off on purpose: they would re-run permanent failures and cancellations too; every
+other retry is Pub/Sub's redelivery.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import CancelledError
+from typing import Any
+
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from kernels.shards import shard_count
+from protocol import contract
+from protocol.messages import JobRequest
+from scheduler.backends.base import Execution
+from scheduler.backends.dask_cancel import CancelSignal
+from scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
+from scheduler.backends.dask_workers import DaskWorkers
+from scheduler.backends.shards import ShardedJob
+from scheduler.periodic import Periodic
+from worker.task import cancel_event_name, execute
+
+
+class DaskBackend:
+    """Submits jobs through a ``distributed.Client``."""
+
+    name = "dask"
+
+    def __init__(self, client: Any, device: str = "auto", shard_paths: int | None = None) -> None:
+        self._client = client
+        self._device = device
+        self._shard_paths = shard_paths  # jobs over this many paths run as shards (backends.shards)
+        self._workers = DaskWorkers(client)
+        self._lock = threading.Lock()
+        self._running: dict[str, CancelSignal] = {}
+        # The Dask scheduler keeps finished spans forever unless told to forget them (backends/dask_spans.py).
+        self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished_spans, PRUNE_PERIOD_S)
+        self._span_pruner.start()
+
+    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+        """Submit ``request`` and wait for it, at most ``request.timeout_s``."""
+        from distributed import KilledWorker
+
+        job_id = request.job_id
+        cancel = CancelSignal(self._client, cancel_event_name(job_id, attempt))
+        resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
+        key = f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+        shards = shard_count(request.type, request.params, self._shard_paths)
+        future: Any
+        if shards > 1:
+            future = ShardedJob(self._client, request, shards, device=self._device, cancel=cancel, key=key,
+                                resources=resources)
+        else:
+            future = self._client.submit(execute, request.type.value, request.params, self._device, cancel.name,
+                                         key=key, pure=False, resources=resources)
+        with self._lock:
+            self._running[job_id] = cancel
+        task_may_run_on = False
+        try:
+            output = future.result(timeout=request.timeout_s)
+        except TimeoutError:
+            cancel.set()  # the task stops at its next checkpoint; the event must outlive this call
+            future.cancel()
+            task_may_run_on = True
+            raise TransientJobError(f"timed out after {request.timeout_s:g} s") from None
+        except CancelledError:
+            # Cancel requests go through the Event, never future.cancel(): a cancelled future means the
+            # client lost the Dask scheduler (restart, network), which another delivery can survive.
+            raise TransientJobError("the Dask scheduler dropped the task (connection lost)") from None
+        except KilledWorker as exc:
+            raise TransientJobError(f"Dask workers kept dying while running it: {exc}") from None
+        except (JobCancelled, PermanentJobError, TransientJobError):
+            raise
+        except ValueError as exc:
+            # run_job raises ValueError for params it cannot accept: retrying cannot help.
+            raise PermanentJobError(str(exc)) from None
+        finally:
+            with self._lock:
+                self._running.pop(job_id, None)
+            if not task_may_run_on:
+                cancel.release()
+        return output
+
+    def cancel(self, job_id: str) -> bool:
+        """Set the job's cancel event: a running task stops at its next checkpoint, a queued one at its first."""
+        with self._lock:
+            cancel_signal = self._running.get(job_id)
+        if cancel_signal is not None:
+            cancel_signal.set()
+        return cancel_signal is not None
+
+    def gpu_slots(self) -> int:
+        """GPUs the workers advertise; without GPU workers, one slot per worker thread."""
+        workers = self._workers.read()
+        gpus = sum(int(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE, 0)) for w in workers)
+        return gpus if gpus else sum(int(w.get("nthreads", 1)) for w in workers)
+
+    def ready(self) -> bool:
+        """Connected to the Dask scheduler."""
+        return self._client.status == "running"
+
+    def forget_finished_spans(self) -> int:
+        """Ask the Dask scheduler to forget the spans of finished jobs; returns how many it dropped."""
+        return int(self._client.run_on_scheduler(forget_finished_spans))
+
+    def close(self) -> None:
+        """Stop the span pruner, close the client."""
+        self._span_pruner.stop()
+        self._client.close()

@@ -1,0 +1,240 @@
+"""Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
+
+Flow control admits at most ``slots`` x (1 + ``PREFETCH_PER_SLOT``) messages (the server is told too, so it
+sends no more): one running per slot and one waiting for it, so that a slot whose job ends starts the
+next at once instead of idling for the ack -> broker -> receipt round trip. ``max_lease_duration`` covers
+the longest job, so the client's own leaser keeps the lease of a running job and of one waiting for its
+slot alike. Jobs run on the stream's ``SlotScheduler``, one thread per slot, in arrival order.
+
+Drain first holds the stream's acks until it is quiet (``scheduler.dispatch`` says why: a
+message the server already sent must be read and run, not left in the stream or nacked), then closes it
+with ``await_callbacks_on_shutdown=True``: the client stops receiving, waits for the scheduler - the
+held acks go out, in-flight jobs finish and are acked - and only then stops. A prefetched message is
+never handed back (a nack would burn a delivery attempt): it starts as soon as its slot frees, drain or
+not, and is acked like any other. When the slots change (a
+pool was scaled) the stream is replaced the same way: the old one drains, a new one opens with the new
+flow control.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from protocol.messages import MAX_TIMEOUT_S
+from scheduler.dispatch import SlotScheduler
+from scheduler.records import Decision, Delivery, Settle
+
+# Leases are extended for up to the longest job a request may ask for, plus time to store and
+# publish its result, plus the wait of a prefetched message for the job ahead of it in its slot.
+MAX_LEASE_S: Final = 2 * MAX_TIMEOUT_S + 600.0
+# Messages held per slot beyond the running one. One is enough for a slot never to idle between jobs;
+# more would only lengthen the wait of the held ones, which another replica could have started.
+PREFETCH_PER_SLOT: Final = 1
+# Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
+# restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
+# failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.
+REOPEN_DELAY_S: Final = 0.25
+REOPEN_MAX_DELAY_S: Final = 5.0
+# A stream that lived this long before ending counts as a success: the next reopen starts short again.
+REOPEN_RESET_S: Final = 30.0
+# A drain request waits this long for its stream to stop receiving (seconds), so that intake has stopped
+# when it returns. Normally the stream closes within a second; it stays open longer only while the client
+# is too busy to read what the server already sent, and then the server sends nothing new.
+DRAIN_CLOSE_WAIT_S: Final = 10.0
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """One streaming pull, the scheduler that runs its jobs, and whether its close has begun."""
+
+    future: Any
+    slots: SlotScheduler
+    closing: threading.Event = field(default_factory=threading.Event)
+    opened_at: float = field(default_factory=time.monotonic)
+
+
+class Consumer:
+    """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
+
+    def __init__(self, subscriber: Any, subscription: str, process: Callable[[Delivery], Decision],
+                 slots: int) -> None:
+        if slots < 1:
+            raise ValueError("a consumer needs at least one slot")
+        self._subscriber = subscriber
+        self._subscription = subscription
+        self._process = process
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._stream: _Stream | None = None
+        self._draining: list[_Stream] = []
+        self._wanted = False
+        self._stopping = threading.Event()
+        self._abort = threading.Event()  # a shutdown ran out of time: close draining streams now
+        self._reopen_delay_s = REOPEN_DELAY_S  # the next pause before reopening a stream that ended
+
+    @property
+    def slots(self) -> int:
+        """Jobs run at once (messages held: ``slots`` x (1 + ``PREFETCH_PER_SLOT``))."""
+        return self._slots
+
+    @property
+    def running(self) -> bool:
+        """Whether the stream is open and pulling."""
+        with self._lock:
+            return self._stream is not None and not self._stream.future.done()
+
+    @property
+    def draining(self) -> bool:
+        """Whether intake is stopped on purpose (maintenance drain)."""
+        with self._lock:
+            return not self._wanted
+
+    def start(self) -> None:
+        """Open the stream (no-op if it is open)."""
+        self._stopping.clear()
+        self._abort.clear()
+        with self._lock:
+            self._wanted = True
+            if self._stream is not None and not self._stream.future.done():
+                return
+            self._stream = self._open()
+        log.info("consuming %s with %d slot(s)", self._subscription, self._slots)
+
+    def resize(self, slots: int) -> None:
+        """Follow a new number of slots: drain the open stream (nothing nacked) and open one with ``slots``.
+
+        The old stream's jobs finish while the new stream admits ``slots`` messages, so for that while
+        this replica runs up to old jobs + ``slots``; Dask queues the surplus.
+        """
+        if slots < 1:
+            raise ValueError("a consumer needs at least one slot")
+        with self._lock:
+            if slots == self._slots:
+                return
+            previous, self._slots = self._slots, slots
+            old = self._stream if self._wanted else None
+            if old is not None:
+                self._draining.append(old)
+                self._stream = self._open()
+        if old is not None:
+            self._retire(old)
+        log.info("slots %d -> %d", previous, slots)
+
+    def drain(self) -> None:
+        """Stop intake; in-flight jobs finish and are acked; nothing is nacked."""
+        self._stopping.set()
+        with self._lock:
+            self._wanted = False
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                self._draining.append(stream)
+        if stream is not None:
+            self._retire(stream)
+            stream.closing.wait(DRAIN_CLOSE_WAIT_S)
+            log.info("draining: intake stopped, in-flight jobs finish")
+
+    def resume(self) -> None:
+        """Resume intake after a drain."""
+        self.start()
+
+    def wait_drained(self, timeout_s: float | None = None) -> bool:
+        """Block until every closing stream has finished its in-flight jobs."""
+        with self._lock:
+            closing = list(self._draining)
+        for stream in closing:
+            try:
+                stream.future.result(timeout=timeout_s)
+            except TimeoutError:
+                return False
+            except Exception:  # a stream that ended with an error is closed as well
+                log.debug("closed stream ended with an error", exc_info=True)
+        with self._lock:
+            self._draining = [s for s in self._draining if not s.future.done()]
+        return True
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Drain and wait; for shutdown. Past ``timeout_s`` the streams close at once (unfinished jobs are
+        redelivered after their lease) and False is returned."""
+        started = time.monotonic()
+        self.drain()  # may wait up to DRAIN_CLOSE_WAIT_S of the timeout for intake to stop
+        remaining = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+        if self.wait_drained(remaining):
+            return True
+        self._abort.set()
+        return False
+
+    def _open(self) -> _Stream:
+        """Subscribe with the current slots; the caller holds ``_lock``."""
+        from google.cloud.pubsub_v1.types import FlowControl
+
+        places = self._slots * (1 + PREFETCH_PER_SLOT)
+        slots = SlotScheduler(self._slots, places=places)
+        future = self._subscriber.subscribe(
+            self._subscription,
+            callback=lambda message: self._on_message(slots, message),
+            flow_control=FlowControl(max_messages=places, max_lease_duration=MAX_LEASE_S),
+            scheduler=slots,
+            await_callbacks_on_shutdown=True,
+        )
+        future.add_done_callback(self._on_stream_end)
+        return _Stream(future, slots)
+
+    def _retire(self, stream: _Stream) -> None:
+        stream.slots.hold()
+        threading.Thread(target=self._close_when_quiet, args=(stream,), name="gpurt-stream-close",
+                         daemon=True).start()
+
+    def _close_when_quiet(self, stream: _Stream) -> None:
+        stream.slots.wait_quiet(self._abort)
+        stream.future.cancel()  # the client's shutdown thread releases the held acks and awaits the jobs
+        stream.closing.set()
+
+    def _on_message(self, slots: SlotScheduler, message: Any) -> None:
+        try:
+            delivery = Delivery(
+                message_id=message.message_id,
+                data=message.data,
+                attributes=dict(message.attributes),
+                delivery_attempt=message.delivery_attempt or 1,
+                publish_time=message.publish_time,
+            )
+            ack = self._process(delivery).settle is Settle.ACK
+        except Exception:  # the processor never raises; a malformed message object could
+            log.exception("could not read a delivery; it will be redelivered")
+            ack = False
+        slots.settle(message, ack)
+
+    def _on_stream_end(self, future: Any) -> None:
+        # Ended without a drain (the broker went away, a non-retryable error): open it again while
+        # intake is wanted, so the consumer never silently stops.
+        if future.cancelled():
+            return
+        error = future.exception() if future.done() else None
+        with self._lock:
+            ended = self._stream
+            reopen = self._wanted and ended is not None and ended.future is future
+            if reopen and ended is not None:
+                self._stream = None
+                if time.monotonic() - ended.opened_at >= REOPEN_RESET_S:
+                    self._reopen_delay_s = REOPEN_DELAY_S
+                delay_s = self._reopen_delay_s
+                self._reopen_delay_s = min(2 * delay_s, REOPEN_MAX_DELAY_S)
+        if error is not None:
+            log.error("streaming pull ended: %s", error)
+        if reopen:
+            threading.Thread(target=self._reopen, args=(delay_s,), name="gpurt-consumer-reopen", daemon=True).start()
+
+    def _reopen(self, delay_s: float) -> None:
+        if self._stopping.wait(delay_s):
+            return  # drained or stopped meanwhile
+        try:
+            self.start()
+        except Exception:
+            log.exception("could not reopen the streaming pull")

@@ -1,0 +1,5 @@
+"""Worker pools: a Dask worker group in the cloud, a named set of LocalCluster workers on one machine."""
+
+from scheduler.pools.base import PoolBackend, PoolError, PoolInfo, PoolNotFound
+
+__all__ = ["PoolBackend", "PoolError", "PoolInfo", "PoolNotFound"]

@@ -1,0 +1,188 @@
+"""What happens to one delivery of a job request (docs/architecture.md, failure semantics), independent of Pub/Sub.
+
+The consumer hands in a ``Delivery`` and applies the returned ``Decision`` (ack or nack). Ordering
+is what makes it lossless: artifacts, then the result in the store, then the publish, then the
+``published`` marker - and only then the ack. A crash anywhere before the ack leaves the message to
+be redelivered, and the redelivery finds the stored result instead of recomputing it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Final
+
+from kernels.errors import JobCancelled, PermanentJobError
+from protocol import contract
+from protocol.messages import (
+    ErrorKind,
+    InvalidRequest,
+    JobError,
+    JobMetrics,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    is_job_id,
+    parse_request,
+)
+from protocol.params import JobType
+from scheduler.backends.base import Execution, ExecutionBackend
+from scheduler.messaging.publisher import ResultSink
+from scheduler.metrics import SchedulerMetrics
+from scheduler.records import Decision, Delivery, Settle
+from scheduler.registry import JobRegistry
+from scheduler.store import ResultStore
+
+# How long a second delivery of a job that is running here waits for the first to end before it is
+# handed back to Pub/Sub; a job's own timeout bounds the wait in practice.
+DUPLICATE_WAIT_MARGIN_S: Final = 30.0
+_KNOWN_TYPES: Final = frozenset(t.value for t in JobType)
+
+log = logging.getLogger(__name__)
+
+
+class Processor:
+    """Turns deliveries into results: validate, deduplicate, run, store, publish, decide ack/nack."""
+
+    def __init__(self, backend: ExecutionBackend, store: ResultStore, sink: ResultSink, registry: JobRegistry,
+                 metrics: SchedulerMetrics, max_attempts: int = contract.MAX_DELIVERY_ATTEMPTS) -> None:
+        self._backend = backend
+        self._store = store
+        self._sink = sink
+        self._registry = registry
+        self._metrics = metrics
+        self._max_attempts = max_attempts
+
+    def process(self, delivery: Delivery) -> Decision:
+        """Handle one delivery; never raises (a failure to store or publish becomes a nack)."""
+        job_id = None
+        try:
+            try:
+                request = parse_request(delivery.data)
+            except InvalidRequest as exc:
+                return self._reject(delivery, exc)
+            job_id = request.job_id
+            return self._accepted(request, delivery)
+        except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
+            log.exception("could not finish a delivery; it will be redelivered", extra={"job_id": job_id})
+            return Decision(Settle.NACK, job_id, reason=f"infrastructure error: {exc}")
+
+    # --- the paths -----------------------------------------------------------------------------------
+
+    def _reject(self, delivery: Delivery, exc: InvalidRequest) -> Decision:
+        # Not stored: a rejected message is no job, and its id may be fixed and sent again. Named by the job id
+        # its own body gives, never by the `job_id` attribute, which nothing ties to the body: a garbage body
+        # must not answer `rejected` for another job (docs/scheduler.md, "Whose result is it").
+        job_id = _usable_job_id(exc.job_id, delivery.message_id)
+        # Label by a known type only: an attribute from the wire must not create new metric series.
+        job_type = delivery.attributes.get("type")
+        job_type = job_type if job_type in _KNOWN_TYPES else "unknown"
+        result = JobResult(job_id=job_id, status=JobStatus.REJECTED, attempt=delivery.delivery_attempt,
+                           error=JobError(kind=ErrorKind.INVALID, message=str(exc)))
+        self._sink.publish_result(result)
+        self._metrics.jobs.labels(job_type, JobStatus.REJECTED.value).inc()
+        log.warning("rejected an invalid request: %s", exc, extra={"job_id": job_id})
+        return Decision(Settle.ACK, job_id, result, reason="invalid request")
+
+    def _accepted(self, request: JobRequest, delivery: Delivery) -> Decision:
+        replay = delivery.attributes.get(contract.REPLAY_ATTRIBUTE) is not None
+        stored = self._answer_from_store(request, replay, asked_again=delivery.delivery_attempt <= 1)
+        if stored is not None:
+            return stored
+        entry = self._registry.begin(request, delivery.delivery_attempt)
+        if entry is None:
+            return self._running_elsewhere_here(request, replay)
+        try:
+            cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
+            return self._run(request, delivery, replay, cancelled)
+        finally:
+            self._registry.end(entry)
+
+    def _answer_from_store(self, request: JobRequest, replay: bool, asked_again: bool = False) -> Decision | None:
+        """Answer a job that already has a terminal result without running it again.
+
+        ``asked_again`` is a new message for a finished job id (its first delivery): the client is asking,
+        so the stored result is published again, which is what makes the post-deploy probe's fixed ``deploy-probe``
+        answerable on every deploy. A redelivery of a message whose result is already out stays quiet.
+        """
+        stored = self._store.get(request.job_id)
+        if stored is None or (replay and stored.status is JobStatus.FAILED):
+            return None
+        if asked_again or not self._store.is_published(request.job_id):
+            self._sink.publish_result(stored)  # the earlier run may also have stopped between store and publish
+            self._store.mark_published(request.job_id)
+        log.info("duplicate delivery answered from the result store", extra={"job_id": request.job_id})
+        return Decision(Settle.ACK, request.job_id, stored, reason="duplicate")
+
+    def _running_elsewhere_here(self, request: JobRequest, replay: bool) -> Decision:
+        # Acking now could lose the job if the running delivery then fails transiently; nacking now
+        # burns an attempt. Wait for the running one, then answer from the store.
+        self._registry.wait(request.job_id, request.timeout_s + DUPLICATE_WAIT_MARGIN_S)
+        stored = self._answer_from_store(request, replay=False)
+        if stored is not None:
+            return stored
+        return Decision(Settle.NACK, request.job_id, reason="same job was running here and has no result yet")
+
+    def _run(self, request: JobRequest, delivery: Delivery, replay: bool, cancelled_early: bool) -> Decision:
+        attempt = max(1, delivery.delivery_attempt)
+        now = datetime.now(UTC)
+        queue_wait = (now - delivery.publish_time).total_seconds() if delivery.publish_time else None
+        if queue_wait is not None:
+            self._metrics.queue_wait.observe(max(0.0, queue_wait))
+        if attempt > 1 and not replay:
+            self._metrics.retries.labels(request.type.value).inc()
+        log.info("running job (attempt %d)", attempt, extra={"job_id": request.job_id, "type": request.type.value})
+        metrics = JobMetrics(queue_wait_s=queue_wait)
+        try:
+            if cancelled_early:
+                raise JobCancelled("cancelled before it started")
+            execution = self._backend.run(request, attempt=attempt)
+        except JobCancelled as exc:
+            return self._final(request, attempt, JobStatus.CANCELLED, metrics, ErrorKind.CANCELLED, str(exc))
+        except PermanentJobError as exc:
+            return self._final(request, attempt, JobStatus.FAILED, metrics, ErrorKind.PERMANENT, str(exc))
+        except Exception as exc:  # transient, or unforeseen: another delivery may succeed
+            entry = self._registry.get(request.job_id)
+            if entry is not None and entry.cancel_requested:
+                return self._final(request, attempt, JobStatus.CANCELLED, metrics, ErrorKind.CANCELLED,
+                                   "cancelled by request")
+            reason = str(exc) or type(exc).__name__
+            if attempt >= self._max_attempts:
+                message = f"gave up after {attempt} deliveries; last error: {reason}"
+                decision = self._final(request, attempt, JobStatus.FAILED, metrics, ErrorKind.TRANSIENT, message)
+                # `failed` is out; the nack makes Pub/Sub dead-letter the message for `gpurt dlq replay`.
+                return Decision(Settle.NACK, request.job_id, decision.result, reason="last attempt: dead-letter")
+            log.warning("transient failure, Pub/Sub will redeliver: %s", reason, extra={"job_id": request.job_id})
+            return Decision(Settle.NACK, request.job_id, reason=f"transient: {reason}")
+        return self._succeeded(request, attempt, execution, metrics)
+
+    def _succeeded(self, request: JobRequest, attempt: int, execution: Execution, metrics: JobMetrics) -> Decision:
+        urls = self._store.put_artifacts(request.job_id, execution.artifacts)
+        metrics = metrics.model_copy(update={"run_s": execution.elapsed_s, "device": execution.device,
+                                             "paths_per_s": execution.paths_per_s})
+        self._metrics.duration.labels(request.type.value).observe(execution.elapsed_s)
+        result = JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type, attempt=attempt,
+                           result=execution.summary, metrics=metrics, artifacts=urls)
+        return self._conclude(result)
+
+    def _final(self, request: JobRequest, attempt: int, status: JobStatus, metrics: JobMetrics,
+               kind: ErrorKind, message: str) -> Decision:
+        result = JobResult(job_id=request.job_id, status=status, type=request.type, attempt=attempt,
+                           metrics=metrics, error=JobError(kind=kind, message=message))
+        log.info("job %s: %s", status.value, message, extra={"job_id": request.job_id})
+        return self._conclude(result)
+
+    def _conclude(self, result: JobResult) -> Decision:
+        self._store.put(result)
+        self._sink.publish_result(result)
+        self._store.mark_published(result.job_id)
+        self._metrics.jobs.labels(result.type.value if result.type else "unknown", result.status.value).inc()
+        log.info("result published: %s", result.status.value, extra={"job_id": result.job_id})
+        return Decision(Settle.ACK, result.job_id, result, reason=result.status.value)
+
+
+def _usable_job_id(candidate: str | None, message_id: str) -> str:
+    # A result always needs an id: the message id is the platform's own, and no request can give it.
+    if is_job_id(candidate):
+        return candidate
+    return f"invalid-{message_id}"

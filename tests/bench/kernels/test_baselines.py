@@ -1,0 +1,42 @@
+"""The NumPy baselines compute the same estimators as the kernels (else speed-ups would mean nothing)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bench.kernels import baselines
+from kernels import estimators
+from kernels.closed_form import black_scholes
+from kernels.jobs import run_job
+from protocol.params import AsianOptionParams, EuropeanOptionParams, PortfolioVarParams, RandomWalkParams
+
+
+def test_european_baseline_prices_the_option() -> None:
+    p = EuropeanOptionParams(paths=400_000, seed=3)
+    estimate = estimators.from_sums(baselines.european(np, p), p.paths // 2, control_variate=True)
+    assert abs(estimate.estimate - black_scholes(100, 100, 0.05, 0.2, 1.0)) < 3.5 * estimate.std_error
+
+
+def test_asian_baseline_agrees_with_the_kernel() -> None:
+    p = AsianOptionParams(paths=50_000, steps=16, seed=3)
+    base = estimators.from_sums(baselines.asian(np, p), p.paths, control_variate=True)
+    kernel = run_job("asian_option", p, device="cpu").summary
+    assert abs(base.estimate - kernel["estimate"]) < 3.5 * math.hypot(base.std_error, kernel["std_error"])
+
+
+def test_random_walk_baseline_has_the_same_spread() -> None:
+    p = RandomWalkParams(paths=20_000, steps=25, seed=3)
+    total, total_sq = baselines.random_walk(np, p)
+    spread = math.sqrt(total_sq / p.paths - (total / p.paths) ** 2)
+    expected = 1 / math.sqrt(p.steps)
+    assert abs(spread - expected) < 4 * expected / math.sqrt(2 * p.paths)
+
+
+def test_portfolio_baseline_matches_the_parametric_var() -> None:
+    p = PortfolioVarParams(exposures=[1e6, 2e6], volatilities=[0.2, 0.1], correlation=[[1, 0.3], [0.3, 1]],
+                           paths=200_000, seed=3)
+    summary = baselines.portfolio_var(np, p)
+    reference = run_job("portfolio_var", p, device="cpu").summary["delta_normal_var"]
+    assert abs(summary.var.estimate - reference) < 3.5 * summary.var.std_error

@@ -1,0 +1,73 @@
+"""The utilization benchmark's figures and goals, from figures given here (no platform is started)."""
+
+from __future__ import annotations
+
+import json
+
+from bench.runtime.utilization import (
+    MAX_FIRST_JOB_SLOWDOWN,
+    MAX_SCHEDULER_CPU_PER_JOB_S,
+    Burst,
+    FirstJob,
+    Stream,
+    UtilizationFigures,
+    judge,
+    merge,
+)
+from gpurt.bench.utilization import markdown
+
+
+def _burst(workers: int, sleep_s: float, makespan_s: float, jobs: int = 100, cpu_s: float = 0.001) -> Burst:
+    return Burst(workers, sleep_s, jobs, jobs, makespan_s, cpu_s)
+
+
+def test_utilization_is_the_busy_share_of_the_slots_over_the_makespan() -> None:
+    # 100 jobs of 50 ms on 4 workers: 5 s of work over 4 slots; 1.5625 s of makespan is 80 % busy.
+    assert _burst(4, 0.05, makespan_s=1.5625).utilization == 0.8
+    assert _burst(1, 0.01, makespan_s=1.0).utilization == 1.0  # back to back, no gap between jobs
+    partial = Burst(4, 0.2, jobs=100, completed=50, makespan_s=5.0, scheduler_cpu_per_job_s=0.0)
+    assert partial.utilization == 0.5  # only completed jobs count as work done
+    assert Burst(1, 0.2, 1, 0, float("nan"), 0.0).utilization == 0.0
+    numbers = json.loads(json.dumps(_burst(4, 0.05, makespan_s=1.5625).as_json()))
+    assert numbers["jobs_per_s"] == 64.0 and numbers["utilization"] == 0.8
+
+
+def test_goals_judge_the_named_cells_the_worst_scheduler_cpu_and_the_stream_wait() -> None:
+    figures = UtilizationFigures(
+        bursts=(_burst(4, 0.2, makespan_s=100 * 0.2 / 4 / 0.96), _burst(4, 0.05, makespan_s=100 * 0.05 / 4 / 0.80),
+                _burst(1, 0.01, makespan_s=1.0 / 0.71, cpu_s=MAX_SCHEDULER_CPU_PER_JOB_S + 0.001),
+                _burst(1, 0.2, makespan_s=40.0)),  # not a goal cell: measured, not judged
+        streams=(Stream(4, 0.05, 64.0, 100, 100, 0.02, 0.099), Stream(1, 0.05, 16.0, 100, 100, 0.05, 0.101)),
+        load_average=1.0)
+    goals = {g.name: g.met for g in judge(figures)}
+    assert goals == {
+        "slot utilization, 4 workers, 200 ms jobs": True,
+        "slot utilization, 4 workers, 50 ms jobs": False,
+        "slot utilization, 1 worker, 10 ms jobs": True,
+        "scheduler CPU per job (worst cell)": False,
+        "p95 queue wait at 80% load, 4 workers, 50 ms jobs": True,
+        "p95 queue wait at 80% load, 1 worker, 50 ms jobs": False,
+    }
+
+
+def test_runs_of_several_worker_counts_merge_and_render_with_their_load() -> None:
+    one = UtilizationFigures((_burst(1, 0.05, 6.0),), (Stream(1, 0.05, 16.0, 10, 10, None, None),), 2.0)
+    four = UtilizationFigures((_burst(4, 0.05, 1.6),), (), 3.5)
+    merged = merge([one, four])
+    assert [b.workers for b in merged.bursts] == [1, 4] and merged.load_average == 3.5
+    text = markdown(merged, judge(merged), "2026-01-01 00:00 UTC")
+    assert "| 4 | 50 ms | 100 | 1.6 s | 78% | 62.5 | 1 ms |" in text
+    assert "p95 queue wait at 80% load, 1 worker, 50 ms jobs | <= 100 ms | n/a | **no** |" in text
+
+
+def test_the_first_job_on_a_fresh_platform_is_judged_against_the_same_job_warm() -> None:
+    warm = 0.010
+    figures = UtilizationFigures((), (), 1.0, first_jobs=(
+        FirstJob(1, cold_to_first_result_s=30.0, first_run_s=MAX_FIRST_JOB_SLOWDOWN * warm, warm_run_s=warm),
+        FirstJob(4, cold_to_first_result_s=30.0, first_run_s=8.0, warm_run_s=warm)))  # compiled inside the job
+    goals = judge(figures)
+    assert [(g.name, g.met) for g in goals] == [
+        ("first european_option run time on a fresh platform, 1 worker", True),
+        ("first european_option run time on a fresh platform, 4 workers", False)]
+    assert "| 4 | 30 s | 8 s | 10 ms |" in markdown(figures, goals, "2026-01-01 00:00 UTC")
+    assert merge([figures]).first_jobs == figures.first_jobs

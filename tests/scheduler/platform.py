@@ -1,0 +1,151 @@
+"""Test harness: a real emulator, the real scheduler service (LocalCluster, HTTP on loopback), a result listener.
+
+Subscriptions get a 1 s retry backoff instead of the contract's 10 s so five deliveries take seconds;
+everything else (dead-letter policy, attempts) is the contract's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from kernels.errors import TransientJobError
+from protocol import contract
+from protocol.messages import JobRequest, JobResult
+from scheduler.backends.base import Execution, ExecutionBackend
+from scheduler.messaging.admin import ensure_topology, subscription_path
+from scheduler.messaging.clients import publisher_client, subscriber_client
+from scheduler.messaging.publisher import TopicPublisher
+
+FAST_RETRY_S = 1
+TEST_SUBSCRIPTIONS = tuple(
+    dataclasses.replace(spec, retry_min_backoff_s=FAST_RETRY_S, retry_max_backoff_s=FAST_RETRY_S)
+    if spec.retry_min_backoff_s is not None else spec
+    for spec in contract.SUBSCRIPTIONS
+)
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Poll ``condition`` until truthy; fail the test with ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class ResultListener:
+    """Collects every JobResult published on the result topic (streaming pull on gpu-job-result-sub)."""
+
+    def __init__(self, emulator_host: str, project: str) -> None:
+        self._lock = threading.Lock()
+        self.results: dict[str, list[JobResult]] = defaultdict(list)
+        self._subscriber = subscriber_client(emulator_host)
+        self._future = self._subscriber.subscribe(
+            subscription_path(project, contract.RESULT_SUBSCRIPTION), callback=self._on_message)
+
+    def _on_message(self, message: Any) -> None:
+        result = JobResult.model_validate_json(message.data)
+        with self._lock:
+            self.results[result.job_id].append(result)
+        message.ack()
+
+    def of(self, job_id: str) -> list[JobResult]:
+        """Results seen for ``job_id`` so far."""
+        with self._lock:
+            return list(self.results.get(job_id, []))
+
+    def wait(self, job_id: str, timeout_s: float = 30.0) -> JobResult:
+        """The first result of ``job_id``."""
+        return wait_for(lambda: (self.of(job_id) or [None])[0], timeout_s, f"a result for {job_id}")
+
+    def close(self) -> None:
+        """Stop listening."""
+        self._future.cancel()
+        self._future.result(timeout=10)
+        self._subscriber.close()
+
+
+class Requests:
+    """Publishes requests to the platform under test."""
+
+    def __init__(self, emulator_host: str, project: str) -> None:
+        self._client = publisher_client(emulator_host)
+        self._topics = TopicPublisher(self._client, project)
+
+    def job(self, job_id: str, job_type: str = "noop", **params: Any) -> str:
+        """Publish a valid request."""
+        request = JobRequest.model_validate({"job_id": job_id, "type": job_type, "params": params})
+        return self._topics.publish_request(request)
+
+    def raw(self, body: bytes | dict, **attributes: str) -> str:
+        """Publish bytes (or a dict as JSON) exactly as given."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return self._topics.publish_raw_request(data, attributes)
+
+    def close(self) -> None:
+        """Flush and close."""
+        self._client.stop()
+
+
+def create_topology(emulator_host: str, project: str) -> None:
+    """The contract's topics and (fast-retry) subscriptions in ``project``."""
+    publisher, subscriber = publisher_client(emulator_host), subscriber_client(emulator_host)
+    try:
+        ensure_topology(project, publisher, subscriber, subscriptions=TEST_SUBSCRIPTIONS)
+    finally:
+        subscriber.close()
+
+
+class ScriptedBackend:
+    """Wraps the real backend at its seam: counts runs per job, fails chosen attempts transiently."""
+
+    def __init__(self, inner: ExecutionBackend) -> None:
+        self._inner = inner
+        self.name = inner.name
+        self._lock = threading.Lock()
+        self.runs: dict[str, list[int]] = defaultdict(list)
+        self.fail_attempts: dict[str, set[int]] = {}
+
+    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+        """Record the call; fail if scripted to; else run for real."""
+        with self._lock:
+            self.runs[request.job_id].append(attempt)
+            fail = attempt in self.fail_attempts.get(request.job_id, set())
+        if fail:
+            raise TransientJobError(f"scripted transient failure at attempt {attempt}")
+        return self._inner.run(request, attempt=attempt)
+
+    def cancel(self, job_id: str) -> bool:
+        """Pass through."""
+        return self._inner.cancel(job_id)
+
+    def gpu_slots(self) -> int:
+        """Pass through."""
+        return self._inner.gpu_slots()
+
+    def ready(self) -> bool:
+        """Pass through."""
+        return self._inner.ready()
+
+    def close(self) -> None:
+        """Pass through."""
+        self._inner.close()
+
+
+class Api:
+    """HTTP client for the service under test."""
+
+    def __init__(self, base_url: str, token: str | None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=30)
+        self.anonymous = httpx.Client(base_url=base_url, timeout=30)

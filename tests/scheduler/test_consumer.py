@@ -1,0 +1,164 @@
+"""The consumer against an autospec of SubscriberClient: flow control, drain, reopen, ack/nack mapping."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from unittest import mock
+
+import pytest
+from google.cloud.pubsub_v1 import SubscriberClient
+
+from protocol.messages import MAX_TIMEOUT_S
+from scheduler import consumer as consumer_module
+from scheduler import dispatch
+from scheduler.consumer import Consumer
+from scheduler.dispatch import SlotScheduler
+from scheduler.records import Decision, Delivery, Settle
+from tests.scheduler.platform import wait_for
+
+
+class StreamFuture(Future):
+    """Behaves like StreamingPullFuture: cancel() records, the stream ends when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_calls = 0
+
+    def cancel(self) -> bool:
+        self.cancel_calls += 1
+        return True
+
+    def cancelled(self) -> bool:
+        return self.cancel_calls > 0
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "QUIET_GRACE_S", 0.05)
+
+
+@pytest.fixture
+def subscriber() -> mock.Mock:
+    client = mock.create_autospec(SubscriberClient, instance=True)
+    client.subscribe.side_effect = lambda *args, **kwargs: StreamFuture()
+    return client
+
+
+def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: mock.Mock) -> None:
+    Consumer(subscriber, "projects/p/subscriptions/s", lambda d: Decision(Settle.ACK, None), slots=3).start()
+    kwargs = subscriber.subscribe.call_args.kwargs
+    assert kwargs["flow_control"].max_messages == 6  # 3 running, 3 waiting for a slot
+    assert kwargs["flow_control"].max_lease_duration >= MAX_TIMEOUT_S
+    # What makes a drain nack-free: the client awaits the scheduler, which runs even waiting messages.
+    assert kwargs["await_callbacks_on_shutdown"] is True
+    assert isinstance(kwargs["scheduler"], SlotScheduler)
+    assert kwargs["scheduler"].shutdown(await_msg_callbacks=True) == []
+
+
+def _max_messages(subscriber: mock.Mock) -> list[int]:
+    return [c.kwargs["flow_control"].max_messages for c in subscriber.subscribe.call_args_list]
+
+
+def test_new_slots_replace_the_stream_and_the_old_one_drains(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=2)
+    consumer.start()
+    old = consumer._stream.future
+    consumer.resize(2)
+    assert _max_messages(subscriber) == [4] and old.cancel_calls == 0  # unchanged slots: the stream stays
+    consumer.resize(4)
+    assert _max_messages(subscriber) == [4, 8] and consumer.slots == 4
+    assert consumer._stream.future is not old and consumer.running
+    wait_for(lambda: old.cancel_calls == 1, 5, "the quiet old stream to close")
+    assert not consumer.wait_drained(0.01)  # the client is still finishing the old stream's jobs
+    old.set_result(True)
+    assert consumer.wait_drained(1)
+
+
+def test_new_slots_while_drained_apply_when_intake_resumes(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=2)
+    consumer.start()
+    consumer.drain()
+    consumer.resize(1)
+    assert _max_messages(subscriber) == [4] and not consumer.running
+    consumer.resume()
+    assert _max_messages(subscriber) == [4, 2]
+    with pytest.raises(ValueError, match="at least one slot"):
+        consumer.resize(0)
+
+
+def test_drain_cancels_the_stream_and_resume_opens_a_new_one(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    first = consumer._stream.future
+    consumer.drain()
+    assert consumer.draining and not consumer.running
+    wait_for(lambda: first.cancel_calls == 1, 5, "the quiet stream to close")
+    first.set_result(True)  # the client finished its shutdown
+    assert consumer.wait_drained(1)
+    consumer.resume()
+    assert subscriber.subscribe.call_count == 2 and consumer.running
+
+
+def test_a_stream_that_dies_on_its_own_is_reopened(subscriber: mock.Mock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_module, "REOPEN_DELAY_S", 0.01)
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    consumer._stream.future.set_exception(RuntimeError("broker went away"))
+    wait_for(lambda: subscriber.subscribe.call_count == 2, 5, "a reopened stream")
+    consumer.drain()
+    consumer._draining[-1].future.set_result(True)
+
+
+def test_messages_become_deliveries_and_decisions_become_ack_or_nack(subscriber: mock.Mock) -> None:
+    seen: list[Delivery] = []
+    decisions = iter([Settle.ACK, Settle.NACK])
+    consumer = Consumer(subscriber, "s", lambda d: seen.append(d) or Decision(next(decisions), None), slots=1)
+    consumer.start()
+    callback = subscriber.subscribe.call_args.kwargs["callback"]
+    messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={"job_id": "j"}, delivery_attempt=attempt,
+                          publish_time=datetime.now(UTC)) for i, attempt in enumerate([None, 3])]
+    for message in messages:
+        callback(message)
+    assert [d.delivery_attempt for d in seen] == [1, 3]  # no dead-letter policy reads as attempt 1
+    messages[0].ack.assert_called_once_with()
+    messages[1].nack.assert_called_once_with()
+    messages[0].nack.assert_not_called()
+
+
+def test_a_drain_keeps_a_busy_stream_open_until_the_client_reads_again(subscriber: mock.Mock,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_module, "DRAIN_CLOSE_WAIT_S", 0.01)
+    release = threading.Event()
+    consumer = Consumer(subscriber, "s", lambda d: release.wait(5) and Decision(Settle.ACK, None), slots=5)
+    consumer.start()
+    future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
+    messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
+                for i in range(9)]  # 5 running, 4 waiting for a slot
+    for message in messages:
+        kwargs["scheduler"].schedule(kwargs["callback"], message)
+    consumer.drain()
+    assert consumer.draining and not consumer.running
+    time.sleep(0.3)  # give a wrong implementation time to close early
+    assert future.cancel_calls == 0  # 9 of 10 places busy: the client is not reading what the server may have sent
+    release.set()
+    wait_for(lambda: future.cancel_calls == 1, 5, "the stream to close once the client reads again")
+    for message in messages:
+        message.drop.assert_called_once_with()  # places freed while the acks wait for the close
+        message.ack.assert_not_called()
+    assert kwargs["scheduler"].shutdown(await_msg_callbacks=True) == []
+    for message in messages:
+        message.ack.assert_called_once_with()
+
+
+def test_a_shutdown_past_its_timeout_closes_the_streams_at_once(subscriber: mock.Mock) -> None:
+    release = threading.Event()
+    consumer = Consumer(subscriber, "s", lambda d: release.wait(5) and Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
+    kwargs["scheduler"].schedule(kwargs["callback"], mock.Mock(data=b"{}", delivery_attempt=1, publish_time=None))
+    assert consumer.stop(timeout_s=0.1) is False
+    wait_for(lambda: future.cancel_calls == 1, 5, "the stream closed without waiting for quiet")
+    release.set()

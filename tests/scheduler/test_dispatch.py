@@ -1,0 +1,253 @@
+"""SlotScheduler: one thread per slot, nothing handed back to nack, a drain that holds acks until quiet."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from unittest import mock
+
+import pytest
+from google.cloud.pubsub_v1.subscriber.message import Message
+from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
+
+from scheduler import dispatch
+from scheduler.dispatch import RequestQueue, SlotScheduler
+from tests.scheduler.platform import wait_for
+
+RELEASE_TIMEOUT_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "QUIET_GRACE_S", 0.05)
+
+
+def _message() -> mock.Mock:
+    return mock.create_autospec(Message, instance=True, data=b"{}")
+
+
+class _Gate:
+    """A callback whose first call blocks until released, so later messages wait for the slot."""
+
+    def __init__(self, settle: SlotScheduler | None = None) -> None:
+        self.ran: list[mock.Mock] = []
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self._settle = settle
+
+    def __call__(self, message: mock.Mock) -> None:
+        if not self.ran:
+            self.started.set()
+            assert self.release.wait(RELEASE_TIMEOUT_S)
+        self.ran.append(message)
+        if self._settle is not None:
+            self._settle.settle(message, ack=True)
+
+
+def _close_in_background(scheduler) -> tuple[threading.Thread, list]:  # type: ignore[no-untyped-def]
+    dropped: list = []
+    closer = threading.Thread(target=lambda: dropped.extend(scheduler.shutdown(await_msg_callbacks=True)))
+    closer.start()
+    return closer, dropped
+
+
+def _shutdown_while_busy(scheduler, callback: _Gate, waiting: list[mock.Mock]) -> list:  # type: ignore[no-untyped-def]
+    """Schedule a blocking message and ``waiting`` behind it, close like the client does, then release."""
+    scheduler.schedule(callback, _message())
+    assert callback.started.wait(RELEASE_TIMEOUT_S)
+    for message in waiting:
+        scheduler.schedule(callback, message)
+    closer, dropped = _close_in_background(scheduler)
+    callback.release.set()
+    closer.join(RELEASE_TIMEOUT_S)
+    assert not closer.is_alive()
+    for message in dropped:  # what StreamingPullManager._shutdown does with them
+        message.nack()
+    return dropped
+
+
+def test_a_closing_stream_runs_messages_waiting_for_a_slot_instead_of_nacking_them() -> None:
+    callback, waiting = _Gate(), [_message(), _message()]
+    assert _shutdown_while_busy(SlotScheduler(1), callback, waiting) == []
+    assert callback.ran[1:] == waiting
+    for message in waiting:
+        message.nack.assert_not_called()
+
+
+def test_the_client_default_scheduler_would_nack_them() -> None:
+    callback, waiting = _Gate(), [_message()]
+    dropped = _shutdown_while_busy(ThreadScheduler(ThreadPoolExecutor(max_workers=1)), callback, waiting)
+    assert dropped == waiting
+    waiting[0].nack.assert_called_once_with()
+
+
+def test_waiting_messages_run_in_arrival_order() -> None:
+    callback, waiting = _Gate(), [_message() for _ in range(4)]
+    _shutdown_while_busy(SlotScheduler(1), callback, waiting)
+    assert callback.ran[1:] == waiting
+
+
+def test_without_awaiting_the_waiting_messages_are_handed_back() -> None:
+    callback, scheduler = _Gate(), SlotScheduler(1)
+    scheduler.schedule(callback, _message())
+    assert callback.started.wait(RELEASE_TIMEOUT_S)
+    waiting = _message()
+    scheduler.schedule(callback, waiting)
+    assert scheduler.shutdown(await_msg_callbacks=False) == [waiting]
+    callback.release.set()
+    wait_for(lambda: len(callback.ran) == 1, RELEASE_TIMEOUT_S, "the running callback to finish")
+    assert waiting not in callback.ran
+
+
+def test_slots_run_in_parallel() -> None:
+    barrier = threading.Barrier(3, timeout=RELEASE_TIMEOUT_S)
+    scheduler = SlotScheduler(3)
+    for _ in range(3):
+        scheduler.schedule(lambda message: barrier.wait(), _message())  # only passes if all three run at once
+    assert scheduler.shutdown(await_msg_callbacks=True) == []
+    assert not barrier.broken
+
+
+def test_settle_acks_or_nacks_at_once_outside_a_drain() -> None:
+    scheduler = SlotScheduler(1)
+    done, failed = _message(), _message()
+    scheduler.settle(done, ack=True)
+    scheduler.settle(failed, ack=False)
+    done.ack.assert_called_once_with()
+    failed.nack.assert_called_once_with()
+    done.drop.assert_not_called()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_draining_stream_parks_acks_until_it_closes_and_frees_their_places_meanwhile() -> None:
+    scheduler = SlotScheduler(2)
+    scheduler.hold()
+    first, second = _message(), _message()
+    scheduler.schedule(lambda m: scheduler.settle(m, ack=True), first)
+    wait_for(lambda: first.drop.called, RELEASE_TIMEOUT_S, "the first message to free its place")
+    first.ack.assert_not_called()  # no ack: the server frees no place and sends nothing new
+    scheduler.schedule(lambda m: scheduler.settle(m, ack=False), second)
+    wait_for(lambda: second.drop.called, RELEASE_TIMEOUT_S, "the second message to park")
+    scheduler.wait_quiet(threading.Event())  # both parked, nothing for the dispatcher: quiet
+    closer, dropped = _close_in_background(scheduler)
+    closer.join(RELEASE_TIMEOUT_S)
+    assert dropped == []
+    first.ack.assert_called_once_with()
+    second.nack.assert_called_once_with()
+
+
+def _quiet_in_background(scheduler: SlotScheduler) -> threading.Event:
+    quiet = threading.Event()
+    threading.Thread(target=lambda: (scheduler.wait_quiet(threading.Event()), quiet.set()), daemon=True).start()
+    return quiet
+
+
+def _busy(scheduler: SlotScheduler, jobs: int) -> tuple[threading.Event, list[mock.Mock]]:
+    release, messages = threading.Event(), [_message() for _ in range(jobs)]
+
+    def job(message: mock.Mock) -> None:
+        assert release.wait(RELEASE_TIMEOUT_S)
+        scheduler.settle(message, ack=True)
+
+    for message in messages:
+        scheduler.schedule(job, message)
+    return release, messages
+
+
+def test_a_drain_waits_while_the_client_is_too_busy_to_read_or_its_dispatcher_lags() -> None:
+    scheduler = SlotScheduler(5)
+    release, messages = _busy(scheduler, 4)
+    scheduler.hold()
+    quiet = _quiet_in_background(scheduler)
+    # 4 of 5 places busy: the client reads no more, yet the server may already have sent a fifth message.
+    assert not quiet.wait(0.3)
+    scheduler.queue.put("an ack the client sent just before the drain")
+    release.set()
+    wait_for(lambda: all(m.drop.called for m in messages), RELEASE_TIMEOUT_S, "every job parked")
+    assert not quiet.wait(0.3)  # the client reads again, but the dispatcher has not handled that ack yet
+    scheduler.queue.get()  # the dispatcher takes it ...
+    assert not quiet.wait(0.3)  # ... and may still be handling it
+    threading.Thread(target=scheduler.queue.get, daemon=True).start()  # waits for more: it caught up
+    assert quiet.wait(RELEASE_TIMEOUT_S)
+    for message in messages:
+        message.ack.assert_not_called()  # parked until the close
+    scheduler.shutdown(await_msg_callbacks=True)
+    for message in messages:
+        message.ack.assert_called_once_with()
+
+
+def test_a_drain_is_quiet_at_once_when_idle_or_when_every_place_holds_a_known_message() -> None:
+    idle = SlotScheduler(2)
+    idle.hold()
+    assert _quiet_in_background(idle).wait(RELEASE_TIMEOUT_S)
+    idle.shutdown(await_msg_callbacks=True)
+    full = SlotScheduler(2)
+    release, _ = _busy(full, 2)  # the server counts both against the stream: it has sent nothing else
+    full.hold()
+    assert _quiet_in_background(full).wait(RELEASE_TIMEOUT_S)
+    release.set()
+    full.shutdown(await_msg_callbacks=True)
+
+
+def test_the_request_queue_knows_when_the_dispatcher_caught_up() -> None:
+    requests = RequestQueue()
+    assert requests.caught_up  # nothing put yet
+    requests.put("ack")
+    assert not requests.caught_up
+    assert requests.get() == "ack"
+    assert not requests.caught_up  # taken, maybe still being handled
+    with pytest.raises(queue.Empty):
+        requests.get(timeout=0.01)  # collecting a batch is not waiting for the next one
+    assert not requests.caught_up
+    reader = threading.Thread(target=requests.get, daemon=True)
+    reader.start()  # the next blocking get on an empty queue: the batch before it is done
+    wait_for(lambda: requests.caught_up, RELEASE_TIMEOUT_S, "caught up")
+    requests.put("stop the reader")
+    reader.join(RELEASE_TIMEOUT_S)
+
+
+def test_the_dispatcher_sends_what_is_queued_without_waiting_to_batch_more() -> None:
+    from google.cloud.pubsub_v1.subscriber._protocol.helper_threads import _get_many
+
+    requests = RequestQueue()
+    batches: list[list[str]] = []
+    # How the client's dispatcher reads its queue, told to wait a minute for more requests to batch.
+    collect = threading.Thread(target=lambda: batches.append(_get_many(requests, max_items=100, max_latency=60)),
+                               daemon=True)
+    requests.put("ack-1")
+    requests.put("ack-2")
+    collect.start()
+    collect.join(RELEASE_TIMEOUT_S)
+    assert not collect.is_alive(), "the dispatcher waited for more requests before sending an ack"
+    assert batches == [["ack-1", "ack-2"]]  # what was already queued still goes out together
+
+
+def test_a_draining_slot_starts_the_message_held_for_it_at_once_and_its_ack_still_waits() -> None:
+    scheduler = SlotScheduler(1, places=2)  # one slot, one message prefetched for it
+    scheduler.hold()
+    first, held = _message(), _message()
+    started = threading.Event()
+    scheduler.schedule(lambda m: scheduler.settle(m, ack=True), first)
+    scheduler.schedule(lambda m: (started.set(), scheduler.settle(m, ack=True)), held)
+    # The held message runs while the stream is still open: its slot freed, it does not wait for the close.
+    assert started.wait(RELEASE_TIMEOUT_S)
+    wait_for(lambda: held.drop.called, RELEASE_TIMEOUT_S, "the held message to park its ack")
+    first.ack.assert_not_called()
+    held.ack.assert_not_called()
+    assert scheduler.shutdown(await_msg_callbacks=True) == []
+    first.ack.assert_called_once_with()
+    held.ack.assert_called_once_with()
+
+
+def test_a_drain_judges_whether_the_client_reads_by_its_places_not_its_slots() -> None:
+    # 5 slots, 10 places: 4 running jobs leave the client far below 80 % of its places, so it reads on
+    # and nothing sent can stay unread; with only 5 places it would not be reading.
+    scheduler = SlotScheduler(5, places=10)
+    release, _ = _busy(scheduler, 4)
+    scheduler.hold()
+    assert _quiet_in_background(scheduler).wait(RELEASE_TIMEOUT_S)
+    release.set()
+    scheduler.shutdown(await_msg_callbacks=True)
+    with pytest.raises(ValueError, match="one place per slot"):
+        SlotScheduler(2, places=1)

@@ -1,0 +1,284 @@
+"""The scheduler end to end: real emulator, real LocalCluster, real HTTP on loopback."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from protocol import contract
+from protocol.messages import ErrorKind, JobRequest, JobStatus
+from tests.scheduler.conftest import Platform
+from tests.scheduler.platform import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> None:
+    platform.requests.raw(contract.PROBE_MESSAGE)
+    result = platform.results.wait(contract.PROBE_MESSAGE["job_id"], timeout_s=contract.PROBE_TIMEOUT_S)
+    assert result.status is JobStatus.SUCCEEDED
+    assert platform.service.store.get(result.job_id) == result
+
+
+def test_health_is_open_and_control_needs_the_token(platform: Platform) -> None:
+    assert platform.api.anonymous.get(contract.HEALTH_PATH).json() == contract.HEALTH_BODY
+    refused = platform.api.anonymous.post("/control/maintenance", json={"mode": "drain"})
+    assert refused.status_code == 401
+    wrong = platform.api.anonymous.post("/pools/local/stop", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert platform.service.mode.value == "normal"
+    assert platform.api.http.get(contract.READY_PATH).status_code == 200
+
+
+def test_invalid_message_is_rejected_and_the_consumer_lives_on(platform: Platform) -> None:
+    # A body without a usable job id is answered under its message id, never under its attribute.
+    message_id = platform.requests.raw(b"{not json", job_id="broken-1")
+    platform.requests.raw({"job_id": "bad-type", "type": "quantum_annealing"})
+    platform.requests.raw({"job_id": "too-big", "type": "random_walk", "params": {"paths": 10**12}})
+    for job_id in (f"invalid-{message_id}", "bad-type", "too-big"):
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.REJECTED
+        assert result.error is not None and result.error.kind is ErrorKind.INVALID
+    platform.requests.job("after-invalid")
+    assert platform.results.wait("after-invalid").status is JobStatus.SUCCEEDED
+    assert platform.results.of("broken-1") == []
+
+
+@pytest.mark.parametrize("job_type, params, key", [
+    ("random_walk", {"paths": 2000, "steps": 8}, "paths"),
+    ("european_option", {"paths": 4000}, "estimate"),
+    ("asian_option", {"paths": 2000, "steps": 4}, "estimate"),
+    ("portfolio_var", {"exposures": [1e6, 5e5], "volatilities": [0.2, 0.3], "paths": 4000}, "var"),
+])
+def test_each_job_type_end_to_end(platform: Platform, job_type: str, params: dict, key: str) -> None:
+    job_id = f"e2e-{job_type}"
+    platform.requests.job(job_id, job_type, **params)
+    result = platform.results.wait(job_id, timeout_s=60)
+    assert result.status is JobStatus.SUCCEEDED, result.error
+    assert result.result is not None and any(key in name for name in result.result)
+    assert result.metrics.run_s is not None and result.metrics.queue_wait_s is not None
+    for url in result.artifacts.values():
+        assert platform.service.store.get_artifact(job_id, url.rsplit("/", 1)[-1])
+
+
+def test_transient_failure_is_retried_then_succeeds(platform: Platform) -> None:
+    platform.backend.fail_attempts["flaky-1"] = {1}
+    platform.requests.job("flaky-1")
+    result = platform.results.wait("flaky-1")
+    assert result.status is JobStatus.SUCCEEDED
+    assert result.attempt == 2
+    assert platform.backend.runs["flaky-1"] == [1, 2]
+    assert len(platform.results.of("flaky-1")) == 1
+
+
+def test_permanent_failure_is_failed_at_once(platform: Platform) -> None:
+    platform.requests.job("perm-1", fail="permanent")
+    result = platform.results.wait("perm-1")
+    assert result.status is JobStatus.FAILED
+    assert result.error is not None and result.error.kind is ErrorKind.PERMANENT
+    assert platform.backend.runs["perm-1"] == [1]
+
+
+def test_duplicate_delivery_is_answered_from_the_store(platform: Platform) -> None:
+    platform.requests.job("dup-1", sleep_s=0.1)
+    first = platform.results.wait("dup-1")
+    platform.requests.job("dup-1", sleep_s=0.1)
+    platform.requests.job("dup-marker")  # published after the duplicate: once it is done, so is the duplicate
+    platform.results.wait("dup-marker")
+    assert platform.backend.runs["dup-1"] == [1]
+    assert platform.results.of("dup-1") == [first, first]  # the second request is answered with the stored result
+
+
+def test_cancel_stops_a_running_job(platform: Platform) -> None:
+    platform.requests.job("cancel-1", sleep_s=60)
+    wait_for(lambda: platform.api.http.get("/jobs/cancel-1").json().get("state") == "running", 30, "cancel-1 running")
+    assert platform.api.anonymous.delete("/jobs/cancel-1").status_code == 401
+    response = platform.api.http.delete("/jobs/cancel-1")
+    assert response.status_code == 202 and response.json()["running_here"] is True
+    result = platform.results.wait("cancel-1", timeout_s=15)
+    assert result.status is JobStatus.CANCELLED
+    assert platform.api.http.get("/jobs/cancel-1").json()["state"] == "cancelled"
+    assert platform.api.http.delete("/jobs/cancel-1").status_code == 409
+
+
+def test_a_job_cancelled_before_it_runs_never_runs(platform: Platform) -> None:
+    # What a replica sees when the DELETE landed on another one: only the marker in the shared store.
+    response = platform.api.http.delete("/jobs/cancel-early")
+    assert response.status_code == 202 and response.json()["running_here"] is False
+    platform.requests.job("cancel-early")
+    assert platform.results.wait("cancel-early").status is JobStatus.CANCELLED
+    assert "cancel-early" not in platform.backend.runs
+    assert platform.api.http.get("/jobs/not a job id").status_code == 422
+
+
+def _undelivered(platform: Platform, subscription: str) -> int:
+    return platform.emulator.stats().subscription(subscription).undelivered
+
+
+@pytest.mark.slow
+def test_transient_forever_fails_at_the_last_attempt_and_dead_letters(platform: Platform) -> None:
+    platform.requests.job("forever-1", fail="transient")
+    result = platform.results.wait("forever-1", timeout_s=60)
+    assert result.status is JobStatus.FAILED
+    assert result.error is not None and result.error.kind is ErrorKind.TRANSIENT
+    assert result.attempt == contract.MAX_DELIVERY_ATTEMPTS
+    assert platform.backend.runs["forever-1"] == list(range(1, contract.MAX_DELIVERY_ATTEMPTS + 1))
+    # Nothing lost: the message now waits in the dead-letter queue for `gpurt dlq replay`.
+    wait_for(lambda: _undelivered(platform, contract.REQUEST_DLQ_SUBSCRIPTION) >= 1, 30, "the dead letter")
+    assert len(platform.results.of("forever-1")) == 1
+
+
+def _count_nacks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every ModifyAckDeadline(0) - a nack - the emulator receives on the request subscription."""
+    broker = platform.emulator.broker
+    real = broker.modify_ack_deadline
+    nacked: list[str] = []
+
+    def recording(subscription: str, ack_ids, deadline_s: int) -> None:  # type: ignore[no-untyped-def]
+        ack_ids = list(ack_ids)
+        if deadline_s == 0 and subscription.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            nacked.extend(ack_ids)
+        real(subscription, ack_ids, deadline_s)
+
+    monkeypatch.setattr(broker, "modify_ack_deadline", recording)
+    return nacked
+
+
+@pytest.mark.slow
+def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both slots busy, one more request held for a slot (prefetched) and one the stream has not sent: a
+    # drain runs the held one (nacking it would burn an attempt) and leaves the other in the subscription.
+    # The emulator counts nacks; any would also show as delivery attempt 2.
+    nacked = _count_nacks(platform, monkeypatch)
+    slots = platform.service.consumer.slots
+    running = [f"drain-a{i}" for i in range(slots)]
+    held = [f"drain-b{i}" for i in range(slots)]
+    for job_id in running:
+        platform.requests.job(job_id, sleep_s=2)
+    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    for job_id in held:
+        platform.requests.job(job_id)
+    wait_for(lambda: _outstanding(platform) == 2 * slots, 10, "one message held per slot")
+    assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+    platform.requests.job("drain-c")
+    for job_id in running + held:
+        finished = platform.results.wait(job_id)
+        assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
+    wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
+    assert platform.results.of("drain-c") == []
+    assert _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 1
+    assert _outstanding(platform) == 0  # nothing stranded in a lease
+    assert nacked == []
+    assert platform.api.http.get(contract.READY_PATH).status_code == 200  # drained on purpose is still ready
+    assert platform.api.http.post("/control/maintenance", json={"mode": "normal"}).status_code == 200
+    resumed = platform.results.wait("drain-c")
+    assert resumed.status is JobStatus.SUCCEEDED and resumed.attempt == 1
+
+
+def _outstanding(platform: Platform) -> int:
+    return platform.emulator.stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding
+
+
+@pytest.mark.slow
+def test_the_stream_holds_one_message_per_slot_beyond_the_running_ones(platform: Platform,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every lease the emulator grants on the request subscription is recorded with the count it leaves
+    # leased, under the broker's lock: the true maximum, not a sample.
+    broker = platform.emulator.broker
+    real = broker.lease_locked
+    leased: list[int] = []
+
+    def recording(queue, *args, **kwargs):  # type: ignore[no-untyped-def]
+        received = real(queue, *args, **kwargs)
+        if received and queue.name.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            leased.append(queue.stats().outstanding)
+        return received
+
+    monkeypatch.setattr(broker, "lease_locked", recording)
+    slots = platform.service.consumer.slots
+    jobs = [f"prefetch-{i}" for i in range(4 * slots)]
+    for job_id in jobs:
+        platform.requests.job(job_id, sleep_s=0.3)
+    for job_id in jobs:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    assert max(leased) == 2 * slots  # a waiting message per slot, and never more
+
+
+# How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
+# has freed the place and sends the next message at once, the client frees its own place only on the
+# answer, so for this long the client holds that next message back (seconds).
+SLOW_ACK_S = 2.0
+
+
+def _slow_acks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = platform.emulator.broker
+    real = broker.acknowledge
+
+    def slow(subscription: str, ack_ids) -> None:  # type: ignore[no-untyped-def]
+        real(subscription, ack_ids)
+        if subscription.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+            time.sleep(SLOW_ACK_S)
+
+    monkeypatch.setattr(broker, "acknowledge", slow)
+
+
+@pytest.mark.slow
+def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platform: Platform,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    nacked = _count_nacks(platform, monkeypatch)
+    _slow_acks(platform, monkeypatch)
+    slots = platform.service.consumer.slots
+    # Every place of the client taken: held-a and the other slots' jobs run, one message waits per slot.
+    platform.requests.job("held-a", sleep_s=2)
+    others = [f"held-b{i}" for i in range(2 * slots - 1)]
+    for job_id in others:
+        platform.requests.job(job_id, sleep_s=6)
+    stats = platform.emulator.stats
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots, 30,
+             "every place of the client taken")
+    platform.requests.job("held-c")
+    platform.results.wait("held-a")
+    # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
+    # are all taken until the ack's answer comes, holds it back.
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots
+             and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
+    assert platform.service.registry.get("held-c") is None
+    try:
+        assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+        wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
+        assert nacked == []
+        for job_id in [*others, "held-c"]:
+            result = platform.results.wait(job_id)
+            assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    finally:
+        platform.api.http.post("/control/maintenance", json={"mode": "normal"})
+
+
+@pytest.mark.slow
+def test_a_dask_worker_killed_mid_job_does_not_lose_the_job(platform: Platform) -> None:
+    import os
+    import signal
+
+    client = platform.backend._inner._client  # the real DaskBackend's client
+    platform.requests.job("kill-1", sleep_s=3)
+    busy = wait_for(lambda: [addr for addr, keys in client.processing().items() if keys], 30, "kill-1 on a worker")
+    pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
+    os.kill(pid, signal.SIGKILL)
+    result = platform.results.wait("kill-1", timeout_s=60)
+    assert result.status is JobStatus.SUCCEEDED
+    assert platform.backend.runs["kill-1"] == [1]  # Dask rescheduled it; no redelivery was needed
+
+
+@pytest.mark.slow
+def test_a_timeout_is_transient_and_the_next_delivery_runs_again(platform: Platform) -> None:
+    request = JobRequest.model_validate({"job_id": "timeout-1", "type": "noop", "params": {"sleep_s": 60},
+                                         "timeout_s": 3})
+    platform.requests.raw(request.model_dump_json().encode(), job_id="timeout-1", type="noop")
+    wait_for(lambda: platform.backend.runs["timeout-1"] == [1, 2], 30, "a redelivery after the timeout")
+    assert platform.results.of("timeout-1") == []  # not failed before the last attempt
+    wait_for(lambda: platform.service.registry.get("timeout-1"), 10, "the second attempt running")
+    assert platform.api.http.delete("/jobs/timeout-1").status_code == 202
+    assert platform.results.wait("timeout-1").status is JobStatus.CANCELLED

@@ -1,0 +1,132 @@
+"""Processor branches that need a crash to reach end to end: unpublished stored results, replays, running twins."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from kernels.errors import TransientJobError
+from protocol import contract
+from protocol.messages import JobRequest, JobResult, JobStatus
+from scheduler.backends.base import Execution
+from scheduler.metrics import SchedulerMetrics
+from scheduler.processor import Processor
+from scheduler.records import Delivery, Settle
+from scheduler.registry import JobRegistry
+from scheduler.store import ResultStore
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.published: list[JobResult] = []
+
+    def publish_result(self, result: JobResult) -> str:
+        self.published.append(result)
+        return str(len(self.published))
+
+
+class GatedBackend:
+    """Runs jobs instantly, or waits on ``gate`` for job ids in ``hold``; fails ids in ``fail``."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.gate = threading.Event()
+        self.started = threading.Event()
+        self.hold: set[str] = set()
+        self.fail: set[str] = set()
+
+    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+        self.calls.append(request.job_id)
+        if request.job_id in self.hold:
+            self.started.set()
+            self.gate.wait(10)
+        if request.job_id in self.fail:
+            raise TransientJobError("boom")
+        return Execution(summary={"ok": True}, artifacts={"out.txt": b"x"}, elapsed_s=0.01, paths=10)
+
+    def cancel(self, job_id: str) -> bool:
+        return False
+
+    def gpu_slots(self) -> int:
+        return 1
+
+    def ready(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+def _setup() -> tuple[Processor, GatedBackend, ResultStore, ListSink]:
+    backend, store, sink = GatedBackend(), ResultStore(f"memory://proc-{uuid.uuid4().hex}"), ListSink()
+    return Processor(backend, store, sink, JobRegistry(), SchedulerMetrics()), backend, store, sink
+
+
+def _delivery(job_id: str, attempt: int = 1, **attributes: str) -> Delivery:
+    body = JobRequest.model_validate({"job_id": job_id, "type": "noop"}).model_dump_json().encode()
+    return Delivery(message_id=uuid.uuid4().hex, data=body, attributes=attributes, delivery_attempt=attempt,
+                    publish_time=None)
+
+
+def test_a_stored_but_unpublished_result_is_published_once_without_rerunning() -> None:
+    processor, backend, store, sink = _setup()
+    store.put(JobResult(job_id="j1", status=JobStatus.SUCCEEDED))  # crashed before the publish
+    assert processor.process(_delivery("j1", attempt=2)).settle is Settle.ACK
+    assert processor.process(_delivery("j1", attempt=3)).settle is Settle.ACK
+    assert backend.calls == [] and [r.job_id for r in sink.published] == ["j1"]
+
+
+def test_a_new_request_for_a_finished_job_is_answered_but_a_redelivery_is_not_republished() -> None:
+    processor, backend, _, sink = _setup()
+    assert processor.process(_delivery("probe")).result.status is JobStatus.SUCCEEDED
+    again = processor.process(_delivery("probe"))  # a new message with the same job id (the probe's fixed id)
+    assert again.settle is Settle.ACK and again.reason == "duplicate"
+    redelivered = processor.process(_delivery("probe", attempt=2))  # at-least-once redelivery of an acked message
+    assert redelivered.settle is Settle.ACK
+    assert backend.calls == ["probe"] and [r.job_id for r in sink.published] == ["probe", "probe"]
+
+
+def test_a_replayed_dead_letter_runs_again_despite_its_failed_result() -> None:
+    processor, backend, store, _ = _setup()
+    store.put(JobResult(job_id="j2", status=JobStatus.FAILED, attempt=5))
+    store.mark_published("j2")
+    assert processor.process(_delivery("j2")).settle is Settle.ACK  # plain duplicate: answered
+    assert backend.calls == []
+    decision = processor.process(_delivery("j2", **{contract.REPLAY_ATTRIBUTE: "1"}))
+    assert decision.settle is Settle.ACK and decision.result.status is JobStatus.SUCCEEDED
+    assert backend.calls == ["j2"] and store.get("j2").status is JobStatus.SUCCEEDED
+
+
+def test_a_twin_delivery_waits_for_the_running_one_and_is_answered_from_the_store() -> None:
+    processor, backend, _, sink = _setup()
+    backend.hold.add("j3")
+    first = threading.Thread(target=processor.process, args=(_delivery("j3"),))
+    first.start()
+    assert backend.started.wait(10)
+    twin: list = []
+    second = threading.Thread(target=lambda: twin.append(processor.process(_delivery("j3", attempt=2))))
+    second.start()
+    backend.gate.set()
+    first.join(10)
+    second.join(10)
+    assert twin[0].settle is Settle.ACK and twin[0].reason == "duplicate"
+    assert backend.calls == ["j3"] and len(sink.published) == 1
+
+
+def test_transient_failures_nack_until_the_last_attempt_which_publishes_failed() -> None:
+    processor, backend, store, sink = _setup()
+    backend.fail.add("j4")
+    early = processor.process(_delivery("j4", attempt=contract.MAX_DELIVERY_ATTEMPTS - 1))
+    assert early.settle is Settle.NACK and early.result is None and sink.published == []
+    last = processor.process(_delivery("j4", attempt=contract.MAX_DELIVERY_ATTEMPTS))
+    assert last.settle is Settle.NACK and last.result.status is JobStatus.FAILED
+    assert store.get("j4").status is JobStatus.FAILED and store.is_published("j4")
+
+
+def test_a_store_failure_becomes_a_nack_not_a_crash() -> None:
+    processor, _, store, _ = _setup()
+    store.put = lambda result: (_ for _ in ()).throw(OSError("bucket unreachable"))  # type: ignore[method-assign]
+    decision = processor.process(_delivery("j5"))
+    assert decision.settle is Settle.NACK and "bucket unreachable" in decision.reason

@@ -1,0 +1,59 @@
+"""The function a Dask worker runs for one job: ``kernels.jobs.run_job`` plus cooperative cancel.
+
+Cancellation crosses processes through a ``distributed.Event`` named after the job and delivery
+attempt (so a stale event of an earlier attempt can never stop a later one); the kernel's
+``should_stop`` reads it at most once per ``CANCEL_POLL_S`` so a tight kernel loop does not flood the
+Dask scheduler with RPCs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Final
+
+from protocol.params import JobParams
+
+# How stale a cancellation may be seen (seconds): a cancel is honoured within about this long.
+CANCEL_POLL_S: Final = 0.25
+
+
+def cancel_event_name(job_id: str, attempt: int) -> str:
+    """The ``distributed.Event`` that tells the worker running this delivery of ``job_id`` to stop."""
+    return f"gpurt-cancel-{job_id}-{attempt}"
+
+
+def execute(job_type: str, params: JobParams, device: str, event_name: str) -> object:
+    """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
+    from kernels.jobs import run_job
+    from protocol.params import JobType
+    from worker.warm import wait_warm
+
+    should_stop = stop_poller(event_name)
+    if job_type != JobType.NOOP.value:  # a noop has no kernel to wait for
+        wait_warm(should_stop)
+    return run_job(job_type, params, device=device, should_stop=should_stop)
+
+
+def stop_poller(*event_names: str) -> Callable[[], bool]:
+    """A kernel's ``should_stop`` that reads the events ``event_names`` at most once per ``CANCEL_POLL_S``.
+
+    It answers True from the first time any of them is seen set (a job's cancel event, and for a shard
+    also the event that says another attempt of it already finished).
+    """
+    from distributed import Event
+
+    events = [Event(name) for name in event_names]
+    # The first look is one period in: a short job never pays a round trip to the Dask scheduler.
+    last_check = time.monotonic()
+    stopped = False
+
+    def should_stop() -> bool:
+        nonlocal last_check, stopped
+        now = time.monotonic()
+        if not stopped and now - last_check >= CANCEL_POLL_S:
+            last_check = now
+            stopped = any(event.is_set() for event in events)
+        return stopped
+
+    return should_stop

@@ -1,0 +1,83 @@
+"""Dask worker preload: compile every kernel as the worker starts, and run no kernel job before that is done
+(docs/scheduler.md, "Warm workers").
+
+The DaskCluster's workers load it with ``dask worker --preload`` (``contract.DASK_WORKER_PRELOAD``), the
+local platform's through the LocalCluster's ``preload`` option. Dask runs a preload's ``dask_setup`` while
+the worker starts; it starts one tiny job of each kernel type (``kernels.warm``) on a thread of its own, so
+the compile begins before the worker has joined and a slow compile (a loaded machine, many CUDA kernels)
+never holds up the worker's start or trips Dask's start-up timeouts. A kernel job the worker receives
+meanwhile waits in ``wait_warm`` (``worker_task.execute``, ``shards.execute_shard``) until the compile is
+done, so no job's run time ever includes its kernel's compile; a ``noop`` job, which has no kernel, does
+not wait.
+
+The device is ``GPURT_DEVICE`` of the worker's environment (the local platform passes the scheduler's);
+unset, ``auto``: the GPU where there is one. The seconds each warm-up job took are kept on the worker
+(``WARM_ATTRIBUTE``) for ``warm_seconds``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from kernels.errors import JobCancelled
+from protocol.contract import DEVICE_ENV
+
+# The worker attribute that holds {warm-up job: seconds} once the kernels are warm.
+WARM_ATTRIBUTE: Final = "gpurt_warm_s"
+# How often a job waiting for the compile checks whether it was cancelled (seconds).
+WARM_POLL_S: Final = 0.25
+
+log = logging.getLogger(__name__)
+
+
+class _Warming:
+    """This worker process's warm-up: whether the preload started one, and whether it is done."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.done = threading.Event()
+
+
+_WARMING: Final = _Warming()
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook: start compiling every kernel on this worker's device, on a thread of its own."""
+    _WARMING.started = True
+    device = os.environ.get(DEVICE_ENV) or "auto"
+    threading.Thread(target=_warm, args=(worker, device), name="gpurt-warm-kernels", daemon=True).start()
+
+
+def _warm(worker: Any, device: str) -> None:
+    from kernels.warm import warm_kernels
+
+    started = time.perf_counter()
+    try:
+        seconds = warm_kernels(device)
+        setattr(worker, WARM_ATTRIBUTE, seconds)
+        log.info("kernels warm on device %s in %.1f s: %s", device, time.perf_counter() - started,
+                 ", ".join(f"{name} {s:.2f} s" for name, s in seconds.items()))
+    finally:
+        _WARMING.done.set()  # even after a failure: jobs then compile their own kernel, as without a preload
+
+
+def wait_warm(should_stop: Callable[[], bool] = lambda: False) -> None:
+    """Return once this worker's kernels are compiled (at once where the preload did not run or is done).
+
+    Raises ``JobCancelled`` when ``should_stop`` turns true while waiting.
+    """
+    if not _WARMING.started:
+        return
+    while not _WARMING.done.wait(WARM_POLL_S):
+        if should_stop():
+            raise JobCancelled("cancelled while the worker's kernels compiled")
+
+
+def warm_seconds(dask_worker: Any) -> dict[str, float]:
+    """What the preload measured on ``dask_worker`` (run it with ``Client.run``); empty until it is done."""
+    return dict(getattr(dask_worker, WARM_ATTRIBUTE, {}))
