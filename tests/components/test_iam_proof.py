@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from components import cloud_calls, contract, iam_permissions
-from components.iam_proof import ROLE, ROLE_BINDING, Resource, prove
+from components.iam_proof import ROLE, ROLE_BINDING, prove
 from components.plan import IAM_PROOF_RULE, REPO_ROOT
+from components.rendered import Resource
 from tests.components.infra import stack_plan
 
 CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes", "fsspec", "gcsfs")
@@ -30,7 +31,7 @@ CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes
 def rendered(request: pytest.FixtureRequest) -> tuple[list[Resource], str]:
     plan = stack_plan(request.param)
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+    return [r for r in plan.resources if r.custom], project
 
 
 def _without(resources: list[Resource], drop: Callable[[Resource], bool]) -> list[Resource]:
@@ -93,7 +94,7 @@ def test_without_workload_identity_the_pods_have_no_google_identity(rendered: tu
 
 def test_a_grant_nobody_needs_fails(rendered: tuple[list[Resource], str]) -> None:
     resources, project = rendered
-    extra = Resource("gcp:projects/iAMMember:IAMMember", {
+    extra = Resource("gcp:projects/iAMMember:IAMMember", "planted", {
         "project": project, "role": "roles/pubsub.publisher",
         "member": f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(project)}",
     })
@@ -116,9 +117,9 @@ def test_vertex_grants_in_a_stack_that_routes_nothing_there_are_unused(rendered:
     resources, project = rendered
     scheduler, runtime = contract.SCHEDULER_SERVICE_ACCOUNT, contract.RUNTIME_SERVICE_ACCOUNT
     extra = [
-        Resource("gcp:projects/iAMMember:IAMMember",
+        Resource("gcp:projects/iAMMember:IAMMember", "planted",
                  {"project": project, "role": "roles/aiplatform.user", "member": _member(scheduler, project)}),
-        Resource("gcp:serviceaccount/iAMMember:IAMMember", {
+        Resource("gcp:serviceaccount/iAMMember:IAMMember", "planted", {
             "serviceAccountId": f"projects/{project}/serviceAccounts/{runtime.email(project)}",
             "role": "roles/iam.serviceAccountUser", "member": _member(scheduler, project)}),
     ]
@@ -133,7 +134,7 @@ def test_vertex_grants_in_a_stack_that_routes_nothing_there_are_unused(rendered:
 
 def test_the_old_project_wide_object_admin_of_gpu_runtime_fails(rendered: tuple[list[Resource], str]) -> None:
     resources, project = rendered
-    old = Resource("gcp:projects/iAMMember:IAMMember", {
+    old = Resource("gcp:projects/iAMMember:IAMMember", "planted", {
         "project": project, "role": "roles/storage.objectAdmin",
         "member": _member(contract.RUNTIME_SERVICE_ACCOUNT, project)})
 
@@ -145,7 +146,8 @@ def test_a_project_grant_for_bucket_calls_is_wider_than_they_need(rendered: tupl
     resources, project = rendered
     member = _member(contract.SCHEDULER_SERVICE_ACCOUNT, project)
     on_project = [
-        Resource("gcp:projects/iAMMember:IAMMember", {"project": project, "role": r.props["role"], "member": member})
+        Resource("gcp:projects/iAMMember:IAMMember", "planted",
+                 {"project": project, "role": r.props["role"], "member": member})
         if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember" else r
         for r in resources
     ]
@@ -176,7 +178,7 @@ def test_workload_identity_for_anything_but_the_platforms_own_pods_fails(
     account_id = f"projects/{project}/serviceAccounts/{scheduler.email(project)}"
 
     def acting(member: str, role: str = "roles/iam.workloadIdentityUser") -> Resource:
-        return Resource("gcp:serviceaccount/iAMMember:IAMMember",
+        return Resource("gcp:serviceaccount/iAMMember:IAMMember", "planted",
                         {"serviceAccountId": account_id, "role": role, "member": member})
 
     stray = [
@@ -184,7 +186,7 @@ def test_workload_identity_for_anything_but_the_platforms_own_pods_fails(
         acting(f"serviceAccount:other.svc.id.goog[{scheduler.k8s_namespace}/{scheduler.k8s_service_account}]"),
         acting(f"serviceAccount:{pool}[{contract.RUNTIME_SERVICE_ACCOUNT.k8s_namespace}/"
                f"{contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account}]"),
-        Resource("gcp:projects/iAMMember:IAMMember", {
+        Resource("gcp:projects/iAMMember:IAMMember", "planted", {
             "project": project, "role": "roles/pubsub.publisher",
             "member": f"serviceAccount:{pool}[{scheduler.k8s_namespace}/{scheduler.k8s_service_account}]"}),
     ]

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from components import contract, gpu_options
-from components.iam_proof import DEPLOYMENT, ROLE, Resource, prove
+from components.iam_proof import ROLE, prove
 from components.manifests import scheduler
 from components.plan import REPO_ROOT, Plan, run_plan
+from components.rendered import DEPLOYMENT, Resource
 from tests.components.infra import stack_config, stack_plan
 
 WORKER_GROUP = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
@@ -48,7 +49,7 @@ def queued_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def _resources(plan: Plan) -> tuple[list[Resource], str]:
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+    return [r for r in plan.resources if r.custom], project
 
 
 def _pools_role(resources: list[Resource]) -> Resource:

@@ -11,8 +11,9 @@ import yaml
 
 from components import contract
 from components.config import ConfigError
-from components.iam_proof import Resource, prove, scheduler_settings
+from components.iam_proof import prove, scheduler_settings
 from components.plan import REPO_ROOT, Plan, run_plan
+from components.rendered import Resource
 from tests.components.infra import stack_config, stack_plan
 
 VERTEX_TYPES = ["heston_option", "option_book"]
@@ -40,7 +41,7 @@ def vertex_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def _resources(plan: Plan) -> tuple[list[Resource], str]:
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+    return [r for r in plan.resources if r.custom], project
 
 
 def _vertex_grants(resources: list[Resource], project: str) -> set[tuple[str, str, str]]:
