@@ -73,8 +73,9 @@ class Switch:
                             for name, value in self.settings)
 
 
-QUEUED_POOLS: Final = Switch(((contract.QUEUED_POOLS_ENV, None),))
-VERTEX_AI: Final = Switch(((contract.VERTEX_TYPES_ENV, None), (contract.BACKEND_ENV, contract.VERTEX_BACKEND)))
+QUEUED_POOLS: Final = Switch(((contract.SchedulerEnv.QUEUED_POOLS, None),))
+VERTEX_AI: Final = Switch(((contract.SchedulerEnv.VERTEX_TYPES, None),
+                           (contract.SchedulerEnv.BACKEND, contract.VERTEX_BACKEND)))
 
 
 @dataclass(frozen=True)

@@ -152,8 +152,8 @@ def identities(resources: list[Resource], problems: list[str]) -> dict[Workload,
         problems.append(f"{principal} is not {WORKLOAD_IDENTITY_ROLE} of {email}: the pods cannot act as it")
     found = {Workload.SCHEDULER: Identity(email, ksa)}
     env = {e.get("name"): e.get("value") for c in pod.get("containers") or [] for e in c.get("env") or []}
-    if env.get(contract.VERTEX_ACCOUNT_ENV):
-        found[Workload.VERTEX_TASK] = Identity(str(env[contract.VERTEX_ACCOUNT_ENV]))
+    if env.get(contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT):
+        found[Workload.VERTEX_TASK] = Identity(str(env[contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT]))
     return found
 
 

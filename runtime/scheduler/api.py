@@ -48,7 +48,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     app = FastAPI(title="gpu-scheduler", version="1", lifespan=lifespan,
                   description="Consumes GPU job requests from Pub/Sub, runs them on Dask or Vertex AI, publishes "
                               "results. Every endpoint but health, readiness, metrics and this description needs "
-                              f"`Authorization: Bearer <{contract.CONTROL_TOKEN_ENV}>`.")
+                              f"`Authorization: Bearer <{contract.SchedulerEnv.CONTROL_TOKEN}>`.")
     # The last added runs first: the token is checked from the headers before the body limit reads anything.
     app.add_middleware(LimitBody)
     app.add_middleware(RequireToken, token=service.settings.control_token)

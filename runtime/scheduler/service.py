@@ -322,14 +322,12 @@ class Service:
         else:
             from distributed import LocalCluster
 
-            from runtime.scheduler.settings import DEVICE_ENV
-
             # Workers start empty; LocalPools adds them per pool. One thread each: one job per worker. Each
             # compiles the kernels for the scheduler's device as it starts (backends.warm_worker).
             preload = [contract.DASK_WORKER_PRELOAD] if self.settings.warm_workers else []
             self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
                                          dashboard_address=self.settings.dask_dashboard, host="127.0.0.1",
-                                         preload=preload, env={DEVICE_ENV: self.settings.device})
+                                         preload=preload, env={contract.SchedulerEnv.DEVICE: self.settings.device})
             client = PromptClient(self._cluster)
         return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
 
