@@ -165,6 +165,8 @@ GCP_CALLS: Final = (
     GcpCall(f"{_STORE}._write_in", "rm", _S, (), Target.RESULT_BUCKET, why="file:// stores only"),
     GcpCall(f"{_STORE}.probe", "rm", _S, _DELETE, Target.RESULT_BUCKET,
             why="the store-health probe removes the object it wrote"),
+    GcpCall(f"{_STORE}.session_jobs", "ls", _S, (_LAYOUT,), Target.RESULT_BUCKET,
+            why="lists a session's jobs (GET /jobs?session_id=)"),
     GcpCall(f"{_STORE}.sweep_temporary", "glob", _S, (_LAYOUT,), Target.RESULT_BUCKET,
             why="finds temporary objects a failed write left"),
     GcpCall(f"{_STORE}.sweep_temporary", "rm", _S, _DELETE, Target.RESULT_BUCKET, why="removes them"),
