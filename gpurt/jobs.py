@@ -185,9 +185,7 @@ def get(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = False) 
 @friendly_errors
 def list_session(session: SessionOption, api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
     """List every job started for a session: running, finished (with its outcome) or unfinished."""
-    from rich.table import Table
-
-    from runtime.report.summary import headline
+    from gpurt.render import session_table
 
     with api_client(api_url) as api:
         jobs = api.session_jobs(session)
@@ -197,14 +195,7 @@ def list_session(session: SessionOption, api_url: ApiUrlOption = None, as_json: 
     if not jobs:
         console.print(f"no jobs for session {session}")
         return
-    table = Table(title=f"session {session}: {len(jobs)} jobs")
-    for column in ("job", "state", "type", "result"):
-        table.add_column(column, overflow="fold")
-    for job in jobs:
-        result = job.result
-        table.add_row(job.job_id, job.state or "unknown", result.type.value if result and result.type else "",
-                      headline(result) if result else "")
-    console.print(table)
+    console.print(session_table(session, jobs))
 
 
 @jobs_app.command("collect")
