@@ -17,8 +17,8 @@ from runtime.scheduler.settings import Settings
 MUTATING = [("post", "/control/maintenance", {"mode": "drain"}), ("post", "/pools/local/stop", None),
             ("post", "/pools/stop-all", None), ("post", "/pools/local/scale", {"workers": 1}),
             ("delete", "/jobs/j1", None)]
-READS = [("get", "/jobs/j1", None), ("get", "/status", None), ("get", "/status/leader", None),
-         ("get", "/pools", None)]
+READS = [("get", "/jobs/j1", None), ("get", "/jobs?session_id=desk", None), ("get", "/status", None),
+         ("get", "/status/leader", None), ("get", "/pools", None)]
 
 
 def _client(env: dict[str, str]) -> TestClient:
