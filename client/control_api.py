@@ -99,6 +99,14 @@ class ApiClient:
         """``GET /jobs/{id}``: the job's state and, once finished, its result."""
         return _model(JobState, self._call("GET", f"/jobs/{job_id}"))
 
+    def session_jobs(self, session_id: str) -> list[JobState]:
+        """``GET /jobs?session_id=``: every job started for the session, with the results of those finished."""
+        body = self._call("GET", "/jobs", params={"session_id": session_id})
+        items = body.get("jobs") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise ApiError(f"unexpected answer from the scheduler: no job list for session {session_id!r}")
+        return [_model(JobState, item) for item in items]
+
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         """``DELETE /jobs/{id}``: ask a running job to stop."""
         return self._call("DELETE", f"/jobs/{job_id}")
@@ -129,9 +137,9 @@ class ApiClient:
 
     # --- plumbing ----------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, json: Any = None) -> Any:
+    def _call(self, method: str, path: str, json: Any = None, params: dict[str, str] | None = None) -> Any:
         try:
-            response = self._http.request(method, path, json=json)
+            response = self._http.request(method, path, json=json, params=params)
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach the scheduler at {self.base_url}: {exc}") from None
         if response.is_success:

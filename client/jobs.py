@@ -52,13 +52,13 @@ class Job(BaseModel):
 
     job_type: ClassVar[JobType]
 
-    def request(self, job_id: str, *, session_id: str | None = None, priority: int = 0,
+    def request(self, job_id: str, *, session_id: str | None = None,
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> JobRequest:
         """The validated request for this job under ``job_id``."""
         # Through the request's own validation, by the job type's model, as the scheduler will read it.
         return JobRequest.model_validate({
             "job_id": job_id, "type": self.job_type, "params": self.model_dump(mode="json", exclude_unset=True),
-            "session_id": session_id, "priority": priority, "timeout_s": timeout_s,
+            "session_id": session_id, "timeout_s": timeout_s,
         })
 
 

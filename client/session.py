@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from client.errors import ClientClosed, ClientError, PlatformNotRunning
 from client.futures import JobFuture, as_completed, gather, wait
@@ -25,6 +25,9 @@ from client.jobs import Job
 from client.results import Result
 from client.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
 from protocol.messages import DEFAULT_TIMEOUT_S, JobRequest, JobResult
+
+if TYPE_CHECKING:
+    from client.control_api import JobState
 
 # The client's private result subscriptions, told apart from the CLI's (gpu-job-result-cli-…) in listings.
 SUBSCRIPTION_PREFIX: Final = "gpu-job-result-client-"
@@ -75,30 +78,30 @@ class Client:
 
     # --- submitting --------------------------------------------------------------------------------
 
-    def submit(self, job: Job | JobRequest, job_id: str | None = None, *, timeout_s: float | None = None,
-               priority: int = 0) -> JobFuture:
+    def submit(self, job: Job | JobRequest, job_id: str | None = None, *,
+               timeout_s: float | None = None) -> JobFuture:
         """Publish ``job`` and return its future; an id is generated unless given.
 
         Submitting an id this client already has returns its future; an id the platform has finished
         before is answered from its result store, not run again.
         """
-        return self._submit([self._request(job, job_id, timeout_s, priority)])[0]
+        return self._submit([self._request(job, job_id, timeout_s)])[0]
 
     def map(self, jobs: Iterable[Job | JobRequest], job_ids: Sequence[str] | None = None, *,
-            timeout_s: float | None = None, priority: int = 0) -> list[JobFuture]:
+            timeout_s: float | None = None) -> list[JobFuture]:
         """Submit many jobs in one batch of publishes; futures in the order of ``jobs``."""
         jobs = list(jobs)
         if job_ids is not None and len(job_ids) != len(jobs):
             raise ValueError(f"job_ids has {len(job_ids)} ids for {len(jobs)} jobs")
         ids: Sequence[str | None] = job_ids if job_ids is not None else [None] * len(jobs)
-        return self._submit([self._request(job, i, timeout_s, priority) for job, i in zip(jobs, ids, strict=True)])
+        return self._submit([self._request(job, i, timeout_s) for job, i in zip(jobs, ids, strict=True)])
 
     async def submit_async(self, job: Job | JobRequest, job_id: str | None = None, *,
-                           timeout_s: float | None = None, priority: int = 0) -> Result:
+                           timeout_s: float | None = None) -> Result:
         """Submit ``job`` and await its ``Result`` without blocking the event loop."""
         import asyncio
 
-        future = await asyncio.to_thread(self.submit, job, job_id, timeout_s=timeout_s, priority=priority)
+        future = await asyncio.to_thread(self.submit, job, job_id, timeout_s=timeout_s)
         return await future
 
     def cancel(self, job_id: str) -> bool:
@@ -114,6 +117,32 @@ class Client:
                     return False
                 raise ClientError(f"cannot cancel {job_id}: {exc}") from None
         return True
+
+    # --- sessions ----------------------------------------------------------------------------------
+
+    def jobs(self, session_id: str | None = None) -> dict[str, str]:
+        """Every job started for a session (default: this client's ``session_id``), by job id, with its state:
+        ``running``, ``unfinished`` (started, no result yet) or its result's status."""
+        return {job.job_id: job.state or "unknown" for job in self._session(session_id)}
+
+    def collect(self, session_id: str | None = None) -> list[Result]:
+        """The results of a session's finished jobs (default: this client's), in job id order.
+
+        A notebook that reopens a session (``Client(session_id=...)``) picks up what it submitted before,
+        without the futures of the client that submitted it.
+        """
+        return [Result(job.result) for job in self._session(session_id) if job.result is not None]
+
+    def _session(self, session_id: str | None) -> list[JobState]:
+        from client.control_api import ApiClient, ApiError
+
+        self._check_open()
+        session = session_id or self.session_id
+        with ApiClient(self.target.api_url, self.target.token) as api:
+            try:
+                return api.session_jobs(session)
+            except ApiError as exc:
+                raise ClientError(f"cannot list the jobs of session {session}: {exc}") from None
 
     # --- waiting (the module's functions, for Dask-style client.gather) -----------------------------
 
@@ -159,8 +188,7 @@ class Client:
 
     # --- internals ---------------------------------------------------------------------------------
 
-    def _request(self, job: Job | JobRequest, job_id: str | None, timeout_s: float | None,
-                 priority: int) -> JobRequest:
+    def _request(self, job: Job | JobRequest, job_id: str | None, timeout_s: float | None) -> JobRequest:
         if isinstance(job, JobRequest):
             changes = {k: v for k, v in (("job_id", job_id), ("timeout_s", timeout_s)) if v is not None}
             return JobRequest.model_validate({**job.model_dump(), **changes}) if changes else job
@@ -168,7 +196,7 @@ class Client:
             raise TypeError(f"submit takes a job (EuropeanOption(...), OptionBook([...]), ...) or a JobRequest, "
                             f"not {type(job).__name__}")
         return job.request(job_id or f"{job.job_type.value}-{uuid.uuid4().hex[:12]}", session_id=self.session_id,
-                           priority=priority, timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+                           timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
 
     def _submit(self, requests: list[JobRequest]) -> list[JobFuture]:
         from client.transport import publish_requests

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Final
 
 from client.local_state import LocalState, default_local_dir, is_alive, load_state
-from protocol.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
+from protocol.contract import SCHEDULER_PORT, SchedulerEnv
 
 API_URL_ENV: Final = "GPURT_API_URL"
-PROJECT_ENV: Final = "GPURT_PROJECT"
-EMULATOR_ENV: Final = "PUBSUB_EMULATOR_HOST"
+# A client reads the project, the control token and the emulator from the variables the scheduler reads them from.
+PROJECT_ENV: Final = SchedulerEnv.PROJECT
+EMULATOR_ENV: Final = SchedulerEnv.PUBSUB_EMULATOR_HOST
 DEFAULT_PROJECT: Final = "gpurt-local"
 DEFAULT_API_URL: Final = f"http://127.0.0.1:{SCHEDULER_PORT}"
 # What a client says when nothing names a platform (the CLI and the Python client alike).
@@ -47,7 +48,7 @@ def resolve_target(api_url: str | None = None, token: str | None = None, project
     return Target(
         api_url=(api_url or env_url or (_live_api(state) if state else DEFAULT_API_URL)).rstrip("/"),
         project=project or os.environ.get(PROJECT_ENV) or (state.project if state else DEFAULT_PROJECT),
-        token=token or os.environ.get(CONTROL_TOKEN_ENV) or (state.control_token if state else None),
+        token=token or os.environ.get(SchedulerEnv.CONTROL_TOKEN) or (state.control_token if state else None),
         emulator_host=os.environ.get(EMULATOR_ENV) or (state.emulator_host if state else None),
         emulator_admin_url=state.emulator_admin_url if state else None,
         source=source,

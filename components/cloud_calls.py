@@ -14,6 +14,12 @@ Workloads and their identities (resolved from the stack, never assumed):
 - ``OPERATOR``: the ``gpurt`` tools a person or CI runs with their own credentials (submit, DLQ replay,
   drills). The stack grants them nothing, so the proof leaves them out; they are declared so that the
   shared modules' calls are all accounted for, and so the docs can say what such an identity needs.
+
+The code making the calls sits above this package, which cannot import it, so it is named by string
+(``module:Qualified.function``). Every such string is in this module and nowhere else (the sites below,
+``CLIENT_SITES``, ``NO_CLIENT_CALLS``, ``CALLER_PACKAGES``), so moving a package is one substitution here;
+``tests/components/test_iam_proof.py`` resolves each to a function of its module that makes the declared
+call, so a rename or a moved call fails the tests instead of leaving a declaration that points at nothing.
 """
 
 from __future__ import annotations
@@ -67,8 +73,9 @@ class Switch:
                             for name, value in self.settings)
 
 
-QUEUED_POOLS: Final = Switch(((contract.QUEUED_POOLS_ENV, None),))
-VERTEX_AI: Final = Switch(((contract.VERTEX_TYPES_ENV, None), (contract.BACKEND_ENV, contract.VERTEX_BACKEND)))
+QUEUED_POOLS: Final = Switch(((contract.SchedulerEnv.QUEUED_POOLS, None),))
+VERTEX_AI: Final = Switch(((contract.SchedulerEnv.VERTEX_TYPES, None),
+                           (contract.SchedulerEnv.BACKEND, contract.VERTEX_BACKEND)))
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,8 @@ GCP_CALLS: Final = (
     GcpCall(f"{_STORE}._write_in", "rm", _S, (), Target.RESULT_BUCKET, why="file:// stores only"),
     GcpCall(f"{_STORE}.probe", "rm", _S, _DELETE, Target.RESULT_BUCKET,
             why="the store-health probe removes the object it wrote"),
+    GcpCall(f"{_STORE}.session_jobs", "ls", _S, (_LAYOUT,), Target.RESULT_BUCKET,
+            why="lists a session's jobs (GET /jobs?session_id=)"),
     GcpCall(f"{_STORE}.sweep_temporary", "glob", _S, (_LAYOUT,), Target.RESULT_BUCKET,
             why="finds temporary objects a failed write left"),
     GcpCall(f"{_STORE}.sweep_temporary", "rm", _S, _DELETE, Target.RESULT_BUCKET, why="removes them"),
@@ -272,6 +281,13 @@ KUBE_CALLS: Final = (
       )),
 )
 
+# The packages whose code calls the cloud: the scheduler and worker images, and the operator's tools (their
+# calls are declared too, though the stack grants people nothing). The local platform is not among them.
+# Every module of these that imports a cloud library is in CLIENT_SITES or NO_CLIENT_CALLS (the tests walk them).
+CALLER_PACKAGES: Final = (
+    "scheduler", "scheduler.store", "scheduler.messaging", "worker", "ops.dlq", "client",
+    "ops.adapters", "ops.rollback", "ops.state",
+)
 # Where cloud clients are held: module -> the expressions that are one. Every call on them must be declared
 # above (the tests walk these modules).
 CLIENT_SITES: Final = {

@@ -1,7 +1,7 @@
 """Estimated monthly cost of a plan's node pools and clusters, from a pricing table shipped in the project.
 
-Pure: resources in (type token and inputs, as the offline plan records them or as a plan's JSON carries
-them), figures out. A pool costs nodes x (machine + GPUs + boot disk) x hours per month, from its minimum
+Pure: rendered resources in (``components.rendered``, as the offline plan records them or as a plan's JSON
+carries them), figures out. A pool costs nodes x (machine + GPUs + boot disk) x hours per month, from its minimum
 nodes always on to every node at its maximum; node counts are per zone, so each is multiplied by the
 pool's zones. Spot is a range: the documented discount band on machine and GPU prices (disks are not
 discounted). The tables are ``components/pricing/<region>.yaml``, each with the date it was recorded and
@@ -20,9 +20,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from components.rendered import CLUSTER, NODE_POOL, Resource, lookup
+
 PRICING_DIR: Final = Path(__file__).resolve().parent / "pricing"
-NODE_POOL: Final = "gcp:container/nodePool:NodePool"
-CLUSTER: Final = "gcp:container/cluster:Cluster"
 # GKE's default boot disk when a pool names none.
 DEFAULT_DISK_TYPE: Final = "pd-balanced"
 DEFAULT_DISK_GB: Final = 100
@@ -167,36 +167,28 @@ class CostEstimate:
         }
 
 
-def _get(props: Mapping[str, Any], *path: str) -> Any:
-    value: Any = props
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
 def _node_counts(props: Mapping[str, Any]) -> tuple[int, int]:
     """(minimum, maximum) nodes of a pool over all its zones; counts other than totals are per zone."""
-    zones = len(_get(props, "nodeLocations") or []) or 1
-    autoscaling = _get(props, "autoscaling")
+    zones = len(lookup(props, "nodeLocations") or []) or 1
+    autoscaling = lookup(props, "autoscaling")
     if autoscaling:
-        if _get(autoscaling, "totalMaxNodeCount") is not None:
-            return int(_get(autoscaling, "totalMinNodeCount") or 0), int(_get(autoscaling, "totalMaxNodeCount"))
-        return int(_get(autoscaling, "minNodeCount") or 0) * zones, int(_get(autoscaling, "maxNodeCount") or 0) * zones
-    fixed = int(_get(props, "nodeCount") or _get(props, "initialNodeCount") or 0) * zones
+        if lookup(autoscaling, "totalMaxNodeCount") is not None:
+            return int(lookup(autoscaling, "totalMinNodeCount") or 0), int(lookup(autoscaling, "totalMaxNodeCount"))
+        per_zone = int(lookup(autoscaling, "minNodeCount") or 0), int(lookup(autoscaling, "maxNodeCount") or 0)
+        return per_zone[0] * zones, per_zone[1] * zones
+    fixed = int(lookup(props, "nodeCount") or lookup(props, "initialNodeCount") or 0) * zones
     return fixed, fixed
 
 
 def pool_cost(props: Mapping[str, Any], table: PriceTable) -> PoolCost:
     """The monthly cost of one node pool, from its engine inputs."""
-    node = _get(props, "nodeConfig") or {}
-    machine_type = str(_get(node, "machineType") or "")
-    accelerators = [a for a in _get(node, "guestAccelerators") or [] if isinstance(a, Mapping)]
+    node = lookup(props, "nodeConfig") or {}
+    machine_type = str(lookup(node, "machineType") or "")
+    accelerators = [a for a in lookup(node, "guestAccelerators") or [] if isinstance(a, Mapping)]
     gpus = ", ".join(f"{int(a.get('count') or 0)}x {a.get('type')}" for a in accelerators)
-    spot = bool(_get(node, "spot") or _get(node, "preemptible"))
+    spot = bool(lookup(node, "spot") or lookup(node, "preemptible"))
     nodes = _node_counts(props)
-    name = str(_get(props, "name") or "?")
+    name = str(lookup(props, "name") or "?")
 
     def unpriced(why: str) -> PoolCost:
         return PoolCost(name, machine_type, gpus, spot, nodes, ZERO, ZERO, why)
@@ -211,11 +203,11 @@ def pool_cost(props: Mapping[str, Any], table: PriceTable) -> PoolCost:
             if gpu_price is None:
                 return unpriced(f"no price for GPU {accelerator.get('type')!r}")
             compute_hourly += gpu_price * int(accelerator.get("count") or 0)
-    disk_type = str(_get(node, "diskType") or DEFAULT_DISK_TYPE)
+    disk_type = str(lookup(node, "diskType") or DEFAULT_DISK_TYPE)
     disk_rate = table.disk_per_gb_month.get(disk_type)
     if disk_rate is None:
         return unpriced(f"no price for disk type {disk_type!r}")
-    disk_month = disk_rate * float(_get(node, "diskSizeGb") or DEFAULT_DISK_GB)
+    disk_month = disk_rate * float(lookup(node, "diskSizeGb") or DEFAULT_DISK_GB)
     compute_month = compute_hourly * table.hours_per_month
     low_nodes, high_nodes = nodes
     on_demand = Range(low_nodes * (compute_month + disk_month), high_nodes * (compute_month + disk_month))
@@ -225,11 +217,11 @@ def pool_cost(props: Mapping[str, Any], table: PriceTable) -> PoolCost:
     return PoolCost(name, machine_type, gpus, spot, nodes, on_demand, spot_range)
 
 
-def estimate(resources: Iterable[tuple[str, Mapping[str, Any]]], table: PriceTable) -> CostEstimate:
-    """The monthly cost of the node pools and clusters among ``resources`` (type token, inputs)."""
-    resources = list(resources)
-    pools = tuple(pool_cost(props, table) for type_, props in resources if type_ == NODE_POOL)
-    clusters = sum(1 for type_, _ in resources if type_ == CLUSTER)
+def estimate(resources: Iterable[Resource], table: PriceTable) -> CostEstimate:
+    """The monthly cost of the node pools and clusters among ``resources`` (components are not billed)."""
+    billed = [r for r in resources if r.custom]
+    pools = tuple(pool_cost(r.props, table) for r in billed if r.type == NODE_POOL)
+    clusters = sum(1 for r in billed if r.type == CLUSTER)
     return CostEstimate(
         region=table.region, recorded=table.recorded, sources=table.sources,
         spot_discount=(table.spot_discount.min, table.spot_discount.max), pools=pools,

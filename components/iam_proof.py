@@ -28,13 +28,12 @@ from components import cloud_calls
 from components.cloud_calls import GcpCall, KubeCall, Target, Workload
 from components.iam import WORKLOAD_IDENTITY_ROLE, workload_identity_member
 from components.iam_permissions import ROLE_PERMISSIONS
+from components.rendered import CLUSTER, DEPLOYMENT, Resource, kubernetes_object, last_segment, lookup
 from protocol import contract
 
-DEPLOYMENT: Final = "kubernetes:apps/v1:Deployment"
 K8S_SERVICE_ACCOUNT: Final = "kubernetes:core/v1:ServiceAccount"
 ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
-CLUSTER: Final = "gcp:container/cluster:Cluster"
 GSA_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
 # The scopes the IAM component binds on below the project: a project grant serving only these is too wide.
 _NARROWER: Final = frozenset({Target.RESULT_BUCKET, Target.SERVICE_ACCOUNT})
@@ -50,14 +49,6 @@ _TARGET_FIELDS: Final = {
     Target.RESULT_BUCKET: "bucket", Target.TOPIC: "topic", Target.SUBSCRIPTION: "subscription",
     Target.SERVICE_ACCOUNT: "serviceAccountId",
 }
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A rendered resource: its type token and inputs."""
-
-    type: str
-    props: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -100,17 +91,6 @@ class Proof:
         return not self.missing and not self.unused and not self.wider
 
 
-def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
-    value: Any = props
-    for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value
-
-
-def _last(path: str) -> str:
-    return str(path).rsplit("/", 1)[-1]
-
-
 def _account_id(member_or_email: str) -> str:
     return member_or_email.removeprefix("serviceAccount:").split("@", 1)[0]
 
@@ -120,60 +100,61 @@ def grants(resources: Iterable[Resource], project: str) -> list[Grant]:
     found = []
     for resource in resources:
         target = _MEMBER_TYPES.get(resource.type)
-        member = str(_get(resource.props, "member") or "")
+        member = str(lookup(resource.props, "member") or "")
         if target is None or not member.startswith("serviceAccount:") or "[" in member:
             continue  # Workload Identity principals are checked with the identities, not as grants
-        name = "" if target is Target.PROJECT else _last(_get(resource.props, _TARGET_FIELDS[target]) or "")
+        name = "" if target is Target.PROJECT else last_segment(lookup(resource.props, _TARGET_FIELDS[target]) or "")
         if target is Target.RESULT_BUCKET:
             name = "" if name == contract.result_bucket(project) else f"other bucket {name}"
         if target is Target.SERVICE_ACCOUNT:
             name = _account_id(name)
-        found.append(Grant(member, str(_get(resource.props, "role")), target, name))
+        found.append(Grant(member, str(lookup(resource.props, "role")), target, name))
     return found
 
 
-def _named(resources: list[Resource], type_: str, name: str, namespace: str) -> Mapping[str, Any] | None:
-    for resource in resources:
-        meta = _get(resource.props, "metadata") or {}
-        if resource.type == type_ and meta.get("name") == name and meta.get("namespace") == namespace:
-            return resource.props
-    return None
+def _scheduler_pod(resources: list[Resource]) -> Mapping[str, Any] | None:
+    """The pod spec of the gpu-scheduler Deployment, or None when the stack has no such Deployment."""
+    deployment = kubernetes_object(resources, DEPLOYMENT, contract.SCHEDULER_DEPLOYMENT, contract.RUNTIME_NAMESPACE)
+    return None if deployment is None else (deployment.get("spec", "template", "spec") or {})
+
+
+def _annotated_account(resources: list[Resource], namespace: str, name: str) -> str:
+    """The Google account the Kubernetes account ``namespace/name`` is annotated with ('' if none or no account)."""
+    account = kubernetes_object(resources, K8S_SERVICE_ACCOUNT, name, namespace)
+    return str(account.get("metadata", "annotations", GSA_ANNOTATION) or "") if account else ""
 
 
 def scheduler_settings(resources: list[Resource]) -> dict[str, str]:
     """The plain environment values of the scheduler Deployment's containers (what turns its calls on)."""
-    deployment = _named(resources, DEPLOYMENT, contract.SCHEDULER_DEPLOYMENT, contract.RUNTIME_NAMESPACE)
-    pod = _get(deployment, "spec", "template", "spec") or {}
+    pod = _scheduler_pod(resources) or {}
     return {str(e.get("name")): str(e.get("value") or "") for c in pod.get("containers") or []
             for e in c.get("env") or [] if "value" in e}
 
 
 def identities(resources: list[Resource], problems: list[str]) -> dict[Workload, Identity]:
     """The identity of each workload, from the scheduler's Deployment, its account and Workload Identity."""
-    deployment = _named(resources, DEPLOYMENT, contract.SCHEDULER_DEPLOYMENT, contract.RUNTIME_NAMESPACE)
-    if deployment is None:
+    pod = _scheduler_pod(resources)
+    if pod is None:
         problems.append(f"no Deployment {contract.RUNTIME_NAMESPACE}/{contract.SCHEDULER_DEPLOYMENT}")
         return {}
-    pod = _get(deployment, "spec", "template", "spec") or {}
     ksa = (contract.RUNTIME_NAMESPACE, str(pod.get("serviceAccountName") or "default"))
-    account = _named(resources, K8S_SERVICE_ACCOUNT, ksa[1], ksa[0])
-    email = str(_get(account, "metadata", "annotations", GSA_ANNOTATION) or "")
+    email = _annotated_account(resources, *ksa)
     if not email:
         problems.append(f"Kubernetes account {ksa[0]}/{ksa[1]} names no Google account ({GSA_ANNOTATION})")
         return {}
-    pools = [_get(r.props, "workloadIdentityConfig", "workloadPool") for r in resources if r.type == CLUSTER]
+    pools = [lookup(r.props, "workloadIdentityConfig", "workloadPool") for r in resources if r.type == CLUSTER]
     principal = workload_identity_member(str(pools[0]) if pools else "?", *ksa)
     bound = any(
-        r.type == "gcp:serviceaccount/iAMMember:IAMMember" and _get(r.props, "role") == WORKLOAD_IDENTITY_ROLE
-        and _get(r.props, "member") == principal and _last(_get(r.props, "serviceAccountId") or "") == email
+        r.type == "gcp:serviceaccount/iAMMember:IAMMember" and lookup(r.props, "role") == WORKLOAD_IDENTITY_ROLE
+        and lookup(r.props, "member") == principal and last_segment(lookup(r.props, "serviceAccountId") or "") == email
         for r in resources
     )
     if not bound:
         problems.append(f"{principal} is not {WORKLOAD_IDENTITY_ROLE} of {email}: the pods cannot act as it")
     found = {Workload.SCHEDULER: Identity(email, ksa)}
     env = {e.get("name"): e.get("value") for c in pod.get("containers") or [] for e in c.get("env") or []}
-    if env.get(contract.VERTEX_ACCOUNT_ENV):
-        found[Workload.VERTEX_TASK] = Identity(str(env[contract.VERTEX_ACCOUNT_ENV]))
+    if env.get(contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT):
+        found[Workload.VERTEX_TASK] = Identity(str(env[contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT]))
     return found
 
 
@@ -187,18 +168,18 @@ def _allows(grant: Grant, permission: str, target: Target, name: str) -> bool:
 
 def _rbac(resources: list[Resource]) -> list[tuple[str, str, tuple[str, str], Mapping[str, Any]]]:
     """(namespace, role name, bound Kubernetes account, rule) for every rule of every bound Role."""
-    roles = {(_get(r.props, "metadata", "namespace"), _get(r.props, "metadata", "name")): r.props
+    roles = {(lookup(r.props, "metadata", "namespace"), lookup(r.props, "metadata", "name")): r.props
              for r in resources if r.type == ROLE}
     bound = []
     for binding in (r.props for r in resources if r.type == ROLE_BINDING):
-        namespace = _get(binding, "metadata", "namespace")
-        role = roles.get((namespace, _get(binding, "roleRef", "name")))
-        if role is None or _get(binding, "roleRef", "kind") != "Role":
+        namespace = lookup(binding, "metadata", "namespace")
+        role = roles.get((namespace, lookup(binding, "roleRef", "name")))
+        if role is None or lookup(binding, "roleRef", "kind") != "Role":
             continue
         for subject in binding.get("subjects") or []:
             if subject.get("kind") == "ServiceAccount":
                 account = (str(subject.get("namespace")), str(subject.get("name")))
-                bound += [(str(namespace), str(_get(role, "metadata", "name")), account, rule)
+                bound += [(str(namespace), str(lookup(role, "metadata", "name")), account, rule)
                           for rule in role.get("rules") or []]
     return bound
 
@@ -297,24 +278,24 @@ def _runs_as(resources: list[Resource]) -> set[tuple[str, str]]:
                 walk(item, namespace)
 
     for resource in resources:
-        namespace = _get(resource.props, "metadata", "namespace")
+        namespace = lookup(resource.props, "metadata", "namespace")
         if namespace:
-            walk(_get(resource.props, "spec"), str(namespace))
+            walk(lookup(resource.props, "spec"), str(namespace))
     return found
 
 
 def _workload_identity_wider(resources: list[Resource], project: str) -> list[str]:
     """Workload Identity bindings on the platform's accounts that let anything but its own pods act as them."""
-    pools = {str(_get(r.props, "workloadIdentityConfig", "workloadPool")) for r in resources if r.type == CLUSTER}
+    pools = {str(lookup(r.props, "workloadIdentityConfig", "workloadPool")) for r in resources if r.type == CLUSTER}
     emails = {spec.email(project) for spec in contract.SERVICE_ACCOUNTS}
     running = _runs_as(resources)
     found = []
     for resource in resources:
-        member = str(_get(resource.props, "member") or "")
-        role = _get(resource.props, "role")
+        member = str(lookup(resource.props, "member") or "")
+        role = lookup(resource.props, "role")
         if resource.type not in _MEMBER_TYPES or ("[" not in member and role != WORKLOAD_IDENTITY_ROLE):
             continue
-        email = _last(_get(resource.props, "serviceAccountId") or "")
+        email = last_segment(lookup(resource.props, "serviceAccountId") or "")
         if role != WORKLOAD_IDENTITY_ROLE or resource.type != "gcp:serviceaccount/iAMMember:IAMMember":
             # A Kubernetes principal holding a role directly bypasses the accounts the proof checks.
             found.append(f"{member} holds {role} directly; pods get roles only through the platform's accounts")
@@ -323,18 +304,18 @@ def _workload_identity_wider(resources: list[Resource], project: str) -> list[st
             continue
         pool, _, rest = member.removeprefix("serviceAccount:").partition("[")
         namespace, _, name = rest.rstrip("]").partition("/")
-        account = _named(resources, K8S_SERVICE_ACCOUNT, name, namespace)
+        account = kubernetes_object(resources, K8S_SERVICE_ACCOUNT, name, namespace)
         if pool not in pools:
             why = f"its pool {pool or '(none)'} is not the cluster's"
         elif account is None:
             why = "the stack has no such Kubernetes account"
-        elif _get(account, "metadata", "annotations", GSA_ANNOTATION) != email:
+        elif _annotated_account(resources, namespace, name) != email:
             why = f"that account is not annotated {GSA_ANNOTATION}={email}"
         elif (namespace, name) not in running:
             why = "no pod of the stack runs as that account"
         else:
             continue
-        found.append(f"{member} may act as {_account_id(email)} through {_get(resource.props, 'role')}, but {why}")
+        found.append(f"{member} may act as {_account_id(email)} through {lookup(resource.props, 'role')}, but {why}")
     return found
 
 

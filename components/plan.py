@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import runpy
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,6 +30,7 @@ from pulumi.runtime.sync_await import _sync_await  # what the SDK's own pulumi.r
 
 from components.cost import CostError, CostEstimate, estimate, load_price_table
 from components.policy import rules
+from components.rendered import SERVICE_ACCOUNT, Resource
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 STACKS: Final = ("staging", "production")
@@ -45,31 +46,6 @@ IAM_PROOF_DESCRIPTION: Final = (
 
 class PlanError(Exception):
     """The plan could not run: unknown stack, unreadable config, or the program itself failed."""
-
-
-@dataclass(frozen=True)
-class PlannedResource:
-    """One resource the program registered."""
-
-    type: str
-    name: str
-    urn: str
-    parent: str | None
-    custom: bool
-    dependencies: tuple[str, ...]
-    """URNs this resource waits for (explicit depends_on and those implied by its inputs)."""
-    props: Mapping[str, Any] = field(repr=False)
-    """Inputs with secrets unwrapped (what policies see)."""
-    shown: Mapping[str, Any] = field(repr=False)
-    """Inputs with secrets masked (what the plan prints)."""
-    protect: bool = False
-    """Pulumi refuses to delete it while set."""
-    delete_before_replace: bool = False
-    """A replacement deletes the old resource first (fixed names)."""
-    ignore_changes: tuple[str, ...] = ()
-    """Input properties whose changes Pulumi ignores."""
-    provider: str = ""
-    """Reference (``urn::id``) of the explicit provider; empty for a default provider."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +67,7 @@ class Plan:
     """What ``gpurt plan`` reports for one stack."""
 
     stack: str
-    resources: tuple[PlannedResource, ...]
+    resources: tuple[Resource, ...]
     outputs: Mapping[str, Any]
     policy: tuple[RuleResult, ...]
     placeholders: tuple[str, ...]
@@ -111,13 +87,7 @@ class Plan:
             "stack": self.stack,
             "ok": self.ok,
             "placeholders": list(self.placeholders),
-            "resources": [
-                {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
-                 "dependencies": list(r.dependencies), "inputs": r.shown, "protect": r.protect,
-                 "delete_before_replace": r.delete_before_replace, "ignore_changes": list(r.ignore_changes),
-                 "provider": r.provider}
-                for r in self.resources
-            ],
+            "resources": [r.to_json() for r in self.resources],
             "outputs": self.outputs,
             "cost": self.cost.to_json() if self.cost else {"unavailable": self.cost_note},
             "policy": [
@@ -319,7 +289,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
-        self.recorded: list[PlannedResource] = []
+        self.recorded: list[Resource] = []
         self.stack_outputs: dict[str, Any] = {}
         self._stack_urn: str | None = None
 
@@ -330,10 +300,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             self._stack_urn = response.urn
         else:
             inputs = rpc.deserialize_properties(request.object)
-            self.recorded.append(PlannedResource(
-                type=request.type, name=request.name, urn=response.urn, parent=request.parent or None,
-                custom=bool(request.custom), dependencies=tuple(sorted(set(request.dependencies))),
-                props=_plain(inputs, mask=False), shown=_plain(inputs, mask=True),
+            self.recorded.append(Resource(
+                type=request.type, name=request.name, props=_plain(inputs, mask=False), urn=response.urn,
+                parent=request.parent or None, custom=bool(request.custom),
+                dependencies=tuple(sorted(set(request.dependencies))), shown=_plain(inputs, mask=True),
                 protect=bool(request.protect), delete_before_replace=bool(request.deleteBeforeReplace),
                 ignore_changes=tuple(request.ignoreChanges), provider=request.provider,
             ))
@@ -353,7 +323,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 class Recording:
     """What a program registered under the mocks: its resources in registration order, and its exports."""
 
-    resources: tuple[PlannedResource, ...]
+    resources: tuple[Resource, ...]
     outputs: Mapping[str, Any]
 
 
@@ -406,22 +376,20 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
         raise PlanError(f"the program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
 
     # Components too: a stack rule reads the GKE component's input (the acknowledged pool replacements).
-    subjects = [rules.Subject(r.type, r.name, r.props, r.protect, r.custom) for r in recording.resources]
-    policy = judge(subjects, stack_settings.config.get("gcp:project", ""))
-    cost, cost_note = plan_cost([(r.type, r.props) for r in recording.resources if r.custom],
-                                stack_settings.config.get("gcp:region", ""))
+    policy = judge(recording.resources, stack_settings.config.get("gcp:project", ""))
+    cost, cost_note = plan_cost(recording.resources, stack_settings.config.get("gcp:region", ""))
     return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders,
                 cost, cost_note)
 
 
-def judge(subjects: list[rules.Subject], project: str) -> tuple[RuleResult, ...]:
-    """The verdict of this checkout's policy rules and IAM proof on rendered resources ``subjects``."""
-    verdicts = rules.evaluate(subjects)
+def judge(resources: Sequence[Resource], project: str) -> tuple[RuleResult, ...]:
+    """The verdict of this checkout's policy rules and IAM proof on rendered ``resources``."""
+    verdicts = rules.evaluate(resources)
     descriptions = {rule.id: rule.description for rule in (*rules.RESOURCE_RULES, *rules.STACK_RULES)}
     policy = tuple(
         RuleResult(rule_id, descriptions[rule_id], tuple(violations)) for rule_id, violations in verdicts.items()
     )
-    return (*policy, _iam_proof(subjects, project))
+    return (*policy, _iam_proof(resources, project))
 
 
 def judge_plan_json(plan: Mapping[str, Any]) -> tuple[RuleResult, ...]:
@@ -431,28 +399,28 @@ def judge_plan_json(plan: Mapping[str, Any]) -> tuple[RuleResult, ...]:
     resources, and the base branch's code, installed before any of the pull request's runs, judges them.
     """
     try:
-        subjects = [rules.Subject(r["type"], r["name"], r["inputs"], bool(r.get("protect", False)), bool(r["custom"]))
-                    for r in plan["resources"]]
+        resources = [Resource.from_json(r) for r in plan["resources"]]
     except (KeyError, TypeError) as exc:
         raise PlanError(f"not a plan written by gpurt plan --json: no {exc} in its resources") from None
-    accounts = [s.props.get("project") for s in subjects if s.resource_type == "gcp:serviceaccount/account:Account"]
-    return judge(subjects, str(accounts[0]) if accounts else "")
+    accounts = [r.get("project") for r in resources if r.type == SERVICE_ACCOUNT]
+    return judge(resources, str(accounts[0]) if accounts else "")
 
 
-def plan_cost(resources: list[tuple[str, Mapping[str, Any]]], region: str) -> tuple[CostEstimate | None, str]:
-    """The estimated monthly cost of ``resources`` in ``region``, or None and why not (no pricing table)."""
+def plan_cost(resources: Iterable[Resource], region: str) -> tuple[CostEstimate | None, str]:
+    """The estimated monthly cost of the cloud resources among ``resources`` in ``region``, or None and why not
+    (no pricing table)."""
     try:
         return estimate(resources, load_price_table(region)), ""
     except CostError as exc:
         return None, str(exc)
 
 
-def _iam_proof(subjects: list[rules.Subject], project: str) -> RuleResult:
+def _iam_proof(resources: Sequence[Resource], project: str) -> RuleResult:
     """The IAM proof as one more verdict. Plan-only: it needs resolved values (account e-mails, the pool),
     which a preview does not have yet, so the policy pack cannot run it."""
-    from components.iam_proof import Resource, prove
+    from components.iam_proof import prove
 
-    proof = prove([Resource(s.resource_type, s.props) for s in subjects if s.custom], project)
+    proof = prove([r for r in resources if r.custom], project)
     violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message)
                        for message in proof.missing + proof.unused + proof.wider)
     return RuleResult(IAM_PROOF_RULE, IAM_PROOF_DESCRIPTION, violations)

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from components.cost import CostEstimate, Range
 from components.plan import plan_cost
+from components.rendered import Resource
 from components.replace_on_change import replacing_paths
 
 # A changed resource lists at most this many input paths; a comment must stay readable.
@@ -141,7 +142,9 @@ def _policy(base: Mapping[str, Any], head: Mapping[str, Any]) -> tuple[RuleChang
 
 
 def _cost(document: Mapping[str, Any], region: str) -> CostEstimate | None:
-    resources = [(r["type"], r.get("inputs") or {}) for r in document.get("resources") or [] if r.get("custom")]
+    # Leniently: a revision's plan may predate fields that pricing does not need.
+    resources = [Resource(r["type"], str(r.get("name") or ""), r.get("inputs") or {})
+                 for r in document.get("resources") or [] if r.get("custom")]
     return plan_cost(resources, region)[0]
 
 

@@ -1,4 +1,5 @@
-"""``gpurt submit`` and ``gpurt jobs get|cancel``: submit risk jobs and follow them."""
+"""``gpurt submit`` and ``gpurt jobs get|list|collect|cancel``: submit risk jobs and follow them, one by one or
+by session."""
 
 from __future__ import annotations
 
@@ -29,13 +30,16 @@ from gpurt.common import (
 if TYPE_CHECKING:  # the job models and the API client are imported where used, so `gpurt --help` stays fast
     from protocol.messages import JobRequest, JobResult
 
-jobs_app = typer.Typer(help="Look up or cancel a job by its id.", no_args_is_help=True)
+jobs_app = typer.Typer(help="Look up or cancel a job by its id, or list and collect a session's jobs.",
+                       no_args_is_help=True)
+SessionOption = Annotated[str, typer.Option("--session", "-s", help="The session id the jobs were submitted with "
+                                            "(gpurt submit --session, the Python client's session_id).")]
 DEFAULT_WAIT_S: Final = 300.0
 STATE_POLL_S: Final = 2.0  # how often --wait asks the API where a job stands (for the progress line)
 
 
 def build_request(job_file: Path | None, job_type: str | None, params: list[str], job_id: str | None,
-                  timeout_s: float | None = None) -> JobRequest:
+                  timeout_s: float | None = None, session_id: str | None = None) -> JobRequest:
     """A validated request from a JSON file, or from ``--type`` and ``--param k=v`` pairs."""
     if job_file is not None and job_type is not None:
         raise UserError("give a JOB.json file or --type, not both")
@@ -59,6 +63,8 @@ def build_request(job_file: Path | None, job_type: str | None, params: list[str]
         body["job_id"] = job_id
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
+    if session_id is not None:
+        body["session_id"] = session_id
     from pydantic import ValidationError
 
     from protocol.messages import JobRequest
@@ -97,6 +103,8 @@ def submit(
     job_type: Annotated[str | None, typer.Option("--type", "-t", help="Job type, instead of a file.")] = None,
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Parameter key=value (repeat).")] = None,
     job_id: Annotated[str | None, typer.Option("--job-id", help="Idempotency key (default: generated).")] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Session id, to list and collect the "
+                                                "session's jobs later (gpurt jobs list --session).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the result, with progress.")] = False,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds --wait waits for the result.")] = DEFAULT_WAIT_S,
     api_url: ApiUrlOption = None,
@@ -107,7 +115,7 @@ def submit(
     from gpurt.render import result_detail
     from protocol.messages import JobStatus
 
-    request = build_request(job_file, job_type, param or [], job_id)
+    request = build_request(job_file, job_type, param or [], job_id, session_id=session)
     clients = pubsub_clients(api_url)
     try:
         if not wait:
@@ -171,6 +179,51 @@ def get(job_id: str, api_url: ApiUrlOption = None, as_json: JsonOption = False) 
         suffix = f", attempt {job.attempt}" if job.attempt else ""
         cancel = " (cancel requested)" if job.cancel_requested else ""
         console.print(f"job {job_id}: {job.state or 'unknown'}{suffix}{cancel}")
+
+
+@jobs_app.command("list")
+@friendly_errors
+def list_session(session: SessionOption, api_url: ApiUrlOption = None, as_json: JsonOption = False) -> None:
+    """List every job started for a session: running, finished (with its outcome) or unfinished."""
+    from gpurt.render import session_table
+
+    with api_client(api_url) as api:
+        jobs = api.session_jobs(session)
+    if as_json:
+        print_json(jobs)
+        return
+    if not jobs:
+        console.print(f"no jobs for session {session}")
+        return
+    console.print(session_table(session, jobs))
+
+
+@jobs_app.command("collect")
+@friendly_errors
+def collect(
+    session: SessionOption,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the results there (JSON), not to stdout.",
+                                             dir_okay=False)] = None,
+    api_url: ApiUrlOption = None,
+) -> None:
+    """The results of a session's finished jobs, as one JSON list; exit 3 while some have none yet."""
+    with api_client(api_url) as api:
+        jobs = api.session_jobs(session)
+    results = [job.result for job in jobs if job.result is not None]
+    if out is None:
+        print_json(results)
+    else:
+        try:
+            out.write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=2) + "\n",
+                           encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write {out}: {exc.strerror}") from None
+        err_console.print(f"{len(results)} results of session {session} written to {out}")
+    pending = [job.job_id for job in jobs if job.result is None]
+    if pending:
+        err_console.print(f"[yellow]{len(pending)} of {len(jobs)} jobs have no result yet: "
+                          f"{', '.join(pending[:5])}{' …' if len(pending) > 5 else ''}[/]")
+        raise typer.Exit(EXIT_TIMEOUT)
 
 
 @jobs_app.command("cancel")

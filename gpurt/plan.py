@@ -12,7 +12,8 @@ import typer
 if TYPE_CHECKING:  # heavy imports stay inside the command so `gpurt --help` stays fast
     from rich.console import Console
 
-    from components.plan import Plan, PlannedResource
+    from components.plan import Plan
+    from components.rendered import Resource
 
 
 policy_app = typer.Typer(help="The policy pack: bundle it for pulumi preview/up --policy-pack or publishing.",
@@ -226,15 +227,6 @@ KEY_SETTINGS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-def _lookup(props: Mapping[str, Any], path: str) -> Any:
-    value: Any = props
-    for key in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
 def _brief_item(item: Mapping[str, Any]) -> str:
     if {"key", "effect"} <= item.keys():  # a taint
         return f"{item['key']}={item.get('value', '')}:{item['effect']}"
@@ -249,8 +241,10 @@ def _brief(value: Any) -> str:
     return json.dumps(value) if isinstance(value, list | dict | bool) else str(value)
 
 
-def key_settings(resource: PlannedResource) -> str:
+def key_settings(resource: Resource) -> str:
     """A one-line summary of a resource's most telling inputs (secrets stay masked)."""
+    from components.rendered import lookup
+
     paths = KEY_SETTINGS.get(resource.type)
     if paths is None:
         # Kubernetes objects and anything unlisted: namespace/name and a few top-level scalars.
@@ -260,7 +254,7 @@ def key_settings(resource: PlannedResource) -> str:
         paths = tuple(k for k, v in resource.shown.items() if not isinstance(v, Mapping | list))[:4]
     parts = []
     for path in paths:
-        value = _lookup(resource.shown, path)
+        value = lookup(resource.shown, *path.split("."))
         if value is not None and value != []:
             parts.append(f"{path.rsplit('.', 1)[-1]}={_brief(value)}")
     return " ".join(parts)

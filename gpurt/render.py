@@ -1,5 +1,5 @@
-"""Tables a person reads: job results (``gpurt submit``, ``gpurt jobs get``, the demo), validation reports,
-drill figures."""
+"""Tables a person reads: job results (``gpurt submit``, ``gpurt jobs get``, the demo), a session's jobs,
+validation reports, drill figures."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.chaos import shown
+from client.control_api import JobState
 from local_platform.report.summary import headline, number
 from ops.drills.base import DrillResult
 from ops.report import Report, Status
@@ -47,6 +48,19 @@ def results_table(results: Iterable[JobResult], title: str = "results", strip: s
     for result in results:
         table.add_row(_short(result.job_id, strip), _status(result), str(result.attempt),
                       _seconds(result.metrics.run_s), headline(result))
+    return table
+
+
+def session_table(session: str, jobs: Iterable[JobState]) -> Table:
+    """A session's jobs (``gpurt jobs list --session``): state, type and, once finished, the headline figure."""
+    jobs = list(jobs)
+    table = Table(title=f"session {session}: {len(jobs)} jobs")
+    for column in ("job", "state", "type", "result"):
+        table.add_column(column, overflow="fold")
+    for job in jobs:
+        result = job.result
+        table.add_row(job.job_id, job.state or "unknown", result.type.value if result and result.type else "",
+                      headline(result) if result else "")
     return table
 
 

@@ -27,13 +27,13 @@ from client.local_state import (
     load_state,
     save_state,
 )
-from client.target import DEFAULT_PROJECT, EMULATOR_ENV, Target
+from client.target import DEFAULT_PROJECT, Target
 from client.transport import PubSubClients, make_clients
 from local_platform import processes
 from local_platform.broker.brokers import Broker
 from local_platform.prometheus.config import ScrapeTargets
 from local_platform.status import PlatformStatus, collect_status
-from protocol.contract import CONTROL_TOKEN_ENV, SCHEDULER_PORT
+from protocol.contract import SCHEDULER_PORT, SchedulerEnv
 
 if TYPE_CHECKING:
     from local_platform.prometheus.stack import Binaries
@@ -53,9 +53,40 @@ DRAIN_TIMEOUT_S: Final = 120.0  # how long `down` waits for in-flight jobs befor
 # Prometheus opens its TSDB and loads the rules in a second or two; a loaded machine gets ample slack.
 MONITORING_START_TIMEOUT_S: Final = 60.0
 MONITORING_DIR: Final = "monitoring"
-# The scheduler setting that places a replica's Dask dashboard (and its Prometheus /metrics).
-DASHBOARD_ENV: Final = "GPURT_DASK_DASHBOARD"
 STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
+
+
+def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token: str, lease_file: Path | None,
+                  emulator_admin_url: str | None) -> dict[str, str]:
+    """The settings every local gpu-scheduler replica gets (``replica_env`` adds each one's own).
+
+    Empty values mean unset to the scheduler (``Settings.from_env``), so an unset option keeps its default.
+    """
+    return {
+        SchedulerEnv.PUBSUB_EMULATOR_HOST: emulator_host,
+        SchedulerEnv.PROJECT: cfg.project,
+        SchedulerEnv.DASK_SCHEDULER: "",  # empty: the scheduler hosts its own LocalCluster
+        # Unset, the scheduler sizes the pool (and picks LocalCUDACluster) itself.
+        SchedulerEnv.LOCAL_WORKERS: "" if cfg.workers is None else str(cfg.workers),
+        SchedulerEnv.LOCAL_GPUS: "" if cfg.gpus is None else str(cfg.gpus),
+        SchedulerEnv.RESULT_STORE: result_store,
+        SchedulerEnv.CONTROL_TOKEN: token,
+        SchedulerEnv.HOST: cfg.host,
+        SchedulerEnv.POOLS: "local",
+        SchedulerEnv.LEADER: "always" if lease_file is None else "file",
+        SchedulerEnv.LEASE_FILE: "" if lease_file is None else str(lease_file),
+        SchedulerEnv.EMULATOR_ADMIN_URL: emulator_admin_url or "",
+        **cfg.scheduler_env,
+    }
+
+
+def replica_env(settings: Mapping[str, str], host: str, name: str, port: int, dashboard_port: int, *,
+                elected: bool) -> dict[str, str]:
+    """One replica's settings: the shared ``settings``, its API port, its Dask dashboard (whose /metrics is a
+    scrape target) and, where replicas elect a leader, a name that tells it apart from the others on the lease."""
+    identity = {SchedulerEnv.LOCAL_POD_NAME: f"local-{name}"} if elected else {}
+    return {**settings, SchedulerEnv.PORT: str(port), SchedulerEnv.DASK_DASHBOARD: f"{host}:{dashboard_port}",
+            **identity}
 
 
 class LocalPlatformError(RuntimeError):
@@ -232,28 +263,12 @@ class LocalPlatform:
 
         on_step(f"starting {cfg.replicas} gpu-scheduler replica(s) and their Dask workers on port(s) "
                 f"{', '.join(map(str, ports))}")
-        settings = {
-            EMULATOR_ENV: emulator_host,
-            "GPURT_PROJECT": cfg.project,
-            "GPURT_DASK_SCHEDULER": "",  # empty: the scheduler hosts its own LocalCluster
-            # Empty means unset to the scheduler: it then sizes the pool (and picks LocalCUDACluster) itself.
-            "GPURT_LOCAL_WORKERS": "" if cfg.workers is None else str(cfg.workers),
-            "GPURT_LOCAL_GPUS": "" if cfg.gpus is None else str(cfg.gpus),
-            "GPURT_RESULT_STORE": result_store,
-            CONTROL_TOKEN_ENV: token,
-            "GPURT_HOST": cfg.host,
-            "GPURT_POOLS": "local",
-            "GPURT_LEADER": "always" if lease_file is None else "file",
-            "GPURT_LEASE_FILE": "" if lease_file is None else str(lease_file),
-            "GPURT_EMULATOR_ADMIN_URL": state.emulator_admin_url or "",
-            **cfg.scheduler_env,
-        }
+        settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token=token,
+                                 lease_file=lease_file, emulator_admin_url=state.emulator_admin_url)
         schedulers = []
         for index, port in enumerate(ports):
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
-            # Replicas need distinct identities to tell each other apart on the lease.
-            identity = {"GPURT_POD_NAME": f"local-{name}"} if lease_file is not None else {}
-            env = {**settings, "GPURT_PORT": str(port), DASHBOARD_ENV: f"{cfg.host}:{dashboards[index]}", **identity}
+            env = replica_env(settings, cfg.host, name, port, dashboards[index], elected=lease_file is not None)
             record = processes.start_process(name, [sys.executable, "-m", "scheduler"], {**base_env, **env},
                                              logs / f"{name}.log", cwd=Path.cwd())
             schedulers.append(record.model_copy(update={"env": env, "cwd": Path.cwd(),
@@ -476,7 +491,7 @@ def scrape_targets(state: LocalState) -> ScrapeTargets:
     replicas = state.schedulers()
     return ScrapeTargets(
         schedulers=tuple(_host_port(r.api_url) for r in replicas if r.api_url),
-        dask=tuple(r.env[DASHBOARD_ENV] for r in replicas if r.env.get(DASHBOARD_ENV)),
+        dask=tuple(r.env[SchedulerEnv.DASK_DASHBOARD] for r in replicas if r.env.get(SchedulerEnv.DASK_DASHBOARD)),
         emulator=(_host_port(state.emulator_admin_url),) if state.emulator_admin_url else ())
 
 
@@ -505,7 +520,7 @@ def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: i
 def _base_env() -> dict[str, str]:
     """The caller's environment for a child process, less anything that would point it at another emulator."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop(EMULATOR_ENV, None)
+    env.pop(SchedulerEnv.PUBSUB_EMULATOR_HOST, None)
     return env
 
 

@@ -1,7 +1,7 @@
 """The gpu-scheduler workload in namespace ``gpu-runtime``: identity, RBAC, Deployment, Service, PDB, Secret.
 
-The settings the service reads (``GPURT_*``) are those of ``scheduler/settings.py``; the names of
-everything else come from ``protocol.contract``.
+The settings the service reads are named by ``contract.SchedulerEnv`` (which ``scheduler/settings.py``
+reads); the names of everything else come from ``protocol.contract`` too.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from manifests.common import (
     workload_identity_service_account,
 )
 from protocol import contract
+from protocol.contract import SchedulerEnv
 
 # Seconds a terminating pod keeps running. The preStop hook switches the replica to drain at once, so no
 # new message is pulled; in-flight jobs then have this long to finish and publish. Short jobs (the bulk)
@@ -61,7 +62,7 @@ _DRAIN_SCRIPT: Final = (
 
 def drain_command(port: int = contract.SCHEDULER_PORT) -> list[str]:
     """The preStop command that switches the replica listening on ``port`` to drain mode."""
-    return ["python", "-c", _DRAIN_SCRIPT.format(port=port, token_file_env=contract.CONTROL_TOKEN_FILE_ENV)]
+    return ["python", "-c", _DRAIN_SCRIPT.format(port=port, token_file_env=SchedulerEnv.CONTROL_TOKEN_FILE)]
 
 
 T = TypeVar("T")
@@ -88,12 +89,12 @@ class VertexRouting:
     def settings(self) -> dict[str, str]:
         """The scheduler's ``GPURT_VERTEX_*`` settings for this routing."""
         return {
-            contract.VERTEX_TYPES_ENV: ",".join(self.job_types),
-            contract.VERTEX_ACCOUNT_ENV: self.service_account,
-            "GPURT_VERTEX_IMAGE": self.image,
-            "GPURT_VERTEX_REGION": self.region,
-            "GPURT_VERTEX_MACHINE_TYPE": self.machine_type,
-            "GPURT_VERTEX_ACCELERATOR": self.accelerator,
+            SchedulerEnv.VERTEX_TYPES: ",".join(self.job_types),
+            SchedulerEnv.VERTEX_SERVICE_ACCOUNT: self.service_account,
+            SchedulerEnv.VERTEX_IMAGE: self.image,
+            SchedulerEnv.VERTEX_REGION: self.region,
+            SchedulerEnv.VERTEX_MACHINE_TYPE: self.machine_type,
+            SchedulerEnv.VERTEX_ACCELERATOR: self.accelerator,
         }
 
 
@@ -118,6 +119,13 @@ class SchedulerSpec:
     queued_pools: Mapping[str, int | None] = field(default_factory=dict)
     """Pools with queued provisioning, each with its requests' maxRunDurationSeconds (None: GKE's default);
     the scheduler creates ProvisioningRequests for their workers (``GPURT_QUEUED_POOLS``)."""
+
+    def __post_init__(self) -> None:
+        # The scheduler ignores variables it does not read, so a misspelt setting would change nothing, silently.
+        unknown = sorted(set(self.extra_env) - contract.SCHEDULER_ENV_NAMES)
+        if unknown:
+            raise ValueError(f"extra_env: {', '.join(unknown)} is not a setting the gpu-scheduler reads "
+                             "(contract.SchedulerEnv, docs/scheduler.md)")
 
 
 def queued_pools_setting(queued_pools: Mapping[str, int | None]) -> str:
@@ -227,24 +235,24 @@ def build_rbac(
 
 def _env(spec: SchedulerSpec) -> list[Manifest]:
     plain = {
-        "GPURT_PROJECT": spec.project,
-        "GPURT_DASK_SCHEDULER": contract.DASK_SCHEDULER_ADDRESS,
-        "GPURT_RESULT_STORE": spec.result_store,
-        "GPURT_POOLS": "kubernetes",
-        "GPURT_LEADER": "kubernetes",
-        "GPURT_HOST": "0.0.0.0",
-        "GPURT_PORT": str(contract.SCHEDULER_PORT),
-        contract.CONTROL_TOKEN_FILE_ENV: TOKEN_FILE,
+        SchedulerEnv.PROJECT: spec.project,
+        SchedulerEnv.DASK_SCHEDULER: contract.DASK_SCHEDULER_ADDRESS,
+        SchedulerEnv.RESULT_STORE: spec.result_store,
+        SchedulerEnv.POOLS: "kubernetes",
+        SchedulerEnv.LEADER: "kubernetes",
+        SchedulerEnv.HOST: "0.0.0.0",
+        SchedulerEnv.PORT: str(contract.SCHEDULER_PORT),
+        SchedulerEnv.CONTROL_TOKEN_FILE: TOKEN_FILE,
     }
     if spec.vertex is not None:
         plain.update(spec.vertex.settings())
     if spec.queued_pools:
-        plain[contract.QUEUED_POOLS_ENV] = queued_pools_setting(spec.queued_pools)
+        plain[SchedulerEnv.QUEUED_POOLS] = queued_pools_setting(spec.queued_pools)
     plain.update(spec.extra_env)
     env: list[Manifest] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": SchedulerEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": SchedulerEnv.POD_NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]
     return env
 

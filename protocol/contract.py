@@ -131,6 +131,65 @@ RUNTIME_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
 )
 SERVICE_ACCOUNTS: Final = (SCHEDULER_SERVICE_ACCOUNT, RUNTIME_SERVICE_ACCOUNT)
 
+# --- gpu-scheduler settings --------------------------------------------------------------------------
+
+
+class SchedulerEnv:
+    """The environment variables the gpu-scheduler reads: its settings, and the only interface between it and
+    what starts it. ``scheduler/settings.py`` reads them; the Kubernetes manifest
+    (``manifests/scheduler.py``) and the local platform (``local_platform/platform.py``) write them;
+    the IAM proof and the call registry read some of them from the rendered Deployment. docs/scheduler.md has
+    the table with what each one means; the tests prove that every variable either writer sets is one
+    ``Settings`` reads, in a form it accepts.
+    """
+
+    PROJECT: Final = "GPURT_PROJECT"
+    DASK_SCHEDULER: Final = "GPURT_DASK_SCHEDULER"
+    DASK_CLUSTER: Final = "GPURT_DASK_CLUSTER"
+    # The in-process LocalCluster's dashboard (host:port), which also serves Dask's Prometheus /metrics.
+    DASK_DASHBOARD: Final = "GPURT_DASK_DASHBOARD"
+    LOCAL_WORKERS: Final = "GPURT_LOCAL_WORKERS"
+    LOCAL_GPUS: Final = "GPURT_LOCAL_GPUS"
+    # The device the kernels run on; the local platform's Dask workers read it too (backends.warm_worker).
+    DEVICE: Final = "GPURT_DEVICE"
+    WARM_WORKERS: Final = "GPURT_WARM_WORKERS"
+    SHARD_PATHS: Final = "GPURT_SHARD_PATHS"
+    MAX_IN_FLIGHT: Final = "GPURT_MAX_IN_FLIGHT"
+    RESULT_STORE: Final = "GPURT_RESULT_STORE"
+    HOST: Final = "GPURT_HOST"
+    PORT: Final = "GPURT_PORT"
+    CONTROL_TOKEN: Final = "GPURT_CONTROL_TOKEN"
+    # The file holding the token (the Secret mounted into the pod); wins over CONTROL_TOKEN when both are set.
+    CONTROL_TOKEN_FILE: Final = "GPURT_CONTROL_TOKEN_FILE"
+    POOLS: Final = "GPURT_POOLS"
+    # Pools whose nodes come only through ProvisioningRequests (queued provisioning):
+    # ``pool[=maxRunDurationSeconds],...``. The stack renders it from gpuPools; unset, there are none.
+    QUEUED_POOLS: Final = "GPURT_QUEUED_POOLS"
+    LEADER: Final = "GPURT_LEADER"
+    LEASE_FILE: Final = "GPURT_LEASE_FILE"
+    # Vertex AI routing: the job types sent there (comma-separated), or a backend that sends everything there;
+    # unset, no Vertex AI call is ever made.
+    BACKEND: Final = "GPURT_BACKEND"
+    VERTEX_TYPES: Final = "GPURT_VERTEX_TYPES"
+    # The Google account Vertex AI custom jobs run as (gpu-runtime); set only together with Vertex AI routing.
+    VERTEX_SERVICE_ACCOUNT: Final = "GPURT_VERTEX_SERVICE_ACCOUNT"
+    VERTEX_REGION: Final = "GPURT_VERTEX_REGION"
+    VERTEX_IMAGE: Final = "GPURT_VERTEX_IMAGE"
+    VERTEX_MACHINE_TYPE: Final = "GPURT_VERTEX_MACHINE_TYPE"
+    VERTEX_ACCELERATOR: Final = "GPURT_VERTEX_ACCELERATOR"
+    LOG_LEVEL: Final = "GPURT_LOG_LEVEL"
+    EMULATOR_ADMIN_URL: Final = "GPURT_EMULATOR_ADMIN_URL"
+    # Names fixed by others: the Pub/Sub client libraries' emulator switch, and the pod's identity, which
+    # Kubernetes' downward API gives (a local replica, which has no pod, is named by LOCAL_POD_NAME).
+    PUBSUB_EMULATOR_HOST: Final = "PUBSUB_EMULATOR_HOST"
+    POD_NAME: Final = "POD_NAME"
+    LOCAL_POD_NAME: Final = "GPURT_POD_NAME"
+    POD_NAMESPACE: Final = "POD_NAMESPACE"
+
+
+SCHEDULER_ENV_NAMES: Final = frozenset(
+    value for key, value in vars(SchedulerEnv).items() if key.isupper() and isinstance(value, str))
+
 # --- Kubernetes ------------------------------------------------------------------------------------
 
 SCHEDULER_DEPLOYMENT: Final = "gpu-scheduler"
@@ -144,9 +203,6 @@ HEALTH_BODY: Final = {"status": "ok"}
 POD_READY_TIMEOUT_S: Final = 120
 LEADER_LEASE_NAME: Final = "gpu-scheduler-leader"
 CONTROL_TOKEN_SECRET: Final = "gpu-scheduler-control-token"
-CONTROL_TOKEN_ENV: Final = "GPURT_CONTROL_TOKEN"
-# The file holding the token (the Secret mounted into the pod); wins over CONTROL_TOKEN_ENV when both are set.
-CONTROL_TOKEN_FILE_ENV: Final = "GPURT_CONTROL_TOKEN_FILE"
 
 DASK_CLUSTER_NAME: Final = "gpu-dask"
 DASK_SCHEDULER_LABELS: Final = {"component": "scheduler"}
@@ -248,19 +304,8 @@ DASK_AUTOSCALER_SUFFIX: Final = "-autoscaler"
 # A pool other than the primary one has no DaskAutoscaler: its DaskWorkerGroup carries the stack's
 # daskWorkersMax under this annotation, and the gpu-scheduler refuses to scale the pool beyond it.
 DASK_MAX_WORKERS_ANNOTATION: Final = "gpu-runtime.dev/max-workers"
-# The gpu-scheduler setting naming the pools whose nodes come only through ProvisioningRequests (queued
-# provisioning): ``pool[=maxRunDurationSeconds],...``. The stack renders it from gpuPools; unset, there are none.
-QUEUED_POOLS_ENV: Final = "GPURT_QUEUED_POOLS"
-# The gpu-scheduler settings that route jobs to Vertex AI custom jobs: the job types sent there
-# (comma-separated), or a backend that sends everything there; unset, no Vertex AI call is ever made.
-VERTEX_TYPES_ENV: Final = "GPURT_VERTEX_TYPES"
-BACKEND_ENV: Final = "GPURT_BACKEND"
-# Which kernels a worker runs ("auto", "cpu" or "gpu"): read by the scheduler's settings and by the workers'
-# warm-up plugin, which compiles for that device before the first job.
-DEVICE_ENV: Final = "GPURT_DEVICE"
+# The backend setting (SchedulerEnv.BACKEND) that sends every job to Vertex AI custom jobs.
 VERTEX_BACKEND: Final = "vertex"
-# The Google account Vertex AI custom jobs run as (gpu-runtime); set only together with Vertex AI routing.
-VERTEX_ACCOUNT_ENV: Final = "GPURT_VERTEX_SERVICE_ACCOUNT"
 # In-cluster address of the Dask scheduler Service the operator creates (`<cluster>-scheduler`).
 DASK_SCHEDULER_ADDRESS: Final = (
     f"tcp://{DASK_CLUSTER_NAME}-scheduler.{COMPUTE_NAMESPACE}.svc.cluster.local:{DASK_SCHEDULER_PORT}"
@@ -326,7 +371,7 @@ class ScopedGrant:
     reason: str
     target: str = ""
     vertex_only: bool = False
-    """Granted only by a stack whose scheduler routes jobs to Vertex AI (``VERTEX_TYPES_ENV`` set): the calls
+    """Granted only by a stack whose scheduler routes jobs to Vertex AI (``SchedulerEnv.VERTEX_TYPES`` set): the calls
     that need it are made only then, so any other stack holding it would hold a grant nobody uses."""
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from protocol import strict_json
 from protocol.params import JobParams, JobType, parse_params
@@ -23,6 +23,9 @@ DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (d
 # final newline, so code outside the models checks ids with ``is_job_id``, a full match, and never `re.match`.
 JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 _JOB_ID: Final = re.compile(JOB_ID_PATTERN)
+SESSION_ID_MAX_LENGTH: Final = 128
+# What the retired `priority` field accepted: older clients' requests that carry it stay valid.
+_RETIRED_PRIORITY: Final = TypeAdapter(Annotated[int, Field(ge=0, le=9)])
 
 
 def is_job_id(value: object) -> bool:
@@ -56,11 +59,24 @@ class JobRequest(BaseModel):
     job_id: str = Field(pattern=JOB_ID_PATTERN)
     type: JobType
     params: JobParams = Field(default=None, validate_default=False)  # type: ignore[assignment]
-    session_id: str | None = Field(None, max_length=128)
-    priority: int = Field(0, ge=0, le=9, description=(
-        "Accepted and validated for clients' own use; it does not reorder jobs: Pub/Sub has no priorities "
-        "and a replica receives no more requests than it has free slots, so none wait to be ordered."))
+    session_id: str | None = Field(None, max_length=SESSION_ID_MAX_LENGTH, description=(
+        "The client's session: echoed on the result, and the key to list and collect a session's jobs "
+        "(GET /jobs?session_id=, gpurt jobs list --session)."))
     timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_priority(cls, data: Any) -> Any:
+        # `priority` left the protocol (docs/scheduler.md, "Priority"); an older client still sends it, so a value
+        # the old protocol accepted is accepted and dropped, and any other is refused as it always was.
+        if not isinstance(data, dict) or "priority" not in data:
+            return data
+        try:
+            _RETIRED_PRIORITY.validate_python(data["priority"])
+        except ValidationError as exc:
+            raise ValueError(f"{_describe(exc, 'priority')} (priority no longer orders jobs and may be left out)") \
+                from None
+        return {key: value for key, value in data.items() if key != "priority"}
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +124,7 @@ class JobResult(BaseModel):
     job_id: str
     status: JobStatus
     type: JobType | None = None
+    session_id: str | None = Field(None, description="The request's session, echoed back.")
     attempt: int = Field(1, ge=1)
     result: dict[str, Any] | None = None
     metrics: JobMetrics = Field(default_factory=JobMetrics)

@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import FastAPI, HTTPException, Request, Response, status
+from fastapi import FastAPI, HTTPException, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from protocol import contract
-from protocol.messages import is_job_id
+from protocol.messages import SESSION_ID_MAX_LENGTH, is_job_id
 from scheduler.auth import RequireToken
 from scheduler.http_limits import LimitBody
 from scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
@@ -27,6 +27,11 @@ class MaintenanceRequest(BaseModel):
 
 class ScaleRequest(BaseModel):
     workers: int = Field(ge=0, le=MAX_POOL_WORKERS, description="Desired workers of the pool.")
+
+
+class SessionView(BaseModel):
+    session_id: str
+    jobs: list[JobView] = Field(description="Every job started for the session, by job id.")
 
 
 class CancelResponse(BaseModel):
@@ -48,7 +53,7 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     app = FastAPI(title="gpu-scheduler", version="1", lifespan=lifespan,
                   description="Consumes GPU job requests from Pub/Sub, runs them on Dask or Vertex AI, publishes "
                               "results. Every endpoint but health, readiness, metrics and this description needs "
-                              f"`Authorization: Bearer <{contract.CONTROL_TOKEN_ENV}>`.")
+                              f"`Authorization: Bearer <{contract.SchedulerEnv.CONTROL_TOKEN}>`.")
     # The last added runs first: the token is checked from the headers before the body limit reads anything.
     app.add_middleware(LimitBody)
     app.add_middleware(RequireToken, token=service.settings.control_token)
@@ -80,6 +85,12 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     @app.get("/status/leader", summary="Who holds the leader lease.")
     def leader() -> dict[str, Any]:
         return service.leader_status()
+
+    @app.get("/jobs", response_model=SessionView,
+             summary="The jobs of a session (the requests' session_id): running, finished with their results, "
+                     "or unfinished.")
+    def session_jobs(session_id: str = Query(min_length=1, max_length=SESSION_ID_MAX_LENGTH)) -> SessionView:
+        return SessionView(session_id=session_id, jobs=service.session(session_id))
 
     @app.get("/jobs/{job_id}", response_model=JobView, summary="A running job or its stored result.")
     def get_job(job_id: str) -> JobView:

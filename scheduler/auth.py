@@ -40,7 +40,8 @@ class RequireToken:
             await self._app(scope, receive, send)
             return
         if self._token is None:
-            await refuse(send, 503, f"the control API is disabled: set {contract.CONTROL_TOKEN_ENV} to enable it")
+            await refuse(send, 503,
+                         f"the control API is disabled: set {contract.SchedulerEnv.CONTROL_TOKEN} to enable it")
             return
         if not self._authorized(scope):
             await refuse(send, 401, "a valid bearer token is required", [(b"www-authenticate", b"Bearer")])

@@ -89,6 +89,9 @@ class Processor:
         stored = self._answer_from_store(request, replay, asked_again=delivery.delivery_attempt <= 1)
         if stored is not None:
             return stored
+        if request.session_id is not None:
+            # Before the job starts, so a session's listing shows it while it runs (docs/scheduler.md, "Sessions").
+            self._store.add_to_session(request.session_id, request.job_id)
         entry = self._registry.begin(request, delivery.delivery_attempt)
         if entry is None:
             return self._running_elsewhere_here(request, replay)
@@ -161,14 +164,15 @@ class Processor:
         metrics = metrics.model_copy(update={"run_s": execution.elapsed_s, "device": execution.device,
                                              "paths_per_s": execution.paths_per_s})
         self._metrics.duration.labels(request.type.value).observe(execution.elapsed_s)
-        result = JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type, attempt=attempt,
-                           result=execution.summary, metrics=metrics, artifacts=urls)
+        result = JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type,
+                           session_id=request.session_id, attempt=attempt, result=execution.summary, metrics=metrics,
+                           artifacts=urls)
         return self._conclude(result)
 
     def _final(self, request: JobRequest, attempt: int, status: JobStatus, metrics: JobMetrics,
                kind: ErrorKind, message: str) -> Decision:
-        result = JobResult(job_id=request.job_id, status=status, type=request.type, attempt=attempt,
-                           metrics=metrics, error=JobError(kind=kind, message=message))
+        result = JobResult(job_id=request.job_id, status=status, type=request.type, session_id=request.session_id,
+                           attempt=attempt, metrics=metrics, error=JobError(kind=kind, message=message))
         log.info("job %s: %s", status.value, message, extra={"job_id": request.job_id})
         return self._conclude(result)
 

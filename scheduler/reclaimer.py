@@ -65,10 +65,11 @@ class DlqReclaimer:
                 if item.message.message_id in self._reported:
                     continue  # known not to be a request: not parsed again every run
                 try:
-                    job_id = parse_request(item.message.data).job_id
+                    request = parse_request(item.message.data)
                 except InvalidRequest as exc:
                     self._report_invalid(item.message, exc)
                     continue
+                job_id = request.job_id
                 stored = self._store.get(job_id)
                 if stored is not None:
                     if not self._store.is_published(job_id):
@@ -77,7 +78,7 @@ class DlqReclaimer:
                         self._store.mark_published(job_id)
                         reclaimed.append(job_id)
                     continue
-                result = JobResult(job_id=job_id, status=JobStatus.FAILED,
+                result = JobResult(job_id=job_id, status=JobStatus.FAILED, session_id=request.session_id,
                                    attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
                                    error=JobError(kind=ErrorKind.TRANSIENT,
                                                   message="dead-lettered without a result (found by the reclaimer)"))

@@ -49,11 +49,16 @@ class Mode(StrEnum):
     DRAIN = "drain"
 
 
+# A session's job that started and has no result yet, and does not run on this replica.
+UNFINISHED: Final = "unfinished"
+
+
 class JobView(BaseModel):
-    """A job as ``GET /jobs/{id}`` shows it."""
+    """A job as ``GET /jobs/{id}`` and ``GET /jobs?session_id=`` show it."""
 
     job_id: str
-    state: str = Field(description="running, or the terminal status of its stored result.")
+    state: str = Field(description="running, or the terminal status of its stored result; in a session's "
+                                   f"listing also {UNFINISHED} (started, no result yet, not running on this replica).")
     attempt: int | None = None
     started_at: datetime | None = None
     cancel_requested: bool = False
@@ -211,6 +216,11 @@ class Service:
             return None
         return JobView(job_id=job_id, state=result.status.value, attempt=result.attempt, result=result)
 
+    def session(self, session_id: str) -> list[JobView]:
+        """Every job started for ``session_id`` (the requests' own), by job id: running, finished or unfinished."""
+        return [self.job(job_id) or JobView(job_id=job_id, state=UNFINISHED)
+                for job_id in self.store.session_jobs(session_id)]
+
     def cancel(self, job_id: str) -> bool:
         """Request cancellation of ``job_id`` on every replica; True if it runs on this one.
 
@@ -322,14 +332,12 @@ class Service:
         else:
             from distributed import LocalCluster
 
-            from scheduler.settings import DEVICE_ENV
-
             # Workers start empty; LocalPools adds them per pool. One thread each: one job per worker. Each
             # compiles the kernels for the scheduler's device as it starts (backends.warm_worker).
             preload = [contract.DASK_WORKER_PRELOAD] if self.settings.warm_workers else []
             self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
                                          dashboard_address=self.settings.dask_dashboard, host="127.0.0.1",
-                                         preload=preload, env={DEVICE_ENV: self.settings.device})
+                                         preload=preload, env={contract.SchedulerEnv.DEVICE: self.settings.device})
             client = PromptClient(self._cluster)
         return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
 

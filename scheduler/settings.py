@@ -1,7 +1,7 @@
 """The gpu-scheduler's settings, read once from the environment.
 
 The local platform and the Kubernetes manifests set exactly these variables; their names are the
-interface, so they are spelled out here rather than derived.
+interface, declared once in the platform contract (``contract.SchedulerEnv``), which both writers use too.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ DEFAULT_RESULT_DIR: Final = Path(".gpurt/results")
 DEFAULT_LOCAL_WORKERS: Final = 2
 DEFAULT_VERTEX_MACHINE: Final = "n1-standard-8"
 DEFAULT_VERTEX_ACCELERATOR: Final = "NVIDIA_TESLA_T4"
-# The device setting; the local platform's Dask workers read it too (backends.warm_worker).
-DEVICE_ENV: Final = contract.DEVICE_ENV
+ENV: Final = contract.SchedulerEnv
 
 
 class PoolsBackend(StrEnum):
@@ -63,55 +62,55 @@ class Settings(BaseModel):
             reasons = "; ".join(_reason(e) for e in exc.errors(include_url=False))
             raise SettingsError(f"invalid gpu-scheduler settings: {reasons}") from None
 
-    pubsub_emulator_host: str | None = Field(None, validation_alias="PUBSUB_EMULATOR_HOST")
-    project: str = Field(DEFAULT_PROJECT, validation_alias="GPURT_PROJECT", min_length=1)
-    dask_scheduler: str = Field("", validation_alias="GPURT_DASK_SCHEDULER",
+    pubsub_emulator_host: str | None = Field(None, validation_alias=ENV.PUBSUB_EMULATOR_HOST)
+    project: str = Field(DEFAULT_PROJECT, validation_alias=ENV.PROJECT, min_length=1)
+    dask_scheduler: str = Field("", validation_alias=ENV.DASK_SCHEDULER,
                                 description="Dask scheduler address; empty starts an in-process LocalCluster.")
-    local_workers: int | None = Field(None, validation_alias="GPURT_LOCAL_WORKERS", ge=1, le=256,
+    local_workers: int | None = Field(None, validation_alias=ENV.LOCAL_WORKERS, ge=1, le=256,
                                       description="Workers of the local pool; default one per GPU, else 2.")
-    local_gpus: int | None = Field(None, validation_alias="GPURT_LOCAL_GPUS", ge=0, le=64,
+    local_gpus: int | None = Field(None, validation_alias=ENV.LOCAL_GPUS, ge=0, le=64,
                                    description="GPUs the local workers share; default: what nvidia-smi lists.")
-    result_store: str = Field("", validation_alias="GPURT_RESULT_STORE",
+    result_store: str = Field("", validation_alias=ENV.RESULT_STORE,
                               description="fsspec URL of the result store; empty means .gpurt/results here.")
-    control_token: str | None = Field(None, validation_alias=contract.CONTROL_TOKEN_ENV, repr=False)
-    control_token_file: Path | None = Field(None, validation_alias=contract.CONTROL_TOKEN_FILE_ENV,
+    control_token: str | None = Field(None, validation_alias=ENV.CONTROL_TOKEN, repr=False)
+    control_token_file: Path | None = Field(None, validation_alias=ENV.CONTROL_TOKEN_FILE,
                                             description="A file holding the control token (the mounted Secret); "
                                             "read at start, it wins over the variable.")
-    host: str = Field("127.0.0.1", validation_alias="GPURT_HOST")
-    port: int = Field(contract.SCHEDULER_PORT, validation_alias="GPURT_PORT", ge=0, le=65535)
-    pools: PoolsBackend = Field(PoolsBackend.LOCAL, validation_alias="GPURT_POOLS")
-    leader: LeaderMode = Field(LeaderMode.ALWAYS, validation_alias="GPURT_LEADER")
-    lease_file: Path | None = Field(None, validation_alias="GPURT_LEASE_FILE",
-                                    description="The shared lease file when GPURT_LEADER=file.")
-    max_in_flight: int | None = Field(None, validation_alias="GPURT_MAX_IN_FLIGHT", ge=1, le=10_000,
+    host: str = Field("127.0.0.1", validation_alias=ENV.HOST)
+    port: int = Field(contract.SCHEDULER_PORT, validation_alias=ENV.PORT, ge=0, le=65535)
+    pools: PoolsBackend = Field(PoolsBackend.LOCAL, validation_alias=ENV.POOLS)
+    leader: LeaderMode = Field(LeaderMode.ALWAYS, validation_alias=ENV.LEADER)
+    lease_file: Path | None = Field(None, validation_alias=ENV.LEASE_FILE,
+                                    description=f"The shared lease file when {ENV.LEADER}=file.")
+    max_in_flight: int | None = Field(None, validation_alias=ENV.MAX_IN_FLIGHT, ge=1, le=10_000,
                                       description="GPU slots; unset means what the pools report (at least 1).")
-    backend: ExecutionBackendName = Field(ExecutionBackendName.DASK, validation_alias=contract.BACKEND_ENV)
-    vertex_types: frozenset[str] = Field(frozenset(), validation_alias=contract.VERTEX_TYPES_ENV,
+    backend: ExecutionBackendName = Field(ExecutionBackendName.DASK, validation_alias=ENV.BACKEND)
+    vertex_types: frozenset[str] = Field(frozenset(), validation_alias=ENV.VERTEX_TYPES,
                                          description="Job types routed to Vertex AI (comma-separated).")
-    vertex_region: str = Field("us-central1", validation_alias="GPURT_VERTEX_REGION")
-    vertex_image: str = Field("", validation_alias="GPURT_VERTEX_IMAGE")
-    vertex_machine_type: str = Field(DEFAULT_VERTEX_MACHINE, validation_alias="GPURT_VERTEX_MACHINE_TYPE")
-    vertex_accelerator: str = Field(DEFAULT_VERTEX_ACCELERATOR, validation_alias="GPURT_VERTEX_ACCELERATOR")
-    vertex_service_account: str | None = Field(None, validation_alias=contract.VERTEX_ACCOUNT_ENV)
-    device: str = Field("auto", validation_alias=DEVICE_ENV,
+    vertex_region: str = Field("us-central1", validation_alias=ENV.VERTEX_REGION)
+    vertex_image: str = Field("", validation_alias=ENV.VERTEX_IMAGE)
+    vertex_machine_type: str = Field(DEFAULT_VERTEX_MACHINE, validation_alias=ENV.VERTEX_MACHINE_TYPE)
+    vertex_accelerator: str = Field(DEFAULT_VERTEX_ACCELERATOR, validation_alias=ENV.VERTEX_ACCELERATOR)
+    vertex_service_account: str | None = Field(None, validation_alias=ENV.VERTEX_SERVICE_ACCOUNT)
+    device: str = Field("auto", validation_alias=ENV.DEVICE,
                         description="Device the kernels run on: auto, cpu or gpu.")
-    warm_workers: bool = Field(True, validation_alias="GPURT_WARM_WORKERS",
+    warm_workers: bool = Field(True, validation_alias=ENV.WARM_WORKERS,
                                description="Local Dask workers compile every kernel as they start, before their first "
                                "kernel job.")
-    shard_paths: int | None = Field(None, validation_alias="GPURT_SHARD_PATHS", ge=1,
+    shard_paths: int | None = Field(None, validation_alias=ENV.SHARD_PATHS, ge=1,
                                     description="Jobs over this many paths run as shards on several workers; "
                                     "unset: never.")
-    dask_cluster_name: str = Field(contract.DASK_CLUSTER_NAME, validation_alias="GPURT_DASK_CLUSTER")
+    dask_cluster_name: str = Field(contract.DASK_CLUSTER_NAME, validation_alias=ENV.DASK_CLUSTER)
     queued_pools: dict[str, int | None] = Field(
-        default_factory=dict, validation_alias=contract.QUEUED_POOLS_ENV,
+        default_factory=dict, validation_alias=ENV.QUEUED_POOLS,
         description="Pools whose nodes come only through ProvisioningRequests: pool[=maxRunDurationSeconds],...")
     pod_name: str = Field(default_factory=lambda: os.uname().nodename,
-                          validation_alias=AliasChoices("POD_NAME", "GPURT_POD_NAME"))
-    pod_namespace: str = Field(contract.RUNTIME_NAMESPACE, validation_alias="POD_NAMESPACE")
-    log_level: str = Field("INFO", validation_alias="GPURT_LOG_LEVEL")
-    emulator_admin_url: str = Field("", validation_alias="GPURT_EMULATOR_ADMIN_URL",
+                          validation_alias=AliasChoices(ENV.POD_NAME, ENV.LOCAL_POD_NAME))
+    pod_namespace: str = Field(contract.RUNTIME_NAMESPACE, validation_alias=ENV.POD_NAMESPACE)
+    log_level: str = Field("INFO", validation_alias=ENV.LOG_LEVEL)
+    emulator_admin_url: str = Field("", validation_alias=ENV.EMULATOR_ADMIN_URL,
                                     description="The local emulator's admin URL, for backlog and DLQ depth.")
-    dask_dashboard: str = Field("127.0.0.1:0", validation_alias="GPURT_DASK_DASHBOARD",
+    dask_dashboard: str = Field("127.0.0.1:0", validation_alias=ENV.DASK_DASHBOARD,
                                 description="host:port of the in-process LocalCluster's dashboard, which "
                                 "also serves Dask's Prometheus /metrics (port 0: any free one).")
 
@@ -119,16 +118,16 @@ class Settings(BaseModel):
     @classmethod
     def _token_from_file(cls, data: object) -> object:
         # Read here, once, so the rest of the service sees one token whichever way it came.
-        if not isinstance(data, dict) or not data.get(contract.CONTROL_TOKEN_FILE_ENV):
+        if not isinstance(data, dict) or not data.get(ENV.CONTROL_TOKEN_FILE):
             return data
-        path = Path(data[contract.CONTROL_TOKEN_FILE_ENV])
+        path = Path(data[ENV.CONTROL_TOKEN_FILE])
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{contract.CONTROL_TOKEN_FILE_ENV}: cannot read {path}: {exc}") from None
+            raise ValueError(f"{ENV.CONTROL_TOKEN_FILE}: cannot read {path}: {exc}") from None
         if not token:
-            raise ValueError(f"{contract.CONTROL_TOKEN_FILE_ENV}: {path} is empty")
-        return {**data, contract.CONTROL_TOKEN_ENV: token}
+            raise ValueError(f"{ENV.CONTROL_TOKEN_FILE}: {path} is empty")
+        return {**data, ENV.CONTROL_TOKEN: token}
 
     @field_validator("vertex_types", mode="before")
     @classmethod
@@ -170,7 +169,7 @@ class Settings(BaseModel):
     def _level(cls, value: str) -> str:
         level = value.upper()
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-            raise ValueError(f"GPURT_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {value!r}")
+            raise ValueError(f"{ENV.LOG_LEVEL} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {value!r}")
         return level
 
     def result_store_url(self) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from kernels.errors import JobCancelled
-from protocol.contract import DEVICE_ENV
+from protocol.contract import SchedulerEnv
 
 # The worker attribute that holds {warm-up job: seconds} once the kernels are warm.
 WARM_ATTRIBUTE: Final = "gpurt_warm_s"
@@ -49,7 +49,7 @@ _WARMING: Final = _Warming()
 def dask_setup(worker: Any) -> None:
     """Dask's preload hook: start compiling every kernel on this worker's device, on a thread of its own."""
     _WARMING.started = True
-    device = os.environ.get(DEVICE_ENV) or "auto"
+    device = os.environ.get(SchedulerEnv.DEVICE) or "auto"
     threading.Thread(target=_warm, args=(worker, device), name="gpurt-warm-kernels", daemon=True).start()
 
 

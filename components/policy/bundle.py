@@ -26,6 +26,7 @@ PACK_MODULES: Final = (
     "components/__init__.py",
     "protocol/contract.py",
     "manifests/gpu_options.py",
+    "components/rendered.py",
     "components/policy/__init__.py",
     "components/policy/rules.py",
     "components/policy/pack.py",

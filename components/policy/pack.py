@@ -13,18 +13,19 @@ from pulumi_policy import (
 )
 
 from components.policy import rules
+from components.rendered import Resource
 
 PACK_NAME = "gpu-runtime-policies"
 
 
 def _protected(opts: PolicyResourceOptions | None) -> bool:
-    """The resource's ``protect`` option (the engine always sends options; a hand-made subject may not)."""
+    """The resource's ``protect`` option (the engine always sends options; a hand-made resource may not)."""
     return bool(opts is not None and opts.protect)
 
 
 def _resource_policy(rule: rules.ResourceRule) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        for message in rule.check(rules.Subject(args.resource_type, args.name, args.props, _protected(args.opts))):
+        for message in rule.check(Resource(args.resource_type, args.name, args.props, _protected(args.opts))):
             report_violation(message, None)
 
     return ResourceValidationPolicy(
@@ -34,7 +35,7 @@ def _resource_policy(rule: rules.ResourceRule) -> ResourceValidationPolicy:
 
 def _stack_policy(rule: rules.StackRule) -> StackValidationPolicy:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        subjects = [rules.Subject(r.resource_type, r.name, r.props, _protected(r.opts)) for r in args.resources]
+        subjects = [Resource(r.resource_type, r.name, r.props, _protected(r.opts)) for r in args.resources]
         urns = {r.name: r.urn for r in args.resources}
         for resource, message in rule.check(subjects):
             report_violation(f"{resource}: {message}", urns.get(resource))

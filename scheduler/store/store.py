@@ -6,6 +6,7 @@ Layout under the root URL::
     artifacts/<job_id>/<name>      larger outputs (distributions, plots)
     published/<job_id>             marker: the result was published on gpu-job-result
     cancel/<job_id>                marker: cancellation was requested (seen by every replica)
+    sessions/<session>/<job_id>    marker: the job was started for this session (the request's session_id)
 
 Writes go to a temporary name and are then moved into place, so a reader never sees half a result on a
 local disk; on object stores (gs://) a single-object upload is atomic already. Artifacts are written
@@ -22,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import hashlib
 import posixpath
 import re
 import time
 import uuid
 from collections.abc import Callable
 from typing import Final, TypeVar
+from urllib.parse import quote
 
 from fsspec.spec import AbstractFileSystem
 
@@ -45,6 +48,8 @@ _TEMPORARY: Final = ".tmp"
 _TEMPORARY_GLOBS: Final = ("results/*.tmp", "published/*.tmp", "artifacts/*.tmp", "artifacts/*/*.tmp")
 # The sweep removes temporaries older than this (seconds): far beyond the milliseconds a write takes.
 STALE_TEMPORARY_S: Final = 900.0
+# A session's folder is its id, %-escaped, up to this length (a file name's limit is 255 bytes); longer, its hash.
+_MAX_SESSION_KEY: Final = 128
 
 _T = TypeVar("_T")
 
@@ -138,6 +143,29 @@ class ResultStore:
         """Whether cancellation of ``job_id`` was requested."""
         return self._riding(lambda: self._exists(self._cancel_path(job_id)))
 
+    # --- sessions ----------------------------------------------------------------------------------
+
+    def add_to_session(self, session_id: str, job_id: str) -> None:
+        """Record that ``job_id`` was started for ``session_id`` (the request's), so the session can list it."""
+        path = f"{self._session_dir(session_id)}/{_checked(job_id)}"
+        self._riding(lambda: self._write(path, b"", atomic=False))  # empty: nothing to see half-written
+
+    def session_jobs(self, session_id: str) -> list[str]:
+        """The ids of the jobs started for ``session_id``, sorted; empty for a session the store never saw."""
+        folder = self._session_dir(session_id)
+
+        def listing() -> list[str]:
+            try:
+                # refresh: a cached listing (gcsfs keeps one) would miss the jobs started since
+                names = self._fs.ls(folder, detail=False, refresh=True)
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise StoreUnavailable(f"cannot list {self._url_of(folder)}: {exc}") from exc
+            return sorted({name for name in map(posixpath.basename, names) if is_job_id(name)})
+
+        return self._riding(listing)
+
     # --- artifacts ---------------------------------------------------------------------------------
 
     def put_artifacts(self, job_id: str, artifacts: dict[str, bytes]) -> dict[str, str]:
@@ -190,6 +218,9 @@ class ResultStore:
 
     def _cancel_path(self, job_id: str) -> str:
         return f"{self._root}/cancel/{_checked(job_id)}"
+
+    def _session_dir(self, session_id: str) -> str:
+        return f"{self._root}/sessions/{_session_key(session_id)}"
 
     def _job_dir(self, job_id: str) -> str:
         return f"{self._root}/artifacts/{_checked(job_id)}"
@@ -264,6 +295,15 @@ def _checked(job_id: str) -> str:
     if not is_job_id(job_id):
         raise StoreError(f"job id {job_id!r} is not a valid job id")
     return job_id
+
+
+def _session_key(session_id: str) -> str:
+    """One path segment for any session id: the id %-escaped (dots and tildes too, so never ``..`` and never
+    a hash's ``~`` prefix) when that is short enough, else ``~`` and its SHA-256."""
+    quoted = quote(session_id, safe="").replace(".", "%2E").replace("~", "%7E")
+    if 0 < len(quoted) <= _MAX_SESSION_KEY:
+        return quoted
+    return "~" + hashlib.sha256(session_id.encode()).hexdigest()
 
 
 def _protocols(fs: AbstractFileSystem) -> set[str]:

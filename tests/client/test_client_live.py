@@ -124,7 +124,7 @@ def test_a_rejected_and_a_failed_job_raise_typed_errors_with_the_platforms_messa
     # A request this protocol version would refuse locally, sent as an older or newer client might.
     stale = JobRequest.model_construct(job_id=_id("stale"), type=JobType.NOOP,
                                        params=NoopParams.model_construct(sleep_s=-1.0), session_id=None,
-                                       priority=0, timeout_s=60.0)
+                                       timeout_s=60.0)
     rejected, failed, fine = client.submit(stale), client.submit(Noop(fail="permanent")), client.submit(Noop())
     with pytest.raises(JobRejected, match="sleep_s") as caught:
         rejected.result(timeout=RESULT_TIMEOUT_S)
@@ -239,3 +239,16 @@ def test_what_is_not_a_job_is_refused_before_publishing(client: Client) -> None:
         client.map([Noop(), Noop()], job_ids=["only-one"])
     with pytest.raises(ValidationError, match="job_id"):
         client.submit(Noop(), job_id="not a valid id!")
+
+
+def test_a_reopened_session_lists_and_collects_what_it_submitted_before(platform_env: LocalPlatform) -> None:
+    session = _id("desk")
+    with Client(session_id=session) as first:
+        fine, failing = first.map([Noop(), Noop(fail="permanent")])
+        wait([fine, failing], timeout=RESULT_TIMEOUT_S)
+    with Client(session_id=session) as reopened, Client() as stranger:
+        assert reopened.jobs() == {fine.job_id: "succeeded", failing.job_id: "failed"}
+        collected = reopened.collect()
+        assert sorted(r.job_id for r in collected) == sorted([fine.job_id, failing.job_id])
+        assert {r.raw.session_id for r in collected} == {session}
+        assert stranger.jobs() == {} and stranger.jobs(session) == reopened.jobs()

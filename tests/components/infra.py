@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from components.config import StackConfig, parse_stack_config
-from components.plan import REPO_ROOT, Plan, PlannedResource, Recording, record, run_plan
+from components.plan import REPO_ROOT, Plan, Recording, record, run_plan
+from components.rendered import Resource
 
 PROJECT = "impulse-gpu-runtime-test"
 REGION = "us-central1"
@@ -20,19 +21,19 @@ def run(build: Callable[[], object], project: str = PROJECT, region: str = REGIO
     return record(build, project=project, region=region)
 
 
-def of_type(recording: Recording, type_: str) -> list[PlannedResource]:
+def of_type(recording: Recording, type_: str) -> list[Resource]:
     """Resources of one Pulumi type token."""
     return [r for r in recording.resources if r.type == type_]
 
 
-def named(recording: Recording, type_: str, name: str) -> PlannedResource:
+def named(recording: Recording, type_: str, name: str) -> Resource:
     """The one resource of ``type_`` with Pulumi name ``name``."""
     matches = [r for r in of_type(recording, type_) if r.name == name]
     assert len(matches) == 1, f"{len(matches)} {type_} named {name}"
     return matches[0]
 
 
-def children_of(recording: Recording, component_name: str) -> list[PlannedResource]:
+def children_of(recording: Recording, component_name: str) -> list[Resource]:
     """Custom resources whose parent is the component named ``component_name``."""
     parents = {r.urn for r in recording.resources if not r.custom and r.name == component_name}
     return [r for r in recording.resources if r.custom and r.parent in parents]

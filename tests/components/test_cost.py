@@ -13,6 +13,7 @@ from rich.console import Console
 from components.config import GpuPoolConfig, StackConfig, SystemPoolConfig
 from components.cost import PRICING_DIR, CostError, estimate, load_price_table
 from components.plan import STACKS
+from components.rendered import NODE_POOL, Resource
 from gpurt import plan as plan_commands
 from tests.components.infra import stack_config, stack_plan
 
@@ -100,11 +101,11 @@ def test_the_plan_prints_the_cost_table_with_its_date_and_model() -> None:
     assert f"${a100.on_demand.high:,.0f}" in text  # the A100 pool at its maximum
 
 
-def _pool(**node: Any) -> tuple[str, dict[str, Any]]:
-    return "gcp:container/nodePool:NodePool", {
+def _pool(**node: Any) -> Resource:
+    return Resource(NODE_POOL, "p", {
         "name": "p", "nodeLocations": ["z1", "z2"], "autoscaling": {"minNodeCount": 1, "maxNodeCount": 2},
         "nodeConfig": {"machineType": "n1-standard-8", "diskSizeGb": 100, **node},
-    }
+    })
 
 
 def test_unpriced_pools_are_named_and_left_out_of_the_totals() -> None:

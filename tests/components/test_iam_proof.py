@@ -19,15 +19,12 @@ from pathlib import Path
 import pytest
 
 from components import cloud_calls, iam_permissions
-from components.iam_proof import ROLE, ROLE_BINDING, Resource, prove
+from components.iam_proof import ROLE, ROLE_BINDING, prove
 from components.plan import IAM_PROOF_RULE, REPO_ROOT
+from components.rendered import Resource
 from protocol import contract
 from tests.components.infra import stack_plan
 
-# Packages whose code calls the cloud: the scheduler and worker images, and the operator's tools (their
-# calls are declared too, though the stack grants people nothing). The local platform is not among them.
-IMAGE_PACKAGES = ("scheduler", "scheduler.store", "scheduler.messaging", "worker", "ops.dlq",
-                  "client", "ops.adapters", "ops.rollback", "ops.state")
 CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes", "fsspec", "gcsfs")
 
 
@@ -35,7 +32,7 @@ CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes
 def rendered(request: pytest.FixtureRequest) -> tuple[list[Resource], str]:
     plan = stack_plan(request.param)
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+    return [r for r in plan.resources if r.custom], project
 
 
 def _without(resources: list[Resource], drop: Callable[[Resource], bool]) -> list[Resource]:
@@ -98,7 +95,7 @@ def test_without_workload_identity_the_pods_have_no_google_identity(rendered: tu
 
 def test_a_grant_nobody_needs_fails(rendered: tuple[list[Resource], str]) -> None:
     resources, project = rendered
-    extra = Resource("gcp:projects/iAMMember:IAMMember", {
+    extra = Resource("gcp:projects/iAMMember:IAMMember", "planted", {
         "project": project, "role": "roles/pubsub.publisher",
         "member": f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(project)}",
     })
@@ -121,9 +118,9 @@ def test_vertex_grants_in_a_stack_that_routes_nothing_there_are_unused(rendered:
     resources, project = rendered
     scheduler, runtime = contract.SCHEDULER_SERVICE_ACCOUNT, contract.RUNTIME_SERVICE_ACCOUNT
     extra = [
-        Resource("gcp:projects/iAMMember:IAMMember",
+        Resource("gcp:projects/iAMMember:IAMMember", "planted",
                  {"project": project, "role": "roles/aiplatform.user", "member": _member(scheduler, project)}),
-        Resource("gcp:serviceaccount/iAMMember:IAMMember", {
+        Resource("gcp:serviceaccount/iAMMember:IAMMember", "planted", {
             "serviceAccountId": f"projects/{project}/serviceAccounts/{runtime.email(project)}",
             "role": "roles/iam.serviceAccountUser", "member": _member(scheduler, project)}),
     ]
@@ -138,7 +135,7 @@ def test_vertex_grants_in_a_stack_that_routes_nothing_there_are_unused(rendered:
 
 def test_the_old_project_wide_object_admin_of_gpu_runtime_fails(rendered: tuple[list[Resource], str]) -> None:
     resources, project = rendered
-    old = Resource("gcp:projects/iAMMember:IAMMember", {
+    old = Resource("gcp:projects/iAMMember:IAMMember", "planted", {
         "project": project, "role": "roles/storage.objectAdmin",
         "member": _member(contract.RUNTIME_SERVICE_ACCOUNT, project)})
 
@@ -150,7 +147,8 @@ def test_a_project_grant_for_bucket_calls_is_wider_than_they_need(rendered: tupl
     resources, project = rendered
     member = _member(contract.SCHEDULER_SERVICE_ACCOUNT, project)
     on_project = [
-        Resource("gcp:projects/iAMMember:IAMMember", {"project": project, "role": r.props["role"], "member": member})
+        Resource("gcp:projects/iAMMember:IAMMember", "planted",
+                 {"project": project, "role": r.props["role"], "member": member})
         if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember" else r
         for r in resources
     ]
@@ -181,7 +179,7 @@ def test_workload_identity_for_anything_but_the_platforms_own_pods_fails(
     account_id = f"projects/{project}/serviceAccounts/{scheduler.email(project)}"
 
     def acting(member: str, role: str = "roles/iam.workloadIdentityUser") -> Resource:
-        return Resource("gcp:serviceaccount/iAMMember:IAMMember",
+        return Resource("gcp:serviceaccount/iAMMember:IAMMember", "planted",
                         {"serviceAccountId": account_id, "role": role, "member": member})
 
     stray = [
@@ -189,7 +187,7 @@ def test_workload_identity_for_anything_but_the_platforms_own_pods_fails(
         acting(f"serviceAccount:other.svc.id.goog[{scheduler.k8s_namespace}/{scheduler.k8s_service_account}]"),
         acting(f"serviceAccount:{pool}[{contract.RUNTIME_SERVICE_ACCOUNT.k8s_namespace}/"
                f"{contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account}]"),
-        Resource("gcp:projects/iAMMember:IAMMember", {
+        Resource("gcp:projects/iAMMember:IAMMember", "planted", {
             "project": project, "role": "roles/pubsub.publisher",
             "member": f"serviceAccount:{pool}[{scheduler.k8s_namespace}/{scheduler.k8s_service_account}]"}),
     ]
@@ -236,12 +234,35 @@ def test_an_rbac_verb_taken_away_or_added_is_caught(rendered: tuple[list[Resourc
 # --- the registry against the code -------------------------------------------------------------------
 
 
-def _function(site: str) -> ast.AST:
-    module_name, qualname = site.split(":")
-    obj: object = importlib.import_module(module_name)
+class UnresolvedSite(AssertionError):
+    """A declared site names no function of its module (renamed, moved, or not a function)."""
+
+
+def _resolve(site: str) -> Callable[..., object]:
+    """The function ``module:Qualified.name`` names, walked attribute by attribute from its module."""
+    module_name, sep, qualname = site.partition(":")
+    if not sep or not qualname:
+        raise UnresolvedSite(f"{site!r} is not module:Qualified.function")
+    try:
+        obj: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnresolvedSite(f"{site}: module {module_name} cannot be imported ({exc})") from None
+    walked = module_name
     for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return ast.parse(inspect.cleandoc("\n" + inspect.getsource(obj)))  # type: ignore[arg-type]
+        if not hasattr(obj, part):
+            raise UnresolvedSite(f"{site}: {walked} has no {part!r} (renamed or moved?)")
+        obj, walked = getattr(obj, part), f"{walked}.{part}"
+    function = inspect.unwrap(obj)  # type: ignore[arg-type]
+    if not inspect.isfunction(function):
+        raise UnresolvedSite(f"{site} is a {type(obj).__name__}, not a function or method")
+    # A name imported into the module would resolve too, but the call would live elsewhere.
+    if function.__module__ != module_name or function.__qualname__ != qualname:
+        raise UnresolvedSite(f"{site} is {function.__module__}:{function.__qualname__}: declare it there")
+    return function
+
+
+def _function(site: str) -> ast.AST:
+    return ast.parse(inspect.cleandoc("\n" + inspect.getsource(_resolve(site))))
 
 
 def _client_calls(tree: ast.AST, receivers: tuple[str, ...]) -> Iterator[str]:
@@ -258,10 +279,46 @@ def _client_calls(tree: ast.AST, receivers: tuple[str, ...]) -> Iterator[str]:
 DECLARED = [(c.site, c.method) for c in (*cloud_calls.GCP_CALLS, *cloud_calls.KUBE_CALLS)]
 
 
+def _makes_call(site: str, method: str) -> bool:
+    """Whether the function ``site`` names calls ``method`` on one of its module's cloud clients."""
+    receivers = cloud_calls.CLIENT_SITES.get(site.split(":")[0])
+    assert receivers is not None, f"{site}: its module holds no client listed in CLIENT_SITES"
+    return method in set(_client_calls(_function(site), receivers))
+
+
+@pytest.mark.parametrize("site", sorted({site for site, _ in DECLARED}))
+def test_each_declared_site_is_a_function_of_its_module(site: str) -> None:
+    assert inspect.isfunction(_resolve(site))
+
+
 @pytest.mark.parametrize(("site", "method"), sorted(set(DECLARED)), ids=lambda v: v)
 def test_each_declared_site_makes_its_call(site: str, method: str) -> None:
-    receivers = cloud_calls.CLIENT_SITES[site.split(":")[0]]
-    assert method in set(_client_calls(_function(site), receivers))
+    assert _makes_call(site, method), f"{site} does not call {method} on {cloud_calls.CLIENT_SITES[site.split(':')[0]]}"
+
+
+@pytest.mark.parametrize(("site", "why"), [
+    ("scheduler.consumer:Consumer._opened", "has no '_opened'"),       # a renamed method
+    ("scheduler.consumers:Consumer._open", "cannot be imported"),      # a renamed module
+    ("scheduler.consumer:Consumer", "not a function"),                 # a class, not its method
+    ("scheduler.consumer:SlotScheduler.schedule", "declare it there"),   # imported into the module
+    ("scheduler.consumer", "not module:Qualified.function"),
+])
+def test_a_site_naming_no_function_of_its_module_is_refused(site: str, why: str) -> None:
+    with pytest.raises(UnresolvedSite, match=why):
+        _resolve(site)
+
+
+def test_a_call_moved_out_of_its_declared_site_is_caught() -> None:
+    [(site, method)] = [(c.site, c.method) for c in cloud_calls.GCP_CALLS if c.site.endswith("Consumer._open")]
+    assert _makes_call(site, method)
+    # The same call declared on a sibling method that does not make it: what a moved call leaves behind.
+    assert not _makes_call(site.replace("Consumer._open", "Consumer.stop"), method)
+
+
+@pytest.mark.parametrize("module_name", sorted({*cloud_calls.CLIENT_SITES, *cloud_calls.NO_CLIENT_CALLS,
+                                                 *cloud_calls.CALLER_PACKAGES}))
+def test_every_module_the_registry_names_exists(module_name: str) -> None:
+    assert importlib.util.find_spec(module_name) is not None, f"{module_name} (components/cloud_calls.py) is gone"
 
 
 def _qualified_functions(module: object) -> Iterator[tuple[str, ast.AST]]:
@@ -290,7 +347,7 @@ def test_every_client_call_of_the_image_is_declared(module_name: str) -> None:
 
 
 def _image_modules() -> Iterator[str]:
-    for package in IMAGE_PACKAGES:
+    for package in cloud_calls.CALLER_PACKAGES:
         yield package
         path = REPO_ROOT.joinpath(*package.split("."))
         for info in pkgutil.walk_packages([str(path)], prefix=f"{package}."):

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from components.lifecycle import FIXED_NAME_TYPES, STATEFUL_TYPES
-from components.plan import REPO_ROOT, PlannedResource
+from components.plan import REPO_ROOT
+from components.rendered import Resource
 from tests.components.infra import stack_plan
 
 STACKS = ("staging", "production")
@@ -14,7 +15,7 @@ STACKS = ("staging", "production")
 NAME_INPUTS = ("name", "accountId", "repositoryId", "member")
 
 
-def _custom(stack: str) -> list[PlannedResource]:
+def _custom(stack: str) -> list[Resource]:
     return [r for r in stack_plan(stack).resources if r.custom]
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from components.monitoring import TYPE, Monitoring, MonitoringArgs
 from components.plan import Recording
-from components.policy.rules import Subject, check_container_limits, check_container_non_root
+from components.policy.rules import check_container_limits, check_container_non_root
+from components.rendered import Resource
 from manifests import alerts, dcgm, network
 from protocol import contract
 from tests.components.infra import children_of, of_type, run
@@ -58,7 +59,7 @@ def test_prometheus_rule_carries_every_alert_with_runbook_links(recording: Recor
 def test_dcgm_daemonset_is_excepted_only_from_non_root(recording: Recording) -> None:
     (daemonset,) = of_type(recording, "kubernetes:apps/v1:DaemonSet")
     assert daemonset.props["metadata"]["name"] == dcgm.NAME
-    subject = Subject(daemonset.type, daemonset.name, daemonset.props)
+    subject = Resource(daemonset.type, daemonset.name, daemonset.props)
     assert check_container_non_root(subject) == []
     assert check_container_limits(subject) == []
     annotations = daemonset.props["spec"]["template"]["metadata"]["annotations"]
@@ -70,7 +71,7 @@ def test_dcgm_daemonset_is_excepted_only_from_non_root(recording: Recording) -> 
         },
     }
     assert annotations[contract.POLICY_EXCEPTION_ANNOTATION].startswith("containers-non-root:")
-    assert check_container_non_root(Subject(daemonset.type, daemonset.name, without_exception)) != []
+    assert check_container_non_root(Resource(daemonset.type, daemonset.name, without_exception)) != []
 
 
 def test_monitoring_namespace_admits_the_privileged_exporter(recording: Recording) -> None:

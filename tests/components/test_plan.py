@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
+from components.rendered import Resource
 from gpurt import plan as plan_commands
 from gpurt.app import app as gpurt_app
 from protocol import contract
@@ -183,7 +184,7 @@ def test_rules_see_the_containers_of_real_workloads(plans: dict[str, Plan], kind
         container.pop("resources", None)
         count += 1
     assert count > 0
-    assert len(rules.check_container_limits(rules.Subject(kind, workload.name, stripped))) == count
+    assert len(rules.check_container_limits(Resource(kind, workload.name, stripped))) == count
 
 
 def _all_containers(node: object) -> list[dict]:

@@ -17,13 +17,14 @@ from pulumi_policy import (
 
 from components.policy import rules
 from components.policy.pack import build_policies
+from components.rendered import Resource
 from protocol import contract
 
 SUB = rules.SUBSCRIPTION
 
 
-def _subject(type_: str, props: dict[str, Any], name: str = "r") -> rules.Subject:
-    return rules.Subject(type_, name, props)
+def _subject(type_: str, props: dict[str, Any], name: str = "r") -> Resource:
+    return Resource(type_, name, props)
 
 
 def _pull_sub(**overrides: Any) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def test_public_nodes_or_missing_workload_identity_fail() -> None:
 
 
 def _deployment(container: dict[str, Any], pod_security: dict[str, Any] | None = None,
-                annotations: dict[str, str] | None = None) -> rules.Subject:
+                annotations: dict[str, str] | None = None) -> Resource:
     template: dict[str, Any] = {"spec": {"containers": [container]}}
     if pod_security is not None:
         template["spec"]["securityContext"] = pod_security
@@ -194,7 +195,7 @@ def test_dask_cluster_pod_specs_are_checked() -> None:
 # --- dask-scheduler-no-gpu ---------------------------------------------------------------------------
 
 
-def _dask_cluster(scheduler_resources: dict[str, Any]) -> rules.Subject:
+def _dask_cluster(scheduler_resources: dict[str, Any]) -> Resource:
     scheduler = {"spec": {"containers": [{"name": "scheduler", "resources": scheduler_resources}]}}
     return _subject(rules.DASK_CLUSTER, {"spec": {"scheduler": scheduler, "worker": {"spec": {"containers": []}}}})
 

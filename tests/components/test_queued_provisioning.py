@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.iam_proof import DEPLOYMENT, ROLE, Resource, prove
+from components.iam_proof import ROLE, prove
 from components.plan import REPO_ROOT, Plan, run_plan
+from components.rendered import DEPLOYMENT, Resource
 from manifests import gpu_options, scheduler
 from protocol import contract
 from tests.components.infra import stack_config, stack_plan
@@ -48,7 +49,7 @@ def queued_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def _resources(plan: Plan) -> tuple[list[Resource], str]:
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+    return [r for r in plan.resources if r.custom], project
 
 
 def _pools_role(resources: list[Resource]) -> Resource:
@@ -78,7 +79,7 @@ def test_the_queued_stack_passes_every_policy_rule_and_the_proof(queued_plan: Pl
 def test_the_scheduler_is_told_which_pools_are_queued(queued_plan: Plan) -> None:
     [deployment] = [r for r in queued_plan.resources if r.type == DEPLOYMENT]
     env = {e["name"]: e.get("value") for e in deployment.props["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env[contract.QUEUED_POOLS_ENV] == "a100-flex=86400"
+    assert env[contract.SchedulerEnv.QUEUED_POOLS] == "a100-flex=86400"
 
 
 @pytest.mark.parametrize("stack", ("staging", "production"))
@@ -86,7 +87,7 @@ def test_a_stack_without_queued_pools_tells_and_grants_nothing_about_them(stack:
     resources, _ = _resources(stack_plan(stack))
     [deployment] = [r for r in resources if r.type == DEPLOYMENT]
     env = {e["name"] for e in deployment.props["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert contract.QUEUED_POOLS_ENV not in env
+    assert contract.SchedulerEnv.QUEUED_POOLS not in env
     assert not set(_granted(_pools_role(resources))) & set(PROVISIONING_CALLS)
 
 
@@ -103,7 +104,7 @@ def test_the_proof_covers_every_provisioning_call_of_the_queued_stack(queued_pla
     proof = prove(*_resources(queued_plan))
 
     assert proof.ok, "\n".join(proof.missing + proof.unused)
-    assert not [line for line in proof.not_made if contract.QUEUED_POOLS_ENV in line]
+    assert not [line for line in proof.not_made if contract.SchedulerEnv.QUEUED_POOLS in line]
     proven = [line for line in proof.proven if "provisioningrequests" in line]
     assert len(proven) == 3 and all("via Role gpu-scheduler-pools" in line for line in proven)
 

@@ -22,6 +22,7 @@ from components.gke import GkeCluster, GkeClusterArgs
 from components.plan import REPO_ROOT
 from components.plan_diff import diff_plans, to_markdown
 from components.policy import rules
+from components.rendered import Resource
 from tests.components.infra import named, of_type, run, stack_plan
 from tests.components.provider_force_new import extract
 from tests.components.sdk_inputs import _container, _input_types
@@ -141,8 +142,8 @@ def test_only_the_providers_replace_on_change_inputs_replace(edit: Any, replaced
 # --- the policy: production GPU pools are protected unless acknowledged ---------------------------------------
 
 
-def _subjects() -> list[rules.Subject]:
-    return [rules.Subject(r.type, r.name, r.props, r.protect) for r in stack_plan("production").resources]
+def _subjects() -> list[Resource]:
+    return list(stack_plan("production").resources)
 
 
 def test_an_unprotected_production_gpu_pool_is_refused_unless_acknowledged() -> None:
@@ -154,7 +155,7 @@ def test_an_unprotected_production_gpu_pool_is_refused_unless_acknowledged() -> 
     assert resource == "gke-gpu-a100" and "replaceGpuPools" in message
 
     acknowledged = [dataclasses.replace(s, props={**s.props, "replaceGpuPools": ["gpu-a100"]})
-                    if s.resource_type == rules.GKE_COMPONENT else s for s in unprotected]
+                    if s.type == rules.GKE_COMPONENT else s for s in unprotected]
     assert rules.check_gpu_pools_protected(acknowledged) == []
 
 
@@ -168,7 +169,7 @@ def test_replace_gpu_pools_lifts_protection_from_that_pool_only() -> None:
     assert protected == {"gke-gpu-a100": False, "gke-gpu-t4-spot": True, "gke-gpu-v100": True}
     [component] = [r for r in recording.resources if r.type == rules.GKE_COMPONENT]
     assert component.props["replaceGpuPools"] == ["gpu-a100"]
-    subjects = [rules.Subject(r.type, r.name, r.props, r.protect) for r in recording.resources]
+    subjects = list(recording.resources)
     assert rules.check_gpu_pools_protected(subjects) == []
     assert named(recording, NODE_POOL, "gke-gpu-a100").props["nodeConfig"]["gcfsConfig"] == {"enabled": True}
 

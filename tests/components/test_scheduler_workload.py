@@ -7,7 +7,8 @@ import pulumi
 import pytest
 
 from components.plan import Recording
-from components.policy.rules import Subject, check_container_limits, check_container_non_root
+from components.policy.rules import check_container_limits, check_container_non_root
+from components.rendered import Resource
 from components.scheduler_workload import TYPE, SchedulerWorkload, SchedulerWorkloadArgs
 from protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run
@@ -66,7 +67,7 @@ def test_deployment_runs_the_contract_service(recording: Recording) -> None:
 
 def test_deployment_passes_the_policy_packs_container_rules(recording: Recording) -> None:
     (deployment,) = of_type(recording, "kubernetes:apps/v1:Deployment")
-    subject = Subject(deployment.type, deployment.name, deployment.props)
+    subject = Resource(deployment.type, deployment.name, deployment.props)
     assert check_container_limits(subject) == []
     assert check_container_non_root(subject) == []
 

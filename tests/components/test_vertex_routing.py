@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from components.config import ConfigError
-from components.iam_proof import Resource, prove, scheduler_settings
+from components.iam_proof import prove, scheduler_settings
 from components.plan import REPO_ROOT, Plan, run_plan
+from components.rendered import Resource
 from protocol import contract
 from tests.components.infra import stack_config, stack_plan
 
@@ -40,7 +41,7 @@ def vertex_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def _resources(plan: Plan) -> tuple[list[Resource], str]:
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [Resource(r.type, r.props) for r in plan.resources if r.custom], project
+    return [r for r in plan.resources if r.custom], project
 
 
 def _vertex_grants(resources: list[Resource], project: str) -> set[tuple[str, str, str]]:
@@ -57,8 +58,8 @@ def test_the_routing_stack_grants_what_vertex_calls_need_and_the_proof_holds(ver
     assert _vertex_grants(resources, project) == VERTEX_GRANTS
     assert not [line for line in proof.not_made if "VERTEX" in line]
     settings = scheduler_settings(resources)
-    assert settings[contract.VERTEX_TYPES_ENV] == ",".join(VERTEX_TYPES)
-    assert settings[contract.VERTEX_ACCOUNT_ENV] == contract.RUNTIME_SERVICE_ACCOUNT.email(project)
+    assert settings[contract.SchedulerEnv.VERTEX_TYPES] == ",".join(VERTEX_TYPES)
+    assert settings[contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT] == contract.RUNTIME_SERVICE_ACCOUNT.email(project)
     assert settings["GPURT_VERTEX_IMAGE"].split("/")[-1].startswith("gpu-worker")
 
 
@@ -67,7 +68,8 @@ def test_a_stack_routing_nothing_to_vertex_neither_grants_nor_tells_it(stack: st
     resources, project = _resources(stack_plan(stack))
 
     assert _vertex_grants(resources, project) == set()
-    assert not {contract.VERTEX_TYPES_ENV, contract.VERTEX_ACCOUNT_ENV} & scheduler_settings(resources).keys()
+    routing = {contract.SchedulerEnv.VERTEX_TYPES, contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT}
+    assert not routing & scheduler_settings(resources).keys()
 
 
 @pytest.mark.parametrize("dropped", sorted(VERTEX_GRANTS), ids=lambda g: f"{g[0]}-{g[1]}")

@@ -15,6 +15,7 @@ from components.dask import worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
 from components.plan import REPO_ROOT
 from components.policy import rules
+from components.rendered import Resource
 from manifests import dask as manifests
 from manifests import gpu_options
 from protocol import contract
@@ -202,9 +203,9 @@ def test_gke_renders_queued_provisioning_without_reservation_or_repair(rendered:
 def test_the_policy_refuses_queued_pools_google_refuses(rendered: dict[str, dict[str, Any]], change: Any,
                                                         expected: str) -> None:
     props = copy.deepcopy(rendered["queued"])
-    assert rules.check_gpu_pool_options(rules.Subject(POOL_TYPE, "gke-gpu-queued", props)) == []
+    assert rules.check_gpu_pool_options(Resource(POOL_TYPE, "gke-gpu-queued", props)) == []
     change(props)
-    assert expected in "; ".join(rules.check_gpu_pool_options(rules.Subject(POOL_TYPE, "gke-gpu-queued", props)))
+    assert expected in "; ".join(rules.check_gpu_pool_options(Resource(POOL_TYPE, "gke-gpu-queued", props)))
 
 
 def test_gpu_pools_stream_their_images(rendered: dict[str, dict[str, Any]]) -> None:
@@ -280,8 +281,8 @@ def test_shared_workers_split_the_node_and_select_its_sharing_labels() -> None:
 # --- policy ----------------------------------------------------------------------------------------------
 
 
-def _subject(props: dict[str, Any]) -> rules.Subject:
-    return rules.Subject(POOL_TYPE, "gke-gpu-pool", props)
+def _subject(props: dict[str, Any]) -> Resource:
+    return Resource(POOL_TYPE, "gke-gpu-pool", props)
 
 
 def test_policy_passes_what_the_config_accepts(rendered: dict[str, dict[str, Any]]) -> None:
@@ -317,7 +318,7 @@ def test_policy_catches_a_pool_gke_would_refuse(rendered: dict[str, dict[str, An
 
 def test_policy_ignores_cpu_pools() -> None:
     props = {"nodeConfig": {"machineType": "e2-standard-4"}, "placementPolicy": {"type": "COMPACT"}}
-    assert rules.check_gpu_pool_options(rules.Subject(POOL_TYPE, "system", props)) == []
+    assert rules.check_gpu_pool_options(Resource(POOL_TYPE, "system", props)) == []
 
 
 def test_gpu_options_module_is_pure() -> None:

@@ -73,14 +73,14 @@ def test_environment_points_at_dask_store_token_and_pod_identity() -> None:
     assert env["GPURT_LOG_LEVEL"] == "debug"
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
-    assert env[contract.CONTROL_TOKEN_FILE_ENV] == scheduler.TOKEN_FILE
+    assert env[contract.SchedulerEnv.CONTROL_TOKEN_FILE] == scheduler.TOKEN_FILE
 
 
 def test_the_control_token_is_a_mounted_secret_file_and_in_no_environment_variable() -> None:
     deployment = scheduler.build_deployment(SPEC)
     pod, container = _pod(deployment), _container(deployment)
     assert not any("secretKeyRef" in item.get("valueFrom", {}) for item in container["env"])
-    assert contract.CONTROL_TOKEN_ENV not in _env(container)
+    assert contract.SchedulerEnv.CONTROL_TOKEN not in _env(container)
     (mount,) = [m for m in container["volumeMounts"] if m["name"] == scheduler.TOKEN_VOLUME]
     assert mount["readOnly"] is True and scheduler.TOKEN_FILE.startswith(mount["mountPath"] + "/")
     (volume,) = [v for v in pod["volumes"] if v["name"] == scheduler.TOKEN_VOLUME]
@@ -153,7 +153,7 @@ def test_prestop_command_switches_the_replica_to_drain(control_api: ThreadingHTT
     command = scheduler.drain_command(port=control_api.server_address[1])
     token_file = tmp_path / "token"
     token_file.write_text("s3cret\n")
-    env = {**os.environ, contract.CONTROL_TOKEN_FILE_ENV: str(token_file)}
+    env = {**os.environ, contract.SchedulerEnv.CONTROL_TOKEN_FILE: str(token_file)}
     subprocess.run([sys.executable, *command[1:]], env=env, check=True, timeout=20)
     ((method, path, auth, body),) = _Recorder.requests
     assert (method, path, auth) == ("POST", "/control/maintenance", "Bearer s3cret")

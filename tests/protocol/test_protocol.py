@@ -177,3 +177,15 @@ def _nest(levels: int) -> Any:
     for _ in range(levels):
         value = [value]
     return value
+
+
+def test_an_old_clients_priority_is_accepted_and_dropped() -> None:
+    request = parse_request(b'{"job_id": "old-1", "type": "noop", "priority": 7, "session_id": "s"}')
+    assert request == parse_request(b'{"job_id": "old-1", "type": "noop", "session_id": "s"}')
+    assert "priority" not in request.model_dump_json()
+
+
+@pytest.mark.parametrize("value", ["10", '"high"', "-1", "2.5"])
+def test_a_priority_the_old_protocol_refused_is_still_refused_saying_why(value: str) -> None:
+    with pytest.raises(InvalidRequest, match=r"^priority: .*priority no longer orders jobs"):
+        parse_request(b'{"job_id": "old-2", "type": "noop", "priority": ' + value.encode() + b"}")

@@ -17,8 +17,8 @@ from scheduler.settings import Settings
 MUTATING = [("post", "/control/maintenance", {"mode": "drain"}), ("post", "/pools/local/stop", None),
             ("post", "/pools/stop-all", None), ("post", "/pools/local/scale", {"workers": 1}),
             ("delete", "/jobs/j1", None)]
-READS = [("get", "/jobs/j1", None), ("get", "/status", None), ("get", "/status/leader", None),
-         ("get", "/pools", None)]
+READS = [("get", "/jobs/j1", None), ("get", "/jobs?session_id=desk", None), ("get", "/status", None),
+         ("get", "/status/leader", None), ("get", "/pools", None)]
 
 
 def _client(env: dict[str, str]) -> TestClient:
@@ -30,12 +30,12 @@ def _client(env: dict[str, str]) -> TestClient:
 def test_without_a_configured_token_control_is_disabled(method: str, path: str, body: dict | None) -> None:
     response = getattr(_client({}), method)(path, **({"json": body} if body else {}))
     assert response.status_code == 503
-    assert contract.CONTROL_TOKEN_ENV in response.json()["detail"]
+    assert contract.SchedulerEnv.CONTROL_TOKEN in response.json()["detail"]
 
 
 @pytest.mark.parametrize("method, path, body", MUTATING + READS)
 def test_with_a_token_a_missing_or_wrong_one_is_401(method: str, path: str, body: dict | None) -> None:
-    client = _client({contract.CONTROL_TOKEN_ENV: "right"})
+    client = _client({contract.SchedulerEnv.CONTROL_TOKEN: "right"})
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic right"}):
         response = getattr(client, method)(path, headers=headers, **({"json": body} if body else {}))
         assert response.status_code == 401, (path, headers)
@@ -50,7 +50,7 @@ def test_health_is_open_and_readiness_says_why_not() -> None:
 
 
 def test_probes_metrics_and_the_api_description_stay_open_with_a_token_configured() -> None:
-    client = _client({contract.CONTROL_TOKEN_ENV: "right"})
+    client = _client({contract.SchedulerEnv.CONTROL_TOKEN: "right"})
     assert client.get(contract.HEALTH_PATH).status_code == 200
     assert client.get(contract.READY_PATH).status_code == 503  # not started: open, and says so
     assert client.get(contract.METRICS_PATH).status_code == 200
@@ -59,6 +59,6 @@ def test_probes_metrics_and_the_api_description_stay_open_with_a_token_configure
 
 @pytest.mark.parametrize("method", ["get", "delete"])
 def test_a_job_id_with_a_final_newline_is_refused(method: str) -> None:
-    client = _client({contract.CONTROL_TOKEN_ENV: "right"})
+    client = _client({contract.SchedulerEnv.CONTROL_TOKEN: "right"})
     response = getattr(client, method)("/jobs/abc%0A", headers={"Authorization": "Bearer right"})
     assert response.status_code == 422 and "not a valid job id" in response.json()["detail"]

@@ -41,7 +41,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setattr(http_limits, "BODY_TIMEOUT_S", SHORT_TIMEOUT_S)
     monkeypatch.setattr(http_limits, "MAX_CONNECTIONS", SMALL_CAP)
     service = Service(Settings.from_env({"GPURT_RESULT_STORE": "memory://http-limits",
-                                         contract.CONTROL_TOKEN_ENV: TOKEN}))
+                                         contract.SchedulerEnv.CONTROL_TOKEN: TOKEN}))
     server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=0, log_config=None,
                                            **http_limits.server_options()))
     thread = threading.Thread(target=server.run, daemon=True)

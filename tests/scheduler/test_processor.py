@@ -64,8 +64,9 @@ def _setup() -> tuple[Processor, GatedBackend, ResultStore, ListSink]:
     return Processor(backend, store, sink, JobRegistry(), SchedulerMetrics()), backend, store, sink
 
 
-def _delivery(job_id: str, attempt: int = 1, **attributes: str) -> Delivery:
-    body = JobRequest.model_validate({"job_id": job_id, "type": "noop"}).model_dump_json().encode()
+def _delivery(job_id: str, attempt: int = 1, session_id: str | None = None, **attributes: str) -> Delivery:
+    body = JobRequest.model_validate({"job_id": job_id, "type": "noop", "session_id": session_id}) \
+        .model_dump_json().encode()
     return Delivery(message_id=uuid.uuid4().hex, data=body, attributes=attributes, delivery_attempt=attempt,
                     publish_time=None)
 
@@ -130,3 +131,21 @@ def test_a_store_failure_becomes_a_nack_not_a_crash() -> None:
     store.put = lambda result: (_ for _ in ()).throw(OSError("bucket unreachable"))  # type: ignore[method-assign]
     decision = processor.process(_delivery("j5"))
     assert decision.settle is Settle.NACK and "bucket unreachable" in decision.reason
+
+
+def test_a_sessions_jobs_are_listed_as_they_start_and_their_results_carry_the_session() -> None:
+    processor, backend, store, sink = _setup()
+    backend.hold.add("s-1")
+    running = threading.Thread(target=processor.process, args=(_delivery("s-1", session_id="desk"),))
+    running.start()
+    assert backend.started.wait(10)
+    assert store.session_jobs("desk") == ["s-1"] and store.get("s-1") is None  # listed while it runs
+    backend.gate.set()
+    running.join(10)
+    backend.fail.add("s-2")
+    processor.process(_delivery("s-2", attempt=5, session_id="desk"))  # the last attempt: failed
+    processor.process(_delivery("alone"))
+
+    assert store.session_jobs("desk") == ["s-1", "s-2"]
+    assert {r.job_id: r.session_id for r in sink.published} == {"s-1": "desk", "s-2": "desk", "alone": None}
+    assert store.get("s-2").session_id == "desk"

@@ -519,7 +519,8 @@ def test_the_queued_pools_setting_is_read_as_the_stack_renders_it() -> None:
     from scheduler.settings import Settings, SettingsError
 
     rendered = queued_pools_setting({"a100-flex": 86400, "h100": None})
-    assert Settings.from_env({contract.QUEUED_POOLS_ENV: rendered}).queued_pools == {"a100-flex": 86400, "h100": None}
+    parsed = Settings.from_env({contract.SchedulerEnv.QUEUED_POOLS: rendered})
+    assert parsed.queued_pools == {"a100-flex": 86400, "h100": None}
     assert Settings.from_env({}).queued_pools == {}
     with pytest.raises(SettingsError, match="GPURT_QUEUED_POOLS"):
-        Settings.from_env({contract.QUEUED_POOLS_ENV: "a100-flex=soon"})
+        Settings.from_env({contract.SchedulerEnv.QUEUED_POOLS: "a100-flex=soon"})

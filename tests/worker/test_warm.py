@@ -12,7 +12,7 @@ import pytest
 from kernels.jobs import _KERNEL_MODULES
 from kernels.warm import WARM_JOBS
 from protocol import contract
-from protocol.contract import DEVICE_ENV
+from protocol.contract import SchedulerEnv
 from worker import warm as warm_worker
 
 
@@ -49,7 +49,7 @@ def _worker(preload: list[str]) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      host="127.0.0.1", preload=preload, env={DEVICE_ENV: "cpu"}) as cluster, \
+                      host="127.0.0.1", preload=preload, env={SchedulerEnv.DEVICE: "cpu"}) as cluster, \
             Client(cluster) as client:
         yield client
 

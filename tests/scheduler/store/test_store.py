@@ -64,6 +64,26 @@ def test_artifacts_and_publication_marker(store: ResultStore) -> None:
     assert store.cancel_requested("job-2")
 
 
+def test_a_session_lists_the_jobs_started_for_it(store: ResultStore) -> None:
+    assert store.session_jobs("quant-desk") == []
+    store.add_to_session("quant-desk", "job-b")
+    store.add_to_session("quant-desk", "job-a")
+    store.add_to_session("other", "job-c")
+    store.add_to_session("quant-desk", "job-a")  # a redelivered start: listed once
+    assert store.session_jobs("quant-desk") == ["job-a", "job-b"]  # not a cached listing of the first call
+    assert store.session_jobs("other") == ["job-c"]
+
+
+@pytest.mark.parametrize("session", ["../../results", "a/b", ".", "..", "~x", "s-\u00e9\U0001f600", "x" * 128,
+                                     "\U0001f600" * 128, "a%2Fb"])
+def test_any_session_id_stays_one_folder_of_its_own(store: ResultStore, session: str) -> None:
+    store.add_to_session(session, "job-s")
+    assert store.session_jobs(session) == ["job-s"]
+    # Nothing leaked outside sessions/, and no other session (a prefix, its escaped twin) sees the job.
+    assert store.get("job-s") is None and store.session_jobs("a") == [] and store.session_jobs("") == []
+    assert store.session_jobs(session + "x") == []
+
+
 def test_unsafe_names_never_escape_the_root(store: ResultStore) -> None:
     with pytest.raises(StoreError, match="not a valid job id"):
         store.get("../etc/passwd")
