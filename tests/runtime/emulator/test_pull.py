@@ -118,19 +118,30 @@ def test_nack_redelivers_after_exponential_backoff(start_scaled: Callable[[float
     assert gaps[1] >= 20 * FAST * 0.9
 
 
-def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
+def _dead_lettering(pubsub: PubSub) -> tuple[str, str, str]:
+    """A request topic whose subscription dead-letters after five deliveries; (topic, subscription, DLQ's)."""
     topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
     dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
     sub = pubsub.subscription("requests-sub", topic,
                               dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
-    pubsub.publish(topic, b"poison", job_id="p1")
+    return topic, sub, dlq_sub
 
-    attempts = []
+
+def _fail_every_delivery(pubsub: PubSub, sub: str) -> list:
+    """Pull the one message and nack it, five times (every delivery the policy allows); returns what came."""
+    deliveries = []
     for _ in range(5):
         [received] = pubsub.pull_within(sub, 5)
-        attempts.append(received.delivery_attempt)
+        deliveries.append(received)
         pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
-    assert attempts == [1, 2, 3, 4, 5]
+    return deliveries
+
+
+def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
+    topic, sub, dlq_sub = _dead_lettering(pubsub)
+    pubsub.publish(topic, b"poison", job_id="p1")
+
+    assert [received.delivery_attempt for received in _fail_every_delivery(pubsub, sub)] == [1, 2, 3, 4, 5]
     assert pubsub.pull_within(sub, 0.5) == []  # no sixth delivery
 
     [dead] = pubsub.pull_within(dlq_sub, 5)
@@ -145,14 +156,9 @@ def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
 @pytest.mark.official_differs("it forwards a message to the dead-letter topic only when its subscription is pulled "
                               "again after the last failed delivery; the service forwards on its own")
 def test_dead_letter_is_forwarded_without_another_pull(pubsub: PubSub) -> None:
-    topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
-    dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
-    sub = pubsub.subscription("requests-sub", topic,
-                              dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
+    topic, sub, dlq_sub = _dead_lettering(pubsub)
     pubsub.publish(topic, b"poison")
-    for _ in range(5):
-        [received] = pubsub.pull_within(sub, 5)
-        pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
+    _fail_every_delivery(pubsub, sub)
     [dead] = pubsub.pull_within(dlq_sub, 3)  # the source subscription is not pulled again
     assert dead.message.data == b"poison"
 
@@ -160,18 +166,13 @@ def test_dead_letter_is_forwarded_without_another_pull(pubsub: PubSub) -> None:
 @pytest.mark.official_differs("it writes the source publish time as 2026-11-23T19:35:41.311Z; the service "
                               "writes 2026-11-23T19:35:41.311+00:00")
 def test_dead_letter_publish_time_attribute_is_worded_like_the_service(pubsub: PubSub) -> None:
-    topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
-    dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
-    sub = pubsub.subscription("requests-sub", topic,
-                              dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
+    topic, sub, dlq_sub = _dead_lettering(pubsub)
     published = pubsub.publish(topic, b"poison")
-    for _ in range(5):
-        [received] = pubsub.pull_within(sub, 5)
-        assert received.message.message_id == published
-        pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
+    deliveries = _fail_every_delivery(pubsub, sub)
+    assert {received.message.message_id for received in deliveries} == {published}
     assert pubsub.pull_within(sub, 0.5) == []
     [dead] = pubsub.pull_within(dlq_sub, 5)
-    publish_time = received.message.publish_time.isoformat(timespec="milliseconds")
+    publish_time = deliveries[-1].message.publish_time.isoformat(timespec="milliseconds")
     assert dead.message.attributes["CloudPubSubDeadLetterSourceTopicPublishTime"] == publish_time
 
 

@@ -205,6 +205,18 @@ def _provisioned(api: FakeKubernetes, request: str) -> None:
     api.set_conditions(request, Accepted=("True", "Accepted", ""), Provisioned=("True", "Provisioned", ""))
 
 
+def _two_workers_on_provisioned_capacity() -> tuple[FakeKubernetes, KubernetesPools, str]:
+    """The queued pool scaled to 2, its one request provisioned and its workers started; with that request."""
+    api = FakeKubernetes(_queued_group())
+    pools = _pools(api)
+    pools.scale("a100-flex", 2)
+    request = _only_request(api)
+    _provisioned(api, request)
+    pools.reconcile()
+    api.operator_sync()
+    return api, pools, request
+
+
 def _info(pools: KubernetesPools, pool: str = "a100-flex") -> PoolInfo:
     return next(info for info in pools.list() if info.id == pool)
 
@@ -300,13 +312,7 @@ def test_get_pools_shows_the_provisioning_field(tmp_path: Any) -> None:
 
 
 def test_the_pool_asks_only_for_what_outstanding_requests_do_not_cover() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 2)
-    first = _only_request(api)
-    _provisioned(api, first)
-    pools.reconcile()
-    api.operator_sync()
+    api, pools, first = _two_workers_on_provisioned_capacity()
 
     pools.scale("a100-flex", 5)
     [second] = set(api.requests()) - {first}
@@ -365,13 +371,7 @@ def test_a_failed_request_is_deleted_reported_and_not_retried_until_the_pool_is_
 
 
 def test_revoked_capacity_takes_its_workers_with_it_and_is_asked_for_again() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 2)
-    revoked = _only_request(api)
-    _provisioned(api, revoked)
-    pools.reconcile()
-    api.operator_sync()
+    api, pools, revoked = _two_workers_on_provisioned_capacity()
     assert len(api.deployments) == 2
 
     api.set_conditions(revoked, Provisioned=("True", "Provisioned", ""),
