@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from google.protobuf import field_mask_pb2
 
@@ -39,6 +40,7 @@ from runtime.emulator.sweeper import Sweeper
 from runtime.emulator.topic_retention import TopicLog
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DEFAULT_PAGE_SIZE = 100
 
@@ -431,25 +433,13 @@ class Broker:
     # --- internals (lock held) ----------------------------------------------------------------------
 
     def _topic(self, topic_name: str) -> proto.Topic:
-        name = names.parse(topic_name, "topics")
-        try:
-            return self._topics[topic_name]
-        except KeyError:
-            raise not_found(name.id) from None
+        return _find(self._topics, topic_name, "topics")
 
     def _subscription(self, subscription_name: str) -> _Subscription:
-        name = names.parse(subscription_name, "subscriptions")
-        try:
-            return self._subscriptions[subscription_name]
-        except KeyError:
-            raise not_found(name.id) from None
+        return _find(self._subscriptions, subscription_name, "subscriptions")
 
     def _snapshot(self, snapshot_name: str) -> Snapshot:
-        name = names.parse(snapshot_name, "snapshots")
-        try:
-            return self._snapshots[snapshot_name]
-        except KeyError:
-            raise not_found(name.id) from None
+        return _find(self._snapshots, snapshot_name, "snapshots")
 
     def _check_dead_letter_topic(self, subscription: proto.Subscription) -> None:
         if subscription.HasField("dead_letter_policy"):
@@ -504,3 +494,13 @@ def _page(items: list, page_size: int, page_token: str) -> tuple[list, str]:
     size = page_size if page_size > 0 else DEFAULT_PAGE_SIZE
     end = start + size
     return items[start:end], str(end) if end < len(items) else ""
+
+
+def _find(table: Mapping[str, _T], full_name: str, collection: str) -> _T:
+    """The resource ``full_name`` of ``collection`` (``topics``…): INVALID_ARGUMENT for a malformed name, as the
+    service answers, then NOT_FOUND naming its id."""
+    name = names.parse(full_name, collection)
+    try:
+        return table[full_name]
+    except KeyError:
+        raise not_found(name.id) from None

@@ -13,6 +13,7 @@ import pytest
 
 from components.contract import HEALTH_PATH
 from runtime.http_thread import BackgroundHttpServer, ReplyHandler
+from runtime.monitoring.notifications import read_log
 from runtime.monitoring.receiver import Receiver
 
 
@@ -78,4 +79,7 @@ def test_the_receiver_records_a_webhook_and_refuses_what_is_not_one(receiver: tu
                "alerts": [{"status": "firing", "labels": {"alertname": "X"}, "startsAt": "2026-01-01T00:00:00Z"}]}
     status, _, body = _get(f"{url}/alerts/page", data=json.dumps(payload).encode())
     assert (status, json.loads(body)) == (200, {"status": "recorded"})
-    assert json.loads(record.read_text().splitlines()[0])["payload"]["receiver"] == "page"
+    [notification] = read_log(record).notifications
+    [alert] = notification.payload.alerts
+    assert (notification.path, alert.name, alert.status) == ("/alerts/page", "X", "firing")
+
