@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from google.api_core import exceptions
@@ -48,22 +49,25 @@ def test_a_subscription_sees_only_messages_published_after_it(pubsub: PubSub) ->
     assert [m.message.data for m in pubsub.pull_within(sub, 1, want=2)] == [b"after"]
 
 
-def test_acked_messages_are_not_redelivered(start_scaled: Callable[[float], PubSub]) -> None:
+def _leased(start_scaled: Callable[[float], PubSub], data: bytes) -> tuple[PubSub, str, Any]:
+    """A broker at the fast time scale, ``data`` published to a subscription with a 10 s ack deadline and pulled
+    once: (broker, subscription, the received message, now leased)."""
     pubsub = start_scaled(FAST)
     topic = pubsub.topic("requests")
     sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10)
-    pubsub.publish(topic, b"done")
+    pubsub.publish(topic, data)
     [received] = pubsub.pull_within(sub, 5)
+    return pubsub, sub, received
+
+
+def test_acked_messages_are_not_redelivered(start_scaled: Callable[[float], PubSub]) -> None:
+    pubsub, sub, received = _leased(start_scaled, b"done")
     pubsub.subscriber.acknowledge(subscription=sub, ack_ids=[received.ack_id])
     assert pubsub.pull_within(sub, 1.5) == []  # three ack deadlines
 
 
 def test_expired_ack_deadline_redelivers(start_scaled: Callable[[float], PubSub]) -> None:
-    pubsub = start_scaled(FAST)
-    topic = pubsub.topic("requests")
-    sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10)
-    pubsub.publish(topic, b"slow")
-    [first] = pubsub.pull_within(sub, 5)
+    pubsub, sub, first = _leased(start_scaled, b"slow")
     leased_at = time.monotonic()
 
     [again] = pubsub.pull_within(sub, 5)
@@ -73,11 +77,7 @@ def test_expired_ack_deadline_redelivers(start_scaled: Callable[[float], PubSub]
 
 
 def test_modify_ack_deadline_extends_the_lease_and_zero_nacks(start_scaled: Callable[[float], PubSub]) -> None:
-    pubsub = start_scaled(FAST)
-    topic = pubsub.topic("requests")
-    sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10)
-    pubsub.publish(topic, b"long-job")
-    [received] = pubsub.pull_within(sub, 5)
+    pubsub, sub, received = _leased(start_scaled, b"long-job")
 
     pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=60)
     assert pubsub.pull_within(sub, 1.5) == []  # past the original deadline, within the extension
