@@ -185,9 +185,8 @@ class Broker:
 
     def list_topics(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Topic], str]:
         """One page of the project's topics and the token of the next page ("" at the end)."""
-        project_id = names.parse_project(project)
         with self.lock:
-            topics = [t for n, t in sorted(self._topics.items()) if names.parse(n, "topics").project == project_id]
+            topics = _in_project(self._topics, project, "topics")
         return _page(topics, page_size, page_token)
 
     def list_topic_subscriptions(self, topic_name: str, page_size: int, page_token: str) -> tuple[list[str], str]:
@@ -293,10 +292,8 @@ class Broker:
 
     def list_subscriptions(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Subscription], str]:
         """One page of the project's subscriptions."""
-        project_id = names.parse_project(project)
         with self.lock:
-            subs = [s.config for n, s in sorted(self._subscriptions.items())
-                    if names.parse(n, "subscriptions").project == project_id]
+            subs = [s.config for s in _in_project(self._subscriptions, project, "subscriptions")]
         return _page(subs, page_size, page_token)
 
     def watch(self, subscription_name: str, wakeup: Callable[[], None]) -> SubscriptionQueue:
@@ -402,10 +399,8 @@ class Broker:
 
     def list_snapshots(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Snapshot], str]:
         """One page of the project's snapshots."""
-        project_id = names.parse_project(project)
         with self.lock:
-            found = [s.config for n, s in sorted(self._snapshots.items())
-                     if names.parse(n, "snapshots").project == project_id]
+            found = [s.config for s in _in_project(self._snapshots, project, "snapshots")]
         return _page(found, page_size, page_token)
 
     def seek_to_snapshot(self, subscription_name: str, snapshot_name: str) -> None:
@@ -483,6 +478,12 @@ class Broker:
             log.info("message dead-lettered", extra={
                 "topic": dead.topic, "source_message_id": dead.message.message_id, "message_id": message_id,
                 "delivery_attempt": dead.delivery_attempt})
+
+
+def _in_project(table: Mapping[str, _T], project: str, collection: str) -> list[_T]:
+    """The resources of ``collection`` in ``table`` that ``project`` holds, sorted by name (lock held)."""
+    project_id = names.parse_project(project)
+    return [value for name, value in sorted(table.items()) if names.parse(name, collection).project == project_id]
 
 
 def _page(items: list, page_size: int, page_token: str) -> tuple[list, str]:
