@@ -19,4 +19,4 @@ def poll(predicate: Callable[[], T | None], timeout_s: float, what: str, interva
         if value:
             return value
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
