@@ -8,9 +8,6 @@ and writes the figures.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -21,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from local_platform.broker.brokers import Broker
 from local_platform.broker.official import OfficialEmulatorError, find_official_emulator, start_official_emulator
+from local_platform.broker.process import builtin_process, default_clients
 
 MESSAGE_BYTES: Final = 100  # a small job request
 PROJECT: Final = "gpurt-bench"
@@ -51,31 +49,17 @@ def measure(broker: Broker, messages: int, progress: Progress = lambda done: Non
     figures, stop it."""
     if durable and broker is not Broker.BUILTIN:
         raise ValueError("only the builtin broker can be durable: the official emulator keeps messages in memory")
-    with _running(broker, durable) as address:
-        from google.cloud import pubsub_v1
-
-        previous = os.environ.get("PUBSUB_EMULATOR_HOST")
-        os.environ["PUBSUB_EMULATOR_HOST"] = address  # the clients read it when they are created
-        publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-        try:
-            topic = publisher.topic_path(PROJECT, "bench")
-            publisher.create_topic(name=topic)
-            publish_sub = subscriber.subscription_path(PROJECT, "bench-publish-only")
-            subscriber.create_subscription(name=publish_sub, topic=topic, ack_deadline_seconds=600)
-            publisher.publish(topic, b"warm-up").result(timeout=START_TIMEOUT_S)  # connect before timing
-            publish_rate = _publish(publisher, topic, messages, progress)
-            subscriber.delete_subscription(subscription=publish_sub)
-            consume_sub = subscriber.subscription_path(PROJECT, "bench-consume")
-            subscriber.create_subscription(name=consume_sub, topic=topic, ack_deadline_seconds=600)
-            end_to_end = _publish_and_consume(publisher, subscriber, topic, consume_sub, messages, progress)
-        finally:
-            subscriber.close()
-            publisher.stop()
-            publisher.transport.close()
-            if previous is None:
-                os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-            else:
-                os.environ["PUBSUB_EMULATOR_HOST"] = previous
+    with _running(broker, durable) as address, default_clients(address) as (publisher, subscriber):
+        topic = publisher.topic_path(PROJECT, "bench")
+        publisher.create_topic(name=topic)
+        publish_sub = subscriber.subscription_path(PROJECT, "bench-publish-only")
+        subscriber.create_subscription(name=publish_sub, topic=topic, ack_deadline_seconds=600)
+        publisher.publish(topic, b"warm-up").result(timeout=START_TIMEOUT_S)  # connect before timing
+        publish_rate = _publish(publisher, topic, messages, progress)
+        subscriber.delete_subscription(subscription=publish_sub)
+        consume_sub = subscriber.subscription_path(PROJECT, "bench-consume")
+        subscriber.create_subscription(name=consume_sub, topic=topic, ack_deadline_seconds=600)
+        end_to_end = _publish_and_consume(publisher, subscriber, topic, consume_sub, messages, progress)
     return BrokerFigures(broker, durable, messages, publish_rate, end_to_end)
 
 
@@ -132,19 +116,5 @@ def _running(broker: Broker, durable: bool) -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory(prefix="gpurt-bench-broker-") as data_dir:
         options = ["--data-dir", data_dir] if durable else []
-        with _builtin_process(options) as address:
+        with builtin_process(*options) as (_, address):
             yield address
-
-
-@contextmanager
-def _builtin_process(options: list[str]) -> Iterator[str]:
-    process = subprocess.Popen([sys.executable, "-m", "local_platform.broker", "--port", "0", "--log-level", "WARNING",
-                                *options], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = process.stdout.readline().strip() if process.stdout else ""
-        if not line.startswith("PUBSUB_EMULATOR_HOST="):
-            raise RuntimeError(f"the builtin emulator did not start (exit status {process.poll()})")
-        yield line.split("=", 1)[1]
-    finally:
-        process.terminate()
-        process.wait(timeout=START_TIMEOUT_S)

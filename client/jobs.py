@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from protocol.messages import DEFAULT_TIMEOUT_S, JobRequest
 from protocol.params import (
+    PARAMS_BY_TYPE,
     AmericanOptionParams,
     AsianOptionParams,
     BasketOptionParams,
@@ -45,12 +46,21 @@ __all__ = [
 ]
 
 Contract = BookContract  # one option of an OptionBook: strike, maturity, kind
+_TYPE_OF_MODEL: dict[type, JobType] = {model: job_type for job_type, model in PARAMS_BY_TYPE.items()}
 
 
 class Job(BaseModel):
     """A job's parameters together with its type; ``request`` turns it into the message the platform takes."""
 
     job_type: ClassVar[JobType]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Tie a builder to its job type: the one whose parameter model it extends (the nearest, if several)."""
+        super().__init_subclass__(**kwargs)
+        job_type = next((_TYPE_OF_MODEL[base] for base in cls.__mro__ if base in _TYPE_OF_MODEL), None)
+        if job_type is None:
+            raise TypeError(f"{cls.__name__} extends no job type's parameter model (protocol.params.PARAMS_BY_TYPE)")
+        cls.job_type = job_type
 
     def request(self, job_id: str, *, session_id: str | None = None,
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> JobRequest:
@@ -65,55 +75,37 @@ class Job(BaseModel):
 class Noop(NoopParams, Job):
     """A job that only sleeps (``sleep_s``) and may fail on purpose (``fail``): for trying the client out."""
 
-    job_type: ClassVar[JobType] = JobType.NOOP
-
 
 class RandomWalk(RandomWalkParams, Job):
     """The platform's smoke-test random walk."""
-
-    job_type: ClassVar[JobType] = JobType.RANDOM_WALK
 
 
 class EuropeanOption(EuropeanOptionParams, Job):
     """A European call or put under Black-Scholes (geometric Brownian motion), with optional Greeks."""
 
-    job_type: ClassVar[JobType] = JobType.EUROPEAN_OPTION
-
 
 class AsianOption(AsianOptionParams, Job):
     """An arithmetic-average Asian option."""
-
-    job_type: ClassVar[JobType] = JobType.ASIAN_OPTION
 
 
 class HestonOption(HestonOptionParams, Job):
     """A European option under the Heston stochastic-volatility model."""
 
-    job_type: ClassVar[JobType] = JobType.HESTON_OPTION
-
 
 class Basket(BasketOptionParams, Job):
     """A European option on a weighted basket of correlated assets (GBM or per-asset Heston)."""
-
-    job_type: ClassVar[JobType] = JobType.BASKET_OPTION
 
 
 class AmericanOption(AmericanOptionParams, Job):
     """An American or Bermudan option on one asset or a basket (Longstaff-Schwartz)."""
 
-    job_type: ClassVar[JobType] = JobType.AMERICAN_OPTION
-
 
 class PortfolioVaR(PortfolioVarParams, Job):
     """Value at risk and CVaR of a portfolio of correlated lognormal positions."""
 
-    job_type: ClassVar[JobType] = JobType.PORTFOLIO_VAR
-
 
 class OptionBook(OptionBookParams, Job):
     """A book of European options on one underlying, priced together: ``OptionBook([Contract(...), ...], ...)``."""
-
-    job_type: ClassVar[JobType] = JobType.OPTION_BOOK
 
     def __init__(self, contracts: Sequence[BookContract | Mapping[str, Any]] | None = None, /,
                  **params: Any) -> None:

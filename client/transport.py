@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from protocol.contract import RESULT_TOPIC
 from protocol.messages import JobRequest, JobResult
+from scheduler.messaging.publisher import TopicPublisher, request_message
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
@@ -71,8 +72,6 @@ def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, o
     A ``JobRequest`` is serialised with its attributes; a raw mapping or bytes (drills that send
     deliberately broken messages) is published as is, with whatever ``job_id``/``type`` it carries.
     """
-    from scheduler.messaging.publisher import TopicPublisher
-
     data, attributes = _message(request, extra_attributes)
     return TopicPublisher(clients.publisher, clients.project).publish_raw_request(data, attributes)
 
@@ -83,23 +82,18 @@ def publish_requests(clients: PubSubClients, requests: Iterable[JobRequest]) -> 
     Waiting for each publish before the next costs a round trip and the client's batching delay per
     request; this waits once, for all of them.
     """
-    from scheduler.messaging.publisher import TopicPublisher
-
     publisher = TopicPublisher(clients.publisher, clients.project)
-    return publisher.publish_raw_requests(_message(request) for request in requests)
+    return publisher.publish_raw_requests(request_message(request) for request in requests)
 
 
 def _message(request: JobRequest | Mapping[str, object] | bytes,
              extra_attributes: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
     if isinstance(request, JobRequest):
-        data = request.model_dump_json(exclude_none=True).encode()
-        attributes = request.attributes()
-    else:
-        data = request if isinstance(request, bytes) else json.dumps(request).encode()
-        raw = request if isinstance(request, Mapping) else {}
-        attributes = {k: str(raw[k]) for k in ("job_id", "type") if k in raw}
-    attributes.update(extra_attributes or {})
-    return data, attributes
+        return request_message(request, extra_attributes)
+    data = request if isinstance(request, bytes) else json.dumps(request).encode()
+    raw = request if isinstance(request, Mapping) else {}
+    attributes = {k: str(raw[k]) for k in ("job_id", "type") if k in raw}
+    return data, {**attributes, **(extra_attributes or {})}
 
 
 class ResultSubscription:

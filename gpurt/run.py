@@ -5,32 +5,32 @@ Numba and the kernels are imported inside the command so ``gpurt --help`` stays 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpurt.common import UserError, err_console, friendly_errors
 
+if TYPE_CHECKING:
+    from protocol.messages import JobRequest
+
 DEVICE_HELP = "auto (a GPU if one exists), cpu or gpu"
 
 
+def _load_request(path: Path) -> JobRequest:
+    """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file.
 
-def _load_request(path: Path) -> Any:
-    """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file."""
+    The file goes through the scheduler's own parser, once, so it is held to the same rules as a message.
+    """
     from protocol.messages import InvalidRequest, parse_request
 
     try:
-        raw = json.loads(path.read_text())
+        data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from None
-    if isinstance(raw, dict):
-        raw.setdefault("job_id", path.stem.replace(" ", "-") or "local-run")
     try:
-        return parse_request(json.dumps(raw).encode())
+        return parse_request(data, defaults={"job_id": path.stem.replace(" ", "-") or "local-run"})
     except InvalidRequest as exc:
         raise UserError(f"invalid job in {path}: {exc}") from None
 
@@ -48,7 +48,8 @@ def run_command(
     from kernels.device import CHOICES
     from kernels.errors import JobFailure, TransientJobError
     from kernels.jobs import run_job
-    from protocol.messages import ErrorKind, JobError, JobMetrics, JobResult, JobStatus
+    from protocol.messages import ErrorKind, JobStatus
+    from scheduler.outcome import ended_result, succeeded_result
 
     if device not in CHOICES:
         raise UserError(f"--device must be one of {', '.join(CHOICES)}")
@@ -63,9 +64,7 @@ def run_command(
         except JobFailure as exc:
             kind = ErrorKind.TRANSIENT if isinstance(exc, TransientJobError) else ErrorKind.PERMANENT
             err_console.print(f"[red]error:[/] the job failed ({kind.value}): {exc}", highlight=False, soft_wrap=True)
-            result = JobResult(job_id=request.job_id, type=request.type, status=JobStatus.FAILED,
-                               error=JobError(kind=kind, message=str(exc)))
-            typer.echo(result.model_dump_json(indent=2))
+            typer.echo(ended_result(request, JobStatus.FAILED, kind, str(exc)).model_dump_json(indent=2))
             raise typer.Exit(1) from None
     stored = {}
     if out.artifacts:
@@ -74,10 +73,4 @@ def run_command(
         for name, data in out.artifacts.items():
             (folder / name).write_bytes(data)
             stored[name] = str(folder / name)
-    result = JobResult(
-        job_id=request.job_id, type=request.type, status=JobStatus.SUCCEEDED, result=out.summary,
-        metrics=JobMetrics(run_s=out.elapsed_s, device=out.device,
-                           paths_per_s=out.paths_per_s),
-        artifacts=stored,
-    )
-    typer.echo(result.model_dump_json(indent=2))
+    typer.echo(succeeded_result(request, out, stored).model_dump_json(indent=2))

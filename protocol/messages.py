@@ -7,6 +7,7 @@ attributes repeat ``job_id`` and ``type`` so subscribers can filter without pars
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final
@@ -145,12 +146,13 @@ class InvalidRequest(ValueError):
         self.job_id = job_id
 
 
-def parse_request(data: bytes) -> JobRequest:
+def parse_request(data: bytes, defaults: Mapping[str, Any] | None = None) -> JobRequest:
     """Parse a request message body; raises ``InvalidRequest`` with a readable reason, and nothing else.
 
     Whatever the bytes (any size, nesting, number, encoding), the outcome is a request or an
     ``InvalidRequest``: the consumer acks those with a ``rejected`` result, so an exception of any other
     type here would be taken for an infrastructure failure and redelivered until dead-lettered.
+    ``defaults`` fills the keys a body leaves out (``gpurt run`` names a job file's job by the file).
     """
     if len(data) > MAX_MESSAGE_BYTES:
         raise InvalidRequest(f"message is {len(data)} bytes, the limit is {MAX_MESSAGE_BYTES}")
@@ -163,7 +165,7 @@ def parse_request(data: bytes) -> JobRequest:
     if not isinstance(raw, dict):
         raise InvalidRequest("body must be a JSON object", job_id)
     try:
-        return JobRequest.model_validate(raw)
+        return JobRequest.model_validate({**(defaults or {}), **raw})
     except ValidationError as exc:
         raise InvalidRequest(_describe(exc), job_id) from None
     except ValueError as exc:

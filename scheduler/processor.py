@@ -18,7 +18,6 @@ from protocol.messages import (
     ErrorKind,
     InvalidRequest,
     JobError,
-    JobMetrics,
     JobRequest,
     JobResult,
     JobStatus,
@@ -29,6 +28,7 @@ from protocol.params import JobType
 from scheduler.backends.base import Execution, ExecutionBackend
 from scheduler.messaging.publisher import ResultSink
 from scheduler.metrics import SchedulerMetrics
+from scheduler.outcome import ended_result, succeeded_result
 from scheduler.records import Decision, Delivery, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
@@ -135,44 +135,38 @@ class Processor:
         if attempt > 1 and not replay:
             self._metrics.retries.labels(request.type.value).inc()
         log.info("running job (attempt %d)", attempt, extra={"job_id": request.job_id, "type": request.type.value})
-        metrics = JobMetrics(queue_wait_s=queue_wait)
         try:
             if cancelled_early:
                 raise JobCancelled("cancelled before it started")
             execution = self._backend.run(request, attempt=attempt)
         except JobCancelled as exc:
-            return self._final(request, attempt, JobStatus.CANCELLED, metrics, ErrorKind.CANCELLED, str(exc))
+            return self._final(request, attempt, JobStatus.CANCELLED, queue_wait, ErrorKind.CANCELLED, str(exc))
         except PermanentJobError as exc:
-            return self._final(request, attempt, JobStatus.FAILED, metrics, ErrorKind.PERMANENT, str(exc))
+            return self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.PERMANENT, str(exc))
         except Exception as exc:  # transient, or unforeseen: another delivery may succeed
             entry = self._registry.get(request.job_id)
             if entry is not None and entry.cancel_requested:
-                return self._final(request, attempt, JobStatus.CANCELLED, metrics, ErrorKind.CANCELLED,
+                return self._final(request, attempt, JobStatus.CANCELLED, queue_wait, ErrorKind.CANCELLED,
                                    "cancelled by request")
             reason = str(exc) or type(exc).__name__
             if attempt >= self._max_attempts:
                 message = f"gave up after {attempt} deliveries; last error: {reason}"
-                decision = self._final(request, attempt, JobStatus.FAILED, metrics, ErrorKind.TRANSIENT, message)
+                decision = self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.TRANSIENT, message)
                 # `failed` is out; the nack makes Pub/Sub dead-letter the message for `gpurt dlq replay`.
                 return Decision(Settle.NACK, request.job_id, decision.result, reason="last attempt: dead-letter")
             log.warning("transient failure, Pub/Sub will redeliver: %s", reason, extra={"job_id": request.job_id})
             return Decision(Settle.NACK, request.job_id, reason=f"transient: {reason}")
-        return self._succeeded(request, attempt, execution, metrics)
+        return self._succeeded(request, attempt, execution, queue_wait)
 
-    def _succeeded(self, request: JobRequest, attempt: int, execution: Execution, metrics: JobMetrics) -> Decision:
+    def _succeeded(self, request: JobRequest, attempt: int, execution: Execution,
+                   queue_wait: float | None) -> Decision:
         urls = self._store.put_artifacts(request.job_id, execution.artifacts)
-        metrics = metrics.model_copy(update={"run_s": execution.elapsed_s, "device": execution.device,
-                                             "paths_per_s": execution.paths_per_s})
         self._metrics.duration.labels(request.type.value).observe(execution.elapsed_s)
-        result = JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type,
-                           session_id=request.session_id, attempt=attempt, result=execution.summary, metrics=metrics,
-                           artifacts=urls)
-        return self._conclude(result)
+        return self._conclude(succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait))
 
-    def _final(self, request: JobRequest, attempt: int, status: JobStatus, metrics: JobMetrics,
+    def _final(self, request: JobRequest, attempt: int, status: JobStatus, queue_wait: float | None,
                kind: ErrorKind, message: str) -> Decision:
-        result = JobResult(job_id=request.job_id, status=status, type=request.type, session_id=request.session_id,
-                           attempt=attempt, metrics=metrics, error=JobError(kind=kind, message=message))
+        result = ended_result(request, status, kind, message, attempt=attempt, queue_wait_s=queue_wait)
         log.info("job %s: %s", status.value, message, extra={"job_id": request.job_id})
         return self._conclude(result)
 

@@ -4,17 +4,17 @@ official one's."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpurt.common import console, err_console, friendly_errors, print_json
+from gpurt.bench.runtime import bench_date, device_line, figures_table, progress_bar, show_figures
+from gpurt.common import console, err_console, friendly_errors
 
 if TYPE_CHECKING:
     from bench.broker import BrokerFigures
+    from bench.runtime.report import Rows
 
 SECTION: Final = "emulator"
 
@@ -32,8 +32,7 @@ def bench_emulator(
 
     runs: list[BrokerFigures] = []
     out = err_console if as_json else console
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=out) as progress:
+    with progress_bar(out) as progress:
         for broker, durable in ((Broker.BUILTIN, False), (Broker.BUILTIN, True), (Broker.OFFICIAL, False)):
             task = progress.add_task(f"{_label(broker, durable)}: publish, then publish + pull", total=2 * messages)
             phase = {"offset": 0}
@@ -45,15 +44,8 @@ def bench_emulator(
 
             runs.append(measure(broker, messages, advance, durable=durable))
             progress.update(task, completed=2 * messages)
-    if as_json:
-        print_json([dataclasses.asdict(run) | {"broker": str(run.broker)} for run in runs])
-    else:
-        console.print(_table(runs))
-    if write:
-        from bench.markdown import write_section
-
-        write_section(SECTION, _markdown(runs, datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
-        out.print(f"written to BENCHMARKS.md (section {SECTION})")
+    show_figures([dataclasses.asdict(run) | {"broker": str(run.broker)} for run in runs], [_table(runs)],
+                 as_json=as_json, section=SECTION, markdown=_markdown(runs, bench_date()) if write else None, out=out)
 
 
 def _label(broker: str, durable: bool) -> str:
@@ -63,39 +55,34 @@ def _label(broker: str, durable: bool) -> str:
     return "builtin, durable" if durable else "builtin, in memory"
 
 
-def _rows(runs: list[BrokerFigures]) -> list[list[str]]:
+def _rows(runs: list[BrokerFigures]) -> Rows:
     baseline = next(run for run in runs if run.broker == "official")
-    return [[_label(run.broker, run.durable), f"{run.publish_per_s:,.0f}",
-             f"{run.publish_per_s / baseline.publish_per_s:.2f}x", f"{run.end_to_end_per_s:,.0f}",
-             f"{run.end_to_end_per_s / baseline.end_to_end_per_s:.2f}x"] for run in runs]
+    return [(_label(run.broker, run.durable), [f"{run.publish_per_s:,.0f}",
+                                               f"{run.publish_per_s / baseline.publish_per_s:.2f}x",
+                                               f"{run.end_to_end_per_s:,.0f}",
+                                               f"{run.end_to_end_per_s / baseline.end_to_end_per_s:.2f}x"])
+            for run in runs]
 
 
-_COLUMNS: Final = ["broker", "publish msg/s", "vs official", "publish+pull+ack msg/s", "vs official"]
+_COLUMNS: Final = ["publish msg/s", "vs official", "publish+pull+ack msg/s", "vs official"]
 
 
 def _table(runs: list[BrokerFigures]) -> Table:
-    table = Table(title=f"Pub/Sub emulators, {runs[0].messages:,} messages of 100 bytes, real client")
-    for column in _COLUMNS:
-        table.add_column(column, justify="left" if column == "broker" else "right")
-    for row in _rows(runs):
-        table.add_row(*row)
-    return table
+    return figures_table(f"Pub/Sub emulators, {runs[0].messages:,} messages of 100 bytes, real client", "broker",
+                         _COLUMNS, _rows(runs))
 
 
 def _markdown(runs: list[BrokerFigures], date: str) -> str:
-    from bench.kernels.runner import machine
-    from bench.markdown import load_note
+    from bench.runtime.report import markdown_table
 
     lines = [
         "## Pub/Sub emulators (`gpurt bench emulator`)",
         "",
-        f"Device: {machine()}, no GPU; {load_note()}; {date}. {runs[0].messages:,} messages of 100 bytes per "
+        f"{device_line(date)} {runs[0].messages:,} messages of 100 bytes per "
         "figure through google-cloud-pubsub, each broker in its own process; the official emulator is the "
         "baseline of the same run. Durable: `--data-dir`, the local platform's default (SQLite, WAL, "
         "synchronous=FULL: each answered request is fsynced, requests arriving together share one fsync).",
         "",
-        "| " + " | ".join(_COLUMNS) + " |",
-        "| " + " | ".join(["---"] + ["---:"] * (len(_COLUMNS) - 1)) + " |",
+        *markdown_table("broker", _COLUMNS, _rows(runs)),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in _rows(runs)]
     return "\n".join(lines)

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 from rich.table import Table
 
-from gpurt.bench.runtime import bench_platform, progress_bar
-from gpurt.common import console, err_console, friendly_errors, print_json
+from gpurt.bench.runtime import bench_date, bench_platform, device_line, figures_table, progress_bar, show_figures
+from gpurt.common import console, err_console, friendly_errors
 
 if TYPE_CHECKING:
     from bench.client import PathFigures
+    from bench.runtime.report import Rows
 
 SECTION: Final = "client"
 LABELS: Final = {"raw": "raw google-cloud-pubsub", "cli": "CLI path (gpurt submit)", "client": "client (map + gather)"}
@@ -35,48 +35,35 @@ def bench_client(
         tasks = {path: progress.add_task(LABELS[path], total=jobs) for path in PATHS}
         runs = measure(platform.target(), jobs, timeout,
                        lambda path, done: progress.update(tasks[path], completed=done))
-    if as_json:
-        print_json([dataclasses.asdict(run) | {"jobs_per_s": run.jobs_per_s, "cpu_ms_per_job": run.cpu_ms_per_job}
-                    for run in runs])
-    else:
-        console.print(_table(runs))
-    if write:
-        from bench.markdown import write_section
-
-        write_section(SECTION, _markdown(runs, datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
-        out.print(f"written to BENCHMARKS.md (section {SECTION})")
+    document = [dataclasses.asdict(run) | {"jobs_per_s": run.jobs_per_s, "cpu_ms_per_job": run.cpu_ms_per_job}
+                for run in runs]
+    show_figures(document, [_table(runs)], as_json=as_json, section=SECTION,
+                 markdown=_markdown(runs, bench_date()) if write else None, out=out)
 
 
-def _rows(runs: list[PathFigures]) -> list[list[str]]:
+def _rows(runs: list[PathFigures]) -> Rows:
     raw = next(run for run in runs if run.path == "raw")
-    return [[LABELS[run.path], f"{run.jobs_per_s:,.1f}", f"{run.cpu_ms_per_job:.2f}",
-             f"{run.cpu_ms_per_job / raw.cpu_ms_per_job - 1:+.0%}"] for run in runs]
+    return [(LABELS[run.path], [f"{run.jobs_per_s:,.1f}", f"{run.cpu_ms_per_job:.2f}",
+                                f"{run.cpu_ms_per_job / raw.cpu_ms_per_job - 1:+.0%}"]) for run in runs]
 
 
-_COLUMNS: Final = ["path", "jobs/s", "client CPU ms/job", "CPU vs raw"]
+_COLUMNS: Final = ["jobs/s", "client CPU ms/job", "CPU vs raw"]
 
 
 def _table(runs: list[PathFigures]) -> Table:
     from bench.client import CLIENT_OVERHEAD_GOAL
 
-    table = Table(title=f"{runs[0].jobs:,} noop jobs per path, one local platform "
-                        f"(goal: client CPU within {CLIENT_OVERHEAD_GOAL:.0%} of raw)")
-    for column in _COLUMNS:
-        table.add_column(column, justify="left" if column == "path" else "right")
-    for row in _rows(runs):
-        table.add_row(*row)
-    return table
+    return figures_table(f"{runs[0].jobs:,} noop jobs per path, one local platform "
+                         f"(goal: client CPU within {CLIENT_OVERHEAD_GOAL:.0%} of raw)", "path", _COLUMNS, _rows(runs))
 
 
 def _markdown(runs: list[PathFigures], date: str) -> str:
     from bench.client import CLIENT_OVERHEAD_GOAL
-    from bench.kernels.runner import machine
-    from bench.markdown import load_note
+    from bench.runtime.report import markdown_table
 
     lines = ["## Python client", "",
-             f"Device: {machine()}, no GPU; {load_note()}; {date}. {runs[0].jobs:,} noop jobs per path on one local "
+             f"{device_line(date)} {runs[0].jobs:,} noop jobs per path on one local "
              f"platform (one Dask worker); client CPU is the submitting process's, every thread. Goal: the client "
              f"within {CLIENT_OVERHEAD_GOAL:.0%} of the raw client's CPU per job (docs/python-api.md).", "",
-             "| " + " | ".join(_COLUMNS) + " |", "| " + " | ".join("---" for _ in _COLUMNS) + " |",
-             *("| " + " | ".join(row) + " |" for row in _rows(runs))]
+             *markdown_table("path", _COLUMNS, _rows(runs))]
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from gpurt.common import UserError, console, err_console, friendly_errors, print
 if TYPE_CHECKING:
     from bench.runtime.end_to_end import RuntimeFigures
     from bench.runtime.goals import Goal
-    from bench.runtime.report import LabelledBaseline
+    from bench.runtime.report import LabelledBaseline, Rows
     from local_platform import LocalPlatform
 
 
@@ -82,6 +82,39 @@ def progress_bar(out: Console = console) -> Progress:
                     console=out)
 
 
+def bench_date() -> str:
+    """Now, as a bench's figures are dated in their JSON and in BENCHMARKS.md."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def figures_table(title: str, first: str, columns: Sequence[str], rows: Rows) -> Table:
+    """A table of figures for the terminal: a label column, then one right-aligned column per entry of
+    ``columns``; the same rows ``bench.runtime.report.markdown_table`` writes to BENCHMARKS.md."""
+    table = Table(title=title)
+    table.add_column(first)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for name, values in rows:
+        table.add_row(name, *values)
+    return table
+
+
+def show_figures(document: object, tables: Sequence[Table], *, as_json: bool, section: str, markdown: str | None,
+                 out: Console) -> None:
+    """Print a bench's figures: ``document`` as JSON with ``--json`` (stdout carries it alone), else ``tables``;
+    with ``--write`` (``markdown`` given), ``markdown`` becomes BENCHMARKS.md's section ``section``."""
+    if as_json:
+        print_json(document)
+    else:
+        for table in tables:
+            console.print(table)
+    if markdown is not None:
+        from bench.markdown import write_section
+
+        write_section(section, markdown)
+        out.print(f"written to BENCHMARKS.md (section {section})")
+
+
 def _throughput(jobs: int, worker_counts: list[int], options: _Options) -> None:
     from bench.runtime.end_to_end import measure
     from bench.runtime.goals import judge
@@ -104,17 +137,10 @@ def _throughput(jobs: int, worker_counts: list[int], options: _Options) -> None:
     except ProfileError as exc:
         raise UserError(str(exc)) from None
     goals = judge(runs)
-    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    if options.as_json:
-        print_json(run_json(jobs, date, runs, goals))
-    else:
-        for table in _tables(runs, goals, baseline):
-            console.print(table)
-    if options.write:
-        from bench.markdown import write_section
-
-        write_section("runtime", _runtime_markdown(runs, goals, baseline, date))
-        out.print("written to BENCHMARKS.md (section runtime)")
+    date = bench_date()
+    show_figures(run_json(jobs, date, runs, goals), _tables(runs, goals, baseline), as_json=options.as_json,
+                 section="runtime", markdown=_runtime_markdown(runs, goals, baseline, date) if options.write else None,
+                 out=out)
 
 
 @dataclass(frozen=True)
@@ -153,34 +179,25 @@ def _tables(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBas
     )
 
     columns = worker_columns([r.workers for r in runs])
-    tables = [_table(f"runtime benchmark ({runs[0].jobs} noop jobs at once)", "figure", columns, figure_rows(runs))]
+    tables = [figures_table(f"runtime benchmark ({runs[0].jobs} noop jobs at once)", "figure", columns,
+                            figure_rows(runs))]
     if any(r.cpu for r in runs):
-        tables.append(_table("CPU per job of each process", "process", columns, cpu_rows(runs)))
+        tables.append(figures_table("CPU per job of each process", "process", columns, cpu_rows(runs)))
     if any(r.stages for r in runs):
-        tables.append(_table("where a job slot's time goes (per job)", "stage", columns,
-                             stage_rows([profile_of(r) for r in runs])))
+        tables.append(figures_table("where a job slot's time goes (per job)", "stage", columns,
+                                    stage_rows([profile_of(r) for r in runs])))
     tables.append(goal_table(goals))
     if baseline is not None:
         before = worker_columns([r.workers for r in baseline.baseline.runs])
-        tables.append(_table(f"before: {baseline.label} ({baseline.baseline.date})", "figure", before,
-                             baseline_rows(baseline.baseline)))
+        tables.append(figures_table(f"before: {baseline.label} ({baseline.baseline.date})", "figure", before,
+                                    baseline_rows(baseline.baseline)))
         if any(r.cpu_per_job for r in baseline.baseline.runs):
-            tables.append(_table(f"before: CPU per job of each process ({baseline.label})", "process", before,
-                                 cpu_rows(baseline.baseline.runs)))
+            tables.append(figures_table(f"before: CPU per job of each process ({baseline.label})", "process",
+                                        before, cpu_rows(baseline.baseline.runs)))
         if any(r.profile for r in baseline.baseline.runs):
-            tables.append(_table(f"before: where a job slot's time goes ({baseline.label})", "stage", before,
-                                 stage_rows([profile_of(r) for r in baseline.baseline.runs])))
+            tables.append(figures_table(f"before: where a job slot's time goes ({baseline.label})", "stage",
+                                        before, stage_rows([profile_of(r) for r in baseline.baseline.runs])))
     return tables
-
-
-def _table(title: str, first: str, columns: list[str], rows: list[tuple[str, list[str]]]) -> Table:
-    table = Table(title=title)
-    table.add_column(first)
-    for column in columns:
-        table.add_column(column, justify="right")
-    for name, values in rows:
-        table.add_row(name, *values)
-    return table
 
 
 def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: LabelledBaseline | None,
@@ -248,7 +265,7 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
     if write:
         from bench.markdown import write_section
 
-        date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        date = bench_date()
         lines = ["## Runtime: soak", "", f"{device_line(date)} Soak: noop jobs at {rate:g}/s for {seconds:g} s.", "",
                  "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
         write_section("runtime-soak", "\n".join(lines))

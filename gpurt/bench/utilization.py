@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from gpurt.bench.runtime import bench_platform, device_line, goal_table, progress_bar
-from gpurt.common import console, err_console, friendly_errors, print_json
+from gpurt.bench.runtime import (
+    bench_date,
+    bench_platform,
+    device_line,
+    figures_table,
+    goal_table,
+    progress_bar,
+    show_figures,
+)
+from gpurt.common import console, err_console, friendly_errors
 
 if TYPE_CHECKING:
     from bench.runtime.goals import Goal
@@ -51,18 +58,11 @@ def bench_utilization(
                                 asked_at=asked_at))
     figures = merge(runs)
     goals = judge(figures)
-    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    if as_json:
-        print_json({"date": date, **figures.as_json(), "goals": [g.as_json() for g in goals]})
-    else:
-        for table in _tables(figures, goals):
-            console.print(table)
+    date = bench_date()
+    show_figures({"date": date, **figures.as_json(), "goals": [g.as_json() for g in goals]}, _tables(figures, goals),
+                 as_json=as_json, section=SECTION, markdown=markdown(figures, goals, date) if write else None, out=out)
+    if not as_json:
         console.print(f"load average {figures.load_average:.1f}")
-    if write:
-        from bench.markdown import write_section
-
-        write_section(SECTION, markdown(figures, goals, date))
-        out.print(f"written to BENCHMARKS.md (section {SECTION})")
 
 
 class _Bars:
@@ -112,19 +112,14 @@ def _tables(figures: UtilizationFigures, goals: list[Goal]) -> list[Table]:
                                   ("bursts: jobs published at once", _rows(figures)),
                                   ("steady stream at 80 % of capacity", _stream_rows(figures))):
         if rows:
-            table = Table(title=title)
-            for column in header:
-                table.add_column(column, justify="left" if column == "workers" else "right")
-            for row in rows:
-                table.add_row(*row)
-            tables.append(table)
+            tables.append(figures_table(title, header[0], header[1:], [(row[0], row[1:]) for row in rows]))
     tables.append(goal_table(goals))
     return tables
 
 
 def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
     """The BENCHMARKS.md section."""
-    from bench.runtime.report import goal_markdown
+    from bench.runtime.report import goal_markdown, markdown_table
 
     lines = ["## Runtime: slot utilization", "",
              f"{device_line(date)} Bursts of `noop` jobs that sleep (no CPU while they run, like a GPU kernel "
@@ -138,10 +133,6 @@ def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
              "against the same job warm (docs/scheduler.md, \"Warm workers\").", ""]
     for header, rows in (_first_rows(figures), _rows(figures), _stream_rows(figures)):
         if rows:
-            lines += [_md_row(header), _md_row(["---"] * len(header)), *map(_md_row, rows), ""]
+            lines += [*markdown_table(header[0], header[1:], [(row[0], row[1:]) for row in rows]), ""]
     lines += goal_markdown(goals)
     return "\n".join(lines)
-
-
-def _md_row(cells: list[str]) -> str:
-    return f"| {' | '.join(cells)} |"

@@ -10,18 +10,16 @@ the local Prometheus sees what the cloud's does.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from local_platform.broker.stats import EmulatorStats
-from local_platform.http_thread import BackgroundHttpServer
+from local_platform.http_thread import BackgroundHttpServer, ReplyHandler
 from protocol.contract import METRICS_PATH, PUBSUB_METRICS
 
 STATS_PATH = "/stats"
@@ -72,38 +70,19 @@ class AdminServer(BackgroundHttpServer):
         super().__init__(host, port, _handler_for(stats), "pubsub-emulator-admin")
 
 
-def _handler_for(stats: Callable[[], EmulatorStats]) -> type[BaseHTTPRequestHandler]:
+def _handler_for(stats: Callable[[], EmulatorStats]) -> type[ReplyHandler]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PubSubCollector(stats))
 
-    class _Handler(BaseHTTPRequestHandler):
+    class _Handler(ReplyHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == METRICS_PATH:
-                self._send_metrics()
+                self.reply(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == STATS_PATH:
-                self._send(HTTPStatus.OK, stats_json(stats()))
+                self.reply_json(HTTPStatus.OK, stats_json(stats()))
             else:
-                self._send(HTTPStatus.NOT_FOUND,
-                           {"error": f"unknown path {self.path}; try {STATS_PATH} or {METRICS_PATH}"})
-
-        def _send_metrics(self) -> None:
-            payload = generate_latest(registry)
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _send(self, status: HTTPStatus, body: dict) -> None:
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Silence the default per-request stderr line; the emulator logs JSON elsewhere."""
+                self.reply_json(HTTPStatus.NOT_FOUND,
+                                {"error": f"unknown path {self.path}; try {STATS_PATH} or {METRICS_PATH}"})
 
     return _Handler

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from local_platform.broker import proto
+from local_platform.broker.background import ConditionThread
 from local_platform.broker.errors import storage_failed
 
 log = logging.getLogger(__name__)
@@ -100,9 +101,8 @@ class Journal:
         self._appended = 0  # ops recorded so far
         self._durable = 0  # ops committed so far
         self._failure: str | None = None
-        self._stopping = False
         self._conn: sqlite3.Connection | None = None
-        self._thread: threading.Thread | None = None
+        self._writer = ConditionThread(self._cond, "pubsub-emulator-journal", self._run)
         if path is not None:
             self._conn = _open(path)
 
@@ -126,18 +126,12 @@ class Journal:
 
     def start(self) -> None:
         """Start the writer thread (idempotent; nothing to do without a path)."""
-        if self._conn is not None and self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pubsub-emulator-journal", daemon=True)
-            self._thread.start()
+        if self._conn is not None:
+            self._writer.start()
 
     def close(self) -> None:
         """Commit what is left, stop the writer and close the file (idempotent)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+        self._writer.stop()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -147,7 +141,7 @@ class Journal:
 
         Raises PubSubError (UNAVAILABLE) if the file cannot be written: the caller's change may be lost.
         """
-        if self._conn is None and self._thread is None:
+        if self._conn is None and not self._writer.started:
             return
         with self._cond:
             wanted = self._appended
@@ -158,7 +152,8 @@ class Journal:
 
     def _record(self, op: Op) -> None:
         with self._cond:
-            if self._stopping:  # a change racing the broker's shutdown: the writer is gone, nobody would wait it out
+            # A change racing the broker's shutdown: the writer is gone, nobody would wait it out.
+            if self._writer.stopping:
                 return
             self._pending.append(op)
             self._appended += 1
@@ -167,7 +162,7 @@ class Journal:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._stopping:
+                while not self._pending and not self._writer.stopping:
                     self._cond.wait()
                 if not self._pending:
                     return

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from google.protobuf import field_mask_pb2
 
@@ -39,6 +40,7 @@ from local_platform.broker.sweeper import Sweeper
 from local_platform.broker.topic_retention import TopicLog
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DEFAULT_PAGE_SIZE = 100
 
@@ -183,9 +185,8 @@ class Broker:
 
     def list_topics(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Topic], str]:
         """One page of the project's topics and the token of the next page ("" at the end)."""
-        project_id = names.parse_project(project)
         with self.lock:
-            topics = [t for n, t in sorted(self._topics.items()) if names.parse(n, "topics").project == project_id]
+            topics = _in_project(self._topics, project, "topics")
         return _page(topics, page_size, page_token)
 
     def list_topic_subscriptions(self, topic_name: str, page_size: int, page_token: str) -> tuple[list[str], str]:
@@ -291,10 +292,8 @@ class Broker:
 
     def list_subscriptions(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Subscription], str]:
         """One page of the project's subscriptions."""
-        project_id = names.parse_project(project)
         with self.lock:
-            subs = [s.config for n, s in sorted(self._subscriptions.items())
-                    if names.parse(n, "subscriptions").project == project_id]
+            subs = [s.config for s in _in_project(self._subscriptions, project, "subscriptions")]
         return _page(subs, page_size, page_token)
 
     def watch(self, subscription_name: str, wakeup: Callable[[], None]) -> SubscriptionQueue:
@@ -400,10 +399,8 @@ class Broker:
 
     def list_snapshots(self, project: str, page_size: int, page_token: str) -> tuple[list[proto.Snapshot], str]:
         """One page of the project's snapshots."""
-        project_id = names.parse_project(project)
         with self.lock:
-            found = [s.config for n, s in sorted(self._snapshots.items())
-                     if names.parse(n, "snapshots").project == project_id]
+            found = [s.config for s in _in_project(self._snapshots, project, "snapshots")]
         return _page(found, page_size, page_token)
 
     def seek_to_snapshot(self, subscription_name: str, snapshot_name: str) -> None:
@@ -431,25 +428,13 @@ class Broker:
     # --- internals (lock held) ----------------------------------------------------------------------
 
     def _topic(self, topic_name: str) -> proto.Topic:
-        name = names.parse(topic_name, "topics")
-        try:
-            return self._topics[topic_name]
-        except KeyError:
-            raise not_found(name.id) from None
+        return _find(self._topics, topic_name, "topics")
 
     def _subscription(self, subscription_name: str) -> _Subscription:
-        name = names.parse(subscription_name, "subscriptions")
-        try:
-            return self._subscriptions[subscription_name]
-        except KeyError:
-            raise not_found(name.id) from None
+        return _find(self._subscriptions, subscription_name, "subscriptions")
 
     def _snapshot(self, snapshot_name: str) -> Snapshot:
-        name = names.parse(snapshot_name, "snapshots")
-        try:
-            return self._snapshots[snapshot_name]
-        except KeyError:
-            raise not_found(name.id) from None
+        return _find(self._snapshots, snapshot_name, "snapshots")
 
     def _check_dead_letter_topic(self, subscription: proto.Subscription) -> None:
         if subscription.HasField("dead_letter_policy"):
@@ -495,6 +480,12 @@ class Broker:
                 "delivery_attempt": dead.delivery_attempt})
 
 
+def _in_project(table: Mapping[str, _T], project: str, collection: str) -> list[_T]:
+    """The resources of ``collection`` in ``table`` that ``project`` holds, sorted by name (lock held)."""
+    project_id = names.parse_project(project)
+    return [value for name, value in sorted(table.items()) if names.parse(name, collection).project == project_id]
+
+
 def _page(items: list, page_size: int, page_token: str) -> tuple[list, str]:
     """Cut one page out of a sorted listing; the token is the offset of the next page."""
     try:
@@ -504,3 +495,13 @@ def _page(items: list, page_size: int, page_token: str) -> tuple[list, str]:
     size = page_size if page_size > 0 else DEFAULT_PAGE_SIZE
     end = start + size
     return items[start:end], str(end) if end < len(items) else ""
+
+
+def _find(table: Mapping[str, _T], full_name: str, collection: str) -> _T:
+    """The resource ``full_name`` of ``collection`` (``topics``…): INVALID_ARGUMENT for a malformed name, as the
+    service answers, then NOT_FOUND naming its id."""
+    name = names.parse(full_name, collection)
+    try:
+        return table[full_name]
+    except KeyError:
+        raise not_found(name.id) from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
+from local_platform.broker.background import ConditionThread
 from local_platform.broker.clock import Clock
 from local_platform.broker.delivery import DeadLetter, SubscriptionQueue
 
@@ -27,24 +28,15 @@ class Sweeper:
         self._queues = queues
         self._forward = forward
         self._wake_at: float | None = None
-        self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._thread = ConditionThread(self._cond, "pubsub-emulator-sweeper", self._run)
 
     def start(self) -> None:
         """Start the thread (idempotent)."""
-        with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="pubsub-emulator-sweeper", daemon=True)
-                self._thread.start()
+        self._thread.start()
 
     def stop(self) -> None:
         """Stop the thread and wait for it (idempotent)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+        self._thread.stop()
 
     def poke(self, due: float | None) -> None:
         """Tell the sweeper something is due at ``due``; call with the lock held. Cheap when not earlier."""
@@ -54,7 +46,7 @@ class Sweeper:
 
     def _run(self) -> None:
         with self._cond:
-            while not self._stopping:
+            while not self._thread.stopping:
                 now = self._clock.monotonic()
                 for queue in list(self._queues()):
                     due = queue.next_due()

@@ -13,25 +13,18 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from local_platform.prometheus.prometheus_api import LabelledAlert
+
 NOTIFICATIONS_FILE: Final = "notifications.jsonl"
 
 
-class NotifiedAlert(BaseModel):
+class NotifiedAlert(LabelledAlert):
     """One alert inside a notification (Alertmanager webhook format, version 4)."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
     status: str  # firing | resolved
-    labels: dict[str, str]
-    annotations: dict[str, str] = {}
     starts_at: datetime = Field(alias="startsAt")
     ends_at: datetime | None = Field(None, alias="endsAt")
     fingerprint: str = ""
-
-    @property
-    def name(self) -> str:
-        """The ``alertname`` label."""
-        return self.labels.get("alertname", "?")
 
 
 class WebhookPayload(BaseModel):

@@ -52,21 +52,27 @@ class Target(BaseModel):
     last_error: str = Field("", alias="lastError")
 
 
-class ActiveAlert(BaseModel):
-    """A pending or firing alert (``/api/v1/alerts``)."""
+class LabelledAlert(BaseModel):
+    """An alert as Prometheus and Alertmanager both describe it: its labels (``alertname`` among them) and
+    annotations; each adds its own fields, and unknown ones are ignored."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     labels: dict[str, str]
     annotations: dict[str, str] = {}
-    state: str  # pending | firing
-    active_at: datetime | None = Field(None, alias="activeAt")
-    value: str = ""
 
     @property
     def name(self) -> str:
         """The ``alertname`` label."""
         return self.labels.get("alertname", "?")
+
+
+class ActiveAlert(LabelledAlert):
+    """A pending or firing alert (``/api/v1/alerts``)."""
+
+    state: str  # pending | firing
+    active_at: datetime | None = Field(None, alias="activeAt")
+    value: str = ""
 
 
 class Series(BaseModel):

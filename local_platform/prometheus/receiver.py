@@ -13,19 +13,19 @@ import signal
 import sys
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Final
 
 from pydantic import ValidationError
 
-from local_platform.http_thread import BackgroundHttpServer
+from local_platform.http_thread import BackgroundHttpServer, ReplyHandler
 from local_platform.prometheus.config import RECEIVER_PATH
 from local_platform.prometheus.notifications import record
 from protocol.contract import HEALTH_PATH
 
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024  # Alertmanager's payloads are a few kB; anything huge is not one
 log = logging.getLogger("gpurt.alert-receiver")
+_WHERE_TO_POST: Final = {"error": f"POST notifications to {RECEIVER_PATH}/<receiver>"}
 
 
 class Receiver(BackgroundHttpServer):
@@ -36,21 +36,21 @@ class Receiver(BackgroundHttpServer):
         super().__init__(host, port, _handler_for(record_path, lock), "alert-receiver")
 
 
-def _handler_for(record_path: Path, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
-    class _Handler(BaseHTTPRequestHandler):
+def _handler_for(record_path: Path, lock: threading.Lock) -> type[ReplyHandler]:
+    class _Handler(ReplyHandler):
         def do_GET(self) -> None:
             if self.path == HEALTH_PATH:
-                self._reply(HTTPStatus.OK, b'{"status":"ok"}')
+                self.reply_json(HTTPStatus.OK, {"status": "ok"})
             else:
-                self._reply(HTTPStatus.NOT_FOUND, b'{"error":"POST notifications to /alerts/<receiver>"}')
+                self.reply_json(HTTPStatus.NOT_FOUND, _WHERE_TO_POST)
 
         def do_POST(self) -> None:
             if not self.path.startswith(RECEIVER_PATH + "/"):
-                self._reply(HTTPStatus.NOT_FOUND, b'{"error":"POST notifications to /alerts/<receiver>"}')
+                self.reply_json(HTTPStatus.NOT_FOUND, _WHERE_TO_POST)
                 return
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY_BYTES:
-                self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, b'{"error":"body too large"}')
+                self.reply_json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": "body too large"})
                 return
             body = self.rfile.read(length)
             try:
@@ -59,21 +59,11 @@ def _handler_for(record_path: Path, lock: threading.Lock) -> type[BaseHTTPReques
             except ValidationError as exc:
                 log.error("not an Alertmanager webhook payload on %s (%s): %r", self.path,
                           exc.errors(include_url=False)[:3], body[:2000])
-                self._reply(HTTPStatus.BAD_REQUEST, b'{"error":"not an Alertmanager webhook payload"}')
+                self.reply_json(HTTPStatus.BAD_REQUEST, {"error": "not an Alertmanager webhook payload"})
                 return
             log.info("%s notification on %s: %s", notification.payload.status, self.path,
                      ", ".join(f"{a.name}={a.status}" for a in notification.payload.alerts))
-            self._reply(HTTPStatus.OK, b'{"status":"recorded"}')
-
-        def _reply(self, status: HTTPStatus, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Silence the per-request line; each notification is logged once above."""
+            self.reply_json(HTTPStatus.OK, {"status": "recorded"})
 
     return _Handler
 

@@ -15,7 +15,7 @@ from client import (
     OptionBook,
     PortfolioVaR,
 )
-from client.jobs import BUILDERS
+from client.jobs import BUILDERS, Job
 from protocol.messages import parse_request
 from protocol.params import MAX_PATHS, MIN_PRICE, PARAMS_BY_TYPE, JobType
 
@@ -29,6 +29,16 @@ def test_there_is_a_builder_for_every_job_type_and_it_is_that_types_params_model
         assert {k: repr(v) for k, v in builder.model_fields.items()} == {
             k: repr(v) for k, v in model.model_fields.items()}
         assert set(vars(builder).get("__annotations__", {})) <= {"job_type"}
+
+
+def test_a_builder_takes_its_job_type_from_the_parameter_model_it_extends() -> None:
+    class MyCall(EuropeanOption):
+        """A user's own builder keeps the type of the model it extends."""
+
+    assert MyCall.job_type is JobType.EUROPEAN_OPTION
+    assert MyCall(paths=10_000).request("c1").type is JobType.EUROPEAN_OPTION
+    with pytest.raises(TypeError, match="Orphan extends no job type's parameter model"):
+        type("Orphan", (Job,), {})
 
 
 @pytest.mark.parametrize("job", [

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gpurt.app import app
 from local_platform import LocalPlatform
 from protocol.contract import REQUEST_DLQ_TOPIC
+from tests.local_platform.prometheus.polling import poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
 runner = CliRunner()
@@ -31,13 +32,7 @@ def as_json(result: Result) -> Any:
 
 def eventually(check: Callable[[], Any], timeout_s: float = 60.0) -> Any:
     """Poll ``check`` until it returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"condition not met within {timeout_s} s")
+    return poll(check, timeout_s, "the CLI to report the expected state")
 
 
 def job_state(env: dict[str, str], job_id: str) -> str | None:

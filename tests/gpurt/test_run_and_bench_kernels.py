@@ -50,6 +50,8 @@ def test_run_writes_artifacts_and_names_them(tmp_path: Path) -> None:
         (None, "cannot read"),
         ("{not json", "not valid JSON"),
         ('{"type": "teleport"}', "invalid job"),
+        # held to the scheduler's parser: the standard library would silently keep the last `type`
+        ('{"type": "noop", "type": "european_option"}', "repeats key(s) 'type'"),
         ('{"type": "european_option", "params": {"paths": -5}}', "paths: Input should be greater"),
     ],
 )

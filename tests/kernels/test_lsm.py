@@ -3,6 +3,9 @@ under Heston, against QuantLib's finite-difference Heston Bermudan on the job's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -29,17 +32,34 @@ def test_binomial_tree_matches_black_scholes_without_early_exercise() -> None:
             black_scholes(100, 95, 0.03, 0.3, 2.0, call, 0.01), rel=2e-4)
 
 
+@dataclass(frozen=True)
+class _QuantLib:
+    """QuantLib with its evaluation date set, and the day count and flat curves the references price on."""
+
+    ql: Any
+    today: Any
+    day_count: Any
+
+    @classmethod
+    def start(cls) -> _QuantLib:
+        """Skips the test where QuantLib is not installed."""
+        ql = pytest.importorskip("QuantLib")
+        today = ql.Date(2, 1, 2026)
+        ql.Settings.instance().evaluationDate = today
+        return cls(ql, today, ql.Actual365Fixed())
+
+    def flat(self, rate: float) -> Any:
+        """A flat, continuously compounded curve at ``rate``."""
+        ql = self.ql
+        return ql.YieldTermStructureHandle(ql.FlatForward(self.today, rate, self.day_count, ql.Continuous))
+
+
 def test_binomial_tree_matches_quantlib_american_put() -> None:
-    ql = pytest.importorskip("QuantLib")
-    today = ql.Date(2, 1, 2026)
-    ql.Settings.instance().evaluationDate = today
-    day_count = ql.Actual365Fixed()
-
-    def flat(rate: float) -> object:
-        return ql.YieldTermStructureHandle(ql.FlatForward(today, rate, day_count, ql.Continuous))
-
-    volatility = ql.BlackVolTermStructureHandle(ql.BlackConstantVol(today, ql.NullCalendar(), 0.3, day_count))
-    process = ql.BlackScholesMertonProcess(ql.QuoteHandle(ql.SimpleQuote(100.0)), flat(0.02), flat(0.05), volatility)
+    q = _QuantLib.start()
+    ql, today = q.ql, q.today
+    volatility = ql.BlackVolTermStructureHandle(ql.BlackConstantVol(today, ql.NullCalendar(), 0.3, q.day_count))
+    process = ql.BlackScholesMertonProcess(ql.QuoteHandle(ql.SimpleQuote(100.0)), q.flat(0.02), q.flat(0.05),
+                                           volatility)
     option = ql.VanillaOption(ql.PlainVanillaPayoff(ql.Option.Put, 110.0), ql.AmericanExercise(today, today + 365))
     option.setPricingEngine(ql.FdBlackScholesVanillaEngine(process, 800, 800))
     assert binomial_price(100, 110, 0.05, 0.02, 0.3, 1.0, False, 4000) == pytest.approx(option.NPV(), rel=1e-4)
@@ -88,16 +108,10 @@ def test_bad_exercise_schedules_are_rejected(bad: dict, message: str) -> None:
 
 def _fd_heston_bermudan_put(p: dict) -> float:
     """QuantLib's finite-difference Heston price of the Bermudan put exercisable at ``T k / dates``."""
-    ql = pytest.importorskip("QuantLib")
-    today = ql.Date(2, 1, 2026)
-    ql.Settings.instance().evaluationDate = today
-    day_count = ql.Actual365Fixed()
-
-    def flat(rate: float) -> object:
-        return ql.YieldTermStructureHandle(ql.FlatForward(today, rate, day_count, ql.Continuous))
-
+    q = _QuantLib.start()
+    ql, today = q.ql, q.today
     h = {key: values[0] for key, values in p["heston"].items()}
-    process = ql.HestonProcess(flat(p["rate"]), flat(p["dividend_yields"][0]), ql.QuoteHandle(ql.SimpleQuote(
+    process = ql.HestonProcess(q.flat(p["rate"]), q.flat(p["dividend_yields"][0]), ql.QuoteHandle(ql.SimpleQuote(
         p["spots"][0])), h["initial_variance"], h["mean_reversion"], h["long_variance"], h["vol_of_vol"],
         h["correlation"])
     dates = p["exercise_dates"]

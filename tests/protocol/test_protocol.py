@@ -140,6 +140,14 @@ def test_is_job_id_matches_the_whole_value_as_the_model_does(value: object, vali
     assert isinstance(_outcome(body), JobRequest) is valid
 
 
+def test_defaults_fill_only_the_keys_a_body_leaves_out() -> None:
+    defaults = {"job_id": "from-the-file"}
+    assert parse_request(b'{"type": "noop"}', defaults).job_id == "from-the-file"
+    assert parse_request(b'{"job_id": "own", "type": "noop"}', defaults).job_id == "own"
+    with pytest.raises(InvalidRequest, match="must be a JSON object"):
+        parse_request(b"[]", defaults)
+
+
 def test_size_limit_is_checked_before_parsing() -> None:
     body = b'{"job_id": "big", "type": "noop", "session_id": "' + b"a" * MAX_MESSAGE_BYTES + b'"}'
     with pytest.raises(InvalidRequest, match=f"the limit is {MAX_MESSAGE_BYTES}"):

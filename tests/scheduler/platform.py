@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +22,7 @@ from scheduler.backends.base import Execution, ExecutionBackend
 from scheduler.messaging.admin import ensure_topology, subscription_path
 from scheduler.messaging.clients import publisher_client, subscriber_client
 from scheduler.messaging.publisher import TopicPublisher
+from tests.local_platform.prometheus.polling import poll
 
 FAST_RETRY_S = 1
 TEST_SUBSCRIPTIONS = tuple(
@@ -33,14 +33,11 @@ TEST_SUBSCRIPTIONS = tuple(
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll ``condition`` until truthy; fail the test with ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    """Poll ``condition`` until truthy; fail the test with ``what`` after ``timeout_s``.
+
+    Asked more often than the shared default: these conditions are in-process reads, and the tests wait on many.
+    """
+    return poll(condition, timeout_s, what, interval_s=0.05)
 
 
 class ResultListener:

@@ -205,6 +205,23 @@ def _provisioned(api: FakeKubernetes, request: str) -> None:
     api.set_conditions(request, Accepted=("True", "Accepted", ""), Provisioned=("True", "Provisioned", ""))
 
 
+def _scaled_and_asked(replicas: int) -> tuple[FakeKubernetes, KubernetesPools, str]:
+    """The queued pool scaled to ``replicas`` by the leader; with the one provisioning request that asks for them."""
+    api = FakeKubernetes(_queued_group())
+    pools = _pools(api)
+    pools.scale("a100-flex", replicas)
+    return api, pools, _only_request(api)
+
+
+def _two_workers_on_provisioned_capacity() -> tuple[FakeKubernetes, KubernetesPools, str]:
+    """The queued pool scaled to 2, its one request provisioned and its workers started; with that request."""
+    api, pools, request = _scaled_and_asked(2)
+    _provisioned(api, request)
+    pools.reconcile()
+    api.operator_sync()
+    return api, pools, request
+
+
 def _info(pools: KubernetesPools, pool: str = "a100-flex") -> PoolInfo:
     return next(info for info in pools.list() if info.id == pool)
 
@@ -233,10 +250,7 @@ def test_scale_up_creates_the_request_before_any_worker_is_added() -> None:
 
 
 def test_workers_are_added_with_the_consume_annotations_once_the_request_is_provisioned() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 2)
-    name = _only_request(api)
+    api, pools, name = _scaled_and_asked(2)
 
     api.set_conditions(name, Accepted=("True", "Accepted", ""),
                        Provisioned=("False", "QuotaExceeded", "Quota 'NVIDIA_A100_GPUS' exceeded."))
@@ -260,10 +274,7 @@ def test_workers_are_added_with_the_consume_annotations_once_the_request_is_prov
 
 
 def test_conditions_are_reported_in_the_pool_status() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 3)
-    name = _only_request(api)
+    api, pools, name = _scaled_and_asked(3)
 
     assert _info(pools).provisioning.requests[0].state == "pending"  # type: ignore[union-attr]
     api.set_conditions(name, Accepted=("True", "Accepted", ""),
@@ -300,13 +311,7 @@ def test_get_pools_shows_the_provisioning_field(tmp_path: Any) -> None:
 
 
 def test_the_pool_asks_only_for_what_outstanding_requests_do_not_cover() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 2)
-    first = _only_request(api)
-    _provisioned(api, first)
-    pools.reconcile()
-    api.operator_sync()
+    api, pools, first = _two_workers_on_provisioned_capacity()
 
     pools.scale("a100-flex", 5)
     [second] = set(api.requests()) - {first}
@@ -343,10 +348,7 @@ def test_two_provisioned_requests_are_added_one_at_a_time_so_each_worker_gets_it
 
 
 def test_a_failed_request_is_deleted_reported_and_not_retried_until_the_pool_is_scaled_again() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 2)
-    failed = _only_request(api)
+    api, pools, failed = _scaled_and_asked(2)
     api.set_conditions(failed, Failed=("True", "ResourcePoolExhausted", "no a2-highgpu-1g in us-central1"))
 
     pools.reconcile()
@@ -365,13 +367,7 @@ def test_a_failed_request_is_deleted_reported_and_not_retried_until_the_pool_is_
 
 
 def test_revoked_capacity_takes_its_workers_with_it_and_is_asked_for_again() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 2)
-    revoked = _only_request(api)
-    _provisioned(api, revoked)
-    pools.reconcile()
-    api.operator_sync()
+    api, pools, revoked = _two_workers_on_provisioned_capacity()
     assert len(api.deployments) == 2
 
     api.set_conditions(revoked, Provisioned=("True", "Provisioned", ""),
@@ -431,10 +427,7 @@ def test_scale_down_retires_workers_at_once_and_deletes_their_requests_once_they
 
 
 def test_scaling_down_cancels_requests_still_queued() -> None:
-    api = FakeKubernetes(_queued_group())
-    pools = _pools(api)
-    pools.scale("a100-flex", 3)
-    queued = _only_request(api)
+    api, pools, queued = _scaled_and_asked(3)
     api.set_conditions(queued, Accepted=("True", "Accepted", ""))
 
     pools.scale("a100-flex", 1)

@@ -88,6 +88,26 @@ def test_a_shard_failing_transiently_is_rerun_alone(client: Any, monkeypatch: py
     assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
 
 
+def _record_stopped_shards(monkeypatch: pytest.MonkeyPatch, failing_shard: int | None = None) -> set[int]:
+    """Wrap the shard entry point: the returned set collects the index of each shard stopped at a checkpoint;
+    shard ``failing_shard`` (if given) fails for good instead of running."""
+    real = backend_shards.run_shard
+    stopped: set[int] = set()
+
+    def recording(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
+        if index == failing_shard:
+            raise PermanentJobError("the kernel refuses these params")
+        try:
+            return real(job_type, params, index, shards, **kwargs)
+        except JobCancelled:
+            stopped.add(index)
+            raise
+
+    monkeypatch.setattr(backend_shards, "run_shard", recording)
+    return stopped
+
+
+
 def test_a_straggling_shard_gets_a_backup_and_the_first_to_finish_is_kept(
         client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     real = backend_shards.run_shard
@@ -123,17 +143,7 @@ def test_a_straggling_shard_gets_a_backup_and_the_first_to_finish_is_kept(
 
 def test_cancel_reaches_every_shard_and_progress_is_the_shards_sum(client: Any,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    real = backend_shards.run_shard
-    stopped: set[int] = set()
-
-    def recording(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
-        try:
-            return real(job_type, params, index, shards, **kwargs)
-        except JobCancelled:
-            stopped.add(index)
-            raise
-
-    monkeypatch.setattr(backend_shards, "run_shard", recording)
+    stopped = _record_stopped_shards(monkeypatch)
     cancel = CancelSignal(client, "gpurt-cancel-long-1")
     job = ShardedJob(client, _request("long", "asian_option", LONG), WORKERS, device="cpu",
                      cancel=cancel, key="gpurt-long-1-test", resources=None)
@@ -182,19 +192,7 @@ def _times_started(keys: list[str], dask_scheduler: Any = None) -> list[int]:
 def test_a_shard_failing_for_good_stops_the_others(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from distributed import Event
 
-    real = backend_shards.run_shard
-    stopped: set[int] = set()
-
-    def failing(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
-        if index == 0:
-            raise PermanentJobError("the kernel refuses these params")
-        try:
-            return real(job_type, params, index, shards, **kwargs)
-        except JobCancelled:
-            stopped.add(index)
-            raise
-
-    monkeypatch.setattr(backend_shards, "run_shard", failing)
+    stopped = _record_stopped_shards(monkeypatch, failing_shard=0)
     backend = DaskBackend(client, device="cpu", shard_paths=-(-LONG["paths"] // WORKERS))
     with pytest.raises(PermanentJobError):
         backend.run(_request("doomed", "asian_option", LONG), attempt=1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from rich.console import Console
+
 from bench.runtime.utilization import (
     MAX_FIRST_JOB_SLOWDOWN,
     MAX_SCHEDULER_CPU_PER_JOB_S,
@@ -14,7 +16,7 @@ from bench.runtime.utilization import (
     judge,
     merge,
 )
-from gpurt.bench.utilization import markdown
+from gpurt.bench.utilization import _tables, markdown
 
 
 def _burst(workers: int, sleep_s: float, makespan_s: float, jobs: int = 100, cpu_s: float = 0.001) -> Burst:
@@ -58,6 +60,12 @@ def test_runs_of_several_worker_counts_merge_and_render_with_their_load() -> Non
     text = markdown(merged, judge(merged), "2026-01-01 00:00 UTC")
     assert "| 4 | 50 ms | 100 | 1.6 s | 78% | 62.5 | 1 ms |" in text
     assert "p95 queue wait at 80% load, 1 worker, 50 ms jobs | <= 100 ms | n/a | **no** |" in text
+    terminal = Console(width=200, record=True)
+    for table in _tables(merged, judge(merged)):
+        terminal.print(table)
+    shown = terminal.export_text()
+    assert "bursts: jobs published at once" in shown and "steady stream at 80 % of capacity" in shown
+    assert "1.6 s" in shown
 
 
 def test_the_first_job_on_a_fresh_platform_is_judged_against_the_same_job_warm() -> None:

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +16,7 @@ from google.protobuf import field_mask_pb2, timestamp_pb2
 
 from local_platform.broker import start_emulator
 from local_platform.broker.journal import DATABASE_FILE
+from local_platform.broker.process import builtin_process, default_clients
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -28,40 +25,6 @@ MESSAGES = 300
 ACKED = 100  # of the first pulled batch
 NACKED = 20  # delivered once, then nacked: their next delivery is attempt 2
 START_TIMEOUT_S = 30.0
-
-
-@contextmanager
-def _broker_process(data_dir: Path, port: int = 0) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``python -m local_platform.broker --data-dir`` on ``port``; yields the process and its address; killed after."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "local_platform.broker", "--port", str(port), "--data-dir", str(data_dir),
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = process.stdout.readline().strip() if process.stdout else ""
-        assert line.startswith("PUBSUB_EMULATOR_HOST="), f"the emulator did not start (exit {process.poll()})"
-        yield process, line.split("=", 1)[1]
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=START_TIMEOUT_S)
-
-
-@contextmanager
-def _clients(address: str) -> Iterator[tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]]:
-    previous = os.environ.get("PUBSUB_EMULATOR_HOST")
-    os.environ["PUBSUB_EMULATOR_HOST"] = address  # read when the clients are created
-    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-    try:
-        yield publisher, subscriber
-    finally:
-        subscriber.close()
-        publisher.stop()
-        publisher.transport.close()
-        if previous is None:
-            os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-        else:
-            os.environ["PUBSUB_EMULATOR_HOST"] = previous
 
 
 def _pull_all(subscriber: pubsub_v1.SubscriberClient, subscription: str, want: int) -> list:
@@ -82,7 +45,8 @@ def _pull_all(subscriber: pubsub_v1.SubscriberClient, subscription: str, want: i
 
 
 def test_a_killed_broker_restarts_with_every_unacked_message_and_its_delivery_attempts(tmp_path: Path) -> None:
-    with _broker_process(tmp_path) as (process, address), _clients(address) as (publisher, subscriber):
+    with builtin_process("--data-dir", str(tmp_path)) as (process, address), \
+            default_clients(address) as (publisher, subscriber):
         topic, dlq = publisher.topic_path(PROJECT, "requests"), publisher.topic_path(PROJECT, "requests-dlq")
         publisher.create_topic(name=topic)
         publisher.create_topic(name=dlq)
@@ -105,7 +69,8 @@ def test_a_killed_broker_restarts_with_every_unacked_message_and_its_delivery_at
         os.kill(process.pid, signal.SIGKILL)  # no chance to flush or close anything
         process.wait(timeout=START_TIMEOUT_S)
 
-    with _broker_process(tmp_path, port) as (_, address), _clients(address) as (publisher, subscriber):
+    with builtin_process("--data-dir", str(tmp_path), port=port) as (_, address), \
+            default_clients(address) as (publisher, subscriber):
         kept = subscriber.get_subscription(subscription=sub)
         assert (kept.ack_deadline_seconds, dict(kept.labels)) == (600, {"tier": "gpu"})
         assert kept.filter == "attributes:job_id"
@@ -123,7 +88,7 @@ def test_a_killed_broker_restarts_with_every_unacked_message_and_its_delivery_at
 
 
 def test_topics_subscriptions_snapshots_and_retained_acks_survive_a_restart(tmp_path: Path) -> None:
-    with start_emulator(data_dir=tmp_path) as first, _clients(first.address) as (publisher, subscriber):
+    with start_emulator(data_dir=tmp_path) as first, default_clients(first.address) as (publisher, subscriber):
         topic = publisher.topic_path(PROJECT, "results")
         publisher.create_topic(request={"name": topic, "labels": {"team": "risk"}})
         sub = subscriber.subscription_path(PROJECT, "results-sub")
@@ -143,7 +108,7 @@ def test_topics_subscriptions_snapshots_and_retained_acks_survive_a_restart(tmp_
         stats = first.stats().subscription("results-sub")
 
     assert (tmp_path / DATABASE_FILE).is_file()
-    with start_emulator(data_dir=tmp_path) as second, _clients(second.address) as (publisher, subscriber):
+    with start_emulator(data_dir=tmp_path) as second, default_clients(second.address) as (publisher, subscriber):
         assert second.stats().subscription("results-sub") == stats  # one unacked, one acked and retained
         assert second.stats().published == {topic: 2}
         assert dict(publisher.get_topic(topic=topic).labels) == {"team": "risk"}
@@ -166,12 +131,12 @@ def test_an_unreadable_data_file_is_refused_naming_it(tmp_path: Path) -> None:
 
 
 def test_a_topics_retained_messages_survive_a_restart(tmp_path: Path) -> None:
-    with start_emulator(data_dir=tmp_path) as first, _clients(first.address) as (publisher, _):
+    with start_emulator(data_dir=tmp_path) as first, default_clients(first.address) as (publisher, _):
         topic = publisher.topic_path(PROJECT, "requests")
         publisher.create_topic(request={"name": topic, "message_retention_duration": {"seconds": 600}})
         publisher.publish(topic, b"kept").result(timeout=30)  # no subscription: only the topic keeps it
 
-    with start_emulator(data_dir=tmp_path) as second, _clients(second.address) as (_, subscriber):
+    with start_emulator(data_dir=tmp_path) as second, default_clients(second.address) as (_, subscriber):
         sub = subscriber.subscription_path(PROJECT, "late-sub")
         subscriber.create_subscription(request={"name": sub, "topic": topic})
         target = timestamp_pb2.Timestamp()

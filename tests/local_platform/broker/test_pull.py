@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from google.api_core import exceptions
@@ -48,22 +49,25 @@ def test_a_subscription_sees_only_messages_published_after_it(pubsub: PubSub) ->
     assert [m.message.data for m in pubsub.pull_within(sub, 1, want=2)] == [b"after"]
 
 
-def test_acked_messages_are_not_redelivered(start_scaled: Callable[[float], PubSub]) -> None:
+def _leased(start_scaled: Callable[[float], PubSub], data: bytes) -> tuple[PubSub, str, Any]:
+    """A broker at the fast time scale, ``data`` published to a subscription with a 10 s ack deadline and pulled
+    once: (broker, subscription, the received message, now leased)."""
     pubsub = start_scaled(FAST)
     topic = pubsub.topic("requests")
     sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10)
-    pubsub.publish(topic, b"done")
+    pubsub.publish(topic, data)
     [received] = pubsub.pull_within(sub, 5)
+    return pubsub, sub, received
+
+
+def test_acked_messages_are_not_redelivered(start_scaled: Callable[[float], PubSub]) -> None:
+    pubsub, sub, received = _leased(start_scaled, b"done")
     pubsub.subscriber.acknowledge(subscription=sub, ack_ids=[received.ack_id])
     assert pubsub.pull_within(sub, 1.5) == []  # three ack deadlines
 
 
 def test_expired_ack_deadline_redelivers(start_scaled: Callable[[float], PubSub]) -> None:
-    pubsub = start_scaled(FAST)
-    topic = pubsub.topic("requests")
-    sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10)
-    pubsub.publish(topic, b"slow")
-    [first] = pubsub.pull_within(sub, 5)
+    pubsub, sub, first = _leased(start_scaled, b"slow")
     leased_at = time.monotonic()
 
     [again] = pubsub.pull_within(sub, 5)
@@ -73,11 +77,7 @@ def test_expired_ack_deadline_redelivers(start_scaled: Callable[[float], PubSub]
 
 
 def test_modify_ack_deadline_extends_the_lease_and_zero_nacks(start_scaled: Callable[[float], PubSub]) -> None:
-    pubsub = start_scaled(FAST)
-    topic = pubsub.topic("requests")
-    sub = pubsub.subscription("requests-sub", topic, ack_deadline_seconds=10)
-    pubsub.publish(topic, b"long-job")
-    [received] = pubsub.pull_within(sub, 5)
+    pubsub, sub, received = _leased(start_scaled, b"long-job")
 
     pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=60)
     assert pubsub.pull_within(sub, 1.5) == []  # past the original deadline, within the extension
@@ -118,19 +118,30 @@ def test_nack_redelivers_after_exponential_backoff(start_scaled: Callable[[float
     assert gaps[1] >= 20 * FAST * 0.9
 
 
-def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
+def _dead_lettering(pubsub: PubSub) -> tuple[str, str, str]:
+    """A request topic whose subscription dead-letters after five deliveries; (topic, subscription, DLQ's)."""
     topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
     dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
     sub = pubsub.subscription("requests-sub", topic,
                               dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
-    pubsub.publish(topic, b"poison", job_id="p1")
+    return topic, sub, dlq_sub
 
-    attempts = []
+
+def _fail_every_delivery(pubsub: PubSub, sub: str) -> list:
+    """Pull the one message and nack it, five times (every delivery the policy allows); returns what came."""
+    deliveries = []
     for _ in range(5):
         [received] = pubsub.pull_within(sub, 5)
-        attempts.append(received.delivery_attempt)
+        deliveries.append(received)
         pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
-    assert attempts == [1, 2, 3, 4, 5]
+    return deliveries
+
+
+def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
+    topic, sub, dlq_sub = _dead_lettering(pubsub)
+    pubsub.publish(topic, b"poison", job_id="p1")
+
+    assert [received.delivery_attempt for received in _fail_every_delivery(pubsub, sub)] == [1, 2, 3, 4, 5]
     assert pubsub.pull_within(sub, 0.5) == []  # no sixth delivery
 
     [dead] = pubsub.pull_within(dlq_sub, 5)
@@ -145,14 +156,9 @@ def test_dead_letter_after_max_attempts(pubsub: PubSub) -> None:
 @pytest.mark.official_differs("it forwards a message to the dead-letter topic only when its subscription is pulled "
                               "again after the last failed delivery; the service forwards on its own")
 def test_dead_letter_is_forwarded_without_another_pull(pubsub: PubSub) -> None:
-    topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
-    dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
-    sub = pubsub.subscription("requests-sub", topic,
-                              dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
+    topic, sub, dlq_sub = _dead_lettering(pubsub)
     pubsub.publish(topic, b"poison")
-    for _ in range(5):
-        [received] = pubsub.pull_within(sub, 5)
-        pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
+    _fail_every_delivery(pubsub, sub)
     [dead] = pubsub.pull_within(dlq_sub, 3)  # the source subscription is not pulled again
     assert dead.message.data == b"poison"
 
@@ -160,18 +166,13 @@ def test_dead_letter_is_forwarded_without_another_pull(pubsub: PubSub) -> None:
 @pytest.mark.official_differs("it writes the source publish time as 2026-11-23T19:35:41.311Z; the service "
                               "writes 2026-11-23T19:35:41.311+00:00")
 def test_dead_letter_publish_time_attribute_is_worded_like_the_service(pubsub: PubSub) -> None:
-    topic, dlq = pubsub.topic("requests"), pubsub.topic("requests-dlq")
-    dlq_sub = pubsub.subscription("requests-dlq-sub", dlq)
-    sub = pubsub.subscription("requests-sub", topic,
-                              dead_letter_policy={"dead_letter_topic": dlq, "max_delivery_attempts": 5})
+    topic, sub, dlq_sub = _dead_lettering(pubsub)
     published = pubsub.publish(topic, b"poison")
-    for _ in range(5):
-        [received] = pubsub.pull_within(sub, 5)
-        assert received.message.message_id == published
-        pubsub.subscriber.modify_ack_deadline(subscription=sub, ack_ids=[received.ack_id], ack_deadline_seconds=0)
+    deliveries = _fail_every_delivery(pubsub, sub)
+    assert {received.message.message_id for received in deliveries} == {published}
     assert pubsub.pull_within(sub, 0.5) == []
     [dead] = pubsub.pull_within(dlq_sub, 5)
-    publish_time = received.message.publish_time.isoformat(timespec="milliseconds")
+    publish_time = deliveries[-1].message.publish_time.isoformat(timespec="milliseconds")
     assert dead.message.attributes["CloudPubSubDeadLetterSourceTopicPublishTime"] == publish_time
 
 

@@ -10,12 +10,13 @@ T = TypeVar("T")
 INTERVAL_S = 0.25
 
 
-def poll(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    """The first truthy value of ``predicate`` within ``timeout_s``; fails naming ``what`` otherwise."""
+def poll(predicate: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = INTERVAL_S) -> T:
+    """The first truthy value of ``predicate`` (asked every ``interval_s``) within ``timeout_s``; fails naming
+    ``what`` otherwise."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(INTERVAL_S)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")

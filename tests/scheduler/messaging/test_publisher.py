@@ -1,0 +1,50 @@
+"""A request has one encoding on the wire, whoever publishes it: the scheduler's tools or the users' client."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+from client.transport import PubSubClients, publish_request, publish_requests
+from protocol import contract
+from protocol.messages import JobRequest, parse_request
+from scheduler.messaging.publisher import REPLAY_ATTRIBUTE, TopicPublisher, request_message
+
+
+class _RecordingPublisher:
+    """Stands in for ``pubsub_v1.PublisherClient``: keeps what is published, answers with a message id."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, dict[str, str]]] = []
+
+    def publish(self, topic: str, data: bytes, **attributes: str) -> Future[str]:
+        self.sent.append((topic, data, attributes))
+        future: Future[str] = Future()
+        future.set_result(str(len(self.sent)))
+        return future
+
+
+REQUEST = JobRequest.model_validate({"job_id": "call-1", "type": "european_option", "params": {"paths": 1000}})
+
+
+def test_the_scheduler_tools_and_the_client_put_the_same_bytes_on_the_wire() -> None:
+    tools, client = _RecordingPublisher(), _RecordingPublisher()
+    TopicPublisher(tools, "p").publish_request(REQUEST)  # type: ignore[arg-type]
+    clients = PubSubClients("p", client, subscriber=None)  # type: ignore[arg-type]
+    publish_request(clients, REQUEST)
+    publish_requests(clients, [REQUEST])
+    topic = f"projects/p/topics/{contract.REQUEST_TOPIC}"
+    assert tools.sent[0] == client.sent[0] == client.sent[1] == (topic, *request_message(REQUEST))
+
+
+def test_the_encoding_leaves_unset_fields_out_and_parses_back_to_the_same_request() -> None:
+    data, attributes = request_message(REQUEST)
+    assert b"null" not in data  # session_id and params default to None: left out, not sent as null
+    assert parse_request(data) == REQUEST
+    assert attributes == {"job_id": "call-1", "type": "european_option"}
+
+
+def test_extra_attributes_are_added_to_the_requests_own() -> None:
+    tools = _RecordingPublisher()
+    TopicPublisher(tools, "p").publish_request(REQUEST, replay=True)  # type: ignore[arg-type]
+    assert tools.sent[0][2] == {"job_id": "call-1", "type": "european_option", REPLAY_ATTRIBUTE: "1"}
+    assert request_message(REQUEST, {"drill": "x"})[1] == {**REQUEST.attributes(), "drill": "x"}
