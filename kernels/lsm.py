@@ -22,6 +22,7 @@ from numba import njit
 from kernels import basket, estimators, fd_greeks
 from kernels.binomial import binomial_price
 from kernels.context import KernelResult, RunContext
+from kernels.estimators import SUM_WIDTH
 from protocol.params import AmericanOptionParams, BasketModel, OptionKind
 
 # A date whose in-the-money regression paths are fewer than this many per coefficient is never an
@@ -199,12 +200,14 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     values, variance = basket.basket_values(p, model, p.regression_paths, every, dates, device,
                                             ctx.part(0.0, regressed))
     rule = exercise_rule(values, p, variance)
-    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced))
-    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
-                                    control_scale=model.control_scale(p))
+    # under Heston the pricing pass also walks each path's step-halving twin under the same rule
+    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced),
+                                  halving=basket.halving_possible(p, every))
+    estimate = estimators.from_sums(sums[:SUM_WIDTH], n_paths, control_variate=p.control_variate,
+                                    confidence=p.confidence, control_scale=model.control_scale(p))
     european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device,
                                       ctx.part(priced, european_done))
-    european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
+    european_estimate = estimators.from_sums(european[:SUM_WIDTH], n_paths, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "regression_paths": p.regression_paths, "assets": model.n,
@@ -213,6 +216,7 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
         "exercise_dates_used": int(rule[:, -1].sum()),
         "european_estimate": european_estimate.estimate,
         "early_exercise_premium": estimate.estimate - european_estimate.estimate,
+        **basket.scheme(p, sums, n_paths, every, estimate.std_error),
     }
     if p.greeks:
         summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(european_done, 1.0))

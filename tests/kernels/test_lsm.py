@@ -86,8 +86,9 @@ def test_bad_exercise_schedules_are_rejected(bad: dict, message: str) -> None:
         run_job("american_option", {**ONE, **bad}, device="cpu")
 
 
-def _fd_heston_bermudan_put(p: dict) -> float:
-    """QuantLib's finite-difference Heston price of the Bermudan put exercisable at ``T k / dates``."""
+def _fd_heston_bermudan_put(p: dict, grid: tuple[int, int, int] = (100, 200, 50)) -> float:
+    """QuantLib's finite-difference Heston price of the Bermudan put exercisable at ``T k / dates`` on a
+    ``grid`` of time, spot and variance points."""
     ql = pytest.importorskip("QuantLib")
     today = ql.Date(2, 1, 2026)
     ql.Settings.instance().evaluationDate = today
@@ -104,8 +105,9 @@ def _fd_heston_bermudan_put(p: dict) -> float:
     days = 365 * p["maturity"]  # Actual/365: whole days here (365 k / 73 = 5 k)
     exercise = ql.BermudanExercise([today + round(days * k / dates) for k in range(1, dates + 1)])
     option = ql.VanillaOption(ql.PlainVanillaPayoff(ql.Option.Put, p["strike"]), exercise)
-    # 100 time, 200 spot, 50 variance points: within 0.1% of a grid twice as fine (6.8251 against 6.8290)
-    option.setPricingEngine(ql.FdHestonVanillaEngine(ql.HestonModel(process), 100, 200, 50))
+    # the default 100 time, 200 spot, 50 variance points: within 0.1% of a grid twice as fine (6.8251
+    # against 6.8290) at the put below
+    option.setPricingEngine(ql.FdHestonVanillaEngine(ql.HestonModel(process), *grid))
     return float(option.NPV())
 
 
@@ -118,6 +120,40 @@ def test_heston_american_put_matches_finite_difference_bermudan_from_below() -> 
     assert s["estimate"] - exact < z * s["std_error"], (s["estimate"], exact)  # never above the true value
     # a rule on the basket value alone was 2% low here (6.6955 against 6.8300 at 300,000 paths)
     assert exact - s["estimate"] < z * s["std_error"] + RULE_LOSS * exact, (s["estimate"], exact)
+
+
+# 2 kappa theta = 0.04, far below xi^2 = 1: full-truncation Euler put this Bermudan at 4.75 against 4.10
+FELLER_VIOLATED_PUT = {**HESTON_PUT, "steps": 24, "exercise_dates": 12,
+                       "heston": {"initial_variance": [0.04], "long_variance": [0.04], "mean_reversion": [0.5],
+                                  "vol_of_vol": [1.0], "correlation": [-0.9]}}
+# The finite-difference price converges slowly where the Feller condition fails: on 50 x 400 x 100 points
+# it is 4.0959, on 400 x 800 x 200 points 4.1006; this much is allowed for the grid.
+FD_GRID_ERROR = 0.01
+
+
+def test_feller_violating_heston_bermudan_put_matches_finite_difference_from_below() -> None:
+    """QE steps with martingale correction under the exercise rule, and the step-halving bias report."""
+    params = {**FELLER_VIOLATED_PUT, "paths": 40_000, "regression_paths": 30_000, "seed": 2502}
+    s = run_job("american_option", params, device="cpu").summary
+    exact = _fd_heston_bermudan_put(params, (50, 400, 100))
+    z = bonferroni_z(3)
+    assert s["discretisation"] == "Andersen QE with martingale correction"
+    assert s["estimate"] - exact < z * s["std_error"] + FD_GRID_ERROR, (s["estimate"], exact)
+    assert exact - s["estimate"] < z * s["std_error"] + RULE_LOSS * exact + FD_GRID_ERROR, (s["estimate"], exact)
+    bias = s["discretisation_bias"]
+    assert "12 against 24 steps" in bias["method"] and "exercise dates" not in bias["method"], bias
+    assert abs(bias["estimate"]) < z * bias["std_error"] + s["std_error"], bias
+
+
+def test_heston_bias_report_says_where_step_halving_moves_the_exercise_dates() -> None:
+    small = {"paths": 2_000, "regression_paths": 1_000, "seed": 3}
+    american = run_job("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": None}, device="cpu")
+    assert "and 12 against 24 exercise dates" in american.summary["discretisation_bias"]["method"]
+    # 3 steps between dates: every other date is off the coarse grid, so no estimate, and a warning
+    odd = run_job("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": 8}, device="cpu").summary
+    assert "not estimated" in odd["discretisation_bias"]["method"] and "warning" in odd["discretisation_bias"]
+    gbm = run_job("american_option", {**ONE, **small, "steps": 4}, device="cpu").summary
+    assert gbm["discretisation"].startswith("exact") and "discretisation_bias" not in gbm
 
 
 def test_heston_rule_regresses_on_the_variance_and_the_kernel_evaluates_the_same_basis() -> None:
