@@ -7,8 +7,10 @@ takes ``kernels.heston``'s QE step (Andersen's scheme with martingale correction
 its variance from ``zv_i``, its log-price from the new variance and the residual price shock
 ``sqrt(1 - rho_i^2) eps_i - rho_i z'_i``, which is the part of ``eps_i`` independent of ``zv_i``. So each
 asset has the correlation ``rho_i`` with its variance, the price shocks the correlation matrix, and each
-discounted asset is a martingale of the scheme at any step count. A path draws its normals from its own
-counter (path, draw), ``ceil(normals per step / 4)`` draws per step.
+discounted asset is a martingale of the scheme at any step count. A path reads its normals as one
+stream: normal ``k`` is lane ``k mod 4`` of the generator's draw ``(path, k // 4)``, ``normals`` per step
+(``n`` under GBM, ``2 n`` under Heston), so a one-asset GBM path calls the generator once every four
+steps instead of discarding three normals of four (the CPU path's largest cost, found by profiling).
 
 **Discretisation bias** (Heston): with ``halving`` the kernel walks every pricing path a second time at
 ``steps / 2`` double steps, each driven by ``(Z_a + Z_b) / sqrt 2`` of the normals of its two fine steps
@@ -59,15 +61,19 @@ DRIFT, VOL, V0, RHO, RHO_BAR, COEFF, SHARE, VAR_SHARE = range(8)
 QE: Final = 8
 QE_CONSTANTS: Final = 9
 ASSET_ROWS: Final = QE + 2 * QE_CONSTANTS
-# The price kernels' sums, as heston_option's: the estimator's five, then sum d and sum d^2, d = coarse - fine.
-PRICE_WIDTH: Final = heston.PRICE_WIDTH
+# The price kernels' sums, as heston_option's (the estimator's five, then sum d and sum d^2, d = coarse -
+# fine), then the same paths' European cash flow e: sum e, sum e^2, sum x e (one pass prices both).
+PRICE_WIDTH: Final = heston.PRICE_WIDTH + 3
+EUROPEAN: Final = heston.PRICE_WIDTH  # where the European's sums start
 # Under Heston the variance is part of the state an exercise decision depends on: the continuation value's
 # basis adds v, v^2, v u and v u^2 (u = A / K, v the aggregate variance) after the polynomial in u.
 VARIANCE_TERMS: Final = 4
 # Regression paths draw from counters this far above the pricing paths': independent streams.
 REGRESSION_STREAM: Final = 2**62
-# Scratch per path: log-growth and variance per asset, and the normals of one step (two per asset).
-SCRATCH: Final = 4 * MAX_BASKET_ASSETS + NORMALS_PER_DRAW
+# Scratch per path: log-growth and variance per asset, the normals of one step (two per asset), and the
+# generator's current draw of four normals (at BUFFER), which the path's stream reads lane by lane.
+BUFFER: Final = 4 * MAX_BASKET_ASSETS
+SCRATCH: Final = BUFFER + NORMALS_PER_DRAW
 # How a path steps and which control it carries (the kernels' ``mode``): GBM with the geometric basket
 # option as control; Heston (QE) with the discounted basket; GBM with the discounted basket, for
 # weights of either sign (a spread or exchange option), where the geometric basket does not exist.
@@ -87,20 +93,29 @@ def _start(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _step(scratch, path, draw0, draws, seed, n, mode, chol, assets, coarse):  # type: ignore[no-untyped-def]
-    """Advance every asset of ``path`` by one step; the normals are draws ``draw0 .. draw0 + draws``, or with
-    ``coarse`` one double step (Heston) on ``(Z_a + Z_b) / sqrt 2`` of those and the next ``draws`` draws."""
-    z = 2 * n  # the normals start after the log-growths and the variances
-    for j in range(draws):
-        z0, z1, z2, z3 = normals4(path, draw0 + j, seed)
-        if coarse:
-            w0, w1, w2, w3 = normals4(path, draw0 + draws + j, seed)
-            z0, z1, z2, z3 = ((z0 + w0) * _ROOT_HALF, (z1 + w1) * _ROOT_HALF, (z2 + w2) * _ROOT_HALF,
-                              (z3 + w3) * _ROOT_HALF)
-        scratch[z + 4 * j] = z0
-        scratch[z + 4 * j + 1] = z1
-        scratch[z + 4 * j + 2] = z2
-        scratch[z + 4 * j + 3] = z3
+def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
+    """Normal ``k`` of the path's stream; read in order from ``k = 0`` (a new draw at every fourth)."""
+    lane = k % NORMALS_PER_DRAW
+    if lane == 0:
+        z0, z1, z2, z3 = normals4(path, k // NORMALS_PER_DRAW, seed)
+        scratch[BUFFER] = z0
+        scratch[BUFFER + 1] = z1
+        scratch[BUFFER + 2] = z2
+        scratch[BUFFER + 3] = z3
+    return scratch[BUFFER + lane]
+
+
+@register_jitable
+def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse):  # type: ignore[no-untyped-def]
+    """Advance every asset of ``path`` by one step on normals ``cursor .. cursor + normals`` of its stream, or
+    with ``coarse`` by one double step (Heston) on ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``;
+    returns the cursor after them."""
+    z = 2 * n  # the step's normals start after the log-growths and the variances
+    for j in range(normals):
+        scratch[z + j] = _normal(scratch, path, cursor + j, seed)
+    if coarse:
+        for j in range(normals):
+            scratch[z + j] = (scratch[z + j] + _normal(scratch, path, cursor + normals + j, seed)) * _ROOT_HALF
     for i in range(n):
         shock = _ZERO
         for k in range(i + 1):
@@ -116,6 +131,7 @@ def _step(scratch, path, draw0, draws, seed, n, mode, chol, assets, coarse):  # 
                 assets[c + 5, i], assets[c + 6, i], assets[c + 7, i], assets[c + 8, i])
         else:
             scratch[i] += assets[DRIFT, i] + assets[VOL, i] * shock
+    return cursor + (2 * normals if coarse else normals)
 
 
 @register_jitable
@@ -196,19 +212,22 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
 
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
-    return _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                        log_geometric, total_weight, control_mean, scratch, False)
+    y, x, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
+                           log_geometric, total_weight, control_mean, scratch, False)
+    return y, x
 
 
 @register_jitable
 def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
                  coeffs, log_geometric, total_weight, control_mean, scratch, coarse):
-    """``path_sample``, or with ``coarse`` the same path at ``steps / 2`` double steps (Heston, ``steps`` even):
-    the clock still counts fine steps, so the coarse path can stop at the dates on its own grid."""
+    """``path_sample`` and the same path's European cash flow (no exercise), or with ``coarse`` the same at
+    ``steps / 2`` double steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse
+    path can stop at the dates on its own grid. ``draws`` is the number of normals per step."""
     stride = 2 if coarse else 1
+    cursor = 0
     _start(scratch, assets, n)
     for step in range(0, steps, stride):
-        _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, coarse)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse)
         done = step + stride
         if done < steps and done % every == 0:
             date = done // every - 1
@@ -222,15 +241,17 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
                     stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
                 if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
-                    # the control needs the path at maturity: finish it without further exercise
-                    for later in range(done, steps, stride):
-                        _step(scratch, path, later * draws, draws, seed, n, mode, chol, assets, coarse)
+                    # the control (and the European) need the path at maturity: finish it without exercise
+                    for _ in range(done, steps, stride):
+                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse)
+                    value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
+                    european = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
                     return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
-                                       total_weight, control_mean)
+                                       total_weight, control_mean), european
     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
     y = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
     return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric, total_weight,
-                       control_mean)
+                       control_mean), y
 
 
 @register_jitable
@@ -246,25 +267,33 @@ def _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geomet
 @register_jitable
 def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
               strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, scratch):
-    """Sums (y, y^2, x, x^2, xy, d, d^2) over paths ``first_path + i * stride``, i < count (both devices run
-    this); ``d`` is the coarse-minus-fine cash flow with ``halving``, else 0."""
+    """Sums (y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over paths ``first_path + i * stride``, i < count (both
+    devices run this): ``d`` is the coarse-minus-fine cash flow with ``halving`` (else 0), ``e`` the same
+    path's European cash flow."""
     sums = (0.0, 0.0, 0.0, 0.0, 0.0)
     gap = 0.0
     gap2 = 0.0
+    eu = 0.0
+    eu2 = 0.0
+    xeu = 0.0
     for i in range(count):
         path = first_path + i * stride
         if path >= n_paths:
             break
-        y, x = path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                           coeffs, log_geometric, total_weight, control_mean, scratch)
+        y, x, european = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
+                                      rate, coeffs, log_geometric, total_weight, control_mean, scratch, False)
         sums = add_sample(sums, y, x)
+        e = np.float64(european)
+        eu += e
+        eu2 += e * e
+        xeu += np.float64(x) * e
         if halving:
-            coarse, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                                     coeffs, log_geometric, total_weight, control_mean, scratch, True)
+            coarse, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
+                                        rate, coeffs, log_geometric, total_weight, control_mean, scratch, True)
             d = np.float64(coarse - y)
             gap += d
             gap2 += d * d
-    return sums[0], sums[1], sums[2], sums[3], sums[4], gap, gap2
+    return sums[0], sums[1], sums[2], sums[3], sums[4], gap, gap2, eu, eu2, xeu
 
 
 @register_jitable
@@ -272,9 +301,10 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
     """Write the basket value of ``path`` at every exercise date into ``out[row, :dates]`` and, under Heston,
     its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``)."""
     dates = steps // every
+    cursor = 0
     _start(scratch, assets, n)
     for step in range(steps):
-        _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, False)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False)
         if (step + 1) % every == 0:
             date = (step + 1) // every - 1
             out[row, date] = _basket(scratch, assets, n)
@@ -351,7 +381,7 @@ class Model:
     chol: np.ndarray  # float32 (n, n)
     assets: np.ndarray  # float32 (ASSET_ROWS, n)
     dt: float
-    draws: int
+    draws: int  # normals per step of a path's stream
     log_geometric: float
     total_weight: float
     control_mean: float  # known mean of the control
@@ -394,7 +424,7 @@ class Model:
                 spots, weights, vols, yields, correlation, p.strike, p.rate, p.maturity, p.kind is OptionKind.CALL)
         normals = 2 * n if stochastic else n
         return cls(n=n, heston=stochastic, mode=mode, chol=np.linalg.cholesky(correlation).astype(np.float32),
-                   assets=table.astype(np.float32), dt=dt, draws=-(-normals // NORMALS_PER_DRAW),
+                   assets=table.astype(np.float32), dt=dt, draws=normals,
                    log_geometric=float(table[SHARE] @ np.log(spots)), total_weight=float(weights.sum()),
                    control_mean=control_mean)
 

@@ -191,12 +191,11 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     dates = p.dates()
     every = p.steps // dates
     model = basket.Model.of(p)
-    # three passes (regression, pricing, the European on the pricing paths), progress by their paths, and
+    # two passes (regression; pricing, which also pays each path's European), progress by their paths, and
     # with Greeks their revaluations (kernels.fd_greeks) as one more share of the progress
     revaluations = len(fd_greeks.bumped_cases(p, p.greeks)) if p.greeks else 0
-    total = p.regression_paths + (2 + revaluations) * n_paths
+    total = p.regression_paths + (1 + revaluations) * n_paths
     regressed, priced = p.regression_paths / total, (p.regression_paths + n_paths) / total
-    european_done = (p.regression_paths + 2 * n_paths) / total
     values, variance = basket.basket_values(p, model, p.regression_paths, every, dates, device,
                                             ctx.part(0.0, regressed))
     rule = exercise_rule(values, p, variance)
@@ -205,9 +204,10 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
                                   halving=basket.halving_possible(p, every))
     estimate = estimators.from_sums(sums[:SUM_WIDTH], n_paths, control_variate=p.control_variate,
                                     confidence=p.confidence, control_scale=model.control_scale(p))
-    european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device,
-                                      ctx.part(priced, european_done))
-    european_estimate = estimators.from_sums(european[:SUM_WIDTH], n_paths, control_variate=p.control_variate,
+    # the European on the same paths (they run on to maturity for the control): (e, e^2, x, x^2, xe)
+    e = basket.EUROPEAN
+    european = np.array([sums[e], sums[e + 1], sums[2], sums[3], sums[e + 2]])
+    european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "regression_paths": p.regression_paths, "assets": model.n,
@@ -219,7 +219,7 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
         **basket.scheme(p, sums, n_paths, every, estimate.std_error),
     }
     if p.greeks:
-        summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(european_done, 1.0))
+        summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(priced, 1.0))
     if model.n == 1 and p.model is BasketModel.GBM:
         assert p.volatilities is not None  # validated for GBM
         summary["binomial_reference"] = binomial_price(
