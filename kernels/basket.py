@@ -81,6 +81,8 @@ SCRATCH: Final = BUFFER + NORMALS_PER_DRAW
 # with the discounted arithmetic basket as control: the geometric option's closed form is its reference.
 MODE_GBM, MODE_HESTON, MODE_GBM_SIGNED, MODE_GBM_GEOMETRIC = 0, 1, 2, 3
 _ZERO: Final = np.float32(0.0)
+_ONE: Final = np.float32(1.0)
+_HALF: Final = np.float32(0.5)
 _ROOT_HALF: Final = np.float32(math.sqrt(0.5))
 
 
@@ -106,16 +108,17 @@ def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse):  # type: ignore[no-untyped-def]
-    """Advance every asset of ``path`` by one step on normals ``cursor .. cursor + normals`` of its stream, or
-    with ``coarse`` by one double step (Heston) on ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``;
-    returns the cursor after them."""
+def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse, sign):  # type: ignore[no-untyped-def]
+    """Advance every asset of ``path`` by one step on normals ``cursor .. cursor + normals`` of its stream
+    (times ``sign``: -1 walks the antithetic path), or with ``coarse`` by one double step (Heston) on
+    ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``; returns the cursor after them."""
     z = 2 * n  # the step's normals start after the log-growths and the variances
     for j in range(normals):
-        scratch[z + j] = _normal(scratch, path, cursor + j, seed)
+        scratch[z + j] = sign * _normal(scratch, path, cursor + j, seed)
     if coarse:
         for j in range(normals):
-            scratch[z + j] = (scratch[z + j] + _normal(scratch, path, cursor + normals + j, seed)) * _ROOT_HALF
+            second = sign * _normal(scratch, path, cursor + normals + j, seed)
+            scratch[z + j] = (scratch[z + j] + second) * _ROOT_HALF
     for i in range(n):
         shock = _ZERO
         for k in range(i + 1):
@@ -213,13 +216,13 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
     y, x, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                           log_geometric, total_weight, control_mean, scratch, False)
+                           log_geometric, total_weight, control_mean, scratch, False, _ONE)
     return y, x
 
 
 @register_jitable
 def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse):
+                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign):
     """``path_sample`` and the same path's European cash flow (no exercise), or with ``coarse`` the same at
     ``steps / 2`` double steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse
     path can stop at the dates on its own grid. ``draws`` is the number of normals per step."""
@@ -227,7 +230,7 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
     cursor = 0
     _start(scratch, assets, n)
     for step in range(0, steps, stride):
-        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
         done = step + stride
         if done < steps and done % every == 0:
             date = done // every - 1
@@ -243,7 +246,7 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
                     y = exp32(-rate * dt * np.float32(done)) * cash
                     # the control (and the European) need the path at maturity: finish it without exercise
                     for _ in range(done, steps, stride):
-                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse)
+                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
                     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                     european = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
                     return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
@@ -265,11 +268,24 @@ def _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geomet
 
 
 @register_jitable
+def _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+          coeffs, log_geometric, total_weight, control_mean, scratch, coarse, antithetic):
+    """``_walk_sample`` of ``path``, or with ``antithetic`` the mean of it and its antithetic walk."""
+    y, x, e = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
+                           log_geometric, total_weight, control_mean, scratch, coarse, _ONE)
+    if antithetic:
+        y2, x2, e2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                                  coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE)
+        y, x, e = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2)
+    return y, x, e
+
+
+@register_jitable
 def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
-              strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, scratch):
-    """Sums (y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over paths ``first_path + i * stride``, i < count (both
-    devices run this): ``d`` is the coarse-minus-fine cash flow with ``halving`` (else 0), ``e`` the same
-    path's European cash flow."""
+              strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic, scratch):
+    """Sums (y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over samples ``first_path + i * stride``, i < count (both
+    devices run this): a sample is a path, or with ``antithetic`` the pair of walks on ``z`` and ``-z``;
+    ``d`` is the coarse-minus-fine cash flow with ``halving`` (else 0), ``e`` the European cash flow."""
     sums = (0.0, 0.0, 0.0, 0.0, 0.0)
     gap = 0.0
     gap2 = 0.0
@@ -280,16 +296,16 @@ def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, d
         path = first_path + i * stride
         if path >= n_paths:
             break
-        y, x, european = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
-                                      rate, coeffs, log_geometric, total_weight, control_mean, scratch, False)
+        y, x, european = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                               coeffs, log_geometric, total_weight, control_mean, scratch, False, antithetic)
         sums = add_sample(sums, y, x)
         e = np.float64(european)
         eu += e
         eu2 += e * e
         xeu += np.float64(x) * e
         if halving:
-            coarse, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
-                                        rate, coeffs, log_geometric, total_weight, control_mean, scratch, True)
+            coarse, _, _ = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                                 coeffs, log_geometric, total_weight, control_mean, scratch, True, antithetic)
             d = np.float64(coarse - y)
             gap += d
             gap2 += d * d
@@ -304,7 +320,7 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
     cursor = 0
     _start(scratch, assets, n)
     for step in range(steps):
-        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE)
         if (step + 1) % every == 0:
             date = (step + 1) // every - 1
             out[row, date] = _basket(scratch, assets, n)
@@ -314,12 +330,12 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_sums(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-              rate, coeffs, log_geometric, total_weight, control_mean, halving):
+              rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic):
     for b in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
         sums = path_sums((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, seed, n, mode, chol,
                          assets, dt, steps, draws, every, strike, call, rate, coeffs, log_geometric, total_weight,
-                         control_mean, halving, scratch)
+                         control_mean, halving, antithetic, scratch)
         for k in range(len(sums)):
             out[b, k] = sums[k]
 
@@ -342,13 +358,14 @@ def _cuda_sums() -> Any:
 
     @cuda.jit(fastmath=True)
     def kernel(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-               rate, coeffs, log_geometric, total_weight, control_mean, halving):
+               rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic):
         shared = cuda.shared.array((PRICE_WIDTH, THREADS), float64)
         scratch = cuda.local.array(SCRATCH, float32)
         tid = cuda.threadIdx.x
         first = (first_block + cuda.blockIdx.x) * PATHS_PER_BLOCK + tid
         sums = path_sums(first, per_thread, THREADS, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,
-                         strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, scratch)
+                         strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic,
+                         scratch)
         for k in range(len(sums)):
             shared[k, tid] = sums[k]
         block_reduce_store(shared, out, cuda.blockIdx.x)
@@ -452,19 +469,26 @@ def halving_possible(p: BasketOptionParams, every: int) -> bool:
     return p.model is BasketModel.HESTON and p.steps % 2 == 0 and (every % 2 == 0 or every == 1)
 
 
+def samples(p: BasketOptionParams, n_paths: int) -> int:
+    """Samples of ``n_paths`` pricing paths: the paths, or with ``antithetic`` their pairs."""
+    return -(-n_paths // 2) if p.antithetic else n_paths
+
+
 def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, every: int, n_paths: int, device: str,
                     ctx: RunContext, halving: bool = False) -> np.ndarray:
-    """(y, y^2, x, x^2, xy, d, d^2) over ``n_paths`` pricing paths under the exercise rule ``coeffs``; with
-    ``halving`` (where ``halving_possible``) ``d`` is each path's coarse-minus-fine cash flow, else 0."""
-    args = (np.int64(n_paths), *model.walk_args(p.seed, p.steps, every), np.float32(p.strike),
+    """(y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over the ``samples`` of ``n_paths`` pricing paths under the
+    exercise rule ``coeffs``; with ``halving`` (where ``halving_possible``) ``d`` is each sample's
+    coarse-minus-fine cash flow, else 0; ``e`` the European cash flow."""
+    n_samples = samples(p, n_paths)
+    args = (np.int64(n_samples), *model.walk_args(p.seed, p.steps, every), np.float32(p.strike),
             p.kind is OptionKind.CALL, np.float32(p.rate), coeffs, np.float32(model.log_geometric),
-            np.float32(model.total_weight), np.float32(model.control_mean), halving)
-    # a path with its coarse twin: 1.5 walks' steps, 2 walks' normals
-    per_block = int(PATHS_PER_BLOCK * model.n * p.steps * (1.5 if halving else 1.0))
+            np.float32(model.total_weight), np.float32(model.control_mean), halving, p.antithetic)
+    # a sample with its coarse twin: 1.5 walks' steps, 2 walks' normals; a pair twice that
+    per_block = int(PATHS_PER_BLOCK * model.n * p.steps * (1.5 if halving else 1.0) * (2 if p.antithetic else 1))
     kernel = BlockKernel(width=PRICE_WIDTH, cpu=_cpu_sums, cuda_factory=_cuda_sums,
                          cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
                          gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
-    return sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), args, device, ctx)
+    return sum_blocks(kernel, -(-n_samples // PATHS_PER_BLOCK), args, device, ctx)
 
 
 def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
@@ -507,12 +531,12 @@ def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:
     price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
     sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, price_ctx,
                            halving=halving_possible(p, p.steps))
-    estimate = estimators.from_sums(sums[:SUM_WIDTH], n_paths, control_variate=p.control_variate,
+    estimate = estimators.from_sums(sums[:SUM_WIDTH], samples(p, n_paths), control_variate=p.control_variate,
                                     confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "assets": model.n, "steps": p.steps,
         "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean,
-        **scheme(p, sums, n_paths, p.steps, estimate.std_error)}
+        **scheme(p, sums, samples(p, n_paths), p.steps, estimate.std_error)}
     if p.greeks:
         from kernels import fd_greeks  # imports this module: a cycle if imported at the top
 

@@ -202,12 +202,13 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     # under Heston the pricing pass also walks each path's step-halving twin under the same rule
     sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced),
                                   halving=basket.halving_possible(p, every))
-    estimate = estimators.from_sums(sums[:SUM_WIDTH], n_paths, control_variate=p.control_variate,
+    n_samples = basket.samples(p, n_paths)  # paths, or antithetic pairs
+    estimate = estimators.from_sums(sums[:SUM_WIDTH], n_samples, control_variate=p.control_variate,
                                     confidence=p.confidence, control_scale=model.control_scale(p))
     # the European on the same paths (they run on to maturity for the control): (e, e^2, x, x^2, xe)
     e = basket.EUROPEAN
     european = np.array([sums[e], sums[e + 1], sums[2], sums[3], sums[e + 2]])
-    european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
+    european_estimate = estimators.from_sums(european, n_samples, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "regression_paths": p.regression_paths, "assets": model.n,
@@ -216,7 +217,7 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
         "exercise_dates_used": int(rule[:, -1].sum()),
         "european_estimate": european_estimate.estimate,
         "early_exercise_premium": estimate.estimate - european_estimate.estimate,
-        **basket.scheme(p, sums, n_paths, every, estimate.std_error),
+        **basket.scheme(p, sums, n_samples, every, estimate.std_error),
     }
     if p.greeks:
         summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(priced, 1.0))

@@ -312,6 +312,8 @@ class BasketOptionParams(_Params):
     paths: Paths = 1_000_000
     seed: Seed = 42
     control_variate: bool = True
+    antithetic: bool = Field(False, description=(
+        "Price on pairs of paths driven by z and -z (a sample is the pair); Greeks take single paths."))
     confidence: Confidence = DEFAULT_CONFIDENCE
     greeks: Greeks = []
 

@@ -58,6 +58,23 @@ def test_american_and_bermudan_puts_match_the_tree_from_below(dates: int, steps:
     assert s["early_exercise_premium"] > 0 and s["exercise_dates_used"] > 0
 
 
+def test_antithetic_pairs_price_the_american_put_with_a_smaller_error() -> None:
+    """A sample is the pair of walks on z and -z: the same put (the tree from below), and for the same
+    number of paths a smaller standard error than single paths give."""
+    params = {**ONE, "kind": "put", "strike": 100.0, "steps": 20, "paths": 60_000, "regression_paths": 20_000,
+              "seed": 13}
+    exact = binomial_price(100, 100, 0.05, 0.0, 0.25, 1.0, False, 2000, 20)
+    single = run_job("american_option", params, device="cpu").summary
+    pairs = run_job("american_option", {**params, "antithetic": True}, device="cpu").summary
+    z = bonferroni_z(2)
+    assert pairs["samples"] == 30_000 and pairs["paths"] == 60_000
+    assert pairs["estimate"] - exact < z * pairs["std_error"], (pairs["estimate"], exact)
+    assert exact - pairs["estimate"] < z * pairs["std_error"] + RULE_LOSS * exact, (pairs["estimate"], exact)
+    assert pairs["std_error"] < single["std_error"]
+    european = black_scholes(100, 100, 0.05, 0.25, 1.0, False)
+    assert abs(pairs["european_estimate"] - european) < z * pairs["std_error"] + 1e-3, pairs
+
+
 def test_american_call_without_dividends_is_european() -> None:
     s = run_job("american_option", {**ONE, "kind": "call", "steps": 20, "paths": 60_000, "regression_paths": 20_000,
                                     "seed": 2}, device="cpu").summary
