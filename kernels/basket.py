@@ -1,10 +1,21 @@
 """Options on a basket ``A = sum w_i S_i`` of correlated assets, under GBM or per-asset Heston.
 
 One path carries every asset through ``steps`` steps. Its price shocks are ``eps = L z`` with ``L`` the
-Cholesky factor of the (validated) correlation matrix; under Heston asset ``i``'s variance shock is
-``rho_i eps_i + sqrt(1 - rho_i^2) z'_i`` with ``z'`` independent, and each variance takes full-truncation
-Euler steps (``kernels.heston``). GBM steps are exact. A path draws its normals from its own counter
-(path, draw), ``ceil(normals per step / 4)`` draws per step.
+Cholesky factor of the (validated) correlation matrix. GBM steps are exact. Under Heston asset ``i``'s
+variance shock is ``zv_i = rho_i eps_i + sqrt(1 - rho_i^2) z'_i`` (``z'`` independent) and every asset
+takes ``kernels.heston``'s QE step (Andersen's scheme with martingale correction, ``heston.qe_move``):
+its variance from ``zv_i``, its log-price from the new variance and the residual price shock
+``sqrt(1 - rho_i^2) eps_i - rho_i z'_i``, which is the part of ``eps_i`` independent of ``zv_i``. So each
+asset has the correlation ``rho_i`` with its variance, the price shocks the correlation matrix, and each
+discounted asset is a martingale of the scheme at any step count. A path reads its normals as one
+stream: normal ``k`` is lane ``k mod 4`` of the generator's draw ``(path, k // 4)``, ``normals`` per step
+(``n`` under GBM, ``2 n`` under Heston), so a one-asset GBM path calls the generator once every four
+steps instead of discarding three normals of four (the CPU path's largest cost, found by profiling).
+
+**Discretisation bias** (Heston): with ``halving`` the kernel walks every pricing path a second time at
+``steps / 2`` double steps, each driven by ``(Z_a + Z_b) / sqrt 2`` of the normals of its two fine steps
+(the same counters: common random numbers), under the same exercise rule on the same clock, and sums
+``d = coarse - fine`` discounted cash flows: the step-halving estimate of the bias (``heston.discretisation_bias``).
 
 The same path code prices European baskets and, given Longstaff-Schwartz exercise coefficients
 (``kernels.lsm``), American and Bermudan ones: ``path_sums`` walks a path, stops at the first exercise
@@ -29,7 +40,7 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels import estimators
+from kernels import estimators, heston
 from kernels.closed_form import geometric_basket
 from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH, add_sample
@@ -44,23 +55,35 @@ GPU_CHUNK_ASSET_STEPS: Final = 2**32
 # Rows of the per-asset parameter table ``assets[row, i]`` (float32) the kernels read.
 # VAR_SHARE: asset i's share |w_i| / sum_j |w_j| of the basket's aggregate variance (Heston). Weights, not
 # values at the start: a spot bump (a finite-difference delta) must leave the exercise rule's state as it is.
-DRIFT, VOL, V0, KAPPA_DT, KAPPA_THETA_DT, VOL_OF_VOL, RHO, RHO_BAR, COEFF, SHARE, VAR_SHARE = range(11)
-ASSET_ROWS: Final = 11
+DRIFT, VOL, V0, RHO, RHO_BAR, COEFF, SHARE, VAR_SHARE = range(8)
+# Under Heston, rows QE .. QE + QE_CONSTANTS - 1 hold asset i's QE step constants (``heston.step_constants``)
+# for the job's step, and the next QE_CONSTANTS rows those of the double step of the bias estimate.
+QE: Final = 8
+QE_CONSTANTS: Final = 9
+ASSET_ROWS: Final = QE + 2 * QE_CONSTANTS
+# The price kernels' sums, as heston_option's (the estimator's five, then sum d and sum d^2, d = coarse -
+# fine), then the same paths' European cash flow e: sum e, sum e^2, sum x e (one pass prices both).
+PRICE_WIDTH: Final = heston.PRICE_WIDTH + 3
+EUROPEAN: Final = heston.PRICE_WIDTH  # where the European's sums start
 # Under Heston the variance is part of the state an exercise decision depends on: the continuation value's
 # basis adds v, v^2, v u and v u^2 (u = A / K, v the aggregate variance) after the polynomial in u.
 VARIANCE_TERMS: Final = 4
 # Regression paths draw from counters this far above the pricing paths': independent streams.
 REGRESSION_STREAM: Final = 2**62
-# Scratch per path: log-growth and variance per asset, and the normals of one step (two per asset).
-SCRATCH: Final = 4 * MAX_BASKET_ASSETS + NORMALS_PER_DRAW
+# Scratch per path: log-growth and variance per asset, the normals of one step (two per asset), and the
+# generator's current draw of four normals (at BUFFER), which the path's stream reads lane by lane.
+BUFFER: Final = 4 * MAX_BASKET_ASSETS
+SCRATCH: Final = BUFFER + NORMALS_PER_DRAW
 # How a path steps and which control it carries (the kernels' ``mode``): GBM with the geometric basket
-# option as control; Heston (Euler) with the discounted basket; GBM with the discounted basket, for
+# option as control; Heston (QE) with the discounted basket; GBM with the discounted basket, for
 # weights of either sign (a spread or exchange option), where the geometric basket does not exist.
 # MODE_GBM_GEOMETRIC pays on the geometric basket W prod S_i^(w_i/W) instead (GBM, positive weights),
 # with the discounted arithmetic basket as control: the geometric option's closed form is its reference.
 MODE_GBM, MODE_HESTON, MODE_GBM_SIGNED, MODE_GBM_GEOMETRIC = 0, 1, 2, 3
 _ZERO: Final = np.float32(0.0)
+_ONE: Final = np.float32(1.0)
 _HALF: Final = np.float32(0.5)
+_ROOT_HALF: Final = np.float32(math.sqrt(0.5))
 
 
 @register_jitable
@@ -72,29 +95,46 @@ def _start(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _step(scratch, path, draw0, draws, seed, n, mode, chol, assets, dt):  # type: ignore[no-untyped-def]
-    """Advance every asset of ``path`` by one step; the normals are draws ``draw0 .. draw0 + draws``."""
-    z = 2 * n  # the normals start after the log-growths and the variances
-    for j in range(draws):
-        z0, z1, z2, z3 = normals4(path, draw0 + j, seed)
-        scratch[z + 4 * j] = z0
-        scratch[z + 4 * j + 1] = z1
-        scratch[z + 4 * j + 2] = z2
-        scratch[z + 4 * j + 3] = z3
+def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
+    """Normal ``k`` of the path's stream; read in order from ``k = 0`` (a new draw at every fourth)."""
+    lane = k % NORMALS_PER_DRAW
+    if lane == 0:
+        z0, z1, z2, z3 = normals4(path, k // NORMALS_PER_DRAW, seed)
+        scratch[BUFFER] = z0
+        scratch[BUFFER + 1] = z1
+        scratch[BUFFER + 2] = z2
+        scratch[BUFFER + 3] = z3
+    return scratch[BUFFER + lane]
+
+
+@register_jitable
+def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse, sign):  # type: ignore[no-untyped-def]
+    """Advance every asset of ``path`` by one step on normals ``cursor .. cursor + normals`` of its stream
+    (times ``sign``: -1 walks the antithetic path), or with ``coarse`` by one double step (Heston) on
+    ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``; returns the cursor after them."""
+    z = 2 * n  # the step's normals start after the log-growths and the variances
+    for j in range(normals):
+        scratch[z + j] = sign * _normal(scratch, path, cursor + j, seed)
+    if coarse:
+        for j in range(normals):
+            second = sign * _normal(scratch, path, cursor + normals + j, seed)
+            scratch[z + j] = (scratch[z + j] + second) * _ROOT_HALF
     for i in range(n):
         shock = _ZERO
         for k in range(i + 1):
             shock += chol[i, k] * scratch[z + k]
         if mode == MODE_HESTON:
-            v = scratch[n + i]
-            positive = max(v, _ZERO)
-            root = math.sqrt(positive * dt)
-            scratch[i] += assets[DRIFT, i] - _HALF * positive * dt + root * shock
-            variance_shock = assets[RHO, i] * shock + assets[RHO_BAR, i] * scratch[z + n + i]
-            scratch[n + i] = (v + assets[KAPPA_THETA_DT, i] - assets[KAPPA_DT, i] * positive
-                              + assets[VOL_OF_VOL, i] * root * variance_shock)
+            rho = assets[RHO, i]
+            rho_bar = assets[RHO_BAR, i]
+            own = scratch[z + n + i]
+            c = QE + QE_CONSTANTS if coarse else QE
+            scratch[i], scratch[n + i], _ = heston.qe_move(
+                scratch[i], scratch[n + i], rho * shock + rho_bar * own, rho_bar * shock - rho * own,
+                assets[c, i], assets[c + 1, i], assets[c + 2, i], assets[c + 3, i], assets[c + 4, i],
+                assets[c + 5, i], assets[c + 6, i], assets[c + 7, i], assets[c + 8, i])
         else:
             scratch[i] += assets[DRIFT, i] + assets[VOL, i] * shock
+    return cursor + (2 * normals if coarse else normals)
 
 
 @register_jitable
@@ -130,8 +170,9 @@ def _payoff(value, strike, call):  # type: ignore[no-untyped-def]
 
 @register_jitable
 def aggregate_variance(scratch, assets, n):  # type: ignore[no-untyped-def]
-    """The basket's variance state under Heston: the assets' variances (floored at 0, as the scheme uses
-    them) averaged with the basket's weights, ``VAR_SHARE`` = |w_i| / sum |w_j|."""
+    """The basket's variance state under Heston: the assets' variances (never negative under QE; the floor
+    at 0 keeps the rule's state well defined whatever the scheme) averaged with the basket's weights,
+    ``VAR_SHARE`` = |w_i| / sum |w_j|."""
     total = _ZERO
     for i in range(n):
         total += assets[VAR_SHARE, i] * max(scratch[n + i], _ZERO)
@@ -174,10 +215,23 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
 
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
+    y, x, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
+                           log_geometric, total_weight, control_mean, scratch, False, _ONE)
+    return y, x
+
+
+@register_jitable
+def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign):
+    """``path_sample`` and the same path's European cash flow (no exercise), or with ``coarse`` the same at
+    ``steps / 2`` double steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse
+    path can stop at the dates on its own grid. ``draws`` is the number of normals per step."""
+    stride = 2 if coarse else 1
+    cursor = 0
     _start(scratch, assets, n)
-    for step in range(steps):
-        _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, dt)
-        done = step + 1
+    for step in range(0, steps, stride):
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
+        done = step + stride
         if done < steps and done % every == 0:
             date = done // every - 1
             if coeffs[date, coeffs.shape[1] - 1] > _ZERO:
@@ -190,15 +244,17 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
                     stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
                 if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
-                    # the control needs the path at maturity: finish it without further exercise
-                    for later in range(done, steps):
-                        _step(scratch, path, later * draws, draws, seed, n, mode, chol, assets, dt)
+                    # the control (and the European) need the path at maturity: finish it without exercise
+                    for _ in range(done, steps, stride):
+                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
+                    value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
+                    european = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
                     return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
-                                       total_weight, control_mean)
+                                       total_weight, control_mean), european
     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
     y = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
     return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric, total_weight,
-                       control_mean)
+                       control_mean), y
 
 
 @register_jitable
@@ -212,18 +268,48 @@ def _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geomet
 
 
 @register_jitable
+def _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
+          coeffs, log_geometric, total_weight, control_mean, scratch, coarse, antithetic):
+    """``_walk_sample`` of ``path``, or with ``antithetic`` the mean of it and its antithetic walk."""
+    y, x, e = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
+                           log_geometric, total_weight, control_mean, scratch, coarse, _ONE)
+    if antithetic:
+        y2, x2, e2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                                  coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE)
+        y, x, e = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2)
+    return y, x, e
+
+
+@register_jitable
 def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
-              strike, call, rate, coeffs, log_geometric, total_weight, control_mean, scratch):
-    """Sums (y, y^2, x, x^2, xy) over paths ``first_path + i * stride``, i < count (both devices run this)."""
+              strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic, scratch):
+    """Sums (y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over samples ``first_path + i * stride``, i < count (both
+    devices run this): a sample is a path, or with ``antithetic`` the pair of walks on ``z`` and ``-z``;
+    ``d`` is the coarse-minus-fine cash flow with ``halving`` (else 0), ``e`` the European cash flow."""
     sums = (0.0, 0.0, 0.0, 0.0, 0.0)
+    gap = 0.0
+    gap2 = 0.0
+    eu = 0.0
+    eu2 = 0.0
+    xeu = 0.0
     for i in range(count):
         path = first_path + i * stride
         if path >= n_paths:
             break
-        y, x = path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                           coeffs, log_geometric, total_weight, control_mean, scratch)
+        y, x, european = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                               coeffs, log_geometric, total_weight, control_mean, scratch, False, antithetic)
         sums = add_sample(sums, y, x)
-    return sums
+        e = np.float64(european)
+        eu += e
+        eu2 += e * e
+        xeu += np.float64(x) * e
+        if halving:
+            coarse, _, _ = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                                 coeffs, log_geometric, total_weight, control_mean, scratch, True, antithetic)
+            d = np.float64(coarse - y)
+            gap += d
+            gap2 += d * d
+    return sums[0], sums[1], sums[2], sums[3], sums[4], gap, gap2, eu, eu2, xeu
 
 
 @register_jitable
@@ -231,9 +317,10 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
     """Write the basket value of ``path`` at every exercise date into ``out[row, :dates]`` and, under Heston,
     its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``)."""
     dates = steps // every
+    cursor = 0
     _start(scratch, assets, n)
     for step in range(steps):
-        _step(scratch, path, step * draws, draws, seed, n, mode, chol, assets, dt)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE)
         if (step + 1) % every == 0:
             date = (step + 1) // every - 1
             out[row, date] = _basket(scratch, assets, n)
@@ -243,12 +330,12 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_sums(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-              rate, coeffs, log_geometric, total_weight, control_mean):
+              rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic):
     for b in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
         sums = path_sums((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, seed, n, mode, chol,
                          assets, dt, steps, draws, every, strike, call, rate, coeffs, log_geometric, total_weight,
-                         control_mean, scratch)
+                         control_mean, halving, antithetic, scratch)
         for k in range(len(sums)):
             out[b, k] = sums[k]
 
@@ -271,13 +358,14 @@ def _cuda_sums() -> Any:
 
     @cuda.jit(fastmath=True)
     def kernel(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-               rate, coeffs, log_geometric, total_weight, control_mean):
-        shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
+               rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic):
+        shared = cuda.shared.array((PRICE_WIDTH, THREADS), float64)
         scratch = cuda.local.array(SCRATCH, float32)
         tid = cuda.threadIdx.x
         first = (first_block + cuda.blockIdx.x) * PATHS_PER_BLOCK + tid
         sums = path_sums(first, per_thread, THREADS, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,
-                         strike, call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
+                         strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic,
+                         scratch)
         for k in range(len(sums)):
             shared[k, tid] = sums[k]
         block_reduce_store(shared, out, cuda.blockIdx.x)
@@ -310,7 +398,7 @@ class Model:
     chol: np.ndarray  # float32 (n, n)
     assets: np.ndarray  # float32 (ASSET_ROWS, n)
     dt: float
-    draws: int
+    draws: int  # normals per step of a path's stream
     log_geometric: float
     total_weight: float
     control_mean: float  # known mean of the control
@@ -325,23 +413,24 @@ class Model:
         dt = p.maturity / p.steps
         table = np.zeros((ASSET_ROWS, n))
         table[COEFF] = weights * spots
-        heston = p.model is BasketModel.HESTON
+        stochastic = p.model is BasketModel.HESTON
         signed = bool(np.any(weights < 0))
-        mode = (MODE_HESTON if heston else MODE_GBM_SIGNED if signed
+        mode = (MODE_HESTON if stochastic else MODE_GBM_SIGNED if signed
                 else MODE_GBM_GEOMETRIC if p.payoff == "geometric" else MODE_GBM)
         if mode in (MODE_GBM, MODE_GBM_GEOMETRIC):  # the geometric basket's exponents
             table[SHARE] = weights / weights.sum()
         discount = math.exp(-p.rate * p.maturity)
         forwards = discount * np.sum(weights * spots * np.exp((p.rate - yields) * p.maturity))
-        if heston:
+        if stochastic:
             h = p.heston
             assert h is not None  # validated by BasketOptionParams
-            kappa = np.asarray(h.mean_reversion)
-            table[DRIFT] = (p.rate - yields) * dt
-            table[V0], table[KAPPA_DT], table[KAPPA_THETA_DT] = h.initial_variance, kappa * dt, kappa * dt * np.asarray(
-                h.long_variance)
-            table[VOL_OF_VOL], table[RHO] = h.vol_of_vol, h.correlation
+            table[V0], table[RHO] = h.initial_variance, h.correlation
             table[RHO_BAR] = np.sqrt(np.maximum(1.0 - np.asarray(h.correlation) ** 2, 0.0))
+            for i in range(n):  # the job's step, then the bias estimate's double step
+                for k, h_dt in enumerate((dt, 2.0 * dt)):
+                    table[QE + k * QE_CONSTANTS:QE + (k + 1) * QE_CONSTANTS, i] = heston.step_constants(
+                        p.rate - yields[i], h.mean_reversion[i], h.long_variance[i], h.vol_of_vol[i],
+                        h.correlation[i], h_dt)
             table[VAR_SHARE] = np.abs(weights) / np.sum(np.abs(weights))
             control_mean = float(forwards)
         else:
@@ -350,9 +439,9 @@ class Model:
             table[VOL] = vols * math.sqrt(dt)
             control_mean = float(forwards) if mode != MODE_GBM else geometric_basket(
                 spots, weights, vols, yields, correlation, p.strike, p.rate, p.maturity, p.kind is OptionKind.CALL)
-        normals = 2 * n if heston else n
-        return cls(n=n, heston=heston, mode=mode, chol=np.linalg.cholesky(correlation).astype(np.float32),
-                   assets=table.astype(np.float32), dt=dt, draws=-(-normals // NORMALS_PER_DRAW),
+        normals = 2 * n if stochastic else n
+        return cls(n=n, heston=stochastic, mode=mode, chol=np.linalg.cholesky(correlation).astype(np.float32),
+                   assets=table.astype(np.float32), dt=dt, draws=normals,
                    log_geometric=float(table[SHARE] @ np.log(spots)), total_weight=float(weights.sum()),
                    control_mean=control_mean)
 
@@ -373,17 +462,33 @@ def no_exercise() -> np.ndarray:
     return np.zeros((1, 3), dtype=np.float32)
 
 
+def halving_possible(p: BasketOptionParams, every: int) -> bool:
+    """Whether the step-halving pair exists: Heston, an even number of steps, and every exercise date (every
+    ``every`` steps) on the coarse grid, or exercise at every step (an American option, whose coarse twin
+    then has half the dates: the estimate covers the exercise dates' discretisation too)."""
+    return p.model is BasketModel.HESTON and p.steps % 2 == 0 and (every % 2 == 0 or every == 1)
+
+
+def samples(p: BasketOptionParams, n_paths: int) -> int:
+    """Samples of ``n_paths`` pricing paths: the paths, or with ``antithetic`` their pairs."""
+    return -(-n_paths // 2) if p.antithetic else n_paths
+
+
 def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, every: int, n_paths: int, device: str,
-                    ctx: RunContext) -> np.ndarray:
-    """(y, y^2, x, x^2, xy) over ``n_paths`` pricing paths under the exercise rule ``coeffs``."""
-    args = (np.int64(n_paths), *model.walk_args(p.seed, p.steps, every), np.float32(p.strike),
+                    ctx: RunContext, halving: bool = False) -> np.ndarray:
+    """(y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over the ``samples`` of ``n_paths`` pricing paths under the
+    exercise rule ``coeffs``; with ``halving`` (where ``halving_possible``) ``d`` is each sample's
+    coarse-minus-fine cash flow, else 0; ``e`` the European cash flow."""
+    n_samples = samples(p, n_paths)
+    args = (np.int64(n_samples), *model.walk_args(p.seed, p.steps, every), np.float32(p.strike),
             p.kind is OptionKind.CALL, np.float32(p.rate), coeffs, np.float32(model.log_geometric),
-            np.float32(model.total_weight), np.float32(model.control_mean))
-    per_block = PATHS_PER_BLOCK * model.n * p.steps
-    kernel = BlockKernel(width=SUM_WIDTH, cpu=_cpu_sums, cuda_factory=_cuda_sums,
+            np.float32(model.total_weight), np.float32(model.control_mean), halving, p.antithetic)
+    # a sample with its coarse twin: 1.5 walks' steps, 2 walks' normals; a pair twice that
+    per_block = int(PATHS_PER_BLOCK * model.n * p.steps * (1.5 if halving else 1.0) * (2 if p.antithetic else 1))
+    kernel = BlockKernel(width=PRICE_WIDTH, cpu=_cpu_sums, cuda_factory=_cuda_sums,
                          cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
                          gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
-    return sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), args, device, ctx)
+    return sum_blocks(kernel, -(-n_samples // PATHS_PER_BLOCK), args, device, ctx)
 
 
 def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
@@ -399,18 +504,39 @@ def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int,
     return states[:, :dates], (states[:, dates:] if model.heston else None)
 
 
+def scheme(p: BasketOptionParams, sums: np.ndarray, n_paths: int, every: int, std_error: float) -> dict[str, Any]:
+    """The summary's ``discretisation`` and, under Heston, ``discretisation_bias``: the step-halving estimate
+    from the price kernel's ``d`` sums (``every`` steps between exercise dates), or why there is none."""
+    if p.model is BasketModel.GBM:
+        return {"discretisation": "exact (lognormal steps)"}
+    if p.steps % 2 == 0 and not halving_possible(p, every):
+        bias: dict[str, Any] = {
+            "method": f"not estimated: {every} steps between exercise dates put every other date off the "
+                      "coarse grid of the step-halving pair",
+            "warning": "the discretisation bias is not bounded; use steps a multiple of 2 x exercise_dates"}
+    else:
+        dates = p.steps // every
+        halved = f" and {dates // 2} against {dates} exercise dates" if every == 1 else ""
+        bias = heston.discretisation_bias(float(sums[SUM_WIDTH]), float(sums[SUM_WIDTH + 1]), n_paths, p.steps,
+                                          std_error, p.confidence, halved)
+    return {"discretisation": heston.SCHEME, "discretisation_bias": bias}
+
+
 def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:
-    """Price the European basket option; the summary names the control and its known mean."""
+    """Price the European basket option; the summary names the control and its known mean and, under
+    Heston, the step-halving estimate of the discretisation bias."""
     n_paths = max(p.paths, 3)
     model = Model.of(p)
     # with Greeks the revaluations (kernels.fd_greeks) follow the price pass: half the progress each
     price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
-    sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, price_ctx)
-    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
-                                    control_scale=model.control_scale(p))
+    sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, price_ctx,
+                           halving=halving_possible(p, p.steps))
+    estimate = estimators.from_sums(sums[:SUM_WIDTH], samples(p, n_paths), control_variate=p.control_variate,
+                                    confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "assets": model.n, "steps": p.steps,
-        "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean}
+        "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean,
+        **scheme(p, sums, samples(p, n_paths), p.steps, estimate.std_error)}
     if p.greeks:
         from kernels import fd_greeks  # imports this module: a cycle if imported at the top
 

@@ -125,15 +125,17 @@ def qe_step(x, v, zv, z, table, row):  # type: ignore[no-untyped-def]
     Returns the new ``x``, the new ``v`` and the standard deviation ``sqrt(K3 v + K4 v')`` of the step's
     price shock ``Z`` (the likelihood-ratio weight of the first step is ``Z`` over it).
     """
-    carry_dt = table[row, 0]
-    decay = table[row, 1]
-    theta = table[row, 4]
-    k1 = table[row, 5]
-    k2 = table[row, 6]
-    k3 = table[row, 7]
-    k4 = table[row, 8]
+    return qe_move(x, v, zv, z, table[row, 0], table[row, 1], table[row, 2], table[row, 3], table[row, 4],
+                   table[row, 5], table[row, 6], table[row, 7], table[row, 8])
+
+
+@register_jitable
+def qe_move(x, v, zv, z, carry_dt, decay, c1, c2, theta, k1, k2, k3, k4):  # type: ignore[no-untyped-def]
+    """``qe_step`` with the step's constants (a row of ``step_constants``) as scalars: the one QE step every
+    Heston kernel takes, whether its constants sit in a table row (``heston_option``, ``option_book``) or in
+    a basket's per-asset rows (``kernels.basket``)."""
     mean = theta + (v - theta) * decay
-    spread = v * table[row, 2] + table[row, 3]
+    spread = v * c1 + c2
     a = k2 + _HALF * k4
     psi = spread / (mean * mean)
     if psi < _DETERMINISTIC:  # no vol of vol: the variance moves to its mean (exact)
@@ -373,9 +375,12 @@ def greeks(p: HestonOptionParams, n_paths: int, device: str, ctx: RunContext) ->
     return path_greeks.summarise(sums, n_paths, p.greeks, p.confidence, METHOD, BUMP_ERRORS)
 
 
-def discretisation_bias(gap: float, gap2: float, n: int, steps: int, std_error: float, confidence: float
-                        ) -> dict[str, Any]:
-    """The step-halving estimate of the price's discretisation bias from ``sum d`` and ``sum d^2``."""
+def discretisation_bias(gap: float, gap2: float, n: int, steps: int, std_error: float, confidence: float,
+                        halved: str = "") -> dict[str, Any]:
+    """The step-halving estimate of the price's discretisation bias from ``sum d`` and ``sum d^2``.
+
+    ``halved`` names what else the coarse run halves (a basket option's exercise dates), for the method.
+    """
     if steps % 2:
         return {"method": "not estimated: an odd number of steps has no step-halving pair",
                 "warning": "the discretisation bias is not bounded; use an even number of steps"}
@@ -383,7 +388,8 @@ def discretisation_bias(gap: float, gap2: float, n: int, steps: int, std_error: 
     spread = math.sqrt(max((gap2 - gap * gap / n) / (n - 1), 0.0) / n)
     bias = estimators.interval(mean, spread, n, confidence).as_dict()
     out: dict[str, Any] = {**bias, "method": f"step halving on common random numbers: {steps // 2} against {steps} "
-                                             "steps (first order: the difference is the bias at the job's steps)"}
+                                             f"steps{halved} (first order: the difference is the bias at the "
+                                             "job's steps)"}
     z = estimators.z_score(confidence)
     if abs(mean) > z * spread and abs(mean) > std_error:
         out["warning"] = (f"estimated discretisation bias {mean:+.3g} exceeds the standard error {std_error:.3g}: "

@@ -22,6 +22,7 @@ from numba import njit
 from kernels import basket, estimators, fd_greeks
 from kernels.binomial import binomial_price
 from kernels.context import KernelResult, RunContext
+from kernels.estimators import SUM_WIDTH
 from protocol.params import AmericanOptionParams, BasketModel, OptionKind
 
 # A date whose in-the-money regression paths are fewer than this many per coefficient is never an
@@ -190,21 +191,24 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     dates = p.dates()
     every = p.steps // dates
     model = basket.Model.of(p)
-    # three passes (regression, pricing, the European on the pricing paths), progress by their paths, and
+    # two passes (regression; pricing, which also pays each path's European), progress by their paths, and
     # with Greeks their revaluations (kernels.fd_greeks) as one more share of the progress
     revaluations = len(fd_greeks.bumped_cases(p, p.greeks)) if p.greeks else 0
-    total = p.regression_paths + (2 + revaluations) * n_paths
+    total = p.regression_paths + (1 + revaluations) * n_paths
     regressed, priced = p.regression_paths / total, (p.regression_paths + n_paths) / total
-    european_done = (p.regression_paths + 2 * n_paths) / total
     values, variance = basket.basket_values(p, model, p.regression_paths, every, dates, device,
                                             ctx.part(0.0, regressed))
     rule = exercise_rule(values, p, variance)
-    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced))
-    estimate = estimators.from_sums(sums, n_paths, control_variate=p.control_variate, confidence=p.confidence,
-                                    control_scale=model.control_scale(p))
-    european = basket.discounted_sums(p, model, basket.no_exercise(), p.steps, n_paths, device,
-                                      ctx.part(priced, european_done))
-    european_estimate = estimators.from_sums(european, n_paths, control_variate=p.control_variate,
+    # under Heston the pricing pass also walks each path's step-halving twin under the same rule
+    sums = basket.discounted_sums(p, model, rule, every, n_paths, device, ctx.part(regressed, priced),
+                                  halving=basket.halving_possible(p, every))
+    n_samples = basket.samples(p, n_paths)  # paths, or antithetic pairs
+    estimate = estimators.from_sums(sums[:SUM_WIDTH], n_samples, control_variate=p.control_variate,
+                                    confidence=p.confidence, control_scale=model.control_scale(p))
+    # the European on the same paths (they run on to maturity for the control): (e, e^2, x, x^2, xe)
+    e = basket.EUROPEAN
+    european = np.array([sums[e], sums[e + 1], sums[2], sums[3], sums[e + 2]])
+    european_estimate = estimators.from_sums(european, n_samples, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "regression_paths": p.regression_paths, "assets": model.n,
@@ -213,9 +217,10 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
         "exercise_dates_used": int(rule[:, -1].sum()),
         "european_estimate": european_estimate.estimate,
         "early_exercise_premium": estimate.estimate - european_estimate.estimate,
+        **basket.scheme(p, sums, n_samples, every, estimate.std_error),
     }
     if p.greeks:
-        summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(european_done, 1.0))
+        summary["greeks"] = fd_greeks.estimate(p, rule, every, n_paths, device, ctx.part(priced, 1.0))
     if model.n == 1 and p.model is BasketModel.GBM:
         assert p.volatilities is not None  # validated for GBM
         summary["binomial_reference"] = binomial_price(

@@ -34,7 +34,7 @@ MAX_BASIS_DEGREE: Final = 6
 # A book's contracts are priced from the same paths in one launch; each GPU thread keeps every contract's
 # running sums (15 doubles each with Greeks) in local memory.
 MAX_BOOK_CONTRACTS: Final = 64
-# Euler steps of a Heston basket when the request gives none (GBM baskets step exactly, one step).
+# QE steps of a Heston basket when the request gives none (GBM baskets step exactly, one step).
 HESTON_BASKET_STEPS: Final = 64
 # Basket and Longstaff-Schwartz Greeks keep every revaluation's per-path cash flows on the host (float64):
 # up to 1 + 4 x 16 + 4 revaluations of 2e6 paths, about 1.1 GB at the largest basket.
@@ -312,13 +312,15 @@ class BasketOptionParams(_Params):
     paths: Paths = 1_000_000
     seed: Seed = 42
     control_variate: bool = True
+    antithetic: bool = Field(False, description=(
+        "Price on pairs of paths driven by z and -z (a sample is the pair); Greeks take single paths."))
     confidence: Confidence = DEFAULT_CONFIDENCE
     greeks: Greeks = []
 
     @model_validator(mode="before")
     @classmethod
     def _heston_steps(cls, data: Any) -> Any:
-        # GBM steps are exact, so one step is the right default; Euler steps are not
+        # GBM steps are exact, so one step is the right default; Heston (QE) steps are not
         if isinstance(data, dict) and data.get("model") == BasketModel.HESTON and "steps" not in data:
             data = {**data, "steps": HESTON_BASKET_STEPS}
         return data

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from kernels import heston
 from kernels.closed_form import geometric_asian
 from protocol.params import (
     TRADING_DAYS_PER_YEAR,
@@ -104,29 +105,63 @@ def portfolio_var(xp: Any, p: PortfolioVarParams) -> Any:
     return summarise(np.concatenate(parts), p.confidence)
 
 
+def _normal_tail(xp: Any, z: Any) -> Any:
+    """``1 - Phi(z)`` elementwise (scipy's ``ndtr``, or cupy's)."""
+    if xp is np:
+        from scipy.special import ndtr
+    else:  # pragma: no cover - needs a GPU
+        from cupyx.scipy.special import ndtr
+    return ndtr(-z)
+
+
+def _qe_step(xp: Any, x: Any, v: Any, zv: Any, z: Any, constants: Any) -> tuple[Any, Any]:
+    """``heston.qe_move`` over arrays (paths x assets), ``constants`` its nine per-asset rows: Andersen's QE
+    step with martingale correction, both branches evaluated and the right one kept."""
+    carry_dt, decay, c1, c2, theta, k1, k2, k3, k4 = constants
+    mean = theta + (v - theta) * decay
+    psi = (v * c1 + c2) / (mean * mean)
+    a = k2 + 0.5 * k4
+    quadratic = psi <= heston.PSI_CRITICAL
+    # quadratic branch (psi <= 1.5): a (b + Zv)^2, moment-matched
+    inverse = 2.0 / xp.minimum(psi, heston.PSI_CRITICAL)
+    b2 = inverse - 1.0 + xp.sqrt(inverse) * xp.sqrt(inverse - 1.0)
+    scale = mean / (1.0 + b2)
+    room = 1.0 - 2.0 * a * scale
+    k0_quadratic = xp.where(room > 0, -a * b2 * scale / xp.where(room > 0, room, 1.0)
+                            + 0.5 * xp.log(xp.where(room > 0, room, 1.0)), -a * mean)
+    # exponential branch: 0 with probability p, else exponential
+    p = (xp.maximum(psi, 1.0) - 1.0) / (xp.maximum(psi, 1.0) + 1.0)
+    beta = (1.0 - p) / mean
+    tail = _normal_tail(xp, zv)
+    tail_exp = xp.log((1.0 - p) / xp.where(tail < 1.0 - p, tail, 1.0 - p)) / beta
+    safe = a < beta
+    k0_exponential = xp.where(safe, -xp.log(p + beta * (1.0 - p) / xp.where(safe, beta - a, 1.0)), -a * mean)
+    v_next = xp.where(quadratic, scale * (xp.sqrt(b2) + zv) ** 2, xp.where(tail < 1.0 - p, tail_exp, 0.0))
+    k0 = xp.where(quadratic, k0_quadratic, k0_exponential) - (k1 + 0.5 * k3) * v
+    sd = xp.sqrt(xp.maximum(k3 * v + k4 * v_next, 0.0))
+    return x + carry_dt + k0 + k1 * v + k2 * v_next + sd * z, v_next
+
+
 def _basket_paths(xp: Any, p: Any, model: Any, n: int, seed: int) -> tuple[Any, Any, Any]:
     """Basket values at every step (n, steps), the terminal basket and, under Heston, the aggregate variance
-    at every step (n, steps; else None), by full-truncation Euler (Heston) or exact GBM steps, assets
-    correlated by the Cholesky factor: the kernel's scheme, NumPy's generator."""
+    at every step (n, steps; else None), by QE steps (Heston) or exact GBM steps, assets correlated by the
+    Cholesky factor: the kernel's scheme, NumPy's generator."""
     from kernels import basket
 
     rng = xp.random.default_rng(seed)
     table = xp.asarray(model.assets.astype(np.float64))
     chol = xp.asarray(model.chol.astype(np.float64))
-    dt = model.dt
+    constants = table[basket.QE:basket.QE + basket.QE_CONSTANTS]  # the job's step, per asset
     x = xp.zeros((n, model.n))
     v = xp.broadcast_to(table[basket.V0], (n, model.n)).copy()
     values = xp.empty((n, p.steps))
     variances = xp.empty((n, p.steps)) if model.heston else None
     for step in range(p.steps):
         shocks = rng.standard_normal((n, model.n)) @ chol.T
-        if model.heston:
-            positive = xp.maximum(v, 0.0)
-            root = xp.sqrt(positive * dt)
-            x += table[basket.DRIFT] - 0.5 * positive * dt + root * shocks
-            variance_shock = table[basket.RHO] * shocks + table[basket.RHO_BAR] * rng.standard_normal((n, model.n))
-            v += table[basket.KAPPA_THETA_DT] - table[basket.KAPPA_DT] * positive + table[
-                basket.VOL_OF_VOL] * root * variance_shock
+        if model.heston:  # the variance's own shock, and the part of the price shock independent of it
+            own = rng.standard_normal((n, model.n))
+            rho, rho_bar = table[basket.RHO], table[basket.RHO_BAR]
+            x, v = _qe_step(xp, x, v, rho * shocks + rho_bar * own, rho_bar * shocks - rho * own, constants)
         else:
             x += table[basket.DRIFT] + table[basket.VOL] * shocks
         values[:, step] = xp.exp(x) @ table[basket.COEFF]

@@ -24,6 +24,9 @@ def bench_kernels(
     scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
     stac: bool = typer.Option(True, "--stac/--no-stac", help=(
         "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
+    vs_quantlib: bool = typer.Option(False, "--vs-quantlib", help=(
+        "Instead, time the American put against QuantLib's MCAmericanEngine: CPU-seconds at equal standard "
+        "error (CPU only; QuantLib is a development dependency).")),
 ) -> None:
     """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run.
 
@@ -31,6 +34,9 @@ def bench_kernels(
     either reading is above ``MAX_WRITE_LOAD_PER_CORE`` per core (checked first, so a loaded machine
     costs no benchmark time).
     """
+    if vs_quantlib:
+        _bench_vs_quantlib(device, scale, as_json, write)
+        return
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
@@ -79,6 +85,48 @@ def bench_kernels(
         write_section(f"kernels-{device}", runner.kernels_markdown(figures, device, gpu_available(), window.note()))
         if stac_figures is not None:
             _write_stac(stac_figures, device, window.note())
+
+
+def _bench_vs_quantlib(device: str, scale: float, as_json: bool, write: bool) -> None:
+    """The American put against QuantLib's MCAmericanEngine, CPU-seconds at equal standard error."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from bench.kernels import quantlib, runner
+    from bench.markdown import LoadWindow, cores, load_window, one_minute_load, write_section
+
+    if device != "cpu":
+        raise UserError("--vs-quantlib compares CPU-seconds: use --device cpu")
+    before = one_minute_load()
+    if write and (refusal := LoadWindow(before, before, cores()).refusal()):
+        raise UserError(refusal)
+    try:
+        with Console(stderr=True).status("timing the American put: QuantLib's settings, then the kernel"):
+            comparison = quantlib.compare(scale)
+    except RuntimeError as exc:
+        raise UserError(str(exc)) from None
+    window = load_window(before)
+    target = comparison.quantlib.std_error
+    if as_json:
+        runs = [{**run.__dict__, "cpu_s_at_equal_se": run.cpu_at(target)}
+                for run in [comparison.kernel, *comparison.tried]]
+        typer.echo(json.dumps({"runs": runs, "equal_std_error": target, "ratio": comparison.ratio,
+                               "load_average": {"before": window.before, "after": window.after,
+                                                "cores": window.cores}}, indent=2))
+    else:
+        table = Table("engine", "paths", "estimate", "std error", "CPU s", "wall s", "CPU s at equal SE",
+                      title="American put: kernel against QuantLib")
+        for run in [comparison.kernel, *comparison.tried]:
+            table.add_row(run.engine, f"{run.paths:,}", f"{run.estimate:.4f}", f"{run.std_error:.4f}",
+                          f"{run.cpu_s:.2f}", f"{run.wall_s:.2f}", f"{run.cpu_at(target):.2f}")
+        Console().print(table)
+        typer.echo(f"CPU-seconds at equal standard error ({target:.4f}): QuantLib / kernel = "
+                   f"{comparison.ratio:.1f}x; {window.note()}")
+    if write:
+        if refusal := window.refusal():
+            raise UserError(refusal)
+        write_section("kernels-vs-quantlib-cpu",
+                      quantlib.markdown(comparison, runner.machine(), runner.today(), window.note()))
 
 
 def _bench_stac(device: str, scale: float, as_json: bool) -> Any:

@@ -8,11 +8,11 @@ import json
 import pytest
 from rich.console import Console
 
+from bench import markdown as benchmarks_md
 from bench.broker import BrokerFigures
 from bench.client import PathFigures
 from gpurt import bench_client, bench_emulator
 from gpurt.bench.runtime import figures_table, show_figures
-from kernels import benchmarks_md
 from local_platform.broker.brokers import Broker
 
 ROWS = [("raw", ["1.0", "2.0"]), ("client", ["3.0", "4.0"])]

@@ -45,6 +45,12 @@ CASES = [
                        "strike": 190, "heston": {"initial_variance": [0.04, 0.09], "long_variance": [0.04, 0.05],
                                                  "mean_reversion": [1, 2], "vol_of_vol": [0.5, 0.3],
                                                  "correlation": [-0.7, 0.2]}}, None),
+    # QE steps per asset, with the step-halving twin (even steps), the exponential branch (Feller violated)
+    ("basket_option", {"spots": [100, 90], "weights": [1, 1], "model": "heston", "steps": 4, "paths": 101, "seed": 3,
+                       "strike": 190, "correlation": [[1, 0.5], [0.5, 1]],
+                       "heston": {"initial_variance": [0.04, 0.09], "long_variance": [0.04, 0.05],
+                                  "mean_reversion": [0.5, 2], "vol_of_vol": [1.0, 0.3],
+                                  "correlation": [-0.9, 0.2]}}, None),
     ("american_option", {"spots": [100], "weights": [1], "volatilities": [0.3], "kind": "put", "steps": 3,
                          "paths": 101, "regression_paths": 1_000, "basis_degree": 1, "seed": 3}, None),
     ("american_option", {"spots": [100], "weights": [1], "volatilities": [0.3], "kind": "put", "steps": 3,
@@ -55,6 +61,12 @@ CASES = [
                          "exercise_dates": 2, "paths": 101, "regression_paths": 1_000, "basis_degree": 1, "seed": 3,
                          "heston": {"initial_variance": [0.04], "long_variance": [0.05], "mean_reversion": [1.5],
                                     "vol_of_vol": [0.5], "correlation": [-0.7]}, "greeks": ["delta"]}, None),
+    # antithetic pairs, with the step-halving twin of both walks
+    ("american_option", {"spots": [100], "weights": [1], "model": "heston", "kind": "put", "steps": 4,
+                         "exercise_dates": 2, "paths": 101, "regression_paths": 1_000, "basis_degree": 1, "seed": 3,
+                         "antithetic": True,
+                         "heston": {"initial_variance": [0.04], "long_variance": [0.04], "mean_reversion": [0.5],
+                                    "vol_of_vol": [1.0], "correlation": [-0.9]}}, None),
     ("option_book", {"contracts": [{"strike": 95, "maturity": 0.5}, {"strike": 100, "maturity": 0.25, "kind": "put"}],
                      "model": "heston", "steps_per_year": 8, "paths": 101, "seed": 3, "greeks": GREEKS}, None),
 ]

@@ -78,6 +78,23 @@ def test_american_and_bermudan_puts_match_the_tree_from_below(dates: int, steps:
     assert s["early_exercise_premium"] > 0 and s["exercise_dates_used"] > 0
 
 
+def test_antithetic_pairs_price_the_american_put_with_a_smaller_error() -> None:
+    """A sample is the pair of walks on z and -z: the same put (the tree from below), and for the same
+    number of paths a smaller standard error than single paths give."""
+    params = {**ONE, "kind": "put", "strike": 100.0, "steps": 20, "paths": 60_000, "regression_paths": 20_000,
+              "seed": 13}
+    exact = binomial_price(100, 100, 0.05, 0.0, 0.25, 1.0, False, 2000, 20)
+    single = run_job("american_option", params, device="cpu").summary
+    pairs = run_job("american_option", {**params, "antithetic": True}, device="cpu").summary
+    z = bonferroni_z(2)
+    assert pairs["samples"] == 30_000 and pairs["paths"] == 60_000
+    assert pairs["estimate"] - exact < z * pairs["std_error"], (pairs["estimate"], exact)
+    assert exact - pairs["estimate"] < z * pairs["std_error"] + RULE_LOSS * exact, (pairs["estimate"], exact)
+    assert pairs["std_error"] < single["std_error"]
+    european = black_scholes(100, 100, 0.05, 0.25, 1.0, False)
+    assert abs(pairs["european_estimate"] - european) < z * pairs["std_error"] + 1e-3, pairs
+
+
 def test_american_call_without_dividends_is_european() -> None:
     s = run_job("american_option", {**ONE, "kind": "call", "steps": 20, "paths": 60_000, "regression_paths": 20_000,
                                     "seed": 2}, device="cpu").summary
@@ -106,8 +123,9 @@ def test_bad_exercise_schedules_are_rejected(bad: dict, message: str) -> None:
         run_job("american_option", {**ONE, **bad}, device="cpu")
 
 
-def _fd_heston_bermudan_put(p: dict) -> float:
-    """QuantLib's finite-difference Heston price of the Bermudan put exercisable at ``T k / dates``."""
+def _fd_heston_bermudan_put(p: dict, grid: tuple[int, int, int] = (100, 200, 50)) -> float:
+    """QuantLib's finite-difference Heston price of the Bermudan put exercisable at ``T k / dates`` on a
+    ``grid`` of time, spot and variance points."""
     q = _QuantLib.start()
     ql, today = q.ql, q.today
     h = {key: values[0] for key, values in p["heston"].items()}
@@ -118,8 +136,9 @@ def _fd_heston_bermudan_put(p: dict) -> float:
     days = 365 * p["maturity"]  # Actual/365: whole days here (365 k / 73 = 5 k)
     exercise = ql.BermudanExercise([today + round(days * k / dates) for k in range(1, dates + 1)])
     option = ql.VanillaOption(ql.PlainVanillaPayoff(ql.Option.Put, p["strike"]), exercise)
-    # 100 time, 200 spot, 50 variance points: within 0.1% of a grid twice as fine (6.8251 against 6.8290)
-    option.setPricingEngine(ql.FdHestonVanillaEngine(ql.HestonModel(process), 100, 200, 50))
+    # the default 100 time, 200 spot, 50 variance points: within 0.1% of a grid twice as fine (6.8251
+    # against 6.8290) at the put below
+    option.setPricingEngine(ql.FdHestonVanillaEngine(ql.HestonModel(process), *grid))
     return float(option.NPV())
 
 
@@ -132,6 +151,40 @@ def test_heston_american_put_matches_finite_difference_bermudan_from_below() -> 
     assert s["estimate"] - exact < z * s["std_error"], (s["estimate"], exact)  # never above the true value
     # a rule on the basket value alone was 2% low here (6.6955 against 6.8300 at 300,000 paths)
     assert exact - s["estimate"] < z * s["std_error"] + RULE_LOSS * exact, (s["estimate"], exact)
+
+
+# 2 kappa theta = 0.04, far below xi^2 = 1: full-truncation Euler put this Bermudan at 4.75 against 4.10
+FELLER_VIOLATED_PUT = {**HESTON_PUT, "steps": 24, "exercise_dates": 12,
+                       "heston": {"initial_variance": [0.04], "long_variance": [0.04], "mean_reversion": [0.5],
+                                  "vol_of_vol": [1.0], "correlation": [-0.9]}}
+# The finite-difference price converges slowly where the Feller condition fails: on 50 x 400 x 100 points
+# it is 4.0959, on 400 x 800 x 200 points 4.1006; this much is allowed for the grid.
+FD_GRID_ERROR = 0.01
+
+
+def test_feller_violating_heston_bermudan_put_matches_finite_difference_from_below() -> None:
+    """QE steps with martingale correction under the exercise rule, and the step-halving bias report."""
+    params = {**FELLER_VIOLATED_PUT, "paths": 40_000, "regression_paths": 30_000, "seed": 2502}
+    s = run_job("american_option", params, device="cpu").summary
+    exact = _fd_heston_bermudan_put(params, (50, 400, 100))
+    z = bonferroni_z(3)
+    assert s["discretisation"] == "Andersen QE with martingale correction"
+    assert s["estimate"] - exact < z * s["std_error"] + FD_GRID_ERROR, (s["estimate"], exact)
+    assert exact - s["estimate"] < z * s["std_error"] + RULE_LOSS * exact + FD_GRID_ERROR, (s["estimate"], exact)
+    bias = s["discretisation_bias"]
+    assert "12 against 24 steps" in bias["method"] and "exercise dates" not in bias["method"], bias
+    assert abs(bias["estimate"]) < z * bias["std_error"] + s["std_error"], bias
+
+
+def test_heston_bias_report_says_where_step_halving_moves_the_exercise_dates() -> None:
+    small = {"paths": 2_000, "regression_paths": 1_000, "seed": 3}
+    american = run_job("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": None}, device="cpu")
+    assert "and 12 against 24 exercise dates" in american.summary["discretisation_bias"]["method"]
+    # 3 steps between dates: every other date is off the coarse grid, so no estimate, and a warning
+    odd = run_job("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": 8}, device="cpu").summary
+    assert "not estimated" in odd["discretisation_bias"]["method"] and "warning" in odd["discretisation_bias"]
+    gbm = run_job("american_option", {**ONE, **small, "steps": 4}, device="cpu").summary
+    assert gbm["discretisation"].startswith("exact") and "discretisation_bias" not in gbm
 
 
 def test_heston_rule_regresses_on_the_variance_and_the_kernel_evaluates_the_same_basis() -> None:

@@ -40,3 +40,23 @@ def test_portfolio_baseline_matches_the_parametric_var() -> None:
     summary = baselines.portfolio_var(np, p)
     reference = run_job("portfolio_var", p, device="cpu").summary["delta_normal_var"]
     assert abs(summary.var.estimate - reference) < 3.5 * summary.var.std_error
+
+
+def test_baseline_qe_step_is_the_kernels_step() -> None:
+    """The vectorised QE step of the basket baseline takes the kernels' step (``heston.qe_move``) in both
+    branches (psi above and below 1.5), martingale correction included."""
+    from kernels import heston
+
+    rng = np.random.default_rng(7)
+    constants = heston.step_constants(0.02, 0.5, 0.04, 1.0, -0.9, 1 / 24)
+    v = np.concatenate([rng.uniform(0.0, 0.01, 200), rng.uniform(0.02, 0.3, 200)])  # small v: psi > 1.5
+    zv, z = rng.standard_normal(v.size), rng.standard_normal(v.size)
+    x, v_next = baselines._qe_step(np, np.zeros(v.size), v, zv, z, np.asarray(constants))
+    f32 = np.float32
+    table = [f32(c) for c in constants]
+    kernel = np.array([heston.qe_move(f32(0.0), f32(a), f32(b), f32(c), *table)[:2]
+                       for a, b, c in zip(v, zv, z, strict=True)])
+    psi = (v * constants[2] + constants[3]) / (constants[4] + (v - constants[4]) * constants[1]) ** 2
+    assert (psi > heston.PSI_CRITICAL).sum() > 50 and (psi <= heston.PSI_CRITICAL).sum() > 50
+    np.testing.assert_allclose(v_next, kernel[:, 1], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(x, kernel[:, 0], rtol=1e-4, atol=1e-5)

@@ -1,0 +1,52 @@
+"""``gpurt bench kernels --vs-quantlib``: the kernel and QuantLib price the same American put, at equal
+standard error, and the figures are only written from a quiet machine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.kernels import quantlib as quantlib_bench
+from kernels.binomial import binomial_price
+from tests.kernels.conftest import bonferroni_z
+
+TINY = 0.03  # 6,000 pricing and 1,500 regression paths
+
+
+@pytest.mark.slow  # real timed runs: three QuantLib settings, a pilot and two kernel runs
+def test_kernel_and_quantlib_price_the_same_put_at_equal_error() -> None:
+    pytest.importorskip("QuantLib")
+    c = quantlib_bench.compare(TINY)
+    p = quantlib_bench.CASE
+    exact = binomial_price(p.spots[0], p.strike, p.rate, 0.0, p.volatilities[0], p.maturity, False, 2000, p.steps)
+    z = bonferroni_z(4)
+    for run in (c.kernel, *c.tried):  # the same option: each within its error (and the rule's loss) of the tree
+        assert abs(run.estimate - exact) < z * run.std_error + 0.005 * exact, (run, exact)
+    assert c.quantlib in c.tried and c.quantlib.cpu_s * c.quantlib.std_error**2 == min(
+        r.cpu_s * r.std_error**2 for r in c.tried)
+    # the kernel's paths were chosen for QuantLib's error: equal up to the pilot's own noise
+    assert c.kernel.std_error == pytest.approx(c.quantlib.std_error, rel=0.25)
+    target = c.quantlib.std_error
+    assert c.ratio == pytest.approx(c.quantlib.cpu_at(target) / c.kernel.cpu_at(target))
+    text = quantlib_bench.markdown(c, "a test CPU", "2026-11-25", "load average 1.0 before and 1.0 after")
+    assert "QuantLib / kernel" in text and "load average 1.0" in text and "MCAmericanEngine" in text
+
+
+def test_cli_prints_the_comparison_and_refuses_to_write_from_a_loaded_machine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("QuantLib")
+    from bench import markdown as benchmarks_md
+    from gpurt.app import app
+
+    run = quantlib_bench.EngineRun("x", 1000, 6.0, 0.02, 1.0, 1.0)
+    monkeypatch.setattr(quantlib_bench, "compare", lambda scale: quantlib_bench.Comparison(run, run, [run], 500))
+    result = CliRunner().invoke(app, ["bench", "kernels", "--vs-quantlib", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["ratio"] == pytest.approx(1.0) and "before" in payload["load_average"]
+    monkeypatch.setattr(benchmarks_md, "one_minute_load", lambda: 100.0)
+    refused = CliRunner().invoke(app, ["bench", "kernels", "--vs-quantlib", "--write"])
+    assert refused.exit_code == 2 and "not writing BENCHMARKS.md" in refused.output
+    assert CliRunner().invoke(app, ["bench", "kernels", "--vs-quantlib", "--device", "gpu"]).exit_code == 2
