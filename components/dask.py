@@ -125,8 +125,11 @@ class DaskCluster(pulumi.ComponentResource):
         # pools) cannot reach it (contract.DASK_OPERATOR_NAMESPACE). It watches every namespace (its chart's
         # cluster-wide RBAC), so it still runs the cluster in `compute`.
         operator_ns = apply_manifest(name, common.namespace(contract.DASK_OPERATOR_NAMESPACE), child)
+        # The operator's namespace gets policies named like the compute namespace's (default-deny-ingress):
+        # a prefix of their own keeps the two resources' URNs apart.
         for policy in network.build_operator_policies():
-            apply_manifest(name, policy, pulumi.ResourceOptions(parent=self, depends_on=[operator_ns]))
+            apply_manifest(f"{name}-operator", policy,
+                           pulumi.ResourceOptions(parent=self, depends_on=[operator_ns]))
         chart = args.operator_chart
         release = k8s.helm.v3.Release(
             f"{name}-operator",

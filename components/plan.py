@@ -284,6 +284,10 @@ def _plain(value: Any, mask: bool) -> Any:
     return value
 
 
+class DuplicateUrnError(Exception):
+    """The program registered two resources with one URN, which ``pulumi up`` refuses."""
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also keeping each registration's parent and the stack's outputs."""
 
@@ -292,10 +296,21 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.recorded: list[Resource] = []
         self.stack_outputs: dict[str, Any] = {}
         self._stack_urn: str | None = None
+        self._urns: set[str] = set()
 
     def RegisterResource(self, request: Any) -> Any:
-        """Record the registration, then let the SDK's mock answer it."""
+        """Record the registration, then let the SDK's mock answer it.
+
+        A second resource with the same URN is refused, as the Pulumi engine refuses it at ``pulumi up``
+        (the SDK's mocks accept it, so without this a plan would pass a program the engine rejects).
+        """
         response = super().RegisterResource(request)
+        # (the root stack is registered twice on purpose: by set_mocks, then afresh for the program)
+        if request.type != _STACK_TYPE and response.urn in self._urns:
+            raise DuplicateUrnError(f"duplicate resource URN {response.urn!r}: two resources of type "
+                                    f"{request.type} share the name {request.name!r} under the same parent type; "
+                                    "give each a unique name")
+        self._urns.add(response.urn)
         if request.type == _STACK_TYPE:
             self._stack_urn = response.urn
         else:

@@ -213,3 +213,22 @@ def test_dependencies_are_recorded(plans: dict[str, Plan]) -> None:
     by_name = {r.name: r for r in plans["production"].resources}
     dlq_topic = by_name["pubsub-gpu-job-request-dlq"].urn
     assert dlq_topic in by_name["pubsub-gpu-job-request-sub"].dependencies
+
+
+def test_two_resources_with_one_urn_fail_the_plan_as_pulumi_up_would() -> None:
+    import pulumi_gcp as gcp
+
+    from components.plan import DuplicateUrnError, record
+
+    def program() -> None:
+        gcp.pubsub.Topic("requests", name="a")
+        gcp.pubsub.Topic("requests", name="b")  # a second resource under the first one's name
+
+    with pytest.raises(DuplicateUrnError, match="share the name 'requests'"):
+        record(program, project="acme-risk", region="europe-west4")
+
+
+def test_every_resource_of_each_stack_has_its_own_urn(plans: dict[str, Plan]) -> None:
+    for plan in plans.values():
+        urns = [resource.urn for resource in plan.resources]
+        assert len(urns) == len(set(urns)), plan.stack
