@@ -11,7 +11,8 @@ from rich.console import Console
 from bench import markdown as benchmarks_md
 from bench.broker import BrokerFigures
 from bench.client import PathFigures
-from gpurt import bench_client, bench_emulator
+from gpurt.bench import broker as bench_emulator
+from gpurt.bench import client as bench_client
 from gpurt.bench.runtime import figures_table, show_figures
 from local_platform.broker.brokers import Broker
 
