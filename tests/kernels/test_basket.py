@@ -11,8 +11,8 @@ import pytest
 
 from kernels.closed_form import black_scholes, geometric_basket
 from kernels.heston_reference import HestonModel, heston_price
-from kernels.jobs import run_job
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 _N = NormalDist()
 TWO = {"spots": [100.0, 80.0], "weights": [0.6, 0.5], "volatilities": [0.25, 0.35], "correlation": [[1, 0.4], [0.4, 1]],
@@ -56,7 +56,7 @@ def test_one_asset_basket_is_black_scholes() -> None:
     cases = [{"kind": "call"}, {"kind": "put", "control_variate": False}]
     z = bonferroni_z(len(cases))
     for case in cases:
-        s = run_job("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2], "dividend_yields": [0.02],
+        s = run_raw("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2], "dividend_yields": [0.02],
                                       "paths": 100_000, "seed": 4, **case}, device="cpu").summary
         exact = black_scholes(100, 100, 0.05, 0.2, 1.0, case["kind"] == "call", 0.02)
         assert s["ci_low"] <= exact <= s["ci_high"]
@@ -72,7 +72,7 @@ def test_two_asset_basket_matches_quadrature() -> None:
     cases = [("call", True, exact_call), ("put", True, exact_put), ("call", False, exact_call)]
     z = bonferroni_z(len(cases))
     for kind, control, exact in cases:
-        s = run_job("basket_option", {**TWO, "kind": kind, "control_variate": control, "paths": 200_000, "seed": 9},
+        s = run_raw("basket_option", {**TWO, "kind": kind, "control_variate": control, "paths": 200_000, "seed": 9},
                     device="cpu").summary
         assert abs(s["estimate"] - exact) < z * s["std_error"], (kind, control, s["estimate"], exact)
         if control:
@@ -86,7 +86,7 @@ def test_geometric_basket_closed_form_of_one_asset_is_black_scholes() -> None:
 
 
 def test_heston_basket_of_one_asset_matches_the_heston_integral() -> None:
-    s = run_job("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": HESTON_ONE, "steps": 128,
+    s = run_raw("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": HESTON_ONE, "steps": 128,
                                   "rate": 0.03, "dividend_yields": [0.01], "paths": 100_000, "seed": 3},
                 device="cpu").summary
     exact = heston_price(100, 100, 0.03, 0.01, 1.0, HestonModel(0.04, 0.05, 1.5, 0.5, -0.7))
@@ -98,8 +98,8 @@ def test_heston_basket_control_and_plain_estimates_agree() -> None:
     heston = {k: v * 3 for k, v in HESTON_ONE.items()}
     params = {"spots": [100, 95, 105], "weights": [1, 1, 1], "model": "heston", "heston": heston, "steps": 32,
               "strike": 300, "correlation": [[1, 0.3, 0.2], [0.3, 1, 0.5], [0.2, 0.5, 1]], "paths": 40_000, "seed": 8}
-    controlled = run_job("basket_option", params, device="cpu").summary
-    plain = run_job("basket_option", {**params, "control_variate": False}, device="cpu").summary
+    controlled = run_raw("basket_option", params, device="cpu").summary
+    plain = run_raw("basket_option", {**params, "control_variate": False}, device="cpu").summary
     assert abs(controlled["estimate"] - plain["estimate"]) < 3 * plain["std_error"]
     assert controlled["std_error"] < plain["std_error"]
 
@@ -116,21 +116,21 @@ def test_heston_basket_control_and_plain_estimates_agree() -> None:
 ])
 def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("basket_option", {**TWO, **bad}, device="cpu")
+        run_raw("basket_option", {**TWO, **bad}, device="cpu")
 
 
 @pytest.mark.parametrize("job", ["basket_option", "american_option"])
 def test_parameters_of_the_other_model_are_refused(job: str) -> None:
     """A heston block under gbm, or volatilities under heston, is refused naming both fields, not ignored."""
     with pytest.raises(ValueError, match="heston does not apply to model gbm"):
-        run_job(job, {**TWO, "heston": {k: v * 2 for k, v in HESTON_ONE.items()}}, device="cpu")
+        run_raw(job, {**TWO, "heston": {k: v * 2 for k, v in HESTON_ONE.items()}}, device="cpu")
     heston_two = {k: v * 2 for k, v in HESTON_ONE.items()}
     with pytest.raises(ValueError, match="volatilities does not apply to model heston"):
-        run_job(job, {**TWO, "model": "heston", "heston": heston_two}, device="cpu")
+        run_raw(job, {**TWO, "model": "heston", "heston": heston_two}, device="cpu")
     small = {"steps": 2, "paths": 1_000, **({"regression_paths": 1_000} if job == "american_option" else {})}
     heston_basket = {**TWO, **small, "volatilities": None, "model": "heston", "heston": heston_two}
-    echoed = run_job(job, heston_basket, device="cpu").summary["params"]
-    run_job(job, echoed, device="cpu")  # a result's echoed params (the other model's field null) still run
+    echoed = run_raw(job, heston_basket, device="cpu").summary["params"]
+    run_raw(job, echoed, device="cpu")  # a result's echoed params (the other model's field null) still run
 
 
 def test_a_heston_basket_defaults_to_euler_steps_and_a_gbm_basket_to_one_exact_step() -> None:
@@ -157,7 +157,7 @@ def test_geometric_basket_payoff_matches_its_closed_form() -> None:
     corr = np.asarray(TWO["correlation"], dtype=float)
     exact = _geometric_basket_call(TWO["spots"], TWO["weights"], TWO["volatilities"], corr, TWO["dividend_yields"],
                                    90.0, TWO["rate"], TWO["maturity"])
-    s = run_job("basket_option", {**TWO, "strike": 90.0, "payoff": "geometric", "paths": 200_000, "seed": 41},
+    s = run_raw("basket_option", {**TWO, "strike": 90.0, "payoff": "geometric", "paths": 200_000, "seed": 41},
                 device="cpu").summary
     assert s["control"] == "discounted basket (martingale)"  # not its own closed form: an independent check
     assert abs(s["estimate"] - exact) < bonferroni_z(1) * s["std_error"], (s["estimate"], exact, s["std_error"])
@@ -169,4 +169,4 @@ def test_geometric_basket_payoff_matches_its_closed_form() -> None:
 ])
 def test_bad_geometric_baskets_are_refused(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("basket_option", {**TWO, **bad}, device="cpu")
+        run_raw("basket_option", {**TWO, **bad}, device="cpu")

@@ -9,8 +9,8 @@ import pytest
 from kernels import basket, lsm
 from kernels.binomial import binomial_price
 from kernels.closed_form import black_scholes
-from kernels.jobs import run_job
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 ONE = {"spots": [100.0], "weights": [1.0], "volatilities": [0.25], "rate": 0.05, "maturity": 1.0}
 # Longstaff-Schwartz is low-biased: its exercise rule is at best optimal. With a cubic basis on one
@@ -49,7 +49,7 @@ def test_binomial_tree_matches_quantlib_american_put() -> None:
 def test_american_and_bermudan_puts_match_the_tree_from_below(dates: int, steps: int, strike: float) -> None:
     params = {**ONE, "kind": "put", "strike": strike, "steps": steps, "exercise_dates": dates, "paths": 100_000,
               "regression_paths": 50_000, "seed": 12}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     exact = binomial_price(100, strike, 0.05, 0.0, 0.25, 1.0, False, 2000, dates)
     z = bonferroni_z(2)
     assert s["binomial_reference"] == pytest.approx(exact)
@@ -59,7 +59,7 @@ def test_american_and_bermudan_puts_match_the_tree_from_below(dates: int, steps:
 
 
 def test_american_call_without_dividends_is_european() -> None:
-    s = run_job("american_option", {**ONE, "kind": "call", "steps": 20, "paths": 60_000, "regression_paths": 20_000,
+    s = run_raw("american_option", {**ONE, "kind": "call", "steps": 20, "paths": 60_000, "regression_paths": 20_000,
                                     "seed": 2}, device="cpu").summary
     exact = black_scholes(100, 100, 0.05, 0.25, 1.0)
     assert abs(s["estimate"] - exact) < bonferroni_z(1) * s["std_error"] + RULE_LOSS * exact
@@ -70,7 +70,7 @@ def test_american_basket_put_is_worth_at_least_its_european() -> None:
               "correlation": [[1, 0.3], [0.3, 1]], "kind": "put", "strike": 100, "steps": 24, "exercise_dates": 12,
               "paths": 50_000,
               "regression_paths": 20_000, "seed": 5}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     assert s["early_exercise_premium"] > 0
     assert s["exercise_dates"] == 12 and "binomial_reference" not in s
 
@@ -83,7 +83,7 @@ def test_american_basket_put_is_worth_at_least_its_european() -> None:
 ])
 def test_bad_exercise_schedules_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("american_option", {**ONE, **bad}, device="cpu")
+        run_raw("american_option", {**ONE, **bad}, device="cpu")
 
 
 def _fd_heston_bermudan_put(p: dict) -> float:
@@ -112,7 +112,7 @@ def _fd_heston_bermudan_put(p: dict) -> float:
 @pytest.mark.slow
 def test_heston_american_put_matches_finite_difference_bermudan_from_below() -> None:
     params = {**HESTON_PUT, "paths": 150_000, "regression_paths": 100_000, "seed": 1410}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     exact = _fd_heston_bermudan_put(params)
     z = bonferroni_z(2)
     assert s["estimate"] - exact < z * s["std_error"], (s["estimate"], exact)  # never above the true value
