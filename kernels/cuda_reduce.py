@@ -39,6 +39,8 @@ def block_sums_kernel(thread_sums: Callable[..., Any], *, width: int, items_per_
     if width < 1 or items_per_block < 1 or scratch < 0 or rows < 0:
         raise ValueError(f"a block-sum kernel needs width >= 1 and items_per_block >= 1, not {width}, "
                          f"{items_per_block} (scratch {scratch}, rows {rows})")
+    if scratch and rows:
+        raise ValueError(f"a block-sum kernel takes scratch ({scratch}) or rows ({rows}), not both")
 
     @cache
     def build() -> Any:
@@ -61,10 +63,8 @@ def block_sums_kernel(thread_sums: Callable[..., Any], *, width: int, items_per_
                 for r in range(used):
                     for k in range(width):
                         acc[r, k] = 0.0
-                # ``args + (x,)``, not ``(*args, x)``: tuple concatenation is what numba types for a tuple of
-                # arrays and scalars (checked by compiling every kernel)
                 thread_sums((first_block + cuda.blockIdx.x) * items_per_block + tid, per_thread, THREADS,
-                            *(args + (acc,)))  # noqa: RUF005
+                            *args, acc)
                 for r in range(used):
                     for k in range(width):
                         shared[k, tid] = acc[r, k]
@@ -80,7 +80,7 @@ def block_sums_kernel(thread_sums: Callable[..., Any], *, width: int, items_per_
                 local = cuda.local.array(scratch, float32)
                 tid = cuda.threadIdx.x
                 sums = thread_sums((first_block + cuda.blockIdx.x) * items_per_block + tid, per_thread, THREADS,
-                                   *(args + (local,)))  # noqa: RUF005 (as in row_kernel)
+                                   *args, local)
                 for k in range(width):
                     shared[k, tid] = sums[k]
                 block_reduce_store_at(shared, out, cuda.blockIdx.x, 0)

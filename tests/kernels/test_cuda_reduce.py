@@ -51,18 +51,15 @@ def plain(first, count, stride, n_items, scale):
 
 @register_jitable
 def with_scratch(first, count, stride, n_items, scale, scratch):
-    # the scratch array is the thread's own: written and read back per item
-    total = 0.0
-    total_sq = 0.0
+    # the thread's own float32 scratch carries its sums from item to item (two items: exact integers)
+    scratch[0] = 0.0
+    scratch[1] = 0.0
     for i in range(count):
         item = first + i * stride
-        if item >= n_items:
-            break
-        scratch[0] = item
-        scratch[1] = item * item
-        total += scale * scratch[0]
-        total_sq += scale * scratch[1]
-    return total, total_sq
+        if item < n_items:
+            scratch[0] += scale * item
+            scratch[1] += scale * item * item
+    return np.float64(scratch[0]), np.float64(scratch[1])
 
 
 @register_jitable
@@ -136,5 +133,7 @@ def test_compiled_block_sum_kernels_give_each_blocks_exact_sums() -> None:
 def test_bad_shapes_are_refused_naming_the_value() -> None:
     with pytest.raises(ValueError, match="width >= 1"):
         block_sums_kernel(lambda *args: (), width=0, items_per_block=256)
+    with pytest.raises(ValueError, match="scratch \\(2\\) or rows \\(3\\), not both"):
+        block_sums_kernel(lambda *args: (), width=1, items_per_block=256, scratch=2, rows=3)
     with pytest.raises(ValueError, match="not a multiple of 256"):
         block_sums_kernel(lambda *args: (), width=1, items_per_block=100)()
