@@ -9,16 +9,18 @@ payoff minus that price is the mean-zero control ``x``. Four paths share each ge
 from __future__ import annotations
 
 import math
-from functools import cache
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import njit, prange
 from numba.core.extending import register_jitable
 
 from kernels import estimators, path_greeks
+from kernels.chunks import add_in_order
 from kernels.closed_form import geometric_asian
 from kernels.context import KernelResult, RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.philox import NORMALS_PER_DRAW, box_muller, fill_words, normals4
@@ -105,34 +107,14 @@ def _cpu_blocks(out, first_block, n_paths, seed, steps, spot, drift_dt, vol_sqrt
             out[b, k] = sums[k]
 
 
-@cache
-def _cuda_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    per_thread = GROUPS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, steps, spot, drift_dt, vol_sqrt_dt,  # type: ignore[no-untyped-def]
-               strike, call, discount, geometric_price):
-        shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
-        tid = cuda.threadIdx.x
-        first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
-        sums = asian_sums(first_group, per_thread, THREADS, n_paths, seed, steps,
-                          spot, drift_dt, vol_sqrt_dt, strike, call, discount, geometric_price)
-        for k in range(len(sums)):
-            shared[k, tid] = sums[k]
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
+_CUDA: Final = block_sums_kernel(asian_sums, width=SUM_WIDTH, items_per_block=GROUPS_PER_BLOCK)
 
 
 def kernel_for(steps: int) -> BlockKernel:
     """The Asian kernel with chunk sizes for ``steps`` monitoring dates."""
     path_steps_per_block = PATHS_PER_BLOCK * steps
     return BlockKernel(
-        width=estimators.SUM_WIDTH, cpu=_cpu_blocks, cuda_factory=_cuda_kernel,
+        width=estimators.SUM_WIDTH, cpu=_cpu_blocks, cuda_factory=_CUDA,
         cpu_chunk_blocks=max(1, CPU_CHUNK_PATH_STEPS // path_steps_per_block),
         gpu_chunk_blocks=max(1, GPU_CHUNK_PATH_STEPS // path_steps_per_block),
     )
@@ -158,7 +140,7 @@ def block_count(p: AsianOptionParams) -> int:
     return -(-max(p.paths, 3) // PATHS_PER_BLOCK)
 
 
-def block_sums(p: AsianOptionParams, device: str, ctx: RunContext, first: int, count: int) -> np.ndarray:
+def shard_part(p: AsianOptionParams, device: str, ctx: RunContext, first: int, count: int) -> np.ndarray:
     """The five sums over blocks ``first .. first + count``: a whole job's, or one shard's (``kernels.shards``)."""
     return sum_blocks(kernel_for(p.steps), count, kernel_args(p, max(p.paths, 3)), device, ctx, first=first)
 
@@ -175,10 +157,15 @@ def price(p: AsianOptionParams, sums: np.ndarray) -> KernelResult:
     return KernelResult(summary=summary, paths=n_paths)
 
 
+def merge_parts(p: AsianOptionParams, parts: Sequence[np.ndarray]) -> KernelResult:
+    """The job's result from its shards' sums (``kernels.shards``), added in block order as ``run`` adds chunks."""
+    return price(p, add_in_order(parts))
+
+
 def run(p: AsianOptionParams, device: str, ctx: RunContext) -> KernelResult:
     """Price the option; the summary carries the estimate, its error, and the geometric-Asian price."""
     # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
-    result = price(p, block_sums(p, device, ctx.part(0.0, 0.5) if p.greeks else ctx, 0, block_count(p)))
+    result = price(p, shard_part(p, device, ctx.part(0.0, 0.5) if p.greeks else ctx, 0, block_count(p)))
     if p.greeks:
         result.summary["greeks"] = path_greeks.estimate(
             max(p.paths, 3), p.seed, p.steps, False, spot=p.spot, strike=p.strike, rate=p.rate,

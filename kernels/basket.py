@@ -40,9 +40,10 @@ import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
 from numba.core.extending import register_jitable
 
-from kernels import estimators, heston
+from kernels import heston
 from kernels.closed_form import geometric_basket
-from kernels.context import KernelResult, RunContext
+from kernels.context import RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, fill_paths, sum_blocks
 from kernels.philox import NORMALS_PER_DRAW, normals4
@@ -348,29 +349,8 @@ def _cpu_store(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, 
                    scratch)
 
 
-@cache
-def _cuda_sums() -> Any:
-    from numba import float32, float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    per_thread = PATHS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-               rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic):
-        shared = cuda.shared.array((PRICE_WIDTH, THREADS), float64)
-        scratch = cuda.local.array(SCRATCH, float32)
-        tid = cuda.threadIdx.x
-        first = (first_block + cuda.blockIdx.x) * PATHS_PER_BLOCK + tid
-        sums = path_sums(first, per_thread, THREADS, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,
-                         strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic,
-                         scratch)
-        for k in range(len(sums)):
-            shared[k, tid] = sums[k]
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
+_CUDA_SUMS: Final = block_sums_kernel(path_sums, width=PRICE_WIDTH, items_per_block=PATHS_PER_BLOCK,
+                                     scratch=SCRATCH)
 
 
 @cache
@@ -485,7 +465,7 @@ def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, eve
             np.float32(model.total_weight), np.float32(model.control_mean), halving, p.antithetic)
     # a sample with its coarse twin: 1.5 walks' steps, 2 walks' normals; a pair twice that
     per_block = int(PATHS_PER_BLOCK * model.n * p.steps * (1.5 if halving else 1.0) * (2 if p.antithetic else 1))
-    kernel = BlockKernel(width=PRICE_WIDTH, cpu=_cpu_sums, cuda_factory=_cuda_sums,
+    kernel = BlockKernel(width=PRICE_WIDTH, cpu=_cpu_sums, cuda_factory=_CUDA_SUMS,
                          cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
                          gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
     return sum_blocks(kernel, -(-n_samples // PATHS_PER_BLOCK), args, device, ctx)
@@ -520,29 +500,3 @@ def scheme(p: BasketOptionParams, sums: np.ndarray, n_paths: int, every: int, st
         bias = heston.discretisation_bias(float(sums[SUM_WIDTH]), float(sums[SUM_WIDTH + 1]), n_paths, p.steps,
                                           std_error, p.confidence, halved)
     return {"discretisation": heston.SCHEME, "discretisation_bias": bias}
-
-
-def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:
-    """Price the European basket option; the summary names the control and its known mean and, under
-    Heston, the step-halving estimate of the discretisation bias."""
-    n_paths = max(p.paths, 3)
-    model = Model.of(p)
-    # with Greeks the revaluations (kernels.fd_greeks) follow the price pass: half the progress each
-    price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
-    sums = discounted_sums(p, model, no_exercise(), p.steps, n_paths, device, price_ctx,
-                           halving=halving_possible(p, p.steps))
-    estimate = estimators.from_sums(sums[:SUM_WIDTH], samples(p, n_paths), control_variate=p.control_variate,
-                                    confidence=p.confidence, control_scale=model.control_scale(p))
-    summary: dict[str, Any] = {
-        **estimate.as_dict(), "paths": n_paths, "assets": model.n, "steps": p.steps,
-        "path_steps": n_paths * p.steps, "control": _control_name(model), "control_mean": model.control_mean,
-        **scheme(p, sums, samples(p, n_paths), p.steps, estimate.std_error)}
-    if p.greeks:
-        from kernels import fd_greeks  # imports this module: a cycle if imported at the top
-
-        summary["greeks"] = fd_greeks.estimate(p, no_exercise(), p.steps, n_paths, device, ctx.part(0.5, 1.0))
-    return KernelResult(summary=summary, paths=n_paths)
-
-
-def _control_name(model: Model) -> str:
-    return "geometric basket option (closed form)" if model.mode == MODE_GBM else "discounted basket (martingale)"

@@ -18,16 +18,16 @@ memory.
 from __future__ import annotations
 
 import math
-from functools import cache
 from typing import Any, Final
 
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import njit, prange
 from numba.core.extending import register_jitable
 
 from kernels import estimators, heston, path_greeks
 from kernels.closed_form import black_scholes
 from kernels.context import KernelResult, RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.philox import normals4
@@ -94,51 +94,32 @@ def book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, 
             c += 1
 
 
+@register_jitable
+def book_paths(first, count, stride, n_paths, seed, last_step, spot, rate, v0, table, dt, maturity_steps,  # type: ignore[no-untyped-def]
+               strikes, calls, control_means, with_greeks, vol_step, bump, acc):
+    """Add the samples of paths ``first + i * stride``, i < count, into ``acc[contract, :]`` (both devices run this)."""
+    for i in range(count):
+        path = first + i * stride
+        if path >= n_paths:
+            break
+        book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes, calls, control_means,
+                  with_greeks, vol_step, bump, acc)
+
+
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_blocks(out, first_block, n_paths, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes,  # type: ignore[no-untyped-def]
                 calls, control_means, with_greeks, vol_step, bump):
     contracts = strikes.shape[0]
     for b in prange(out.shape[0]):
         acc = np.zeros((contracts, WIDTH))
-        first = (first_block + b) * PATHS_PER_BLOCK
-        for path in range(first, min(first + PATHS_PER_BLOCK, n_paths)):
-            book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes, calls, control_means,
-                      with_greeks, vol_step, bump, acc)
+        book_paths((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, seed, last_step, spot, rate, v0,
+                   table, dt, maturity_steps, strikes, calls, control_means, with_greeks, vol_step, bump, acc)
         for c in range(contracts):
             for k in range(WIDTH):
                 out[b, c * WIDTH + k] = acc[c, k]
 
 
-@cache
-def _cuda_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS, block_reduce_store_at
-
-    per_thread = PATHS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes,  # type: ignore[no-untyped-def]
-               calls, control_means, with_greeks, vol_step, bump):
-        shared = cuda.shared.array((WIDTH, THREADS), float64)
-        acc = cuda.local.array((MAX_BOOK_CONTRACTS, WIDTH), float64)
-        contracts = strikes.shape[0]
-        tid = cuda.threadIdx.x
-        for c in range(contracts):
-            for k in range(WIDTH):
-                acc[c, k] = 0.0
-        first = (first_block + cuda.blockIdx.x) * PATHS_PER_BLOCK + tid
-        for i in range(per_thread):
-            path = first + i * THREADS
-            if path < n_paths:
-                book_path(path, seed, last_step, spot, rate, v0, table, dt, maturity_steps, strikes, calls,
-                          control_means, with_greeks, vol_step, bump, acc)
-        for c in range(contracts):
-            for k in range(WIDTH):
-                shared[k, tid] = acc[c, k]
-            block_reduce_store_at(shared, out, cuda.blockIdx.x, c * WIDTH)
-
-    return kernel
+_CUDA: Final = block_sums_kernel(book_paths, width=WIDTH, items_per_block=PATHS_PER_BLOCK, rows=MAX_BOOK_CONTRACTS)
 
 
 def _model(p: OptionBookParams) -> tuple[float, float, float, float, float]:
@@ -173,7 +154,7 @@ def run(p: OptionBookParams, device: str, ctx: RunContext) -> KernelResult:
             np.asarray([c.kind is OptionKind.CALL for c in contracts]), np.asarray(forwards, dtype=np.float32),
             bool(p.greeks), f32(heston.VOL_BUMP * math.sqrt(v0)), f32(heston.MATURITY_BUMP))
     per_block = PATHS_PER_BLOCK * int(steps.max()) * (heston.GREEK_PASSES if p.greeks else 1)
-    kernel = BlockKernel(width=WIDTH * len(contracts), cpu=_cpu_blocks, cuda_factory=_cuda_kernel,
+    kernel = BlockKernel(width=WIDTH * len(contracts), cpu=_cpu_blocks, cuda_factory=_CUDA,
                          cpu_chunk_blocks=max(1, CPU_CHUNK_PATH_STEPS // per_block),
                          gpu_chunk_blocks=max(1, GPU_CHUNK_PATH_STEPS // per_block))
     sums = sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), args, device, ctx).reshape(len(contracts), WIDTH)

@@ -8,7 +8,7 @@ block order makes the total bit-for-bit independent of the chunk size, and of th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 import numpy as np
@@ -115,9 +115,15 @@ def run_blocks(
 
     def accumulate(start: int, count: int) -> None:
         nonlocal total
-        rows = compute(start, count)
-        # cumsum adds row after row, so the result does not depend on where chunks begin and end.
-        total = np.cumsum(np.vstack([total, rows]), axis=0)[-1]
+        total = add_in_order([total, compute(start, count)])
 
     run_chunks(n_blocks, chunk_blocks, accumulate, ctx, on_oom=on_oom, oom=oom)
     return total
+
+
+def add_in_order(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The sum of every row of ``parts`` (rows of per-block sums), added one row after another.
+
+    cumsum adds row after row, so a total does not depend on where chunks or shards begin and end.
+    """
+    return np.cumsum(np.vstack(parts), axis=0)[-1]  # type: ignore[no-any-return]

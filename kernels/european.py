@@ -11,16 +11,18 @@ device memory: each block returns five sums (see ``kernels.estimators``).
 from __future__ import annotations
 
 import math
-from functools import cache
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import njit, prange
 from numba.core.extending import register_jitable
 
 from kernels import estimators, path_greeks
+from kernels.chunks import add_in_order
 from kernels.closed_form import black_scholes
 from kernels.context import KernelResult, RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.philox import NORMALS_PER_DRAW, box_muller, fill_words, normals4
@@ -106,31 +108,9 @@ def _cpu_blocks(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, 
             out[b, k] = sums[k]
 
 
-@cache
-def _cuda_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    per_thread = GROUPS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_samples, seed, forward, vol_sqrt_t, strike, discount, spot,  # type: ignore[no-untyped-def]
-               call, antithetic):
-        shared = cuda.shared.array((SUM_WIDTH, THREADS), float64)
-        tid = cuda.threadIdx.x
-        first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
-        sums = european_sums(first_group, per_thread, THREADS, n_samples, seed,
-                             forward, vol_sqrt_t, strike, discount, spot, call, antithetic)
-        for k in range(len(sums)):
-            shared[k, tid] = sums[k]
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
-
-
 KERNEL: Final = BlockKernel(
-    width=estimators.SUM_WIDTH, cpu=_cpu_blocks, cuda_factory=_cuda_kernel,
+    width=estimators.SUM_WIDTH, cpu=_cpu_blocks,
+    cuda_factory=block_sums_kernel(european_sums, width=SUM_WIDTH, items_per_block=GROUPS_PER_BLOCK),
     cpu_chunk_blocks=CPU_CHUNK_BLOCKS, gpu_chunk_blocks=GPU_CHUNK_BLOCKS,
 )
 
@@ -163,7 +143,7 @@ def _sample_count(p: EuropeanOptionParams) -> int:
     return max(samples_for(p), 3)
 
 
-def block_sums(p: EuropeanOptionParams, device: str, ctx: RunContext, first: int, count: int) -> np.ndarray:
+def shard_part(p: EuropeanOptionParams, device: str, ctx: RunContext, first: int, count: int) -> np.ndarray:
     """The five sums over blocks ``first .. first + count``: a whole job's, or one shard's (``kernels.shards``)."""
     return sum_blocks(KERNEL, count, kernel_args(p, _sample_count(p)), device, ctx, first=first)
 
@@ -180,11 +160,16 @@ def price(p: EuropeanOptionParams, sums: np.ndarray) -> KernelResult:
     return KernelResult(summary={**estimate.as_dict(), "paths": paths, "closed_form": reference}, paths=paths)
 
 
+def merge_parts(p: EuropeanOptionParams, parts: Sequence[np.ndarray]) -> KernelResult:
+    """The job's result from its shards' sums (``kernels.shards``), added in block order as ``run`` adds chunks."""
+    return price(p, add_in_order(parts))
+
+
 def run(p: EuropeanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     """Price the option; the summary carries the estimate, its error, and the Black-Scholes reference."""
     # with Greeks a second pass walks the same paths again: each pass is half of the job's progress
     price_ctx = ctx.part(0.0, 0.5) if p.greeks else ctx
-    result = price(p, block_sums(p, device, price_ctx, 0, block_count(p)))
+    result = price(p, shard_part(p, device, price_ctx, 0, block_count(p)))
     if p.greeks:
         result.summary["greeks"] = path_greeks.estimate(
             _sample_count(p), p.seed, 1, p.antithetic, spot=p.spot, strike=p.strike, rate=p.rate,

@@ -45,15 +45,6 @@ def block_reduce_store_at(shared, out, row, offset):  # type: ignore[no-untyped-
     cuda.syncthreads()
 
 
-@cuda.jit(device=True)
-def block_reduce_store(shared, out, row):  # type: ignore[no-untyped-def]
-    """Tree-sum ``shared[k, :THREADS]`` for every k and store the sums in ``out[row, k]``.
-
-    Every thread of the block must call it after writing its own column of ``shared``.
-    """
-    block_reduce_store_at(shared, out, row, 0)
-
-
 @cache
 def _cupy() -> Any | None:
     try:

@@ -36,15 +36,15 @@ numbers: the same normals drive the bumped paths in the same thread.
 from __future__ import annotations
 
 import math
-from functools import cache
 from typing import Any, Final
 
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import njit, prange
 from numba.core.extending import register_jitable
 
 from kernels import estimators, path_greeks
 from kernels.context import KernelResult, RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
@@ -290,49 +290,8 @@ def _cpu_greek_blocks(out, first_block, n_paths, seed, steps, spot, strike, call
             out[b, k] = sums[k]
 
 
-@cache
-def _cuda_price_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    per_thread = GROUPS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, steps, spot, strike, call, discount, control_mean, v0, table):  # type: ignore[no-untyped-def]
-        shared = cuda.shared.array((PRICE_WIDTH, THREADS), float64)
-        tid = cuda.threadIdx.x
-        first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
-        sums = heston_sums(first_group, per_thread, THREADS, n_paths, seed, steps, spot, strike, call, discount,
-                           control_mean, v0, table)
-        for k in range(len(sums)):
-            shared[k, tid] = sums[k]
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
-
-
-@cache
-def _cuda_greek_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    per_thread = GROUPS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_paths, seed, steps, spot, strike, call, rate, maturity, v0, vol_step,  # type: ignore[no-untyped-def]
-               t_step, table):
-        shared = cuda.shared.array((GREEK_WIDTH, THREADS), float64)
-        tid = cuda.threadIdx.x
-        first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
-        sums = heston_greek_sums(first_group, per_thread, THREADS, n_paths, seed, steps, spot, strike, call, rate,
-                                 maturity, v0, vol_step, t_step, table)
-        for k in range(len(sums)):
-            shared[k, tid] = sums[k]
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
+_CUDA_PRICE: Final = block_sums_kernel(heston_sums, width=PRICE_WIDTH, items_per_block=GROUPS_PER_BLOCK)
+_CUDA_GREEKS: Final = block_sums_kernel(heston_greek_sums, width=GREEK_WIDTH, items_per_block=GROUPS_PER_BLOCK)
 
 
 def model_of(p: HestonOptionParams) -> HestonModel:
@@ -370,7 +329,7 @@ def greeks(p: HestonOptionParams, n_paths: int, device: str, ctx: RunContext) ->
     args = (np.int64(n_paths), np.int64(p.seed), np.int64(p.steps), f32(p.spot), f32(p.strike),
             p.kind is OptionKind.CALL, f32(p.rate), f32(p.maturity), f32(p.initial_variance),
             f32(VOL_BUMP * math.sqrt(p.initial_variance)), f32(MATURITY_BUMP * p.maturity), _table(p))
-    kernel = _kernel(_cpu_greek_blocks, _cuda_greek_kernel, p.steps, GREEK_PASSES, GREEK_WIDTH)
+    kernel = _kernel(_cpu_greek_blocks, _CUDA_GREEKS, p.steps, GREEK_PASSES, GREEK_WIDTH)
     sums = sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), args, device, ctx)
     return path_greeks.summarise(sums, n_paths, p.greeks, p.confidence, METHOD, BUMP_ERRORS)
 
@@ -402,7 +361,7 @@ def run(p: HestonOptionParams, device: str, ctx: RunContext) -> KernelResult:
     semi-analytic Heston price."""
     n_paths = max(p.paths, 3)
     # a price path also walks its coarse twin: about 1.5 walks per path
-    kernel = _kernel(_cpu_price_blocks, _cuda_price_kernel, p.steps, 1.5, PRICE_WIDTH)
+    kernel = _kernel(_cpu_price_blocks, _CUDA_PRICE, p.steps, 1.5, PRICE_WIDTH)
     # the Greek pass walks five paths per price path: a sixth of the job's progress for the price
     price_ctx = ctx.part(0.0, 1.0 / (1 + GREEK_PASSES)) if p.greeks else ctx
     sums = sum_blocks(kernel, -(-n_paths // PATHS_PER_BLOCK), price_args(p, n_paths), device, price_ctx)

@@ -7,18 +7,16 @@ imported, so the scheduler process that submits jobs never touches a GPU.
 
 from __future__ import annotations
 
-import importlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from pydantic import BaseModel
-
 from kernels.context import KernelResult, RunContext
 from kernels.errors import PermanentJobError, TransientJobError
-from protocol.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams, parse_params
+from kernels.registry import kernel_module
+from protocol.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams
 
 # A noop polls for cancellation this often (seconds): short enough that a drain or cancel feels
 # immediate, long enough not to burn the worker's CPU.
@@ -31,18 +29,6 @@ NOOP_POLL_S: Final = 0.05
 # lost workers and timeouts happen outside this process; MemoryError, OSError and CUDA driver errors are
 # left as they are: another attempt, on another worker, may succeed.
 DETERMINISTIC_ERRORS: Final = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AssertionError)
-
-# Kernel modules by job type; each has ``run(params, device, ctx) -> kernels.context.KernelResult``.
-_KERNEL_MODULES: Final = {
-    JobType.RANDOM_WALK: "kernels.random_walk",
-    JobType.EUROPEAN_OPTION: "kernels.european",
-    JobType.ASIAN_OPTION: "kernels.asian",
-    JobType.PORTFOLIO_VAR: "kernels.portfolio_var",
-    JobType.HESTON_OPTION: "kernels.heston",
-    JobType.BASKET_OPTION: "kernels.basket",
-    JobType.AMERICAN_OPTION: "kernels.lsm",
-    JobType.OPTION_BOOK: "kernels.book",
-}
 
 
 @dataclass(frozen=True)
@@ -65,8 +51,8 @@ class JobOutput:
 
 
 def run_job(
-    job_type: str | JobType,
-    params: Mapping[str, Any] | BaseModel | None,
+    kind: JobType,
+    params: JobParams,
     *,
     device: str = "auto",
     should_stop: Callable[[], bool] | None = None,
@@ -74,28 +60,29 @@ def run_job(
 ) -> JobOutput:
     """Run one job to completion on ``device`` (``auto``, ``cpu``, ``gpu``; ``auto`` picks a GPU if present).
 
-    Raises ``ValueError`` for an unknown type or invalid params, ``JobCancelled`` when ``should_stop``
-    turns true, ``TransientJobError`` / ``PermanentJobError`` for failures worth / not worth retrying: an
-    arithmetic or value error raised by the kernel itself (``DETERMINISTIC_ERRORS``) is permanent.
+    ``params`` are ``kind``'s validated params: a request's (``protocol.messages.JobRequest``), or made
+    with ``protocol.params.parse_params`` where untrusted input enters; they are not validated again.
+    Raises ``JobCancelled`` when ``should_stop`` turns true, ``TransientJobError`` / ``PermanentJobError``
+    for failures worth / not worth retrying: an arithmetic or value error raised by the kernel itself
+    (``DETERMINISTIC_ERRORS``) is permanent.
     """
-    kind = JobType(job_type)
-    validated = validate_params(kind, params)
+    expect_params(kind, params)
     ctx = RunContext(should_stop=should_stop or _never, progress=progress or _ignore)
     started = time.perf_counter()
-    if isinstance(validated, NoopParams):
-        summary = _run_noop(validated, ctx)
+    if isinstance(params, NoopParams):
+        summary = _run_noop(params, ctx)
         return JobOutput(summary=summary, device="cpu", elapsed_s=time.perf_counter() - started)
 
     from kernels.device import resolve_device
 
     used = resolve_device(device)
-    module = importlib.import_module(_KERNEL_MODULES[kind])
+    module = kernel_module(kind)
     with failures_of_the_job(kind):
-        result = module.run(validated, used, ctx)
+        result = module.run(params, used, ctx)
     finished = time.perf_counter()
     ctx.progress(1.0)
     load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0
-    return job_output(validated, result, used, elapsed_s=finished - started, load_s=load_s)
+    return job_output(params, result, used, elapsed_s=finished - started, load_s=load_s)
 
 
 @contextmanager
@@ -120,14 +107,16 @@ def job_output(params: JobParams, result: KernelResult, device: str, *, elapsed_
     return replace(out, summary=summary)
 
 
-def validate_params(kind: JobType, params: Mapping[str, Any] | BaseModel | None) -> JobParams:
-    """``params`` as the model of ``kind`` (raises ``ValueError`` for invalid ones)."""
+def expect_params(kind: JobType, params: JobParams) -> None:
+    """Raise ``TypeError`` unless ``kind`` is a ``JobType`` and ``params`` its params model: a caller's mistake,
+    caught before a kernel reads the wrong fields (validation itself happened where the request entered)."""
+    if not isinstance(kind, JobType):
+        raise TypeError(f"a job's type must be a JobType, not {type(kind).__name__} {kind!r}: parse untrusted "
+                        "input once where it enters (protocol.params.JobType, parse_params)")
     model = PARAMS_BY_TYPE[kind]
-    if isinstance(params, model):
-        return params  # type: ignore[return-value]
-    if isinstance(params, BaseModel):
-        params = params.model_dump()
-    return parse_params(kind, params)
+    if not isinstance(params, model):
+        raise TypeError(f"{kind.value} jobs take {model.__name__}, not {type(params).__name__}: parse untrusted "
+                        "params once where they enter (protocol.params.parse_params)")
 
 
 def _run_noop(params: NoopParams, ctx: RunContext) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Runs a block-sum kernel on the chosen device: the CPU twin, or the CUDA kernel with pooled buffers.
 
 A kernel module supplies its CPU twin (``cpu(out, first_block, *args)`` filling ``out[count, width]``)
-and a factory for its CUDA kernel (launched ``[count, THREADS]`` with the same arguments); this module
-does the chunking, device buffers, out-of-memory retry and clean-up for all of them.
+and a factory for its CUDA kernel (``kernels.cuda_reduce.block_sums_kernel``, launched ``[count, THREADS]``
+as ``kernel(out, first_block, args)``: the same arguments, as one tuple); this module does the chunking,
+device buffers, out-of-memory retry and clean-up for all of them.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
 
     def compute_gpu(start: int, count: int) -> np.ndarray:
         out = gpu.empty((count, kernel.width))
-        launch[count, gpu.THREADS](out, first + start, *gpu.to_device_all(args_for(first + start, count)))
+        launch[count, gpu.THREADS](out, first + start, gpu.to_device_all(args_for(first + start, count)))
         return gpu.to_host(out)
 
     chunk = gpu.budget_blocks(kernel.width * np.dtype(np.float64).itemsize, kernel.gpu_chunk_blocks)

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import cache
 from typing import Any, Final
 
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import njit, prange
 from numba.core.extending import register_jitable
 
 from kernels import estimators
 from kernels.context import RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32
@@ -148,27 +148,7 @@ def _cpu_blocks(out, first_block, n_samples, seed, steps, antithetic, spot, stri
             out[b, k] = sums[k]
 
 
-@cache
-def _cuda_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    per_thread = GROUPS_PER_BLOCK // THREADS
-
-    @cuda.jit(fastmath=True)
-    def kernel(out, first_block, n_samples, seed, steps, antithetic, spot, strike, call, discount, rate,  # type: ignore[no-untyped-def]
-               mu, vol, drift_dt, vol_sqrt_dt, dt, maturity):
-        shared = cuda.shared.array((WIDTH, THREADS), float64)
-        tid = cuda.threadIdx.x
-        first_group = (first_block + cuda.blockIdx.x) * GROUPS_PER_BLOCK + tid
-        sums = greek_sums(first_group, per_thread, THREADS, n_samples, seed, steps, antithetic, spot, strike,
-                          call, discount, rate, mu, vol, drift_dt, vol_sqrt_dt, dt, maturity)
-        for k in range(len(sums)):
-            shared[k, tid] = sums[k]
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
+_CUDA: Final = block_sums_kernel(greek_sums, width=WIDTH, items_per_block=GROUPS_PER_BLOCK)
 
 
 def estimate(n_samples: int, seed: int, steps: int, antithetic: bool, *, spot: float, strike: float, rate: float,
@@ -182,7 +162,7 @@ def estimate(n_samples: int, seed: int, steps: int, antithetic: bool, *, spot: f
             f32(math.exp(-rate * maturity)), f32(rate), f32(mu), f32(volatility), f32(mu * dt),
             f32(volatility * math.sqrt(dt)), f32(dt), f32(maturity))
     per_block = SAMPLES_PER_BLOCK * steps * (2 if antithetic else 1)
-    kernel = BlockKernel(width=WIDTH, cpu=_cpu_blocks, cuda_factory=_cuda_kernel,
+    kernel = BlockKernel(width=WIDTH, cpu=_cpu_blocks, cuda_factory=_CUDA,
                          cpu_chunk_blocks=max(1, CPU_CHUNK_PATH_STEPS // per_block),
                          gpu_chunk_blocks=max(1, GPU_CHUNK_PATH_STEPS // per_block))
     sums = sum_blocks(kernel, -(-n_samples // SAMPLES_PER_BLOCK), args, device, ctx)

@@ -205,7 +205,7 @@ def histogram_edges(p: PortfolioVarParams) -> np.ndarray:
     return np.linspace(-spread, spread, HISTOGRAM_BINS + 1)
 
 
-def loss_tail(p: PortfolioVarParams, device: str, ctx: RunContext, first: int, count: int) -> LossTail:
+def shard_part(p: PortfolioVarParams, device: str, ctx: RunContext, first: int, count: int) -> LossTail:
     """One shard's part of the job: blocks ``first .. first + count`` simulated and reduced to a ``LossTail``."""
     losses = simulate_losses(p, _Model(p), device, ctx, first, count) if count else np.empty(0)
     keep = min(losses.size, tail_size(p.paths, p.confidence, p.interval_confidence))
@@ -215,7 +215,7 @@ def loss_tail(p: PortfolioVarParams, device: str, ctx: RunContext, first: int, c
     return LossTail(tail, losses.size, float(losses.sum()), counts)
 
 
-def merge_tails(p: PortfolioVarParams, parts: Sequence[LossTail]) -> KernelResult:
+def merge_parts(p: PortfolioVarParams, parts: Sequence[LossTail]) -> KernelResult:
     """The job's result from every shard's ``LossTail``: VaR and CVaR exactly as ``run`` gives them."""
     scenarios = sum(part.scenarios for part in parts)
     if scenarios != p.paths:

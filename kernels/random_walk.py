@@ -10,12 +10,12 @@ resuming from where the previous chunk ended; each path's stream depends only on
 from __future__ import annotations
 
 import math
-from functools import cache
 from typing import Any, Final
 
 import numba
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import njit, prange
+from numba.core.extending import register_jitable
 from numba.cuda import config as cuda_config
 from numba.cuda.random import (
     init_xoroshiro128p_states_cpu,
@@ -26,6 +26,7 @@ from numba.cuda.random import (
 
 from kernels import estimators
 from kernels.context import KernelResult, RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.launch import BlockKernel, sum_blocks
 from protocol.params import RandomWalkParams
 
@@ -66,45 +67,34 @@ class StateChain:
         return states
 
 
+@register_jitable
+def walk_sums(first_path, count, stride, n_paths, steps, states, chunk_first_path):  # type: ignore[no-untyped-def]
+    """Sums (average, average^2) of the walks of paths ``first_path + i * stride``, i < count; ``states`` are
+    the chunk's, which starts at ``chunk_first_path`` (both devices run this)."""
+    total = 0.0
+    total_sq = 0.0
+    for i in range(count):
+        path = first_path + i * stride
+        if path >= n_paths:
+            break
+        walk = np.float32(0.0)
+        for _ in range(steps):
+            walk += xoroshiro128p_normal_float32(states, path - chunk_first_path)
+        average = np.float64(walk / np.float32(steps))
+        total += average
+        total_sq += average * average
+    return total, total_sq
+
+
 @njit(parallel=True, cache=True)
-def _cpu_blocks(out, first_block, n_paths, steps, states):  # type: ignore[no-untyped-def]
+def _cpu_blocks(out, first_block, n_paths, steps, states, chunk_first_path):  # type: ignore[no-untyped-def]
     for b in prange(out.shape[0]):
-        total = 0.0
-        total_sq = 0.0
-        for t in range(PATHS_PER_BLOCK):
-            if (first_block + b) * PATHS_PER_BLOCK + t < n_paths:
-                walk = np.float32(0.0)
-                for _ in range(steps):
-                    walk += xoroshiro128p_normal_float32(states, b * PATHS_PER_BLOCK + t)
-                average = np.float64(walk / np.float32(steps))
-                total += average
-                total_sq += average * average
-        out[b, 0] = total
-        out[b, 1] = total_sq
+        out[b, 0], out[b, 1] = walk_sums((first_block + b) * PATHS_PER_BLOCK, PATHS_PER_BLOCK, 1, n_paths, steps,
+                                         states, chunk_first_path)
 
 
-@cache
-def _cuda_kernel() -> Any:
-    from numba import float32, float64
-
-    from kernels.gpu import THREADS, block_reduce_store
-
-    @cuda.jit
-    def kernel(out, first_block, n_paths, steps, states):  # type: ignore[no-untyped-def]
-        shared = cuda.shared.array((WIDTH, THREADS), float64)
-        tid = cuda.threadIdx.x
-        index = cuda.blockIdx.x * THREADS + tid
-        average = 0.0
-        if (first_block + cuda.blockIdx.x) * THREADS + tid < n_paths:
-            walk = float32(0.0)
-            for _ in range(steps):
-                walk += xoroshiro128p_normal_float32(states, index)
-            average = float64(walk / float32(steps))
-        shared[0, tid] = average
-        shared[1, tid] = average * average
-        block_reduce_store(shared, out, cuda.blockIdx.x)
-
-    return kernel
+# Not fastmath: the CPU twin is not, and the walk must match numba's textbook kernel (docs/kernels.md).
+_CUDA: Final = block_sums_kernel(walk_sums, width=WIDTH, items_per_block=PATHS_PER_BLOCK, fastmath=False)
 
 
 def run(p: RandomWalkParams, device: str, ctx: RunContext) -> KernelResult:
@@ -113,7 +103,7 @@ def run(p: RandomWalkParams, device: str, ctx: RunContext) -> KernelResult:
     n_blocks = -(-n_paths // PATHS_PER_BLOCK)
     path_steps_per_block = PATHS_PER_BLOCK * p.steps
     kernel = BlockKernel(
-        width=WIDTH, cpu=_cpu_blocks, cuda_factory=_cuda_kernel,
+        width=WIDTH, cpu=_cpu_blocks, cuda_factory=_CUDA,
         cpu_chunk_blocks=max(1, CPU_CHUNK_PATH_STEPS // path_steps_per_block),
         gpu_chunk_blocks=max(1, GPU_CHUNK_PATH_STEPS // path_steps_per_block),
     )
@@ -122,7 +112,7 @@ def run(p: RandomWalkParams, device: str, ctx: RunContext) -> KernelResult:
     def chunk_args(first_block: int, count: int) -> tuple[Any, ...]:
         first = first_block * PATHS_PER_BLOCK
         states = chain.states(first, min(count * PATHS_PER_BLOCK, n_paths - first))
-        return np.int64(n_paths), np.int64(p.steps), states
+        return np.int64(n_paths), np.int64(p.steps), states, np.int64(first)
 
     total, total_sq = sum_blocks(kernel, n_blocks, chunk_args, device, ctx)
     variance = max((total_sq - total * total / n_paths) / (n_paths - 1), 0.0)

@@ -16,26 +16,19 @@ scheduler can plan shards without loading them.
 
 from __future__ import annotations
 
-import importlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import numpy as np
-from pydantic import BaseModel
-
-from kernels.context import KernelResult, RunContext
-from kernels.jobs import JobOutput, failures_of_the_job, job_output, validate_params
+from kernels.context import RunContext
+from kernels.jobs import JobOutput, expect_params, failures_of_the_job, job_output
+from kernels.registry import is_sharded, sharded_module
 from protocol.params import JobParams, JobType
 
 # Most shards one job is split into: each costs a Dask task and a kernel warm-up, and a pool has far fewer
 # GPUs; a larger job gets larger shards instead.
 MAX_SHARDS: Final = 256
-
-# Module per shardable type: ``block_count(p)`` and the part / merge functions named in ``_Kernel``.
-_SUMS_KERNELS: Final = {JobType.EUROPEAN_OPTION: "kernels.european", JobType.ASIAN_OPTION: "kernels.asian"}
-_VAR_KERNEL: Final = "kernels.portfolio_var"
 
 
 @dataclass(frozen=True)
@@ -53,15 +46,17 @@ class ShardOutput:
     worker: str = ""  # set by whatever ran it (a Dask worker's address)
 
 
-def shard_count(job_type: str | JobType, params: Mapping[str, Any] | BaseModel | None, shard_paths: int | None) -> int:
-    """How many shards the job runs as: 1 (as one task) unless it is shardable and over ``shard_paths`` paths."""
-    kind = JobType(job_type)
-    if not shard_paths or not (kind in _SUMS_KERNELS or kind is JobType.PORTFOLIO_VAR):
+def shard_count(kind: JobType, params: JobParams, shard_paths: int | None) -> int:
+    """How many shards the job runs as: 1 (as one task) unless it is shardable and over ``shard_paths`` paths.
+
+    ``params`` are ``kind``'s validated params, as for ``kernels.jobs.run_job``.
+    """
+    if not shard_paths or not is_sharded(kind):
         return 1
-    p = validate_params(kind, params)
-    if getattr(p, "greeks", None):
+    expect_params(kind, params)
+    if getattr(params, "greeks", None):
         return 1  # a second pass over the same paths: not split (see the module docstring)
-    return max(1, min(MAX_SHARDS, -(-p.paths // shard_paths)))  # type: ignore[union-attr]
+    return max(1, min(MAX_SHARDS, -(-params.paths // shard_paths)))  # type: ignore[union-attr]
 
 
 def block_range(n_blocks: int, index: int, shards: int) -> tuple[int, int]:
@@ -73,8 +68,8 @@ def block_range(n_blocks: int, index: int, shards: int) -> tuple[int, int]:
 
 
 def run_shard(
-    job_type: str | JobType,
-    params: Mapping[str, Any] | BaseModel | None,
+    kind: JobType,
+    params: JobParams,
     index: int,
     shards: int,
     *,
@@ -90,60 +85,34 @@ def run_shard(
     """
     from kernels.device import resolve_device
 
-    kind = JobType(job_type)
-    p = validate_params(kind, params)
+    expect_params(kind, params)
     ctx = RunContext(should_stop=should_stop or (lambda: False), progress=progress or (lambda _: None),
                      chunk_scale=chunk_scale)
     started = time.perf_counter()
     used = resolve_device(device)
-    kernel = _kernel(kind)
+    module = sharded_module(kind)
     # a job of fewer blocks than shards leaves some shards empty (count 0): they add nothing to the merge
-    first, count = block_range(kernel.module.block_count(p), index, shards)
+    first, count = block_range(module.block_count(params), index, shards)
     with failures_of_the_job(kind):
-        part = kernel.part(p, used, ctx, first, count)
+        part = module.shard_part(params, used, ctx, first, count)
     ctx.progress(1.0)
     elapsed = time.perf_counter() - started
     load_s = ctx.clock.load_s(started) if ctx.clock.warm_at is not None else 0.0
     return ShardOutput(index, shards, first, count, part, used, elapsed, load_s)
 
 
-def merge(job_type: str | JobType, params: Mapping[str, Any] | BaseModel | None, outputs: Sequence[ShardOutput],
-          *, elapsed_s: float) -> JobOutput:
+def merge(kind: JobType, params: JobParams, outputs: Sequence[ShardOutput], *, elapsed_s: float) -> JobOutput:
     """The job's output from all its shards' (any order): the same figures as the job run as one task.
 
     ``elapsed_s`` is the job's wall time (the shards ran side by side); its load time is the slowest
     shard's, and the summary says how many shards and distinct workers ran it.
     """
-    kind = JobType(job_type)
-    p = validate_params(kind, params)
+    expect_params(kind, params)
     ordered = sorted(outputs, key=lambda o: o.index)
     if not ordered or [o.index for o in ordered] != list(range(ordered[0].shards)):
         raise ValueError(f"shards {[o.index for o in ordered]} are not all of the job's")
-    result = _kernel(kind).merge(p, [o.part for o in ordered])
+    result = sharded_module(kind).merge_parts(params, [o.part for o in ordered])
     load_s = min(max(o.load_s for o in ordered), elapsed_s)
     workers = len({o.worker for o in ordered if o.worker}) or 1
-    return job_output(p, result, ordered[0].device, elapsed_s=elapsed_s, load_s=load_s,
+    return job_output(params, result, ordered[0].device, elapsed_s=elapsed_s, load_s=load_s,
                       shards=len(ordered), workers=workers)
-
-
-@dataclass(frozen=True)
-class _Kernel:
-    module: Any
-    part: Callable[[Any, str, RunContext, int, int], Any]
-    merge: Callable[[Any, list[Any]], KernelResult]
-
-
-def _kernel(kind: JobType) -> _Kernel:
-    if kind is JobType.PORTFOLIO_VAR:
-        var = importlib.import_module(_VAR_KERNEL)
-        return _Kernel(var, var.loss_tail, var.merge_tails)
-    if kind not in _SUMS_KERNELS:
-        raise ValueError(f"{kind.value} jobs are not sharded")
-    option = importlib.import_module(_SUMS_KERNELS[kind])
-
-    def merge_sums(p: JobParams, parts: list[Any]) -> KernelResult:
-        # cumsum adds shard after shard in block order, as run_blocks adds chunk after chunk
-        return option.price(p, np.cumsum(np.vstack(parts), axis=0)[-1])  # type: ignore[no-any-return]
-
-    return _Kernel(option, option.block_sums, merge_sums)
-

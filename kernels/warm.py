@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from protocol.params import JobType
+from protocol.params import JobType, parse_params
 
 _BASKET: Final = {"spots": [100.0, 95.0], "weights": [0.5, 0.5], "volatilities": [0.2, 0.25],
                   "correlation": [[1.0, 0.5], [0.5, 1.0]], "strike": 100.0}
@@ -54,7 +54,7 @@ def warm_kernels(device: str = "auto") -> dict[str, float]:
     for name, job_type, params in WARM_JOBS:
         started = time.perf_counter()
         try:
-            run_job(job_type, params, device=device)
+            run_job(job_type, parse_params(job_type, params), device=device)
         except Exception:
             log.exception("could not warm %s on device %s", name, device)
             continue

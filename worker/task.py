@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from protocol.params import JobParams
+from protocol.params import JobParams, JobType
 
 # How stale a cancellation may be seen (seconds): a cancel is honoured within about this long.
 CANCEL_POLL_S: Final = 0.25
@@ -23,14 +23,13 @@ def cancel_event_name(job_id: str, attempt: int) -> str:
     return f"gpurt-cancel-{job_id}-{attempt}"
 
 
-def execute(job_type: str, params: JobParams, device: str, event_name: str) -> object:
+def execute(job_type: JobType, params: JobParams, device: str, event_name: str) -> object:
     """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
     from kernels.jobs import run_job
-    from protocol.params import JobType
     from worker.warm import wait_warm
 
     should_stop = stop_poller(event_name)
-    if job_type != JobType.NOOP.value:  # a noop has no kernel to wait for
+    if job_type is not JobType.NOOP:  # a noop has no kernel to wait for
         wait_warm(should_stop)
     return run_job(job_type, params, device=device, should_stop=should_stop)
 

@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the job described by the arguments; exit 0, 1 (permanent) or 75 (transient)."""
     from kernels.errors import PermanentJobError
     from kernels.jobs import run_job
+    from protocol.params import JobType, parse_params
 
     parser = argparse.ArgumentParser(description="Run one GPU Runtime job and write its output.")
     parser.add_argument("--job-type", required=True)
@@ -31,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.output.rstrip("/")
     try:
-        output = run_job(args.job_type, json.loads(args.params), device=args.device)
+        # the job as the scheduler wrote it into the custom job's arguments: parsed here, once
+        kind = JobType(args.job_type)
+        output = run_job(kind, parse_params(kind, json.loads(args.params)), device=args.device)
     except (PermanentJobError, ValueError) as exc:
         _write(f"{out}/{ERROR_FILE}", json.dumps({"kind": "permanent", "message": str(exc)}).encode())
         return 1

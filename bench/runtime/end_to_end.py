@@ -160,13 +160,15 @@ def run_backend_alone(jobs: int, workers: int) -> BackendAlone:
     from distributed import Client, LocalCluster
 
     from kernels.jobs import run_job
+    from protocol.params import JobType, NoopParams
     from scheduler.backends.dask_client import PromptClient
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         with Client(cluster) as client:
-            client.gather(client.map(run_job, ["noop"] * workers, [{}] * workers, pure=False))  # warm the workers
+            noop = NoopParams()
+            client.gather(client.map(run_job, [JobType.NOOP] * workers, [noop] * workers, pure=False))  # warm up
             start = time.perf_counter()
-            client.gather(client.map(run_job, ["noop"] * jobs, [{}] * jobs, pure=False))
+            client.gather(client.map(run_job, [JobType.NOOP] * jobs, [noop] * jobs, pure=False))
             batch = time.perf_counter() - start
         with PromptClient(cluster) as client:
             worker_pids = list(client.run(os.getpid).values())
@@ -182,10 +184,11 @@ def run_backend_alone(jobs: int, workers: int) -> BackendAlone:
 def _one_job_per_worker(client: Any, jobs: int, workers: int) -> float:
     """Wall seconds for ``jobs`` noop jobs, one thread per worker submitting one and waiting for it."""
     from kernels.jobs import run_job
+    from protocol.params import JobType, NoopParams
 
     def one_at_a_time(count: int) -> None:
         for _ in range(count):
-            client.submit(run_job, "noop", {}, pure=False).result()
+            client.submit(run_job, JobType.NOOP, NoopParams(), pure=False).result()
 
     shares = [jobs // workers + (1 if i < jobs % workers else 0) for i in range(workers)]
     threads = [threading.Thread(target=one_at_a_time, args=(n,), name=f"bench-slot-{i}")

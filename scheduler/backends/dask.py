@@ -59,7 +59,7 @@ class DaskBackend:
             future = ShardedJob(self._client, request, shards, device=self._device, cancel=cancel, key=key,
                                 resources=resources)
         else:
-            future = self._client.submit(execute, request.type.value, request.params, self._device, cancel.name,
+            future = self._client.submit(execute, request.type, request.params, self._device, cancel.name,
                                          key=key, pure=False, resources=resources)
         with self._lock:
             self._running[job_id] = cancel

@@ -33,7 +33,7 @@ from kernels.errors import TransientJobError
 from kernels.jobs import JobOutput
 from kernels.shards import ShardOutput, merge, run_shard
 from protocol.messages import JobRequest
-from protocol.params import JobParams
+from protocol.params import JobParams, JobType
 from scheduler.backends.dask_cancel import CancelSignal
 from worker.task import stop_poller
 from worker.warm import wait_warm
@@ -56,7 +56,7 @@ STOP_WAIT_S: Final = 10.0
 log = logging.getLogger(__name__)
 
 
-def execute_shard(job_type: str, params: JobParams, index: int, shards: int, device: str, stop_events: list[str],
+def execute_shard(job_type: JobType, params: JobParams, index: int, shards: int, device: str, stop_events: list[str],
                   topic: str, attempt: int) -> ShardOutput:
     """Run attempt ``attempt`` of shard ``index`` of ``shards`` on this worker, with ``1 / 2**attempt`` of the
     kernel's usual chunk; it stops when any of ``stop_events`` is set; progress goes to the Dask event ``topic``."""
@@ -151,7 +151,7 @@ class ShardedJob:
         finally:
             self._client.unsubscribe_topic(self._topic)
             self._retire_superseded()
-        return merge(self._request.type.value, self._request.params, [parts[i] for i in range(self._shards)],
+        return merge(self._request.type, self._request.params, [parts[i] for i in range(self._shards)],
                      elapsed_s=time.perf_counter() - self._started)
 
     def cancel(self) -> None:
@@ -246,7 +246,7 @@ class ShardedJob:
         name = f"{self._key}-shard{index}-{number}"
         superseded = CancelSignal(self._client, f"{name}-superseded")
         future = self._client.submit(
-            execute_shard, self._request.type.value, self._request.params, index, self._shards, self._device,
+            execute_shard, self._request.type, self._request.params, index, self._shards, self._device,
             [self._cancel.name, superseded.name], self._topic, number, key=name, pure=False,
             resources=self._resources)
         with self._lock:

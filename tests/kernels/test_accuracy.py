@@ -10,10 +10,10 @@ import pytest
 from kernels import asian
 from kernels.closed_form import black_scholes
 from kernels.context import RunContext
-from kernels.jobs import run_job
 from kernels.launch import sum_blocks
 from protocol.params import AsianOptionParams
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 EUROPEAN_CASES = [
     {"kind": "call", "antithetic": True, "control_variate": True},
@@ -32,7 +32,7 @@ def test_european_twin_matches_black_scholes() -> None:
     for i, case in enumerate(EUROPEAN_CASES):
         params = {"spot": 100, "strike": 100, "rate": 0.05, "volatility": 0.2, "maturity": 1.0,
                   "paths": 400_000, "seed": 100 + i, **case}
-        s = run_job("european_option", params, device="cpu").summary
+        s = run_raw("european_option", params, device="cpu").summary
         exact = black_scholes(100, params["strike"], 0.05, params["volatility"], 1.0, case["kind"] == "call")
         assert abs(s["estimate"] - exact) < z * s["std_error"], (case, s["estimate"], exact, s["std_error"])
         assert s["ci_low"] < s["estimate"] < s["ci_high"]
@@ -40,8 +40,8 @@ def test_european_twin_matches_black_scholes() -> None:
 
 def test_control_variate_and_antithetics_shrink_the_standard_error() -> None:
     base = {"paths": 200_000, "seed": 9}
-    plain = run_job("european_option", {**base, "antithetic": False, "control_variate": False}, device="cpu")
-    reduced = run_job("european_option", base, device="cpu")
+    plain = run_raw("european_option", {**base, "antithetic": False, "control_variate": False}, device="cpu")
+    reduced = run_raw("european_option", base, device="cpu")
     assert reduced.summary["std_error"] < plain.summary["std_error"] / 3
     assert reduced.summary["variance_reduction"] > 5
 
@@ -50,10 +50,10 @@ def test_asian_twin_with_one_date_matches_black_scholes() -> None:
     """With one date both averages are the terminal price: a European option."""
     exact = black_scholes(100, 95, 0.03, 0.25, 0.5)
     base = {"strike": 95, "rate": 0.03, "volatility": 0.25, "maturity": 0.5, "steps": 1, "paths": 200_000, "seed": 8}
-    plain = run_job("asian_option", {**base, "control_variate": False}, device="cpu").summary
+    plain = run_raw("asian_option", {**base, "control_variate": False}, device="cpu").summary
     assert abs(plain["estimate"] - exact) < 3 * plain["std_error"]
     # the control is then the payoff itself: exact up to the float32 rounding of the inputs
-    controlled = run_job("asian_option", base, device="cpu").summary
+    controlled = run_raw("asian_option", base, device="cpu").summary
     assert controlled["estimate"] == pytest.approx(exact, rel=1e-6)
 
 
@@ -71,8 +71,8 @@ def test_asian_geometric_paths_match_their_closed_form() -> None:
 
 def test_asian_control_variate_agrees_with_plain_estimate() -> None:
     base = {"paths": 100_000, "steps": 32, "seed": 21}
-    cv = run_job("asian_option", base, device="cpu").summary
-    plain = run_job("asian_option", {**base, "control_variate": False}, device="cpu").summary
+    cv = run_raw("asian_option", base, device="cpu").summary
+    plain = run_raw("asian_option", {**base, "control_variate": False}, device="cpu").summary
     assert abs(cv["estimate"] - plain["estimate"]) < 3 * plain["std_error"]
     assert cv["std_error"] < plain["std_error"] / 10
 
@@ -83,15 +83,15 @@ def test_linear_portfolio_var_and_cvar_match_the_parametric_values(confidence: f
     params = {"exposures": [1e6, -4e5, 2.5e6], "volatilities": [0.2, 0.35, 0.15],
               "correlation": [[1, 0.6, 0.1], [0.6, 1, -0.2], [0.1, -0.2, 1]],
               "horizon_days": 10, "confidence": confidence, "paths": 400_000, "seed": 17}
-    s = run_job("portfolio_var", params, device="cpu").summary
+    s = run_raw("portfolio_var", params, device="cpu").summary
     assert abs(s["var"] - s["delta_normal_var"]) < z * s["var_std_error"]
     assert abs(s["cvar"] - s["delta_normal_cvar"]) < z * s["cvar_std_error"]
 
 
 def test_full_revaluation_is_close_to_linear_for_small_shocks() -> None:
     params = {"exposures": [1e6, 2e6], "volatilities": [0.1, 0.12], "horizon_days": 1, "paths": 100_000, "seed": 2}
-    linear = run_job("portfolio_var", params, device="cpu").summary
-    full = run_job("portfolio_var", {**params, "revaluation": "full"}, device="cpu").summary
+    linear = run_raw("portfolio_var", params, device="cpu").summary
+    full = run_raw("portfolio_var", {**params, "revaluation": "full"}, device="cpu").summary
     assert full["var"] == pytest.approx(linear["var"], rel=0.02)
     assert full["var"] < linear["var"]  # long positions: convexity of exp cushions the loss
 
@@ -99,7 +99,7 @@ def test_full_revaluation_is_close_to_linear_for_small_shocks() -> None:
 def test_random_walk_averages_have_mean_zero_and_variance_one_over_steps() -> None:
     z = bonferroni_z(2)
     n, steps = 20_000, 50
-    s = run_job("random_walk", {"paths": n, "steps": steps, "seed": 8}, device="cpu").summary
+    s = run_raw("random_walk", {"paths": n, "steps": steps, "seed": 8}, device="cpu").summary
     assert abs(s["estimate"]) < z * s["std_error"]
     expected_sd = 1 / math.sqrt(steps)
     assert abs(s["path_average_std"] - expected_sd) < z * expected_sd / math.sqrt(2 * n)

@@ -11,8 +11,8 @@ import pytest
 
 from kernels.closed_form import black_scholes, geometric_basket
 from kernels.heston_reference import HestonModel, heston_price
-from kernels.jobs import run_job
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 _N = NormalDist()
 TWO = {"spots": [100.0, 80.0], "weights": [0.6, 0.5], "volatilities": [0.25, 0.35], "correlation": [[1, 0.4], [0.4, 1]],
@@ -56,7 +56,7 @@ def test_one_asset_basket_is_black_scholes() -> None:
     cases = [{"kind": "call"}, {"kind": "put", "control_variate": False}]
     z = bonferroni_z(len(cases))
     for case in cases:
-        s = run_job("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2], "dividend_yields": [0.02],
+        s = run_raw("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2], "dividend_yields": [0.02],
                                       "paths": 100_000, "seed": 4, **case}, device="cpu").summary
         exact = black_scholes(100, 100, 0.05, 0.2, 1.0, case["kind"] == "call", 0.02)
         assert s["ci_low"] <= exact <= s["ci_high"]
@@ -72,7 +72,7 @@ def test_two_asset_basket_matches_quadrature() -> None:
     cases = [("call", True, exact_call), ("put", True, exact_put), ("call", False, exact_call)]
     z = bonferroni_z(len(cases))
     for kind, control, exact in cases:
-        s = run_job("basket_option", {**TWO, "kind": kind, "control_variate": control, "paths": 200_000, "seed": 9},
+        s = run_raw("basket_option", {**TWO, "kind": kind, "control_variate": control, "paths": 200_000, "seed": 9},
                     device="cpu").summary
         assert abs(s["estimate"] - exact) < z * s["std_error"], (kind, control, s["estimate"], exact)
         if control:
@@ -86,7 +86,7 @@ def test_geometric_basket_closed_form_of_one_asset_is_black_scholes() -> None:
 
 
 def test_heston_basket_of_one_asset_matches_the_heston_integral() -> None:
-    s = run_job("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": HESTON_ONE, "steps": 128,
+    s = run_raw("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": HESTON_ONE, "steps": 128,
                                   "rate": 0.03, "dividend_yields": [0.01], "paths": 100_000, "seed": 3},
                 device="cpu").summary
     exact = heston_price(100, 100, 0.03, 0.01, 1.0, HestonModel(0.04, 0.05, 1.5, 0.5, -0.7))
@@ -98,8 +98,8 @@ def test_heston_basket_control_and_plain_estimates_agree() -> None:
     heston = {k: v * 3 for k, v in HESTON_ONE.items()}
     params = {"spots": [100, 95, 105], "weights": [1, 1, 1], "model": "heston", "heston": heston, "steps": 32,
               "strike": 300, "correlation": [[1, 0.3, 0.2], [0.3, 1, 0.5], [0.2, 0.5, 1]], "paths": 40_000, "seed": 8}
-    controlled = run_job("basket_option", params, device="cpu").summary
-    plain = run_job("basket_option", {**params, "control_variate": False}, device="cpu").summary
+    controlled = run_raw("basket_option", params, device="cpu").summary
+    plain = run_raw("basket_option", {**params, "control_variate": False}, device="cpu").summary
     assert abs(controlled["estimate"] - plain["estimate"]) < 3 * plain["std_error"]
     assert controlled["std_error"] < plain["std_error"]
 
@@ -116,21 +116,21 @@ def test_heston_basket_control_and_plain_estimates_agree() -> None:
 ])
 def test_bad_baskets_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("basket_option", {**TWO, **bad}, device="cpu")
+        run_raw("basket_option", {**TWO, **bad}, device="cpu")
 
 
 @pytest.mark.parametrize("job", ["basket_option", "american_option"])
 def test_parameters_of_the_other_model_are_refused(job: str) -> None:
     """A heston block under gbm, or volatilities under heston, is refused naming both fields, not ignored."""
     with pytest.raises(ValueError, match="heston does not apply to model gbm"):
-        run_job(job, {**TWO, "heston": {k: v * 2 for k, v in HESTON_ONE.items()}}, device="cpu")
+        run_raw(job, {**TWO, "heston": {k: v * 2 for k, v in HESTON_ONE.items()}}, device="cpu")
     heston_two = {k: v * 2 for k, v in HESTON_ONE.items()}
     with pytest.raises(ValueError, match="volatilities does not apply to model heston"):
-        run_job(job, {**TWO, "model": "heston", "heston": heston_two}, device="cpu")
+        run_raw(job, {**TWO, "model": "heston", "heston": heston_two}, device="cpu")
     small = {"steps": 2, "paths": 1_000, **({"regression_paths": 1_000} if job == "american_option" else {})}
     heston_basket = {**TWO, **small, "volatilities": None, "model": "heston", "heston": heston_two}
-    echoed = run_job(job, heston_basket, device="cpu").summary["params"]
-    run_job(job, echoed, device="cpu")  # a result's echoed params (the other model's field null) still run
+    echoed = run_raw(job, heston_basket, device="cpu").summary["params"]
+    run_raw(job, echoed, device="cpu")  # a result's echoed params (the other model's field null) still run
 
 
 def test_a_heston_basket_defaults_to_qe_steps_and_a_gbm_basket_to_one_exact_step() -> None:
@@ -157,7 +157,7 @@ def test_geometric_basket_payoff_matches_its_closed_form() -> None:
     corr = np.asarray(TWO["correlation"], dtype=float)
     exact = _geometric_basket_call(TWO["spots"], TWO["weights"], TWO["volatilities"], corr, TWO["dividend_yields"],
                                    90.0, TWO["rate"], TWO["maturity"])
-    s = run_job("basket_option", {**TWO, "strike": 90.0, "payoff": "geometric", "paths": 200_000, "seed": 41},
+    s = run_raw("basket_option", {**TWO, "strike": 90.0, "payoff": "geometric", "paths": 200_000, "seed": 41},
                 device="cpu").summary
     assert s["control"] == "discounted basket (martingale)"  # not its own closed form: an independent check
     assert abs(s["estimate"] - exact) < bonferroni_z(1) * s["std_error"], (s["estimate"], exact, s["std_error"])
@@ -169,7 +169,7 @@ def test_geometric_basket_payoff_matches_its_closed_form() -> None:
 ])
 def test_bad_geometric_baskets_are_refused(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("basket_option", {**TWO, **bad}, device="cpu")
+        run_raw("basket_option", {**TWO, **bad}, device="cpu")
 
 
 # 2 kappa theta = 0.04, far below xi^2 = 1: full-truncation Euler was 9% high at 32 steps here (6.41 against 5.88)
@@ -197,7 +197,7 @@ def _quantlib_heston_call(spot: float, strike: float, rate: float, dividend: flo
 
 def test_feller_violating_heston_basket_of_one_asset_matches_quantlib() -> None:
     """The QE scheme with martingale correction, and its step-halving bias report beside the error."""
-    s = run_job("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": FELLER_VIOLATED,
+    s = run_raw("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": FELLER_VIOLATED,
                                   "steps": 32, "rate": 0.03, "dividend_yields": [0.01], "paths": 40_000, "seed": 5},
                 device="cpu").summary
     exact = _quantlib_heston_call(100.0, 100.0, 0.03, 0.01, FELLER_VIOLATED)
@@ -215,13 +215,13 @@ def test_heston_basket_bias_estimate_is_the_difference_of_coarse_and_fine_prices
     heston = {k: v * 2 for k, v in FELLER_VIOLATED.items()}
     params = {"spots": [100, 90], "weights": [1, 1], "model": "heston", "heston": heston, "strike": 190,
               "correlation": [[1, 0.5], [0.5, 1]], "rate": 0.03, "paths": 40_000}
-    fine = run_job("basket_option", {**params, "steps": 4, "seed": 11}, device="cpu").summary
-    coarse = run_job("basket_option", {**params, "steps": 2, "seed": 12}, device="cpu").summary
+    fine = run_raw("basket_option", {**params, "steps": 4, "seed": 11}, device="cpu").summary
+    coarse = run_raw("basket_option", {**params, "steps": 2, "seed": 12}, device="cpu").summary
     bias = fine["discretisation_bias"]
     separate = coarse["estimate"] - fine["estimate"]
     error = (coarse["std_error"] ** 2 + fine["std_error"] ** 2 + bias["std_error"] ** 2) ** 0.5
     assert abs(bias["estimate"] - separate) < bonferroni_z(1) * error, (bias, separate, error)
-    odd = run_job("basket_option", {**params, "steps": 3, "paths": 1_000}, device="cpu").summary
+    odd = run_raw("basket_option", {**params, "steps": 3, "paths": 1_000}, device="cpu").summary
     assert "not estimated" in odd["discretisation_bias"]["method"] and "warning" in odd["discretisation_bias"]
 
 
@@ -233,7 +233,7 @@ def test_heston_basket_keeps_the_price_correlation_and_the_martingale() -> None:
             "vol_of_vol": [1e-3, 1e-3], "correlation": [-0.7, 0.5]}
     gbm_like = {**TWO, "volatilities": None, "model": "heston", "heston": flat, "steps": 4, "paths": 100_000,
                 "seed": 21}
-    s = run_job("basket_option", gbm_like, device="cpu").summary
+    s = run_raw("basket_option", gbm_like, device="cpu").summary
     exact = two_asset_basket_call(TWO["spots"], TWO["weights"], [0.25, 0.35], 0.4, TWO["dividend_yields"],
                                   TWO["strike"], TWO["rate"], TWO["maturity"])
     z = bonferroni_z(2)
@@ -241,7 +241,7 @@ def test_heston_basket_keeps_the_price_correlation_and_the_martingale() -> None:
     wild = {k: v * 2 for k, v in FELLER_VIOLATED.items()}
     legs = {**TWO, "volatilities": None, "model": "heston", "heston": wild, "strike": 0.0, "steps": 8,
             "paths": 100_000, "seed": 22, "control_variate": False}
-    s = run_job("basket_option", legs, device="cpu").summary
+    s = run_raw("basket_option", legs, device="cpu").summary
     forward = sum(w * x * math.exp(-q * TWO["maturity"])
                   for w, x, q in zip(legs["weights"], TWO["spots"], TWO["dividend_yields"], strict=True))
     assert abs(s["estimate"] - forward) < z * s["std_error"], (s["estimate"], forward, s["std_error"])

@@ -6,9 +6,9 @@ import pytest
 
 from kernels.closed_form import black_scholes
 from kernels.heston_reference import HestonModel, heston_price
-from kernels.jobs import run_job
 from protocol.params import MAX_BOOK_CONTRACTS
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 from tests.kernels.test_greeks import black_scholes_greeks
 
 CONTRACTS = [{"strike": 90.0, "maturity": 0.5}, {"strike": 100.0, "maturity": 1.0, "kind": "put"},
@@ -19,7 +19,7 @@ HESTON = {"initial_variance": 0.04, "long_variance": 0.05, "mean_reversion": 1.5
 
 def test_black_scholes_book_prices_and_greeks_match_the_formulas() -> None:
     greeks = ["delta", "gamma", "vega", "rho", "theta"]
-    s = run_job("option_book", {"contracts": CONTRACTS, "dividend_yield": 0.01, "steps_per_year": 4,
+    s = run_raw("option_book", {"contracts": CONTRACTS, "dividend_yield": 0.01, "steps_per_year": 4,
                                 "paths": 100_000, "seed": 21, "greeks": greeks}, device="cpu").summary
     z = bonferroni_z(len(CONTRACTS) * (1 + len(greeks)))
     assert [(c["strike"], c["maturity"]) for c in s["contracts"]] == [(c["strike"], c["maturity"]) for c in CONTRACTS]
@@ -35,7 +35,7 @@ def test_black_scholes_book_prices_and_greeks_match_the_formulas() -> None:
 
 
 def test_heston_book_matches_the_semi_analytic_prices() -> None:
-    s = run_job("option_book", {"contracts": CONTRACTS, "model": "heston", **HESTON, "rate": 0.03,
+    s = run_raw("option_book", {"contracts": CONTRACTS, "model": "heston", **HESTON, "rate": 0.03,
                                 "steps_per_year": 128, "paths": 60_000, "seed": 4}, device="cpu").summary
     z = bonferroni_z(len(CONTRACTS))
     model = HestonModel(0.04, 0.05, 1.5, 0.5, -0.7)
@@ -48,7 +48,7 @@ def test_heston_book_matches_the_semi_analytic_prices() -> None:
 def test_heston_book_gamma_at_nonzero_correlation() -> None:
     """Gamma's likelihood-ratio weight comes from both first-step shocks: checked away from the money."""
     contracts = [{"strike": 120.0, "maturity": 1.0}, {"strike": 85.0, "maturity": 0.5, "kind": "put"}]
-    s = run_job("option_book", {"contracts": contracts, "model": "heston", **HESTON, "rate": 0.03,
+    s = run_raw("option_book", {"contracts": contracts, "model": "heston", **HESTON, "rate": 0.03,
                                 "steps_per_year": 64, "paths": 200_000, "seed": 12, "greeks": ["gamma"]},
                 device="cpu").summary
     model = HestonModel(0.04, 0.05, 1.5, 0.5, -0.7)
@@ -67,8 +67,8 @@ def test_heston_book_gamma_at_nonzero_correlation() -> None:
 def test_contracts_share_their_paths() -> None:
     """Common random numbers: a contract prices the same alone as inside any book."""
     base = {"paths": 20_000, "seed": 3, "steps_per_year": 8}
-    book = run_job("option_book", {**base, "contracts": CONTRACTS}, device="cpu").summary["contracts"]
-    alone = run_job("option_book", {**base, "contracts": [CONTRACTS[2]]}, device="cpu").summary["contracts"][0]
+    book = run_raw("option_book", {**base, "contracts": CONTRACTS}, device="cpu").summary["contracts"]
+    alone = run_raw("option_book", {**base, "contracts": [CONTRACTS[2]]}, device="cpu").summary["contracts"][0]
     assert alone["estimate"] == book[2]["estimate"] and alone["std_error"] == book[2]["std_error"]
 
 
@@ -81,12 +81,12 @@ def test_contracts_share_their_paths() -> None:
 ])
 def test_bad_books_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("option_book", bad, device="cpu")
+        run_raw("option_book", bad, device="cpu")
 
 
 @pytest.mark.parametrize(("model", "field"), [("black_scholes", "vol_of_vol"), ("heston", "volatility")])
 def test_parameters_of_the_other_model_are_rejected(model: str, field: str) -> None:
     with pytest.raises(ValueError, match=f"{field} do\\(es\\) not apply to model {model}"):
-        run_job("option_book", {"contracts": CONTRACTS, "model": model, field: 0.3}, device="cpu")
-    defaults = run_job("option_book", {"contracts": CONTRACTS[:1], "model": model, "paths": 1_000}, device="cpu")
-    run_job("option_book", defaults.summary["params"], device="cpu")  # echoed params: every field, at defaults
+        run_raw("option_book", {"contracts": CONTRACTS, "model": model, field: 0.3}, device="cpu")
+    defaults = run_raw("option_book", {"contracts": CONTRACTS[:1], "model": model, "paths": 1_000}, device="cpu")
+    run_raw("option_book", defaults.summary["params"], device="cpu")  # echoed params: every field, at defaults

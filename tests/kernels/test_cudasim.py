@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.jobs import run_job
+from tests.kernels.job_input import run_raw
 
 REPO = Path(__file__).resolve().parents[2]
 GREEKS = ["delta", "gamma", "vega", "rho", "theta"]
@@ -88,7 +88,7 @@ def simulated() -> list[dict]:
 def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: list[dict]) -> None:
     for (job, params, _), sim in zip(CASES, simulated, strict=True):
         assert sim["device"] == "cudasim"
-        cpu = run_job(job, params, device="cpu").summary
+        cpu = run_raw(job, params, device="cpu").summary
         assert sim["paths"] == cpu["paths"]
         for sim_part, cpu_part in zip(sim.get("contracts", [sim]), cpu.get("contracts", [cpu]), strict=True):
             for key in COMPARED:

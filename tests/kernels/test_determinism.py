@@ -9,7 +9,7 @@ import pytest
 
 from kernels import asian, european, portfolio_var, random_walk, risk
 from kernels.errors import JobCancelled
-from kernels.jobs import run_job
+from tests.kernels.job_input import run_raw
 
 JOBS = {
     "european_option": {"paths": 300_001, "seed": 4},
@@ -24,7 +24,7 @@ TIMINGS = ("elapsed_s", "load_s", "kernel_s", "paths_per_s")
 
 
 def _numbers(job: str, params: dict) -> dict:
-    out = run_job(job, params, device="cpu")
+    out = run_raw(job, params, device="cpu")
     return {k: v for k, v in out.summary.items() if k not in TIMINGS}
 
 
@@ -56,7 +56,7 @@ def test_a_portfolio_var_artifact_is_the_loss_distribution() -> None:
 
     import numpy as np
 
-    out = run_job("portfolio_var", JOBS["portfolio_var"], device="cpu")
+    out = run_raw("portfolio_var", JOBS["portfolio_var"], device="cpu")
     histogram = json.loads(out.artifacts["loss_histogram.json"])
     quantiles = np.load(io.BytesIO(out.artifacts["loss_quantiles.npy"]))
     assert sum(histogram["counts"]) == out.paths == histogram["scenarios"]
@@ -71,9 +71,9 @@ def test_kernels_cancel_between_chunks_and_report_progress(job: str) -> None:
         params = {**params, "paths": 200_000, "steps": 200}
     seen: list[float] = []
     with pytest.raises(JobCancelled):
-        run_job(job, params, device="cpu", should_stop=lambda: len(seen) >= 2, progress=seen.append)
+        run_raw(job, params, device="cpu", should_stop=lambda: len(seen) >= 2, progress=seen.append)
     assert 0.0 < seen[-1] < 1.0
 
     finished: list[float] = []
-    run_job(job, JOBS[job], device="cpu", progress=finished.append)
+    run_raw(job, JOBS[job], device="cpu", progress=finished.append)
     assert finished == sorted(finished) and finished[-1] == 1.0

@@ -12,7 +12,7 @@ import math
 from statistics import NormalDist
 
 from kernels.closed_form import black_scholes
-from kernels.jobs import run_job
+from tests.kernels.job_input import run_raw
 
 
 def _inside(entry: dict, exact: float) -> bool:
@@ -21,7 +21,7 @@ def _inside(entry: dict, exact: float) -> bool:
 
 def test_european_rho_interval_contains_the_closed_form() -> None:
     """S = K = 100, r 5%, q 3%, sigma 20%: the interval once excluded the truth (47.56147404 +- 7.5e-9)."""
-    s = run_job("european_option", {"spot": 100.0, "strike": 100.0, "rate": 0.05, "dividend_yield": 0.03,
+    s = run_raw("european_option", {"spot": 100.0, "strike": 100.0, "rate": 0.05, "dividend_yield": 0.03,
                                     "volatility": 0.2, "maturity": 1.0, "paths": 2_000_000, "seed": 1301,
                                     "greeks": ["rho"]}, device="cpu").summary
     d2 = (0.05 - 0.03 - 0.5 * 0.2**2) / 0.2
@@ -35,7 +35,7 @@ def test_european_rho_interval_contains_the_closed_form() -> None:
 def test_deep_in_the_money_basket_price_and_rho_contain_the_truth() -> None:
     """A one-asset GBM basket call struck at 20: every path ends in the money (P(miss) ~ 1e-16), so the
     price is ``S - K e^{-rT}`` and each path's finite-difference rho is ``K T e^{-rT}``."""
-    s = run_job("basket_option", {"spots": [100.0], "weights": [1.0], "volatilities": [0.2], "strike": 20.0,
+    s = run_raw("basket_option", {"spots": [100.0], "weights": [1.0], "volatilities": [0.2], "strike": 20.0,
                                   "rate": 0.05, "maturity": 1.0, "paths": 1_000_000, "seed": 1301,
                                   "greeks": ["rho"]}, device="cpu").summary
     assert _inside(s, black_scholes(100.0, 20.0, 0.05, 0.2, 1.0, True)), s

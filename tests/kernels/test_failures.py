@@ -10,16 +10,16 @@ import pytest
 
 from kernels import european
 from kernels.errors import PermanentJobError, TransientJobError
-from kernels.jobs import run_job
 from kernels.shards import run_shard
 from protocol.params import EuropeanOptionParams
+from tests.kernels.job_input import run_raw, typed
 
 
 def test_a_zero_division_in_a_kernel_is_permanent() -> None:
     """Params that bypass validation (a model built without it) reach the real closed form's division."""
     unpriceable = EuropeanOptionParams(paths=1_000).model_copy(update={"volatility": 1e-200})
     with pytest.raises(PermanentJobError, match=r"european_option cannot be computed.*ZeroDivisionError"):
-        run_job("european_option", unpriceable, device="cpu")
+        run_raw("european_option", unpriceable, device="cpu")
 
 
 @pytest.mark.parametrize("error", [ZeroDivisionError("float division by zero"), FloatingPointError("overflow"),
@@ -31,7 +31,7 @@ def test_deterministic_kernel_errors_become_permanent_with_one_line(monkeypatch:
 
     monkeypatch.setattr(european, "run", broken)
     with pytest.raises(PermanentJobError) as raised:
-        run_job("european_option", {"paths": 1_000}, device="cpu")
+        run_raw("european_option", {"paths": 1_000}, device="cpu")
     assert type(error).__name__ in str(raised.value) and "\n" not in str(raised.value)
     assert raised.value.__cause__ is error
 
@@ -44,7 +44,7 @@ def test_infrastructure_errors_keep_their_kind(monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(european, "run", broken)
     with pytest.raises(type(error)) as raised:
-        run_job("european_option", {"paths": 1_000}, device="cpu")
+        run_raw("european_option", {"paths": 1_000}, device="cpu")
     assert raised.value is error
 
 
@@ -52,6 +52,6 @@ def test_a_shard_classifies_the_same_way(monkeypatch: pytest.MonkeyPatch) -> Non
     def broken(*_: object) -> None:
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(european, "block_sums", broken)
+    monkeypatch.setattr(european, "shard_part", broken)
     with pytest.raises(PermanentJobError, match="ZeroDivisionError"):
-        run_shard("european_option", {"paths": 100_000}, 0, 2, device="cpu")
+        run_shard(*typed("european_option", {"paths": 100_000}), 0, 2, device="cpu")

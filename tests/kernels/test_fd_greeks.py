@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from kernels import fd_greeks
 from kernels.binomial import binomial_price
 from kernels.heston_reference import HestonModel, heston_price
-from kernels.jobs import run_job
 from protocol.params import MAX_FD_GREEK_PATHS, AmericanOptionParams, BasketOptionParams, Greek
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 from tests.kernels.test_basket import TWO, two_asset_basket_call
 
 ALL = [g.value for g in Greek]
@@ -33,7 +33,7 @@ def test_american_put_greeks_match_the_binomial_tree() -> None:
     dates, spot, vol, rate, maturity = 10, 100.0, 0.25, 0.05, 1.0
     p = {"spots": [spot], "weights": [1.0], "volatilities": [vol], "rate": rate, "maturity": maturity, "kind": "put",
          "steps": 40, "exercise_dates": dates, "paths": 40_000, "regression_paths": 40_000, "seed": 5, "greeks": ALL}
-    greeks = run_job("american_option", p, device="cpu").summary["greeks"]
+    greeks = run_raw("american_option", p, device="cpu").summary["greeks"]
 
     def tree(s: float = spot, r: float = rate, v: float = vol, t: float = maturity) -> float:
         return binomial_price(s, 100.0, r, 0.0, v, t, False, TREE_STEPS, dates)
@@ -55,7 +55,7 @@ def test_american_put_greeks_match_the_binomial_tree() -> None:
 
 def test_basket_greeks_per_asset_match_the_quadrature() -> None:
     params = {**TWO, "paths": 100_000, "seed": 9, "greeks": ALL}
-    greeks = run_job("basket_option", params, device="cpu").summary["greeks"]
+    greeks = run_raw("basket_option", params, device="cpu").summary["greeks"]
 
     def quad(spots: list[float] = TWO["spots"], vols: list[float] = TWO["volatilities"], rate: float = TWO["rate"],
              maturity: float = TWO["maturity"]) -> float:
@@ -89,7 +89,7 @@ def test_heston_basket_greeks_match_the_heston_integral() -> None:
               "correlation": [-0.7]}
     params = {"spots": [100.0], "weights": [1.0], "model": "heston", "heston": heston, "rate": 0.03,
               "dividend_yields": [0.01], "steps": 16, "paths": 20_000, "seed": 4, "greeks": ALL}
-    greeks = run_job("basket_option", params, device="cpu").summary["greeks"]
+    greeks = run_raw("basket_option", params, device="cpu").summary["greeks"]
 
     def price(s: float = 100.0, r: float = 0.03, vol: float = 0.2, t: float = 1.0) -> float:
         return heston_price(s, 100.0, r, 0.01, t, HestonModel(vol**2, 0.05, 1.5, 0.5, -0.7))
@@ -110,7 +110,7 @@ def test_heston_basket_greeks_match_the_heston_integral() -> None:
 def test_common_random_numbers_make_the_differences_precise() -> None:
     """Independent paths per revaluation would give a delta standard error of about price SE x sqrt(2) / (2h);
     common random numbers make it far smaller."""
-    s = run_job("basket_option", {**TWO, "paths": 20_000, "seed": 3, "greeks": ["delta"], "control_variate": False},
+    s = run_raw("basket_option", {**TWO, "paths": 20_000, "seed": 3, "greeks": ["delta"], "control_variate": False},
                 device="cpu").summary
     independent = s["std_error"] * math.sqrt(2) / (2 * fd_greeks.SPOT_BUMP * TWO["spots"][0])
     assert s["greeks"]["delta"][0]["std_error"] < independent / 10

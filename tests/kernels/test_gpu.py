@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.jobs import run_job
+from tests.kernels.job_input import run_raw
 
 pytestmark = pytest.mark.gpu
 
@@ -50,8 +50,8 @@ RISK_CASES = [
 
 @pytest.mark.parametrize(("job", "params"), CASES)
 def test_gpu_kernel_equals_cpu_twin(job: str, params: dict) -> None:
-    gpu = run_job(job, params, device="gpu")
-    cpu = run_job(job, params, device="cpu")
+    gpu = run_raw(job, params, device="gpu")
+    cpu = run_raw(job, params, device="cpu")
     assert gpu.device == "gpu"
     for key in ("estimate", "std_error", "ci_low", "ci_high"):
         assert gpu.summary[key] == pytest.approx(cpu.summary[key], rel=1e-5, abs=1e-7), key
@@ -59,8 +59,8 @@ def test_gpu_kernel_equals_cpu_twin(job: str, params: dict) -> None:
 
 @pytest.mark.parametrize(("job", "params"), RISK_CASES)
 def test_gpu_risk_kernel_equals_cpu_twin(job: str, params: dict) -> None:
-    gpu = run_job(job, params, device="gpu").summary
-    cpu = run_job(job, params, device="cpu").summary
+    gpu = run_raw(job, params, device="gpu").summary
+    cpu = run_raw(job, params, device="cpu").summary
     for gpu_part, cpu_part in zip(gpu.get("contracts", [gpu]), cpu.get("contracts", [cpu]), strict=True):
         # American: the exercise rule is regressed on float32 values, which GPU and CPU may round apart
         rel = 1e-3 if job == "american_option" else 1e-5
@@ -106,11 +106,11 @@ def test_random_walk_matches_the_seed_kernel() -> None:
     results = cuda.device_array(n, dtype=np.float32)
     seed_kernel[(n + 255) // 256, 256](create_xoroshiro128p_states(n, seed=42), results, steps)
     expected = results.copy_to_host().astype(np.float64).mean()
-    ours = run_job("random_walk", {"paths": n, "steps": steps, "seed": 42}, device="gpu").summary["estimate"]
+    ours = run_raw("random_walk", {"paths": n, "steps": steps, "seed": 42}, device="gpu").summary["estimate"]
     assert ours == pytest.approx(expected, rel=1e-4, abs=1e-6)
 
 
 def test_device_memory_is_returned_after_a_job() -> None:
     cupy = pytest.importorskip("cupy")
-    run_job("portfolio_var", CASES[-1][1], device="gpu")
+    run_raw("portfolio_var", CASES[-1][1], device="gpu")
     assert cupy.get_default_memory_pool().total_bytes() == 0

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from kernels.closed_form import black_scholes
-from kernels.jobs import run_job
 from protocol.params import Greek
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 ALL = [g.value for g in Greek]
 BASE = {"spot": 100.0, "strike": 105.0, "rate": 0.05, "dividend_yield": 0.02, "volatility": 0.2, "maturity": 1.0}
@@ -51,7 +51,7 @@ def black_scholes_greeks(spot: float, strike: float, rate: float, dividend_yield
 def test_european_greeks_match_finite_differences_of_black_scholes() -> None:
     z = bonferroni_z(len(EUROPEAN_CASES) * len(ALL))
     for i, case in enumerate(EUROPEAN_CASES):
-        s = run_job("european_option", {**BASE, **case, "paths": 300_000, "seed": 40 + i, "greeks": ALL},
+        s = run_raw("european_option", {**BASE, **case, "paths": 300_000, "seed": 40 + i, "greeks": ALL},
                     device="cpu").summary
         reference = black_scholes_greeks(**BASE, call=case["kind"] == "call")
         for name, exact in reference.items():
@@ -62,8 +62,8 @@ def test_european_greeks_match_finite_differences_of_black_scholes() -> None:
 
 def test_only_requested_greeks_are_returned_and_the_price_is_unchanged() -> None:
     params = {**BASE, "paths": 50_000, "seed": 7}
-    plain = run_job("european_option", params, device="cpu").summary
-    with_greeks = run_job("european_option", {**params, "greeks": ["delta", "vega"]}, device="cpu").summary
+    plain = run_raw("european_option", params, device="cpu").summary
+    with_greeks = run_raw("european_option", {**params, "greeks": ["delta", "vega"]}, device="cpu").summary
     assert "greeks" not in plain
     assert set(with_greeks["greeks"]) == {"delta", "vega"}
     assert with_greeks["estimate"] == plain["estimate"]
@@ -72,7 +72,7 @@ def test_only_requested_greeks_are_returned_and_the_price_is_unchanged() -> None
 
 def test_asian_greeks_with_one_date_match_black_scholes() -> None:
     z = bonferroni_z(len(ALL))
-    s = run_job("asian_option", {**ASIAN, "steps": 1, "paths": 200_000, "seed": 3, "greeks": ALL},
+    s = run_raw("asian_option", {**ASIAN, "steps": 1, "paths": 200_000, "seed": 3, "greeks": ALL},
                 device="cpu").summary
     for name, exact in black_scholes_greeks(**ASIAN, call=True).items():
         greek = s["greeks"][name]
@@ -112,7 +112,7 @@ def test_asian_greeks_match_finite_differences_on_common_random_numbers() -> Non
         "theta": _finite_difference(normals, "maturity", 1e-4),
     }
     reference["theta"] = (-reference["theta"][0], reference["theta"][1])
-    s = run_job("asian_option", {**ASIAN, "steps": ASIAN_DATES, "paths": 200_000, "seed": 3, "greeks": ALL},
+    s = run_raw("asian_option", {**ASIAN, "steps": ASIAN_DATES, "paths": 200_000, "seed": 3, "greeks": ALL},
                 device="cpu").summary
     z = bonferroni_z(len(reference))
     for name, (value, std_error) in reference.items():
@@ -122,9 +122,9 @@ def test_asian_greeks_match_finite_differences_on_common_random_numbers() -> Non
 
 def test_repeated_greeks_are_rejected() -> None:
     with pytest.raises(ValueError, match="greeks must not repeat"):
-        run_job("european_option", {"greeks": ["delta", "delta"]}, device="cpu")
+        run_raw("european_option", {"greeks": ["delta", "delta"]}, device="cpu")
     with pytest.raises(ValueError):
-        run_job("european_option", {"greeks": ["charm"]}, device="cpu")
+        run_raw("european_option", {"greeks": ["charm"]}, device="cpu")
 
 
 @pytest.mark.parametrize("example", ["european_option", "asian_option", "heston_option", "basket_option",

@@ -6,8 +6,8 @@ import pytest
 
 from kernels.closed_form import black_scholes
 from kernels.heston_reference import HestonModel, heston_price
-from kernels.jobs import run_job
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 CONTRACT = {"spot": 100.0, "strike": 100.0, "rate": 0.03, "dividend_yield": 0.01, "maturity": 1.0}
 MODEL = {"initial_variance": 0.04, "long_variance": 0.05, "mean_reversion": 1.5, "vol_of_vol": 0.5,
@@ -49,7 +49,7 @@ def test_kernel_matches_the_semi_analytic_price() -> None:
     cases = [{"kind": "call"}, {"kind": "put"}, {"kind": "call", "control_variate": False, "strike": 120.0}]
     z = bonferroni_z(len(cases))
     for i, case in enumerate(cases):
-        s = run_job("heston_option", {**CONTRACT, **MODEL, **case, "steps": 128, "paths": 300_000, "seed": 60 + i},
+        s = run_raw("heston_option", {**CONTRACT, **MODEL, **case, "steps": 128, "paths": 300_000, "seed": 60 + i},
                     device="cpu").summary
         exact = _reference(case.get("strike", 100.0), case["kind"] == "call")
         assert s["semi_analytic"] == pytest.approx(exact, rel=1e-12)
@@ -62,7 +62,7 @@ FELLER_VIOLATED = {"initial_variance": 0.04, "long_variance": 0.04, "mean_revers
 
 def test_feller_violating_case_matches_the_semi_analytic_price() -> None:
     """Full-truncation Euler was 1-4% high here (z 27 at 1e6 paths); the QE scheme is within the error."""
-    s = run_job("heston_option", {**CONTRACT, **FELLER_VIOLATED, "steps": 128, "paths": 400_000, "seed": 2501},
+    s = run_raw("heston_option", {**CONTRACT, **FELLER_VIOLATED, "steps": 128, "paths": 400_000, "seed": 2501},
                 device="cpu").summary
     exact = heston_price(100.0, 100.0, 0.03, 0.01, 1.0, HestonModel(**FELLER_VIOLATED), True)
     assert s["discretisation"] == "Andersen QE with martingale correction"
@@ -76,8 +76,8 @@ def test_the_step_halving_bias_is_the_difference_of_coarse_and_fine_prices() -> 
     """The coarse twin walked on the fine path's normals has the law of an independent coarse run: its
     mean difference must equal the difference of two separate jobs at 4 and 8 steps."""
     params = {**CONTRACT, **FELLER_VIOLATED, "paths": 100_000}
-    fine = run_job("heston_option", {**params, "steps": 8, "seed": 11}, device="cpu").summary
-    coarse = run_job("heston_option", {**params, "steps": 4, "seed": 12}, device="cpu").summary
+    fine = run_raw("heston_option", {**params, "steps": 8, "seed": 11}, device="cpu").summary
+    coarse = run_raw("heston_option", {**params, "steps": 4, "seed": 12}, device="cpu").summary
     bias = fine["discretisation_bias"]
     separate = coarse["estimate"] - fine["estimate"]
     error = (coarse["std_error"] ** 2 + fine["std_error"] ** 2 + bias["std_error"] ** 2) ** 0.5
@@ -85,7 +85,7 @@ def test_the_step_halving_bias_is_the_difference_of_coarse_and_fine_prices() -> 
 
 
 def test_an_odd_step_count_says_its_bias_is_not_estimated() -> None:
-    s = run_job("heston_option", {**CONTRACT, **MODEL, "steps": 5, "paths": 2_000}, device="cpu").summary
+    s = run_raw("heston_option", {**CONTRACT, **MODEL, "steps": 5, "paths": 2_000}, device="cpu").summary
     assert "not estimated" in s["discretisation_bias"]["method"] and "warning" in s["discretisation_bias"]
 
 
@@ -102,7 +102,7 @@ def test_greeks_match_finite_differences_of_the_semi_analytic_price() -> None:
             "rho": (_reference(call=call, rate=0.03 + e) - _reference(call=call, rate=0.03 - e)) / (2 * e),
             "theta": -(_reference(call=call, maturity=1 + e) - _reference(call=call, maturity=1 - e)) / (2 * e),
         }
-        s = run_job("heston_option", {**CONTRACT, **MODEL, "kind": kind, "steps": 128, "paths": 60_000, "seed": 2,
+        s = run_raw("heston_option", {**CONTRACT, **MODEL, "kind": kind, "steps": 128, "paths": 60_000, "seed": 2,
                                       "greeks": list(reference)}, device="cpu").summary
         for name, exact in reference.items():
             greek = s["greeks"][name]
@@ -121,7 +121,7 @@ def _gamma_by_differences(strike: float, model: HestonModel, call: bool = True) 
 
 def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
     """The case where a weight on the price shock alone came out 0.0144 +- 0.0005 against 0.0240."""
-    s = run_job("heston_option", {**CONTRACT, **MODEL, "strike": 120.0, "kind": "call", "steps": 128,
+    s = run_raw("heston_option", {**CONTRACT, **MODEL, "strike": 120.0, "kind": "call", "steps": 128,
                                   "paths": 400_000, "seed": 1202, "greeks": ["gamma"]}, device="cpu").summary
     exact = _gamma_by_differences(120.0, HESTON)
     gamma = s["greeks"]["gamma"]
@@ -132,7 +132,7 @@ def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
 def test_greeks_at_other_correlations(correlation: float) -> None:
     model = {**MODEL, "correlation": correlation}
     heston = HestonModel(**model)
-    s = run_job("heston_option", {**CONTRACT, **model, "strike": 110.0, "kind": "put", "steps": 64,
+    s = run_raw("heston_option", {**CONTRACT, **model, "strike": 110.0, "kind": "put", "steps": 64,
                                   "paths": 100_000, "seed": 7, "greeks": ["delta", "gamma"]}, device="cpu").summary
     h = 0.1
     delta = (heston_price(100 + h, 110.0, 0.03, 0.01, 1.0, heston, False)
@@ -145,11 +145,11 @@ def test_greeks_at_other_correlations(correlation: float) -> None:
 
 def test_gamma_is_refused_at_perfect_correlation() -> None:
     with pytest.raises(ValueError, match="gamma needs \\|correlation\\| < 1"):
-        run_job("heston_option", {"correlation": -1.0, "greeks": ["gamma"]}, device="cpu")
+        run_raw("heston_option", {"correlation": -1.0, "greeks": ["gamma"]}, device="cpu")
 
 
 @pytest.mark.parametrize("bad", [{"correlation": 1.5}, {"initial_variance": 0}, {"steps": 0},
                                  {"paths": 10_000_000, "steps": 10_000}, {"volatility": 0.2}])
 def test_bad_heston_params_are_rejected(bad: dict) -> None:
     with pytest.raises(ValueError):
-        run_job("heston_option", bad, device="cpu")
+        run_raw("heston_option", bad, device="cpu")

@@ -12,8 +12,8 @@ import pytest
 from kernels import basket, lsm
 from kernels.binomial import binomial_price
 from kernels.closed_form import black_scholes
-from kernels.jobs import run_job
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 ONE = {"spots": [100.0], "weights": [1.0], "volatilities": [0.25], "rate": 0.05, "maturity": 1.0}
 # Longstaff-Schwartz is low-biased: its exercise rule is at best optimal. With a cubic basis on one
@@ -69,7 +69,7 @@ def test_binomial_tree_matches_quantlib_american_put() -> None:
 def test_american_and_bermudan_puts_match_the_tree_from_below(dates: int, steps: int, strike: float) -> None:
     params = {**ONE, "kind": "put", "strike": strike, "steps": steps, "exercise_dates": dates, "paths": 100_000,
               "regression_paths": 50_000, "seed": 12}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     exact = binomial_price(100, strike, 0.05, 0.0, 0.25, 1.0, False, 2000, dates)
     z = bonferroni_z(2)
     assert s["binomial_reference"] == pytest.approx(exact)
@@ -84,8 +84,8 @@ def test_antithetic_pairs_price_the_american_put_with_a_smaller_error() -> None:
     params = {**ONE, "kind": "put", "strike": 100.0, "steps": 20, "paths": 60_000, "regression_paths": 20_000,
               "seed": 13}
     exact = binomial_price(100, 100, 0.05, 0.0, 0.25, 1.0, False, 2000, 20)
-    single = run_job("american_option", params, device="cpu").summary
-    pairs = run_job("american_option", {**params, "antithetic": True}, device="cpu").summary
+    single = run_raw("american_option", params, device="cpu").summary
+    pairs = run_raw("american_option", {**params, "antithetic": True}, device="cpu").summary
     z = bonferroni_z(2)
     assert pairs["samples"] == 30_000 and pairs["paths"] == 60_000
     assert pairs["estimate"] - exact < z * pairs["std_error"], (pairs["estimate"], exact)
@@ -96,7 +96,7 @@ def test_antithetic_pairs_price_the_american_put_with_a_smaller_error() -> None:
 
 
 def test_american_call_without_dividends_is_european() -> None:
-    s = run_job("american_option", {**ONE, "kind": "call", "steps": 20, "paths": 60_000, "regression_paths": 20_000,
+    s = run_raw("american_option", {**ONE, "kind": "call", "steps": 20, "paths": 60_000, "regression_paths": 20_000,
                                     "seed": 2}, device="cpu").summary
     exact = black_scholes(100, 100, 0.05, 0.25, 1.0)
     assert abs(s["estimate"] - exact) < bonferroni_z(1) * s["std_error"] + RULE_LOSS * exact
@@ -107,7 +107,7 @@ def test_american_basket_put_is_worth_at_least_its_european() -> None:
               "correlation": [[1, 0.3], [0.3, 1]], "kind": "put", "strike": 100, "steps": 24, "exercise_dates": 12,
               "paths": 50_000,
               "regression_paths": 20_000, "seed": 5}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     assert s["early_exercise_premium"] > 0
     assert s["exercise_dates"] == 12 and "binomial_reference" not in s
 
@@ -120,7 +120,7 @@ def test_american_basket_put_is_worth_at_least_its_european() -> None:
 ])
 def test_bad_exercise_schedules_are_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job("american_option", {**ONE, **bad}, device="cpu")
+        run_raw("american_option", {**ONE, **bad}, device="cpu")
 
 
 def _fd_heston_bermudan_put(p: dict, grid: tuple[int, int, int] = (100, 200, 50)) -> float:
@@ -145,7 +145,7 @@ def _fd_heston_bermudan_put(p: dict, grid: tuple[int, int, int] = (100, 200, 50)
 @pytest.mark.slow
 def test_heston_american_put_matches_finite_difference_bermudan_from_below() -> None:
     params = {**HESTON_PUT, "paths": 150_000, "regression_paths": 100_000, "seed": 1410}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     exact = _fd_heston_bermudan_put(params)
     z = bonferroni_z(2)
     assert s["estimate"] - exact < z * s["std_error"], (s["estimate"], exact)  # never above the true value
@@ -165,7 +165,7 @@ FD_GRID_ERROR = 0.01
 def test_feller_violating_heston_bermudan_put_matches_finite_difference_from_below() -> None:
     """QE steps with martingale correction under the exercise rule, and the step-halving bias report."""
     params = {**FELLER_VIOLATED_PUT, "paths": 40_000, "regression_paths": 30_000, "seed": 2502}
-    s = run_job("american_option", params, device="cpu").summary
+    s = run_raw("american_option", params, device="cpu").summary
     exact = _fd_heston_bermudan_put(params, (50, 400, 100))
     z = bonferroni_z(3)
     assert s["discretisation"] == "Andersen QE with martingale correction"
@@ -178,12 +178,12 @@ def test_feller_violating_heston_bermudan_put_matches_finite_difference_from_bel
 
 def test_heston_bias_report_says_where_step_halving_moves_the_exercise_dates() -> None:
     small = {"paths": 2_000, "regression_paths": 1_000, "seed": 3}
-    american = run_job("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": None}, device="cpu")
+    american = run_raw("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": None}, device="cpu")
     assert "and 12 against 24 exercise dates" in american.summary["discretisation_bias"]["method"]
     # 3 steps between dates: every other date is off the coarse grid, so no estimate, and a warning
-    odd = run_job("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": 8}, device="cpu").summary
+    odd = run_raw("american_option", {**FELLER_VIOLATED_PUT, **small, "exercise_dates": 8}, device="cpu").summary
     assert "not estimated" in odd["discretisation_bias"]["method"] and "warning" in odd["discretisation_bias"]
-    gbm = run_job("american_option", {**ONE, **small, "steps": 4}, device="cpu").summary
+    gbm = run_raw("american_option", {**ONE, **small, "steps": 4}, device="cpu").summary
     assert gbm["discretisation"].startswith("exact") and "discretisation_bias" not in gbm
 
 

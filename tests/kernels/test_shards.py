@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from kernels.context import RunContext
-from kernels.jobs import JobOutput, run_job
+from kernels.jobs import JobOutput
 from kernels.portfolio_var import _Model, simulate_losses
 from kernels.shards import merge, run_shard, shard_count
 from protocol.params import PortfolioVarParams
+from tests.kernels.job_input import run_raw, typed
 
 # 300,000 paths = 10 antithetic blocks; 50,000 VaR scenarios = 13 blocks; 40,000 Asian paths = several blocks.
 JOBS: dict[str, dict[str, Any]] = {
@@ -29,14 +30,15 @@ MERGE_RTOL = 1e-12
 
 
 def _sharded(job: str, shards: int, params: dict[str, Any] | None = None) -> JobOutput:
-    outputs = [run_shard(job, params or JOBS[job], i, shards, device="cpu") for i in range(shards)]
+    kind, p = typed(job, params or JOBS[job])
+    outputs = [run_shard(kind, p, i, shards, device="cpu") for i in range(shards)]
     random.Random(shards).shuffle(outputs)  # the merge puts them back in block order itself
-    return merge(job, params or JOBS[job], outputs, elapsed_s=1.0)
+    return merge(kind, p, outputs, elapsed_s=1.0)
 
 
 @pytest.mark.parametrize("job", ["european_option", "asian_option"])
 def test_option_estimates_do_not_depend_on_the_shard_count(job: str) -> None:
-    whole = run_job(job, JOBS[job], device="cpu").summary
+    whole = run_raw(job, JOBS[job], device="cpu").summary
     for shards in SHARD_COUNTS:
         out = _sharded(job, shards)
         assert out.summary["shards"] == shards and out.paths == whole["paths"]
@@ -46,7 +48,7 @@ def test_option_estimates_do_not_depend_on_the_shard_count(job: str) -> None:
 
 def test_more_shards_than_blocks_leaves_some_empty_and_changes_nothing() -> None:
     params = {"paths": 70_000, "seed": 2}  # 3 blocks
-    whole = run_job("european_option", params, device="cpu").summary
+    whole = run_raw("european_option", params, device="cpu").summary
     out = _sharded("european_option", 5, params)
     assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
     assert out.summary["std_error"] == pytest.approx(whole["std_error"], rel=MERGE_RTOL)
@@ -54,7 +56,7 @@ def test_more_shards_than_blocks_leaves_some_empty_and_changes_nothing() -> None
 
 def test_var_and_cvar_are_exact_under_sharding_and_the_histogram_merges() -> None:
     job = "portfolio_var"
-    whole = run_job(job, JOBS[job], device="cpu")
+    whole = run_raw(job, JOBS[job], device="cpu")
     exact = ("var", "var_ci", "var_std_error", "cvar", "cvar_ci", "cvar_std_error")
     histograms = []
     for shards in SHARD_COUNTS:
@@ -78,25 +80,28 @@ def test_var_and_cvar_are_exact_under_sharding_and_the_histogram_merges() -> Non
 
 
 def test_only_large_mergeable_jobs_are_split() -> None:
-    assert shard_count("european_option", {"paths": 1_000_000}, 300_000) == 4
-    assert shard_count("european_option", {"paths": 1_000_000}, None) == 1
-    assert shard_count("european_option", {"paths": 100_000}, 300_000) == 1
-    assert shard_count("european_option", {"paths": 1_000_000, "greeks": ["delta"]}, 300_000) == 1
-    assert shard_count("american_option", {"paths": 1_000_000}, 300_000) == 1
-    assert shard_count("portfolio_var", JOBS["portfolio_var"], 10_000) == 5
+    assert shard_count(*typed("european_option", {"paths": 1_000_000}), 300_000) == 4
+    assert shard_count(*typed("european_option", {"paths": 1_000_000}), None) == 1
+    assert shard_count(*typed("european_option", {"paths": 100_000}), 300_000) == 1
+    assert shard_count(*typed("european_option", {"paths": 1_000_000, "greeks": ["delta"]}), 300_000) == 1
+    american = {"spots": [100.0], "weights": [1.0], "volatilities": [0.2], "paths": 1_000_000}
+    assert shard_count(*typed("american_option", american), 300_000) == 1
+    assert shard_count(*typed("portfolio_var", JOBS["portfolio_var"]), 10_000) == 5
 
 
 def test_a_merge_missing_a_shard_is_refused() -> None:
-    outputs = [run_shard("european_option", JOBS["european_option"], i, 3, device="cpu") for i in (0, 2)]
+    kind, params = typed("european_option", JOBS["european_option"])
+    outputs = [run_shard(kind, params, i, 3, device="cpu") for i in (0, 2)]
     with pytest.raises(ValueError, match="not all"):
-        merge("european_option", JOBS["european_option"], outputs, elapsed_s=1.0)
+        merge(kind, params, outputs, elapsed_s=1.0)
 
 
 @pytest.mark.parametrize("job", sorted(JOBS))
 def test_a_shard_run_again_with_smaller_chunks_gives_the_same_part(job: str) -> None:
     # 2**-20 of any kernel's usual chunk is one block: every block its own launch
-    usual = run_shard(job, JOBS[job], 1, 3, device="cpu")
-    smallest = run_shard(job, JOBS[job], 1, 3, device="cpu", chunk_scale=2.0**-20)
+    kind, params = typed(job, JOBS[job])
+    usual = run_shard(kind, params, 1, 3, device="cpu")
+    smallest = run_shard(kind, params, 1, 3, device="cpu", chunk_scale=2.0**-20)
     assert smallest.blocks == usual.blocks > 1
     if isinstance(usual.part, np.ndarray):
         assert smallest.part.tobytes() == usual.part.tobytes()

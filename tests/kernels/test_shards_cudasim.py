@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.jobs import run_job
+from tests.kernels.job_input import run_raw
 
 REPO = Path(__file__).resolve().parents[2]
 # Two blocks each, the second nearly empty: the smallest jobs whose second shard starts past block 0.
@@ -24,10 +24,12 @@ RUNNER = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
 from kernels.shards import merge, run_shard
+from tests.kernels.job_input import typed
 out = {}
-for job, params in json.loads(sys.argv[1]).items():
-    shards = [run_shard(job, params, i, 2, device="gpu") for i in range(2)]
-    out[job] = merge(job, params, shards, elapsed_s=1.0).summary
+for job, raw in json.loads(sys.argv[1]).items():
+    kind, params = typed(job, raw)
+    shards = [run_shard(kind, params, i, 2, device="gpu") for i in range(2)]
+    out[job] = merge(kind, params, shards, elapsed_s=1.0).summary
 print(json.dumps(out))
 """
 
@@ -39,7 +41,7 @@ def test_shards_on_the_simulated_gpu_merge_into_the_cpu_result() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     simulated = json.loads(done.stdout)
     for job, params in JOBS.items():
-        cpu = run_job(job, params, device="cpu").summary
+        cpu = run_raw(job, params, device="cpu").summary
         assert simulated[job]["shards"] == 2 and simulated[job]["device"] == "cudasim"
         for key in ("estimate", "std_error"):
             # the simulator and the twin share the math; float32 results agree as in test_cudasim

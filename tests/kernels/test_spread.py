@@ -8,8 +8,8 @@ from statistics import NormalDist
 
 import pytest
 
-from kernels.jobs import run_job
 from tests.kernels.conftest import bonferroni_z
+from tests.kernels.job_input import run_raw
 
 _N = NormalDist()
 S1, S2, V1, V2, RHO, Q1, Q2, R, T = 100.0, 95.0, 0.25, 0.3, 0.4, 0.01, 0.03, 0.04, 1.5
@@ -39,7 +39,7 @@ FIRST, SECOND = S1 * math.exp(-Q1 * T), S2 * math.exp(-Q2 * T)
 def test_exchange_option_matches_margrabe() -> None:
     """Strike 0: the call is max(S1 - S2, 0), the put max(S2 - S1, 0); delta per asset from Margrabe too."""
     z = bonferroni_z(4)
-    call = run_job("basket_option", {**SPREAD, "strike": 0.0, "paths": 200_000, "seed": 31, "greeks": ["delta"]},
+    call = run_raw("basket_option", {**SPREAD, "strike": 0.0, "paths": 200_000, "seed": 31, "greeks": ["delta"]},
                    device="cpu").summary
     exact, d1 = margrabe(FIRST, SECOND, VOL, T)
     assert call["control"] == "discounted basket (martingale)"
@@ -47,7 +47,7 @@ def test_exchange_option_matches_margrabe() -> None:
     deltas = (math.exp(-Q1 * T) * _N.cdf(d1), -math.exp(-Q2 * T) * _N.cdf(d1 - VOL * math.sqrt(T)))
     for entry, delta in zip(call["greeks"]["delta"], deltas, strict=True):
         assert abs(entry["estimate"] - delta) < z * entry["std_error"], (entry, delta)
-    put = run_job("basket_option", {**SPREAD, "strike": 0.0, "kind": "put", "paths": 200_000, "seed": 32},
+    put = run_raw("basket_option", {**SPREAD, "strike": 0.0, "kind": "put", "paths": 200_000, "seed": 32},
                   device="cpu").summary
     exact_put, _ = margrabe(SECOND, FIRST, VOL, T)
     assert abs(put["estimate"] - exact_put) < z * put["std_error"], (put["estimate"], exact_put)
@@ -55,7 +55,7 @@ def test_exchange_option_matches_margrabe() -> None:
 
 def test_spread_call_agrees_with_kirk_within_its_approximation_error() -> None:
     """Kirk is an approximation (about 0.1-1% here), so this is a cross-check, not an exact reference."""
-    s = run_job("basket_option", {**SPREAD, "strike": 5.0, "paths": 200_000, "seed": 33}, device="cpu").summary
+    s = run_raw("basket_option", {**SPREAD, "strike": 5.0, "paths": 200_000, "seed": 33}, device="cpu").summary
     reference = kirk(5.0)
     assert abs(s["estimate"] - reference) < bonferroni_z(1) * s["std_error"] + 0.01 * reference, (s, reference)
 
@@ -67,4 +67,4 @@ def test_spread_call_agrees_with_kirk_within_its_approximation_error() -> None:
 ])
 def test_spreads_refuse_what_cannot_be_priced(job: str, bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        run_job(job, {**SPREAD, "strike": 0.0, **bad}, device="cpu")
+        run_raw(job, {**SPREAD, "strike": 0.0, **bad}, device="cpu")

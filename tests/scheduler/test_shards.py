@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
-from kernels.jobs import run_job
 from protocol.messages import JobRequest
 from scheduler.backends import shards as backend_shards
 from scheduler.backends.dask import DaskBackend
 from scheduler.backends.dask_cancel import CancelSignal
 from scheduler.backends.shards import ShardedJob
+from tests.kernels.job_input import run_raw
 from tests.scheduler.platform import wait_for
 from worker.task import cancel_event_name
 
@@ -45,12 +45,12 @@ def _request(job_id: str, job_type: str, params: dict[str, Any]) -> JobRequest:
 
 def test_a_sharded_job_gives_the_unsharded_result_and_says_how_it_ran(client: Any) -> None:
     backend = DaskBackend(client, device="cpu", shard_paths=100_000)
-    whole = run_job("european_option", EUROPEAN, device="cpu").summary
+    whole = run_raw("european_option", EUROPEAN, device="cpu").summary
     out = backend.run(_request("sharded-eu", "european_option", EUROPEAN), attempt=1)
     assert out.summary["shards"] == 3 and 1 <= out.summary["workers"] <= WORKERS
     assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
     assert out.summary["std_error"] == pytest.approx(whole["std_error"], rel=MERGE_RTOL)
-    var_whole = run_job("portfolio_var", VAR, device="cpu").summary
+    var_whole = run_raw("portfolio_var", VAR, device="cpu").summary
     var_backend = DaskBackend(client, device="cpu", shard_paths=10_000)
     var_out = var_backend.run(_request("sharded-var", "portfolio_var", VAR), attempt=1).summary
     assert var_out["shards"] == 3
@@ -80,7 +80,7 @@ def test_a_shard_failing_transiently_is_rerun_alone(client: Any, monkeypatch: py
         return real(job_type, params, index, shards, **kwargs)
 
     monkeypatch.setattr(backend_shards, "run_shard", flaky)  # the workers run in this process
-    whole = run_job("european_option", EUROPEAN, device="cpu").summary
+    whole = run_raw("european_option", EUROPEAN, device="cpu").summary
     out = DaskBackend(client, device="cpu", shard_paths=100_000).run(
         _request("flaky", "european_option", EUROPEAN), attempt=1)
     assert sorted(runs) == [0, 1, 1, 2]
@@ -128,7 +128,7 @@ def test_a_straggling_shard_gets_a_backup_and_the_first_to_finish_is_kept(
     monkeypatch.setattr(backend_shards, "run_shard", straggling)
     monkeypatch.setattr(backend_shards, "STRAGGLER_MIN_S", 0.5)
     monkeypatch.setattr(backend_shards, "STRAGGLER_CHECK_S", 0.1)
-    whole = run_job("european_option", EUROPEAN, device="cpu").summary
+    whole = run_raw("european_option", EUROPEAN, device="cpu").summary
     cancel = CancelSignal(client, "gpurt-cancel-straggle-1")
     job = ShardedJob(client, _request("straggle", "european_option", EUROPEAN), 3, device="cpu", cancel=cancel,
                      key="gpurt-straggle-1-test", resources=None)
@@ -179,7 +179,7 @@ def test_a_lost_worker_reruns_only_its_shard() -> None:
         os.kill(pid, signal.SIGKILL)  # the worker process dies mid-shard; its nanny starts another
         out = job.result(timeout=120)
         runs = dask_client.run_on_scheduler(_times_started, [f"gpurt-lost-1-test-shard{i}-0" for i in (0, 1)])
-    whole = run_job("asian_option", params, device="cpu").summary
+    whole = run_raw("asian_option", params, device="cpu").summary
     assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
     assert runs == [1, 2]
 

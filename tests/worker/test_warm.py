@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from kernels.jobs import _KERNEL_MODULES
+from kernels.registry import KERNELS
 from kernels.warm import WARM_JOBS
 from protocol import contract
 from protocol.contract import SchedulerEnv
+from tests.kernels.job_input import typed
 from worker import warm as warm_worker
 
 
@@ -56,7 +57,7 @@ def _worker(preload: list[str]) -> Iterator[Any]:
 
 def test_the_preload_is_the_module_the_contract_names() -> None:
     assert warm_worker.__name__ == contract.DASK_WORKER_PRELOAD
-    assert {job_type for _, job_type, _ in WARM_JOBS} == set(_KERNEL_MODULES)  # every kernel type is warmed
+    assert {job_type for _, job_type, _ in WARM_JOBS} == set(KERNELS)  # every kernel type is warmed
 
 
 @pytest.mark.integration
@@ -66,7 +67,7 @@ def test_a_fresh_worker_has_every_kernel_compiled_before_its_first_job() -> None
     with _worker([contract.DASK_WORKER_PRELOAD]) as client:
         kernels, loaded = client.submit(_first_kernel_job, pure=False).result(timeout=240)
         (warmed,) = client.run(warm_worker.warm_seconds).values()
-    assert set(_KERNEL_MODULES.values()) <= loaded  # every job type's kernel module
+    assert {entry.module for entry in KERNELS.values()} <= loaded  # every job type's kernel module
     assert kernels and all(signatures >= 1 for signatures in kernels.values()), kernels
     assert set(warmed) == {name for name, _, _ in WARM_JOBS}
 
@@ -96,9 +97,9 @@ def test_a_kernel_job_waits_for_the_compile_and_a_noop_does_not(warming: warm_wo
     waited: list[str] = []
     monkeypatch.setattr(worker_task, "stop_poller", lambda *names: lambda: False)
     monkeypatch.setattr(warm_worker, "wait_warm", lambda should_stop: waited.append("waited"))
-    worker_task.execute("noop", {}, "cpu", "event")
+    worker_task.execute(*typed("noop", {}), "cpu", "event")
     assert waited == []
-    worker_task.execute("european_option", {"paths": 64}, "cpu", "event")
+    worker_task.execute(*typed("european_option", {"paths": 64}), "cpu", "event")
     assert waited == ["waited"]
 
 

@@ -9,8 +9,8 @@ import numpy as np
 from bench.kernels import baselines
 from kernels import estimators
 from kernels.closed_form import black_scholes
-from kernels.jobs import run_job
 from protocol.params import AsianOptionParams, EuropeanOptionParams, PortfolioVarParams, RandomWalkParams
+from tests.kernels.job_input import run_raw
 
 
 def test_european_baseline_prices_the_option() -> None:
@@ -22,7 +22,7 @@ def test_european_baseline_prices_the_option() -> None:
 def test_asian_baseline_agrees_with_the_kernel() -> None:
     p = AsianOptionParams(paths=50_000, steps=16, seed=3)
     base = estimators.from_sums(baselines.asian(np, p), p.paths, control_variate=True)
-    kernel = run_job("asian_option", p, device="cpu").summary
+    kernel = run_raw("asian_option", p, device="cpu").summary
     assert abs(base.estimate - kernel["estimate"]) < 3.5 * math.hypot(base.std_error, kernel["std_error"])
 
 
@@ -38,7 +38,7 @@ def test_portfolio_baseline_matches_the_parametric_var() -> None:
     p = PortfolioVarParams(exposures=[1e6, 2e6], volatilities=[0.2, 0.1], correlation=[[1, 0.3], [0.3, 1]],
                            paths=200_000, seed=3)
     summary = baselines.portfolio_var(np, p)
-    reference = run_job("portfolio_var", p, device="cpu").summary["delta_normal_var"]
+    reference = run_raw("portfolio_var", p, device="cpu").summary["delta_normal_var"]
     assert abs(summary.var.estimate - reference) < 3.5 * summary.var.std_error
 
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.kernels import baselines, stac
-from kernels.jobs import run_job
 from protocol.params import AmericanOptionParams
+from tests.kernels.job_input import run_raw
 
 TINY = {"paths": 4_000, "regression_paths": 4_000, "steps": 12, "exercise_dates": 12}
 CASE = stac.case
@@ -35,7 +35,7 @@ def test_kernel_and_baseline_greeks_agree() -> None:
 
 def test_numpy_baseline_computes_the_same_estimator() -> None:
     p = _tiny()
-    kernel = run_job("american_option", p, device="cpu").summary
+    kernel = run_raw("american_option", p, device="cpu").summary
     baseline = baselines.basket_lsm_valuation(stac.array_module("cpu"))(p)
     # independent random numbers: the two estimates differ by about sqrt(2) standard errors
     assert abs(kernel["estimate"] - baseline) < 4 * math.sqrt(2) * kernel["std_error"]

@@ -7,19 +7,19 @@ from pathlib import Path
 import pytest
 
 from kernels.closed_form import black_scholes
-from kernels.jobs import run_job
 from local_platform.report import ReportInput, write_report
 from local_platform.report.greeks import greek_rows
 from local_platform.report.smile import implied_vol, smile_from
 from local_platform.workload import ALL_GREEKS, HESTON_MARKET
 from protocol.messages import JobResult, JobStatus
+from tests.kernels.job_input import run_raw
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STRIKES = (80.0, 90.0, 100.0, 110.0, 120.0)
 
 
 def _result(job_id: str, job_type: str, params: dict) -> JobResult:
-    out = run_job(job_type, params, device="cpu")
+    out = run_raw(job_type, params, device="cpu")
     return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, type=job_type, result=out.summary)
 
 
