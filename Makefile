@@ -48,11 +48,14 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# Every core: the unit tests spread over the workers; the tests that start processes (integration, slow)
+# run one at a time on one worker (tests/conftest.py groups them), so they see the machine as a serial run.
 test: setup system-deps lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadgroup
 
+# The inner loop: unit tests only (no process started, nothing slow), on every core.
 test-fast: setup system-deps
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -n auto -m "not slow and not integration"
 
 demo: setup demo-system-deps
 	$(GPURT) demo

@@ -7,3 +7,14 @@ import os
 # Keep Google client libraries from looking for credentials or metadata servers.
 os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "gpurt-test")
 os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
+    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``), the tests that start real
+    processes or run long share one worker, one after another, as in a serial run: their deadlines and
+    port choices were written for one such test at a time. The unit tests fill the other workers."""
+    import pytest
+
+    for item in items:
+        if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("processes"))
