@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -66,17 +67,21 @@ def bench_runtime(
 
 @contextmanager
 def bench_platform(workers: int | None, out: Console,
-                   scheduler_env: Callable[[Path], dict[str, str]] | None = None) -> Iterator[LocalPlatform]:
+                   scheduler_env: Callable[[Path], dict[str, str]] | None = None,
+                   ready_timeout_s: float | None = None) -> Iterator[LocalPlatform]:
     """A local platform on free ports and temporary state, stopped on exit.
 
-    ``scheduler_env`` gives extra scheduler settings from the platform's temporary folder.
+    ``scheduler_env`` gives extra scheduler settings from the platform's temporary folder;
+    ``ready_timeout_s`` replaces the platform's start-up budget.
     """
     from runtime.local import LocalConfig, LocalPlatform
 
     with tempfile.TemporaryDirectory(prefix="gpurt-bench-") as tmp:
         extra = scheduler_env(Path(tmp)) if scheduler_env else {}
-        platform = LocalPlatform(Path(tmp), LocalConfig(workers=workers, port=0, emulator_port=0,
-                                                        scheduler_env=extra))
+        config = LocalConfig(workers=workers, port=0, emulator_port=0, scheduler_env=extra)
+        if ready_timeout_s is not None:
+            config = dataclasses.replace(config, ready_timeout_s=ready_timeout_s)
+        platform = LocalPlatform(Path(tmp), config)
         with out.status(f"starting a local platform ({workers or 'default'} workers) for the benchmark…") as spinner:
             platform.up(on_step=lambda step: spinner.update(step + "…"))
         try:
@@ -240,17 +245,17 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
 
 
 def _soak_run(workers: int | None, seconds: float, rate: float, csv_path: Path, *, write: bool, trace: bool) -> None:
-    from runtime.bench.soak import soak_growth, tracemalloc_env
+    from runtime.bench.soak import TRACE_READY_TIMEOUT_S, soak_growth, tracemalloc_env
 
     def trace_dir(tmp: Path) -> Path:
         return tmp / "tracemalloc"
 
     env = (lambda tmp: tracemalloc_env(trace_dir(tmp), seconds)) if trace else None
-    with bench_platform(workers, console, env) as platform:
+    with bench_platform(workers, console, env, TRACE_READY_TIMEOUT_S if trace else None) as platform:
         _soak(platform, seconds, rate, csv_path, write)
         if trace:  # while the scheduler still runs: its exit snapshot comes after Dask's state is gone
             report = soak_growth(trace_dir(platform.directory))
-            console.print(report, markup=False, highlight=False)
+            console.print(report, markup=False, highlight=False, soft_wrap=True)
             report_path = csv_path.with_name(csv_path.name + ".tracemalloc.txt")
             report_path.write_text(report + "\n", encoding="utf-8")
             console.print(f"tracemalloc growth: {report_path}")

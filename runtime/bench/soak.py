@@ -46,6 +46,9 @@ JOBS_PER_TREND_UNIT: Final = 10_000
 # seconds (taking one stops the scheduler for a moment).
 TRACE_SNAPSHOTS: Final = 12
 TRACE_PERIOD_BOUNDS_S: Final = (5.0, 60.0)
+# A traced scheduler starts its Dask cluster several times slower (every allocation is recorded): on a
+# loaded 2-core machine it missed the platform's usual start-up budget.
+TRACE_READY_TIMEOUT_S: Final = 600.0
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
 from runtime.scheduler.backends.dask_workers import DaskWorkers
 from runtime.scheduler.backends.shards import ShardedJob
-from runtime.scheduler.backends.worker_task import cancel_event_name, execute
+from runtime.scheduler.backends.worker_task import cancel_event_name, execute, task_key
 from runtime.scheduler.periodic import Periodic
 
 
@@ -52,7 +52,7 @@ class DaskBackend:
         job_id = request.job_id
         cancel = CancelSignal(self._client, cancel_event_name(job_id, attempt))
         resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
-        key = f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+        key = task_key(job_id, attempt, uuid.uuid4().hex[:8])
         shards = shard_count(request.type, request.params, self._shard_paths)
         future: Any
         if shards > 1:
