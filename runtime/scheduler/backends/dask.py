@@ -24,7 +24,7 @@ from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
 from runtime.scheduler.backends.dask_workers import DaskWorkers
-from runtime.scheduler.backends.shards import ShardedJob
+from runtime.scheduler.backends.shards import ProgressTopics, ShardedJob
 from runtime.scheduler.backends.worker_task import cancel_event_name, execute, task_key
 from runtime.scheduler.periodic import Periodic
 
@@ -41,8 +41,10 @@ class DaskBackend:
         self._workers = DaskWorkers(client)
         self._lock = threading.Lock()
         self._running: dict[str, CancelSignal] = {}
-        # The Dask scheduler keeps finished spans forever unless told to forget them (backends/dask_spans.py).
-        self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished_spans, PRUNE_PERIOD_S)
+        self._topics = ProgressTopics(client)  # sharded jobs' progress topics (backends/shards.py)
+        # The Dask scheduler keeps finished spans and event topics forever unless told to forget them
+        # (backends/dask_spans.py, backends/shards.py).
+        self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished, PRUNE_PERIOD_S)
         self._span_pruner.start()
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
@@ -57,7 +59,7 @@ class DaskBackend:
         future: Any
         if shards > 1:
             future = ShardedJob(self._client, request, shards, device=self._device, cancel=cancel, key=key,
-                                resources=resources)
+                                resources=resources, topics=self._topics)
         else:
             future = self._client.submit(execute, request.type.value, request.params, self._device, cancel.name,
                                          key=key, pure=False, resources=resources)
@@ -106,6 +108,11 @@ class DaskBackend:
     def ready(self) -> bool:
         """Connected to the Dask scheduler."""
         return self._client.status == "running"
+
+    def forget_finished(self) -> None:
+        """What the Dask scheduler would otherwise keep of finished jobs: their spans and progress topics."""
+        self.forget_finished_spans()
+        self._topics.forget()
 
     def forget_finished_spans(self) -> int:
         """Ask the Dask scheduler to forget the spans of finished jobs; returns how many it dropped."""
