@@ -114,3 +114,49 @@ def test_the_scheduler_refuses_a_snapshot_folder_it_cannot_write(
     err = capsys.readouterr().err
     assert "GPURT_TRACEMALLOC_DIR" in err and str(blocker / "snapshots") in err
     assert not tracemalloc.is_tracing()
+
+
+class _Service:
+    """Stands in for the service: ``main`` wires the tracer around it whether it starts or not."""
+
+    fail_start = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.stopped = False
+
+    def start(self) -> None:
+        if self.fail_start:
+            raise RuntimeError("no Kubernetes API")
+
+    def stop(self, timeout_s: float = 0.0) -> None:
+        self.stopped = True
+
+
+@pytest.mark.parametrize("fail_start", [False, True])
+def test_the_scheduler_writes_a_baseline_before_its_service_and_a_snapshot_as_it_exits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_start: bool) -> None:
+    import uvicorn
+
+    from runtime.scheduler import api, logs, service
+
+    if tracemalloc.is_tracing():
+        pytest.skip("something else traces allocations in this process")
+    seen: list[list[str]] = []
+
+    class Service(_Service):
+        def __init__(self, settings: Settings) -> None:
+            super().__init__(settings)
+            seen.append([p.name for p in snapshots(tmp_path)])  # what was written before the service existed
+
+    Service.fail_start = fail_start
+    monkeypatch.setattr(service, "Service", Service)
+    monkeypatch.setattr(api, "create_app", lambda *args, **kwargs: None)
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # serves nothing, returns at once
+    monkeypatch.setattr(logs, "configure", lambda level: None)  # leaves the test run's logging alone
+    monkeypatch.setenv("GPURT_TRACEMALLOC_DIR", str(tmp_path))
+
+    assert scheduler_main.main() == (1 if fail_start else 0)
+    pid = os.getpid()
+    assert seen == [[f"tracemalloc-{pid}-000000.tracemalloc"]]
+    assert [p.name for p in snapshots(tmp_path)] == [f"tracemalloc-{pid}-{n:06d}.tracemalloc" for n in (0, 1)]
+    assert not tracemalloc.is_tracing()
