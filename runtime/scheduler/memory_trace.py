@@ -71,7 +71,10 @@ class MemoryTracer:
         """Write the last snapshot and stop tracing (idempotent)."""
         self._periodic.stop()
         if tracemalloc.is_tracing():
-            self.write_snapshot()
+            try:
+                self.write_snapshot()
+            except OSError as exc:  # a full disk must not turn a clean exit into a traceback
+                log.warning("could not write the exit tracemalloc snapshot to %s: %s", self.directory, exc)
             if self._started_tracing:
                 tracemalloc.stop()
                 self._started_tracing = False
@@ -84,8 +87,12 @@ class MemoryTracer:
             snapshot = tracemalloc.take_snapshot()
             path = self.directory / f"tracemalloc-{os.getpid()}-{self._seq:06d}{SUFFIX}"
             partial = path.with_name(path.name + ".partial")
-            snapshot.dump(str(partial))
-            partial.replace(path)
+            try:
+                snapshot.dump(str(partial))
+                partial.replace(path)
+            except OSError:
+                partial.unlink(missing_ok=True)
+                raise
             self._seq += 1
             self._prune()
         return path

@@ -160,3 +160,21 @@ def test_the_scheduler_writes_a_baseline_before_its_service_and_a_snapshot_as_it
     assert seen == [[f"tracemalloc-{pid}-000000.tracemalloc"]]
     assert [p.name for p in snapshots(tmp_path)] == [f"tracemalloc-{pid}-{n:06d}.tracemalloc" for n in (0, 1)]
     assert not tracemalloc.is_tracing()
+
+
+def test_a_snapshot_that_cannot_be_written_leaves_no_partial_file_and_exit_stays_clean(
+        tracer: MemoryTracer, monkeypatch: pytest.MonkeyPatch) -> None:
+    tracer.start()
+
+    def disk_full(self: tracemalloc.Snapshot, filename: str) -> None:
+        Path(filename).write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tracemalloc.Snapshot, "dump", disk_full)
+    with pytest.raises(OSError):
+        tracer.write_snapshot()
+    tracer.stop()  # logs instead of raising: the scheduler's exit stays clean
+
+    assert not tracemalloc.is_tracing()
+    assert not list(tracer.directory.glob("*.partial"))
+    assert [p.name for p in snapshots(tracer.directory)] == [f"tracemalloc-{os.getpid()}-000000.tracemalloc"]
