@@ -45,6 +45,10 @@ _TEMPORARY: Final = ".tmp"
 _TEMPORARY_GLOBS: Final = ("results/*.tmp", "published/*.tmp", "artifacts/*.tmp", "artifacts/*/*.tmp")
 # The sweep removes temporaries older than this (seconds): far beyond the milliseconds a write takes.
 STALE_TEMPORARY_S: Final = 900.0
+# Folders remembered as existing, at most: the shared ones, and the artifact folder of each recent job
+# (one per job, so remembering them all grew with every job the scheduler ran). Past it, the memory
+# starts again: the next write to each folder asks the filesystem once more.
+MAX_KNOWN_FOLDERS: Final = 256
 
 _T = TypeVar("_T")
 
@@ -217,6 +221,8 @@ class ResultStore:
     def _write_in(self, folder: str, path: str, data: bytes, atomic: bool) -> None:
         if folder not in self._made_dirs:
             self._fs.makedirs(folder, exist_ok=True)
+            if len(self._made_dirs) >= MAX_KNOWN_FOLDERS:
+                self._made_dirs.clear()
             self._made_dirs.add(folder)
         if not (atomic and self._atomic_rename):
             self._fs.pipe_file(path, data)

@@ -202,3 +202,16 @@ def test_the_sweep_removes_only_stale_temporary_files(tmp_path: Path) -> None:
     assert fresh.exists() and old_result.exists() and store.is_published("job-12")
     assert store.get_artifact("job-12", "pnl.npy") == b"\x00"
     assert ResultStore(f"memory://sweep-{tmp_path.name}").sweep_temporary() == 0  # no temporaries there
+
+
+def test_the_folders_it_remembers_stay_bounded_over_many_jobs(store: ResultStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each job's artifacts have a folder of their own: remembering every one grew with every job run.
+    from runtime.store import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_KNOWN_FOLDERS", 4)
+    jobs = 20
+    for i in range(jobs):
+        store.put_artifacts(f"many-{i}", {"a.bin": bytes([i]), "b.bin": b"b"})
+    assert len(store._made_dirs) <= 4
+    assert [store.get_artifact(f"many-{i}", "a.bin") for i in range(jobs)] == [bytes([i]) for i in range(jobs)]
