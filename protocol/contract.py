@@ -179,6 +179,10 @@ class SchedulerEnv:
     VERTEX_ACCELERATOR: Final = "GPURT_VERTEX_ACCELERATOR"
     LOG_LEVEL: Final = "GPURT_LOG_LEVEL"
     EMULATOR_ADMIN_URL: Final = "GPURT_EMULATOR_ADMIN_URL"
+    # a leak hunt (docs/runbooks/scheduler-memory.md): tracemalloc snapshots, how often, how many kept
+    TRACEMALLOC_DIR: Final = "GPURT_TRACEMALLOC_DIR"
+    TRACEMALLOC_PERIOD_S: Final = "GPURT_TRACEMALLOC_PERIOD_S"
+    TRACEMALLOC_KEEP: Final = "GPURT_TRACEMALLOC_KEEP"
     # Names fixed by others: the Pub/Sub client libraries' emulator switch, and the pod's identity, which
     # Kubernetes' downward API gives (a local replica, which has no pod, is named by LOCAL_POD_NAME).
     PUBSUB_EMULATOR_HOST: Final = "PUBSUB_EMULATOR_HOST"

@@ -23,12 +23,26 @@ def main() -> int:
         print(f"gpu-scheduler: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level)
+    tracer = None
+    if settings.tracemalloc_dir is not None:
+        from scheduler.memory_trace import MemoryTracer
+
+        # Before the service builds anything, so the baseline snapshot holds none of its state.
+        tracer = MemoryTracer(settings.tracemalloc_dir, settings.tracemalloc_period_s, settings.tracemalloc_keep)
+        try:
+            tracer.start()
+        except OSError as exc:
+            print(f"gpu-scheduler: GPURT_TRACEMALLOC_DIR: cannot write snapshots to {settings.tracemalloc_dir}: "
+                  f"{exc}", file=sys.stderr)
+            return 2
     service = Service(settings)
     try:
         service.start()
     except Exception as exc:
         logging.getLogger("scheduler").exception("could not start: %s", exc)
         service.stop(timeout_s=0)
+        if tracer is not None:
+            tracer.stop()
         return 1
     # uvicorn turns SIGTERM/SIGINT into a graceful shutdown, whose last step drains the service (in-flight
     # jobs finish and are acked). It re-raises the signal afterwards, so the stop must happen in there.
@@ -37,6 +51,8 @@ def main() -> int:
                     log_config=None, access_log=False, **server_options())
     finally:
         service.stop()  # idempotent: covers a server that failed to start
+        if tracer is not None:
+            tracer.stop()  # the last snapshot, after the drain
     return 0
 
 

@@ -110,6 +110,13 @@ class Settings(BaseModel):
     log_level: str = Field("INFO", validation_alias=ENV.LOG_LEVEL)
     emulator_admin_url: str = Field("", validation_alias=ENV.EMULATOR_ADMIN_URL,
                                     description="The local emulator's admin URL, for backlog and DLQ depth.")
+    tracemalloc_dir: Path | None = Field(None, validation_alias=ENV.TRACEMALLOC_DIR,
+                                         description="Set: trace allocations and write tracemalloc snapshots "
+                                         "here (a leak hunt; costs CPU and memory).")
+    tracemalloc_period_s: float = Field(60.0, validation_alias=ENV.TRACEMALLOC_PERIOD_S, ge=1.0,
+                                        description="Seconds between tracemalloc snapshots.")
+    tracemalloc_keep: int = Field(10, validation_alias=ENV.TRACEMALLOC_KEEP, ge=1, le=10_000,
+                                  description="Newest tracemalloc snapshots kept besides the first.")
     dask_dashboard: str = Field("127.0.0.1:0", validation_alias=ENV.DASK_DASHBOARD,
                                 description="host:port of the in-process LocalCluster's dashboard, which "
                                 "also serves Dask's Prometheus /metrics (port 0: any free one).")

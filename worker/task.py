@@ -18,6 +18,18 @@ from protocol.params import JobParams, JobType
 CANCEL_POLL_S: Final = 0.25
 
 
+def task_key(job_id: str, attempt: int, nonce: str) -> str:
+    """The Dask key of one delivery of ``job_id`` (``nonce`` makes a resubmission's key new).
+
+    The attempt number comes before the job id on purpose: Dask names a task's prefix and TaskGroup after
+    the key's leading words up to the first one that is not all letters (``dask.utils.key_split``), and keeps
+    every prefix for as long as it runs. After ``gpurt-<job_id>``, a job id of letters and dashes only
+    (``eod-book-usd``) would make a prefix of its own per job, a record the Dask scheduler never drops;
+    ``gpurt-<attempt>`` makes every job's prefix and TaskGroup ``gpurt``.
+    """
+    return f"gpurt-{attempt}-{job_id}-{nonce}"
+
+
 def cancel_event_name(job_id: str, attempt: int) -> str:
     """The ``distributed.Event`` that tells the worker running this delivery of ``job_id`` to stop."""
     return f"gpurt-cancel-{job_id}-{attempt}"

@@ -5,7 +5,9 @@ far, the dead-letter count at that moment (from the emulator's admin view) and t
 memory at its last sample, so a reviewer can see latency drift, retry rates, DLQ behaviour and memory
 over the run (both read every 2 s). The summary says whether memory stayed flat: the growth per 10,000
 jobs over the second half of the run (the first half warms caches and the allocator up), fitted by least
-squares.
+squares. With ``--tracemalloc`` the scheduler writes tracemalloc snapshots through the run
+(scheduler/memory_trace.py) and the soak names the allocation sites that grew from the middle of
+the run to its end: where a growth the trend shows comes from.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from bench.runtime.measure import percentile
 from client.transport import ResultCollector, publish_request
 from local_platform.platform import LocalPlatform
 from local_platform.status import subscription_stats
-from protocol.contract import REQUEST_SUBSCRIPTION
+from protocol.contract import REQUEST_SUBSCRIPTION, SchedulerEnv
 from protocol.messages import JobRequest, JobResult
+from scheduler.memory_trace import format_growth, snapshots, top_growth
 
 CSV_COLUMNS: Final = ("t_s", "job_id", "status", "latency_s", "queue_wait_s", "attempt", "retries_total",
                       "dlq_count", "scheduler_rss_mb")
@@ -39,6 +42,13 @@ FLAT_MB_PER_10K_JOBS: Final = 2.0
 # Fewer completed jobs than this in the second half tell nothing about a per-job leak.
 MIN_TREND_JOBS: Final = 1000
 JOBS_PER_TREND_UNIT: Final = 10_000
+# With --tracemalloc: about this many snapshots over a run, each at most a minute apart and at least a few
+# seconds (taking one stops the scheduler for a moment).
+TRACE_SNAPSHOTS: Final = 12
+TRACE_PERIOD_BOUNDS_S: Final = (5.0, 60.0)
+# A traced scheduler starts its Dask cluster several times slower (every allocation is recorded): on a
+# loaded 2-core machine it missed the platform's usual start-up budget.
+TRACE_READY_TIMEOUT_S: Final = 600.0
 
 
 @dataclass(frozen=True)
@@ -202,3 +212,25 @@ def _rss_mb(processes: list[psutil.Process]) -> float:
 
 def _opt(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
+
+
+def tracemalloc_env(directory: Path, seconds: float) -> dict[str, str]:
+    """Scheduler settings that make it write snapshots to ``directory`` through a soak of ``seconds``, all kept."""
+    low, high = TRACE_PERIOD_BOUNDS_S
+    period = min(high, max(low, seconds / TRACE_SNAPSHOTS))
+    return {SchedulerEnv.TRACEMALLOC_DIR: str(directory), SchedulerEnv.TRACEMALLOC_PERIOD_S: f"{period:g}",
+            SchedulerEnv.TRACEMALLOC_KEEP: str(10_000)}
+
+
+def soak_growth(directory: Path, limit: int = 15) -> str:
+    """The allocation sites that grew from the middle of the soak to its newest snapshot, for people.
+
+    Read while the platform still runs: the snapshot the scheduler writes as it exits comes after Dask's
+    cluster is closed, so it would hide what the run kept. The middle, not the first: the first half warms
+    caches up, as the RSS trend also leaves it out.
+    """
+    taken = snapshots(directory)
+    if len(taken) < 3:
+        return f"tracemalloc: only {len(taken)} snapshot(s) in {directory}; run the soak longer"
+    early, late = taken[len(taken) // 2], taken[-1]
+    return format_growth(top_growth(early, late, limit), early, late)

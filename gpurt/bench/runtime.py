@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +39,9 @@ def bench_runtime(
     soak_s: Annotated[float | None, typer.Option("--soak", min=1, help="Soak for this many seconds instead.")] = None,
     rate: Annotated[float, typer.Option(min=0.01, help="Soak: jobs published per second.")] = 5.0,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Soak: CSV file of per-job rows.")] = None,
+    trace: Annotated[bool, typer.Option(
+        "--tracemalloc", help="Soak: trace the scheduler's allocations and print the sites that grew "
+        "from the middle of the run to its end (slows the scheduler).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures and goals as JSON.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Write the figures to BENCHMARKS.md.")] = False,
     profile: Annotated[bool, typer.Option(
@@ -50,23 +54,34 @@ def bench_runtime(
     """Measure the runtime on fresh local platforms (free ports, temporary state), one per worker count."""
     if soak_s is not None and csv_path is None:
         raise UserError("--soak needs --csv FILE")
+    if trace and soak_s is None:
+        raise UserError("--tracemalloc goes with --soak")
     if soak_s is not None and csv_path is not None:
         if workers is not None and len(workers) > 1:
             raise UserError("--soak runs one platform: give --workers at most once")
-        with bench_platform(workers[0] if workers else None, console) as platform:
-            _soak(platform, soak_s, rate, csv_path, write)
+        _soak_run(workers[0] if workers else None, soak_s, rate, csv_path, write=write, trace=trace)
         return
     _throughput(jobs, sorted(set(workers or DEFAULT_WORKER_COUNTS)),
                 _Options(as_json, write, profile, baseline, baseline_label))
 
 
 @contextmanager
-def bench_platform(workers: int | None, out: Console) -> Iterator[LocalPlatform]:
-    """A local platform on free ports and temporary state, stopped on exit."""
+def bench_platform(workers: int | None, out: Console,
+                   scheduler_env: Callable[[Path], dict[str, str]] | None = None,
+                   ready_timeout_s: float | None = None) -> Iterator[LocalPlatform]:
+    """A local platform on free ports and temporary state, stopped on exit.
+
+    ``scheduler_env`` gives extra scheduler settings from the platform's temporary folder;
+    ``ready_timeout_s`` replaces the platform's start-up budget.
+    """
     from local_platform import LocalConfig, LocalPlatform
 
     with tempfile.TemporaryDirectory(prefix="gpurt-bench-") as tmp:
-        platform = LocalPlatform(Path(tmp), LocalConfig(workers=workers, port=0, emulator_port=0))
+        extra = scheduler_env(Path(tmp)) if scheduler_env else {}
+        config = LocalConfig(workers=workers, port=0, emulator_port=0, scheduler_env=extra)
+        if ready_timeout_s is not None:
+            config = dataclasses.replace(config, ready_timeout_s=ready_timeout_s)
+        platform = LocalPlatform(Path(tmp), config)
         with out.status(f"starting a local platform ({workers or 'default'} workers) for the benchmark…") as spinner:
             platform.up(on_step=lambda step: spinner.update(step + "…"))
         try:
@@ -244,6 +259,23 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
             lines += ["", *markdown_table("stage", before,
                                           stage_rows([profile_of(r) for r in baseline.baseline.runs]))]
     return "\n".join(lines)
+
+
+def _soak_run(workers: int | None, seconds: float, rate: float, csv_path: Path, *, write: bool, trace: bool) -> None:
+    from bench.runtime.soak import TRACE_READY_TIMEOUT_S, soak_growth, tracemalloc_env
+
+    def trace_dir(tmp: Path) -> Path:
+        return tmp / "tracemalloc"
+
+    env = (lambda tmp: tracemalloc_env(trace_dir(tmp), seconds)) if trace else None
+    with bench_platform(workers, console, env, TRACE_READY_TIMEOUT_S if trace else None) as platform:
+        _soak(platform, seconds, rate, csv_path, write)
+        if trace:  # while the scheduler still runs: its exit snapshot comes after Dask's state is gone
+            report = soak_growth(trace_dir(platform.directory))
+            console.print(report, markup=False, highlight=False, soft_wrap=True)
+            report_path = csv_path.with_name(csv_path.name + ".tracemalloc.txt")
+            report_path.write_text(report + "\n", encoding="utf-8")
+            console.print(f"tracemalloc growth: {report_path}")
 
 
 def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, write: bool) -> None:

@@ -24,9 +24,9 @@ from scheduler.backends.base import Execution
 from scheduler.backends.dask_cancel import CancelSignal
 from scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
 from scheduler.backends.dask_workers import DaskWorkers
-from scheduler.backends.shards import ShardedJob
+from scheduler.backends.shards import ProgressTopics, ShardedJob
 from scheduler.periodic import Periodic
-from worker.task import cancel_event_name, execute
+from worker.task import cancel_event_name, execute, task_key
 
 
 class DaskBackend:
@@ -41,8 +41,10 @@ class DaskBackend:
         self._workers = DaskWorkers(client)
         self._lock = threading.Lock()
         self._running: dict[str, CancelSignal] = {}
-        # The Dask scheduler keeps finished spans forever unless told to forget them (backends/dask_spans.py).
-        self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished_spans, PRUNE_PERIOD_S)
+        self._topics = ProgressTopics(client)  # sharded jobs' progress topics (backends/shards.py)
+        # The Dask scheduler keeps finished spans and event topics forever unless told to forget them
+        # (backends/dask_spans.py, backends/shards.py).
+        self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished, PRUNE_PERIOD_S)
         self._span_pruner.start()
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
@@ -52,12 +54,12 @@ class DaskBackend:
         job_id = request.job_id
         cancel = CancelSignal(self._client, cancel_event_name(job_id, attempt))
         resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
-        key = f"gpurt-{job_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+        key = task_key(job_id, attempt, uuid.uuid4().hex[:8])
         shards = shard_count(request.type, request.params, self._shard_paths)
         future: Any
         if shards > 1:
             future = ShardedJob(self._client, request, shards, device=self._device, cancel=cancel, key=key,
-                                resources=resources)
+                                resources=resources, topics=self._topics)
         else:
             future = self._client.submit(execute, request.type, request.params, self._device, cancel.name,
                                          key=key, pure=False, resources=resources)
@@ -106,6 +108,11 @@ class DaskBackend:
     def ready(self) -> bool:
         """Connected to the Dask scheduler."""
         return self._client.status == "running"
+
+    def forget_finished(self) -> None:
+        """What the Dask scheduler would otherwise keep of finished jobs: their spans and progress topics."""
+        self.forget_finished_spans()
+        self._topics.forget()
 
     def forget_finished_spans(self) -> int:
         """Ask the Dask scheduler to forget the spans of finished jobs; returns how many it dropped."""

@@ -18,6 +18,10 @@ spread over every free device) and behaves like the single job's ``distributed.F
 - a lost worker: Dask reruns only the tasks that were on it, i.e. only its shards;
 - progress: each attempt reports its fraction (a Dask worker event, at most every ``PROGRESS_PERIOD_S``);
   ``progress()`` is the mean over shards of each shard's furthest attempt.
+
+Each job's progress topic is forgotten after the job (``ProgressTopics``): Dask keeps a topic, with its
+last events, in its scheduler for as long as that runs, and its client keeps a topic's handler (here the
+whole job) after ``unsubscribe_topic``: without this, every sharded job would stay in both for good.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -52,6 +57,9 @@ PROGRESS_PERIOD_S: Final = 1.0
 # How long a failed job waits for its other shards to stop (seconds): they poll the cancel event every
 # quarter second and stop between chunks (tens of milliseconds of work each).
 STOP_WAIT_S: Final = 10.0
+# A finished job's progress topic is forgotten this long after the job (seconds): well past STOP_WAIT_S,
+# so the superseded attempts have stopped and their last event has arrived.
+TOPIC_GRACE_S: Final = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +100,74 @@ class _Attempt:
     settled: bool = False  # its outcome was taken, or it was told to stop
 
 
+def _late_event(event: object) -> None:
+    """The handler of a finished job's topic until it is forgotten: a late progress event changes nothing."""
+
+
+def drop_topics(dask_scheduler: Any, topics: list[str]) -> list[str]:
+    """On the Dask scheduler: remove ``topics`` from its event broker; returns those still subscribed, kept.
+
+    A topic is still subscribed when the client's unsubscribe, sent on another connection, has not been
+    handled yet: the next round removes it.
+    """
+    known = dask_scheduler._broker._topics  # Dask has no API to remove a topic
+    kept = [name for name in topics if name in known and known[name].subscribers]
+    for name in topics:
+        if name not in kept:
+            known.pop(name, None)
+    return kept
+
+
+class ProgressTopics:
+    """The progress topics of one client's sharded jobs: retired as each job ends, forgotten ``grace_s`` later."""
+
+    def __init__(self, client: Any, grace_s: float = TOPIC_GRACE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._grace_s = grace_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._retired: dict[str, float] = {}  # topic -> when its job ended
+
+    def retire(self, topic: str) -> None:
+        """The job has ended: stop listening, let go of the job, remember to forget the topic."""
+        self._client.unsubscribe_topic(topic)
+        # Kept, not removed: the client answers an event of a topic it has no handler for with
+        # unsubscribe_topic, which raises for such a topic; a late event may still be on its way.
+        self._client._event_handlers[topic] = _late_event
+        with self._lock:
+            self._retired[topic] = self._clock()
+
+    def forget(self) -> int:
+        """Forget, in the client and on the Dask scheduler, the topics retired over ``grace_s`` ago."""
+        cutoff = self._clock() - self._grace_s
+        with self._lock:
+            due = [topic for topic, ended in self._retired.items() if ended <= cutoff]
+        if not due:
+            return 0
+        handlers = self._client._event_handlers
+        for topic in due:
+            if handlers.get(topic) is _late_event:  # not subscribed again meanwhile
+                del handlers[topic]
+        kept = set(self._client.run_on_scheduler(drop_topics, topics=due))
+        with self._lock:  # only once the scheduler has dropped them: a failed round is tried again
+            for topic in due:
+                if topic not in kept:
+                    self._retired.pop(topic, None)
+        return len(due) - len(kept)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._retired)
+
+
 class ShardedJob:
     """The shards of one delivery of a job, submitted at construction; waits and merges like a Future."""
 
     def __init__(self, client: Any, request: JobRequest, shards: int, *, device: str, cancel: CancelSignal,
-                 key: str, resources: dict[str, int] | None) -> None:
+                 key: str, resources: dict[str, int] | None, topics: ProgressTopics | None = None) -> None:
         self._client = client
+        self._topics = topics if topics is not None else ProgressTopics(client)
         self._request = request
         self._shards = shards
         self._device = device
@@ -149,7 +219,7 @@ class ShardedJob:
             self._stop_all()
             raise
         finally:
-            self._client.unsubscribe_topic(self._topic)
+            self._topics.retire(self._topic)
             self._retire_superseded()
         return merge(self._request.type, self._request.params, [parts[i] for i in range(self._shards)],
                      elapsed_s=time.perf_counter() - self._started)

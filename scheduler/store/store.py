@@ -24,11 +24,12 @@ import contextlib
 import copy
 import functools
 import hashlib
+import os
 import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, TypeVar
 from urllib.parse import quote
 
@@ -45,11 +46,16 @@ _JOB_FOLDERS: Final = ("results", "published", "artifacts")
 # Writes go through "<name>.<hex>.tmp" files (and the probe writes ".probe-<hex>.tmp" ones); a write that
 # failed and could not remove its file leaves one in one of these places.
 _TEMPORARY: Final = ".tmp"
-_TEMPORARY_GLOBS: Final = ("results/*.tmp", "published/*.tmp", "artifacts/*.tmp", "artifacts/*/*.tmp")
+# Where: each folder, and how many levels of subfolders below it (a job's artifact folder).
+_TEMPORARY_PLACES: Final = (("results", 0), ("published", 0), ("artifacts", 1))
 # The sweep removes temporaries older than this (seconds): far beyond the milliseconds a write takes.
 STALE_TEMPORARY_S: Final = 900.0
 # A session's folder is its id, %-escaped, up to this length (a file name's limit is 255 bytes); longer, its hash.
 _MAX_SESSION_KEY: Final = 128
+# Folders remembered as existing, at most: the shared ones, and the artifact folder of each recent job
+# (one per job, so remembering them all grew with every job the scheduler ran). Past it, the memory
+# starts again: the next write to each folder asks the filesystem once more.
+MAX_KNOWN_FOLDERS: Final = 256
 
 _T = TypeVar("_T")
 
@@ -248,6 +254,8 @@ class ResultStore:
     def _write_in(self, folder: str, path: str, data: bytes, atomic: bool) -> None:
         if folder not in self._made_dirs:
             self._fs.makedirs(folder, exist_ok=True)
+            if len(self._made_dirs) >= MAX_KNOWN_FOLDERS:
+                self._made_dirs.clear()
             self._made_dirs.add(folder)
         if not (atomic and self._atomic_rename):
             self._fs.pipe_file(path, data)
@@ -274,20 +282,40 @@ class ResultStore:
             return 0
         cutoff = time.time() - older_than_s
         removed = 0
-        for pattern in _TEMPORARY_GLOBS:
-            try:
-                found = self._fs.glob(f"{self._root}/{pattern}", detail=True)
-            except OSError as exc:
-                raise StoreUnavailable(f"cannot list {self.url}/{pattern}: {exc}") from exc
-            for path, info in found.items():
-                mtime = info.get("mtime")
-                if mtime is None or float(mtime) > cutoff:
-                    continue
-                # Gone already (another replica's sweep was first) or not removable now: the next sweep tries.
-                with contextlib.suppress(OSError):
-                    self._fs.rm(path)
-                    removed += 1
+        for path in _stale_temporaries(self._root, cutoff):
+            # Gone already (another replica's sweep was first) or not removable now: the next sweep tries.
+            with contextlib.suppress(OSError):
+                self._fs.rm(path)
+                removed += 1
         return removed
+
+
+def _stale_temporaries(root: str, cutoff: float) -> Iterator[str]:
+    """Temporary files under the local folder ``root`` last changed before ``cutoff``, read one entry at a time.
+
+    Not ``fs.glob``: it lists every stored result and artifact folder at once, with a dict of details
+    each, so every sweep took memory in proportion to the results stored (a step of several MB in the
+    scheduler's resident memory every sweep of a soak).
+    """
+    for folder, depth in _TEMPORARY_PLACES:
+        yield from _scan(posixpath.join(root, folder), depth, cutoff)
+
+
+def _scan(folder: str, depth: int, cutoff: float) -> Iterator[str]:
+    try:
+        entries = os.scandir(folder)
+    except FileNotFoundError:
+        return  # nothing written there yet
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot list {folder}: {exc}") from exc
+    with entries:
+        for entry in entries:
+            if entry.name.endswith(_TEMPORARY) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):  # renamed into place meanwhile
+                    if entry.stat(follow_symlinks=False).st_mtime <= cutoff:
+                        yield entry.path
+            elif depth and entry.is_dir(follow_symlinks=False):
+                yield from _scan(entry.path, depth - 1, cutoff)
 
 
 def _checked(job_id: str) -> str:

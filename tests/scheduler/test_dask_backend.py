@@ -103,3 +103,19 @@ def test_the_worker_view_is_read_again_only_when_it_is_older_than_its_ttl() -> N
     now[0] = 2.0
     assert workers.has_gpus() and client.reads == 2  # GPU workers arrived: seen once the view is stale
     assert len(workers.read()) == 1 and client.reads == 3  # an explicit read always asks
+
+
+def _letters(number: int) -> str:
+    return "".join(chr(ord("a") + int(digit)) for digit in str(number))
+
+
+def test_job_ids_of_letters_only_leave_no_task_prefix_per_job(dask: tuple[Any, Counter[str]]) -> None:
+    # Dask keeps a TaskPrefix per distinct key prefix for as long as it runs; a prefix per job id would
+    # grow with every job (dask.utils.key_split takes the key's leading all-letter words).
+    client, _ = dask
+    backend = DaskBackend(client, device="cpu")
+    prefixes = client.cluster.scheduler.task_prefixes
+    before = set(prefixes)
+    for i in range(JOBS):
+        backend.run(_noop(f"eod-book-{_letters(i)}"), attempt=1)
+    assert len(set(prefixes) - before) <= 1

@@ -16,7 +16,7 @@ from protocol.messages import JobRequest
 from scheduler.backends import shards as backend_shards
 from scheduler.backends.dask import DaskBackend
 from scheduler.backends.dask_cancel import CancelSignal
-from scheduler.backends.shards import ShardedJob
+from scheduler.backends.shards import TOPIC_GRACE_S, ProgressTopics, ShardedJob
 from tests.kernels.job_input import run_raw
 from tests.scheduler.platform import wait_for
 from worker.task import cancel_event_name
@@ -198,3 +198,33 @@ def test_a_shard_failing_for_good_stops_the_others(client: Any, monkeypatch: pyt
         backend.run(_request("doomed", "asian_option", LONG), attempt=1)
     assert stopped == {1, 2}  # stopped at a checkpoint before the job's failure was returned
     assert not Event(cancel_event_name("doomed", 1), client=client).is_set()  # and the event cleared after
+
+
+def test_a_sharded_jobs_progress_topic_is_forgotten_after_it(client: Any) -> None:
+    # Dask keeps every event topic in its scheduler, and its client keeps a topic's handler (the whole job)
+    # after unsubscribing: without ProgressTopics both grew with every sharded job.
+    now = [0.0]
+    topics = ProgressTopics(client, grace_s=TOPIC_GRACE_S, clock=lambda: now[0])
+    handlers_before = set(client._event_handlers)
+    broker = client.cluster.scheduler._broker._topics
+    jobs = 3
+    for i in range(jobs):
+        job = ShardedJob(client, _request(f"topics-{i}", "european_option", EUROPEAN), 3, device="cpu",
+                         cancel=CancelSignal(client, f"gpurt-cancel-topics-{i}"), key=f"gpurt-1-topics-{i}-t",
+                         resources=None, topics=topics)
+        assert job.result(timeout=120).summary["shards"] == 3
+    assert len(topics) == jobs
+    assert not set(client._event_handlers) - handlers_before - {f"gpurt-1-topics-{i}-t-progress" for i in range(jobs)}
+
+    assert topics.forget() == 0  # within the grace a late event may still come: nothing forgotten yet
+    now[0] += TOPIC_GRACE_S
+    forgotten = [0]
+
+    def all_forgotten() -> bool:
+        forgotten[0] += topics.forget()
+        return forgotten[0] == jobs
+
+    wait_for(all_forgotten, 30, "the Dask scheduler to drop the topics")
+    assert len(topics) == 0
+    assert set(client._event_handlers) == handlers_before
+    assert not [name for name in broker if "topics-" in str(name)]

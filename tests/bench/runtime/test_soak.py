@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from bench.runtime.soak import FLAT_MB_PER_10K_JOBS, MIN_TREND_JOBS, RssSample, rss_trend
+from bench.runtime.soak import (
+    FLAT_MB_PER_10K_JOBS,
+    MIN_TREND_JOBS,
+    RssSample,
+    rss_trend,
+    soak_growth,
+    tracemalloc_env,
+)
+from scheduler.memory_trace import MemoryTracer, snapshots
+from scheduler.settings import Settings
 
 
 def _samples(mb_per_job: float, jobs: int, step: int = 250, wobble_mb: float = 0.4) -> list[RssSample]:
@@ -37,3 +49,47 @@ def test_a_short_run_says_it_cannot_tell() -> None:
     assert trend.mb_per_10k_jobs is None and trend.flat is None
     assert "too few jobs" in trend.verdict()
     assert "not measured" in rss_trend([]).verdict()
+
+
+def _warm_up_allocation(store: list[bytearray]) -> None:
+    store.extend(bytearray(4096) for _ in range(300))  # kept, but before the middle of the run
+
+
+def _late_allocation(store: list[bytearray]) -> None:
+    store.extend(bytearray(4096) for _ in range(300))  # kept after the middle: what the soak must name
+
+
+def test_the_tracemalloc_report_covers_the_middle_of_the_run_to_its_end(tmp_path: Path) -> None:
+    if tracemalloc.is_tracing():
+        pytest.skip("something else traces allocations in this process")
+    tracer = MemoryTracer(tmp_path, period_s=3600.0, keep=100)
+    kept: list[bytearray] = []
+    tracer.start()  # snapshot 0
+    try:
+        tracer.write_snapshot()  # 1
+        _warm_up_allocation(kept)
+        tracer.write_snapshot()  # 2: the middle of 0..3
+        _late_allocation(kept)
+        tracer.write_snapshot()  # 3
+    finally:
+        tracer.stop()  # 4: the exit snapshot, which a soak reads before it exists
+    (tmp_path / snapshots(tmp_path)[-1].name).unlink()
+
+    report = soak_growth(tmp_path)
+    here = Path(__file__).name
+    assert f"{here}:{_late_allocation.__code__.co_firstlineno + 1}" in report
+    assert f"{here}:{_warm_up_allocation.__code__.co_firstlineno + 1}" not in report
+    assert "000002" in report and "000003" in report
+
+
+def test_too_few_snapshots_say_so(tmp_path: Path) -> None:
+    assert "only 0 snapshot(s)" in soak_growth(tmp_path)
+
+
+@pytest.mark.parametrize(("seconds", "period"), [(30.0, 5.0), (240.0, 20.0), (3600.0, 60.0)])
+def test_the_soak_snapshots_about_a_dozen_times_within_bounds(tmp_path: Path, seconds: float, period: float) -> None:
+    env = tracemalloc_env(tmp_path, seconds)
+    settings = Settings.from_env(env)
+    assert settings.tracemalloc_dir == tmp_path
+    assert settings.tracemalloc_period_s == period
+    assert settings.tracemalloc_keep >= seconds / period + 2  # every snapshot of the run stays

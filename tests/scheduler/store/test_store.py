@@ -222,3 +222,47 @@ def test_the_sweep_removes_only_stale_temporary_files(tmp_path: Path) -> None:
     assert fresh.exists() and old_result.exists() and store.is_published("job-12")
     assert store.get_artifact("job-12", "pnl.npy") == b"\x00"
     assert ResultStore(f"memory://sweep-{tmp_path.name}").sweep_temporary() == 0  # no temporaries there
+
+
+def test_the_folders_it_remembers_stay_bounded_over_many_jobs(store: ResultStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each job's artifacts have a folder of their own: remembering every one grew with every job run.
+    from scheduler.store import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_KNOWN_FOLDERS", 4)
+    jobs = 20
+    for i in range(jobs):
+        store.put_artifacts(f"many-{i}", {"a.bin": bytes([i]), "b.bin": b"b"})
+    assert len(store._made_dirs) <= 4
+    assert [store.get_artifact(f"many-{i}", "a.bin") for i in range(jobs)] == [bytes([i]) for i in range(jobs)]
+
+
+def _sweep_peak_bytes(root: Path, results: int) -> int:
+    """The most memory one sweep allocates over a local store holding ``results`` results."""
+    import tracemalloc
+
+    for folder in ("results", "published"):
+        (root / folder).mkdir(parents=True)
+        for i in range(results):
+            (root / folder / f"job-{i}.json").write_bytes(b"")
+    store = ResultStore(root.as_uri())
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        assert store.sweep_temporary() == 0
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_sweep_takes_no_more_memory_with_more_results_stored(tmp_path: Path) -> None:
+    # It listed every stored result at once (a dict of details each): every sweep's memory grew with the
+    # results, which left the scheduler's resident memory a step higher after each sweep.
+    import tracemalloc
+
+    if tracemalloc.is_tracing():
+        pytest.skip("something else traces allocations in this process")
+    few = _sweep_peak_bytes(tmp_path / "few", 200)
+    many = _sweep_peak_bytes(tmp_path / "many", 4000)
+    assert many < few + 64 * 1024, (few, many)
