@@ -51,7 +51,7 @@ lint: setup
 # Every core: the unit tests spread over the workers; the tests that start processes (integration, slow)
 # run one at a time on one worker (tests/conftest.py groups them), so they see the machine as a serial run.
 test: setup system-deps lint
-	$(BIN)/pytest -n auto --dist loadgroup
+	$(BIN)/pytest -n auto --dist loadgroup --durations=25
 
 # The inner loop: unit tests only (no process started, nothing slow), on every core.
 test-fast: setup system-deps
