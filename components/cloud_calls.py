@@ -167,9 +167,9 @@ GCP_CALLS: Final = (
             why="the store-health probe removes the object it wrote"),
     GcpCall(f"{_STORE}.session_jobs", "ls", _S, (_LAYOUT,), Target.RESULT_BUCKET,
             why="lists a session's jobs (GET /jobs?session_id=)"),
-    GcpCall(f"{_STORE}.sweep_temporary", "glob", _S, (_LAYOUT,), Target.RESULT_BUCKET,
-            why="finds temporary objects a failed write left"),
-    GcpCall(f"{_STORE}.sweep_temporary", "rm", _S, _DELETE, Target.RESULT_BUCKET, why="removes them"),
+    # (the sweep finds them by reading a local folder entry by entry; a bucket store has no temporaries)
+    GcpCall(f"{_STORE}.sweep_temporary", "rm", _S, _DELETE, Target.RESULT_BUCKET,
+            why="removes temporary files a failed write left"),
     # Vertex AI routing (GPURT_VERTEX_TYPES or GPURT_BACKEND=vertex): the scheduler starts, polls and cancels
     # custom jobs that run as gpu-runtime and write their output to the result store.
     *(GcpCall(f"{_VERTEX}.{function}", method, workload, permissions, target, name, why, only_with=VERTEX_AI)

@@ -13,6 +13,7 @@ the plan's ``placeholders``. Secret values are masked in everything the plan pri
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import runpy
@@ -342,6 +343,15 @@ class Recording:
     outputs: Mapping[str, Any]
 
 
+def _ensure_event_loop() -> None:
+    """Give this thread an event loop if it has none: the SDK's mocks run on the current one, and a caller
+    that ran ``asyncio.run`` before (a notebook, a test) is left with none."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+
+
 def record(
     program: Callable[[], object],
     *,
@@ -357,6 +367,7 @@ def record(
     Exceptions from the program propagate. Safe to call repeatedly in one process: each call resets the
     SDK's global settings and installs its own stack.
     """
+    _ensure_event_loop()
     monitor = RecordingMonitor(RealisticMocks(project, region))
     settings.reset_options(project=project_name, stack=stack, preview=False)
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)

@@ -232,3 +232,15 @@ def test_every_resource_of_each_stack_has_its_own_urn(plans: dict[str, Plan]) ->
     for plan in plans.values():
         urns = [resource.urn for resource in plan.resources]
         assert len(urns) == len(set(urns)), plan.stack
+
+
+def test_a_program_records_after_asyncio_run_left_the_thread_without_a_loop() -> None:
+    import asyncio
+
+    import pulumi_gcp as gcp
+
+    from components.plan import record
+
+    asyncio.run(asyncio.sleep(0))  # as a notebook cell or an earlier test may have: no current loop after it
+    recording = record(lambda: gcp.pubsub.Topic("requests"), project="acme-risk", region="europe-west4")
+    assert [r.name for r in recording.resources] == ["requests"]
