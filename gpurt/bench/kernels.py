@@ -19,8 +19,9 @@ def bench_kernels(
     device: str = typer.Option("cpu", "--device", help="cpu or gpu"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     write: bool = typer.Option(False, "--write", help=(
-        "Record the figures in BENCHMARKS.md; refused when the one-minute load average before or after the run "
-        "exceeds 0.5 per core (figures from a loaded machine are not comparable).")),
+        "Record the figures in BENCHMARKS.md; refused when the one-minute load average exceeds 0.5 per core as "
+        "the run starts, or other processes use more than 0.15 cores per core during it (figures from a loaded "
+        "machine are not comparable).")),
     scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
     stac: bool = typer.Option(True, "--stac/--no-stac", help=(
         "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
@@ -30,9 +31,11 @@ def bench_kernels(
 ) -> None:
     """Paths/s of each kernel against a vectorised baseline (NumPy on CPU, cupy on GPU), same run.
 
-    The load average is read before and after and printed with the figures; ``--write`` is refused when
-    either reading is above ``MAX_WRITE_LOAD_PER_CORE`` per core (checked first, so a loaded machine
-    costs no benchmark time).
+    The load average is read before and after, and the CPU other processes used meanwhile, and printed with
+    the figures; ``--write`` is refused when the load is above ``MAX_WRITE_LOAD_PER_CORE`` per core as the
+    run starts (checked first, so a loaded machine costs no benchmark time) or other processes took more
+    than ``MAX_OTHERS_CPU_PER_CORE`` per core during it. The load after the run is not judged: a benchmark
+    that fills every core raises it by itself.
     """
     if vs_quantlib:
         _bench_vs_quantlib(device, scale, as_json, write)
@@ -42,7 +45,7 @@ def bench_kernels(
     from rich.table import Table
 
     from bench.kernels import runner
-    from bench.markdown import LoadWindow, cores, load_window, one_minute_load, write_section
+    from bench.markdown import load_start, write_section
     from kernels.device import CPU, GPU, gpu_available, resolve_device
 
     if device not in (CPU, GPU):
@@ -51,8 +54,8 @@ def bench_kernels(
         resolve_device(device)
     except Exception as exc:
         raise UserError(str(exc)) from None
-    before = one_minute_load()
-    if write and (refusal := LoadWindow(before, before, cores()).refusal()):
+    start = load_start()
+    if write and (refusal := start.refusal()):
         raise UserError(refusal)
     figures = []
     todo = runner.cases(device, scale)
@@ -69,11 +72,10 @@ def bench_kernels(
                           f"{f.ratio:.1f}x")
         Console().print(table)
     stac_figures = _bench_stac(device, scale, as_json) if stac else None
-    window = load_window(before)
+    window = start.window()
     if as_json:
         payload: dict[str, Any] = {"device": device, "figures": runner.figures_json(figures),
-                                   "load_average": {"before": window.before, "after": window.after,
-                                                    "cores": window.cores}}
+                                   "load_average": window.as_json()}
         if stac_figures is not None:
             payload["stac"] = {**stac_figures.__dict__, "ratio": stac_figures.ratio}
         typer.echo(json.dumps(payload, indent=2))
@@ -93,26 +95,25 @@ def _bench_vs_quantlib(device: str, scale: float, as_json: bool, write: bool) ->
     from rich.table import Table
 
     from bench.kernels import quantlib, runner
-    from bench.markdown import LoadWindow, cores, load_window, one_minute_load, write_section
+    from bench.markdown import load_start, write_section
 
     if device != "cpu":
         raise UserError("--vs-quantlib compares CPU-seconds: use --device cpu")
-    before = one_minute_load()
-    if write and (refusal := LoadWindow(before, before, cores()).refusal()):
+    start = load_start()
+    if write and (refusal := start.refusal()):
         raise UserError(refusal)
     try:
         with Console(stderr=True).status("timing the American put: QuantLib's settings, then the kernel"):
             comparison = quantlib.compare(scale)
     except RuntimeError as exc:
         raise UserError(str(exc)) from None
-    window = load_window(before)
+    window = start.window()
     target = comparison.quantlib.std_error
     if as_json:
         runs = [{**run.__dict__, "cpu_s_at_equal_se": run.cpu_at(target)}
                 for run in [comparison.kernel, *comparison.tried]]
         typer.echo(json.dumps({"runs": runs, "equal_std_error": target, "ratio": comparison.ratio,
-                               "load_average": {"before": window.before, "after": window.after,
-                                                "cores": window.cores}}, indent=2))
+                               "load_average": window.as_json()}, indent=2))
     else:
         table = Table("engine", "paths", "estimate", "std error", "CPU s", "wall s", "CPU s at equal SE",
                       title="American put: kernel against QuantLib")

@@ -131,12 +131,16 @@ def test_bench_markdown_says_when_no_gpu_was_available() -> None:
 
 
 def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: list[str],
-                written: list[str]) -> None:
-    """Two cores whose one-minute load reads ``loads`` in turn; measuring and writing only recorded."""
+                written: list[str], others_cores: float = 0.0) -> None:
+    """Two cores whose one-minute load reads ``loads`` in turn, on which other processes use ``others_cores``
+    cores over a 10 s run; measuring and writing only recorded."""
     from bench import markdown as benchmarks_md
 
     readings = iter(loads)
+    clocks = iter([benchmarks_md.CpuClock(at=0.0, machine_busy_s=100.0, own_s=1.0),
+                   benchmarks_md.CpuClock(at=10.0, machine_busy_s=100.0 + 19.0 + 10 * others_cores, own_s=20.0)])
     monkeypatch.setattr(benchmarks_md, "one_minute_load", lambda: next(readings))
+    monkeypatch.setattr(benchmarks_md, "cpu_clock", lambda: next(clocks))
     monkeypatch.setattr(benchmarks_md, "cores", lambda: 2)
     monkeypatch.setattr(benchmarks_md, "write_section", lambda name, _: written.append(name))
     from types import SimpleNamespace
@@ -162,26 +166,45 @@ def test_bench_write_is_refused_at_once_on_a_loaded_machine(monkeypatch: pytest.
     assert measured == [] and written == []
 
 
-def test_bench_figures_are_printed_but_not_written_when_the_load_rose(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_figures_are_printed_but_not_written_when_other_processes_took_cpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[str] = []
     written: list[str] = []
-    _fake_bench(monkeypatch, [0.2, 2.5], measured, written)
+    _fake_bench(monkeypatch, [0.2, 2.5], measured, written, others_cores=0.8)
     result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
     assert result.exit_code == 2
     assert "european_option" in result.stdout and "5.0x" in result.stdout
-    assert "load average 0.20 before and 2.50 after, on 2 cores" in result.stdout
-    assert "not writing BENCHMARKS.md" in result.stderr
+    assert ("load average 0.20 before and 2.50 after, on 2 cores; other processes used 0.80 cores during the run"
+            in result.stdout)
+    assert "not writing BENCHMARKS.md" in result.stderr and "0.3 cores (0.15 per core)" in result.stderr
     assert measured == ["european_option"] and written == []
 
 
-def test_bench_writes_and_records_both_load_readings_on_an_idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_that_fills_every_core_by_itself_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load after the run is the benchmark's own: what counts is the CPU other processes took."""
     measured: list[str] = []
     written: list[str] = []
-    _fake_bench(monkeypatch, [0.2, 0.4], measured, written)
+    _fake_bench(monkeypatch, [0.66, 1.95], measured, written, others_cores=0.05)
     result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["load_average"] == {"before": 0.2, "after": 0.4, "cores": 2}
+    assert json.loads(result.stdout)["load_average"] == {"before": 0.66, "after": 1.95, "cores": 2,
+                                                         "others_cores": pytest.approx(0.05)}
     assert written == ["kernels-cpu"]
+
+
+def test_other_processes_cpu_is_the_machines_busy_time_less_this_process() -> None:
+    from bench.markdown import CpuClock, cpu_clock, others_cores
+
+    assert others_cores(CpuClock(0.0, 50.0, 2.0), CpuClock(4.0, 58.0, 4.0)) == pytest.approx(1.5)
+    assert others_cores(CpuClock(0.0, None, 2.0), CpuClock(4.0, 58.0, 4.0)) is None
+    start = cpu_clock()
+    deadline = start.own_s + 0.2
+    while cpu_clock().own_s < deadline:  # this process busy: none of it is others'
+        pass
+    end = cpu_clock()
+    if start.machine_busy_s is not None:  # Linux
+        assert end.machine_busy_s - start.machine_busy_s >= 0.15  # the machine saw this process's CPU
+        assert others_cores(start, end) is not None
 
 
 def test_accuracy_check_passes_and_fails_on_its_tolerance() -> None:
