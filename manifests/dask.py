@@ -29,6 +29,7 @@ from manifests.common import (
     scratch_volume,
     workload_identity_service_account,
 )
+from manifests.dask_settings import dask_env
 from protocol import contract
 
 DASK_API_VERSION: Final = "kubernetes.dask.org/v1"
@@ -226,7 +227,13 @@ def _worker_env() -> list[Manifest]:
         {"name": "HOME", "value": "/tmp"},
         {"name": "NUMBA_CACHE_DIR", "value": "/tmp/numba"},
         {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
+        *_dask_env(),
     ]
+
+
+def _dask_env() -> list[Manifest]:
+    """The platform's Dask settings (idle CPU, bounded logs: ``manifests.dask_settings``) for a Dask pod."""
+    return [{"name": name, "value": value} for name, value in sorted(dask_env().items())]
 
 
 def _harden(pod_spec: Manifest, service_account: str | None, scratch_size: str = WORKER_SCRATCH_SIZE) -> None:
@@ -283,6 +290,7 @@ def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> Non
     # the small CPU image. `command`, not `args`: whatever that image's own default command, this runs.
     container["resources"] = resources.to_manifest()
     container["image"] = image
+    container["env"] = _dask_env()
     container.pop("args", None)
     container["command"] = [
         "dask",

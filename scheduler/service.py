@@ -324,8 +324,15 @@ class Service:
         return RoutingBackend(default=dask_backend, routes={t: vertex for t in s.vertex_types})
 
     def _build_dask(self) -> ExecutionBackend:
+        import dask
+
+        from manifests.dask_settings import DASK_SETTINGS
         from scheduler.backends.dask import DaskBackend
         from scheduler.backends.dask_client import PromptClient
+
+        # For the whole process: its client, and the in-process Dask scheduler and workers (each worker's
+        # nanny hands it this config) where there is no scheduler address.
+        dask.config.set(DASK_SETTINGS)
 
         if self.settings.dask_scheduler:
             client = PromptClient(self.settings.dask_scheduler, timeout="30s")

@@ -139,3 +139,27 @@ def test_bad_specs_fail_with_a_clear_message(build: Any, message: str) -> None:
 
 def _pool(name: str) -> d.WorkerPoolSpec:
     return d.WorkerPoolSpec(name, "nvidia-tesla-t4", 1, 0, 1, _T4_ONE_GPU)
+
+
+def test_every_dask_pod_runs_with_the_platforms_dask_settings() -> None:
+    """The scheduler and every worker group get the settings as ``DASK_*`` variables that Dask itself reads
+    back to the same values (idle CPU and bounded logs matter on the pods as much as locally)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from manifests.dask_settings import DASK_SETTINGS
+
+    cluster = d.build_dask_cluster(SPEC)
+    pods = [cluster["spec"]["scheduler"]["spec"], cluster["spec"]["worker"]["spec"],
+            d.build_worker_group(SPEC, T4)["spec"]["worker"]["spec"]]
+    envs = [{e["name"]: e["value"] for e in _container(pod).get("env", []) if e["name"].startswith("DASK_")}
+            for pod in pods]
+    assert all(env == envs[0] for env in envs) and len(envs[0]) == len(DASK_SETTINGS)
+    read_back = subprocess.run(
+        [sys.executable, "-c", "import dask, distributed, json, sys; "
+                               "print(json.dumps({k: dask.config.get(k) for k in json.loads(sys.argv[1])}))",
+         json.dumps(list(DASK_SETTINGS))],
+        env={**os.environ, **envs[0]}, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(read_back.stdout) == dict(DASK_SETTINGS)
