@@ -23,7 +23,8 @@ date where the exercise value beats the regressed continuation value (a polynomi
 under Heston, terms in the basket's aggregate variance ``v``: ``aggregate_variance``), and returns (y, x)
 sums with the
 control ``x``: under GBM with positive weights the geometric basket option (closed form,
-``closed_form.geometric_basket``); otherwise (Heston, weights of either sign for spreads and exchange
+``closed_form.geometric_basket``; on a path exercised early, its closed-form value at the exercise date:
+``_stopped_control``); otherwise (Heston, weights of either sign for spreads and exchange
 options, or a geometric-basket payoff) the discounted basket, an exact martingale of the scheme. The
 kernels' ``mode`` says which (``MODE_*``). ``store_path`` writes the
 basket value (and, under Heston, the aggregate variance) at every exercise date for the regression.
