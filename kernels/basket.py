@@ -23,7 +23,8 @@ date where the exercise value beats the regressed continuation value (a polynomi
 under Heston, terms in the basket's aggregate variance ``v``: ``aggregate_variance``), and returns (y, x)
 sums with the
 control ``x``: under GBM with positive weights the geometric basket option (closed form,
-``closed_form.geometric_basket``); otherwise (Heston, weights of either sign for spreads and exchange
+``closed_form.geometric_basket``; on a path exercised early, its closed-form value at the exercise date:
+``_stopped_control``); otherwise (Heston, weights of either sign for spreads and exchange
 options, or a geometric-basket payoff) the discounted basket, an exact martingale of the scheme. The
 kernels' ``mode`` says which (``MODE_*``). ``store_path`` writes the
 basket value (and, under Heston, the aggregate variance) at every exercise date for the regression.
@@ -47,7 +48,7 @@ from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, fill_paths, sum_blocks
 from kernels.philox import NORMALS_PER_DRAW, normals4
-from kernels.special import exp32
+from kernels.special import exp32, log32, normal_tail
 from protocol.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 
 PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
@@ -63,8 +64,9 @@ QE: Final = 8
 QE_CONSTANTS: Final = 9
 ASSET_ROWS: Final = QE + 2 * QE_CONSTANTS
 # The price kernels' sums, as heston_option's (the estimator's five, then sum d and sum d^2, d = coarse -
-# fine), then the same paths' European cash flow e: sum e, sum e^2, sum x e (one pass prices both).
-PRICE_WIDTH: Final = heston.PRICE_WIDTH + 3
+# fine), then the estimator's five of the same paths' European cash flow e with the control at maturity t
+# (sum e, e^2, t, t^2, t e): one pass prices both.
+PRICE_WIDTH: Final = heston.PRICE_WIDTH + SUM_WIDTH
 EUROPEAN: Final = heston.PRICE_WIDTH  # where the European's sums start
 # Under Heston the variance is part of the state an exercise decision depends on: the continuation value's
 # basis adds v, v^2, v u and v u^2 (u = A / K, v the aggregate variance) after the polynomial in u.
@@ -216,8 +218,8 @@ def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, stri
 
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
-    y, x, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                           log_geometric, total_weight, control_mean, scratch, False, _ONE)
+    y, x, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE)
     return y, x
 
 
@@ -245,17 +247,62 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
                     stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
                 if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
-                    # the control (and the European) need the path at maturity: finish it without exercise
+                    # under GBM the control stops with the path; the other modes' control, and the European
+                    # of every mode, need the path at maturity: finish it without exercise
+                    stopped = _stopped_control(scratch, assets, chol, n, strike, call, rate, dt, steps, done,
+                                               log_geometric, total_weight, control_mean) if mode == MODE_GBM else _ZERO
                     for _ in range(done, steps, stride):
                         cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
                     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                     european = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
-                    return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
-                                       total_weight, control_mean), european
+                    terminal = _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
+                                        total_weight, control_mean)
+                    return y, stopped if mode == MODE_GBM else terminal, european, terminal
     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
     y = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
-    return y, _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric, total_weight,
-                       control_mean), y
+    terminal = _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric, total_weight,
+                        control_mean)
+    return y, terminal, y, terminal
+
+
+@register_jitable
+def _stopped_control(scratch, assets, chol, n, strike, call, rate, dt, steps, done, log_geometric,  # type: ignore[no-untyped-def]
+                     total_weight, control_mean):
+    """``MODE_GBM``'s control stopped at step ``done < steps``: the geometric basket option's value there in
+    closed form, discounted to time 0, less its mean.
+
+    The discounted option value is a martingale and the exercise date a stopping time, so this control has
+    the same known mean as the option's discounted payoff at maturity (which it equals on a path never
+    exercised), and it follows the American cash flow far more closely: on an exercised path it is the
+    European value given up, not a payoff drawn on after the decision. Given the path at ``done``, ``log G_T``
+    is normal: each remaining step adds ``sum s_i DRIFT_i`` to its mean and ``|(s VOL)' L|^2`` to its variance
+    (``s`` the geometric shares, ``L`` the correlation's Cholesky factor: the walk's own float32 constants).
+    """
+    drift = _ZERO
+    step_variance = _ZERO
+    for k in range(n):
+        drift += assets[SHARE, k] * assets[DRIFT, k]
+        load = _ZERO  # the loading of log G's step on normal k: L is lower triangular
+        for i in range(k, n):
+            load += assets[SHARE, i] * assets[VOL, i] * chol[i, k]
+        step_variance += load * load
+    left = np.float32(steps - done)
+    log_mean = log32(total_weight) + log_geometric + left * drift
+    for i in range(n):
+        log_mean += assets[SHARE, i] * scratch[i]
+    log_var = left * step_variance
+    discount = exp32(-rate * dt * np.float32(steps))
+    forward = exp32(log_mean + _HALF * log_var)
+    if log_var <= _ZERO:  # no volatility left: the forward is what the geometric basket will be
+        return discount * _payoff(forward, strike, call) - control_mean
+    sd = np.float32(math.sqrt(log_var))
+    d1 = (log_mean - log32(strike) + log_var) / sd
+    d2 = d1 - sd
+    if call:
+        value = forward * normal_tail(-d1) - strike * normal_tail(-d2)
+    else:
+        value = strike * normal_tail(d2) - forward * normal_tail(d1)
+    return discount * value - control_mean
 
 
 @register_jitable
@@ -272,45 +319,44 @@ def _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geomet
 def _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
           coeffs, log_geometric, total_weight, control_mean, scratch, coarse, antithetic):
     """``_walk_sample`` of ``path``, or with ``antithetic`` the mean of it and its antithetic walk."""
-    y, x, e = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                           log_geometric, total_weight, control_mean, scratch, coarse, _ONE)
+    y, x, e, t = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
+                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE)
     if antithetic:
-        y2, x2, e2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                                  coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE)
-        y, x, e = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2)
-    return y, x, e
+        y2, x2, e2, t2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE)
+        y, x, e, t = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2), _HALF * (t + t2)
+    return y, x, e, t
 
 
 @register_jitable
 def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, dt, steps, draws, every,  # type: ignore[no-untyped-def]
               strike, call, rate, coeffs, log_geometric, total_weight, control_mean, halving, antithetic, scratch):
-    """Sums (y, y^2, x, x^2, xy, d, d^2, e, e^2, xe) over samples ``first_path + i * stride``, i < count (both
-    devices run this): a sample is a path, or with ``antithetic`` the pair of walks on ``z`` and ``-z``;
-    ``d`` is the coarse-minus-fine cash flow with ``halving`` (else 0), ``e`` the European cash flow."""
+    """Sums (y, y^2, x, x^2, xy, d, d^2, e, e^2, t, t^2, te) over samples ``first_path + i * stride``, i < count
+    (both devices run this): a sample is a path, or with ``antithetic`` the pair of walks on ``z`` and ``-z``;
+    ``x`` is the price's control (under ``MODE_GBM`` stopped at exercise: ``_stopped_control``), ``d`` the
+    coarse-minus-fine cash flow with ``halving`` (else 0), ``e`` the European cash flow and ``t`` the
+    control at maturity, the European's own control."""
     sums = (0.0, 0.0, 0.0, 0.0, 0.0)
     gap = 0.0
     gap2 = 0.0
-    eu = 0.0
-    eu2 = 0.0
-    xeu = 0.0
+    european_sums = (0.0, 0.0, 0.0, 0.0, 0.0)
     for i in range(count):
         path = first_path + i * stride
         if path >= n_paths:
             break
-        y, x, european = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                               coeffs, log_geometric, total_weight, control_mean, scratch, False, antithetic)
+        y, x, european, terminal = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
+                                         rate, coeffs, log_geometric, total_weight, control_mean, scratch, False,
+                                         antithetic)
         sums = add_sample(sums, y, x)
-        e = np.float64(european)
-        eu += e
-        eu2 += e * e
-        xeu += np.float64(x) * e
+        european_sums = add_sample(european_sums, european, terminal)
         if halving:
-            coarse, _, _ = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                                 coeffs, log_geometric, total_weight, control_mean, scratch, True, antithetic)
+            coarse, _, _, _ = _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                                    coeffs, log_geometric, total_weight, control_mean, scratch, True, antithetic)
             d = np.float64(coarse - y)
             gap += d
             gap2 += d * d
-    return sums[0], sums[1], sums[2], sums[3], sums[4], gap, gap2, eu, eu2, xeu
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], gap, gap2, european_sums[0], european_sums[1],
+            european_sums[2], european_sums[3], european_sums[4])
 
 
 @register_jitable

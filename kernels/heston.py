@@ -50,7 +50,7 @@ from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
 from kernels.path_greeks import WIDTH as GREEK_WIDTH
 from kernels.philox import normals4
-from kernels.special import exp32
+from kernels.special import exp32, normal_tail
 from protocol.params import Greek, HestonOptionParams, OptionKind
 
 PATHS_PER_GROUP: Final = 2  # a generator call's four normals are two paths' (Zv, Z) of one step
@@ -113,12 +113,6 @@ def constant_table(carry: float, kappa: float, theta: float, xi: float, rho: flo
 
 
 @register_jitable
-def _normal_tail(z):  # type: ignore[no-untyped-def]
-    """``1 - Phi(z)`` in float32."""
-    return _HALF * np.float32(math.erfc(z * _ROOT_HALF))
-
-
-@register_jitable
 def qe_step(x, v, zv, z, table, row):  # type: ignore[no-untyped-def]
     """One QE step of the log-price ``x`` and the variance ``v`` (float32) with the constants ``table[row]``.
 
@@ -152,7 +146,7 @@ def qe_move(x, v, zv, z, carry_dt, decay, c1, c2, theta, k1, k2, k3, k4):  # typ
     else:
         p = (psi - _ONE) / (psi + _ONE)
         beta = (_ONE - p) / mean
-        tail = _normal_tail(zv)  # 1 - U with U = Phi(Zv)
+        tail = normal_tail(zv)  # 1 - U with U = Phi(Zv)
         v_next = math.log((_ONE - p) / tail) / beta if tail < _ONE - p else _ZERO
         k0 = -math.log(p + beta * (_ONE - p) / (beta - a)) if a < beta else -a * mean
     k0 = k0 - (k1 + _HALF * k3) * v

@@ -205,15 +205,15 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
     n_samples = basket.samples(p, n_paths)  # paths, or antithetic pairs
     estimate = estimators.from_sums(sums[:SUM_WIDTH], n_samples, control_variate=p.control_variate,
                                     confidence=p.confidence, control_scale=model.control_scale(p))
-    # the European on the same paths (they run on to maturity for the control): (e, e^2, x, x^2, xe)
-    e = basket.EUROPEAN
-    european = np.array([sums[e], sums[e + 1], sums[2], sums[3], sums[e + 2]])
+    # the European on the same paths, which run on to maturity for it, with the control at maturity
+    european = sums[basket.EUROPEAN:basket.EUROPEAN + SUM_WIDTH]
     european_estimate = estimators.from_sums(european, n_samples, control_variate=p.control_variate,
                                              confidence=p.confidence, control_scale=model.control_scale(p))
     summary: dict[str, Any] = {
         **estimate.as_dict(), "paths": n_paths, "regression_paths": p.regression_paths, "assets": model.n,
         "exercise_dates": dates, "steps": p.steps, "path_steps": (n_paths + p.regression_paths) * p.steps,
         "bias": "low (exercise rule fitted on independent paths)",
+        "control": _control_name(model) if p.control_variate else "none",
         "exercise_dates_used": int(rule[:, -1].sum()),
         "european_estimate": european_estimate.estimate,
         "early_exercise_premium": estimate.estimate - european_estimate.estimate,
@@ -227,3 +227,9 @@ def run(p: AmericanOptionParams, device: str, ctx: RunContext) -> KernelResult:
             p.spots[0] * p.weights[0], p.strike, p.rate, p.yields()[0], p.volatilities[0], p.maturity,
             p.kind is OptionKind.CALL, REFERENCE_TREE_STEPS, dates)
     return KernelResult(summary=summary, paths=n_paths)
+
+
+def _control_name(model: basket.Model) -> str:
+    if model.mode == basket.MODE_GBM:
+        return "geometric basket option, valued in closed form at the exercise date (at maturity if never exercised)"
+    return "discounted basket at maturity (martingale)"

@@ -1,4 +1,5 @@
-"""Single-precision exp, log and sin/cos written as branch-free arithmetic, for every kernel target.
+"""Single-precision exp, log and sin/cos written as branch-free arithmetic, for every kernel target, and the
+normal distribution's tail.
 
 Why not ``math.exp`` and friends: numba compiles those to scalar libm calls on the CPU, which keep
 LLVM from vectorising a loop, and the Monte Carlo inner loops are dominated by them. These versions
@@ -31,6 +32,7 @@ _MANTISSA_BITS: Final = 23
 _EXPONENT_BIAS: Final = 127
 _MANTISSA_MASK: Final = 0x7FFFFF
 _ONE_BITS: Final = 0x3F800000
+_ROOT_HALF: Final = _F(math.sqrt(0.5))
 # sin/cos of a fraction of a turn: the nearest quarter turn is exact, the remainder |theta| <= pi/4.
 _HALF_PI: Final = _F(math.pi / 2.0)
 
@@ -81,3 +83,9 @@ def cos_sin_turn(u):  # type: ignore[no-untyped-def]
     cos_sign = _F(-1.0) if (quadrant == 1) | (quadrant == 2) else _ONE
     sin_sign = _F(-1.0) if quadrant >= 2 else _ONE
     return (s if odd else c) * cos_sign, (c if odd else s) * sin_sign
+
+
+@register_jitable
+def normal_tail(z):  # type: ignore[no-untyped-def]
+    """``1 - Phi(z)`` in float32 (``erfc``: a library call on every target, used once per path, not per step)."""
+    return _HALF * _F(math.erfc(z * _ROOT_HALF))

@@ -35,6 +35,11 @@ WARM_JOBS: Final[tuple[tuple[str, JobType, Mapping[str, Any]], ...]] = (
     ("basket_option with Greeks", JobType.BASKET_OPTION, {**_BASKET, "paths": 64, "greeks": _GREEKS}),
     ("american_option", JobType.AMERICAN_OPTION, {**_BASKET, "paths": 1_000, "regression_paths": 1_000,
                                                   "steps": 4}),
+    # one GBM asset also reports the compiled binomial tree (kernels.binomial)
+    ("american_option on one asset", JobType.AMERICAN_OPTION, {"spots": [100.0], "weights": [1.0],
+                                                               "volatilities": [0.2], "strike": 100.0,
+                                                               "paths": 1_000, "regression_paths": 1_000,
+                                                               "steps": 4}),
     ("option_book", JobType.OPTION_BOOK, {"contracts": [{"strike": 100.0, "maturity": 0.5}], "paths": 64,
                                           "steps_per_year": 4}),
 )

@@ -103,7 +103,7 @@ def _bench_vs_quantlib(device: str, scale: float, as_json: bool, write: bool) ->
     if write and (refusal := start.refusal()):
         raise UserError(refusal)
     try:
-        with Console(stderr=True).status("timing the American put: QuantLib's settings, then the kernel"):
+        with Console(stderr=True).status("timing the American put: QuantLib's settings, then the kernel's"):
             comparison = quantlib.compare(scale)
     except RuntimeError as exc:
         raise UserError(str(exc)) from None
@@ -111,13 +111,13 @@ def _bench_vs_quantlib(device: str, scale: float, as_json: bool, write: bool) ->
     target = comparison.quantlib.std_error
     if as_json:
         runs = [{**run.__dict__, "cpu_s_at_equal_se": run.cpu_at(target)}
-                for run in [comparison.kernel, *comparison.tried]]
+                for run in comparison.runs]
         typer.echo(json.dumps({"runs": runs, "equal_std_error": target, "ratio": comparison.ratio,
                                "load_average": window.as_json()}, indent=2))
     else:
         table = Table("engine", "paths", "estimate", "std error", "CPU s", "wall s", "CPU s at equal SE",
                       title="American put: kernel against QuantLib")
-        for run in [comparison.kernel, *comparison.tried]:
+        for run in comparison.runs:
             table.add_row(run.engine, f"{run.paths:,}", f"{run.estimate:.4f}", f"{run.std_error:.4f}",
                           f"{run.cpu_s:.2f}", f"{run.wall_s:.2f}", f"{run.cpu_at(target):.2f}")
         Console().print(table)
