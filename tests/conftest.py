@@ -11,10 +11,14 @@ os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 
 def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
     """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``), the tests that start real
-    processes or run long share one worker, one after another, as in a serial run: their deadlines and
-    port choices were written for one such test at a time. The unit tests fill the other workers."""
+    processes (``integration``: servers, ports, a platform) share one worker, one after another, as in a
+    serial run: their deadlines and port choices were written for one such test at a time. A ``slow``
+    test that starts none (long CPU work: plans, reference prices, the CUDA simulator) runs on any worker,
+    its module kept together so a module fixture is made once. The unit tests fill the workers around them."""
     import pytest
 
     for item in items:
-        if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
+        if item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.xdist_group("processes"))
+        elif item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

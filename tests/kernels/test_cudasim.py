@@ -88,8 +88,7 @@ def simulated(request: pytest.FixtureRequest) -> tuple[list[list], list[dict]]:
     return cases, json.loads(done.stdout)
 
 
-@pytest.mark.slow
-@pytest.mark.integration
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 @pytest.mark.timeout(300)
 def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: tuple[list[list], list[dict]]) -> None:
     cases, summaries = simulated
@@ -113,8 +112,7 @@ def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: tuple[list[list],
                         job, name)
 
 
-@pytest.mark.slow
-@pytest.mark.integration
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 @pytest.mark.timeout(300)
 def test_simulated_results_do_not_depend_on_the_launch_grid(simulated: tuple[list[list], list[dict]]) -> None:
     cases, summaries = simulated
