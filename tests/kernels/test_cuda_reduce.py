@@ -142,6 +142,7 @@ def _assert_exact(kernels: dict[str, list[list[list[float]]]]) -> None:
                                  for first, count in LAUNCHES]
 
 
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 @pytest.mark.timeout(120)
 def test_simulated_block_sum_kernels_give_each_blocks_exact_sums() -> None:
     _assert_exact(_run(simulated=True))
