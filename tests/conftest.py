@@ -14,10 +14,14 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     processes (``integration``: servers, ports, a platform) share one worker, one after another, as in a
     serial run: their deadlines and port choices were written for one such test at a time. A ``slow``
     test that starts none (long CPU work: plans, reference prices, the CUDA simulator) runs on any worker,
-    its module kept together so a module fixture is made once. The unit tests fill the workers around them."""
+    its module kept together so a module fixture is made once. The unit tests fill the workers around them.
+    A module that names its own ``xdist_group`` keeps it: one long integration module whose platform takes
+    free ports and its own temporary directories (test_replicas.py) runs beside the serial group, not in it."""
     import pytest
 
     for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
         if item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.xdist_group("processes"))
         elif item.get_closest_marker("slow"):
