@@ -15,8 +15,9 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     serial run: their deadlines and port choices were written for one such test at a time. A ``slow``
     test that starts none (long CPU work: plans, reference prices, the CUDA simulator) runs on any worker,
     its module kept together so a module fixture is made once. The unit tests fill the workers around them.
-    A module that names its own ``xdist_group`` keeps it: one long integration module whose platform takes
-    free ports and its own temporary directories (test_replicas.py) runs beside the serial group, not in it."""
+    A module that names its own ``xdist_group`` keeps it: the two longest integration modules (the replica
+    drills, the alert drill), whose platforms take free ports and their own directories like every platform
+    here, form a second serial group, "processes-2", so the two groups run side by side on two workers."""
     import pytest
 
     for item in items:
