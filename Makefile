@@ -48,12 +48,15 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# Every core: the unit tests spread over the workers; the tests that start processes (integration, slow)
-# run one at a time on one worker (tests/conftest.py groups them), so they see the machine as a serial run.
+# Everything, on every core (meant to stay within 10 minutes on a quiet 2-core machine: README.md,
+# Development). The tests that start processes (integration) run one at a time in two serial groups side by
+# side (tests/conftest.py groups them); the unit tests and the slow ones that start no process fill the
+# workers around them.
 test: setup system-deps lint
 	$(BIN)/pytest -n auto --dist loadgroup --durations=25
 
-# The inner loop: unit tests only (no process started, nothing slow), on every core.
+# The inner loop (meant to stay under 3 minutes on a quiet 2-core machine): unit tests only, on every core;
+# nothing that starts a process, nothing marked slow (numerical reference tests, benches, simulator runs).
 test-fast: setup system-deps
 	$(BIN)/pytest -n auto -m "not slow and not integration"
 
