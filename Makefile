@@ -49,9 +49,8 @@ lint: setup
 	$(BIN)/lint-imports
 
 # Everything, on every core (meant to stay within 10 minutes on a quiet 2-core machine: README.md,
-# Development). The tests that start processes (integration) run one at a time in two serial groups side by
-# side (tests/conftest.py groups them); the unit tests and the slow ones that start no process fill the
-# workers around them.
+# Development). Each module of integration or slow tests runs on one worker, so its platform or plan is made
+# once (tests/conftest.py groups them); the modules and the unit tests spread over the workers.
 test: setup system-deps lint
 	$(BIN)/pytest -n auto --dist loadgroup --durations=25
 

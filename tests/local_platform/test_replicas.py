@@ -22,10 +22,7 @@ from protocol.contract import MAX_DELIVERY_ATTEMPTS
 from protocol.messages import JobStatus
 from scheduler.lease_file import FileLeaseStore
 
-# The longest integration module: in the second serial group, beside the first (tests/conftest.py). Its
-# platform takes free ports (port 0) and a directory of its own, as every other platform of the suite does.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240),
-              pytest.mark.xdist_group("processes-2")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 STOP_GRACE_S = 3.0  # the platform is thrown away at the end
 EMULATOR_TIME_SCALE = 0.01  # the DLQ drill's redelivery backoffs in seconds, as in tests/ops/test_drills.py
 JOBS = 6  # three per replica's single slot: some run, some wait in the subscription during the restart

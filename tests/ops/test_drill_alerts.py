@@ -15,10 +15,7 @@ from typer.testing import CliRunner
 from manifests import alerts
 from ops.drills.alert_conditions import NO_LEADER
 
-# In the second serial group, beside the first (tests/conftest.py): its platform, Prometheus and Alertmanager
-# take free ports and a directory of their own.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400),
-              pytest.mark.xdist_group("processes-2")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400)]
 EMULATOR_TIME_SCALE = 0.01
 ALERT_TIME_SCALE = 0.01  # 10-minute for: windows become 6 s
 STOP_GRACE_S = 3.0
