@@ -76,16 +76,33 @@ ALSO_COMPARED = ("cvar", "mean_loss")
 JOB_TYPES = sorted({job for job, _, _ in CASES})
 
 
-@pytest.fixture(scope="module", params=JOB_TYPES)
-def simulated(request: pytest.FixtureRequest) -> tuple[list[list], list[dict]]:
-    """One job type's cases and their summaries on the simulator: one child process per job type, so a
-    kernel's cases can be run alone (``-k portfolio_var``) and the job types spread over xdist workers."""
-    cases = [case for case in CASES if case[0] == request.param]
+@pytest.fixture(scope="module")
+def simulations(request: pytest.FixtureRequest) -> dict[str, list[dict]]:
+    """Summaries on the simulator of every case of the job types this session runs, by job type: one child
+    process for them all (its start-up is seconds), however many are selected (``-k portfolio_var``: one)."""
+    selected = {item.callspec.params["job_type"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")}
+    cases = [case for case in CASES if case[0] in selected]
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(cases)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    return cases, json.loads(done.stdout)
+    summaries: dict[str, list[dict]] = {job: [] for job in selected}
+    for (job, _, _), summary in zip(cases, json.loads(done.stdout), strict=True):
+        summaries[job].append(summary)
+    return summaries
+
+
+@pytest.fixture(params=JOB_TYPES)
+def job_type(request: pytest.FixtureRequest) -> str:
+    """One job type: each kernel's cases pass or fail on their own, and can be run alone."""
+    return str(request.param)
+
+
+@pytest.fixture
+def simulated(job_type: str, simulations: dict[str, list[dict]]) -> tuple[list[list], list[dict]]:
+    """``job_type``'s cases and their summaries on the simulator, in order."""
+    return [case for case in CASES if case[0] == job_type], simulations[job_type]
 
 
 @pytest.mark.slow  # a child process interprets the kernels: no server, no port
