@@ -16,7 +16,7 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``), each module of ``integration``
     or ``slow`` tests is one xdist group: its tests run on one worker, one after another, so a module
     fixture (a local platform, a plan, the CUDA simulator's run) is made once, not once per worker that
-    happens to get one of its tests. The modules and the unit tests spread over the workers: two
+    happens to get one of its tests. The modules, started first, and the unit tests spread over the workers: two
     integration modules may run at once, one per worker, which every platform here allows (free ports,
     its own temporary directory).
 
@@ -24,13 +24,18 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     no longer take (https://github.com/pytest-dev/pytest-xdist/issues/1386): without the suffix written
     here, every test is scheduled alone and a module's fixtures are made on both workers."""
     loadgroup = bool(getattr(config.option, "loadgroup", False))  # set on xdist's workers under --dist loadgroup
-    for item in items:
-        if not (item.get_closest_marker("integration") or item.get_closest_marker("slow")):
-            continue
+    grouped = [item for item in items if item.get_closest_marker("integration") or item.get_closest_marker("slow")]
+    for item in grouped:
         group = item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
         if loadgroup and not item.nodeid.endswith(f"@{group}"):  # a fixed xdist has written it already
             _name_group(item, group)
+    if loadgroup:
+        # The scheduler hands out groups in collection order: the long modules first, so that the many
+        # one-test units left at the end fill both workers up to the same finish instead of one long
+        # module starting last while the other worker idles.
+        first = {id(item) for item in grouped}
+        items.sort(key=lambda item: id(item) not in first)
 
 
 def _name_group(item: pytest.Item, group: str) -> None:
