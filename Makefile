@@ -48,12 +48,14 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# Every core: the unit tests spread over the workers; the tests that start processes (integration, slow)
-# run one at a time on one worker (tests/conftest.py groups them), so they see the machine as a serial run.
+# Everything, on every core (meant to stay within 10 minutes on a quiet 2-core machine: README.md,
+# Development). Each module of integration or slow tests runs on one worker, so its platform or plan is made
+# once (tests/conftest.py groups them); the modules and the unit tests spread over the workers.
 test: setup system-deps lint
 	$(BIN)/pytest -n auto --dist loadgroup --durations=25
 
-# The inner loop: unit tests only (no process started, nothing slow), on every core.
+# The inner loop (meant to stay under 3 minutes on a quiet 2-core machine): unit tests only, on every core;
+# nothing that starts a process, nothing marked slow (numerical reference tests, benches, simulator runs).
 test-fast: setup system-deps
 	$(BIN)/pytest -n auto -m "not slow and not integration"
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from protocol.contract import RESULT_TOPIC
 from protocol.messages import JobRequest, JobResult
-from scheduler.messaging.publisher import TopicPublisher, request_message
+from scheduler.messaging.publisher import TopicPublisher
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
@@ -83,13 +83,13 @@ def publish_requests(clients: PubSubClients, requests: Iterable[JobRequest]) -> 
     request; this waits once, for all of them.
     """
     publisher = TopicPublisher(clients.publisher, clients.project)
-    return publisher.publish_raw_requests(request_message(request) for request in requests)
+    return publisher.publish_raw_requests(request.to_message() for request in requests)
 
 
 def _message(request: JobRequest | Mapping[str, object] | bytes,
              extra_attributes: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
     if isinstance(request, JobRequest):
-        return request_message(request, extra_attributes)
+        return request.to_message(extra_attributes)
     data = request if isinstance(request, bytes) else json.dumps(request).encode()
     raw = request if isinstance(request, Mapping) else {}
     attributes = {k: str(raw[k]) for k in ("job_id", "type") if k in raw}

@@ -15,16 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
-from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba import float64, njit, prange
 from numba.core.extending import register_jitable
 
 from kernels.chunks import run_chunks, warm_up
 from kernels.closed_form import delta_normal_var
 from kernels.context import KernelResult, RunContext
+from kernels.cuda_reduce import block_sums_kernel
 from kernels.device import CPU
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.risk import HISTOGRAM_BINS, LossSummary, summarise, summarise_tail, tail_size
@@ -80,40 +80,36 @@ def _store(losses, first_group, group, values, n_scenarios):  # type: ignore[no-
             losses[offset + lane] = values[lane]
 
 
+@register_jitable
+def group_losses(first_group, n_groups, stride, n_scenarios, seed, chol, scale, drift, exposures, coeffs,  # type: ignore[no-untyped-def]
+                 full, z, losses, chunk_first_group):
+    """Write the losses of groups ``first_group + i * stride``, i < n_groups, into the chunk's ``losses``.
+
+    ``losses[0]`` is the first scenario of group ``chunk_first_group``; ``z`` is ``scenario_losses``' scratch.
+    One GPU thread's work (``kernels.cuda_reduce``'s storing variant), and a CPU block's with stride 1.
+    """
+    for i in range(n_groups):
+        group = first_group + i * stride
+        if group * NORMALS_PER_DRAW >= n_scenarios:
+            break
+        values = scenario_losses(group, seed, exposures.shape[0], chol, scale, drift, exposures, coeffs, full, z)
+        _store(losses, chunk_first_group, group, values, n_scenarios)
+
+
 @njit(parallel=True, cache=True)
 def _cpu_chunk(losses, first_block, n_blocks, n_scenarios, seed, chol, scale, drift, exposures,  # type: ignore[no-untyped-def]
                coeffs, full):
     first_group = first_block * GROUPS_PER_BLOCK
-    n_assets = exposures.shape[0]
     for b in prange(n_blocks):
-        z = np.empty((NORMALS_PER_DRAW, n_assets))
-        for i in range(GROUPS_PER_BLOCK):
-            group = first_group + b * GROUPS_PER_BLOCK + i
-            if group * NORMALS_PER_DRAW < n_scenarios:
-                values = scenario_losses(group, seed, n_assets, chol, scale, drift, exposures, coeffs, full, z)
-                _store(losses, first_group, group, values, n_scenarios)
+        z = np.empty((NORMALS_PER_DRAW, exposures.shape[0]))
+        group_losses(first_group + b * GROUPS_PER_BLOCK, GROUPS_PER_BLOCK, 1, n_scenarios, seed, chol, scale, drift,
+                     exposures, coeffs, full, z, losses, first_group)
 
 
-@cache
-def _cuda_kernel() -> Any:
-    from numba import float64
-
-    from kernels.gpu import THREADS
-
-    per_thread = GROUPS_PER_BLOCK // THREADS
-
-    @cuda.jit
-    def kernel(losses, first_block, n_scenarios, seed, chol, scale, drift, exposures, coeffs, full):  # type: ignore[no-untyped-def]
-        z = cuda.local.array((NORMALS_PER_DRAW, MAX_ASSETS), float64)
-        first_group = first_block * GROUPS_PER_BLOCK
-        for i in range(per_thread):
-            group = first_group + cuda.blockIdx.x * GROUPS_PER_BLOCK + i * THREADS + cuda.threadIdx.x
-            if group * NORMALS_PER_DRAW < n_scenarios:
-                values = scenario_losses(group, seed, exposures.shape[0], chol, scale, drift, exposures, coeffs, full,
-                                         z)
-                _store(losses, first_group, group, values, n_scenarios)
-
-    return kernel
+# no fastmath, as the CPU twin has none: the two must give the same losses
+_CUDA: Final = block_sums_kernel(group_losses, width=1, items_per_block=GROUPS_PER_BLOCK,
+                                 scratch=(NORMALS_PER_DRAW, MAX_ASSETS), scratch_dtype=float64, stores=True,
+                                 fastmath=False)
 
 
 class _Model:
@@ -168,12 +164,12 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
 
     from kernels import gpu
 
-    launch = _cuda_kernel()
+    launch = _CUDA()
     device_args = gpu.to_device_all(args)
 
     def compute_gpu(start: int, count: int) -> None:
         chunk = gpu.empty((chunk_len(start, count),))
-        launch[count, gpu.THREADS](chunk, np.int64(first + start), *device_args)
+        launch[count, gpu.THREADS](chunk, np.int64(first + start), device_args)
         keep(start, gpu.to_host(chunk))
 
     chunk_blocks = gpu.budget_blocks(SCENARIOS_PER_BLOCK * 8, max(1, GPU_CHUNK_DRAWS // draws_per_block))

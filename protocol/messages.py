@@ -100,6 +100,15 @@ class JobRequest(BaseModel):
         """Pub/Sub message attributes for this request."""
         return {"job_id": self.job_id, "type": self.type.value}
 
+    def to_message(self, extra_attributes: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
+        """This request as it goes on the wire: its JSON body and attributes, plus ``extra_attributes``.
+
+        The one encoding of a request, for the scheduler's tools, the drills and the users' client alike.
+        Unset optional fields (``None``) are left out rather than sent as ``null``: ``parse_request`` reads
+        both the same, and the body stays as small as the user wrote it.
+        """
+        return self.model_dump_json(exclude_none=True).encode(), {**self.attributes(), **(extra_attributes or {})}
+
 
 class JobError(BaseModel):
     """The error of a result that did not succeed."""

@@ -4,17 +4,42 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # Keep Google client libraries from looking for credentials or metadata servers.
 os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "gpurt-test")
 os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names a group it sees (see below)
 def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
-    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``), the tests that start real
-    processes or run long share one worker, one after another, as in a serial run: their deadlines and
-    port choices were written for one such test at a time. The unit tests fill the other workers."""
-    import pytest
+    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``), each module of ``integration``
+    or ``slow`` tests is one xdist group: its tests run on one worker, one after another, so a module
+    fixture (a local platform, a plan, the CUDA simulator's run) is made once, not once per worker that
+    happens to get one of its tests. The modules, started first, and the unit tests spread over the workers: two
+    integration modules may run at once, one per worker, which every platform here allows (free ports,
+    its own temporary directory).
 
-    for item in items:
-        if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("processes"))
+    pytest-xdist 3.8 groups by a suffix it writes into the test's id, which pytest 9.2's structured ids
+    no longer take (https://github.com/pytest-dev/pytest-xdist/issues/1386): without the suffix written
+    here, every test is scheduled alone and a module's fixtures are made on both workers."""
+    loadgroup = bool(getattr(config.option, "loadgroup", False))  # set on xdist's workers under --dist loadgroup
+    grouped = [item for item in items if item.get_closest_marker("integration") or item.get_closest_marker("slow")]
+    for item in grouped:
+        group = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup and not item.nodeid.endswith(f"@{group}"):  # a fixed xdist has written it already
+            _name_group(item, group)
+    if loadgroup:
+        # The scheduler hands out groups in collection order: the long modules first, so that the many
+        # one-test units left at the end fill both workers up to the same finish instead of one long
+        # module starting last while the other worker idles.
+        first = {id(item) for item in grouped}
+        items.sort(key=lambda item: id(item) not in first)
+
+
+def _name_group(item: pytest.Item, group: str) -> None:
+    """Give ``item`` the id ``<id>@<group>`` that xdist's loadgroup scheduler reads its group from."""
+    from _pytest.nodeid import NodeId  # pytest >= 9.2 keeps the id structured; str() of it is the id
+
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")  # type: ignore[attr-defined]

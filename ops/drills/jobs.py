@@ -8,7 +8,6 @@ from ops.adapters.pubsub import PubSubAdmin
 from protocol import contract
 from protocol.messages import JobRequest
 from protocol.params import JobType, NoopParams
-from scheduler.messaging.publisher import request_message
 
 
 def publish_noop(pubsub: PubSubAdmin, job_id: str, sleep_s: float = 0.0,
@@ -16,5 +15,5 @@ def publish_noop(pubsub: PubSubAdmin, job_id: str, sleep_s: float = 0.0,
     """Publish one drill job and return it."""
     request = JobRequest(job_id=job_id, type=JobType.NOOP, params=NoopParams(sleep_s=sleep_s, fail=fail),
                          session_id="gpurt-drill")
-    pubsub.publish(contract.REQUEST_TOPIC, *request_message(request))
+    pubsub.publish(contract.REQUEST_TOPIC, *request.to_message())
     return request

@@ -42,7 +42,7 @@ class TopicPublisher:
     def publish_request(self, request: JobRequest, *, replay: bool = False) -> str:
         """Publish a validated ``request`` on ``gpu-job-request``."""
         return self._publish(contract.REQUEST_TOPIC,
-                             *request_message(request, {REPLAY_ATTRIBUTE: "1"} if replay else None))
+                             *request.to_message({REPLAY_ATTRIBUTE: "1"} if replay else None))
 
     def publish_raw_request(self, data: bytes, attributes: Mapping[str, str] | None = None) -> str:
         """Publish bytes as they are on ``gpu-job-request`` (the probe, a replayed dead letter, drills)."""
@@ -80,17 +80,6 @@ class ResultPublisher:
         response = self._client.publish(topic=self._topic, messages=[{"data": data, "attributes": attributes}],
                                         timeout=PUBLISH_TIMEOUT_S)
         return str(response.message_ids[0])
-
-
-def request_message(request: JobRequest,
-                    extra_attributes: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
-    """A request as it goes on the wire: its JSON body and attributes, plus ``extra_attributes``.
-
-    The one encoding of a request, for the scheduler's tools and the users' client alike. Unset optional
-    fields (``None``) are left out rather than sent as ``null``: the parser reads both the same, and the
-    body stays as small as the user wrote it.
-    """
-    return request.model_dump_json(exclude_none=True).encode(), {**request.attributes(), **(extra_attributes or {})}
 
 
 def _result_message(result: JobResult) -> tuple[bytes, dict[str, str]]:

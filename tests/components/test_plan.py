@@ -228,12 +228,6 @@ def test_two_resources_with_one_urn_fail_the_plan_as_pulumi_up_would() -> None:
         record(program, project="acme-risk", region="europe-west4")
 
 
-def test_every_resource_of_each_stack_has_its_own_urn(plans: dict[str, Plan]) -> None:
-    for plan in plans.values():
-        urns = [resource.urn for resource in plan.resources]
-        assert len(urns) == len(set(urns)), plan.stack
-
-
 def test_a_program_records_after_asyncio_run_left_the_thread_without_a_loop() -> None:
     import asyncio
 

@@ -109,6 +109,7 @@ def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
     assert body["status"] == "failed" and body["error"]["kind"] == kind and "simulated" in body["error"]["message"]
 
 
+@pytest.mark.slow  # times every kernel and its baseline
 def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_bench, "REPEATS", 1)

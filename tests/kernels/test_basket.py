@@ -85,6 +85,7 @@ def test_geometric_basket_closed_form_of_one_asset_is_black_scholes() -> None:
     assert price == pytest.approx(2 * black_scholes(100, 75, 0.03, 0.3, 2.0, False, 0.01), rel=1e-12)
 
 
+@pytest.mark.slow  # Heston baskets at enough paths to meet the reference
 def test_heston_basket_of_one_asset_matches_the_heston_integral() -> None:
     s = run_raw("basket_option", {"spots": [100], "weights": [1], "model": "heston", "heston": HESTON_ONE, "steps": 128,
                                   "rate": 0.03, "dividend_yields": [0.01], "paths": 100_000, "seed": 3},
@@ -94,6 +95,7 @@ def test_heston_basket_of_one_asset_matches_the_heston_integral() -> None:
     assert s["control"].startswith("discounted basket")
 
 
+@pytest.mark.slow  # Heston baskets at enough paths to meet the reference
 def test_heston_basket_control_and_plain_estimates_agree() -> None:
     heston = {k: v * 3 for k, v in HESTON_ONE.items()}
     params = {"spots": [100, 95, 105], "weights": [1, 1, 1], "model": "heston", "heston": heston, "steps": 32,

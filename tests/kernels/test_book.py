@@ -45,6 +45,7 @@ def test_heston_book_matches_the_semi_analytic_prices() -> None:
         assert abs(contract["estimate"] - exact) < z * contract["std_error"], (contract, exact)
 
 
+@pytest.mark.slow  # a Heston gamma at enough paths to meet the reference
 def test_heston_book_gamma_at_nonzero_correlation() -> None:
     """Gamma's likelihood-ratio weight comes from both first-step shocks: checked away from the money."""
     contracts = [{"strike": 120.0, "maturity": 1.0}, {"strike": 85.0, "maturity": 0.5, "kind": "put"}]

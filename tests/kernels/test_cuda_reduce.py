@@ -3,7 +3,8 @@
 Each thread function sums integers over its items, so every block's sums are exact integers whatever the
 order of the reduction: the expected rows are the closed forms ``sum i`` and ``sum i^2`` over the block's
 items below the job's last, not anything the factory computed. Two launches at different first blocks
-cover a launch of several blocks and a launch that starts past block 0 at a last block cut short.
+cover a launch of several blocks and a launch that starts past block 0 at a last block cut short. The
+storing variant writes each item's own value, so its expected output is the item numbers themselves.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ RUNNER = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import numpy as np
+from numba import float64
 from numba.core.extending import register_jitable
 from kernels import gpu
 from kernels.cuda_reduce import block_sums_kernel
@@ -74,6 +76,17 @@ def into_rows(first, count, stride, n_items, scales, acc):
             acc[r, 1] += scales[r] * item * item
 
 
+@register_jitable
+def storing(first, count, stride, n_items, scale, scratch, out, launch_first):
+    # each item's own value, through the thread's (2, 2) float64 scratch, at its place in the launch's out
+    for i in range(count):
+        item = first + i * stride
+        if item >= n_items:
+            break
+        scratch[1, 1] = scale * item
+        out[item - launch_first] = scratch[1, 1]
+
+
 kernels = {
     "plain": (block_sums_kernel(plain, width=2, items_per_block=ITEMS_PER_BLOCK), 2, (np.int64(N_ITEMS), 1.0)),
     "scratch": (block_sums_kernel(with_scratch, width=2, items_per_block=ITEMS_PER_BLOCK, scratch=2), 2,
@@ -90,6 +103,13 @@ for name, (factory, width, args) in kernels.items():
         launch[count, gpu.THREADS](sums, np.int64(first), args)
         rows.append(sums.tolist())
     out[name] = rows
+store = block_sums_kernel(storing, width=1, items_per_block=ITEMS_PER_BLOCK, scratch=(2, 2),
+                          scratch_dtype=float64, stores=True)()
+out["stores"] = []
+for first, count in LAUNCHES:
+    values = np.full(min(count * ITEMS_PER_BLOCK, N_ITEMS - first * ITEMS_PER_BLOCK), -1.0)
+    store[count, gpu.THREADS](values, np.int64(first), (np.int64(N_ITEMS), 2.0))
+    out["stores"].append(values.tolist())
 print(json.dumps(out))
 """
 
@@ -116,8 +136,13 @@ def _run(simulated: bool) -> dict[str, list[list[list[float]]]]:
 def _assert_exact(kernels: dict[str, list[list[list[float]]]]) -> None:
     for name, scales in (("plain", (1.0,)), ("scratch", (1.0,)), ("rows", (1.0, 3.0))):
         assert kernels[name] == [_expected(first, count, scales) for first, count in LAUNCHES], name
+    # the storing variant: every item of a launch written once, at its place (2 * item, exact in float64)
+    assert kernels["stores"] == [[2.0 * i for i in range(first * ITEMS_PER_BLOCK, min((first + count) * ITEMS_PER_BLOCK,
+                                                                                    N_ITEMS))]
+                                 for first, count in LAUNCHES]
 
 
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 @pytest.mark.timeout(120)
 def test_simulated_block_sum_kernels_give_each_blocks_exact_sums() -> None:
     _assert_exact(_run(simulated=True))
@@ -137,3 +162,5 @@ def test_bad_shapes_are_refused_naming_the_value() -> None:
         block_sums_kernel(lambda *args: (), width=1, items_per_block=256, scratch=2, rows=3)
     with pytest.raises(ValueError, match="not a multiple of 256"):
         block_sums_kernel(lambda *args: (), width=1, items_per_block=100)()
+    with pytest.raises(ValueError, match="a storing kernel takes scratch and no rows"):
+        block_sums_kernel(lambda *args: (), width=1, items_per_block=256, stores=True)

@@ -71,27 +71,50 @@ CASES = [
                      "model": "heston", "steps_per_year": 8, "paths": 101, "seed": 3, "greeks": GREEKS}, None),
 ]
 COMPARED = ("estimate", "std_error", "ci_low", "ci_high")
+# a VaR job's estimate is one order statistic; its CVaR and mean loss see every scenario the kernel wrote
+ALSO_COMPARED = ("cvar", "mean_loss")
+JOB_TYPES = sorted({job for job, _, _ in CASES})
 
 
 @pytest.fixture(scope="module")
-def simulated() -> list[dict]:
+def simulations(request: pytest.FixtureRequest) -> dict[str, list[dict]]:
+    """Summaries on the simulator of every case of the job types this session runs, by job type: one child
+    process for them all (its start-up is seconds), however many are selected (``-k portfolio_var``: one)."""
+    selected = {item.callspec.params["job_type"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")}
+    cases = [case for case in CASES if case[0] in selected]
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(CASES)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(cases)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    summaries: dict[str, list[dict]] = {job: [] for job in selected}
+    for (job, _, _), summary in zip(cases, json.loads(done.stdout), strict=True):
+        summaries[job].append(summary)
+    return summaries
 
 
-@pytest.mark.slow
-@pytest.mark.integration
+@pytest.fixture(params=JOB_TYPES)
+def job_type(request: pytest.FixtureRequest) -> str:
+    """One job type: each kernel's cases pass or fail on their own, and can be run alone."""
+    return str(request.param)
+
+
+@pytest.fixture
+def simulated(job_type: str, simulations: dict[str, list[dict]]) -> tuple[list[list], list[dict]]:
+    """``job_type``'s cases and their summaries on the simulator, in order."""
+    return [case for case in CASES if case[0] == job_type], simulations[job_type]
+
+
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 @pytest.mark.timeout(300)
-def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: list[dict]) -> None:
-    for (job, params, _), sim in zip(CASES, simulated, strict=True):
+def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: tuple[list[list], list[dict]]) -> None:
+    cases, summaries = simulated
+    for (job, params, _), sim in zip(cases, summaries, strict=True):
         assert sim["device"] == "cudasim"
         cpu = run_raw(job, params, device="cpu").summary
         assert sim["paths"] == cpu["paths"]
         for sim_part, cpu_part in zip(sim.get("contracts", [sim]), cpu.get("contracts", [cpu]), strict=True):
-            for key in COMPARED:
+            for key in COMPARED + tuple(k for k in ALSO_COMPARED if k in cpu_part):
                 assert sim_part[key] == pytest.approx(cpu_part[key], rel=2e-5, abs=1e-6), (job, key)
             if "estimate" in cpu_part.get("discretisation_bias", {}):
                 assert sim_part["discretisation_bias"]["estimate"] == pytest.approx(
@@ -106,12 +129,12 @@ def test_simulated_cuda_kernels_equal_the_cpu_twins(simulated: list[dict]) -> No
                         job, name)
 
 
-@pytest.mark.slow
-@pytest.mark.integration
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 @pytest.mark.timeout(300)
-def test_simulated_results_do_not_depend_on_the_launch_grid(simulated: list[dict]) -> None:
-    by_case = {json.dumps(case[:2]): [] for case in CASES}
-    for case, sim in zip(CASES, simulated, strict=True):
+def test_simulated_results_do_not_depend_on_the_launch_grid(simulated: tuple[list[list], list[dict]]) -> None:
+    cases, summaries = simulated
+    by_case: dict[str, list[dict]] = {json.dumps(case[:2]): [] for case in cases}
+    for case, sim in zip(cases, summaries, strict=True):
         by_case[json.dumps(case[:2])].append(sim)
     for runs in by_case.values():
         for other in runs[1:]:

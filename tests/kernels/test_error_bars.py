@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+import pytest
+
 from kernels.closed_form import black_scholes
 from tests.kernels.job_input import run_raw
 
@@ -32,6 +34,7 @@ def test_european_rho_interval_contains_the_closed_form() -> None:
     assert rho["rounding_bound"] > 0
 
 
+@pytest.mark.slow  # a million basket paths with a bumped revaluation for rho
 def test_deep_in_the_money_basket_price_and_rho_contain_the_truth() -> None:
     """A one-asset GBM basket call struck at 20: every path ends in the money (P(miss) ~ 1e-16), so the
     price is ``S - K e^{-rT}`` and each path's finite-difference rho is ``K T e^{-rT}``."""

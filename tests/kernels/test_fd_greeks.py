@@ -29,6 +29,7 @@ def _one(greeks: dict, name: str) -> dict:
     return entry[0] if isinstance(entry, list) else entry
 
 
+@pytest.mark.slow  # bumped revaluations at enough paths to meet the reference
 def test_american_put_greeks_match_the_binomial_tree() -> None:
     dates, spot, vol, rate, maturity = 10, 100.0, 0.25, 0.05, 1.0
     p = {"spots": [spot], "weights": [1.0], "volatilities": [vol], "rate": rate, "maturity": maturity, "kind": "put",
@@ -53,6 +54,7 @@ def test_american_put_greeks_match_the_binomial_tree() -> None:
         assert got["method"] == fd_greeks.METHODS[Greek(name)]
 
 
+@pytest.mark.slow  # bumped revaluations at enough paths to meet the reference
 def test_basket_greeks_per_asset_match_the_quadrature() -> None:
     params = {**TWO, "paths": 100_000, "seed": 9, "greeks": ALL}
     greeks = run_raw("basket_option", params, device="cpu").summary["greeks"]
@@ -82,6 +84,7 @@ def test_basket_greeks_per_asset_match_the_quadrature() -> None:
         assert got["ci_low"] < got["estimate"] < got["ci_high"] and got["samples"] == 100_000
 
 
+@pytest.mark.slow  # bumped revaluations at enough paths to meet the reference
 def test_heston_basket_greeks_match_the_heston_integral() -> None:
     """One Heston asset: vega is to the initial volatility sqrt(v0); the reference is the semi-analytic price,
     differenced with its own bumps."""

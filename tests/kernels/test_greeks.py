@@ -101,6 +101,7 @@ def _finite_difference(normals: np.ndarray, name: str, step: float) -> tuple[flo
     return float(samples.mean()), float(samples.std(ddof=1) / math.sqrt(samples.size))
 
 
+@pytest.mark.slow  # finite differences need many paths per bump
 @pytest.mark.timeout(120)
 def test_asian_greeks_match_finite_differences_on_common_random_numbers() -> None:
     normals = np.random.default_rng(1).standard_normal((300_000, ASIAN_DATES))

@@ -45,6 +45,7 @@ def test_semi_analytic_price_matches_quantlib() -> None:
             assert heston_price(100.0, strike, 0.03, 0.01, 1.0, HESTON, call) == pytest.approx(option.NPV(), rel=1e-9)
 
 
+@pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 def test_kernel_matches_the_semi_analytic_price() -> None:
     cases = [{"kind": "call"}, {"kind": "put"}, {"kind": "call", "control_variate": False, "strike": 120.0}]
     z = bonferroni_z(len(cases))
@@ -60,6 +61,7 @@ FELLER_VIOLATED = {"initial_variance": 0.04, "long_variance": 0.04, "mean_revers
                    "correlation": -0.9}  # 2 kappa theta = 0.04, far below xi^2 = 1
 
 
+@pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 def test_feller_violating_case_matches_the_semi_analytic_price() -> None:
     """Full-truncation Euler was 1-4% high here (z 27 at 1e6 paths); the QE scheme is within the error."""
     s = run_raw("heston_option", {**CONTRACT, **FELLER_VIOLATED, "steps": 128, "paths": 400_000, "seed": 2501},
@@ -89,6 +91,7 @@ def test_an_odd_step_count_says_its_bias_is_not_estimated() -> None:
     assert "not estimated" in s["discretisation_bias"]["method"] and "warning" in s["discretisation_bias"]
 
 
+@pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 def test_greeks_match_finite_differences_of_the_semi_analytic_price() -> None:
     h, e = 0.1, 1e-4
     z = bonferroni_z(10)
@@ -119,6 +122,7 @@ def _gamma_by_differences(strike: float, model: HestonModel, call: bool = True) 
     return (price(100 + h) - 2 * price(100) + price(100 - h)) / h**2
 
 
+@pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
     """The case where a weight on the price shock alone came out 0.0144 +- 0.0005 against 0.0240."""
     s = run_raw("heston_option", {**CONTRACT, **MODEL, "strike": 120.0, "kind": "call", "steps": 128,
@@ -128,6 +132,7 @@ def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
     assert abs(gamma["estimate"] - exact) < bonferroni_z(1) * gamma["std_error"], (gamma, exact)
 
 
+@pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 @pytest.mark.parametrize("correlation", [0.6, -0.9])
 def test_greeks_at_other_correlations(correlation: float) -> None:
     model = {**MODEL, "correlation": correlation}

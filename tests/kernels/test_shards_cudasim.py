@@ -34,6 +34,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # a child process interprets the kernels: no server, no port
 def test_shards_on_the_simulated_gpu_merge_into_the_cpu_result() -> None:
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(JOBS)], cwd=REPO, env=env, capture_output=True,

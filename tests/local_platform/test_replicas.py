@@ -1,4 +1,6 @@
-"""Two scheduler replicas on one machine: one leader on the lease file, rolling restart, crash takeover."""
+"""Two scheduler replicas on one machine: one leader on the lease file, rolling restart, crash takeover,
+and every drill but chaos (``gpurt drill all``), which tests/ops/test_drills.py leaves to this platform
+except where one replica takes another path."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ops.drills.alert_conditions import NO_LEADER
 from ops.drills.jobs import publish_noop
 from ops.drills.results import ResultTap
 from ops.drills.runner import DRILLS
+from protocol.contract import MAX_DELIVERY_ATTEMPTS
 from protocol.messages import JobStatus
 from scheduler.lease_file import FileLeaseStore
 
@@ -109,7 +112,13 @@ def test_every_drill_passes_on_replicas_and_the_leader_drill_kills_real_processe
     assert all(rules[alert]["passed"] for alert in NO_LEADER.alerts)  # only replicas elect: fired here, not skipped
     assert "succeeded exactly once; 0 redeliveries" in drills["drain-upgrade"]
     assert "scheduler-2" in drills["drain-upgrade"]  # the upgrade replaced both replicas
+    assert "scheduler restarted (pid" in drills["drain-upgrade"]
+    assert "evicted" in drills["evict-pool"] and "back to 1 worker(s)" in drills["evict-pool"]
+    assert f"at attempt {MAX_DELIVERY_ATTEMPTS} of {MAX_DELIVERY_ATTEMPTS}" in drills["dlq"]
+    assert "returned to the DLQ" in drills["dlq"] and "removed the drill's dead letter" in drills["dlq"]
     leader = drills["leader"]
     assert "SIGKILLed" in leader and "took over" in leader
     assert "handed the lease to" in leader and "all up" in leader
     assert len(_leading(platform)) == 1  # the killed replicas are back, and still only one leads
+    validation = _gpurt(platform, "validate", "--local", "--local-dir", str(platform.directory))
+    assert validation.exit_code == 0, validation.output  # drills clean up: DLQ empty, every replica healthy

@@ -197,3 +197,12 @@ def test_an_old_clients_priority_is_accepted_and_dropped() -> None:
 def test_a_priority_the_old_protocol_refused_is_still_refused_saying_why(value: str) -> None:
     with pytest.raises(InvalidRequest, match=r"^priority: .*priority no longer orders jobs"):
         parse_request(b'{"job_id": "old-2", "type": "noop", "priority": ' + value.encode() + b"}")
+
+
+def test_the_wire_encoding_leaves_unset_fields_out_and_parses_back_to_the_same_request() -> None:
+    request = JobRequest.model_validate({"job_id": "call-1", "type": "european_option", "params": {"paths": 1000}})
+    data, attributes = request.to_message()
+    assert b"null" not in data  # session_id defaults to None: left out, not sent as null
+    assert parse_request(data) == request
+    assert attributes == {"job_id": "call-1", "type": "european_option"}
+    assert request.to_message({"drill": "x"})[1] == {"job_id": "call-1", "type": "european_option", "drill": "x"}

@@ -163,6 +163,8 @@ def test_cancel_reaches_every_shard_and_progress_is_the_shards_sum(client: Any,
         job.cancel()
 
 
+@pytest.mark.integration  # two Dask worker processes, one of them killed
+@pytest.mark.slow  # seconds per shard on one thread, on purpose: the kill lands mid-shard
 def test_a_lost_worker_reruns_only_its_shard() -> None:
     """Two worker processes; the one running shard 1 dies mid-shard: Dask reruns that task alone, the merge holds."""
     from distributed import Client, LocalCluster

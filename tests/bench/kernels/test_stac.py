@@ -20,6 +20,7 @@ def _tiny() -> AmericanOptionParams:
     return CASE(0.01).model_copy(update=TINY)
 
 
+@pytest.mark.slow  # the STAC case and its baseline at enough paths to compare Greeks
 def test_kernel_and_baseline_greeks_agree() -> None:
     """The bench's two sides compute the same estimator (one rule, the same bumps): different random
     numbers, so only the sign and size of the well-determined Greeks can be compared."""
@@ -41,6 +42,7 @@ def test_numpy_baseline_computes_the_same_estimator() -> None:
     assert abs(kernel["estimate"] - baseline) < 4 * math.sqrt(2) * kernel["std_error"]
 
 
+@pytest.mark.slow  # the STAC case and its baseline at enough paths to compare Greeks
 def test_bench_kernels_reports_the_stac_case(monkeypatch: pytest.MonkeyPatch) -> None:
     from bench.kernels import runner
     from gpurt.app import app

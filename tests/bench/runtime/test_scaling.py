@@ -12,6 +12,7 @@ from gpurt.app import app
 from gpurt.bench.scaling import markdown
 
 
+@pytest.mark.slow  # a Dask cluster per worker count (free ports, no fixed one)
 def test_scaling_json_gives_every_worker_count_and_the_same_estimates() -> None:
     result = CliRunner().invoke(app, ["bench", "scaling", "--workers", "2", "--repeats", "1", "--scale", "0.0001",
                                       "--device", "cpu", "--json"])

@@ -6,8 +6,8 @@ from concurrent.futures import Future
 
 from client.transport import PubSubClients, publish_request, publish_requests
 from protocol import contract
-from protocol.messages import JobRequest, parse_request
-from scheduler.messaging.publisher import REPLAY_ATTRIBUTE, TopicPublisher, request_message
+from protocol.messages import JobRequest
+from scheduler.messaging.publisher import REPLAY_ATTRIBUTE, TopicPublisher
 
 
 class _RecordingPublisher:
@@ -33,18 +33,10 @@ def test_the_scheduler_tools_and_the_client_put_the_same_bytes_on_the_wire() -> 
     publish_request(clients, REQUEST)
     publish_requests(clients, [REQUEST])
     topic = f"projects/p/topics/{contract.REQUEST_TOPIC}"
-    assert tools.sent[0] == client.sent[0] == client.sent[1] == (topic, *request_message(REQUEST))
-
-
-def test_the_encoding_leaves_unset_fields_out_and_parses_back_to_the_same_request() -> None:
-    data, attributes = request_message(REQUEST)
-    assert b"null" not in data  # session_id and params default to None: left out, not sent as null
-    assert parse_request(data) == REQUEST
-    assert attributes == {"job_id": "call-1", "type": "european_option"}
+    assert tools.sent[0] == client.sent[0] == client.sent[1] == (topic, *REQUEST.to_message())
 
 
 def test_extra_attributes_are_added_to_the_requests_own() -> None:
     tools = _RecordingPublisher()
     TopicPublisher(tools, "p").publish_request(REQUEST, replay=True)  # type: ignore[arg-type]
     assert tools.sent[0][2] == {"job_id": "call-1", "type": "european_option", REPLAY_ATTRIBUTE: "1"}
-    assert request_message(REQUEST, {"drill": "x"})[1] == {**REQUEST.attributes(), "drill": "x"}

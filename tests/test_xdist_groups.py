@@ -1,0 +1,58 @@
+"""``make test``'s xdist grouping (tests/conftest.py) takes effect: a module of integration or slow tests
+runs on one worker, its module fixture made once, and the grouped modules are handed out first.
+
+A throw-away project with the suite's own conftest, run in a child pytest on two xdist workers."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+MODULE = """
+import os, pytest
+pytestmark = [pytest.mark.{mark}]
+@pytest.fixture(scope="module")
+def made():
+    with open(os.environ["MADE_LOG"], "a") as log:
+        log.write("{name}\\n")
+{tests}
+"""
+
+
+@pytest.mark.slow  # two xdist workers in a child pytest: seconds of start-up
+@pytest.mark.timeout(120)
+def test_a_grouped_module_runs_on_one_worker_with_its_fixture_made_once(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    for name, mark in (("test_platform", "integration"), ("test_plan", "slow")):
+        tests = "".join(f"def test_{i}(made): pass\n" for i in range(6))
+        (tmp_path / "tests" / f"{name}.py").write_text(MODULE.format(mark=mark, name=name, tests=tests))
+    (tmp_path / "tests" / "test_unit.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(6)))
+    made = tmp_path / "made.log"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED (tests/(\w+)\.py::\S+)", done.stdout)
+    workers: dict[str, set[str]] = defaultdict(set)
+    for worker, _, module in ran:
+        workers[module].add(worker)
+    assert len(ran) == 18
+    assert len(workers["test_platform"]) == 1 and len(workers["test_plan"]) == 1, dict(workers)
+    assert sorted(made.read_text().split()) == ["test_plan", "test_platform"]  # each module's fixture once
+    order = [module for _, _, module in ran]
+    assert set(order[:2]) <= {"test_platform", "test_plan"}  # the grouped modules are handed out first
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
