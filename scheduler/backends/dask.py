@@ -26,6 +26,7 @@ from scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
 from scheduler.backends.dask_workers import DaskWorkers
 from scheduler.backends.shards import ProgressTopics, ShardedJob
 from scheduler.periodic import Periodic
+from worker.key_names import ForgetKeyNames, forget_key_names
 from worker.task import cancel_event_name, execute, task_key
 
 
@@ -46,6 +47,8 @@ class DaskBackend:
         # (backends/dask_spans.py, backends/shards.py).
         self._span_pruner = Periodic("gpurt-dask-spans", self.forget_finished, PRUNE_PERIOD_S)
         self._span_pruner.start()
+        # Each worker's memo of task-key prefixes grows by one entry per job (worker/key_names.py).
+        client.register_plugin(ForgetKeyNames())
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Submit ``request`` and wait for it, at most ``request.timeout_s``."""
@@ -110,9 +113,11 @@ class DaskBackend:
         return self._client.status == "running"
 
     def forget_finished(self) -> None:
-        """What the Dask scheduler would otherwise keep of finished jobs: their spans and progress topics."""
+        """What the Dask scheduler would otherwise keep of finished jobs: their spans, progress topics and
+        task-key prefixes (worker/key_names.py)."""
         self.forget_finished_spans()
         self._topics.forget()
+        self._client.run_on_scheduler(forget_key_names)
 
     def forget_finished_spans(self) -> int:
         """Ask the Dask scheduler to forget the spans of finished jobs; returns how many it dropped."""

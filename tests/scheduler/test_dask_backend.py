@@ -119,3 +119,26 @@ def test_job_ids_of_letters_only_leave_no_task_prefix_per_job(dask: tuple[Any, C
     for i in range(JOBS):
         backend.run(_noop(f"eod-book-{_letters(i)}"), attempt=1)
     assert len(set(prefixes) - before) <= 1
+
+
+def test_the_memo_of_task_key_prefixes_is_emptied_on_the_scheduler_and_on_every_worker(
+        dask: tuple[Any, Counter[str]]) -> None:
+    """Dask memoises the prefix of every task key it splits (up to 100,000): one entry per job unless emptied.
+    This cluster's scheduler and worker run in this process, so they share its memo."""
+    from dask.utils import key_split
+
+    from worker.key_names import ForgetKeyNames
+
+    client, _ = dask
+    backend = DaskBackend(client, device="cpu")
+    assert all(client.run(lambda dask_worker: ForgetKeyNames.name in dask_worker.plugins).values())
+    for i in range(JOBS):
+        backend.run(_noop(f"memo-{i}"), attempt=1)
+    assert key_split.cache_info().currsize >= JOBS  # every job's key split, none forgotten yet
+    backend.forget_finished()  # the clean-up round, on the Dask scheduler
+    assert key_split.cache_info().currsize == 0
+
+    client.register_plugin(ForgetKeyNames(period_s=0.05))  # the workers' own timer, made quick
+    for i in range(JOBS):
+        backend.run(_noop(f"memo-again-{i}"), attempt=1)
+    wait_for(lambda: key_split.cache_info().currsize == 0, 10, "the workers' timer to empty the memo")
