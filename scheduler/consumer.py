@@ -1,8 +1,11 @@
 """Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
 
-Flow control admits at most ``slots`` x (1 + ``PREFETCH_PER_SLOT``) messages (the server is told too, so it
-sends no more): one running per slot and one waiting for it, so that a slot whose job ends starts the
-next at once instead of idling for the ack -> broker -> receipt round trip. ``max_lease_duration`` covers
+Flow control admits at most ``slots`` x ``PLACES_PER_SLOT`` messages (the server is told too, so it
+sends no more): per slot one running, one waiting for it, and one whose job has run and whose result is
+being stored and published on a concluding thread (``SlotScheduler.conclude``). A slot whose job ends
+therefore starts the next at once: it neither idles for the ack -> broker -> receipt round trip nor for
+the result's store writes and Publish. A place left free by a quick conclusion holds a second waiting
+message, so at most ``slots`` x (``PLACES_PER_SLOT`` - 1) messages wait. ``max_lease_duration`` covers
 the longest job, so the client's own leaser keeps the lease of a running job and of one waiting for its
 slot alike. Jobs run on the stream's ``SlotScheduler``, one thread per slot, in arrival order.
 
@@ -27,7 +30,7 @@ from typing import Any, Final
 
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler.dispatch import SlotScheduler
-from scheduler.records import Decision, Delivery, Settle
+from scheduler.records import Conclusion, Decision, Delivery, Settle
 
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
 # publish its result, plus the wait of a prefetched message for the job ahead of it in its slot.
@@ -35,6 +38,12 @@ MAX_LEASE_S: Final = 2 * MAX_TIMEOUT_S + 600.0
 # Messages held per slot beyond the running one. One is enough for a slot never to idle between jobs;
 # more would only lengthen the wait of the held ones, which another replica could have started.
 PREFETCH_PER_SLOT: Final = 1
+# Messages per slot whose job has run and whose result is being stored and published: each keeps its
+# place until its ack, and without a place of its own it would take the waiting one's, so the slot's
+# next job would not be there when the running one ends.
+CONCLUDING_PER_SLOT: Final = 1
+# The stream's flow control (max_messages) per slot: one running, one waiting, one concluding.
+PLACES_PER_SLOT: Final = 1 + PREFETCH_PER_SLOT + CONCLUDING_PER_SLOT
 # Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
 # restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
 # failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.
@@ -63,8 +72,8 @@ class _Stream:
 class Consumer:
     """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
 
-    def __init__(self, subscriber: Any, subscription: str, process: Callable[[Delivery], Decision],
-                 slots: int) -> None:
+    def __init__(self, subscriber: Any, subscription: str,
+                 process: Callable[[Delivery], Decision | Conclusion], slots: int) -> None:
         if slots < 1:
             raise ValueError("a consumer needs at least one slot")
         self._subscriber = subscriber
@@ -81,7 +90,7 @@ class Consumer:
 
     @property
     def slots(self) -> int:
-        """Jobs run at once (messages held: ``slots`` x (1 + ``PREFETCH_PER_SLOT``))."""
+        """Jobs run at once (messages held: ``slots`` x ``PLACES_PER_SLOT``)."""
         return self._slots
 
     @property
@@ -174,7 +183,7 @@ class Consumer:
         """Subscribe with the current slots; the caller holds ``_lock``."""
         from google.cloud.pubsub_v1.types import FlowControl
 
-        places = self._slots * (1 + PREFETCH_PER_SLOT)
+        places = self._slots * PLACES_PER_SLOT
         slots = SlotScheduler(self._slots, places=places)
         future = self._subscriber.subscribe(
             self._subscription,
@@ -205,11 +214,15 @@ class Consumer:
                 delivery_attempt=message.delivery_attempt or 1,
                 publish_time=message.publish_time,
             )
-            ack = self._process(delivery).settle is Settle.ACK
+            outcome = self._process(delivery)
         except Exception:  # the processor never raises; a malformed message object could
             log.exception("could not read a delivery; it will be redelivered")
-            ack = False
-        slots.settle(message, ack)
+            slots.settle(message, False)
+            return
+        if isinstance(outcome, Conclusion):
+            slots.conclude(message, outcome.finish)  # this slot's thread takes its next message meanwhile
+        else:
+            slots.settle(message, outcome.settle is Settle.ACK)
 
     def _on_stream_end(self, future: Any) -> None:
         # Ended without a drain (the broker went away, a non-retryable error): open it again while

@@ -32,6 +32,8 @@ from typing import Any, Final
 
 from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
 
+from scheduler.records import Decision, Settle
+
 # A draining stream closes after being quiet this long (seconds): time for the client to read a message
 # it was sent before the drain, confirm its receipt (one ModifyAckDeadline RPC) and hand it over.
 QUIET_GRACE_S: Final = 0.5
@@ -91,8 +93,10 @@ class SlotScheduler(Scheduler):
     """Runs a stream's callbacks on ``slots`` threads, in arrival order.
 
     ``places`` is the stream's flow control (``max_messages``): the messages the client may hold at once,
-    running or waiting for a thread; it defaults to ``slots``. Callbacks settle their message through
-    ``settle``; after ``hold`` those settlements park until the stream closes (``shutdown``).
+    running, waiting for a thread or concluding; it defaults to ``slots``. Callbacks settle their message
+    through ``settle``, or hand what is left of it to ``conclude``, which finishes it on one of ``slots``
+    concluding threads and settles it there, while the slot's thread takes its next message; after
+    ``hold`` settlements park until the stream closes (``shutdown``), which waits for conclusions too.
     """
 
     def __init__(self, slots: int, thread_name: str = "gpurt-job", places: int | None = None) -> None:
@@ -110,9 +114,14 @@ class SlotScheduler(Scheduler):
         self._settled = 0  # messages acked or nacked
         self._holding = False
         self._closing = False
+        self._concluding: deque[tuple[Any, Callable[[], Decision]]] = deque()  # (message, finish)
+        self._slot_threads = slots  # slot threads still running: while any is, a conclusion may come
         self._threads = [threading.Thread(target=self._work, name=f"{thread_name}-{i}", daemon=True)
                          for i in range(slots)]
-        for thread in self._threads:
+        # As many as slots: each slot concludes at most one job per job it runs, so none waits for another's.
+        self._concluders = [threading.Thread(target=self._conclude_work, name=f"{thread_name}-conclude-{i}",
+                                             daemon=True) for i in range(slots)]
+        for thread in (*self._threads, *self._concluders):
             thread.start()
 
     @property
@@ -125,6 +134,13 @@ class SlotScheduler(Scheduler):
         with self._cond:
             self._handed += 1
             self._waiting.append((callback, args, kwargs))
+            self._cond.notify_all()
+
+    def conclude(self, message: Any, finish: Callable[[], Decision]) -> None:
+        """Run ``finish`` (store and publish a job's result) on a concluding thread, then settle ``message``
+        by its decision. The message keeps its place in the client until then."""
+        with self._cond:
+            self._concluding.append((message, finish))
             self._cond.notify_all()
 
     def settle(self, message: Any, ack: bool) -> None:
@@ -192,19 +208,40 @@ class SlotScheduler(Scheduler):
                 self._waiting.clear()
             self._cond.notify_all()
         if await_msg_callbacks:
-            for thread in self._threads:
+            # Slot threads first: their last jobs hand conclusions on, which the concluding threads finish
+            # before they stop, so every ack goes out before the client stops its dispatcher.
+            for thread in (*self._threads, *self._concluders):
                 if thread is not threading.current_thread():
                     thread.join()
         return dropped
 
     def _work(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._waiting or self._closing)
+                    if not self._waiting:
+                        return
+                    callback, args, kwargs = self._waiting.popleft()
+                try:
+                    callback(*args, **kwargs)
+                except Exception:  # the client wraps callbacks already; this only keeps the slot's thread alive
+                    log.exception("a message callback raised")
+        finally:
+            with self._cond:
+                self._slot_threads -= 1
+                self._cond.notify_all()  # the concluding threads stop once no slot thread can hand them more
+
+    def _conclude_work(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._waiting or self._closing)
-                if not self._waiting:
+                self._cond.wait_for(lambda: self._concluding or (self._closing and not self._slot_threads))
+                if not self._concluding:
                     return
-                callback, args, kwargs = self._waiting.popleft()
+                message, finish = self._concluding.popleft()
             try:
-                callback(*args, **kwargs)
-            except Exception:  # the client wraps callbacks already; this only keeps the slot's thread alive
-                log.exception("a message callback raised")
+                ack = finish().settle is Settle.ACK
+            except Exception:  # finish never raises; if it did, the message is redelivered
+                log.exception("concluding a job raised; it will be redelivered")
+                ack = False
+            self.settle(message, ack)

@@ -9,6 +9,7 @@ be redelivered, and the redelivery finds the stored result instead of recomputin
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -29,7 +30,7 @@ from scheduler.backends.base import Execution, ExecutionBackend
 from scheduler.messaging.publisher import ResultSink
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import ended_result, succeeded_result
-from scheduler.records import Decision, Delivery, Settle
+from scheduler.records import Conclusion, Decision, Delivery, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
 
@@ -54,7 +55,17 @@ class Processor:
         self._max_attempts = max_attempts
 
     def process(self, delivery: Delivery) -> Decision:
-        """Handle one delivery; never raises (a failure to store or publish becomes a nack)."""
+        """Handle one delivery to its end, result published; never raises (a store or broker failure is a nack)."""
+        outcome = self.receive(delivery)
+        return outcome.finish() if isinstance(outcome, Conclusion) else outcome
+
+    def receive(self, delivery: Delivery) -> Decision | Conclusion:
+        """Handle one delivery up to the end of its job's run; never raises.
+
+        A job that ran comes back as a ``Conclusion``: storing and publishing its result is left to
+        ``finish``, which the caller may run on another thread while this one takes the next job. The job
+        stays in the registry until ``finish`` has run, so a twin delivery still waits for its result.
+        """
         job_id = None
         try:
             try:
@@ -64,8 +75,7 @@ class Processor:
             job_id = request.job_id
             return self._accepted(request, delivery)
         except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
-            log.exception("could not finish a delivery; it will be redelivered", extra={"job_id": job_id})
-            return Decision(Settle.NACK, job_id, reason=f"infrastructure error: {exc}")
+            return _infrastructure_error(job_id, exc)
 
     # --- the paths -----------------------------------------------------------------------------------
 
@@ -97,9 +107,20 @@ class Processor:
             return self._running_elsewhere_here(request, replay)
         try:
             cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
-            return self._run(request, delivery, replay, cancelled)
-        finally:
+            outcome = self._run(request, delivery, replay, cancelled)
+        except BaseException:
             self._registry.end(entry)
+            raise
+        if isinstance(outcome, Decision):
+            self._registry.end(entry)
+            return outcome
+
+        def finish() -> Decision:
+            try:
+                return outcome.finish()
+            finally:
+                self._registry.end(entry)  # after the result is stored: a twin delivery then finds it
+        return Conclusion(outcome.job_id, finish)
 
     def _answer_from_store(self, request: JobRequest, replay: bool, asked_again: bool = False) -> Decision | None:
         """Answer a job that already has a terminal result without running it again.
@@ -126,7 +147,8 @@ class Processor:
             return stored
         return Decision(Settle.NACK, request.job_id, reason="same job was running here and has no result yet")
 
-    def _run(self, request: JobRequest, delivery: Delivery, replay: bool, cancelled_early: bool) -> Decision:
+    def _run(self, request: JobRequest, delivery: Delivery, replay: bool,
+             cancelled_early: bool) -> Decision | Conclusion:
         attempt = max(1, delivery.delivery_attempt)
         now = datetime.now(UTC)
         queue_wait = (now - delivery.publish_time).total_seconds() if delivery.publish_time else None
@@ -151,24 +173,38 @@ class Processor:
             reason = str(exc) or type(exc).__name__
             if attempt >= self._max_attempts:
                 message = f"gave up after {attempt} deliveries; last error: {reason}"
-                decision = self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.TRANSIENT, message)
-                # `failed` is out; the nack makes Pub/Sub dead-letter the message for `gpurt dlq replay`.
-                return Decision(Settle.NACK, request.job_id, decision.result, reason="last attempt: dead-letter")
+                # `failed` is out first; then the nack makes Pub/Sub dead-letter the message for `gpurt dlq replay`.
+                return self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.TRANSIENT, message,
+                                   settle=Settle.NACK, reason="last attempt: dead-letter")
             log.warning("transient failure, Pub/Sub will redeliver: %s", reason, extra={"job_id": request.job_id})
             return Decision(Settle.NACK, request.job_id, reason=f"transient: {reason}")
         return self._succeeded(request, attempt, execution, queue_wait)
 
     def _succeeded(self, request: JobRequest, attempt: int, execution: Execution,
-                   queue_wait: float | None) -> Decision:
-        urls = self._store.put_artifacts(request.job_id, execution.artifacts)
+                   queue_wait: float | None) -> Conclusion:
         self._metrics.duration.labels(request.type.value).observe(execution.elapsed_s)
-        return self._conclude(succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait))
+
+        def result() -> JobResult:
+            urls = self._store.put_artifacts(request.job_id, execution.artifacts)
+            return succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait)
+        return self._conclusion(request.job_id, result)
 
     def _final(self, request: JobRequest, attempt: int, status: JobStatus, queue_wait: float | None,
-               kind: ErrorKind, message: str) -> Decision:
+               kind: ErrorKind, message: str, *, settle: Settle = Settle.ACK, reason: str | None = None) -> Conclusion:
         result = ended_result(request, status, kind, message, attempt=attempt, queue_wait_s=queue_wait)
         log.info("job %s: %s", status.value, message, extra={"job_id": request.job_id})
-        return self._conclude(result)
+        return self._conclusion(request.job_id, lambda: result, settle, reason)
+
+    def _conclusion(self, job_id: str, result: Callable[[], JobResult], settle: Settle = Settle.ACK,
+                    reason: str | None = None) -> Conclusion:
+        """What is left once a job has run: its artifacts and result stored, the result published, the marker."""
+        def finish() -> Decision:
+            try:
+                decision = self._conclude(result())
+            except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
+                return _infrastructure_error(job_id, exc)
+            return Decision(settle, decision.job_id, decision.result, reason=reason or decision.reason)
+        return Conclusion(job_id, finish)
 
     def _conclude(self, result: JobResult) -> Decision:
         self._store.put(result)
@@ -177,6 +213,11 @@ class Processor:
         self._metrics.jobs.labels(result.type.value if result.type else "unknown", result.status.value).inc()
         log.info("result published: %s", result.status.value, extra={"job_id": result.job_id})
         return Decision(Settle.ACK, result.job_id, result, reason=result.status.value)
+
+
+def _infrastructure_error(job_id: str | None, exc: Exception) -> Decision:
+    log.exception("could not finish a delivery; it will be redelivered", extra={"job_id": job_id})
+    return Decision(Settle.NACK, job_id, reason=f"infrastructure error: {exc}")
 
 
 def _usable_job_id(candidate: str | None, message_id: str) -> str:

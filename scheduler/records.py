@@ -1,8 +1,9 @@
-"""Typed records that cross threads: a received delivery, the decision on it, a job in flight."""
+"""Typed records that cross threads: a received delivery, the decision on it, a job in flight, a job concluding."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -47,3 +48,16 @@ class InFlight:
     started_at: datetime
     done: threading.Event = field(default_factory=threading.Event)
     cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """A delivery whose job has run: ``finish`` stores its result, publishes it and returns the ``Decision``.
+
+    The slot that ran the job hands this to another thread and takes its next job at once, so the worker
+    does not wait for the bookkeeping (docs/scheduler.md, "Pipelining"). ``finish`` never raises: a store
+    or broker failure becomes a nack, as it does when the processor concludes inline.
+    """
+
+    job_id: str
+    finish: Callable[[], Decision]

@@ -11,7 +11,7 @@ from protocol.messages import JobRequest, JobResult, JobStatus
 from scheduler.backends.base import Execution
 from scheduler.metrics import SchedulerMetrics
 from scheduler.processor import Processor
-from scheduler.records import Delivery, Settle
+from scheduler.records import Conclusion, Decision, Delivery, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
 
@@ -149,3 +149,38 @@ def test_a_sessions_jobs_are_listed_as_they_start_and_their_results_carry_the_se
     assert store.session_jobs("desk") == ["s-1", "s-2"]
     assert {r.job_id: r.session_id for r in sink.published} == {"s-1": "desk", "s-2": "desk", "alone": None}
     assert store.get("s-2").session_id == "desk"
+
+
+def test_receive_leaves_the_store_and_publish_to_the_conclusion_and_keeps_the_job_registered_until_then() -> None:
+    processor, backend, store, sink = _setup()
+    outcome = processor.receive(_delivery("c1"))
+    assert isinstance(outcome, Conclusion) and outcome.job_id == "c1"
+    assert backend.calls == ["c1"]  # the job ran
+    assert store.get("c1") is None and sink.published == []  # its bookkeeping did not
+    twin = processor._registry.get("c1")
+    assert twin is not None  # a twin delivery meanwhile waits for the result instead of running it again
+    decision = outcome.finish()
+    assert decision.settle is Settle.ACK and decision.result is not None
+    assert store.get("c1") == decision.result and store.is_published("c1")
+    assert [r.job_id for r in sink.published] == ["c1"]
+    assert processor._registry.get("c1") is None and twin.done.is_set()
+
+
+def test_the_last_attempts_failure_concludes_with_a_nack_after_publishing_failed() -> None:
+    processor, backend, store, sink = _setup()
+    backend.fail.add("c2")
+    outcome = processor.receive(_delivery("c2", attempt=contract.MAX_DELIVERY_ATTEMPTS))
+    assert isinstance(outcome, Conclusion) and sink.published == []
+    decision = outcome.finish()
+    assert decision.settle is Settle.NACK and decision.reason == "last attempt: dead-letter"
+    assert [r.status for r in sink.published] == [JobStatus.FAILED]
+    stored = store.get("c2")
+    assert stored is not None and stored.status is JobStatus.FAILED  # stored before it was published
+
+
+def test_a_transient_failure_before_the_last_attempt_is_a_nack_with_nothing_to_conclude() -> None:
+    processor, backend, _, sink = _setup()
+    backend.fail.add("c3")
+    outcome = processor.receive(_delivery("c3"))
+    assert isinstance(outcome, Decision) and outcome.settle is Settle.NACK
+    assert sink.published == [] and processor._registry.get("c3") is None
