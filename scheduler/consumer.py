@@ -24,12 +24,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler.dispatch import SlotScheduler
+from scheduler.packing import PACK_MAX_JOBS, is_tiny_message
 from scheduler.records import Conclusion, Decision, Delivery, Settle
 
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
@@ -73,12 +74,18 @@ class Consumer:
     """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
 
     def __init__(self, subscriber: Any, subscription: str,
-                 process: Callable[[Delivery], Decision | Conclusion], slots: int) -> None:
+                 process: Callable[[Delivery], Decision | Conclusion], slots: int, *,
+                 finish: Callable[[Sequence[Conclusion]], list[Decision]] | None = None,
+                 pack: Callable[[Sequence[Delivery]], list[Decision | Conclusion]] | None = None) -> None:
+        """``process`` runs a delivery's job; ``finish`` concludes those that come back as ``Conclusion``
+        (needed if any does); ``pack``, if given, runs tiny jobs waiting together (``scheduler.packing``)."""
         if slots < 1:
             raise ValueError("a consumer needs at least one slot")
         self._subscriber = subscriber
         self._subscription = subscription
         self._process = process
+        self._finish = finish
+        self._pack = pack
         self._slots = slots
         self._lock = threading.Lock()
         self._stream: _Stream | None = None
@@ -206,23 +213,32 @@ class Consumer:
         stream.closing.set()
 
     def _on_message(self, slots: SlotScheduler, message: Any) -> None:
+        messages = [message]
+        if self._pack is not None and is_tiny_message(message.data):
+            # The tiny jobs waiting right behind it run with it, in one task (docs/scheduler.md, "Packing").
+            messages += slots.take_waiting(lambda waiting: is_tiny_message(waiting.data), PACK_MAX_JOBS - 1)
         try:
-            delivery = Delivery(
-                message_id=message.message_id,
-                data=message.data,
-                attributes=dict(message.attributes),
-                delivery_attempt=message.delivery_attempt or 1,
-                publish_time=message.publish_time,
-            )
-            outcome = self._process(delivery)
+            deliveries = [_delivery(m) for m in messages]
+            pack = self._pack
+            outcomes = pack(deliveries) if pack is not None and len(deliveries) > 1 else [self._process(deliveries[0])]
         except Exception:  # the processor never raises; a malformed message object could
             log.exception("could not read a delivery; it will be redelivered")
-            slots.settle(message, False)
+            for m in messages:
+                slots.settle(m, False)
             return
-        if isinstance(outcome, Conclusion):
-            slots.conclude(message, outcome.finish)  # this slot's thread takes its next message meanwhile
-        else:
-            slots.settle(message, outcome.settle is Settle.ACK)
+        concluding: list[tuple[Any, Conclusion]] = []
+        for m, outcome in zip(messages, outcomes, strict=True):
+            if isinstance(outcome, Conclusion):
+                concluding.append((m, outcome))
+            else:
+                slots.settle(m, outcome.settle is Settle.ACK)
+        if concluding:
+            finish = self._finish
+            if finish is None:
+                raise RuntimeError("a consumer whose processor concludes jobs needs a finish")
+            conclusions = [conclusion for _, conclusion in concluding]
+            # This slot's thread takes its next message while a concluding thread stores and publishes.
+            slots.conclude([m for m, _ in concluding], lambda: finish(conclusions))
 
     def _on_stream_end(self, future: Any) -> None:
         # Ended without a drain (the broker went away, a non-retryable error): open it again while
@@ -251,3 +267,13 @@ class Consumer:
             self.start()
         except Exception:
             log.exception("could not reopen the streaming pull")
+
+
+def _delivery(message: Any) -> Delivery:
+    return Delivery(
+        message_id=message.message_id,
+        data=message.data,
+        attributes=dict(message.attributes),
+        delivery_attempt=message.delivery_attempt or 1,
+        publish_time=message.publish_time,
+    )

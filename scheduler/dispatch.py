@@ -27,7 +27,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
@@ -114,7 +114,7 @@ class SlotScheduler(Scheduler):
         self._settled = 0  # messages acked or nacked
         self._holding = False
         self._closing = False
-        self._concluding: deque[tuple[Any, Callable[[], Decision]]] = deque()  # (message, finish)
+        self._concluding: deque[tuple[list[Any], Callable[[], list[Decision]]]] = deque()  # (messages, finish)
         self._slot_threads = slots  # slot threads still running: while any is, a conclusion may come
         self._threads = [threading.Thread(target=self._work, name=f"{thread_name}-{i}", daemon=True)
                          for i in range(slots)]
@@ -136,12 +136,30 @@ class SlotScheduler(Scheduler):
             self._waiting.append((callback, args, kwargs))
             self._cond.notify_all()
 
-    def conclude(self, message: Any, finish: Callable[[], Decision]) -> None:
-        """Run ``finish`` (store and publish a job's result) on a concluding thread, then settle ``message``
-        by its decision. The message keeps its place in the client until then."""
+    def conclude(self, messages: Sequence[Any], finish: Callable[[], list[Decision]]) -> None:
+        """Run ``finish`` (store and publish jobs' results) on a concluding thread, then settle each of
+        ``messages`` by its decision (one per message, in order). The messages keep their places until then."""
         with self._cond:
-            self._concluding.append((message, finish))
+            self._concluding.append((list(messages), finish))
             self._cond.notify_all()
+
+    def take_waiting(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
+        """Take the messages waiting for a slot, from the front, while ``wanted(message)``, at most ``limit``
+        and at most this slot's share of those waiting (their number divided by the slots, rounded down), so
+        that one slot's pack does not leave the other slots idle.
+
+        They leave the queue: the caller runs them (a pack, ``scheduler.packing``) and settles each.
+        """
+        taken: list[Any] = []
+        with self._cond:
+            limit = min(limit, len(self._waiting) // self._slots)
+            while self._waiting and len(taken) < limit:
+                _, args, _ = self._waiting[0]
+                if not args or not wanted(args[0]):
+                    break
+                self._waiting.popleft()
+                taken.append(args[0])
+        return taken
 
     def settle(self, message: Any, ack: bool) -> None:
         """Ack or nack ``message`` - at once, or, while the stream drains, when it closes."""
@@ -238,10 +256,14 @@ class SlotScheduler(Scheduler):
                 self._cond.wait_for(lambda: self._concluding or (self._closing and not self._slot_threads))
                 if not self._concluding:
                     return
-                message, finish = self._concluding.popleft()
+                messages, finish = self._concluding.popleft()
             try:
-                ack = finish().settle is Settle.ACK
-            except Exception:  # finish never raises; if it did, the message is redelivered
-                log.exception("concluding a job raised; it will be redelivered")
-                ack = False
-            self.settle(message, ack)
+                acks = [decision.settle is Settle.ACK for decision in finish()]
+            except Exception:  # finish never raises; if it did, the messages are redelivered
+                log.exception("concluding jobs raised; they will be redelivered")
+                acks = []
+            if len(acks) != len(messages):
+                acks = [False] * len(messages)
+            with self._cond:  # settled together: the client's dispatcher sends their acks in one request
+                for message, ack in zip(messages, acks, strict=True):
+                    self.settle(message, ack)

@@ -52,12 +52,17 @@ class InFlight:
 
 @dataclass(frozen=True)
 class Conclusion:
-    """A delivery whose job has run: ``finish`` stores its result, publishes it and returns the ``Decision``.
+    """A delivery whose job has run, its result still to be stored, published and settled.
 
-    The slot that ran the job hands this to another thread and takes its next job at once, so the worker
-    does not wait for the bookkeeping (docs/scheduler.md, "Pipelining"). ``finish`` never raises: a store
-    or broker failure becomes a nack, as it does when the processor concludes inline.
+    The slot that ran the job hands this to a concluding thread and takes its next job at once, so the
+    worker does not wait for the bookkeeping (docs/scheduler.md, "Pipelining"); the processor's ``finish``
+    concludes one or a pack of them. ``result`` builds the result (storing the job's artifacts first);
+    ``settle`` and ``reason`` say how the message is settled once the result is out (a last attempt's
+    ``failed`` is nacked, to dead-letter it); ``done`` runs at the very end (the job leaves the registry).
     """
 
     job_id: str
-    finish: Callable[[], Decision]
+    result: Callable[[], JobResult]
+    settle: Settle = Settle.ACK
+    reason: str | None = None
+    done: Callable[[], None] = field(default=lambda: None)

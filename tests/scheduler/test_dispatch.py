@@ -256,10 +256,10 @@ def test_a_drain_judges_whether_the_client_reads_by_its_places_not_its_slots() -
 
 def _concluding(scheduler: SlotScheduler, gate: threading.Event, settle: Settle = Settle.ACK):  # type: ignore[no-untyped-def]
     """A callback that hands its message on to conclude, the conclusion blocked until ``gate`` is set."""
-    def finish() -> Decision:
+    def finish() -> list[Decision]:
         assert gate.wait(RELEASE_TIMEOUT_S)
-        return Decision(settle, "j")
-    return lambda message: scheduler.conclude(message, finish)
+        return [Decision(settle, "j")]
+    return lambda message: scheduler.conclude([message], finish)
 
 
 def test_a_slot_takes_its_next_message_while_the_last_one_concludes() -> None:
@@ -305,3 +305,38 @@ def test_a_draining_stream_parks_the_ack_of_a_conclusion_and_counts_it_busy_unti
     message.ack.assert_not_called()
     assert scheduler.shutdown(await_msg_callbacks=True) == []
     message.ack.assert_called_once_with()
+
+
+def test_a_pack_takes_the_wanted_messages_waiting_in_front_up_to_its_share() -> None:
+    scheduler = SlotScheduler(2, places=6)
+    release, running = threading.Event(), threading.Semaphore(0)
+
+    def busy(message: mock.Mock) -> None:
+        running.release()
+        assert release.wait(RELEASE_TIMEOUT_S)
+
+    for _ in range(2):
+        scheduler.schedule(busy, _message())
+    for _ in range(2):  # both slots busy: what comes next waits
+        assert running.acquire(timeout=RELEASE_TIMEOUT_S)
+    tiny = [mock.Mock(data=b"tiny") for _ in range(5)]
+    big = mock.Mock(data=b"big")
+    for message in [*tiny[:3], big, *tiny[3:]]:
+        scheduler.schedule(lambda m: None, message)
+    wanted = lambda message: message.data == b"tiny"  # noqa: E731
+    # 6 waiting, 2 slots: a pack takes at most 3 (of the 7 asked), so the other slot still finds work.
+    assert scheduler.take_waiting(wanted, limit=7) == tiny[:3]
+    # Only from the front, never past a message it does not want: the order stays the arrival order.
+    assert scheduler.take_waiting(wanted, limit=7) == []
+    release.set()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_packs_messages_settle_each_by_its_own_decision() -> None:
+    scheduler = SlotScheduler(1, places=3)
+    ok, failed = _message(), _message()
+    scheduler.conclude([ok, failed], lambda: [Decision(Settle.ACK, "ok"), Decision(Settle.NACK, "failed")])
+    wait_for(lambda: ok.ack.called and failed.nack.called, RELEASE_TIMEOUT_S, "both settled")
+    ok.nack.assert_not_called()
+    failed.ack.assert_not_called()
+    scheduler.shutdown(await_msg_callbacks=True)

@@ -320,3 +320,31 @@ def test_a_slot_starts_its_next_job_while_the_last_result_is_still_being_publish
     for job_id in first + then:
         result = platform.results.wait(job_id)
         assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+
+
+@pytest.mark.slow
+def test_tiny_jobs_waiting_together_run_packed_and_each_keeps_its_own_outcome(platform: Platform) -> None:
+    slots = platform.service.consumer.slots
+    blockers = [f"pack-busy{i}" for i in range(slots)]
+    for job_id in blockers:
+        platform.requests.job(job_id, sleep_s=1.5)
+    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    # Waiting behind them: tiny jobs, one failing for good, one failing once (scripted, at its first attempt).
+    platform.backend.fail_attempts["pack-again"] = {1}
+    tiny = ["pack-1", "pack-again", "pack-2", "pack-3"]
+    platform.requests.job("pack-1")
+    platform.requests.job("pack-bad", fail="permanent")
+    for job_id in tiny[1:]:
+        platform.requests.job(job_id, sleep_s=0.01)
+    for job_id in ["pack-1", "pack-2", "pack-3"]:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    bad = platform.results.wait("pack-bad")
+    assert bad.status is JobStatus.FAILED and bad.error is not None and bad.error.kind is ErrorKind.PERMANENT
+    again = platform.results.wait("pack-again")
+    assert again.status is JobStatus.SUCCEEDED and again.attempt == 2  # nacked alone, redelivered
+    assert platform.backend.runs["pack-again"] == [1, 2]
+    packed = [pack for pack in platform.backend.packs if set(pack) & {*tiny, "pack-bad"}]
+    assert any(len(pack) > 1 for pack in packed), packed
+    for job_id in [*tiny, "pack-bad"]:
+        assert len(platform.results.of(job_id)) == 1  # one result each, none duplicated
