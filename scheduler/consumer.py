@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler.dispatch import SlotScheduler
-from scheduler.packing import PACK_MAX_JOBS, is_tiny_message
+from scheduler.packing import PACK_MAX_JOBS, tiny_job_id
 from scheduler.records import Conclusion, Decision, Delivery, Settle
 
 # Leases are extended for up to the longest job a request may ask for, plus time to store and
@@ -214,9 +214,20 @@ class Consumer:
 
     def _on_message(self, slots: SlotScheduler, message: Any) -> None:
         messages = [message]
-        if self._pack is not None and is_tiny_message(message.data):
+        first = tiny_job_id(message.data) if self._pack is not None else None
+        if first is not None:
             # The tiny jobs waiting right behind it run with it, in one task (docs/scheduler.md, "Packing").
-            messages += slots.take_waiting(lambda waiting: is_tiny_message(waiting.data), PACK_MAX_JOBS - 1)
+            # A second message of a job id already in the pack stays behind: it must wait for that job's
+            # result, which a pack's own twin would wait for in vain.
+            packed = {first}
+
+            def wanted(waiting: Any) -> bool:
+                job_id = tiny_job_id(waiting.data)
+                if job_id is None or job_id in packed:
+                    return False
+                packed.add(job_id)
+                return True
+            messages += slots.take_waiting(wanted, PACK_MAX_JOBS - 1)
         try:
             deliveries = [_delivery(m) for m in messages]
             pack = self._pack

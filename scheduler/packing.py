@@ -33,9 +33,10 @@ def is_tiny(request: JobRequest) -> bool:
     return False
 
 
-def is_tiny_message(data: bytes) -> bool:
-    """Whether a request message's body is a valid tiny job (an invalid one is never packed)."""
+def tiny_job_id(data: bytes) -> str | None:
+    """The job id of a request message whose body is a valid tiny job; None for any other (never packed)."""
     try:
-        return is_tiny(parse_request(data))
+        request = parse_request(data)
     except InvalidRequest:
-        return False
+        return None
+    return request.job_id if is_tiny(request) else None

@@ -162,3 +162,43 @@ def test_a_shutdown_past_its_timeout_closes_the_streams_at_once(subscriber: mock
     assert consumer.stop(timeout_s=0.1) is False
     wait_for(lambda: future.cancel_calls == 1, 5, "the stream closed without waiting for quiet")
     release.set()
+
+
+def _noop_message(job_id: str, sleep_s: float = 0.0) -> mock.Mock:
+    body = f'{{"job_id": "{job_id}", "type": "noop", "params": {{"sleep_s": {sleep_s}}}}}'.encode()
+    return mock.Mock(message_id=job_id, data=body, attributes={}, delivery_attempt=1, publish_time=None)
+
+
+def test_a_pack_takes_the_tiny_jobs_behind_its_first_but_no_twin_and_nothing_past_a_big_job(
+        subscriber: mock.Mock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_module, "DRAIN_CLOSE_WAIT_S", 0.01)
+    release = threading.Event()
+    alone: list[str] = []
+    packs: list[list[str]] = []
+
+    def process(delivery: Delivery) -> Decision:
+        alone.append(delivery.message_id)
+        if delivery.message_id == "busy":
+            assert release.wait(5)
+        return Decision(Settle.ACK, delivery.message_id)
+
+    def pack(deliveries: list[Delivery]) -> list[Decision]:
+        packs.append([d.message_id for d in deliveries])
+        return [Decision(Settle.ACK, d.message_id) for d in deliveries]
+
+    consumer = Consumer(subscriber, "s", process, slots=1, pack=pack)
+    consumer.start()
+    kwargs = subscriber.subscribe.call_args.kwargs
+    scheduler, callback = kwargs["scheduler"], kwargs["callback"]
+    scheduler.schedule(callback, _noop_message("busy", sleep_s=1.0))  # not tiny: runs alone, the rest waits
+    wait_for(lambda: alone == ["busy"], 5, "the slot busy")
+    waiting = [_noop_message("a"), _noop_message("b"), _noop_message("a"), _noop_message("c"),
+               _noop_message("big", sleep_s=1.0), _noop_message("d")]
+    for message in waiting:
+        scheduler.schedule(callback, message)
+    release.set()
+    wait_for(lambda: all(m.ack.called for m in waiting), 5, "every message acked")
+    # "a" leads a pack that takes "b" and skips nothing: it stops at the twin of "a", which then leads its own.
+    assert packs[0] == ["a", "b"]
+    assert ["a", "c"] in packs and alone[1:] == ["big", "d"]  # the big job ran alone, nothing overtook it
+    consumer.stop(timeout_s=1)
