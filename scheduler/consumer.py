@@ -33,9 +33,6 @@ from scheduler.dispatch import SlotScheduler
 from scheduler.packing import PACK_MAX_JOBS, tiny_job_id
 from scheduler.records import Conclusion, Decision, Delivery, Settle
 
-# Leases are extended for up to the longest job a request may ask for, plus time to store and
-# publish its result, plus the wait of a prefetched message for the job ahead of it in its slot.
-MAX_LEASE_S: Final = 2 * MAX_TIMEOUT_S + 600.0
 # Messages held per slot beyond the running one. One is enough for a slot never to idle between jobs;
 # more would only lengthen the wait of the held ones, which another replica could have started.
 PREFETCH_PER_SLOT: Final = 1
@@ -45,6 +42,10 @@ PREFETCH_PER_SLOT: Final = 1
 CONCLUDING_PER_SLOT: Final = 1
 # The stream's flow control (max_messages) per slot: one running, one waiting, one concluding.
 PLACES_PER_SLOT: Final = 1 + PREFETCH_PER_SLOT + CONCLUDING_PER_SLOT
+# Leases are extended for up to the longest job a request may ask for, plus time to store and publish its
+# result, plus the wait of a held message for the jobs ahead of it (at most two: the running one and one
+# waiting; a pack of tiny jobs is waited for at most as long as one job).
+MAX_LEASE_S: Final = PLACES_PER_SLOT * MAX_TIMEOUT_S + 600.0
 # Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
 # restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
 # failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.

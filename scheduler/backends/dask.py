@@ -20,7 +20,7 @@ from typing import Any
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from kernels.shards import shard_count
 from protocol import contract
-from protocol.messages import JobRequest
+from protocol.messages import MAX_TIMEOUT_S, JobRequest
 from scheduler.backends.base import Execution
 from scheduler.backends.dask_cancel import CancelSignal
 from scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
@@ -97,8 +97,8 @@ class DaskBackend:
 
         An outcome is the job's ``Execution`` or its failure, exactly as ``run`` would have raised it: a job
         that fails fails alone. Each job keeps its own cancel event. The pack is waited for at most the sum
-        of its jobs' ``timeout_s`` (they run one after another); past it, or if the task itself is lost,
-        every job of the pack fails transiently.
+        of its jobs' ``timeout_s`` (they run one after another), and never longer than the longest job a
+        request may ask for; past it, or if the task itself is lost, every job of the pack fails transiently.
         """
         from distributed import KilledWorker
 
@@ -111,7 +111,9 @@ class DaskBackend:
         with self._lock:
             for (request, _), signal in zip(jobs, signals, strict=True):
                 self._running[request.job_id] = signal
-        timeout_s = sum(request.timeout_s for request, _ in jobs)
+        # In turn, so the sum of their timeouts; but never longer than one job may take, which the leases
+        # of the messages waiting behind this pack are sized for (scheduler.consumer.MAX_LEASE_S).
+        timeout_s = min(sum(request.timeout_s for request, _ in jobs), MAX_TIMEOUT_S)
         task_may_run_on = False
         outcomes: list[Any]
         try:

@@ -14,7 +14,7 @@ from google.cloud.pubsub_v1 import SubscriberClient
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler import consumer as consumer_module
 from scheduler import dispatch
-from scheduler.consumer import Consumer
+from scheduler.consumer import PLACES_PER_SLOT, Consumer
 from scheduler.dispatch import SlotScheduler
 from scheduler.records import Decision, Delivery, Settle
 from tests.scheduler.platform import wait_for
@@ -51,7 +51,8 @@ def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: 
     Consumer(subscriber, "projects/p/subscriptions/s", lambda d: Decision(Settle.ACK, None), slots=3).start()
     kwargs = subscriber.subscribe.call_args.kwargs
     assert kwargs["flow_control"].max_messages == 9  # 3 running, 3 waiting for a slot, 3 concluding
-    assert kwargs["flow_control"].max_lease_duration >= MAX_TIMEOUT_S
+    # A held message waits for two jobs at most (the running one, one waiting), then runs its own.
+    assert kwargs["flow_control"].max_lease_duration >= PLACES_PER_SLOT * MAX_TIMEOUT_S
     # What makes a drain nack-free: the client awaits the scheduler, which runs even waiting messages.
     assert kwargs["await_callbacks_on_shutdown"] is True
     assert isinstance(kwargs["scheduler"], SlotScheduler)
