@@ -1,8 +1,11 @@
 """Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
 
-Flow control admits at most ``slots`` x (1 + ``PREFETCH_PER_SLOT``) messages (the server is told too, so it
-sends no more): one running per slot and one waiting for it, so that a slot whose job ends starts the
-next at once instead of idling for the ack -> broker -> receipt round trip. ``max_lease_duration`` covers
+Flow control admits at most ``slots`` x ``PLACES_PER_SLOT`` messages (the server is told too, so it
+sends no more): per slot one running, one waiting for it, and one whose job has run and whose result is
+being stored and published on a concluding thread (``SlotScheduler.conclude``). A slot whose job ends
+therefore starts the next at once: it neither idles for the ack -> broker -> receipt round trip nor for
+the result's store writes and Publish. A place left free by a quick conclusion holds a second waiting
+message, so at most ``slots`` x (``PLACES_PER_SLOT`` - 1) messages wait. ``max_lease_duration`` covers
 the longest job, so the client's own leaser keeps the lease of a running job and of one waiting for its
 slot alike. Jobs run on the stream's ``SlotScheduler``, one thread per slot, in arrival order.
 
@@ -21,20 +24,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler.dispatch import SlotScheduler
-from scheduler.records import Decision, Delivery, Settle
+from scheduler.packing import PACK_MAX_JOBS, tiny_job_id
+from scheduler.records import Conclusion, Decision, Delivery, Settle
 
-# Leases are extended for up to the longest job a request may ask for, plus time to store and
-# publish its result, plus the wait of a prefetched message for the job ahead of it in its slot.
-MAX_LEASE_S: Final = 2 * MAX_TIMEOUT_S + 600.0
 # Messages held per slot beyond the running one. One is enough for a slot never to idle between jobs;
 # more would only lengthen the wait of the held ones, which another replica could have started.
 PREFETCH_PER_SLOT: Final = 1
+# Messages per slot whose job has run and whose result is being stored and published: each keeps its
+# place until its ack, and without a place of its own it would take the waiting one's, so the slot's
+# next job would not be there when the running one ends.
+CONCLUDING_PER_SLOT: Final = 1
+# The stream's flow control (max_messages) per slot: one running, one waiting, one concluding.
+PLACES_PER_SLOT: Final = 1 + PREFETCH_PER_SLOT + CONCLUDING_PER_SLOT
+# Leases are extended for up to the longest job a request may ask for, plus time to store and publish its
+# result, plus the wait of a held message for the jobs ahead of it (at most two: the running one and one
+# waiting; a pack of tiny jobs is waited for at most as long as one job).
+MAX_LEASE_S: Final = PLACES_PER_SLOT * MAX_TIMEOUT_S + 600.0
 # Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
 # restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
 # failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.
@@ -63,13 +74,19 @@ class _Stream:
 class Consumer:
     """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
 
-    def __init__(self, subscriber: Any, subscription: str, process: Callable[[Delivery], Decision],
-                 slots: int) -> None:
+    def __init__(self, subscriber: Any, subscription: str,
+                 process: Callable[[Delivery], Decision | Conclusion], slots: int, *,
+                 finish: Callable[[Sequence[Conclusion]], list[Decision]] | None = None,
+                 pack: Callable[[Sequence[Delivery]], list[Decision | Conclusion]] | None = None) -> None:
+        """``process`` runs a delivery's job; ``finish`` concludes those that come back as ``Conclusion``
+        (needed if any does); ``pack``, if given, runs tiny jobs waiting together (``scheduler.packing``)."""
         if slots < 1:
             raise ValueError("a consumer needs at least one slot")
         self._subscriber = subscriber
         self._subscription = subscription
         self._process = process
+        self._finish = finish
+        self._pack = pack
         self._slots = slots
         self._lock = threading.Lock()
         self._stream: _Stream | None = None
@@ -81,7 +98,7 @@ class Consumer:
 
     @property
     def slots(self) -> int:
-        """Jobs run at once (messages held: ``slots`` x (1 + ``PREFETCH_PER_SLOT``))."""
+        """Jobs run at once (messages held: ``slots`` x ``PLACES_PER_SLOT``)."""
         return self._slots
 
     @property
@@ -174,7 +191,7 @@ class Consumer:
         """Subscribe with the current slots; the caller holds ``_lock``."""
         from google.cloud.pubsub_v1.types import FlowControl
 
-        places = self._slots * (1 + PREFETCH_PER_SLOT)
+        places = self._slots * PLACES_PER_SLOT
         slots = SlotScheduler(self._slots, places=places)
         future = self._subscriber.subscribe(
             self._subscription,
@@ -197,19 +214,43 @@ class Consumer:
         stream.closing.set()
 
     def _on_message(self, slots: SlotScheduler, message: Any) -> None:
+        messages = [message]
+        first = tiny_job_id(message.data) if self._pack is not None else None
+        if first is not None:
+            # The tiny jobs waiting right behind it run with it, in one task (docs/scheduler.md, "Packing").
+            # A second message of a job id already in the pack stays behind: it must wait for that job's
+            # result, which a pack's own twin would wait for in vain.
+            packed = {first}
+
+            def wanted(waiting: Any) -> bool:
+                job_id = tiny_job_id(waiting.data)
+                if job_id is None or job_id in packed:
+                    return False
+                packed.add(job_id)
+                return True
+            messages += slots.take_waiting(wanted, PACK_MAX_JOBS - 1)
         try:
-            delivery = Delivery(
-                message_id=message.message_id,
-                data=message.data,
-                attributes=dict(message.attributes),
-                delivery_attempt=message.delivery_attempt or 1,
-                publish_time=message.publish_time,
-            )
-            ack = self._process(delivery).settle is Settle.ACK
+            deliveries = [_delivery(m) for m in messages]
+            pack = self._pack
+            outcomes = pack(deliveries) if pack is not None and len(deliveries) > 1 else [self._process(deliveries[0])]
         except Exception:  # the processor never raises; a malformed message object could
             log.exception("could not read a delivery; it will be redelivered")
-            ack = False
-        slots.settle(message, ack)
+            for m in messages:
+                slots.settle(m, False)
+            return
+        concluding: list[tuple[Any, Conclusion]] = []
+        for m, outcome in zip(messages, outcomes, strict=True):
+            if isinstance(outcome, Conclusion):
+                concluding.append((m, outcome))
+            else:
+                slots.settle(m, outcome.settle is Settle.ACK)
+        if concluding:
+            finish = self._finish
+            if finish is None:
+                raise RuntimeError("a consumer whose processor concludes jobs needs a finish")
+            conclusions = [conclusion for _, conclusion in concluding]
+            # This slot's thread takes its next message while a concluding thread stores and publishes.
+            slots.conclude([m for m, _ in concluding], lambda: finish(conclusions))
 
     def _on_stream_end(self, future: Any) -> None:
         # Ended without a drain (the broker went away, a non-retryable error): open it again while
@@ -238,3 +279,13 @@ class Consumer:
             self.start()
         except Exception:
             log.exception("could not reopen the streaming pull")
+
+
+def _delivery(message: Any) -> Delivery:
+    return Delivery(
+        message_id=message.message_id,
+        data=message.data,
+        attributes=dict(message.attributes),
+        delivery_attempt=message.delivery_attempt or 1,
+        publish_time=message.publish_time,
+    )

@@ -27,10 +27,12 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
+
+from scheduler.records import Decision, Settle
 
 # A draining stream closes after being quiet this long (seconds): time for the client to read a message
 # it was sent before the drain, confirm its receipt (one ModifyAckDeadline RPC) and hand it over.
@@ -91,8 +93,10 @@ class SlotScheduler(Scheduler):
     """Runs a stream's callbacks on ``slots`` threads, in arrival order.
 
     ``places`` is the stream's flow control (``max_messages``): the messages the client may hold at once,
-    running or waiting for a thread; it defaults to ``slots``. Callbacks settle their message through
-    ``settle``; after ``hold`` those settlements park until the stream closes (``shutdown``).
+    running, waiting for a thread or concluding; it defaults to ``slots``. Callbacks settle their message
+    through ``settle``, or hand what is left of it to ``conclude``, which finishes it on one of ``slots``
+    concluding threads and settles it there, while the slot's thread takes its next message; after
+    ``hold`` settlements park until the stream closes (``shutdown``), which waits for conclusions too.
     """
 
     def __init__(self, slots: int, thread_name: str = "gpurt-job", places: int | None = None) -> None:
@@ -110,9 +114,14 @@ class SlotScheduler(Scheduler):
         self._settled = 0  # messages acked or nacked
         self._holding = False
         self._closing = False
+        self._concluding: deque[tuple[list[Any], Callable[[], list[Decision]]]] = deque()  # (messages, finish)
+        self._slot_threads = slots  # slot threads still running: while any is, a conclusion may come
         self._threads = [threading.Thread(target=self._work, name=f"{thread_name}-{i}", daemon=True)
                          for i in range(slots)]
-        for thread in self._threads:
+        # As many as slots: each slot concludes at most one job per job it runs, so none waits for another's.
+        self._concluders = [threading.Thread(target=self._conclude_work, name=f"{thread_name}-conclude-{i}",
+                                             daemon=True) for i in range(slots)]
+        for thread in (*self._threads, *self._concluders):
             thread.start()
 
     @property
@@ -126,6 +135,31 @@ class SlotScheduler(Scheduler):
             self._handed += 1
             self._waiting.append((callback, args, kwargs))
             self._cond.notify_all()
+
+    def conclude(self, messages: Sequence[Any], finish: Callable[[], list[Decision]]) -> None:
+        """Run ``finish`` (store and publish jobs' results) on a concluding thread, then settle each of
+        ``messages`` by its decision (one per message, in order). The messages keep their places until then."""
+        with self._cond:
+            self._concluding.append((list(messages), finish))
+            self._cond.notify_all()
+
+    def take_waiting(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
+        """Take the messages waiting for a slot, from the front, while ``wanted(message)``, at most ``limit``
+        and at most this slot's share of those waiting (their number divided by the slots, rounded down), so
+        that one slot's pack does not leave the other slots idle.
+
+        They leave the queue: the caller runs them (a pack, ``scheduler.packing``) and settles each.
+        """
+        taken: list[Any] = []
+        with self._cond:
+            limit = min(limit, len(self._waiting) // self._slots)
+            while self._waiting and len(taken) < limit:
+                _, args, _ = self._waiting[0]
+                if not args or not wanted(args[0]):
+                    break
+                self._waiting.popleft()
+                taken.append(args[0])
+        return taken
 
     def settle(self, message: Any, ack: bool) -> None:
         """Ack or nack ``message`` - at once, or, while the stream drains, when it closes."""
@@ -192,19 +226,44 @@ class SlotScheduler(Scheduler):
                 self._waiting.clear()
             self._cond.notify_all()
         if await_msg_callbacks:
-            for thread in self._threads:
+            # Slot threads first: their last jobs hand conclusions on, which the concluding threads finish
+            # before they stop, so every ack goes out before the client stops its dispatcher.
+            for thread in (*self._threads, *self._concluders):
                 if thread is not threading.current_thread():
                     thread.join()
         return dropped
 
     def _work(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._waiting or self._closing)
+                    if not self._waiting:
+                        return
+                    callback, args, kwargs = self._waiting.popleft()
+                try:
+                    callback(*args, **kwargs)
+                except Exception:  # the client wraps callbacks already; this only keeps the slot's thread alive
+                    log.exception("a message callback raised")
+        finally:
+            with self._cond:
+                self._slot_threads -= 1
+                self._cond.notify_all()  # the concluding threads stop once no slot thread can hand them more
+
+    def _conclude_work(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._waiting or self._closing)
-                if not self._waiting:
+                self._cond.wait_for(lambda: self._concluding or (self._closing and not self._slot_threads))
+                if not self._concluding:
                     return
-                callback, args, kwargs = self._waiting.popleft()
+                messages, finish = self._concluding.popleft()
             try:
-                callback(*args, **kwargs)
-            except Exception:  # the client wraps callbacks already; this only keeps the slot's thread alive
-                log.exception("a message callback raised")
+                acks = [decision.settle is Settle.ACK for decision in finish()]
+            except Exception:  # finish never raises; if it did, the messages are redelivered
+                log.exception("concluding jobs raised; they will be redelivered")
+                acks = []
+            if len(acks) != len(messages):
+                acks = [False] * len(messages)
+            with self._cond:  # settled together: the client's dispatcher sends their acks in one request
+                for message, ack in zip(messages, acks, strict=True):
+                    self.settle(message, ack)

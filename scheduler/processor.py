@@ -8,7 +8,9 @@ be redelivered, and the redelivery finds the stored result instead of recomputin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -29,7 +31,7 @@ from scheduler.backends.base import Execution, ExecutionBackend
 from scheduler.messaging.publisher import ResultSink
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import ended_result, succeeded_result
-from scheduler.records import Decision, Delivery, Settle
+from scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
 
@@ -53,8 +55,23 @@ class Processor:
         self._metrics = metrics
         self._max_attempts = max_attempts
 
+    @property
+    def packs(self) -> bool:
+        """Whether the backend runs packs of tiny jobs (``receive_pack``)."""
+        return callable(getattr(self._backend, "run_pack", None))
+
     def process(self, delivery: Delivery) -> Decision:
-        """Handle one delivery; never raises (a failure to store or publish becomes a nack)."""
+        """Handle one delivery to its end, result published; never raises (a store or broker failure is a nack)."""
+        outcome = self.receive(delivery)
+        return self.finish([outcome])[0] if isinstance(outcome, Conclusion) else outcome
+
+    def receive(self, delivery: Delivery) -> Decision | Conclusion:
+        """Handle one delivery up to the end of its job's run; never raises.
+
+        A job that ran comes back as a ``Conclusion``: storing and publishing its result is left to
+        ``finish``, which the caller may run on another thread while this one takes the next job. The job
+        stays in the registry until ``finish`` has run, so a twin delivery still waits for its result.
+        """
         job_id = None
         try:
             try:
@@ -62,10 +79,102 @@ class Processor:
             except InvalidRequest as exc:
                 return self._reject(delivery, exc)
             job_id = request.job_id
-            return self._accepted(request, delivery)
+            admitted = self._admit(request, delivery)
+            if isinstance(admitted, Decision):
+                return admitted
+            outcome: Execution | Exception
+            try:
+                if admitted.cancelled:
+                    raise JobCancelled("cancelled before it started")
+                outcome = self._backend.run(request, attempt=admitted.attempt)
+            except Exception as exc:  # mapped onto the job's outcome, as a packed job's failure is
+                outcome = exc
+            return self._ran(admitted, outcome)
         except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
-            log.exception("could not finish a delivery; it will be redelivered", extra={"job_id": job_id})
-            return Decision(Settle.NACK, job_id, reason=f"infrastructure error: {exc}")
+            return _infrastructure_error(job_id, exc)
+
+    def receive_pack(self, deliveries: Sequence[Delivery]) -> list[Decision | Conclusion]:
+        """``receive`` for each of ``deliveries`` (tiny jobs, ``scheduler.packing``), run in one backend task.
+
+        One outcome per delivery, in order, each exactly what ``receive`` would give it: a job answered from
+        the store, rejected, cancelled or failed is so alone. Needs a backend that ``packs``.
+        """
+        outcomes: list[Decision | Conclusion | None] = [None] * len(deliveries)
+        admitted: list[tuple[int, _Admitted]] = []
+        for index, delivery in enumerate(deliveries):
+            job_id = None
+            try:
+                try:
+                    request = parse_request(delivery.data)
+                except InvalidRequest as exc:
+                    outcomes[index] = self._reject(delivery, exc)
+                    continue
+                job_id = request.job_id
+                admission = self._admit(request, delivery)
+            except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver this one
+                outcomes[index] = _infrastructure_error(job_id, exc)
+                continue
+            if isinstance(admission, Decision):
+                outcomes[index] = admission
+            elif admission.cancelled:
+                outcomes[index] = self._ran(admission, JobCancelled("cancelled before it started"))
+            else:
+                admitted.append((index, admission))
+        if admitted:
+            ran: list[Execution | Exception]
+            try:
+                ran = self._backend.run_pack([(a.request, a.attempt) for _, a in admitted])  # type: ignore[attr-defined]
+            except Exception as exc:  # unforeseen: every job of the pack gets another delivery
+                ran = [exc] * len(admitted)
+            for (index, admission), outcome in zip(admitted, ran, strict=True):
+                outcomes[index] = self._ran(admission, outcome)
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def finish(self, conclusions: Sequence[Conclusion]) -> list[Decision]:
+        """Conclude jobs that ran: each result stored, all published in one Publish, each marked published.
+
+        One decision per conclusion, in order; never raises: a job whose store write fails, or all of them
+        if the Publish fails, is nacked (redelivered, then answered from the store). Every job leaves the
+        registry at the end, once its result is stored.
+        """
+        decisions: list[Decision | None] = [None] * len(conclusions)
+        stored: list[tuple[int, JobResult]] = []
+        try:
+            for index, conclusion in enumerate(conclusions):
+                try:
+                    result = conclusion.result()
+                    self._store.put(result)
+                except Exception as exc:
+                    decisions[index] = _infrastructure_error(conclusion.job_id, exc)
+                    continue
+                stored.append((index, result))
+            try:
+                self._publish([result for _, result in stored])
+            except Exception as exc:
+                for index, result in stored:
+                    decisions[index] = _infrastructure_error(result.job_id, exc)
+                stored = []
+            for index, result in stored:
+                conclusion = conclusions[index]
+                try:
+                    self._store.mark_published(result.job_id)
+                except Exception as exc:
+                    decisions[index] = _infrastructure_error(result.job_id, exc)
+                    continue
+                self._metrics.jobs.labels(result.type.value if result.type else "unknown", result.status.value).inc()
+                log.info("result published: %s", result.status.value, extra={"job_id": result.job_id})
+                decisions[index] = Decision(conclusion.settle, result.job_id, result,
+                                            reason=conclusion.reason or result.status.value)
+        finally:
+            for conclusion in conclusions:
+                conclusion.done()  # after the result is stored: a twin delivery waiting for it then finds it
+        return [decision for decision in decisions if decision is not None]
+
+    def _publish(self, results: Sequence[JobResult]) -> None:
+        if len(results) == 1:
+            self._sink.publish_result(results[0])
+        elif results:
+            self._sink.publish_results(results)
 
     # --- the paths -----------------------------------------------------------------------------------
 
@@ -84,7 +193,8 @@ class Processor:
         log.warning("rejected an invalid request: %s", exc, extra={"job_id": job_id})
         return Decision(Settle.ACK, job_id, result, reason="invalid request")
 
-    def _accepted(self, request: JobRequest, delivery: Delivery) -> Decision:
+    def _admit(self, request: JobRequest, delivery: Delivery) -> Decision | _Admitted:
+        """Answer from the store, or register the job as running here and say how to run it."""
         replay = delivery.attributes.get(contract.REPLAY_ATTRIBUTE) is not None
         stored = self._answer_from_store(request, replay, asked_again=delivery.delivery_attempt <= 1)
         if stored is not None:
@@ -97,9 +207,18 @@ class Processor:
             return self._running_elsewhere_here(request, replay)
         try:
             cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
-            return self._run(request, delivery, replay, cancelled)
-        finally:
+        except BaseException:
             self._registry.end(entry)
+            raise
+        attempt = max(1, delivery.delivery_attempt)
+        queue_wait = ((datetime.now(UTC) - delivery.publish_time).total_seconds()
+                      if delivery.publish_time else None)
+        if queue_wait is not None:
+            self._metrics.queue_wait.observe(max(0.0, queue_wait))
+        if attempt > 1 and not replay:
+            self._metrics.retries.labels(request.type.value).inc()
+        log.info("running job (attempt %d)", attempt, extra={"job_id": request.job_id, "type": request.type.value})
+        return _Admitted(request, entry, attempt, queue_wait, cancelled)
 
     def _answer_from_store(self, request: JobRequest, replay: bool, asked_again: bool = False) -> Decision | None:
         """Answer a job that already has a terminal result without running it again.
@@ -126,57 +245,66 @@ class Processor:
             return stored
         return Decision(Settle.NACK, request.job_id, reason="same job was running here and has no result yet")
 
-    def _run(self, request: JobRequest, delivery: Delivery, replay: bool, cancelled_early: bool) -> Decision:
-        attempt = max(1, delivery.delivery_attempt)
-        now = datetime.now(UTC)
-        queue_wait = (now - delivery.publish_time).total_seconds() if delivery.publish_time else None
-        if queue_wait is not None:
-            self._metrics.queue_wait.observe(max(0.0, queue_wait))
-        if attempt > 1 and not replay:
-            self._metrics.retries.labels(request.type.value).inc()
-        log.info("running job (attempt %d)", attempt, extra={"job_id": request.job_id, "type": request.type.value})
-        try:
-            if cancelled_early:
-                raise JobCancelled("cancelled before it started")
-            execution = self._backend.run(request, attempt=attempt)
-        except JobCancelled as exc:
-            return self._final(request, attempt, JobStatus.CANCELLED, queue_wait, ErrorKind.CANCELLED, str(exc))
-        except PermanentJobError as exc:
-            return self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.PERMANENT, str(exc))
-        except Exception as exc:  # transient, or unforeseen: another delivery may succeed
-            entry = self._registry.get(request.job_id)
-            if entry is not None and entry.cancel_requested:
-                return self._final(request, attempt, JobStatus.CANCELLED, queue_wait, ErrorKind.CANCELLED,
-                                   "cancelled by request")
-            reason = str(exc) or type(exc).__name__
-            if attempt >= self._max_attempts:
-                message = f"gave up after {attempt} deliveries; last error: {reason}"
-                decision = self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.TRANSIENT, message)
-                # `failed` is out; the nack makes Pub/Sub dead-letter the message for `gpurt dlq replay`.
-                return Decision(Settle.NACK, request.job_id, decision.result, reason="last attempt: dead-letter")
-            log.warning("transient failure, Pub/Sub will redeliver: %s", reason, extra={"job_id": request.job_id})
-            return Decision(Settle.NACK, request.job_id, reason=f"transient: {reason}")
-        return self._succeeded(request, attempt, execution, queue_wait)
+    def _ran(self, admitted: _Admitted, outcome: Execution | Exception) -> Decision | Conclusion:
+        """What a job's run (or its failure) leaves: a nack now, or a result to conclude."""
+        conclusion = self._outcome(admitted, outcome)
+        if isinstance(conclusion, Decision):
+            self._registry.end(admitted.entry)
+            return conclusion
+        entry = admitted.entry
+        return dataclasses.replace(conclusion, done=lambda: self._registry.end(entry))
+
+    def _outcome(self, admitted: _Admitted, outcome: Execution | Exception) -> Decision | Conclusion:
+        request, attempt, queue_wait = admitted.request, admitted.attempt, admitted.queue_wait
+        if not isinstance(outcome, Exception):
+            return self._succeeded(request, attempt, outcome, queue_wait)
+        if isinstance(outcome, JobCancelled):
+            return self._final(request, attempt, JobStatus.CANCELLED, queue_wait, ErrorKind.CANCELLED, str(outcome))
+        if isinstance(outcome, PermanentJobError):
+            return self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.PERMANENT, str(outcome))
+        # Transient, or unforeseen: another delivery may succeed.
+        if admitted.entry.cancel_requested:
+            return self._final(request, attempt, JobStatus.CANCELLED, queue_wait, ErrorKind.CANCELLED,
+                               "cancelled by request")
+        reason = str(outcome) or type(outcome).__name__
+        if attempt >= self._max_attempts:
+            message = f"gave up after {attempt} deliveries; last error: {reason}"
+            # `failed` is out first; then the nack makes Pub/Sub dead-letter the message for `gpurt dlq replay`.
+            return self._final(request, attempt, JobStatus.FAILED, queue_wait, ErrorKind.TRANSIENT, message,
+                               settle=Settle.NACK, reason="last attempt: dead-letter")
+        log.warning("transient failure, Pub/Sub will redeliver: %s", reason, extra={"job_id": request.job_id})
+        return Decision(Settle.NACK, request.job_id, reason=f"transient: {reason}")
 
     def _succeeded(self, request: JobRequest, attempt: int, execution: Execution,
-                   queue_wait: float | None) -> Decision:
-        urls = self._store.put_artifacts(request.job_id, execution.artifacts)
+                   queue_wait: float | None) -> Conclusion:
         self._metrics.duration.labels(request.type.value).observe(execution.elapsed_s)
-        return self._conclude(succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait))
+
+        def result() -> JobResult:
+            urls = self._store.put_artifacts(request.job_id, execution.artifacts)
+            return succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait)
+        return Conclusion(request.job_id, result)
 
     def _final(self, request: JobRequest, attempt: int, status: JobStatus, queue_wait: float | None,
-               kind: ErrorKind, message: str) -> Decision:
+               kind: ErrorKind, message: str, *, settle: Settle = Settle.ACK, reason: str | None = None) -> Conclusion:
         result = ended_result(request, status, kind, message, attempt=attempt, queue_wait_s=queue_wait)
         log.info("job %s: %s", status.value, message, extra={"job_id": request.job_id})
-        return self._conclude(result)
+        return Conclusion(request.job_id, lambda: result, settle, reason)
 
-    def _conclude(self, result: JobResult) -> Decision:
-        self._store.put(result)
-        self._sink.publish_result(result)
-        self._store.mark_published(result.job_id)
-        self._metrics.jobs.labels(result.type.value if result.type else "unknown", result.status.value).inc()
-        log.info("result published: %s", result.status.value, extra={"job_id": result.job_id})
-        return Decision(Settle.ACK, result.job_id, result, reason=result.status.value)
+
+@dataclasses.dataclass(frozen=True)
+class _Admitted:
+    """A job registered as running here, about to run."""
+
+    request: JobRequest
+    entry: InFlight
+    attempt: int
+    queue_wait: float | None
+    cancelled: bool  # a cancel request came before it started
+
+
+def _infrastructure_error(job_id: str | None, exc: Exception) -> Decision:
+    log.exception("could not finish a delivery; it will be redelivered", extra={"job_id": job_id})
+    return Decision(Settle.NACK, job_id, reason=f"infrastructure error: {exc}")
 
 
 def _usable_job_id(candidate: str | None, message_id: str) -> str:

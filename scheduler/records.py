@@ -1,8 +1,9 @@
-"""Typed records that cross threads: a received delivery, the decision on it, a job in flight."""
+"""Typed records that cross threads: a received delivery, the decision on it, a job in flight, a job concluding."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -47,3 +48,21 @@ class InFlight:
     started_at: datetime
     done: threading.Event = field(default_factory=threading.Event)
     cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """A delivery whose job has run, its result still to be stored, published and settled.
+
+    The slot that ran the job hands this to a concluding thread and takes its next job at once, so the
+    worker does not wait for the bookkeeping (docs/scheduler.md, "Pipelining"); the processor's ``finish``
+    concludes one or a pack of them. ``result`` builds the result (storing the job's artifacts first);
+    ``settle`` and ``reason`` say how the message is settled once the result is out (a last attempt's
+    ``failed`` is nacked, to dead-letter it); ``done`` runs at the very end (the job leaves the registry).
+    """
+
+    job_id: str
+    result: Callable[[], JobResult]
+    settle: Settle = Settle.ACK
+    reason: str | None = None
+    done: Callable[[], None] = field(default=lambda: None)

@@ -9,7 +9,7 @@ Dask scheduler with RPCs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from protocol.params import JobParams, JobType
@@ -44,6 +44,26 @@ def execute(job_type: JobType, params: JobParams, device: str, event_name: str) 
     if job_type is not JobType.NOOP:  # a noop has no kernel to wait for
         wait_warm(should_stop)
     return run_job(job_type, params, device=device, should_stop=should_stop)
+
+
+def execute_pack(jobs: Sequence[tuple[JobType, JobParams, str]], device: str) -> list[object]:
+    """Run several tiny jobs in turn on this worker (``scheduler.packing``); one outcome per job, in order.
+
+    ``jobs`` are ``(type, params, cancel event name)``. A job that fails fails alone: its outcome is the
+    exception (a ``JobFailure``, or the ``ValueError`` of params the kernel refused; anything else becomes a
+    ``TransientJobError`` naming it, so every outcome pickles back), and the next job runs.
+    """
+    from kernels.errors import JobFailure, TransientJobError
+
+    outcomes: list[object] = []
+    for job_type, params, event_name in jobs:
+        try:
+            outcomes.append(execute(job_type, params, device, event_name))
+        except (JobFailure, ValueError) as exc:
+            outcomes.append(exc)
+        except Exception as exc:  # one job's fault must not fail the others of its pack
+            outcomes.append(TransientJobError(f"{type(exc).__name__}: {exc}"))
+    return outcomes
 
 
 def stop_poller(*event_names: str) -> Callable[[], bool]:

@@ -23,7 +23,7 @@ SLOT_FRAME: Final = "SlotScheduler._work"
 # Stages of a slot's time, each named by a frame that is on the stack while the slot does it; the first
 # match wins. A slot thread with none of them on its stack waits for its next message.
 STAGES: Final = (
-    ("Dask: submit, run, fetch the result", ("DaskBackend.run",)),
+    ("Dask: submit, run, fetch the result", ("DaskBackend.run ", "DaskBackend.run_pack")),
     ("publish the result", ("publish_result",)),
     ("store: write result and marker", ("ResultStore.put ", "ResultStore.mark_published", "ResultStore.put_artifacts")),
     ("store: read result and cancel marker", ("ResultStore.get ", "ResultStore.cancel_requested",

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import CancelledError
 from typing import Any
 
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from kernels.shards import shard_count
 from protocol import contract
-from protocol.messages import JobRequest
+from protocol.messages import MAX_TIMEOUT_S, JobRequest
 from scheduler.backends.base import Execution
 from scheduler.backends.dask_cancel import CancelSignal
 from scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
@@ -27,7 +28,7 @@ from scheduler.backends.dask_workers import DaskWorkers
 from scheduler.backends.shards import ProgressTopics, ShardedJob
 from scheduler.periodic import Periodic
 from worker.key_names import ForgetKeyNames, forget_key_names
-from worker.task import cancel_event_name, execute, task_key
+from worker.task import cancel_event_name, execute, execute_pack, task_key
 
 
 class DaskBackend:
@@ -93,6 +94,52 @@ class DaskBackend:
             if not task_may_run_on:
                 cancel.release()
         return output
+
+    def run_pack(self, jobs: Sequence[tuple[JobRequest, int]]) -> list[Execution | Exception]:
+        """Run tiny jobs ``(request, attempt)`` (``scheduler.packing``) in turn in one task; an outcome each.
+
+        An outcome is the job's ``Execution`` or its failure, exactly as ``run`` would have raised it: a job
+        that fails fails alone. Each job keeps its own cancel event. The pack is waited for at most the sum
+        of its jobs' ``timeout_s`` (they run one after another), and never longer than the longest job a
+        request may ask for; past it, or if the task itself is lost, every job of the pack fails transiently.
+        """
+        from distributed import KilledWorker
+
+        signals = [CancelSignal(self._client, cancel_event_name(request.job_id, attempt)) for request, attempt in jobs]
+        resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
+        first, attempt = jobs[0]
+        key = task_key(first.job_id, attempt, f"pack{len(jobs)}-{uuid.uuid4().hex[:8]}")
+        work = [(request.type, request.params, signal.name) for (request, _), signal in zip(jobs, signals, strict=True)]
+        future = self._client.submit(execute_pack, work, self._device, key=key, pure=False, resources=resources)
+        with self._lock:
+            for (request, _), signal in zip(jobs, signals, strict=True):
+                self._running[request.job_id] = signal
+        # In turn, so the sum of their timeouts; but never longer than one job may take, which the leases
+        # of the messages waiting behind this pack are sized for (scheduler.consumer.MAX_LEASE_S).
+        timeout_s = min(sum(request.timeout_s for request, _ in jobs), MAX_TIMEOUT_S)
+        task_may_run_on = False
+        outcomes: list[Any]
+        try:
+            outcomes = future.result(timeout=timeout_s)
+        except TimeoutError:
+            for signal in signals:
+                signal.set()  # the jobs left stop at their first checkpoint; the events must outlive this call
+            future.cancel()
+            task_may_run_on = True
+            outcomes = [TransientJobError(f"its pack timed out after {timeout_s:g} s")] * len(jobs)
+        except CancelledError:
+            outcomes = [TransientJobError("the Dask scheduler dropped the task (connection lost)")] * len(jobs)
+        except KilledWorker as exc:
+            outcomes = [TransientJobError(f"Dask workers kept dying while running it: {exc}")] * len(jobs)
+        finally:
+            with self._lock:
+                for request, _ in jobs:
+                    self._running.pop(request.job_id, None)
+            if not task_may_run_on:
+                for signal in signals:
+                    signal.release()
+        # run_job raises ValueError for params it cannot accept: retrying cannot help.
+        return [PermanentJobError(str(o)) if isinstance(o, ValueError) else o for o in outcomes]
 
     def cancel(self, job_id: str) -> bool:
         """Set the job's cancel event: a running task stops at its next checkpoint, a queued one at its first."""

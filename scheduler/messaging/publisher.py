@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 from protocol import contract
@@ -25,6 +25,10 @@ class ResultSink(Protocol):
 
     def publish_result(self, result: JobResult) -> str:
         """Publish ``result``; returns the message id once the broker has it."""
+        ...
+
+    def publish_results(self, results: Sequence[JobResult]) -> list[str]:
+        """Publish ``results`` together (a pack's); returns their message ids once the broker has them all."""
         ...
 
 
@@ -76,10 +80,13 @@ class ResultPublisher:
 
     def publish_result(self, result: JobResult) -> str:
         """Publish ``result`` on ``gpu-job-result`` (attributes: job_id, status); returns its message id."""
-        data, attributes = _result_message(result)
-        response = self._client.publish(topic=self._topic, messages=[{"data": data, "attributes": attributes}],
-                                        timeout=PUBLISH_TIMEOUT_S)
-        return str(response.message_ids[0])
+        return self.publish_results([result])[0]
+
+    def publish_results(self, results: Sequence[JobResult]) -> list[str]:
+        """Publish ``results`` in one Publish RPC (a pack's results); returns their message ids, in order."""
+        messages = [{"data": data, "attributes": attributes} for data, attributes in map(_result_message, results)]
+        response = self._client.publish(topic=self._topic, messages=messages, timeout=PUBLISH_TIMEOUT_S)
+        return [str(message_id) for message_id in response.message_ids]
 
 
 def _result_message(result: JobResult) -> tuple[bytes, dict[str, str]]:

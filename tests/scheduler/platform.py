@@ -112,6 +112,7 @@ class ScriptedBackend:
         self._lock = threading.Lock()
         self.runs: dict[str, list[int]] = defaultdict(list)
         self.fail_attempts: dict[str, set[int]] = {}
+        self.packs: list[list[str]] = []  # the job ids of each pack, as run_pack received them
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Record the call; fail if scripted to; else run for real."""
@@ -121,6 +122,24 @@ class ScriptedBackend:
         if fail:
             raise TransientJobError(f"scripted transient failure at attempt {attempt}")
         return self._inner.run(request, attempt=attempt)
+
+    def run_pack(self, jobs: list[tuple[JobRequest, int]]) -> list[Execution | Exception]:
+        """Record the pack and each job; scripted failures fail alone; the others run for real, packed."""
+        outcomes: list[Execution | Exception | None] = [None] * len(jobs)
+        real: list[int] = []
+        with self._lock:
+            self.packs.append([request.job_id for request, _ in jobs])
+            for index, (request, attempt) in enumerate(jobs):
+                self.runs[request.job_id].append(attempt)
+                if attempt in self.fail_attempts.get(request.job_id, set()):
+                    outcomes[index] = TransientJobError(f"scripted transient failure at attempt {attempt}")
+                else:
+                    real.append(index)
+        if real:
+            ran = self._inner.run_pack([jobs[index] for index in real])  # type: ignore[attr-defined]
+            for index, outcome in zip(real, ran, strict=True):
+                outcomes[index] = outcome
+        return [outcome for outcome in outcomes if outcome is not None]
 
     def cancel(self, job_id: str) -> bool:
         """Pass through."""

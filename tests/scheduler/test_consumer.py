@@ -14,7 +14,7 @@ from google.cloud.pubsub_v1 import SubscriberClient
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler import consumer as consumer_module
 from scheduler import dispatch
-from scheduler.consumer import Consumer
+from scheduler.consumer import PLACES_PER_SLOT, Consumer
 from scheduler.dispatch import SlotScheduler
 from scheduler.records import Decision, Delivery, Settle
 from tests.scheduler.platform import wait_for
@@ -50,8 +50,9 @@ def subscriber() -> mock.Mock:
 def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: mock.Mock) -> None:
     Consumer(subscriber, "projects/p/subscriptions/s", lambda d: Decision(Settle.ACK, None), slots=3).start()
     kwargs = subscriber.subscribe.call_args.kwargs
-    assert kwargs["flow_control"].max_messages == 6  # 3 running, 3 waiting for a slot
-    assert kwargs["flow_control"].max_lease_duration >= MAX_TIMEOUT_S
+    assert kwargs["flow_control"].max_messages == 9  # 3 running, 3 waiting for a slot, 3 concluding
+    # A held message waits for two jobs at most (the running one, one waiting), then runs its own.
+    assert kwargs["flow_control"].max_lease_duration >= PLACES_PER_SLOT * MAX_TIMEOUT_S
     # What makes a drain nack-free: the client awaits the scheduler, which runs even waiting messages.
     assert kwargs["await_callbacks_on_shutdown"] is True
     assert isinstance(kwargs["scheduler"], SlotScheduler)
@@ -67,9 +68,9 @@ def test_new_slots_replace_the_stream_and_the_old_one_drains(subscriber: mock.Mo
     consumer.start()
     old = consumer._stream.future
     consumer.resize(2)
-    assert _max_messages(subscriber) == [4] and old.cancel_calls == 0  # unchanged slots: the stream stays
+    assert _max_messages(subscriber) == [6] and old.cancel_calls == 0  # unchanged slots: the stream stays
     consumer.resize(4)
-    assert _max_messages(subscriber) == [4, 8] and consumer.slots == 4
+    assert _max_messages(subscriber) == [6, 12] and consumer.slots == 4
     assert consumer._stream.future is not old and consumer.running
     wait_for(lambda: old.cancel_calls == 1, 5, "the quiet old stream to close")
     assert not consumer.wait_drained(0.01)  # the client is still finishing the old stream's jobs
@@ -82,9 +83,9 @@ def test_new_slots_while_drained_apply_when_intake_resumes(subscriber: mock.Mock
     consumer.start()
     consumer.drain()
     consumer.resize(1)
-    assert _max_messages(subscriber) == [4] and not consumer.running
+    assert _max_messages(subscriber) == [6] and not consumer.running
     consumer.resume()
-    assert _max_messages(subscriber) == [4, 2]
+    assert _max_messages(subscriber) == [6, 3]
     with pytest.raises(ValueError, match="at least one slot"):
         consumer.resize(0)
 
@@ -136,13 +137,13 @@ def test_a_drain_keeps_a_busy_stream_open_until_the_client_reads_again(subscribe
     consumer.start()
     future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
     messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
-                for i in range(9)]  # 5 running, 4 waiting for a slot
+                for i in range(14)]  # 5 running, 9 waiting for a slot
     for message in messages:
         kwargs["scheduler"].schedule(kwargs["callback"], message)
     consumer.drain()
     assert consumer.draining and not consumer.running
     time.sleep(0.3)  # give a wrong implementation time to close early
-    assert future.cancel_calls == 0  # 9 of 10 places busy: the client is not reading what the server may have sent
+    assert future.cancel_calls == 0  # 14 of 15 places busy: the client is not reading what the server may have sent
     release.set()
     wait_for(lambda: future.cancel_calls == 1, 5, "the stream to close once the client reads again")
     for message in messages:
@@ -162,3 +163,43 @@ def test_a_shutdown_past_its_timeout_closes_the_streams_at_once(subscriber: mock
     assert consumer.stop(timeout_s=0.1) is False
     wait_for(lambda: future.cancel_calls == 1, 5, "the stream closed without waiting for quiet")
     release.set()
+
+
+def _noop_message(job_id: str, sleep_s: float = 0.0) -> mock.Mock:
+    body = f'{{"job_id": "{job_id}", "type": "noop", "params": {{"sleep_s": {sleep_s}}}}}'.encode()
+    return mock.Mock(message_id=job_id, data=body, attributes={}, delivery_attempt=1, publish_time=None)
+
+
+def test_a_pack_takes_the_tiny_jobs_behind_its_first_but_no_twin_and_nothing_past_a_big_job(
+        subscriber: mock.Mock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer_module, "DRAIN_CLOSE_WAIT_S", 0.01)
+    release = threading.Event()
+    alone: list[str] = []
+    packs: list[list[str]] = []
+
+    def process(delivery: Delivery) -> Decision:
+        alone.append(delivery.message_id)
+        if delivery.message_id == "busy":
+            assert release.wait(5)
+        return Decision(Settle.ACK, delivery.message_id)
+
+    def pack(deliveries: list[Delivery]) -> list[Decision]:
+        packs.append([d.message_id for d in deliveries])
+        return [Decision(Settle.ACK, d.message_id) for d in deliveries]
+
+    consumer = Consumer(subscriber, "s", process, slots=1, pack=pack)
+    consumer.start()
+    kwargs = subscriber.subscribe.call_args.kwargs
+    scheduler, callback = kwargs["scheduler"], kwargs["callback"]
+    scheduler.schedule(callback, _noop_message("busy", sleep_s=1.0))  # not tiny: runs alone, the rest waits
+    wait_for(lambda: alone == ["busy"], 5, "the slot busy")
+    waiting = [_noop_message("a"), _noop_message("b"), _noop_message("a"), _noop_message("c"),
+               _noop_message("big", sleep_s=1.0), _noop_message("d")]
+    for message in waiting:
+        scheduler.schedule(callback, message)
+    release.set()
+    wait_for(lambda: all(m.ack.called for m in waiting), 5, "every message acked")
+    # "a" leads a pack that takes "b" and skips nothing: it stops at the twin of "a", which then leads its own.
+    assert packs[0] == ["a", "b"]
+    assert ["a", "c"] in packs and alone[1:] == ["big", "d"]  # the big job ran alone, nothing overtook it
+    consumer.stop(timeout_s=1)

@@ -142,3 +142,26 @@ def test_the_memo_of_task_key_prefixes_is_emptied_on_the_scheduler_and_on_every_
     for i in range(JOBS):
         backend.run(_noop(f"memo-again-{i}"), attempt=1)
     wait_for(lambda: key_split.cache_info().currsize == 0, 10, "the workers' timer to empty the memo")
+
+
+def test_a_pack_runs_as_one_task_and_a_job_cancelled_in_it_stops_alone(dask: tuple[Any, Counter[str]]) -> None:
+    from distributed import Event
+
+    from kernels.errors import PermanentJobError
+
+    client, _ = dask
+    backend = DaskBackend(client, device="cpu")
+    pack = [(_noop("pk-a"), 1), (_noop("pk-long", sleep_s=60), 1),
+            (JobRequest.model_validate({"job_id": "pk-bad", "type": "noop", "params": {"fail": "permanent"}}), 1),
+            (_noop("pk-b"), 1)]
+    outcomes: list[Any] = []
+    runner = threading.Thread(target=lambda: outcomes.extend(backend.run_pack(pack)), daemon=True)
+    runner.start()
+    wait_for(lambda: backend.cancel("pk-long"), 30, "the pack to be running")
+    runner.join(30)
+    assert not runner.is_alive() and len(outcomes) == 4
+    assert outcomes[0].summary is not None and outcomes[3].summary is not None  # the others ran
+    assert isinstance(outcomes[1], JobCancelled)  # stopped alone, at its first checkpoint
+    assert isinstance(outcomes[2], PermanentJobError)  # failed alone
+    assert not Event(cancel_event_name("pk-long", 1), client=client).is_set()  # cleared, so deleted
+    assert not backend.cancel("pk-a")  # nothing of the pack runs here any more

@@ -13,6 +13,7 @@ from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 
 from scheduler import dispatch
 from scheduler.dispatch import RequestQueue, SlotScheduler
+from scheduler.records import Decision, Settle
 from tests.scheduler.platform import wait_for
 
 RELEASE_TIMEOUT_S = 10.0
@@ -251,3 +252,91 @@ def test_a_drain_judges_whether_the_client_reads_by_its_places_not_its_slots() -
     scheduler.shutdown(await_msg_callbacks=True)
     with pytest.raises(ValueError, match="one place per slot"):
         SlotScheduler(2, places=1)
+
+
+def _concluding(scheduler: SlotScheduler, gate: threading.Event, settle: Settle = Settle.ACK):  # type: ignore[no-untyped-def]
+    """A callback that hands its message on to conclude, the conclusion blocked until ``gate`` is set."""
+    def finish() -> list[Decision]:
+        assert gate.wait(RELEASE_TIMEOUT_S)
+        return [Decision(settle, "j")]
+    return lambda message: scheduler.conclude([message], finish)
+
+
+def test_a_slot_takes_its_next_message_while_the_last_one_concludes() -> None:
+    scheduler = SlotScheduler(1, places=3)
+    publish = threading.Event()  # the first job's conclusion (store, publish) is stuck until this is set
+    first, second = _message(), _message()
+    second_started = threading.Event()
+    scheduler.schedule(_concluding(scheduler, publish), first)
+    scheduler.schedule(lambda m: second_started.set(), second)
+    # Without a concluding thread the one slot would be busy concluding the first job.
+    assert second_started.wait(RELEASE_TIMEOUT_S)
+    first.ack.assert_not_called()  # the ack waits for the conclusion: stored and published first
+    publish.set()
+    wait_for(lambda: first.ack.called, RELEASE_TIMEOUT_S, "the first message acked once concluded")
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_conclusion_settles_by_its_decision_and_a_closing_stream_waits_for_it() -> None:
+    scheduler = SlotScheduler(2, places=6)
+    publish = threading.Event()
+    acked, nacked = _message(), _message()
+    scheduler.schedule(_concluding(scheduler, publish), acked)
+    scheduler.schedule(_concluding(scheduler, publish, Settle.NACK), nacked)
+    closer, dropped = _close_in_background(scheduler)
+    closer.join(0.2)
+    assert closer.is_alive()  # the close waits for the conclusions, so their acks reach the client's dispatcher
+    publish.set()
+    closer.join(RELEASE_TIMEOUT_S)
+    assert not closer.is_alive() and dropped == []
+    acked.ack.assert_called_once_with()
+    nacked.nack.assert_called_once_with()
+    acked.nack.assert_not_called()
+
+
+def test_a_draining_stream_parks_the_ack_of_a_conclusion_and_counts_it_busy_until_then() -> None:
+    scheduler = SlotScheduler(1, places=3)
+    publish = threading.Event()
+    message = _message()
+    scheduler.schedule(_concluding(scheduler, publish), message)
+    scheduler.hold()
+    publish.set()
+    wait_for(lambda: message.drop.called, RELEASE_TIMEOUT_S, "the concluded message to free its place")
+    message.ack.assert_not_called()
+    assert scheduler.shutdown(await_msg_callbacks=True) == []
+    message.ack.assert_called_once_with()
+
+
+def test_a_pack_takes_the_wanted_messages_waiting_in_front_up_to_its_share() -> None:
+    scheduler = SlotScheduler(2, places=6)
+    release, running = threading.Event(), threading.Semaphore(0)
+
+    def busy(message: mock.Mock) -> None:
+        running.release()
+        assert release.wait(RELEASE_TIMEOUT_S)
+
+    for _ in range(2):
+        scheduler.schedule(busy, _message())
+    for _ in range(2):  # both slots busy: what comes next waits
+        assert running.acquire(timeout=RELEASE_TIMEOUT_S)
+    tiny = [mock.Mock(data=b"tiny") for _ in range(5)]
+    big = mock.Mock(data=b"big")
+    for message in [*tiny[:3], big, *tiny[3:]]:
+        scheduler.schedule(lambda m: None, message)
+    wanted = lambda message: message.data == b"tiny"  # noqa: E731
+    # 6 waiting, 2 slots: a pack takes at most 3 (of the 7 asked), so the other slot still finds work.
+    assert scheduler.take_waiting(wanted, limit=7) == tiny[:3]
+    # Only from the front, never past a message it does not want: the order stays the arrival order.
+    assert scheduler.take_waiting(wanted, limit=7) == []
+    release.set()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_packs_messages_settle_each_by_its_own_decision() -> None:
+    scheduler = SlotScheduler(1, places=3)
+    ok, failed = _message(), _message()
+    scheduler.conclude([ok, failed], lambda: [Decision(Settle.ACK, "ok"), Decision(Settle.NACK, "failed")])
+    wait_for(lambda: ok.ack.called and failed.nack.called, RELEASE_TIMEOUT_S, "both settled")
+    ok.nack.assert_not_called()
+    failed.ack.assert_not_called()
+    scheduler.shutdown(await_msg_callbacks=True)

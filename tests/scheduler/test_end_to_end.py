@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from protocol import contract
 from protocol.messages import ErrorKind, JobRequest, JobStatus
+from scheduler.consumer import PLACES_PER_SLOT
 from tests.scheduler.conftest import Platform
 from tests.scheduler.platform import wait_for
 
@@ -51,10 +53,13 @@ def test_invalid_message_is_rejected_and_the_consumer_lives_on(platform: Platfor
     ("asian_option", {"paths": 2000, "steps": 4}, "estimate"),
     ("portfolio_var", {"exposures": [1e6, 5e5], "volatilities": [0.2, 0.3], "paths": 4000}, "var"),
 ])
+@pytest.mark.timeout(300)
 def test_each_job_type_end_to_end(platform: Platform, job_type: str, params: dict, key: str) -> None:
     job_id = f"e2e-{job_type}"
     platform.requests.job(job_id, job_type, **params)
-    result = platform.results.wait(job_id, timeout_s=60)
+    # The first kernel job waits for its worker's warm-up, which compiles every kernel: on a fresh checkout
+    # (no numba cache) of a loaded 2-core machine that alone has taken over a minute.
+    result = platform.results.wait(job_id, timeout_s=240)
     assert result.status is JobStatus.SUCCEEDED, result.error
     assert result.result is not None and any(key in name for name in result.result)
     assert result.metrics.run_s is not None and result.metrics.queue_wait_s is not None
@@ -148,19 +153,20 @@ def _count_nacks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> list[st
 @pytest.mark.slow
 def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Platform,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # Both slots busy, one more request held for a slot (prefetched) and one the stream has not sent: a
-    # drain runs the held one (nacking it would burn an attempt) and leaves the other in the subscription.
-    # The emulator counts nacks; any would also show as delivery attempt 2.
+    # Both slots busy, every other place of the stream holding a request (prefetched, waiting for a slot)
+    # and one request the stream has not sent: a drain runs the held ones (nacking them would burn an
+    # attempt) and leaves the other in the subscription. The emulator counts nacks; any would also show as
+    # delivery attempt 2.
     nacked = _count_nacks(platform, monkeypatch)
     slots = platform.service.consumer.slots
     running = [f"drain-a{i}" for i in range(slots)]
-    held = [f"drain-b{i}" for i in range(slots)]
+    held = [f"drain-b{i}" for i in range((PLACES_PER_SLOT - 1) * slots)]
     for job_id in running:
         platform.requests.job(job_id, sleep_s=2)
     wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
     for job_id in held:
         platform.requests.job(job_id)
-    wait_for(lambda: _outstanding(platform) == 2 * slots, 10, "one message held per slot")
+    wait_for(lambda: _outstanding(platform) == PLACES_PER_SLOT * slots, 10, "every place of the stream taken")
     assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
     platform.requests.job("drain-c")
     for job_id in running + held:
@@ -182,8 +188,8 @@ def _outstanding(platform: Platform) -> int:
 
 
 @pytest.mark.slow
-def test_the_stream_holds_one_message_per_slot_beyond_the_running_ones(platform: Platform,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stream_holds_its_places_per_slot_and_never_more(platform: Platform,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # Every lease the emulator grants on the request subscription is recorded with the count it leaves
     # leased, under the broker's lock: the true maximum, not a sample.
     broker = platform.emulator.broker
@@ -204,7 +210,8 @@ def test_the_stream_holds_one_message_per_slot_beyond_the_running_ones(platform:
     for job_id in jobs:
         result = platform.results.wait(job_id)
         assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
-    assert max(leased) == 2 * slots  # a waiting message per slot, and never more
+    # Per slot one running, and two waiting or concluding (consumer.PLACES_PER_SLOT), never more.
+    assert max(leased) == PLACES_PER_SLOT * slots
 
 
 # How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
@@ -231,19 +238,19 @@ def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platf
     nacked = _count_nacks(platform, monkeypatch)
     _slow_acks(platform, monkeypatch)
     slots = platform.service.consumer.slots
-    # Every place of the client taken: held-a and the other slots' jobs run, one message waits per slot.
+    # Every place of the client taken: held-a and the other slots' jobs run, the rest wait for a slot.
     platform.requests.job("held-a", sleep_s=2)
-    others = [f"held-b{i}" for i in range(2 * slots - 1)]
+    others = [f"held-b{i}" for i in range(PLACES_PER_SLOT * slots - 1)]
     for job_id in others:
         platform.requests.job(job_id, sleep_s=6)
     stats = platform.emulator.stats
-    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots, 30,
-             "every place of the client taken")
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == PLACES_PER_SLOT * slots,
+             30, "every place of the client taken")
     platform.requests.job("held-c")
     platform.results.wait("held-a")
     # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
     # are all taken until the ack's answer comes, holds it back.
-    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == 2 * slots
+    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == PLACES_PER_SLOT * slots
              and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
     assert platform.service.registry.get("held-c") is None
     try:
@@ -282,3 +289,65 @@ def test_a_timeout_is_transient_and_the_next_delivery_runs_again(platform: Platf
     wait_for(lambda: platform.service.registry.get("timeout-1"), 10, "the second attempt running")
     assert platform.api.http.delete("/jobs/timeout-1").status_code == 202
     assert platform.results.wait("timeout-1").status is JobStatus.CANCELLED
+
+
+@pytest.mark.slow
+def test_a_slot_starts_its_next_job_while_the_last_result_is_still_being_published(
+        platform: Platform, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The broker holds every Publish of a first job's result until released: a slot that stored, published
+    # and acked before taking its next message would start no second job meanwhile.
+    broker = platform.emulator.broker
+    real = broker.publish
+    release = threading.Event()
+    slots = platform.service.consumer.slots
+    first = [f"overlap-a{i}" for i in range(slots)]
+    then = [f"overlap-b{i}" for i in range(slots)]
+
+    def held(request):  # type: ignore[no-untyped-def]
+        if request.topic.endswith(f"/{contract.RESULT_TOPIC}") and any(
+                message.attributes.get("job_id") in first for message in request.messages):
+            release.wait(30)
+        return real(request)
+
+    monkeypatch.setattr(broker, "publish", held)
+    try:
+        for job_id in first:
+            platform.requests.job(job_id, sleep_s=0.2)
+        for job_id in then:
+            platform.requests.job(job_id, sleep_s=0.2)
+        wait_for(lambda: all(platform.backend.runs[job_id] for job_id in then), 30,
+                 "every second job started while the first results' Publish is held")
+        assert all(platform.results.of(job_id) == [] for job_id in first)
+    finally:
+        release.set()
+    for job_id in first + then:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+
+
+@pytest.mark.slow
+def test_tiny_jobs_waiting_together_run_packed_and_each_keeps_its_own_outcome(platform: Platform) -> None:
+    slots = platform.service.consumer.slots
+    blockers = [f"pack-busy{i}" for i in range(slots)]
+    for job_id in blockers:
+        platform.requests.job(job_id, sleep_s=1.5)
+    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    # Waiting behind them: tiny jobs, one failing for good, one failing once (scripted, at its first attempt).
+    platform.backend.fail_attempts["pack-again"] = {1}
+    tiny = ["pack-1", "pack-again", "pack-2", "pack-3"]
+    platform.requests.job("pack-1")
+    platform.requests.job("pack-bad", fail="permanent")
+    for job_id in tiny[1:]:
+        platform.requests.job(job_id, sleep_s=0.01)
+    for job_id in ["pack-1", "pack-2", "pack-3"]:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    bad = platform.results.wait("pack-bad")
+    assert bad.status is JobStatus.FAILED and bad.error is not None and bad.error.kind is ErrorKind.PERMANENT
+    again = platform.results.wait("pack-again")
+    assert again.status is JobStatus.SUCCEEDED and again.attempt == 2  # nacked alone, redelivered
+    assert platform.backend.runs["pack-again"] == [1, 2]
+    packed = [pack for pack in platform.backend.packs if set(pack) & {*tiny, "pack-bad"}]
+    assert any(len(pack) > 1 for pack in packed), packed
+    for job_id in [*tiny, "pack-bad"]:
+        assert len(platform.results.of(job_id)) == 1  # one result each, none duplicated

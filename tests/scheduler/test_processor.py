@@ -11,7 +11,7 @@ from protocol.messages import JobRequest, JobResult, JobStatus
 from scheduler.backends.base import Execution
 from scheduler.metrics import SchedulerMetrics
 from scheduler.processor import Processor
-from scheduler.records import Delivery, Settle
+from scheduler.records import Conclusion, Decision, Delivery, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
 
@@ -19,10 +19,15 @@ from scheduler.store import ResultStore
 class ListSink:
     def __init__(self) -> None:
         self.published: list[JobResult] = []
+        self.calls = 0  # Publish RPCs
 
     def publish_result(self, result: JobResult) -> str:
-        self.published.append(result)
-        return str(len(self.published))
+        return self.publish_results([result])[0]
+
+    def publish_results(self, results: list[JobResult]) -> list[str]:
+        self.calls += 1
+        self.published.extend(results)
+        return [str(len(self.published) - len(results) + i) for i in range(len(results))]
 
 
 class GatedBackend:
@@ -36,6 +41,7 @@ class GatedBackend:
         self.started = threading.Event()
         self.hold: set[str] = set()
         self.fail: set[str] = set()
+        self.packs: list[list[str]] = []
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         self.calls.append(request.job_id)
@@ -45,6 +51,16 @@ class GatedBackend:
         if request.job_id in self.fail:
             raise TransientJobError("boom")
         return Execution(summary={"ok": True}, artifacts={"out.txt": b"x"}, elapsed_s=0.01, paths=10)
+
+    def run_pack(self, jobs: list[tuple[JobRequest, int]]) -> list[Execution | Exception]:
+        self.packs.append([request.job_id for request, _ in jobs])
+        outcomes: list[Execution | Exception] = []
+        for request, attempt in jobs:
+            try:
+                outcomes.append(self.run(request, attempt=attempt))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def cancel(self, job_id: str) -> bool:
         return False
@@ -149,3 +165,85 @@ def test_a_sessions_jobs_are_listed_as_they_start_and_their_results_carry_the_se
     assert store.session_jobs("desk") == ["s-1", "s-2"]
     assert {r.job_id: r.session_id for r in sink.published} == {"s-1": "desk", "s-2": "desk", "alone": None}
     assert store.get("s-2").session_id == "desk"
+
+
+def test_receive_leaves_the_store_and_publish_to_the_conclusion_and_keeps_the_job_registered_until_then() -> None:
+    processor, backend, store, sink = _setup()
+    outcome = processor.receive(_delivery("c1"))
+    assert isinstance(outcome, Conclusion) and outcome.job_id == "c1"
+    assert backend.calls == ["c1"]  # the job ran
+    assert store.get("c1") is None and sink.published == []  # its bookkeeping did not
+    twin = processor._registry.get("c1")
+    assert twin is not None  # a twin delivery meanwhile waits for the result instead of running it again
+    (decision,) = processor.finish([outcome])
+    assert decision.settle is Settle.ACK and decision.result is not None
+    assert store.get("c1") == decision.result and store.is_published("c1")
+    assert [r.job_id for r in sink.published] == ["c1"]
+    assert processor._registry.get("c1") is None and twin.done.is_set()
+
+
+def test_the_last_attempts_failure_concludes_with_a_nack_after_publishing_failed() -> None:
+    processor, backend, store, sink = _setup()
+    backend.fail.add("c2")
+    outcome = processor.receive(_delivery("c2", attempt=contract.MAX_DELIVERY_ATTEMPTS))
+    assert isinstance(outcome, Conclusion) and sink.published == []
+    (decision,) = processor.finish([outcome])
+    assert decision.settle is Settle.NACK and decision.reason == "last attempt: dead-letter"
+    assert [r.status for r in sink.published] == [JobStatus.FAILED]
+    stored = store.get("c2")
+    assert stored is not None and stored.status is JobStatus.FAILED  # stored before it was published
+
+
+def test_a_transient_failure_before_the_last_attempt_is_a_nack_with_nothing_to_conclude() -> None:
+    processor, backend, _, sink = _setup()
+    backend.fail.add("c3")
+    outcome = processor.receive(_delivery("c3"))
+    assert isinstance(outcome, Decision) and outcome.settle is Settle.NACK
+    assert sink.published == [] and processor._registry.get("c3") is None
+
+
+def test_a_pack_runs_in_one_backend_call_and_publishes_together_yet_each_job_keeps_its_outcome() -> None:
+    processor, backend, store, sink = _setup()
+    assert processor.packs
+    processor.process(_delivery("p-done"))  # already has a result: answered from the store, not run again
+    backend.fail.add("p-bad")
+    sink.published.clear()
+    calls = sink.calls
+    deliveries = [_delivery("p-1"), _delivery("p-bad"), _delivery("p-done", attempt=2),
+                  Delivery("m-x", b"not json", {}, 1, None), _delivery("p-2")]
+    outcomes = processor.receive_pack(deliveries)
+    assert backend.packs == [["p-1", "p-bad", "p-2"]]  # one task for the jobs that had to run
+    # A failing job fails alone: transient, nacked for another delivery; the others conclude.
+    assert isinstance(outcomes[1], Decision) and outcomes[1].settle is Settle.NACK
+    assert isinstance(outcomes[2], Decision) and outcomes[2].reason == "duplicate"
+    assert isinstance(outcomes[3], Decision) and outcomes[3].result.status is JobStatus.REJECTED
+    conclusions = [outcomes[0], outcomes[4]]
+    assert all(isinstance(c, Conclusion) for c in conclusions)
+    rejected_calls = sink.calls
+    decisions = processor.finish(conclusions)
+    assert [d.settle for d in decisions] == [Settle.ACK, Settle.ACK]
+    assert sink.calls == rejected_calls + 1  # both results in one Publish
+    assert [r.job_id for r in sink.published if r.status is JobStatus.SUCCEEDED] == ["p-1", "p-2"]
+    assert all(store.is_published(job_id) for job_id in ("p-1", "p-2"))
+    assert store.get("p-bad") is None and processor._registry.count() == 0
+    assert calls < rejected_calls  # the rejected message's result went out on its own, at once
+
+
+def test_a_packed_job_on_its_last_attempt_dead_letters_alone() -> None:
+    processor, backend, store, _ = _setup()
+    backend.fail.add("q-bad")
+    outcomes = processor.receive_pack([_delivery("q-ok"), _delivery("q-bad", attempt=contract.MAX_DELIVERY_ATTEMPTS)])
+    decisions = processor.finish([o for o in outcomes if isinstance(o, Conclusion)])
+    assert [(d.job_id, d.settle) for d in decisions] == [("q-ok", Settle.ACK), ("q-bad", Settle.NACK)]
+    failed = store.get("q-bad")
+    assert failed is not None and failed.status is JobStatus.FAILED  # out before the nack dead-letters it
+
+
+def test_a_packed_job_cancelled_before_it_starts_never_runs_and_the_others_do() -> None:
+    processor, backend, store, _ = _setup()
+    store.request_cancel("r-cancel")
+    outcomes = processor.receive_pack([_delivery("r-cancel"), _delivery("r-run")])
+    assert backend.packs == [["r-run"]]
+    decisions = processor.finish([o for o in outcomes if isinstance(o, Conclusion)])
+    assert [(d.job_id, d.result.status) for d in decisions] == [("r-cancel", JobStatus.CANCELLED),
+                                                                ("r-run", JobStatus.SUCCEEDED)]

@@ -34,3 +34,9 @@ def test_slot_samples_become_stages_in_ms_per_job_largest_first() -> None:
 def test_no_slot_samples_give_no_stages() -> None:
     assert slot_stages("", 0.01) == []
     assert slot_stages("process 1;LoopRunner.run (distributed/utils.py:1) 5", 0.01) == []
+
+
+def test_a_packs_dask_task_counts_as_dask() -> None:
+    raw = f"{_JOB};Processor.receive_pack (processor.py:90);DaskBackend.run_pack (scheduler/backends/dask.py:95) 7"
+    (stage,) = slot_stages(raw, slot_seconds_per_job=0.010)
+    assert stage.stage == "Dask: submit, run, fetch the result" and stage.share == 1.0
