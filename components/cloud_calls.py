@@ -145,7 +145,7 @@ GCP_CALLS: Final = (
             contract.REQUEST_DLQ_SUBSCRIPTION, "reads dead letters to publish their terminal result"),
     GcpCall("scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
             Target.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION, "releases a dead letter without acking it"),
-    GcpCall("scheduler.messaging.publisher:ResultPublisher.publish_result", "publish", _S, ("pubsub.topics.publish",),
+    GcpCall("scheduler.messaging.publisher:ResultPublisher.publish_results", "publish", _S, ("pubsub.topics.publish",),
             Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
     GcpCall("scheduler.messaging.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits, replays and probes jobs"),

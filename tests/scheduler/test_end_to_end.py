@@ -10,6 +10,7 @@ import pytest
 from protocol import contract
 from protocol.messages import ErrorKind, JobRequest, JobStatus
 from scheduler.consumer import PLACES_PER_SLOT
+from scheduler.messaging.admin import subscription_path
 from tests.scheduler.conftest import Platform
 from tests.scheduler.platform import wait_for
 
@@ -118,7 +119,7 @@ def test_a_job_cancelled_before_it_runs_never_runs(platform: Platform) -> None:
 
 
 def _undelivered(platform: Platform, subscription: str) -> int:
-    return platform.emulator.stats().subscription(subscription).undelivered
+    return platform.emulator.stats().subscription(subscription_path(platform.project, subscription)).undelivered
 
 
 @pytest.mark.slow
@@ -184,7 +185,9 @@ def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Pla
 
 
 def _outstanding(platform: Platform) -> int:
-    return platform.emulator.stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding
+    # By full name: other modules' platforms share this emulator under projects of their own.
+    return platform.emulator.stats().subscription(
+        subscription_path(platform.project, contract.REQUEST_SUBSCRIPTION)).outstanding
 
 
 @pytest.mark.slow
@@ -243,14 +246,13 @@ def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platf
     others = [f"held-b{i}" for i in range(PLACES_PER_SLOT * slots - 1)]
     for job_id in others:
         platform.requests.job(job_id, sleep_s=6)
-    stats = platform.emulator.stats
-    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == PLACES_PER_SLOT * slots,
+    wait_for(lambda: _outstanding(platform) == PLACES_PER_SLOT * slots,
              30, "every place of the client taken")
     platform.requests.job("held-c")
     platform.results.wait("held-a")
     # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
     # are all taken until the ack's answer comes, holds it back.
-    wait_for(lambda: stats().subscription(contract.REQUEST_SUBSCRIPTION).outstanding == PLACES_PER_SLOT * slots
+    wait_for(lambda: _outstanding(platform) == PLACES_PER_SLOT * slots
              and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
     assert platform.service.registry.get("held-c") is None
     try:

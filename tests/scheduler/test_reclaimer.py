@@ -8,7 +8,7 @@ import pytest
 
 from protocol import contract
 from protocol.messages import ErrorKind, JobResult, JobStatus
-from scheduler.messaging.admin import topic_path
+from scheduler.messaging.admin import subscription_path, topic_path
 from scheduler.messaging.clients import publisher_client, subscriber_client
 from scheduler.messaging.publisher import TopicPublisher
 from scheduler.reclaimer import DlqReclaimer
@@ -41,7 +41,9 @@ def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -
         assert reclaimer.run() == []  # idempotent: all three are published now
         assert platform.results.of("dlq-done") == []
         assert platform.results.of("dlq-unpublished") == [unpublished]
-        stats = platform.emulator.stats().subscription(contract.REQUEST_DLQ_SUBSCRIPTION)
+        # By full name: other modules' platforms share this emulator under projects of their own.
+        stats = platform.emulator.stats().subscription(
+            subscription_path(platform.project, contract.REQUEST_DLQ_SUBSCRIPTION))
         assert stats.undelivered + stats.outstanding >= 3  # released, not acked: replay still has them
     finally:
         publisher.stop()
