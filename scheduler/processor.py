@@ -196,6 +196,10 @@ class Processor:
     def _admit(self, request: JobRequest, delivery: Delivery) -> Decision | _Admitted:
         """Answer from the store, or register the job as running here and say how to run it."""
         replay = delivery.attributes.get(contract.REPLAY_ATTRIBUTE) is not None
+        if self._registry.get(request.job_id) is not None:
+            # Running or concluding here: its result may be stored and published but not yet marked, and
+            # answering from the store now would publish it a second time. Wait for it instead.
+            return self._running_elsewhere_here(request, replay)
         stored = self._answer_from_store(request, replay, asked_again=delivery.delivery_attempt <= 1)
         if stored is not None:
             return stored

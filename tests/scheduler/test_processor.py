@@ -247,3 +247,27 @@ def test_a_packed_job_cancelled_before_it_starts_never_runs_and_the_others_do() 
     decisions = processor.finish([o for o in outcomes if isinstance(o, Conclusion)])
     assert [(d.job_id, d.result.status) for d in decisions] == [("r-cancel", JobStatus.CANCELLED),
                                                                 ("r-run", JobStatus.SUCCEEDED)]
+
+
+def test_a_redelivery_while_the_result_is_concluding_waits_and_is_not_published_again() -> None:
+    """The broker may redeliver between the conclusion's publish and its published marker (a restart's
+    stream did): answering from the store then would publish the same result twice."""
+    processor, _, _, sink = _setup()
+    outcome = processor.receive(_delivery("c2"))
+    twin: list = []
+    redelivered: list[threading.Thread] = []
+    publish = sink.publish_result
+
+    def publish_then_redeliver(result: JobResult) -> str:
+        message_id = publish(result)
+        thread = threading.Thread(target=lambda: twin.append(processor.process(_delivery("c2", attempt=2))))
+        thread.start()
+        redelivered.append(thread)
+        thread.join(0.5)  # time enough for a redelivery that does not wait to publish again
+        return message_id
+
+    sink.publish_result = publish_then_redeliver  # type: ignore[method-assign]
+    (decision,) = processor.finish([outcome])
+    redelivered[0].join(10)
+    assert decision.settle is Settle.ACK and twin[0].settle is Settle.ACK
+    assert [r.job_id for r in sink.published] == ["c2"]
