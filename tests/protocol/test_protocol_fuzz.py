@@ -35,6 +35,7 @@ from scheduler.records import Delivery, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
 from tests.protocol.fuzz_corpus import ISSUE_BODY, KINDS, FuzzMessage, corpus
+from tests.scheduler.platform import IdleBackend, ListSink
 
 MESSAGES = 10_000  # the issue's bar: at least ten thousand
 # The end-to-end sample: the three oversize bodies, the reported one, then every kind at least three times.
@@ -47,18 +48,7 @@ STOP_GRACE_S = 3.0  # the platform is thrown away afterwards
 IN_FLIGHT = "16"
 
 
-class _ListSink:
-    """The processor's result sink: keeps what it publishes."""
-
-    def __init__(self) -> None:
-        self.published: list[JobResult] = []
-
-    def publish_result(self, result: JobResult) -> str:
-        self.published.append(result)
-        return str(len(self.published))
-
-
-class _NoBackend:
+class _NoBackend(IdleBackend):
     """A backend no malformed message may reach: running anything fails the test."""
 
     name = "none"
@@ -66,23 +56,11 @@ class _NoBackend:
     def run(self, request: JobRequest, *, attempt: int) -> None:
         raise AssertionError(f"a malformed message reached the backend as job {request.job_id}")
 
-    def cancel(self, job_id: str) -> bool:
-        return False
-
-    def gpu_slots(self) -> int:
-        return 1
-
-    def ready(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
-
 
 @pytest.mark.slow  # ten thousand parses, some of bodies at the size limit: seconds, no process started
 def test_every_fuzzed_message_gets_one_rejected_result_from_the_processor() -> None:
     messages = corpus(MESSAGES, "fuzz")
-    sink = _ListSink()
+    sink = ListSink()
     processor = Processor(_NoBackend(), ResultStore(f"memory://fuzz-{uuid.uuid4().hex}"), sink,  # type: ignore[arg-type]
                           JobRegistry(), SchedulerMetrics())
     per_message: dict[int, list[JobResult]] = defaultdict(list)

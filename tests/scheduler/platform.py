@@ -32,6 +32,38 @@ TEST_SUBSCRIPTIONS = tuple(
 )
 
 
+class ListSink:
+    """A result sink that keeps what is published, in order, and counts the Publish calls."""
+
+    def __init__(self) -> None:
+        self.published: list[JobResult] = []
+        self.calls = 0  # Publish RPCs
+
+    def publish_result(self, result: JobResult) -> str:
+        return self.publish_results([result])[0]
+
+    def publish_results(self, results: list[JobResult]) -> list[str]:
+        self.calls += 1
+        self.published.extend(results)
+        return [str(len(self.published) - len(results) + i) for i in range(len(results))]
+
+
+class IdleBackend:
+    """The parts of an execution backend a fake runs no differently: nothing to cancel, one slot, ready."""
+
+    def cancel(self, job_id: str) -> bool:
+        return False
+
+    def gpu_slots(self) -> int:
+        return 1
+
+    def ready(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
     """Poll ``condition`` until truthy; fail the test with ``what`` after ``timeout_s``.
 

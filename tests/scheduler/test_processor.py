@@ -14,23 +14,10 @@ from scheduler.processor import Processor
 from scheduler.records import Conclusion, Decision, Delivery, Settle
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
+from tests.scheduler.platform import IdleBackend, ListSink
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.published: list[JobResult] = []
-        self.calls = 0  # Publish RPCs
-
-    def publish_result(self, result: JobResult) -> str:
-        return self.publish_results([result])[0]
-
-    def publish_results(self, results: list[JobResult]) -> list[str]:
-        self.calls += 1
-        self.published.extend(results)
-        return [str(len(self.published) - len(results) + i) for i in range(len(results))]
-
-
-class GatedBackend:
+class GatedBackend(IdleBackend):
     """Runs jobs instantly, or waits on ``gate`` for job ids in ``hold``; fails ids in ``fail``."""
 
     name = "gated"
@@ -61,18 +48,6 @@ class GatedBackend:
             except Exception as exc:
                 outcomes.append(exc)
         return outcomes
-
-    def cancel(self, job_id: str) -> bool:
-        return False
-
-    def gpu_slots(self) -> int:
-        return 1
-
-    def ready(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
 
 
 def _setup() -> tuple[Processor, GatedBackend, ResultStore, ListSink]:
