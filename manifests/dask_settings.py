@@ -41,11 +41,7 @@ DASK_SETTINGS: Final[Mapping[str, str | int | bool]] = {
 
 def dask_env(settings: Mapping[str, str | int | bool] = DASK_SETTINGS) -> dict[str, str]:
     """The settings as the environment variables Dask reads at start-up (``DASK_`` + the dotted path with
-    ``__`` between levels; Dask treats ``-`` and ``_`` in a key alike)."""
-    return {"DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split(".")): _env_value(value)
+    ``__`` between levels; Dask treats ``-`` and ``_`` in a key alike). Dask parses each value as a
+    literal, so ``str`` of a bool or an int reads back as the same value."""
+    return {"DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split(".")): str(value)
             for key, value in settings.items()}
-
-
-def _env_value(value: str | int | bool) -> str:
-    # Dask parses environment values as YAML-ish literals: True/False and integers round-trip as text.
-    return str(value)
