@@ -10,17 +10,15 @@ storing variant writes each item's own value, so its expected output is the item
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kernels.cuda_reduce import block_sums_kernel
+from tests.kernels.child import REPO, child_env
 
-REPO = Path(__file__).resolve().parents[2]
 ITEMS_PER_BLOCK = 512  # two items per thread of kernels.gpu.THREADS = 256
 N_ITEMS = 2 * ITEMS_PER_BLOCK + 300  # the third block is cut short
 LAUNCHES = ((0, 2), (2, 1))  # (first block, blocks): two blocks from block 0, then the short last block alone
@@ -123,10 +121,7 @@ def _expected(first: int, count: int, scales: tuple[float, ...]) -> list[list[fl
 
 
 def _run(simulated: bool) -> dict[str, list[list[list[float]]]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    if simulated:
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    env = child_env(simulated=simulated)
     done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps([ITEMS_PER_BLOCK, N_ITEMS, ROWS, LAUNCHES])],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=110, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

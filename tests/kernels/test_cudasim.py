@@ -7,16 +7,14 @@ simulator evaluates some of it in double), so summaries agree to float32 roundin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.kernels.child import REPO, child_env
 from tests.kernels.job_input import run_raw
 
-REPO = Path(__file__).resolve().parents[2]
 GREEKS = ["delta", "gamma", "vega", "rho", "theta"]
 CASES = [
     ("european_option", {"paths": 801, "seed": 3}, None),
@@ -83,7 +81,7 @@ def simulations(request: pytest.FixtureRequest) -> dict[str, list[dict]]:
     selected = {item.callspec.params["job_type"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")}
     cases = [case for case in CASES if case[0] in selected]
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(REPO)}
+    env = child_env(simulated=True)
     done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(cases)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

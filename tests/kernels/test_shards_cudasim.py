@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.kernels.child import REPO, child_env
 from tests.kernels.job_input import run_raw
 
-REPO = Path(__file__).resolve().parents[2]
 # Two blocks each, the second nearly empty: the smallest jobs whose second shard starts past block 0.
 JOBS = {
     "european_option": {"paths": 16_385, "antithetic": False, "seed": 4},
@@ -36,7 +34,7 @@ print(json.dumps(out))
 
 @pytest.mark.slow  # a child process interprets the kernels: no server, no port
 def test_shards_on_the_simulated_gpu_merge_into_the_cpu_result() -> None:
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(REPO)}
+    env = child_env(simulated=True)
     done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(JOBS)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
