@@ -151,43 +151,67 @@ def flat(greeks: Mapping[Greek, list[Any]]) -> dict[str, Any]:
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_cash_flows(out, first_path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-                    rate, coeffs, log_geometric, total_weight, control_mean):
+def _cpu_case_cash_flows(out, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike,  # type: ignore[no-untyped-def]
+                         call, rates, coeffs, log_geometrics, total_weights, control_means):
     for row in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
-        y, _ = path_sample(first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call,
-                           rate, coeffs, log_geometric, total_weight, control_mean, scratch)
+        case = (first_row + row) // n_paths
+        path = first_row + row - case * n_paths
+        y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike,
+                           call, rates[case], coeffs, log_geometrics[case], total_weights[case],
+                           control_means[case], scratch)
         out[row] = y
 
 
 @cache
-def _cuda_cash_flows() -> Any:
+def _cuda_case_cash_flows() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-               coeffs, log_geometric, total_weight, control_mean):
+    def kernel(out, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+               rates, coeffs, log_geometrics, total_weights, control_means):
         scratch = cuda.local.array(SCRATCH, float32)
         row = cuda.grid(1)
         if row < out.shape[0]:
-            y, _ = path_sample(first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every, strike,
-                               call, rate, coeffs, log_geometric, total_weight, control_mean, scratch)
+            case = (first_row + row) // n_paths
+            path = first_row + row - case * n_paths
+            y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every,
+                               strike, call, rates[case], coeffs, log_geometrics[case], total_weights[case],
+                               control_means[case], scratch)
             out[row] = y
 
     return kernel
 
 
-def cash_flows(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: int, device: str,
-               ctx: RunContext) -> np.ndarray:
-    """Each pricing path's discounted cash flow (float32) under the exercise rule ``coeffs``."""
-    model = basket.Model.of(p)
-    args = (*model.walk_args(p.seed, p.steps, every), np.float32(p.strike), p.kind is OptionKind.CALL,
-            np.float32(p.rate), coeffs, np.float32(model.log_geometric), np.float32(model.total_weight),
-            np.float32(model.control_mean))
-    per_block = PATHS_PER_BLOCK * model.n * p.steps
-    return fill_paths(np.empty(n_paths, dtype=np.float32), PATHS_PER_BLOCK, _cpu_cash_flows, _cuda_cash_flows, args,
-                      device, ctx, cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
-                      gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+def case_cash_flows(cases: list[Bump], coeffs: np.ndarray, every: int, n_paths: int, device: str,
+                    ctx: RunContext) -> np.ndarray:
+    """Each revaluation's discounted cash flow (float32) on each pricing path under the exercise rule
+    ``coeffs``: one row per case, one column per path.
+
+    All cases run in one launch of ``len(cases) * n_paths`` threads (a case's paths are rows
+    ``case * n_paths ..``), not one launch per case: a revaluation alone is a few hundred blocks, too few to
+    fill a GPU whose threads each walk hundreds of latency-bound steps.
+    """
+    models = [basket.Model.of(case.params) for case in cases]
+    shared = {(m.n, m.mode, m.draws) for m in models}
+    assert len(shared) == 1, f"revaluations differ in shape: {shared}"  # bumps move values, never shapes
+    base = cases[0].params
+    n, mode, draws = shared.pop()
+
+    def stacked(values: list[Any]) -> np.ndarray:
+        return np.ascontiguousarray(np.stack([np.asarray(v, dtype=np.float32) for v in values]))
+
+    args = (np.int64(n_paths), np.int64(base.seed), np.int64(n), np.int64(mode), stacked([m.chol for m in models]),
+            stacked([m.assets for m in models]), stacked([m.dt for m in models]), np.int64(base.steps),
+            np.int64(draws), np.int64(every), np.float32(base.strike), base.kind is OptionKind.CALL,
+            stacked([case.params.rate for case in cases]), coeffs, stacked([m.log_geometric for m in models]),
+            stacked([m.total_weight for m in models]), stacked([m.control_mean for m in models]))
+    per_block = PATHS_PER_BLOCK * n * base.steps
+    out = fill_paths(np.empty(len(cases) * n_paths, dtype=np.float32), PATHS_PER_BLOCK, _cpu_case_cash_flows,
+                     _cuda_case_cash_flows, args, device, ctx,
+                     cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
+                     gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    return out.reshape(len(cases), n_paths)
 
 
 def _summary(samples: np.ndarray, greek: Greek, confidence: float, rounding: float) -> dict[str, Any]:
@@ -232,14 +256,11 @@ def estimate(p: BasketOptionParams, coeffs: np.ndarray, every: int, n_paths: int
              ctx: RunContext) -> dict[str, Any]:
     """``p.greeks`` of the option priced under the exercise rule ``coeffs``, each with its standard error.
 
-    Per-asset Greeks are lists (one entry per asset); rho and theta single entries. Progress is spread
-    evenly over the revaluations.
+    Per-asset Greeks are lists (one entry per asset); rho and theta single entries.
     """
     cases = bumped_cases(p, p.greeks)
-    values = {}
-    for k, case in enumerate(cases):
-        part = ctx.part(k / len(cases), (k + 1) / len(cases))
-        values[case.key] = cash_flows(case.params, coeffs, every, n_paths, device, part).astype(np.float64)
+    flows = case_cash_flows(cases, coeffs, every, n_paths, device, ctx)
+    values = {case.key: flows[k].astype(np.float64) for k, case in enumerate(cases)}
     out: dict[str, Any] = {}
     bounds = rounding_bounds(values, p, p.greeks)
     for greek, entries in differences(values, p, p.greeks).items():
