@@ -6,9 +6,17 @@ import os
 
 import pytest
 
+from protocol.contract import SchedulerEnv
+
 # Keep Google client libraries from looking for credentials or metadata servers.
 os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "gpurt-test")
 os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+# The platforms the tests start (their scheduler processes inherit this environment) run no warm-up: a
+# worker's warm-up compiles or loads every kernel, some 8 CPU-seconds per worker with numba's cache filled
+# and over a minute without it, and the suite starts dozens of workers, nearly all for noop jobs. A kernel
+# job on such a platform compiles its own kernel inside the job instead. The warm-up itself is tested on
+# a real LocalCluster with the preload (tests/worker/test_warm.py).
+os.environ.setdefault(SchedulerEnv.WARM_WORKERS, "false")
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names a group it sees (see below)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from local_platform.broker import EmulatorHandle, start_emulator
+from protocol.contract import SchedulerEnv
 from scheduler.metrics import SchedulerMetrics
 from scheduler.service import Service
 from scheduler.settings import Settings
@@ -58,6 +60,7 @@ def platform(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory)
         "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": project, "GPURT_LOCAL_WORKERS": "2",
         "GPURT_RESULT_STORE": tmp_path_factory.mktemp("results").as_uri(), "GPURT_CONTROL_TOKEN": token,
         "GPURT_EMULATOR_ADMIN_URL": f"http://127.0.0.1:{emulator.admin_port}", "GPURT_DEVICE": "cpu",
+        SchedulerEnv.WARM_WORKERS: os.environ[SchedulerEnv.WARM_WORKERS],  # as every test platform (tests/conftest.py)
     })
     wrapped: list[ScriptedBackend] = []
 

@@ -19,6 +19,7 @@ from kernels.errors import TransientJobError
 from protocol import contract
 from protocol.messages import JobRequest, JobResult
 from scheduler.backends.base import Execution, ExecutionBackend
+from scheduler.backends.dask import DaskBackend
 from scheduler.messaging.admin import ensure_topology, subscription_path
 from scheduler.messaging.clients import publisher_client, subscriber_client
 from scheduler.messaging.publisher import TopicPublisher
@@ -30,6 +31,26 @@ TEST_SUBSCRIPTIONS = tuple(
     if spec.retry_min_backoff_s is not None else spec
     for spec in contract.SUBSCRIPTIONS
 )
+
+
+class DaskBackends:
+    """The ``DaskBackend``s a test module makes on its one cluster, all closed at the module's end: a backend's
+    clean-up round runs on a thread until the backend is closed, and one left running outlives the cluster."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._made: list[DaskBackend] = []
+
+    def make(self, **options: Any) -> DaskBackend:
+        """A backend on the module's cluster (``DaskBackend``'s keyword options)."""
+        backend = DaskBackend(self._client, **options)
+        self._made.append(backend)
+        return backend
+
+    def close(self) -> None:
+        """Close every backend made (each closes the shared client too, which is idempotent)."""
+        for backend in self._made:
+            backend.close()
 
 
 class ListSink:

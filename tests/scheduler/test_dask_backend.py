@@ -13,9 +13,8 @@ import pytest
 from kernels.errors import JobCancelled
 from protocol import contract
 from protocol.messages import JobRequest
-from scheduler.backends.dask import DaskBackend
 from scheduler.backends.dask_workers import DaskWorkers
-from tests.scheduler.platform import wait_for
+from tests.scheduler.platform import DaskBackends, wait_for
 from worker.task import cancel_event_name
 
 JOBS = 20
@@ -44,13 +43,21 @@ def dask() -> Iterator[tuple[Any, Counter[str]]]:
         yield client, calls
 
 
+@pytest.fixture(scope="module")
+def backends(dask: tuple[Any, Counter[str]]) -> Iterator[DaskBackends]:
+    made = DaskBackends(dask[0])
+    yield made
+    made.close()
+
+
 def _noop(job_id: str, **params: float) -> JobRequest:
     return JobRequest.model_validate({"job_id": job_id, "type": "noop", "params": params})
 
 
-def test_a_job_asks_the_dask_scheduler_for_no_events_and_rarely_for_workers(dask: tuple[Any, Counter[str]]) -> None:
-    client, calls = dask
-    backend = DaskBackend(client, device="cpu")
+def test_a_job_asks_the_dask_scheduler_for_no_events_and_rarely_for_workers(
+        dask: tuple[Any, Counter[str]], backends: DaskBackends) -> None:
+    _, calls = dask
+    backend = backends.make(device="cpu")
     calls.clear()
     for i in range(JOBS):
         assert backend.run(_noop(f"cheap-{i}"), attempt=1).summary is not None
@@ -59,11 +66,12 @@ def test_a_job_asks_the_dask_scheduler_for_no_events_and_rarely_for_workers(dask
     assert calls["identity"] <= JOBS // 4
 
 
-def test_a_cancelled_job_stops_and_leaves_no_event_behind(dask: tuple[Any, Counter[str]]) -> None:
+def test_a_cancelled_job_stops_and_leaves_no_event_behind(
+        dask: tuple[Any, Counter[str]], backends: DaskBackends) -> None:
     from distributed import Event
 
     client, _ = dask
-    backend = DaskBackend(client, device="cpu")
+    backend = backends.make(device="cpu")
     outcome: list[BaseException] = []
 
     def run() -> None:
@@ -109,11 +117,12 @@ def _letters(number: int) -> str:
     return "".join(chr(ord("a") + int(digit)) for digit in str(number))
 
 
-def test_job_ids_of_letters_only_leave_no_task_prefix_per_job(dask: tuple[Any, Counter[str]]) -> None:
+def test_job_ids_of_letters_only_leave_no_task_prefix_per_job(
+        dask: tuple[Any, Counter[str]], backends: DaskBackends) -> None:
     # Dask keeps a TaskPrefix per distinct key prefix for as long as it runs; a prefix per job id would
     # grow with every job (dask.utils.key_split takes the key's leading all-letter words).
     client, _ = dask
-    backend = DaskBackend(client, device="cpu")
+    backend = backends.make(device="cpu")
     prefixes = client.cluster.scheduler.task_prefixes
     before = set(prefixes)
     for i in range(JOBS):
@@ -122,7 +131,7 @@ def test_job_ids_of_letters_only_leave_no_task_prefix_per_job(dask: tuple[Any, C
 
 
 def test_the_memo_of_task_key_prefixes_is_emptied_on_the_scheduler_and_on_every_worker(
-        dask: tuple[Any, Counter[str]]) -> None:
+        dask: tuple[Any, Counter[str]], backends: DaskBackends) -> None:
     """Dask memoises the prefix of every task key it splits (up to 100,000): one entry per job unless emptied.
     This cluster's scheduler and worker run in this process, so they share its memo."""
     from dask.utils import key_split
@@ -130,7 +139,7 @@ def test_the_memo_of_task_key_prefixes_is_emptied_on_the_scheduler_and_on_every_
     from worker.key_names import ForgetKeyNames
 
     client, _ = dask
-    backend = DaskBackend(client, device="cpu")
+    backend = backends.make(device="cpu")
     assert all(client.run(lambda dask_worker: ForgetKeyNames.name in dask_worker.plugins).values())
     for i in range(JOBS):
         backend.run(_noop(f"memo-{i}"), attempt=1)
@@ -144,13 +153,14 @@ def test_the_memo_of_task_key_prefixes_is_emptied_on_the_scheduler_and_on_every_
     wait_for(lambda: key_split.cache_info().currsize == 0, 10, "the workers' timer to empty the memo")
 
 
-def test_a_pack_runs_as_one_task_and_a_job_cancelled_in_it_stops_alone(dask: tuple[Any, Counter[str]]) -> None:
+def test_a_pack_runs_as_one_task_and_a_job_cancelled_in_it_stops_alone(
+        dask: tuple[Any, Counter[str]], backends: DaskBackends) -> None:
     from distributed import Event
 
     from kernels.errors import PermanentJobError
 
     client, _ = dask
-    backend = DaskBackend(client, device="cpu")
+    backend = backends.make(device="cpu")
     pack = [(_noop("pk-a"), 1), (_noop("pk-long", sleep_s=60), 1),
             (JobRequest.model_validate({"job_id": "pk-bad", "type": "noop", "params": {"fail": "permanent"}}), 1),
             (_noop("pk-b"), 1)]

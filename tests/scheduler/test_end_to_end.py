@@ -58,8 +58,8 @@ def test_invalid_message_is_rejected_and_the_consumer_lives_on(platform: Platfor
 def test_each_job_type_end_to_end(platform: Platform, job_type: str, params: dict, key: str) -> None:
     job_id = f"e2e-{job_type}"
     platform.requests.job(job_id, job_type, **params)
-    # The first kernel job waits for its worker's warm-up, which compiles every kernel: on a fresh checkout
-    # (no numba cache) of a loaded 2-core machine that alone has taken over a minute.
+    # The test platforms run no warm-up (tests/conftest.py): a job compiles its own kernel, which on a fresh
+    # checkout (no numba cache) of a loaded 2-core machine can take a minute.
     result = platform.results.wait(job_id, timeout_s=240)
     assert result.status is JobStatus.SUCCEEDED, result.error
     assert result.result is not None and any(key in name for name in result.result)

@@ -14,11 +14,10 @@ import pytest
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from protocol.messages import JobRequest
 from scheduler.backends import shards as backend_shards
-from scheduler.backends.dask import DaskBackend
 from scheduler.backends.dask_cancel import CancelSignal
 from scheduler.backends.shards import TOPIC_GRACE_S, ProgressTopics, ShardedJob
 from tests.kernels.job_input import run_raw
-from tests.scheduler.platform import wait_for
+from tests.scheduler.platform import DaskBackends, wait_for
 from worker.task import cancel_event_name
 
 WORKERS = 3
@@ -39,32 +38,39 @@ def client() -> Iterator[Any]:
         yield dask_client
 
 
+@pytest.fixture(scope="module")
+def backends(client: Any) -> Iterator[DaskBackends]:
+    made = DaskBackends(client)
+    yield made
+    made.close()
+
+
 def _request(job_id: str, job_type: str, params: dict[str, Any]) -> JobRequest:
     return JobRequest.model_validate({"job_id": job_id, "type": job_type, "params": params, "timeout_s": 120})
 
 
-def test_a_sharded_job_gives_the_unsharded_result_and_says_how_it_ran(client: Any) -> None:
-    backend = DaskBackend(client, device="cpu", shard_paths=100_000)
+def test_a_sharded_job_gives_the_unsharded_result_and_says_how_it_ran(backends: DaskBackends) -> None:
+    backend = backends.make(device="cpu", shard_paths=100_000)
     whole = run_raw("european_option", EUROPEAN, device="cpu").summary
     out = backend.run(_request("sharded-eu", "european_option", EUROPEAN), attempt=1)
     assert out.summary["shards"] == 3 and 1 <= out.summary["workers"] <= WORKERS
     assert out.summary["estimate"] == pytest.approx(whole["estimate"], rel=MERGE_RTOL)
     assert out.summary["std_error"] == pytest.approx(whole["std_error"], rel=MERGE_RTOL)
     var_whole = run_raw("portfolio_var", VAR, device="cpu").summary
-    var_backend = DaskBackend(client, device="cpu", shard_paths=10_000)
+    var_backend = backends.make(device="cpu", shard_paths=10_000)
     var_out = var_backend.run(_request("sharded-var", "portfolio_var", VAR), attempt=1).summary
     assert var_out["shards"] == 3
     assert (var_out["var"], var_out["cvar"], var_out["var_ci"]) == (var_whole["var"], var_whole["cvar"],
                                                                      var_whole["var_ci"])
 
 
-def test_a_job_under_the_shard_size_runs_as_one_task(client: Any) -> None:
-    out = DaskBackend(client, device="cpu", shard_paths=10**6).run(_request("one", "european_option", EUROPEAN),
+def test_a_job_under_the_shard_size_runs_as_one_task(backends: DaskBackends) -> None:
+    out = backends.make(device="cpu", shard_paths=10**6).run(_request("one", "european_option", EUROPEAN),
                                                                     attempt=1)
     assert "shards" not in out.summary
 
 
-def test_a_shard_failing_transiently_is_rerun_alone(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shard_failing_transiently_is_rerun_alone(backends: DaskBackends, monkeypatch: pytest.MonkeyPatch) -> None:
     real = backend_shards.run_shard
     runs: list[int] = []
     scales: dict[int, list[float]] = {}
@@ -81,7 +87,7 @@ def test_a_shard_failing_transiently_is_rerun_alone(client: Any, monkeypatch: py
 
     monkeypatch.setattr(backend_shards, "run_shard", flaky)  # the workers run in this process
     whole = run_raw("european_option", EUROPEAN, device="cpu").summary
-    out = DaskBackend(client, device="cpu", shard_paths=100_000).run(
+    out = backends.make(device="cpu", shard_paths=100_000).run(
         _request("flaky", "european_option", EUROPEAN), attempt=1)
     assert sorted(runs) == [0, 1, 1, 2]
     assert scales == {0: [1.0], 1: [1.0, 0.5], 2: [1.0]}  # only the rerun launches smaller chunks
@@ -191,11 +197,12 @@ def _times_started(keys: list[str], dask_scheduler: Any = None) -> list[int]:
     return [sum(1 for entry in dask_scheduler.story(key) if entry[2] == "processing") for key in keys]
 
 
-def test_a_shard_failing_for_good_stops_the_others(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shard_failing_for_good_stops_the_others(
+        client: Any, backends: DaskBackends, monkeypatch: pytest.MonkeyPatch) -> None:
     from distributed import Event
 
     stopped = _record_stopped_shards(monkeypatch, failing_shard=0)
-    backend = DaskBackend(client, device="cpu", shard_paths=-(-LONG["paths"] // WORKERS))
+    backend = backends.make(device="cpu", shard_paths=-(-LONG["paths"] // WORKERS))
     with pytest.raises(PermanentJobError):
         backend.run(_request("doomed", "asian_option", LONG), attempt=1)
     assert stopped == {1, 2}  # stopped at a checkpoint before the job's failure was returned
