@@ -19,16 +19,16 @@ HEALTH_TIMEOUT_S = 5.0
 
 
 def pods_running(kube: KubeApi, timeout_s: float = contract.POD_READY_TIMEOUT_S,
-                 sleep: Callable[[float], None] = time.sleep) -> Check:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Check:
     """All gpu-scheduler pods are Running and ready within ``timeout_s`` (the contract: two minutes)."""
 
     def run() -> str:
-        deadline = time.monotonic() + timeout_s
+        deadline = clock() + timeout_s
         while True:
             pods = kube.list_pods(contract.RUNTIME_NAMESPACE, contract.SCHEDULER_LABELS)
             if pods and all(p.phase == "Running" and p.ready for p in pods):
                 return f"{len(pods)} pod(s) Running and ready: {', '.join(p.name for p in pods)}"
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 break
             sleep(POD_POLL_INTERVAL_S)
         seen = ", ".join(f"{p.name}={p.phase}{'' if p.ready else ' (not ready)'}" for p in pods) or "no pods"

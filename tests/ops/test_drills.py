@@ -25,7 +25,7 @@ EMULATOR_TIME_SCALE = 0.01
 DRILL_TIMEOUT_S = "90"
 CHAOS_JOBS = "10"  # the chaos drill's own test (test_drill_chaos.py) runs a bigger mixed load on two replicas
 # The chaos drill's long store outage, shortened: its 5-minute default alone would outlast this test.
-STORE_OUTAGE_S = "20"
+STORE_OUTAGE_S = "8"
 # run by test_replicas.py on two replicas, where the alert drill's leader alerts fire too
 SKIPPED = ("drain-upgrade", "evict-pool", "dlq", "alerts")
 STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a graceful Dask shutdown

@@ -17,7 +17,7 @@ from ops.adapters.dask_info import KubeServiceDask
 from ops.adapters.kube import ForwardError, KubernetesApi
 from ops.checks.alerts import rules_in_cluster
 from ops.checks.dask import gpu_workers
-from ops.checks.scheduler import health_pods, pods_running
+from ops.checks.scheduler import POD_POLL_INTERVAL_S, health_pods, pods_running
 from ops.report import Status
 from ops.rollback import kubernetes as rollout
 from ops.runner import run_check
@@ -61,14 +61,16 @@ def test_a_pending_pod_fails_after_the_deadline(server) -> None:
         {"name": "gpu-scheduler", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
          "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}
     server.routes[("GET", PODS)] = pods
-    looks: list[float] = []
+    looks: list[float] = []  # the check's sleeps, on a clock of their own: no real waiting, however slow a GET
 
-    result = run_check(pods_running(_kube(server), timeout_s=0.05, sleep=looks.append))
+    result = run_check(pods_running(_kube(server), timeout_s=POD_POLL_INTERVAL_S * 2.5, sleep=looks.append,
+                                    clock=lambda: sum(looks)))
 
     assert result.status is Status.FAIL
     assert "gpu-scheduler-6c9d8f7b5-9qvzr=Pending (not ready)" in result.evidence
     assert "gpurt rollback --kubernetes" in result.fix
-    assert looks  # it polled again before giving up
+    assert looks == [POD_POLL_INTERVAL_S] * 3  # it polled again until the deadline, then gave up
+    assert sum(1 for r in server.requests if r.path == PODS) == 4
 
 
 class _Forwards:
