@@ -290,7 +290,9 @@ def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> Non
     # the small CPU image. `command`, not `args`: whatever that image's own default command, this runs.
     container["resources"] = resources.to_manifest()
     container["image"] = image
-    container["env"] = _dask_env()
+    # Its large blocks go back to the OS when freed, as in the gpu-scheduler (contract.MALLOC_MMAP_THRESHOLD_BYTES).
+    container["env"] = [*_dask_env(), {"name": contract.MALLOC_MMAP_THRESHOLD_ENV,
+                                       "value": str(contract.MALLOC_MMAP_THRESHOLD_BYTES)}]
     container.pop("args", None)
     container["command"] = [
         "dask",

@@ -219,6 +219,15 @@ DASK_GPU_RESOURCE: Final = "GPU"
 # starts, and no kernel job runs on the worker before that is done (docs/scheduler.md, "Warm workers").
 DASK_WORKER_PRELOAD: Final = "worker.warm"
 
+# Blocks of at least this many bytes get a memory mapping of their own from glibc's malloc, given back
+# to the OS as they are freed, in the gpu-scheduler (``scheduler.allocator``) and the Dask scheduler's pod
+# (glibc's own variable, below). glibc's default raises this bound to the size of every such block freed,
+# so a large block allocated over and over (CPython's table of interned strings, rebuilt every 10,000
+# to 15,000 jobs) comes from the heap, each time in a new place: steps of resident memory that stay
+# (docs/scheduler.md, "Memory over time").
+MALLOC_MMAP_THRESHOLD_BYTES: Final = 1 << 20
+MALLOC_MMAP_THRESHOLD_ENV: Final = "MALLOC_MMAP_THRESHOLD_"
+
 GPU_NODE_LABEL: Final = ("nvidia.com/gpu", "true")
 GPU_TAINT_KEY: Final = "nvidia.com/gpu"
 GPU_TAINT_VALUE: Final = "present"

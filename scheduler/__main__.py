@@ -13,10 +13,13 @@ def main() -> int:
     import uvicorn
 
     from scheduler import logs
+    from scheduler.allocator import pin_mmap_threshold
     from scheduler.api import create_app
     from scheduler.http_limits import server_options
     from scheduler.service import Service
 
+    # First, so every large block the service allocates goes back to the OS when freed (scheduler.allocator).
+    pin_mmap_threshold()
     try:
         settings = Settings.from_env()
     except SettingsError as exc:

@@ -44,11 +44,28 @@ def _forgiving_heartbeat(spans: Any) -> None:
     spans.heartbeat = forgiving
 
 
+def _forget_metadata_seen() -> None:
+    """Empty the set of span metadata Dask has seen, which it keeps for every job for as long as it runs.
+
+    ``Span._metadata_seen`` is one set for the whole class, not one per span: every graph a client submits
+    adds the ``id`` of its metadata, and nothing removes it. A soak showed the set's table growing as a
+    +2 MB step of resident memory near 34,600 jobs (tracemalloc: ``distributed/spans.py:178``). The set
+    only stops one metadata object being added twice to a span; after it is emptied, the worst case is a
+    span listing a collection twice in its metadata (the dashboard's), nothing the platform reads.
+    """
+    from distributed.spans import Span
+
+    seen = getattr(Span, "_metadata_seen", None)
+    if isinstance(seen, set):
+        seen.clear()
+
+
 def forget_finished_spans(dask_scheduler: Any, grace_s: float = SPAN_GRACE_S) -> int:
     """Remove the span trees of the Dask scheduler whose TaskGroups are all forgotten; returns how many spans."""
     spans = dask_scheduler.extensions.get("spans")
     if spans is None:
         return 0
+    _forget_metadata_seen()
     live = {id(group) for group in dask_scheduler.task_groups.values()}
     cutoff = time.time() - grace_s
     gone: list[Any] = []

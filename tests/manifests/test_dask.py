@@ -163,3 +163,10 @@ def test_every_dask_pod_runs_with_the_platforms_dask_settings() -> None:
          json.dumps(list(DASK_SETTINGS))],
         env={**os.environ, **envs[0]}, capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(read_back.stdout) == dict(DASK_SETTINGS)
+
+
+def test_the_dask_scheduler_gives_large_freed_blocks_back_to_the_os() -> None:
+    """Its pod pins glibc's mmap threshold as the gpu-scheduler does (scheduler/allocator.py), by glibc's variable."""
+    scheduler = d.build_dask_cluster(SPEC)["spec"]["scheduler"]
+    env = {e["name"]: e["value"] for e in _container(scheduler["spec"])["env"]}
+    assert env[contract.MALLOC_MMAP_THRESHOLD_ENV] == str(contract.MALLOC_MMAP_THRESHOLD_BYTES)

@@ -115,3 +115,14 @@ def test_a_heartbeat_naming_a_forgotten_span_keeps_its_worker(client: Any) -> No
     _spans(client).heartbeat(worker, late)  # Dask's own lookup raised KeyError here, closing the worker
     _one_by_one(client, 1, "after-late")
     assert list(client.scheduler_info()["workers"]) == [worker.address]
+
+
+def test_the_span_metadata_dask_has_seen_is_forgotten_too(client: Any) -> None:
+    """Dask keeps the id of every job's span metadata in one class-wide set; the clean-up round empties it."""
+    from distributed.spans import Span
+
+    _one_by_one(client, JOBS, "meta")
+    assert len(Span._metadata_seen) > 0  # what the clean-up is for: Dask added this run's jobs
+    client.run_on_scheduler(forget_finished_spans)  # any grace: the set is emptied every round
+    assert len(Span._metadata_seen) == 0
+    _one_by_one(client, 3, "meta-after")  # the scheduler carries on
