@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -17,6 +18,10 @@ os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 # job on such a platform compiles its own kernel inside the job instead. The warm-up itself is tested on
 # a real LocalCluster with the preload (tests/worker/test_warm.py).
 os.environ.setdefault(SchedulerEnv.WARM_WORKERS, "false")
+# A record that a handler cannot write (a background thread of a finished test logging into pytest's closed
+# capture stream) is dropped, not printed with its traceback on stderr: that printing is noise in the report,
+# and on Python 3.11 it parses source lines on the thread, racing the AST parses of tests that read the code.
+logging.raiseExceptions = False
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names a group it sees (see below)

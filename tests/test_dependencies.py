@@ -93,8 +93,27 @@ def _submodules(package: str) -> list[str]:
             for p in sorted(folder.rglob("*.py"))]
 
 
+# Python 3.11 keeps the recursion depth of its C-to-Python AST conversion in state that every thread of the
+# interpreter shares, and checks it after each parse. Another thread parsing at the same moment, as a
+# traceback printed by a thread an earlier test left running does (3.11 parses the source line to place its
+# carets), makes the check fail with "AST constructor recursion depth mismatch" for a valid file. The parse
+# is deterministic when it succeeds, so it is tried again.
+PARSE_TRIES = 5
+
+
+def _parse(path: Path) -> ast.Module:
+    source = path.read_text()
+    for _ in range(PARSE_TRIES - 1):
+        try:
+            return ast.parse(source)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc):
+                raise
+    return ast.parse(source)
+
+
 def _imports(path: Path, module: str, skipped: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
-    tree = ast.parse(path.read_text())
+    tree = _parse(path)
     hidden = {id(node) for function in ast.walk(tree)
               if isinstance(function, ast.FunctionDef) and (module, function.name) in skipped
               for node in ast.walk(function)}
