@@ -3,6 +3,8 @@
 Unpinned, glibc raises the threshold to the size of each large block freed, so the next block of that size
 comes from the heap, where it stays resident after it is freed (scheduler/allocator.py). The probe frees
 a 4 MiB block and allocates another: whether the second has a mapping of its own is glibc's ``hblks``.
+Only the pinned outcome is asserted: unpinned, where the second block lands depends on the state of the
+child's heap after its imports (a CI run found it mapped once), so it shows glibc's default, not ours.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the mmap threshold is glibc's")
 
 PROBE = """
-import ctypes, sys
+import ctypes
 from scheduler.allocator import pin_mmap_threshold
 
 class MallInfo2(ctypes.Structure):
@@ -32,31 +34,24 @@ class MallInfo2(ctypes.Structure):
 
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = MallInfo2
-if sys.argv[1] == "pinned":
-    assert pin_mmap_threshold()
+assert pin_mmap_threshold()
 block = bytearray(4 << 20)
-del block  # freed: unpinned, glibc now serves blocks of this size from the heap
+del block  # freed: unpinned, glibc would raise its threshold past this size here
 mapped = libc.mallinfo2().hblks
 block = bytearray(4 << 20)
 print(libc.mallinfo2().hblks - mapped)
 """
 
 
-def _mappings_for_second_block(mode: str) -> int:
-    done = subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT, capture_output=True, text=True,
+def _mappings_for_second_block() -> int:
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, check=True)
     return int(done.stdout.strip())
 
 
 @glibc_only
 def test_a_large_block_allocated_again_after_a_free_gets_its_own_mapping_once_pinned() -> None:
-    assert _mappings_for_second_block("pinned") == 1
-
-
-@glibc_only
-def test_unpinned_glibc_serves_it_from_the_heap() -> None:
-    """What the pin is for: without it the second block is in the heap (the behaviour the soak measured)."""
-    assert _mappings_for_second_block("default") == 0
+    assert _mappings_for_second_block() == 1
 
 
 def test_the_scheduler_pins_the_threshold_before_anything_else(monkeypatch: pytest.MonkeyPatch) -> None:
