@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernels compile at first launch
+from numba.core.extending import register_jitable
 
 from kernels import basket, estimators
 from kernels.basket import PATHS_PER_BLOCK, SCRATCH, path_sample
@@ -150,17 +151,24 @@ def flat(greeks: Mapping[Greek, list[Any]]) -> dict[str, Any]:
     return out
 
 
+@register_jitable
+def _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike,  # type: ignore[no-untyped-def]
+                   call, rates, coeffs, log_geometrics, total_weights, control_means, scratch):
+    """The cash flow of output row ``row``: rows ``case * n_paths ..`` hold case ``case``'s paths."""
+    case = (first_row + row) // n_paths
+    path = first_row + row - case * n_paths
+    y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike, call,
+                       rates[case], coeffs, log_geometrics[case], total_weights[case], control_means[case], scratch)
+    return y
+
+
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _cpu_case_cash_flows(out, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike,  # type: ignore[no-untyped-def]
                          call, rates, coeffs, log_geometrics, total_weights, control_means):
     for row in prange(out.shape[0]):
-        scratch = np.empty(SCRATCH, dtype=np.float32)
-        case = (first_row + row) // n_paths
-        path = first_row + row - case * n_paths
-        y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike,
-                           call, rates[case], coeffs, log_geometrics[case], total_weights[case],
-                           control_means[case], scratch)
-        out[row] = y
+        out[row] = _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every,
+                                  strike, call, rates, coeffs, log_geometrics, total_weights, control_means,
+                                  np.empty(SCRATCH, dtype=np.float32))
 
 
 @cache
@@ -170,15 +178,11 @@ def _cuda_case_cash_flows() -> Any:
     @cuda.jit(fastmath=True)
     def kernel(out, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
                rates, coeffs, log_geometrics, total_weights, control_means):
-        scratch = cuda.local.array(SCRATCH, float32)
         row = cuda.grid(1)
         if row < out.shape[0]:
-            case = (first_row + row) // n_paths
-            path = first_row + row - case * n_paths
-            y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every,
-                               strike, call, rates[case], coeffs, log_geometrics[case], total_weights[case],
-                               control_means[case], scratch)
-            out[row] = y
+            out[row] = _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws,
+                                      every, strike, call, rates, coeffs, log_geometrics, total_weights,
+                                      control_means, cuda.local.array(SCRATCH, float32))
 
     return kernel
 
