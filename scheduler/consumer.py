@@ -1,13 +1,15 @@
 """Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
 
 Flow control admits at most ``slots`` x ``PLACES_PER_SLOT`` messages (the server is told too, so it
-sends no more): per slot one running, one waiting for it, and one whose job has run and whose result is
-being stored and published on a concluding thread (``SlotScheduler.conclude``). A slot whose job ends
-therefore starts the next at once: it neither idles for the ack -> broker -> receipt round trip nor for
-the result's store writes and Publish. A place left free by a quick conclusion holds a second waiting
-message, so at most ``slots`` x (``PLACES_PER_SLOT`` - 1) messages wait. ``max_lease_duration`` covers
-the longest job, so the client's own leaser keeps the lease of a running job and of one waiting for its
-slot alike. Jobs run on the stream's ``SlotScheduler``, one thread per slot, in arrival order.
+sends no more): per slot one running, one waiting for it - submitted ahead, so queued on a worker
+(``SlotScheduler.carry``) - and one whose job has run and whose result is being stored and published on
+a concluding thread (``SlotScheduler.conclude``). A slot whose job ends therefore has the next one
+starting on its worker at once: it idles neither for the ack -> broker -> receipt round trip, nor for the
+result's store writes and Publish, nor for Dask's submit -> worker -> result round trip. A place left free
+by a quick conclusion holds a second waiting message, so at most ``slots`` x (``PLACES_PER_SLOT`` - 1)
+messages wait. ``max_lease_duration`` covers the jobs ahead of the last held one, so the client's own
+leaser keeps the lease of a running job and of one waiting for its slot alike. Jobs run on the stream's
+``SlotScheduler``, one thread per slot, in arrival order.
 
 Drain first holds the stream's acks until it is quiet (``scheduler.dispatch`` says why: a
 message the server already sent must be read and run, not left in the stream or nacked), then closes it
@@ -31,16 +33,17 @@ from typing import Any, Final
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler.dispatch import SlotScheduler
 from scheduler.packing import PACK_MAX_JOBS, tiny_job_id
-from scheduler.records import Conclusion, Decision, Delivery, Settle
+from scheduler.records import Conclusion, Decision, Delivery, Settle, Started
 
-# Messages held per slot beyond the running one. One is enough for a slot never to idle between jobs;
-# more would only lengthen the wait of the held ones, which another replica could have started.
+# Messages held per slot beyond the running one. One, submitted ahead to the workers, is enough for a slot
+# never to idle between jobs; more would lengthen the wait of the held ones, which another replica could
+# have started (a burst smaller than the replicas' places would sit on one replica while another idles).
 PREFETCH_PER_SLOT: Final = 1
 # Messages per slot whose job has run and whose result is being stored and published: each keeps its
 # place until its ack, and without a place of its own it would take the waiting one's, so the slot's
 # next job would not be there when the running one ends.
 CONCLUDING_PER_SLOT: Final = 1
-# The stream's flow control (max_messages) per slot: one running, one waiting, one concluding.
+# The stream's flow control (max_messages) per slot: one running, one waiting (on a worker), one concluding.
 PLACES_PER_SLOT: Final = 1 + PREFETCH_PER_SLOT + CONCLUDING_PER_SLOT
 # Leases are extended for up to the longest job a request may ask for, plus time to store and publish its
 # result, plus the wait of a held message for the jobs ahead of it (at most two: the running one and one
@@ -75,11 +78,12 @@ class Consumer:
     """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
 
     def __init__(self, subscriber: Any, subscription: str,
-                 process: Callable[[Delivery], Decision | Conclusion], slots: int, *,
+                 process: Callable[[Delivery], Decision | Conclusion | Started], slots: int, *,
                  finish: Callable[[Sequence[Conclusion]], list[Decision]] | None = None,
-                 pack: Callable[[Sequence[Delivery]], list[Decision | Conclusion]] | None = None) -> None:
-        """``process`` runs a delivery's job; ``finish`` concludes those that come back as ``Conclusion``
-        (needed if any does); ``pack``, if given, runs tiny jobs waiting together (``scheduler.packing``)."""
+                 pack: Callable[[Sequence[Delivery]], list[Decision | Conclusion] | Started] | None = None) -> None:
+        """``process`` runs a delivery's job, or starts it (``Started``: the slot takes its next message while
+        the job is in flight); ``finish`` concludes those that come back as ``Conclusion`` (needed if any
+        does); ``pack``, if given, runs or starts tiny jobs waiting together (``scheduler.packing``)."""
         if slots < 1:
             raise ValueError("a consumer needs at least one slot")
         self._subscriber = subscriber
@@ -232,9 +236,31 @@ class Consumer:
         try:
             deliveries = [_delivery(m) for m in messages]
             pack = self._pack
-            outcomes = pack(deliveries) if pack is not None and len(deliveries) > 1 else [self._process(deliveries[0])]
+            begun = pack(deliveries) if pack is not None and len(deliveries) > 1 else self._process(deliveries[0])
         except Exception:  # the processor never raises; a malformed message object could
             log.exception("could not read a delivery; it will be redelivered")
+            for m in messages:
+                slots.settle(m, False)
+            return
+        started = begun if isinstance(begun, Started) else _done(begun)
+
+        def complete() -> None:
+            self._complete(slots, messages, started)
+        if started.in_flight:
+            # Its task is on the way to a worker: this slot's thread waits for the job it submitted before
+            # (if any) and takes its next message, so the worker finds the next job queued (Submit ahead).
+            slots.carry(complete, started.ready, started.on_ready, started.start_clock)
+            return
+        if not started.ready():
+            slots.complete_carried()  # it will wait or run now: the job this slot submitted before comes first
+        complete()
+
+    def _complete(self, slots: SlotScheduler, messages: list[Any], started: Started) -> None:
+        """Wait for ``started`` and settle its messages, or hand the jobs that ran to a concluding thread."""
+        try:
+            outcomes = started.outcomes()
+        except Exception:  # the processor never raises; if it did, the messages are redelivered
+            log.exception("a started job raised; it will be redelivered")
             for m in messages:
                 slots.settle(m, False)
             return
@@ -279,6 +305,12 @@ class Consumer:
             self.start()
         except Exception:
             log.exception("could not reopen the streaming pull")
+
+
+def _done(outcome: Decision | Conclusion | list[Decision | Conclusion]) -> Started:
+    """What a processor that runs jobs to their end gave, as a ``Started`` that needs no waiting."""
+    outcomes = outcome if isinstance(outcome, list) else [outcome]
+    return Started(lambda: outcomes, ready=lambda: True)
 
 
 def _delivery(message: Any) -> Delivery:

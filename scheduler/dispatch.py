@@ -23,11 +23,13 @@ Callbacks still waiting when the stream closes run too; nothing is handed back t
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
@@ -89,6 +91,21 @@ class RequestQueue(queue.Queue[Any]):
         return super().get(block, timeout)
 
 
+@dataclass
+class _Carried:
+    """A job a slot's thread submitted and left running while it went on (``SlotScheduler.carry``)."""
+
+    complete: Callable[[], None]
+    ready: Callable[[], bool]
+    deadline: float = math.inf  # by then it is ready (its timeout), once the slot turned to it
+
+
+class _Slot(threading.local):
+    """What one slot's thread carries: at most one job submitted ahead."""
+
+    carried: _Carried | None = None
+
+
 class SlotScheduler(Scheduler):
     """Runs a stream's callbacks on ``slots`` threads, in arrival order.
 
@@ -97,6 +114,11 @@ class SlotScheduler(Scheduler):
     through ``settle``, or hand what is left of it to ``conclude``, which finishes it on one of ``slots``
     concluding threads and settles it there, while the slot's thread takes its next message; after
     ``hold`` settlements park until the stream closes (``shutdown``), which waits for conclusions too.
+
+    A callback whose job is on its way to a worker may ``carry`` it: the slot's thread then takes its next
+    message before waiting for that job, so the job after it is already queued on a worker when it ends
+    (docs/scheduler.md, "Submit ahead"). A slot carries one job at most, and completes it as soon as it is
+    done with no message waiting, when its next message has been started, or when the stream closes.
     """
 
     def __init__(self, slots: int, thread_name: str = "gpurt-job", places: int | None = None) -> None:
@@ -116,6 +138,7 @@ class SlotScheduler(Scheduler):
         self._closing = False
         self._concluding: deque[tuple[list[Any], Callable[[], list[Decision]]]] = deque()  # (messages, finish)
         self._slot_threads = slots  # slot threads still running: while any is, a conclusion may come
+        self._slot = _Slot()
         self._threads = [threading.Thread(target=self._work, name=f"{thread_name}-{i}", daemon=True)
                          for i in range(slots)]
         # As many as slots: each slot concludes at most one job per job it runs, so none waits for another's.
@@ -143,16 +166,41 @@ class SlotScheduler(Scheduler):
             self._concluding.append((list(messages), finish))
             self._cond.notify_all()
 
+    def carry(self, complete: Callable[[], None], ready: Callable[[], bool],
+              on_ready: Callable[[Callable[[], None]], None], start_clock: Callable[[], float]) -> None:
+        """Called on a slot's thread: leave a started job to ``complete`` later, once ``ready`` (``on_ready``
+        calls back when it ends; ``start_clock`` starts its timeout and says when it is up) or when the
+        slot has started its next message. The job the slot carried before is completed now, first: this
+        one starts on its worker when that one ends, so its timeout counts from then."""
+        slot = self._slot
+        carried = _Carried(complete, ready)
+        previous, slot.carried = slot.carried, carried
+        on_ready(self._wake)
+        if previous is not None:
+            previous.complete()
+        carried.deadline = start_clock()
+
+    def complete_carried(self) -> None:
+        """Called on a slot's thread: complete the job it carries now, if any (before a job that must wait)."""
+        slot = self._slot
+        carried, slot.carried = slot.carried, None
+        if carried is not None:
+            carried.complete()
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def take_waiting(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
         """Take the messages waiting for a slot, from the front, while ``wanted(message)``, at most ``limit``
-        and at most this slot's share of those waiting (their number divided by the slots, rounded down), so
-        that one slot's pack does not leave the other slots idle.
+        and at most this slot's share of those waiting (their number divided by the slots, rounded up), so
+        that one slot's pack does not leave the other slots idle (each has the job it submitted ahead).
 
         They leave the queue: the caller runs them (a pack, ``scheduler.packing``) and settles each.
         """
         taken: list[Any] = []
         with self._cond:
-            limit = min(limit, len(self._waiting) // self._slots)
+            limit = min(limit, -(-len(self._waiting) // self._slots))
             while self._waiting and len(taken) < limit:
                 _, args, _ = self._waiting[0]
                 if not args or not wanted(args[0]):
@@ -234,13 +282,24 @@ class SlotScheduler(Scheduler):
         return dropped
 
     def _work(self) -> None:
+        slot = self._slot
+
+        def carried_ready() -> bool:
+            return slot.carried is not None and slot.carried.ready()
         try:
             while True:
                 with self._cond:
-                    self._cond.wait_for(lambda: self._waiting or self._closing)
-                    if not self._waiting:
-                        return
-                    callback, args, kwargs = self._waiting.popleft()
+                    while not (self._waiting or self._closing or carried_ready()):
+                        # Woken when a message comes, the carried job ends, or its time is up.
+                        deadline = math.inf if slot.carried is None else slot.carried.deadline
+                        self._cond.wait(None if deadline == math.inf else max(0.0, deadline - time.monotonic()))
+                    if self._waiting:
+                        # Even with the carried job done: its result is fetched after the next job is on its way.
+                        callback, args, kwargs = self._waiting.popleft()
+                    elif slot.carried is None:
+                        return  # closing, nothing left
+                    else:
+                        callback, args, kwargs = self.complete_carried, (), {}
                 try:
                     callback(*args, **kwargs)
                 except Exception:  # the client wraps callbacks already; this only keeps the slot's thread alive

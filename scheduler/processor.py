@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -27,11 +27,11 @@ from protocol.messages import (
     parse_request,
 )
 from protocol.params import JobType
-from scheduler.backends.base import Execution, ExecutionBackend
+from scheduler.backends.base import Execution, ExecutionBackend, Submission, submission
 from scheduler.messaging.publisher import ResultSink
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import ended_result, succeeded_result
-from scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle
+from scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle, Started
 from scheduler.registry import JobRegistry
 from scheduler.store import ResultStore
 
@@ -72,6 +72,59 @@ class Processor:
         ``finish``, which the caller may run on another thread while this one takes the next job. The job
         stays in the registry until ``finish`` has run, so a twin delivery still waits for its result.
         """
+        return self.start([delivery]).outcomes()[0]
+
+    def receive_pack(self, deliveries: Sequence[Delivery]) -> list[Decision | Conclusion]:
+        """``receive`` for each of ``deliveries`` (tiny jobs, ``scheduler.packing``), run in one backend task."""
+        return self.start(deliveries).outcomes()
+
+    def start(self, deliveries: Sequence[Delivery]) -> Started:
+        """Handle deliveries up to their jobs' submission; never raises. ``outcomes`` of the returned
+        ``Started`` waits for the runs and gives one outcome per delivery, in order, each what ``receive``
+        gives it.
+
+        Several deliveries (tiny jobs, ``scheduler.packing``; needs a backend that ``packs``) run in one
+        backend task; a job answered from the store, rejected, cancelled or failed is so alone. A job
+        submitted to a backend that can (``ExecutionBackend.submit``) is on its way to a worker when this
+        returns, so the slot may take its next message before waiting (docs/scheduler.md, "Submit ahead").
+        """
+        parts: list[Decision | Conclusion | Callable[[], Decision | Conclusion]] = []
+        admitted: list[tuple[int, _Admitted]] = []
+        for index, delivery in enumerate(deliveries):
+            part = self._admit_delivery(delivery)
+            if isinstance(part, _Admitted):
+                admitted.append((index, part))
+            parts.append(part)  # type: ignore[arg-type]  # an admitted job's place, filled once it ran
+        if not admitted:
+            return _resolved(parts)
+        jobs = [(a.request, a.attempt) for _, a in admitted]
+        try:
+            run: Submission | Exception = submission(self._backend, jobs)
+        except Exception as exc:  # mapped onto each job's outcome, as a failure of its run is
+            run = exc
+
+        def outcomes() -> list[Decision | Conclusion]:
+            if isinstance(run, Exception):
+                now = datetime.now(UTC)
+                ran, began = [run] * len(admitted), [now] * len(admitted)
+            else:
+                try:
+                    ran, began = run.wait(), run.started
+                except Exception as exc:  # unforeseen: every job gets another delivery
+                    now = datetime.now(UTC)
+                    ran, began = [exc] * len(admitted), [now] * len(admitted)
+            for (index, admission), outcome, at in zip(admitted, ran, began, strict=True):
+                parts[index] = self._ran(admission, outcome, at)
+            return [part() if callable(part) else part for part in parts]
+
+        if isinstance(run, Exception) or not run.in_flight:
+            return Started(outcomes)
+        return Started(outcomes, in_flight=True, ready=run.done, on_ready=run.add_done_callback,
+                       start_clock=run.start_clock)
+
+    def _admit_delivery(self, delivery: Delivery) -> Decision | Conclusion | _Admitted | Callable[[], Decision]:
+        """A delivery's outcome if it needs no run (rejected, answered from the store, cancelled before it
+        started, a store failure), the wait for its twin running here, or the job admitted to run."""
         job_id = None
         try:
             try:
@@ -79,56 +132,12 @@ class Processor:
             except InvalidRequest as exc:
                 return self._reject(delivery, exc)
             job_id = request.job_id
-            admitted = self._admit(request, delivery)
-            if isinstance(admitted, Decision):
-                return admitted
-            outcome: Execution | Exception
-            try:
-                if admitted.cancelled:
-                    raise JobCancelled("cancelled before it started")
-                outcome = self._backend.run(request, attempt=admitted.attempt)
-            except Exception as exc:  # mapped onto the job's outcome, as a packed job's failure is
-                outcome = exc
-            return self._ran(admitted, outcome)
-        except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
+            admission = self._admit(request, delivery)
+        except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver this one
             return _infrastructure_error(job_id, exc)
-
-    def receive_pack(self, deliveries: Sequence[Delivery]) -> list[Decision | Conclusion]:
-        """``receive`` for each of ``deliveries`` (tiny jobs, ``scheduler.packing``), run in one backend task.
-
-        One outcome per delivery, in order, each exactly what ``receive`` would give it: a job answered from
-        the store, rejected, cancelled or failed is so alone. Needs a backend that ``packs``.
-        """
-        outcomes: list[Decision | Conclusion | None] = [None] * len(deliveries)
-        admitted: list[tuple[int, _Admitted]] = []
-        for index, delivery in enumerate(deliveries):
-            job_id = None
-            try:
-                try:
-                    request = parse_request(delivery.data)
-                except InvalidRequest as exc:
-                    outcomes[index] = self._reject(delivery, exc)
-                    continue
-                job_id = request.job_id
-                admission = self._admit(request, delivery)
-            except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver this one
-                outcomes[index] = _infrastructure_error(job_id, exc)
-                continue
-            if isinstance(admission, Decision):
-                outcomes[index] = admission
-            elif admission.cancelled:
-                outcomes[index] = self._ran(admission, JobCancelled("cancelled before it started"))
-            else:
-                admitted.append((index, admission))
-        if admitted:
-            ran: list[Execution | Exception]
-            try:
-                ran = self._backend.run_pack([(a.request, a.attempt) for _, a in admitted])  # type: ignore[attr-defined]
-            except Exception as exc:  # unforeseen: every job of the pack gets another delivery
-                ran = [exc] * len(admitted)
-            for (index, admission), outcome in zip(admitted, ran, strict=True):
-                outcomes[index] = self._ran(admission, outcome)
-        return [outcome for outcome in outcomes if outcome is not None]
+        if isinstance(admission, _Admitted) and admission.cancelled:
+            return self._ran(admission, JobCancelled("cancelled before it started"), datetime.now(UTC))
+        return admission
 
     def finish(self, conclusions: Sequence[Conclusion]) -> list[Decision]:
         """Conclude jobs that ran: each result stored, all published in one Publish, each marked published.
@@ -193,13 +202,15 @@ class Processor:
         log.warning("rejected an invalid request: %s", exc, extra={"job_id": job_id})
         return Decision(Settle.ACK, job_id, result, reason="invalid request")
 
-    def _admit(self, request: JobRequest, delivery: Delivery) -> Decision | _Admitted:
-        """Answer from the store, or register the job as running here and say how to run it."""
+    def _admit(self, request: JobRequest, delivery: Delivery) -> Decision | _Admitted | Callable[[], Decision]:
+        """Answer from the store, or register the job as running here and say how to run it; a twin of a job
+        running here gets the wait for that job's result, done when its outcome is asked for."""
         replay = delivery.attributes.get(contract.REPLAY_ATTRIBUTE) is not None
         if self._registry.get(request.job_id) is not None:
             # Running or concluding here: its result may be stored and published but not yet marked, and
-            # answering from the store now would publish it a second time. Wait for it instead.
-            return self._running_elsewhere_here(request, replay)
+            # answering from the store now would publish it a second time. Wait for it instead - later: the
+            # job may be the one this slot submitted last, which ends only once the slot waits for it.
+            return lambda: self._running_elsewhere_here(request, replay)
         stored = self._answer_from_store(request, replay, asked_again=delivery.delivery_attempt <= 1)
         if stored is not None:
             return stored
@@ -208,21 +219,17 @@ class Processor:
             self._store.add_to_session(request.session_id, request.job_id)
         entry = self._registry.begin(request, delivery.delivery_attempt)
         if entry is None:
-            return self._running_elsewhere_here(request, replay)
+            return lambda: self._running_elsewhere_here(request, replay)
         try:
             cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
         except BaseException:
             self._registry.end(entry)
             raise
         attempt = max(1, delivery.delivery_attempt)
-        queue_wait = ((datetime.now(UTC) - delivery.publish_time).total_seconds()
-                      if delivery.publish_time else None)
-        if queue_wait is not None:
-            self._metrics.queue_wait.observe(max(0.0, queue_wait))
         if attempt > 1 and not replay:
             self._metrics.retries.labels(request.type.value).inc()
         log.info("running job (attempt %d)", attempt, extra={"job_id": request.job_id, "type": request.type.value})
-        return _Admitted(request, entry, attempt, queue_wait, cancelled)
+        return _Admitted(request, entry, attempt, delivery.publish_time, cancelled)
 
     def _answer_from_store(self, request: JobRequest, replay: bool, asked_again: bool = False) -> Decision | None:
         """Answer a job that already has a terminal result without running it again.
@@ -244,22 +251,31 @@ class Processor:
         # Acking now could lose the job if the running delivery then fails transiently; nacking now
         # burns an attempt. Wait for the running one, then answer from the store.
         self._registry.wait(request.job_id, request.timeout_s + DUPLICATE_WAIT_MARGIN_S)
-        stored = self._answer_from_store(request, replay=False)
+        try:
+            stored = self._answer_from_store(request, replay=False)
+        except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
+            return _infrastructure_error(request.job_id, exc)
         if stored is not None:
             return stored
         return Decision(Settle.NACK, request.job_id, reason="same job was running here and has no result yet")
 
-    def _ran(self, admitted: _Admitted, outcome: Execution | Exception) -> Decision | Conclusion:
-        """What a job's run (or its failure) leaves: a nack now, or a result to conclude."""
-        conclusion = self._outcome(admitted, outcome)
+    def _ran(self, admitted: _Admitted, outcome: Execution | Exception, began: datetime) -> Decision | Conclusion:
+        """What a job's run (or its failure), begun at ``began``, leaves: a nack now, or a result to conclude."""
+        queue_wait = None
+        if admitted.published_at is not None:
+            # Publish to the job's start on its worker: a job submitted ahead waited there too.
+            queue_wait = max(0.0, (began - admitted.published_at).total_seconds())
+            self._metrics.queue_wait.observe(queue_wait)
+        conclusion = self._outcome(admitted, outcome, queue_wait)
         if isinstance(conclusion, Decision):
             self._registry.end(admitted.entry)
             return conclusion
         entry = admitted.entry
         return dataclasses.replace(conclusion, done=lambda: self._registry.end(entry))
 
-    def _outcome(self, admitted: _Admitted, outcome: Execution | Exception) -> Decision | Conclusion:
-        request, attempt, queue_wait = admitted.request, admitted.attempt, admitted.queue_wait
+    def _outcome(self, admitted: _Admitted, outcome: Execution | Exception,
+                 queue_wait: float | None) -> Decision | Conclusion:
+        request, attempt = admitted.request, admitted.attempt
         if not isinstance(outcome, Exception):
             return self._succeeded(request, attempt, outcome, queue_wait)
         if isinstance(outcome, JobCancelled):
@@ -302,8 +318,14 @@ class _Admitted:
     request: JobRequest
     entry: InFlight
     attempt: int
-    queue_wait: float | None
+    published_at: datetime | None
     cancelled: bool  # a cancel request came before it started
+
+
+def _resolved(parts: list[Decision | Conclusion | Callable[[], Decision | Conclusion]]) -> Started:
+    """Outcomes that need no run: decided, or a twin's wait for the job running here."""
+    return Started(lambda: [part() if callable(part) else part for part in parts],
+                   ready=lambda: not any(callable(part) for part in parts))
 
 
 def _infrastructure_error(job_id: str | None, exc: Exception) -> Decision:

@@ -1,7 +1,9 @@
-"""Typed records that cross threads: a received delivery, the decision on it, a job in flight, a job concluding."""
+"""Typed records that cross threads: a received delivery, the decision on it, a job in flight, a job started,
+a job concluding."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,3 +68,26 @@ class Conclusion:
     settle: Settle = Settle.ACK
     reason: str | None = None
     done: Callable[[], None] = field(default=lambda: None)
+
+
+def _no_wake_up(callback: Callable[[], None]) -> None:
+    """A ``Started`` that is not in flight never becomes ready on its own: nobody is called back."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """Deliveries whose jobs have started: ``outcomes`` waits for their runs and gives one outcome per delivery.
+
+    ``in_flight``: a task is on its way to a worker, so the slot may take its next message before waiting
+    for this one (docs/scheduler.md, "Submit ahead"); otherwise ``outcomes`` runs the jobs, or waits, there
+    and then. ``ready`` says whether ``outcomes`` would return without waiting for a worker (the jobs
+    ended, or their time is up); ``on_ready`` asks to be called (from any thread) once they end;
+    ``start_clock`` starts their timeout (their turn on the slot has come) and gives its deadline
+    (``time.monotonic``), by which ``ready`` is true.
+    """
+
+    outcomes: Callable[[], list[Decision | Conclusion]]
+    in_flight: bool = False
+    ready: Callable[[], bool] = field(default=lambda: False)
+    on_ready: Callable[[Callable[[], None]], None] = field(default=_no_wake_up)
+    start_clock: Callable[[], float] = field(default=lambda: math.inf)

@@ -113,8 +113,8 @@ class Service:
         job_store = self.store.waiting_out_outages(self.store_health.wait_out)
         processor = Processor(self.backend, job_store, sink, self.registry, self.metrics)
         self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
-                                 processor.receive, slots, finish=processor.finish,
-                                 pack=processor.receive_pack if processor.packs else None)
+                                 lambda delivery: processor.start([delivery]), slots, finish=processor.finish,
+                                 pack=processor.start if processor.packs else None)
         reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
         self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from protocol.messages import JobRequest
-from scheduler.backends.base import Execution, ExecutionBackend
+from scheduler.backends.base import Execution, ExecutionBackend, Job, Submission, submission
 
 
 class RoutingBackend:
@@ -19,6 +21,10 @@ class RoutingBackend:
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Run on the backend of the request's type."""
         return self._routes.get(request.type.value, self._default).run(request, attempt=attempt)
+
+    def submit(self, jobs: Sequence[Job]) -> Submission:
+        """Hand ``jobs`` (of one type: only a backend that packs gets several) to the backend of their type."""
+        return submission(self._routes.get(jobs[0][0].type.value, self._default), jobs)
 
     def cancel(self, job_id: str) -> bool:
         """Whichever backend runs ``job_id`` cancels it."""

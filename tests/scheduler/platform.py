@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -18,7 +20,7 @@ import httpx
 from kernels.errors import TransientJobError
 from protocol import contract
 from protocol.messages import JobRequest, JobResult
-from scheduler.backends.base import Execution, ExecutionBackend
+from scheduler.backends.base import Execution, ExecutionBackend, Submission, submission
 from scheduler.backends.dask import DaskBackend
 from scheduler.messaging.admin import ensure_topology, subscription_path
 from scheduler.messaging.clients import publisher_client, subscriber_client
@@ -165,34 +167,34 @@ class ScriptedBackend:
         self._lock = threading.Lock()
         self.runs: dict[str, list[int]] = defaultdict(list)
         self.fail_attempts: dict[str, set[int]] = {}
-        self.packs: list[list[str]] = []  # the job ids of each pack, as run_pack received them
+        self.packs: list[list[str]] = []  # the job ids of each pack, as submitted
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
-        """Record the call; fail if scripted to; else run for real."""
-        with self._lock:
-            self.runs[request.job_id].append(attempt)
-            fail = attempt in self.fail_attempts.get(request.job_id, set())
-        if fail:
-            raise TransientJobError(f"scripted transient failure at attempt {attempt}")
-        return self._inner.run(request, attempt=attempt)
+        """``submit`` one job and wait for it."""
+        outcome = self.submit([(request, attempt)]).wait()[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
     def run_pack(self, jobs: list[tuple[JobRequest, int]]) -> list[Execution | Exception]:
-        """Record the pack and each job; scripted failures fail alone; the others run for real, packed."""
-        outcomes: list[Execution | Exception | None] = [None] * len(jobs)
+        """``submit`` a pack and wait for it (its presence says this backend packs)."""
+        return self.submit(jobs).wait()
+
+    def submit(self, jobs: Sequence[tuple[JobRequest, int]]) -> Submission:
+        """Record the jobs (and a pack); scripted failures fail alone; the others are submitted for real."""
+        failures: dict[int, Exception] = {}
         real: list[int] = []
         with self._lock:
-            self.packs.append([request.job_id for request, _ in jobs])
+            if len(jobs) > 1:
+                self.packs.append([request.job_id for request, _ in jobs])
             for index, (request, attempt) in enumerate(jobs):
                 self.runs[request.job_id].append(attempt)
                 if attempt in self.fail_attempts.get(request.job_id, set()):
-                    outcomes[index] = TransientJobError(f"scripted transient failure at attempt {attempt}")
+                    failures[index] = TransientJobError(f"scripted transient failure at attempt {attempt}")
                 else:
                     real.append(index)
-        if real:
-            ran = self._inner.run_pack([jobs[index] for index in real])  # type: ignore[attr-defined]
-            for index, outcome in zip(real, ran, strict=True):
-                outcomes[index] = outcome
-        return [outcome for outcome in outcomes if outcome is not None]
+        inner = submission(self._inner, [jobs[index] for index in real]) if real else None
+        return _ScriptedSubmission(len(jobs), failures, real, inner)
 
     def cancel(self, job_id: str) -> bool:
         """Pass through."""
@@ -209,6 +211,45 @@ class ScriptedBackend:
     def close(self) -> None:
         """Pass through."""
         self._inner.close()
+
+
+class _ScriptedSubmission:
+    """The real submission of a ``ScriptedBackend``'s unscripted jobs, with the scripted failures put back."""
+
+    def __init__(self, jobs: int, failures: dict[int, Exception], real: list[int], inner: Submission | None) -> None:
+        self._jobs = jobs
+        self._failures = failures
+        self._real = real
+        self._inner = inner
+        self.in_flight = inner is not None and inner.in_flight
+        self.started: list[datetime] = []
+
+    def done(self) -> bool:
+        """Done when the real jobs are (or there are none)."""
+        return self._inner is None or self._inner.done()
+
+    def start_clock(self) -> float:
+        """The real jobs' deadline (none without them)."""
+        return self._inner.start_clock() if self._inner is not None else math.inf
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """The real jobs' callback, or at once."""
+        if self._inner is None:
+            callback()
+        else:
+            self._inner.add_done_callback(callback)
+
+    def wait(self) -> list[Execution | Exception]:
+        """Every job's outcome in order: a scripted failure or the real one."""
+        outcomes: list[Execution | Exception] = [self._failures.get(i, TransientJobError("unset"))
+                                                 for i in range(self._jobs)]
+        now = datetime.now(UTC)
+        self.started = [now] * self._jobs
+        if self._inner is not None:
+            for index, outcome, began in zip(self._real, self._inner.wait(), self._inner.started, strict=True):
+                outcomes[index] = outcome
+                self.started[index] = began
+        return outcomes
 
 
 class Api:

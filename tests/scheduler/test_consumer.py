@@ -50,7 +50,7 @@ def subscriber() -> mock.Mock:
 def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: mock.Mock) -> None:
     Consumer(subscriber, "projects/p/subscriptions/s", lambda d: Decision(Settle.ACK, None), slots=3).start()
     kwargs = subscriber.subscribe.call_args.kwargs
-    assert kwargs["flow_control"].max_messages == 9  # 3 running, 3 waiting for a slot, 3 concluding
+    assert kwargs["flow_control"].max_messages == 9  # 3 running, 3 waiting (on a worker), 3 concluding
     # A held message waits for two jobs at most (the running one, one waiting), then runs its own.
     assert kwargs["flow_control"].max_lease_duration >= PLACES_PER_SLOT * MAX_TIMEOUT_S
     # What makes a drain nack-free: the client awaits the scheduler, which runs even waiting messages.
@@ -68,9 +68,9 @@ def test_new_slots_replace_the_stream_and_the_old_one_drains(subscriber: mock.Mo
     consumer.start()
     old = consumer._stream.future
     consumer.resize(2)
-    assert _max_messages(subscriber) == [6] and old.cancel_calls == 0  # unchanged slots: the stream stays
+    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT] and old.cancel_calls == 0  # unchanged: it stays
     consumer.resize(4)
-    assert _max_messages(subscriber) == [6, 12] and consumer.slots == 4
+    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT, 4 * PLACES_PER_SLOT] and consumer.slots == 4
     assert consumer._stream.future is not old and consumer.running
     wait_for(lambda: old.cancel_calls == 1, 5, "the quiet old stream to close")
     assert not consumer.wait_drained(0.01)  # the client is still finishing the old stream's jobs
@@ -83,9 +83,9 @@ def test_new_slots_while_drained_apply_when_intake_resumes(subscriber: mock.Mock
     consumer.start()
     consumer.drain()
     consumer.resize(1)
-    assert _max_messages(subscriber) == [6] and not consumer.running
+    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT] and not consumer.running
     consumer.resume()
-    assert _max_messages(subscriber) == [6, 3]
+    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT, PLACES_PER_SLOT]
     with pytest.raises(ValueError, match="at least one slot"):
         consumer.resize(0)
 
@@ -137,13 +137,13 @@ def test_a_drain_keeps_a_busy_stream_open_until_the_client_reads_again(subscribe
     consumer.start()
     future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
     messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
-                for i in range(14)]  # 5 running, 9 waiting for a slot
+                for i in range(5 * PLACES_PER_SLOT - 1)]  # 5 running, the others waiting for a slot
     for message in messages:
         kwargs["scheduler"].schedule(kwargs["callback"], message)
     consumer.drain()
     assert consumer.draining and not consumer.running
     time.sleep(0.3)  # give a wrong implementation time to close early
-    assert future.cancel_calls == 0  # 14 of 15 places busy: the client is not reading what the server may have sent
+    assert future.cancel_calls == 0  # all places but one busy: the client is not reading what the server may send
     release.set()
     wait_for(lambda: future.cancel_calls == 1, 5, "the stream to close once the client reads again")
     for message in messages:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from unittest import mock
 
@@ -307,18 +309,24 @@ def test_a_draining_stream_parks_the_ack_of_a_conclusion_and_counts_it_busy_unti
     message.ack.assert_called_once_with()
 
 
-def test_a_pack_takes_the_wanted_messages_waiting_in_front_up_to_its_share() -> None:
-    scheduler = SlotScheduler(2, places=6)
+def _occupy_every_slot(scheduler: SlotScheduler, slots: int) -> threading.Event:
+    """Give each slot a job that runs until the returned event is set: what comes next waits."""
     release, running = threading.Event(), threading.Semaphore(0)
 
     def busy(message: mock.Mock) -> None:
         running.release()
         assert release.wait(RELEASE_TIMEOUT_S)
 
-    for _ in range(2):
+    for _ in range(slots):
         scheduler.schedule(busy, _message())
-    for _ in range(2):  # both slots busy: what comes next waits
+    for _ in range(slots):
         assert running.acquire(timeout=RELEASE_TIMEOUT_S)
+    return release
+
+
+def test_a_pack_takes_the_wanted_messages_waiting_in_front_up_to_its_share() -> None:
+    scheduler = SlotScheduler(2, places=6)
+    release = _occupy_every_slot(scheduler, 2)
     tiny = [mock.Mock(data=b"tiny") for _ in range(5)]
     big = mock.Mock(data=b"big")
     for message in [*tiny[:3], big, *tiny[3:]]:
@@ -332,6 +340,17 @@ def test_a_pack_takes_the_wanted_messages_waiting_in_front_up_to_its_share() -> 
     scheduler.shutdown(await_msg_callbacks=True)
 
 
+def test_a_share_is_rounded_up_so_one_waiting_message_joins_a_pack() -> None:
+    scheduler = SlotScheduler(2, places=6)
+    release = _occupy_every_slot(scheduler, 2)
+    alone = mock.Mock(data=b"tiny")
+    scheduler.schedule(lambda m: None, alone)
+    # Its slot's thread is free to take it anyway; with jobs submitted ahead, the other slot has one queued.
+    assert scheduler.take_waiting(lambda message: True, limit=7) == [alone]
+    release.set()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
 def test_a_packs_messages_settle_each_by_its_own_decision() -> None:
     scheduler = SlotScheduler(1, places=3)
     ok, failed = _message(), _message()
@@ -339,4 +358,108 @@ def test_a_packs_messages_settle_each_by_its_own_decision() -> None:
     wait_for(lambda: ok.ack.called and failed.nack.called, RELEASE_TIMEOUT_S, "both settled")
     ok.nack.assert_not_called()
     failed.ack.assert_not_called()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+class _Job:
+    """A job a callback submitted: ends when ``end`` is set (or its deadline passes); records its completion."""
+
+    def __init__(self, name: str, log: list[str], timeout_s: float = 60.0) -> None:
+        self.name = name
+        self.log = log
+        self.ended = threading.Event()
+        self._callbacks: list = []
+        self._timeout_s = timeout_s
+        self.deadline: float | None = None
+
+    def end(self) -> None:
+        self.ended.set()
+        for callback in self._callbacks:
+            callback()
+
+    def ready(self) -> bool:
+        return self.ended.is_set() or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+    def on_ready(self, callback) -> None:  # type: ignore[no-untyped-def]
+        self._callbacks.append(callback)
+
+    def start_clock(self) -> float:
+        self.log.append(f"turn {self.name}")
+        self.deadline = self.deadline or time.monotonic() + self._timeout_s
+        return self.deadline
+
+    def complete(self) -> None:
+        self.ended.wait(max(0.0, (self.deadline or math.inf) - time.monotonic()) if self.deadline else None)
+        self.log.append(f"complete {self.name}")
+
+
+def _carrying(scheduler: SlotScheduler, jobs: dict[str, _Job]):  # type: ignore[no-untyped-def]
+    """A callback that submits the message's job and leaves it carried on its slot."""
+
+    def callback(message: mock.Mock) -> None:
+        job = jobs[message.data.decode()]
+        job.log.append(f"start {job.name}")
+        scheduler.carry(job.complete, job.ready, job.on_ready, job.start_clock)
+    return callback
+
+
+def _named(name: str) -> mock.Mock:
+    return mock.create_autospec(Message, instance=True, data=name.encode())
+
+
+def test_a_slot_starts_its_next_job_before_waiting_for_the_one_it_carries() -> None:
+    log: list[str] = []
+    jobs = {name: _Job(name, log) for name in "ab"}
+    scheduler = SlotScheduler(1, places=4)
+    callback = _carrying(scheduler, jobs)
+    scheduler.schedule(callback, _named("a"))
+    scheduler.schedule(callback, _named("b"))
+    wait_for(lambda: "start b" in log, RELEASE_TIMEOUT_S, "b submitted while a runs")
+    assert "complete a" not in log  # b went to the workers before the slot waited for a
+    jobs["a"].end()
+    wait_for(lambda: "complete a" in log, RELEASE_TIMEOUT_S, "a completed once it ended")
+    assert log.index("complete a") < log.index("turn b")  # b's timeout counts from a's end, not its submit
+    jobs["b"].end()
+    wait_for(lambda: "complete b" in log, RELEASE_TIMEOUT_S, "b completed once it ended, with nothing waiting")
+    scheduler.shutdown(await_msg_callbacks=True)
+    assert log == ["start a", "turn a", "start b", "complete a", "turn b", "complete b"]
+
+
+def test_a_carried_job_whose_time_is_up_is_completed_without_another_message() -> None:
+    log: list[str] = []
+    job = _Job("slow", log, timeout_s=0.2)  # never ends on its own
+    scheduler = SlotScheduler(1, places=4)
+    scheduler.schedule(_carrying(scheduler, {"slow": job}), _named("slow"))
+    wait_for(lambda: "complete slow" in log, RELEASE_TIMEOUT_S, "the carried job completed at its deadline")
+    assert not job.ended.is_set()
+    scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_closing_stream_completes_the_job_its_slot_carries() -> None:
+    log: list[str] = []
+    job = _Job("last", log)
+    scheduler = SlotScheduler(1, places=4)
+    scheduler.schedule(_carrying(scheduler, {"last": job}), _named("last"))
+    wait_for(lambda: "turn last" in log, RELEASE_TIMEOUT_S, "the job carried")
+    closer, dropped = _close_in_background(scheduler)
+    closer.join(0.2)
+    assert closer.is_alive()  # the close waits for the carried job: its message is settled before the client stops
+    job.end()
+    closer.join(RELEASE_TIMEOUT_S)
+    assert not closer.is_alive() and dropped == [] and log[-1] == "complete last"
+
+
+def test_a_job_that_must_wait_completes_the_carried_one_first() -> None:
+    log: list[str] = []
+    carried = _Job("carried", log)
+    scheduler = SlotScheduler(1, places=4)
+
+    def blocking(message: mock.Mock) -> None:  # e.g. a twin of the carried job, which waits for its result
+        scheduler.complete_carried()
+        log.append("twin answered")
+    scheduler.schedule(_carrying(scheduler, {"carried": carried}), _named("carried"))
+    scheduler.schedule(blocking, _named("twin"))
+    threading.Timer(0.1, carried.end).start()
+    wait_for(lambda: "twin answered" in log, RELEASE_TIMEOUT_S, "the twin answered")
+    assert log.index("complete carried") < log.index("twin answered")
     scheduler.shutdown(await_msg_callbacks=True)

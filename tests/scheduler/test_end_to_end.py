@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -353,3 +354,28 @@ def test_tiny_jobs_waiting_together_run_packed_and_each_keeps_its_own_outcome(pl
     assert any(len(pack) > 1 for pack in packed), packed
     for job_id in [*tiny, "pack-bad"]:
         assert len(platform.results.of(job_id)) == 1  # one result each, none duplicated
+
+
+@pytest.mark.slow
+def test_a_job_submitted_ahead_waits_on_a_worker_and_its_timeout_and_queue_wait_count_from_its_start(
+        platform: Platform) -> None:
+    slots = platform.service.consumer.slots
+    blockers = [f"ahead-a{i}" for i in range(slots)]
+    for job_id in blockers:
+        platform.requests.job(job_id, sleep_s=2.5)
+    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    # Submitted while every slot's job runs, it starts on a worker when one of them ends. Its 1.5 s timeout
+    # would be over before it starts if it counted from the submit.
+    request = JobRequest.model_validate({"job_id": "ahead-b", "type": "noop", "params": {"sleep_s": 0.05},
+                                         "timeout_s": 1.5})
+    published = datetime.now(UTC)
+    platform.requests.raw(request.model_dump_json().encode(), job_id="ahead-b", type="noop")
+    wait_for(lambda: platform.backend.runs["ahead-b"] == [1], 10, "ahead-b handed to the workers")
+    assert all(platform.results.of(job_id) == [] for job_id in blockers)  # before any slot's job ended
+    result = platform.results.wait("ahead-b")
+    assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    # Queue wait is publish -> start on the worker, so it covers the wait behind a blocker there (a blocker's
+    # result is stamped a little after it ended: the margin).
+    first_end = min(platform.results.wait(job_id).finished_at for job_id in blockers)
+    assert result.metrics.queue_wait_s is not None
+    assert result.metrics.queue_wait_s >= (first_end - published).total_seconds() - 0.5 > 0.5
