@@ -37,6 +37,9 @@ from distributed.deploy.subprocess import SubprocessScheduler
 
 from protocol import contract
 
+# The child's module (``python -m``), as the parent starts it and as the benchmarks find it among the
+# gpu-scheduler's children.
+CHILD_MODULE: Final = "scheduler.dask_process"
 # Starting the process and importing distributed (and the dashboard's bokeh) takes seconds; more on a
 # loaded machine.
 START_TIMEOUT_S: Final = 60
@@ -71,7 +74,7 @@ class DaskSchedulerProcess(SubprocessScheduler):
 
     async def _start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", __name__, json.dumps(self.scheduler_kwargs),
+            sys.executable, "-m", CHILD_MODULE, json.dumps(self.scheduler_kwargs),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=child_env(dask.config.config),
         )
         assert self.process.stdout is not None
