@@ -355,7 +355,7 @@ class Service:
                                    on_evict=self.count_eviction, queued=self.settings.queued_pools,
                                    is_leader=lambda: self._elector is not None and self._elector.is_leader)
         if self._cluster is None:
-            raise RuntimeError("GPURT_POOLS=local needs the in-process cluster: leave GPURT_DASK_SCHEDULER empty")
+            raise RuntimeError("GPURT_POOLS=local needs the local Dask cluster: leave GPURT_DASK_SCHEDULER empty")
         from scheduler.pools.local import LocalPools
         from scheduler.settings import DEFAULT_LOCAL_WORKERS, detect_gpus
 
