@@ -5,6 +5,7 @@ see whether a signal asked it to exit. In a gpu-scheduler that waits for jobs, t
 second were 2.5 ms of CPU per second of an otherwise idle server (measured on this project's machine,
 docs/scheduler.md "Per-job cost"). ``QuietServer`` wakes once per ``tick_s`` for the header, and at once
 when anything sets ``should_exit`` (uvicorn's signal handler, a second SIGINT's forced exit included).
+uvicorn's request limit, which this service does not set, is looked at on the same tick.
 Everything else is uvicorn's: the sockets, the graceful shutdown, the lifespan (which drains the service),
 the signal re-raised after shutdown.
 """
