@@ -1,4 +1,4 @@
-"""The local platform: emulator + gpu-scheduler replicas (each hosting a Dask LocalCluster) as background processes.
+"""The local platform: emulator + gpu-scheduler replicas (each starting a local Dask cluster) as background processes.
 
 ``LocalPlatform`` is the one implementation behind ``gpurt local up|status|down``, the demo, the runtime
 benchmark, the tests and ``gpurt validate --local``. Everything it starts is recorded in the state file
@@ -43,9 +43,9 @@ SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3
 LEASE_FILE: Final = "leader-lease.json"
 # The builtin broker's data directory: what it holds survives its restarts and `down`/`up` (docs/local-platform.md).
 BROKER_DIR: Final = "broker"
-MAX_REPLICAS: Final = 4  # each replica hosts its own Dask LocalCluster: more would swamp one machine
+MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
-# Start-up budget: the scheduler imports Dask and starts a LocalCluster; on a loaded 2-core box that
+# Start-up budget: the scheduler imports Dask and starts its local Dask cluster; on a loaded 2-core box that
 # can take most of a minute.
 READY_TIMEOUT_S: Final = 180.0
 EMULATOR_START_TIMEOUT_S: Final = 60.0
@@ -65,7 +65,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
     return {
         SchedulerEnv.PUBSUB_EMULATOR_HOST: emulator_host,
         SchedulerEnv.PROJECT: cfg.project,
-        SchedulerEnv.DASK_SCHEDULER: "",  # empty: the scheduler hosts its own LocalCluster
+        SchedulerEnv.DASK_SCHEDULER: "",  # empty: the scheduler starts its own local Dask cluster
         # Unset, the scheduler sizes the pool (and picks LocalCUDACluster) itself.
         SchedulerEnv.LOCAL_WORKERS: "" if cfg.workers is None else str(cfg.workers),
         SchedulerEnv.LOCAL_GPUS: "" if cfg.gpus is None else str(cfg.gpus),

@@ -1,8 +1,8 @@
 """Background processes of the local platform: start with a log file, check, stop gracefully.
 
 Each process leads its own session (process group), so a Ctrl-C in the terminal that ran ``gpurt local
-up`` does not reach it, and stopping it also stops its children (the scheduler's Dask LocalCluster
-workers) instead of leaving orphans behind.
+up`` does not reach it, and stopping it also stops its children (the scheduler's Dask scheduler process
+and workers) instead of leaving orphans behind.
 """
 
 from __future__ import annotations

@@ -5,17 +5,18 @@ idle between jobs for hours and run for weeks, so two kinds of default cost some
 
 - **Idle CPU.** Every event loop checks its own health every 20 ms, every server samples its process
   every 0.5 s, and every worker samples its threads' stacks every 10 ms for the dashboard's profile page.
-  On the local platform (the Dask scheduler inside the gpu-scheduler, a worker per slot) that kept an
-  idle gpu-scheduler at 4.2 % of a core and each idle worker at 3.8-4.1 %, measured with these settings
+  On the local platform (the Dask scheduler then inside the gpu-scheduler, a worker per slot) that kept
+  an idle gpu-scheduler at 4.2 % of a core and each idle worker at 3.8-4.1 %, measured with these settings
   at 1.1 % and 0.4 %.
 - **Memory that fills.** The system monitor keeps its samples by count (7,200: an hour at 0.5 s), the
   developers' logs (transitions, events per topic, the last messages of each connection) 1,000 entries
   each, the log records 10,000, the computations' history 100, each with the task groups it saw. All are
   bounded, but they fill over the first tens of thousands of jobs, which a soak reads as growth.
 
-The values are set in-process where the gpu-scheduler starts a ``LocalCluster`` (its worker processes
-receive the parent's Dask config from their nannies) and as ``DASK_*`` environment variables on the
-DaskCluster's scheduler and worker pods. docs/scheduler.md ("Memory over time") explains each.
+The values are set in the gpu-scheduler's process where it starts the local Dask cluster (its Dask
+scheduler process inherits the parent's Dask config as it starts, its worker processes receive it from
+their nannies) and as ``DASK_*`` environment variables on the DaskCluster's scheduler and worker pods.
+docs/scheduler.md ("Memory over time") explains each.
 """
 
 from __future__ import annotations

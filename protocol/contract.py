@@ -146,7 +146,7 @@ class SchedulerEnv:
     PROJECT: Final = "GPURT_PROJECT"
     DASK_SCHEDULER: Final = "GPURT_DASK_SCHEDULER"
     DASK_CLUSTER: Final = "GPURT_DASK_CLUSTER"
-    # The in-process LocalCluster's dashboard (host:port), which also serves Dask's Prometheus /metrics.
+    # The local Dask scheduler's dashboard (host:port), which also serves Dask's Prometheus /metrics.
     DASK_DASHBOARD: Final = "GPURT_DASK_DASHBOARD"
     LOCAL_WORKERS: Final = "GPURT_LOCAL_WORKERS"
     LOCAL_GPUS: Final = "GPURT_LOCAL_GPUS"
@@ -221,10 +221,10 @@ DASK_WORKER_PRELOAD: Final = "worker.warm"
 
 # Blocks of at least this many bytes get a memory mapping of their own from glibc's malloc, given back
 # to the OS as they are freed, in the gpu-scheduler (``scheduler.allocator``) and the Dask scheduler's pod
-# (glibc's own variable, below). glibc's default raises this bound to the size of every such block freed,
-# so a large block allocated over and over (CPython's table of interned strings, rebuilt every 10,000
-# to 15,000 jobs) comes from the heap, each time in a new place: steps of resident memory that stay
-# (docs/scheduler.md, "Memory over time").
+# and local process (glibc's own variable, below). glibc's default raises this bound to the size of every
+# such block freed, so a large block allocated over and over (CPython's table of interned strings, rebuilt
+# every 10,000 to 15,000 jobs) comes from the heap, each time in a new place: steps of resident memory that
+# stay (docs/scheduler.md, "Memory over time").
 MALLOC_MMAP_THRESHOLD_BYTES: Final = 1 << 20
 MALLOC_MMAP_THRESHOLD_ENV: Final = "MALLOC_MMAP_THRESHOLD_"
 

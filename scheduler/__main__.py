@@ -7,6 +7,9 @@ import sys
 
 from scheduler.settings import Settings, SettingsError
 
+# uvicorn's exit status for a server that could not start (uvicorn.main.STARTUP_FAILURE).
+UVICORN_STARTUP_FAILURE = 3
+
 
 def main() -> int:
     """Start the service, serve the API until SIGTERM/SIGINT, then drain and stop."""
@@ -16,6 +19,7 @@ def main() -> int:
     from scheduler.allocator import pin_mmap_threshold
     from scheduler.api import create_app
     from scheduler.http_limits import server_options
+    from scheduler.http_server import QuietServer
     from scheduler.service import Service
 
     # First, so every large block the service allocates goes back to the OS when freed (scheduler.allocator).
@@ -49,14 +53,19 @@ def main() -> int:
         return 1
     # uvicorn turns SIGTERM/SIGINT into a graceful shutdown, whose last step drains the service (in-flight
     # jobs finish and are acked). It re-raises the signal afterwards, so the stop must happen in there.
+    config = uvicorn.Config(create_app(service, on_shutdown=service.stop), host=settings.host, port=settings.port,
+                            log_config=None, access_log=False, **server_options())
+    server = QuietServer(config)
     try:
-        uvicorn.run(create_app(service, on_shutdown=service.stop), host=settings.host, port=settings.port,
-                    log_config=None, access_log=False, **server_options())
+        server.run()
+    except KeyboardInterrupt:  # the SIGINT uvicorn re-raises after its graceful shutdown, as uvicorn.run has it
+        pass
     finally:
         service.stop()  # idempotent: covers a server that failed to start
         if tracer is not None:
             tracer.stop()  # the last snapshot, after the drain
-    return 0
+    # A server that never started (its port taken) exits as uvicorn.run would.
+    return 0 if server.started else UVICORN_STARTUP_FAILURE
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ of its own, unmapped when the block is freed. But each time such a block is free
 threshold to that block's size (up to 32 MiB), so the next block of that size comes from the heap instead,
 where freeing it rarely gives memory back: smaller allocations made meanwhile sit above and beside it.
 
-The gpu-scheduler (with the local Dask scheduler in it) has one such block that is reallocated for as long
+The gpu-scheduler (the local Dask scheduler was then in it; it is a process of its own now, which gets the
+same threshold from glibc's variable) has one such block that is reallocated for as long
 as it runs: CPython's table of interned strings. msgpack interns the keys of every map it decodes, and
 several of Dask's messages about a task are keyed by the task's key, so each job interns 8 to 12 strings
 that are freed again as the job ends. About 54,000 strings stay interned in this process whatever the jobs

@@ -331,21 +331,17 @@ class Service:
         from scheduler.backends.dask import DaskBackend
         from scheduler.backends.dask_client import PromptClient
 
-        # For the whole process: its client, and the in-process Dask scheduler and workers (each worker's
-        # nanny hands it this config) where there is no scheduler address.
+        # For the whole process: its client and the nannies; the local Dask scheduler's process inherits it
+        # as it starts, and each worker gets it from its nanny.
         dask.config.set(DASK_SETTINGS)
 
         if self.settings.dask_scheduler:
             client = PromptClient(self.settings.dask_scheduler, timeout="30s")
         else:
-            from distributed import LocalCluster
+            from scheduler.local_cluster import start_local_cluster
 
-            # Workers start empty; LocalPools adds them per pool. One thread each: one job per worker. Each
-            # compiles the kernels for the scheduler's device as it starts (backends.warm_worker).
-            preload = [contract.DASK_WORKER_PRELOAD] if self.settings.warm_workers else []
-            self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
-                                         dashboard_address=self.settings.dask_dashboard, host="127.0.0.1",
-                                         preload=preload, env={contract.SchedulerEnv.DEVICE: self.settings.device})
+            # The Dask scheduler in a process of its own; workers start empty, LocalPools adds them per pool.
+            self._cluster = start_local_cluster(self.settings)
             client = PromptClient(self._cluster)
         return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
 
@@ -359,7 +355,7 @@ class Service:
                                    on_evict=self.count_eviction, queued=self.settings.queued_pools,
                                    is_leader=lambda: self._elector is not None and self._elector.is_leader)
         if self._cluster is None:
-            raise RuntimeError("GPURT_POOLS=local needs the in-process cluster: leave GPURT_DASK_SCHEDULER empty")
+            raise RuntimeError("GPURT_POOLS=local needs the local Dask cluster: leave GPURT_DASK_SCHEDULER empty")
         from scheduler.pools.local import LocalPools
         from scheduler.settings import DEFAULT_LOCAL_WORKERS, detect_gpus
 

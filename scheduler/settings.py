@@ -65,7 +65,8 @@ class Settings(BaseModel):
     pubsub_emulator_host: str | None = Field(None, validation_alias=ENV.PUBSUB_EMULATOR_HOST)
     project: str = Field(DEFAULT_PROJECT, validation_alias=ENV.PROJECT, min_length=1)
     dask_scheduler: str = Field("", validation_alias=ENV.DASK_SCHEDULER,
-                                description="Dask scheduler address; empty starts an in-process LocalCluster.")
+                                description="Dask scheduler address; empty starts a local Dask cluster (a Dask "
+                                "scheduler process and Nanny workers).")
     local_workers: int | None = Field(None, validation_alias=ENV.LOCAL_WORKERS, ge=1, le=256,
                                       description="Workers of the local pool; default one per GPU, else 2.")
     local_gpus: int | None = Field(None, validation_alias=ENV.LOCAL_GPUS, ge=0, le=64,
@@ -118,7 +119,7 @@ class Settings(BaseModel):
     tracemalloc_keep: int = Field(10, validation_alias=ENV.TRACEMALLOC_KEEP, ge=1, le=10_000,
                                   description="Newest tracemalloc snapshots kept besides the first.")
     dask_dashboard: str = Field("127.0.0.1:0", validation_alias=ENV.DASK_DASHBOARD,
-                                description="host:port of the in-process LocalCluster's dashboard, which "
+                                description="host:port of the local Dask scheduler's dashboard, which "
                                 "also serves Dask's Prometheus /metrics (port 0: any free one).")
 
     @model_validator(mode="before")

@@ -1,7 +1,7 @@
 """CPU time each part of a local platform spends per job while a benchmark runs.
 
-The local platform's processes (emulator, scheduler with its in-process Dask scheduler, Dask workers,
-the benchmark's own client) share the machine's cores. With one worker end to end is bound by the
+The local platform's processes (emulator, scheduler, the Dask scheduler's process and the Dask workers
+it starts, the benchmark's own client) share the machine's cores. With one worker end to end is bound by the
 path's latency; with more, on a machine of few cores, by the CPU a job costs all of them together.
 Reading each part's CPU time before and after a phase shows which of the two it was, and where the
 cores went.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 import psutil
 
@@ -31,9 +32,25 @@ def only(*pids: int) -> Processes:
     return lambda: [psutil.Process(pid) for pid in pids]
 
 
-def children_of(pid: int) -> Processes:
-    """Every descendant of ``pid``, not ``pid`` itself."""
-    return lambda: psutil.Process(pid).children(recursive=True)
+def children_of(pid: int, exclude: Processes | None = None) -> Processes:
+    """Every descendant of ``pid``, not ``pid`` itself, less the processes of ``exclude``."""
+    def find() -> list[psutil.Process]:
+        excluded = {p.pid for p in exclude()} if exclude is not None else set()
+        return [p for p in psutil.Process(pid).children(recursive=True) if p.pid not in excluded]
+    return find
+
+
+def child_running(pid: int, module: str) -> Processes:
+    """The descendants of ``pid`` that run ``python -m module``."""
+    return lambda: [p for p in psutil.Process(pid).children(recursive=True) if _runs_module(p, module)]
+
+
+def _runs_module(process: psutil.Process, module: str) -> bool:
+    try:
+        command = process.cmdline()
+    except psutil.Error:  # ended meanwhile
+        return False
+    return any(a == "-m" and b == module for a, b in pairwise(command))
 
 
 def with_children(pid: int) -> Processes:

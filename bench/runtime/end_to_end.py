@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from bench.runtime.cpu import CpuMeter, CpuShare, Processes, children_of, only, with_children
+from bench.runtime.cpu import CpuMeter, CpuShare, Processes, child_running, children_of, only, with_children
 from bench.runtime.measure import percentile
 from bench.runtime.profile import SlotProfiler, StageShare, slot_stages
 from client.local_state import LocalState
@@ -236,11 +236,15 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
 
 def platform_parts(state: LocalState) -> dict[str, Processes]:
     """The parts of a running local platform whose CPU the benchmark reads, by what they do for a job."""
+    from scheduler.dask_process import CHILD_MODULE  # imports Dask: only when a benchmark runs
+
     scheduler = state.schedulers()[0].pid
     emulator = state.process(EMULATOR)
+    dask_scheduler = child_running(scheduler, CHILD_MODULE)
     parts = {
-        "scheduler (with the in-process Dask scheduler)": only(scheduler),
-        "Dask workers": children_of(scheduler),
+        "scheduler": only(scheduler),
+        "Dask scheduler (the scheduler's child process)": dask_scheduler,
+        "Dask workers": children_of(scheduler, exclude=dask_scheduler),
     }
     if emulator is not None:
         parts["Pub/Sub emulator"] = with_children(emulator.pid)

@@ -5,8 +5,9 @@ Publish N of them at once to a local platform of W workers: slot utilization = N
 makespan), the makespan from the first publish to the last result; what is missing is the time a slot
 spent between jobs (the scheduler, Pub/Sub, Dask, the store). A steady stream at a share of capacity
 (``STREAM_LOAD`` x W / sleep_s jobs per second) gives the queue wait a user sees when the platform is
-busy but not overloaded. The scheduler process's own CPU per job (it also hosts the Dask scheduler
-locally) is read over each burst.
+busy but not overloaded. The scheduler process's own CPU per job is read over each burst, and apart from
+it that of the Dask scheduler's process, which the scheduler starts as its child where it runs one locally
+(docs/scheduler.md, "Per-job cost").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bench.runtime.cpu import CpuMeter, only
+from bench.runtime.cpu import CpuMeter, child_running, only
 from bench.runtime.end_to_end import RESULT_TIMEOUT_S, run_end_to_end
 from bench.runtime.goals import Goal
 from bench.runtime.measure import fmt_duration, percentile
@@ -56,6 +57,7 @@ class Burst:
     completed: int
     makespan_s: float
     scheduler_cpu_per_job_s: float
+    dask_scheduler_cpu_per_job_s: float | None = None  # the Dask scheduler's process; None: not measured
 
     @property
     def utilization(self) -> float:
@@ -69,7 +71,8 @@ class Burst:
         return {"workers": self.workers, "sleep_s": self.sleep_s, "jobs": self.jobs, "completed": self.completed,
                 "makespan_s": self.makespan_s, "utilization": self.utilization,
                 "jobs_per_s": self.completed / self.makespan_s if self.makespan_s > 0 else 0.0,
-                "scheduler_cpu_per_job_s": self.scheduler_cpu_per_job_s}
+                "scheduler_cpu_per_job_s": self.scheduler_cpu_per_job_s,
+                "dask_scheduler_cpu_per_job_s": self.dask_scheduler_cpu_per_job_s}
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,14 @@ class UtilizationFigures:
 def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
               on_progress: Callable[[int], None] | None = None) -> Burst:
     """Publish ``jobs`` noop jobs of ``sleep_s`` at once; time them and read the scheduler's CPU meanwhile."""
-    meter = CpuMeter({"scheduler": only(platform.running_state().schedulers()[0].pid)})
+    from scheduler.dask_process import CHILD_MODULE  # imports Dask: only when a benchmark runs
+
+    scheduler = platform.running_state().schedulers()[0].pid
+    meter = CpuMeter({"scheduler": only(scheduler), "Dask scheduler": child_running(scheduler, CHILD_MODULE)})
     meter.start()
     e2e = run_end_to_end(platform, jobs, on_progress, params={"sleep_s": sleep_s})
-    (cpu,) = meter.stop(max(e2e.completed, 1))
-    return Burst(workers, sleep_s, jobs, e2e.completed, e2e.wall_s, cpu.per_job_s)
+    cpu, dask_cpu = meter.stop(max(e2e.completed, 1))
+    return Burst(workers, sleep_s, jobs, e2e.completed, e2e.wall_s, cpu.per_job_s, dask_cpu.per_job_s)
 
 
 def run_stream(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int, load: float = STREAM_LOAD,

@@ -81,10 +81,11 @@ class _Bars:
 def _rows(figures: UtilizationFigures) -> tuple[list[str], list[list[str]]]:
     from bench.runtime.measure import fmt_duration as fmt
 
-    header = ["workers", "job", "jobs", "makespan", "utilization", "jobs/s", "scheduler CPU/job"]
+    header = ["workers", "job", "jobs", "makespan", "utilization", "jobs/s", "scheduler CPU/job",
+              "Dask scheduler CPU/job"]
     rows = [[str(b.workers), fmt(b.sleep_s), str(b.completed) + ("" if b.completed == b.jobs else f" of {b.jobs}"),
              fmt(b.makespan_s), f"{b.utilization:.0%}", f"{b.as_json()['jobs_per_s']:.1f}",
-             fmt(b.scheduler_cpu_per_job_s)] for b in figures.bursts]
+             fmt(b.scheduler_cpu_per_job_s), fmt(b.dask_scheduler_cpu_per_job_s)] for b in figures.bursts]
     return header, rows
 
 
@@ -125,8 +126,9 @@ def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
              f"{device_line(date)} Bursts of `noop` jobs that sleep (no CPU while they run, like a GPU kernel "
              "seen from the host) published at once to a fresh local platform per worker count; utilization = "
              "jobs x duration / (workers x makespan), first publish to last result (docs/scheduler.md, "
-             "\"Leases and flow control\"). Scheduler CPU per job: the gpu-scheduler process (with the "
-             "in-process Dask scheduler) over each burst. Steady stream: jobs published evenly at 80 % of the "
+             "\"Leases and flow control\"). Scheduler CPU per job: the gpu-scheduler process over each burst; "
+             "Dask scheduler CPU per job: the Dask scheduler's own process, which the gpu-scheduler starts. "
+             "Steady stream: jobs published evenly at 80 % of the "
              "workers' capacity; queue wait is the scheduler's own measure, publish to start. First job: a "
              "100,000-path `european_option` on the fresh platform, from asking for the platform (nothing "
              "started: emulator, scheduler, workers warming their kernels) to its result, and its run time "

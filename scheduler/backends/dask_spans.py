@@ -5,8 +5,8 @@ their own go to a "default" span, and a new default span starts whenever the pre
 unfinished task left, which for this scheduler (one job per slot, the cluster idle between jobs) is
 nearly every job. Spans are never removed, and each keeps the TaskGroups it saw alive after the
 scheduler itself forgot them (dask/distributed#7977, open): about 1.8 kB per job (tracemalloc), some
-13 MB of resident memory per 10,000 jobs in the gpu-scheduler's process on the local platform, where
-the Dask scheduler runs in-process, and in the Dask scheduler's pod in the cloud.
+13 MB of resident memory per 10,000 jobs in the process of the Dask scheduler: on the local platform then
+the gpu-scheduler's (it has a process of its own now), in the cloud the Dask scheduler's pod.
 
 ``forget_finished_spans`` runs on the Dask scheduler (``Client.run_on_scheduler``) and drops every span
 tree none of whose TaskGroups the scheduler still knows, once it has been finished for ``SPAN_GRACE_S``:

@@ -1,4 +1,4 @@
-"""Worker pools: a Dask worker group in the cloud, a named set of LocalCluster workers on one machine."""
+"""Worker pools: a Dask worker group in the cloud, a named set of the local Dask cluster's workers on one machine."""
 
 from scheduler.pools.base import PoolBackend, PoolError, PoolInfo, PoolNotFound
 

@@ -1,4 +1,4 @@
-"""Pools of the in-process Dask cluster: each pool is a named group of worker specs of one SpecCluster.
+"""Pools of the local Dask cluster: each pool is a named group of worker specs of one SpecCluster.
 
 A worker spec named ``<pool>-<n>`` belongs to ``<pool>``. Scaling edits the cluster's ``worker_spec``
 and lets the cluster correct its state (start or retire Nanny processes) - the same path
@@ -31,7 +31,7 @@ def worker_spec(template: dict[str, Any], index: int, gpus: int) -> dict[str, An
 
 
 class LocalPools:
-    """Named worker groups of ``cluster`` (a ``distributed.SpecCluster``, e.g. a LocalCluster)."""
+    """Named worker groups of ``cluster`` (a ``distributed.SpecCluster``: ``scheduler.local_cluster``'s)."""
 
     def __init__(self, cluster: Any, desired: dict[str, int], gpus: int = 0,
                  on_evict: Callable[[str], None] = lambda pool: None) -> None:

@@ -135,9 +135,7 @@ class _Service:
 @pytest.mark.parametrize("fail_start", [False, True])
 def test_the_scheduler_writes_a_baseline_before_its_service_and_a_snapshot_as_it_exits(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_start: bool) -> None:
-    import uvicorn
-
-    from scheduler import api, logs, service
+    from scheduler import api, http_server, logs, service
 
     if tracemalloc.is_tracing():
         pytest.skip("something else traces allocations in this process")
@@ -151,7 +149,8 @@ def test_the_scheduler_writes_a_baseline_before_its_service_and_a_snapshot_as_it
     Service.fail_start = fail_start
     monkeypatch.setattr(service, "Service", Service)
     monkeypatch.setattr(api, "create_app", lambda *args, **kwargs: None)
-    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # serves nothing, returns at once
+    # Serves nothing, returns at once, as a server that started and was stopped.
+    monkeypatch.setattr(http_server.QuietServer, "run", lambda self, sockets=None: setattr(self, "started", True))
     monkeypatch.setattr(logs, "configure", lambda level: None)  # leaves the test run's logging alone
     monkeypatch.setenv("GPURT_TRACEMALLOC_DIR", str(tmp_path))
 

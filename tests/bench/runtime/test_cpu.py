@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.runtime.cpu import CpuMeter, children_of, only, with_children
+from bench.runtime.cpu import CpuMeter, child_running, children_of, only, with_children
 
 # A child that, on each line it reads, spins until it has spent the given CPU seconds, then prints what
 # it spent by its own clock.
@@ -66,6 +66,22 @@ def test_children_of_a_process_are_its_descendants_and_not_itself(spinner: subpr
     assert spinner.pid in [p.pid for p in children_of(me)()]
     assert me not in [p.pid for p in children_of(me)()]
     assert {me, spinner.pid} <= {p.pid for p in with_children(me)()}
+
+
+def test_a_child_running_a_module_is_found_by_it_and_left_out_of_the_other_children(
+        spinner: subprocess.Popen[str]) -> None:
+    # `python -m json.tool` reads stdin until it closes: a child that runs a module, as the Dask scheduler's does.
+    module = subprocess.Popen([sys.executable, "-m", "json.tool"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        me = os.getpid()
+        found = child_running(me, "json.tool")
+        assert [p.pid for p in found()] == [module.pid]
+        others = {p.pid for p in children_of(me, exclude=found)()}
+        assert spinner.pid in others and module.pid not in others
+        assert child_running(me, "json")() == []  # the module named exactly, not a prefix of it
+    finally:
+        module.kill()
+        module.wait(10)
 
 
 def test_a_part_whose_process_is_gone_counts_nothing_instead_of_failing() -> None:
