@@ -130,7 +130,7 @@ def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
              "Dask scheduler CPU per job: the Dask scheduler's own process, which the gpu-scheduler starts. "
              "Steady stream: jobs published evenly at 80 % of the "
              "workers' capacity; queue wait is the scheduler's own measure, publish to start. First job: a "
-             "100,000-path `european_option` on the fresh platform, from asking for the platform (nothing "
+             "1,000,000-path `european_option` on the fresh platform, from asking for the platform (nothing "
              "started: emulator, scheduler, workers warming their kernels) to its result, and its run time "
              "against the same job warm (docs/scheduler.md, \"Warm workers\").", ""]
     for header, rows in (_first_rows(figures), _rows(figures), _stream_rows(figures)):
