@@ -139,6 +139,7 @@ class SlotScheduler(Scheduler):
         self._concluding: deque[tuple[list[Any], Callable[[], list[Decision]]]] = deque()  # (messages, finish)
         self._slot_threads = slots  # slot threads still running: while any is, a conclusion may come
         self._slot = _Slot()
+        self._idle = 0  # slot threads waiting for a message with no job of their own
         self._threads = [threading.Thread(target=self._work, name=f"{thread_name}-{i}", daemon=True)
                          for i in range(slots)]
         # As many as slots: each slot concludes at most one job per job it runs, so none waits for another's.
@@ -286,14 +287,24 @@ class SlotScheduler(Scheduler):
 
         def carried_ready() -> bool:
             return slot.carried is not None and slot.carried.ready()
+
+        def may_take() -> bool:
+            # A slot whose own job is on the workers leaves the next message to a slot without one: that one's
+            # job starts at once, and each slot's carried job then starts when the slot's last one ends.
+            return bool(self._waiting) and (slot.carried is None or not self._idle)
         try:
             while True:
                 with self._cond:
-                    while not (self._waiting or self._closing or carried_ready()):
+                    while not (may_take() or self._closing or carried_ready()):
                         # Woken when a message comes, the carried job ends, or its time is up.
                         deadline = math.inf if slot.carried is None else slot.carried.deadline
-                        self._cond.wait(None if deadline == math.inf else max(0.0, deadline - time.monotonic()))
-                    if self._waiting:
+                        idle = slot.carried is None
+                        self._idle += idle
+                        try:
+                            self._cond.wait(None if deadline == math.inf else max(0.0, deadline - time.monotonic()))
+                        finally:
+                            self._idle -= idle
+                    if may_take():
                         # Even with the carried job done: its result is fetched after the next job is on its way.
                         callback, args, kwargs = self._waiting.popleft()
                     elif slot.carried is None:

@@ -463,3 +463,19 @@ def test_a_job_that_must_wait_completes_the_carried_one_first() -> None:
     wait_for(lambda: "twin answered" in log, RELEASE_TIMEOUT_S, "the twin answered")
     assert log.index("complete carried") < log.index("twin answered")
     scheduler.shutdown(await_msg_callbacks=True)
+
+
+def test_a_slot_without_a_job_takes_the_next_message_before_a_slot_that_carries_one() -> None:
+    log: list[str] = []
+    jobs = {name: _Job(name, log) for name in "ab"}
+    scheduler = SlotScheduler(2, places=6)
+    callback = _carrying(scheduler, jobs)
+    scheduler.schedule(callback, _named("a"))
+    wait_for(lambda: "turn a" in log, RELEASE_TIMEOUT_S, "a carried")
+    scheduler.schedule(callback, _named("b"))
+    wait_for(lambda: "turn b" in log, RELEASE_TIMEOUT_S, "b's turn")
+    # b went to the idle slot, where its turn came at once; had a's slot taken it, b would wait for a's end.
+    assert log == ["start a", "turn a", "start b", "turn b"]
+    for job in jobs.values():
+        job.end()
+    scheduler.shutdown(await_msg_callbacks=True)

@@ -363,7 +363,7 @@ def test_a_job_submitted_ahead_waits_on_a_worker_and_its_timeout_and_queue_wait_
     blockers = [f"ahead-a{i}" for i in range(slots)]
     for job_id in blockers:
         platform.requests.job(job_id, sleep_s=2.5)
-    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    _every_worker_busy(platform, slots)
     # Submitted while every slot's job runs, it starts on a worker when one of them ends. Its 1.5 s timeout
     # would be over before it starts if it counted from the submit.
     request = JobRequest.model_validate({"job_id": "ahead-b", "type": "noop", "params": {"sleep_s": 0.05},
@@ -379,3 +379,29 @@ def test_a_job_submitted_ahead_waits_on_a_worker_and_its_timeout_and_queue_wait_
     first_end = min(platform.results.wait(job_id).finished_at for job_id in blockers)
     assert result.metrics.queue_wait_s is not None
     assert result.metrics.queue_wait_s >= (first_end - published).total_seconds() - 0.5 > 0.5
+
+
+@pytest.mark.slow
+def test_a_job_submitted_ahead_is_cancelled_before_its_turn_and_the_slot_goes_on(platform: Platform) -> None:
+    slots = platform.service.consumer.slots
+    blockers = [f"ahead-cancel-a{i}" for i in range(slots)]
+    for job_id in blockers:
+        platform.requests.job(job_id, sleep_s=1.5)
+    _every_worker_busy(platform, slots)
+    platform.requests.job("ahead-cancel-b", sleep_s=30)
+    wait_for(lambda: platform.backend.runs["ahead-cancel-b"] == [1], 10, "the job handed to the workers ahead")
+    assert platform.api.http.delete("/jobs/ahead-cancel-b").status_code == 202  # queued on a worker, not started
+    cancelled = platform.results.wait("ahead-cancel-b")
+    assert cancelled.status is JobStatus.CANCELLED and cancelled.attempt == 1
+    for job_id in blockers:  # the jobs ahead of it were not disturbed
+        assert platform.results.wait(job_id).status is JobStatus.SUCCEEDED
+    platform.requests.job("ahead-cancel-c", sleep_s=0.01)  # and the slot takes new work
+    assert platform.results.wait("ahead-cancel-c").status is JobStatus.SUCCEEDED
+
+
+def _every_worker_busy(platform: Platform, workers: int) -> None:
+    """Wait until each of ``workers`` Dask workers runs a task: a job submitted now queues behind one of them
+    (a worker still starting would leave two blockers on one worker, one behind the other)."""
+    client = platform.backend._inner._client  # type: ignore[attr-defined]  # the real DaskBackend's client
+    wait_for(lambda: sum(1 for keys in client.processing().values() if keys) == workers, 60,
+             "every worker running a job")
