@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -407,11 +408,16 @@ def _named(name: str) -> mock.Mock:
     return mock.create_autospec(Message, instance=True, data=name.encode())
 
 
-def test_a_slot_starts_its_next_job_before_waiting_for_the_one_it_carries() -> None:
+def _two_jobs(slots: int) -> tuple[SlotScheduler, list[str], dict[str, _Job], Any]:
+    """A scheduler of ``slots`` slots, jobs ``a`` and ``b`` sharing one log, and the callback that carries them."""
     log: list[str] = []
     jobs = {name: _Job(name, log) for name in "ab"}
-    scheduler = SlotScheduler(1, places=4)
-    callback = _carrying(scheduler, jobs)
+    scheduler = SlotScheduler(slots, places=3 * slots)
+    return scheduler, log, jobs, _carrying(scheduler, jobs)
+
+
+def test_a_slot_starts_its_next_job_before_waiting_for_the_one_it_carries() -> None:
+    scheduler, log, jobs, callback = _two_jobs(1)
     scheduler.schedule(callback, _named("a"))
     scheduler.schedule(callback, _named("b"))
     wait_for(lambda: "start b" in log, RELEASE_TIMEOUT_S, "b submitted while a runs")
@@ -466,10 +472,7 @@ def test_a_job_that_must_wait_completes_the_carried_one_first() -> None:
 
 
 def test_a_slot_without_a_job_takes_the_next_message_before_a_slot_that_carries_one() -> None:
-    log: list[str] = []
-    jobs = {name: _Job(name, log) for name in "ab"}
-    scheduler = SlotScheduler(2, places=6)
-    callback = _carrying(scheduler, jobs)
+    scheduler, log, jobs, callback = _two_jobs(2)
     scheduler.schedule(callback, _named("a"))
     wait_for(lambda: "turn a" in log, RELEASE_TIMEOUT_S, "a carried")
     scheduler.schedule(callback, _named("b"))

@@ -330,11 +330,7 @@ def test_a_slot_starts_its_next_job_while_the_last_result_is_still_being_publish
 
 @pytest.mark.slow
 def test_tiny_jobs_waiting_together_run_packed_and_each_keeps_its_own_outcome(platform: Platform) -> None:
-    slots = platform.service.consumer.slots
-    blockers = [f"pack-busy{i}" for i in range(slots)]
-    for job_id in blockers:
-        platform.requests.job(job_id, sleep_s=1.5)
-    wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
+    _occupy_every_worker(platform, "pack-busy", sleep_s=1.5)
     # Waiting behind them: tiny jobs, one failing for good, one failing once (scripted, at its first attempt).
     platform.backend.fail_attempts["pack-again"] = {1}
     tiny = ["pack-1", "pack-again", "pack-2", "pack-3"]
@@ -359,11 +355,7 @@ def test_tiny_jobs_waiting_together_run_packed_and_each_keeps_its_own_outcome(pl
 @pytest.mark.slow
 def test_a_job_submitted_ahead_waits_on_a_worker_and_its_timeout_and_queue_wait_count_from_its_start(
         platform: Platform) -> None:
-    slots = platform.service.consumer.slots
-    blockers = [f"ahead-a{i}" for i in range(slots)]
-    for job_id in blockers:
-        platform.requests.job(job_id, sleep_s=2.5)
-    _every_worker_busy(platform, slots)
+    blockers = _occupy_every_worker(platform, "ahead-a", sleep_s=2.5)
     # Submitted while every slot's job runs, it starts on a worker when one of them ends. Its 1.5 s timeout
     # would be over before it starts if it counted from the submit.
     request = JobRequest.model_validate({"job_id": "ahead-b", "type": "noop", "params": {"sleep_s": 0.05},
@@ -383,11 +375,7 @@ def test_a_job_submitted_ahead_waits_on_a_worker_and_its_timeout_and_queue_wait_
 
 @pytest.mark.slow
 def test_a_job_submitted_ahead_is_cancelled_before_its_turn_and_the_slot_goes_on(platform: Platform) -> None:
-    slots = platform.service.consumer.slots
-    blockers = [f"ahead-cancel-a{i}" for i in range(slots)]
-    for job_id in blockers:
-        platform.requests.job(job_id, sleep_s=1.5)
-    _every_worker_busy(platform, slots)
+    blockers = _occupy_every_worker(platform, "ahead-cancel-a", sleep_s=1.5)
     platform.requests.job("ahead-cancel-b", sleep_s=30)
     wait_for(lambda: platform.backend.runs["ahead-cancel-b"] == [1], 10, "the job handed to the workers ahead")
     assert platform.api.http.delete("/jobs/ahead-cancel-b").status_code == 202  # queued on a worker, not started
@@ -399,9 +387,14 @@ def test_a_job_submitted_ahead_is_cancelled_before_its_turn_and_the_slot_goes_on
     assert platform.results.wait("ahead-cancel-c").status is JobStatus.SUCCEEDED
 
 
-def _every_worker_busy(platform: Platform, workers: int) -> None:
-    """Wait until each of ``workers`` Dask workers runs a task: a job submitted now queues behind one of them
-    (a worker still starting would leave two blockers on one worker, one behind the other)."""
+def _occupy_every_worker(platform: Platform, prefix: str, sleep_s: float) -> list[str]:
+    """One job of ``sleep_s`` per slot, and wait until each Dask worker runs one: a job submitted now queues
+    behind one of them (a worker still starting would leave two on one worker, one behind the other)."""
+    slots = platform.service.consumer.slots
+    blockers = [f"{prefix}{i}" for i in range(slots)]
+    for job_id in blockers:
+        platform.requests.job(job_id, sleep_s=sleep_s)
     client = platform.backend._inner._client  # type: ignore[attr-defined]  # the real DaskBackend's client
-    wait_for(lambda: sum(1 for keys in client.processing().values() if keys) == workers, 60,
+    wait_for(lambda: sum(1 for keys in client.processing().values() if keys) == slots, 60,
              "every worker running a job")
+    return blockers
