@@ -43,21 +43,33 @@ def main() -> int:
                   f"{exc}", file=sys.stderr)
             return 2
     service = Service(settings)
+    # uvicorn turns SIGTERM/SIGINT into a graceful shutdown, whose last step drains the service (in-flight
+    # jobs finish and are acked). It re-raises the signal afterwards, so the stop must happen in there.
+    config = uvicorn.Config(create_app(service, on_shutdown=service.stop), host=settings.host, port=settings.port,
+                            log_config=None, access_log=False, **server_options())
+    # The API's port is taken before the service starts: the local Dask cluster's processes bind ports the
+    # kernel picks, and a restarted replica's port, just freed, could be one of them.
+    try:
+        listener = config.bind_socket()
+    except SystemExit:  # uvicorn logs why (the port taken) and exits
+        if tracer is not None:
+            tracer.stop()
+        return UVICORN_STARTUP_FAILURE
+    # Listening holds the port against every other bind (a merely bound SO_REUSEADDR socket would not);
+    # connections wait in the backlog until the server starts.
+    listener.listen(config.backlog)
     try:
         service.start()
     except Exception as exc:
         logging.getLogger("scheduler").exception("could not start: %s", exc)
         service.stop(timeout_s=0)
+        listener.close()
         if tracer is not None:
             tracer.stop()
         return 1
-    # uvicorn turns SIGTERM/SIGINT into a graceful shutdown, whose last step drains the service (in-flight
-    # jobs finish and are acked). It re-raises the signal afterwards, so the stop must happen in there.
-    config = uvicorn.Config(create_app(service, on_shutdown=service.stop), host=settings.host, port=settings.port,
-                            log_config=None, access_log=False, **server_options())
     server = QuietServer(config)
     try:
-        server.run()
+        server.run(sockets=[listener])
     except KeyboardInterrupt:  # the SIGINT uvicorn re-raises after its graceful shutdown, as uvicorn.run has it
         pass
     finally:
