@@ -101,8 +101,10 @@ def test_module_entry_point_serves_until_sigterm(monkeypatch: pytest.MonkeyPatch
         publisher.transport.close()
 
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0
-        log_lines = [json.loads(line) for line in process.stderr.read().splitlines()]  # every line is JSON
+        # Read stderr while waiting: a broker whose log filled the pipe would block writing and never exit.
+        _, stderr = process.communicate(timeout=20)
+        assert process.returncode == 0
+        log_lines = [json.loads(line) for line in stderr.splitlines()]  # every line is JSON
         assert {"pubsub emulator listening", "pubsub emulator stopped"} <= {line["message"] for line in log_lines}
     finally:
         if process.poll() is None:
