@@ -17,6 +17,10 @@ from scheduler.backends.dask_spans import forget_finished_spans
 
 JOBS = 40
 RESULT_S = 30.0
+# "Forget whatever has finished", for the tests. Not 0: a worker stamps a task's end in the Dask scheduler's
+# clock through an estimated offset (``Worker.scheduler_delay``, from its heartbeat's round trip), and on a
+# loaded machine that estimate can put a task that has just ended some milliseconds in the scheduler's future.
+NO_GRACE_S = -RESULT_S
 
 
 def _job(x: int) -> int:
@@ -68,7 +72,7 @@ def test_finished_spans_are_forgotten_and_what_they_held_is_freed(client: Any) -
     groups = _task_groups_alive()
     assert groups >= JOBS // 2
 
-    dropped = client.run_on_scheduler(forget_finished_spans, grace_s=0.0)
+    dropped = client.run_on_scheduler(forget_finished_spans, grace_s=NO_GRACE_S)
 
     assert dropped >= JOBS // 2
     assert len(spans.spans) <= 1 and len(spans.root_spans) == len(spans.spans)
@@ -87,14 +91,14 @@ def test_a_span_with_a_running_task_or_a_recent_end_is_kept(client: Any) -> None
     from distributed import Event
 
     spans = _spans(client)
-    client.run_on_scheduler(forget_finished_spans, grace_s=0.0)
+    client.run_on_scheduler(forget_finished_spans, grace_s=NO_GRACE_S)
     release = Event("gpurt-test-release", client=client)
     running = client.submit(lambda: release.wait(RESULT_S), key="gpurt-running-0-1-0a1b2c3d", pure=False)
     started = threading.Event()
     while not started.is_set():  # the task is on the scheduler once its group exists
         started.wait(0.05) if not client.cluster.scheduler.task_groups else started.set()
     groups = list(client.cluster.scheduler.task_groups.values())
-    client.run_on_scheduler(forget_finished_spans, grace_s=0.0)  # may still drop spans of earlier tests' jobs
+    client.run_on_scheduler(forget_finished_spans, grace_s=NO_GRACE_S)  # may still drop spans of earlier tests' jobs
     assert groups and all(group.span_id in spans.spans for group in groups)  # never the running task's
     release.set()
     assert running.result(timeout=RESULT_S) is True
@@ -108,7 +112,7 @@ def test_a_heartbeat_naming_a_forgotten_span_keeps_its_worker(client: Any) -> No
     """A worker that reports metrics against a span after it was forgotten is not closed for it."""
     _one_by_one(client, 2, "late")
     gone = [span.id for span in list(_spans(client).spans.values())]
-    assert client.run_on_scheduler(forget_finished_spans, grace_s=0.0) >= 1
+    assert client.run_on_scheduler(forget_finished_spans, grace_s=NO_GRACE_S) >= 1
     scheduler = client.cluster.scheduler
     worker = next(iter(scheduler.workers.values()))
     late = {("execute", span_id, "prefix", "thread-cpu", "seconds"): 0.5 for span_id in gone}
