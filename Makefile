@@ -9,10 +9,13 @@ GPURT := $(BIN)/gpurt
 
 .PHONY: setup system-deps demo-system-deps lint test test-fast demo bench lock clean
 
-# uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes.
+# uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes. Bytecode is compiled
+# at install, as in the images: every process of the platform imports Dask, numba and the Google clients, and
+# where nothing writes .pyc files (PYTHONDONTWRITEBYTECODE, read-only trees) each would compile them from
+# source again: half the CPU of starting a local platform.
 $(VENV)/.synced: uv.lock pyproject.toml
 	$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 	touch $@
 
 setup: $(VENV)/.synced

@@ -36,11 +36,21 @@ CPU_CHUNK_PATH_STEPS: Final = 2**24
 GPU_CHUNK_PATH_STEPS: Final = 2**33
 
 
-# Under the CUDA simulator numba's generator functions are object-mode; so must this caller be.
+# Under the CUDA simulator numba's generator functions are object-mode; so must their callers be.
 _SIMULATED: Final = bool(cuda_config.ENABLE_CUDASIM)
+# numba's generator functions are jit functions without a disk cache: called from Python they compile in every
+# new process (some 1.5 s of a fresh worker's warm-up). Called from the cached functions below, they are
+# compiled into those functions' cache entries instead.
+_cached_jit: Final = numba.jit(nopython=not _SIMULATED, forceobj=_SIMULATED, cache=not _SIMULATED)
 
 
-@numba.jit(nopython=not _SIMULATED, forceobj=_SIMULATED, cache=not _SIMULATED)
+@_cached_jit
+def _seed_state(first, seed):  # type: ignore[no-untyped-def]
+    """``first[0]``: the generator state of ``seed``, the state of path 0."""
+    init_xoroshiro128p_states_cpu(first, seed, np.uint64(0))
+
+
+@_cached_jit
 def _fill_states(states, first):  # type: ignore[no-untyped-def]
     """``states[0] = first[0]``, each next state jumped 2**64 draws ahead of the one before."""
     states[0] = first[0]
@@ -49,12 +59,18 @@ def _fill_states(states, first):  # type: ignore[no-untyped-def]
         xoroshiro128p_jump(states, i)
 
 
+@_cached_jit
+def _jump(states):  # type: ignore[no-untyped-def]
+    """``states[0]`` jumped 2**64 draws ahead."""
+    xoroshiro128p_jump(states, 0)
+
+
 class StateChain:
     """Generator states for any chunk of paths, made in order from the chunk before it."""
 
     def __init__(self, seed: int) -> None:
         first = np.empty(1, dtype=xoroshiro128p_dtype)
-        init_xoroshiro128p_states_cpu(first, np.uint64(seed), np.uint64(0))
+        _seed_state(first, np.uint64(seed))
         self._next = {0: first}  # first path of a chunk -> its state; a retried chunk finds its start
 
     def states(self, first_path: int, count: int) -> np.ndarray:
@@ -62,7 +78,7 @@ class StateChain:
         states = np.empty(count, dtype=xoroshiro128p_dtype)
         _fill_states(states, self._next[first_path])
         following = states[-1:].copy()
-        xoroshiro128p_jump(following, 0)
+        _jump(following)
         self._next[first_path + count] = following
         return states
 
