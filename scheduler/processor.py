@@ -27,7 +27,7 @@ from protocol.messages import (
     parse_request,
 )
 from protocol.params import JobType
-from scheduler.backends.base import Execution, ExecutionBackend, Submission, submission
+from scheduler.backends.base import Execution, ExecutionBackend, PackingBackend, Submission, submission
 from scheduler.messaging.publisher import ResultSink
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import ended_result, succeeded_result
@@ -39,6 +39,8 @@ from scheduler.store import ResultStore
 # handed back to Pub/Sub; a job's own timeout bounds the wait in practice.
 DUPLICATE_WAIT_MARGIN_S: Final = 30.0
 _KNOWN_TYPES: Final = frozenset(t.value for t in JobType)
+# A delivery's outcome as ``start`` collects it: decided, or the wait of a twin of a job running here.
+_Part = Decision | Conclusion | Callable[[], Decision | Conclusion]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class Processor:
     @property
     def packs(self) -> bool:
         """Whether the backend runs packs of tiny jobs (``receive_pack``)."""
-        return callable(getattr(self._backend, "run_pack", None))
+        return isinstance(self._backend, PackingBackend)
 
     def process(self, delivery: Delivery) -> Decision:
         """Handle one delivery to its end, result published; never raises (a store or broker failure is a nack)."""
@@ -88,7 +90,7 @@ class Processor:
         submitted to a backend that can (``ExecutionBackend.submit``) is on its way to a worker when this
         returns, so the slot may take its next message before waiting (docs/scheduler.md, "Submit ahead").
         """
-        parts: list[Decision | Conclusion | Callable[[], Decision | Conclusion]] = []
+        parts: list[_Part] = []
         admitted: list[tuple[int, _Admitted]] = []
         for index, delivery in enumerate(deliveries):
             part = self._admit_delivery(delivery)
@@ -104,18 +106,10 @@ class Processor:
             run = exc
 
         def outcomes() -> list[Decision | Conclusion]:
-            if isinstance(run, Exception):
-                now = datetime.now(UTC)
-                ran, began = [run] * len(admitted), [now] * len(admitted)
-            else:
-                try:
-                    ran, began = run.wait(), run.started
-                except Exception as exc:  # unforeseen: every job gets another delivery
-                    now = datetime.now(UTC)
-                    ran, began = [exc] * len(admitted), [now] * len(admitted)
+            ran, began = _waited(run, len(admitted))
             for (index, admission), outcome, at in zip(admitted, ran, began, strict=True):
                 parts[index] = self._ran(admission, outcome, at)
-            return [part() if callable(part) else part for part in parts]
+            return _decided(parts)
 
         if isinstance(run, Exception) or not run.in_flight:
             return Started(outcomes)
@@ -322,10 +316,25 @@ class _Admitted:
     cancelled: bool  # a cancel request came before it started
 
 
-def _resolved(parts: list[Decision | Conclusion | Callable[[], Decision | Conclusion]]) -> Started:
+def _waited(run: Submission | Exception, jobs: int) -> tuple[list[Execution | Exception], list[datetime]]:
+    """The outcome and start of each of ``jobs`` jobs; a submission that failed, or whose wait raised, is every
+    job's failure, begun now."""
+    if not isinstance(run, Exception):
+        try:
+            return run.wait(), run.started
+        except Exception as exc:  # unforeseen: every job gets another delivery
+            run = exc
+    return [run] * jobs, [datetime.now(UTC)] * jobs
+
+
+def _decided(parts: Sequence[_Part]) -> list[Decision | Conclusion]:
+    """Each part's outcome: as decided, or, for a twin of a job running here, once its wait ends."""
+    return [part() if callable(part) else part for part in parts]
+
+
+def _resolved(parts: list[_Part]) -> Started:
     """Outcomes that need no run: decided, or a twin's wait for the job running here."""
-    return Started(lambda: [part() if callable(part) else part for part in parts],
-                   ready=lambda: not any(callable(part) for part in parts))
+    return Started(lambda: _decided(parts), ready=lambda: not any(callable(part) for part in parts))
 
 
 def _infrastructure_error(job_id: str | None, exc: Exception) -> Decision:

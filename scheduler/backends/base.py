@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kernels.jobs import JobOutput as Execution
 from protocol.messages import JobRequest
 
-__all__ = ["Execution", "ExecutionBackend", "Job", "RunWhenWaited", "Submission", "submission"]
+__all__ = ["Execution", "ExecutionBackend", "Job", "PackingBackend", "RunWhenWaited", "Submission", "submission"]
 
 Job = tuple[JobRequest, int]  # a request and its delivery attempt
 
@@ -51,6 +51,16 @@ class ExecutionBackend(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class PackingBackend(ExecutionBackend, Protocol):
+    """A backend that runs several tiny jobs in turn in one task (``scheduler.packing``): the processor hands it
+    the tiny jobs waiting together only if it is one."""
+
+    def run_pack(self, jobs: Sequence[Job]) -> list[Execution | Exception]:
+        """Run ``jobs`` in turn in one task; one outcome per job, in order, each as ``run`` would give it."""
         ...
 
 
@@ -88,7 +98,7 @@ class Submission(Protocol):
 
 class RunWhenWaited:
     """The ``Submission`` of a backend without ``submit``: the jobs run when waited for, as one pack if the
-    backend packs (``run_pack``), else one after another."""
+    backend packs (``PackingBackend``), else one after another."""
 
     in_flight = False
 
@@ -110,11 +120,9 @@ class RunWhenWaited:
 
     def wait(self) -> list[Execution | Exception]:
         """Run the jobs; a failure is its job's outcome."""
-        run_pack: Callable[[Sequence[Job]], list[Execution | Exception]] | None = getattr(
-            self._backend, "run_pack", None)
-        if run_pack is not None and len(self._jobs) > 1:
+        if isinstance(self._backend, PackingBackend) and len(self._jobs) > 1:
             self.started = [datetime.now(UTC)] * len(self._jobs)
-            return run_pack(self._jobs)
+            return self._backend.run_pack(self._jobs)
         outcomes: list[Execution | Exception] = []
         for request, attempt in self._jobs:
             self.started.append(datetime.now(UTC))

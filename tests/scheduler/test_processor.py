@@ -177,6 +177,26 @@ def test_a_transient_failure_before_the_last_attempt_is_a_nack_with_nothing_to_c
     assert sink.published == [] and processor._registry.get("c3") is None
 
 
+def test_only_a_backend_that_runs_packs_is_handed_them() -> None:
+    class OneAtATime(IdleBackend):  # a backend like Vertex: every job is a run of its own
+        name = "one-at-a-time"
+
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def run(self, request: JobRequest, *, attempt: int) -> Execution:
+            self.calls.append(request.job_id)
+            return Execution(summary={"ok": True}, artifacts={}, elapsed_s=0.01, paths=10)
+
+    backend = OneAtATime()
+    processor = Processor(backend, ResultStore(f"memory://proc-{uuid.uuid4().hex}"), ListSink(), JobRegistry(),
+                          SchedulerMetrics())
+    assert not processor.packs and _setup()[0].packs
+    outcomes = processor.receive_pack([_delivery("alone-1"), _delivery("alone-2")])
+    assert backend.calls == ["alone-1", "alone-2"]  # run one after another, when waited for
+    assert [type(o) for o in outcomes] == [Conclusion, Conclusion]
+
+
 def test_a_pack_runs_in_one_backend_call_and_publishes_together_yet_each_job_keeps_its_outcome() -> None:
     processor, backend, store, sink = _setup()
     assert processor.packs
