@@ -107,6 +107,7 @@ class Service:
         backend = self._build_backend()
         self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
         self.pools = self._build_pools()
+        self._export_eviction_counts()
         slots = self._slots(self.pools, self.backend)
         self.store_health = self._new_store_health()  # a stopped service's breaker is closed for good
         # Jobs wait out a store outage with their message unsettled instead of nacking it.
@@ -305,8 +306,21 @@ class Service:
         self.pools.reconcile()
         for info in self.pools.list():
             self.metrics.pool_workers.labels(info.id).set(info.workers)
-            # Export the pool's eviction count at 0 before any eviction: a counter first seen at 1 has no
-            # earlier sample, so Prometheus' increase() would miss the eviction that created it.
+            self.metrics.evictions.labels(info.id)  # a pool created since the start
+
+    def _export_eviction_counts(self) -> None:
+        """Export each pool's eviction count at 0 before any eviction, on every replica from its start.
+
+        A counter first seen at 1 has no earlier sample, so Prometheus' ``increase()`` would miss the eviction
+        that created it (PoolEvictionsIncreasing). Any replica may serve the stop call, a follower too, and a
+        replica may serve it before the leader's first reconcile round.
+        """
+        try:
+            pools = self._require_pools().list()
+        except Exception:  # the pool API is away: the leader's reconcile rounds export them once it is back
+            log.warning("could not list the pools to export their eviction counts", exc_info=True)
+            return
+        for info in pools:
             self.metrics.evictions.labels(info.id)
 
     # --- builders ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -24,9 +25,11 @@ from ops.adapters.pubsub import GooglePubSubAdmin
 from ops.drills.jobs import publish_noop
 from ops.drills.results import ResultTap
 from ops.drills.runner import DRILLS
-from protocol.contract import MAX_DELIVERY_ATTEMPTS
+from protocol import contract
+from protocol.contract import MAX_DELIVERY_ATTEMPTS, METRICS
 from protocol.messages import JobStatus
 from scheduler.lease_file import FileLeaseStore
+from scheduler.service import LOCAL_POOL
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 STOP_GRACE_S = 3.0  # the platform is thrown away at the end
@@ -74,6 +77,12 @@ def test_two_replicas_elect_exactly_one_leader_on_the_lease_file(platform: Local
     lease = FileLeaseStore(state.lease_file).get()
 
     assert len(leaders) == 1 and lease is not None and lease.holder == leaders[0]
+    # Every replica, the follower too, exports its pool's eviction count at 0 before any eviction, so the one
+    # that serves a stop call shows the increase (PoolEvictionsIncreasing).
+    for record in state.schedulers():
+        metrics = httpx.get(f"{record.api_url}{contract.METRICS_PATH}", timeout=10,
+                            headers={"Authorization": f"Bearer {state.control_token}"}).text
+        assert f'{METRICS.pool_evictions_total}{{pool="{LOCAL_POOL}"}} 0.0' in metrics, record.name
     shown = _gpurt(platform, "leader", "status", "--local")
     assert shown.exit_code == 0, shown.output
     assert f"holder: {leaders[0]}" in shown.output and "live" in shown.output
