@@ -93,6 +93,10 @@ class ApiClient:
         """``GET /status/leader``."""
         return self._call("GET", "/status/leader")
 
+    def threads(self) -> list[dict[str, Any]]:
+        """``GET /status/threads``: CPU seconds of each of the replica's threads, busiest first."""
+        return list(self._call("GET", "/status/threads"))
+
     # --- jobs --------------------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobState:

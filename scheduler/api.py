@@ -19,6 +19,7 @@ from scheduler.http_limits import LimitBody
 from scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
 from scheduler.service import JobView, Mode, Service
 from scheduler.store import StoreError
+from scheduler.thread_cpu import ThreadCpu, thread_cpu
 
 
 class MaintenanceRequest(BaseModel):
@@ -85,6 +86,11 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     @app.get("/status/leader", summary="Who holds the leader lease.")
     def leader() -> dict[str, Any]:
         return service.leader_status()
+
+    @app.get("/status/threads", response_model=list[ThreadCpu],
+             summary="CPU seconds of each thread of this replica, busiest first (Linux; empty elsewhere).")
+    def threads() -> list[ThreadCpu]:
+        return thread_cpu()
 
     @app.get("/jobs", response_model=SessionView,
              summary="The jobs of a session (the requests' session_id): running, finished with their results, "

@@ -60,6 +60,8 @@ class Burst:
     makespan_s: float
     scheduler_cpu_per_job_s: float
     dask_scheduler_cpu_per_job_s: float | None = None  # the Dask scheduler's process; None: not measured
+    # The scheduler's CPU per job by kind of thread (``scheduler.thread_cpu.thread_group``), busiest first.
+    threads: tuple[tuple[str, float], ...] = ()
 
     @property
     def utilization(self) -> float:
@@ -74,7 +76,8 @@ class Burst:
                 "makespan_s": self.makespan_s, "utilization": self.utilization,
                 "jobs_per_s": self.completed / self.makespan_s if self.makespan_s > 0 else 0.0,
                 "scheduler_cpu_per_job_s": self.scheduler_cpu_per_job_s,
-                "dask_scheduler_cpu_per_job_s": self.dask_scheduler_cpu_per_job_s}
+                "dask_scheduler_cpu_per_job_s": self.dask_scheduler_cpu_per_job_s,
+                "scheduler_threads_cpu_per_job_s": dict(self.threads)}
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,31 @@ def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
 
     scheduler = platform.running_state().schedulers()[0].pid
     meter = CpuMeter({"scheduler": only(scheduler), "Dask scheduler": child_running(scheduler, CHILD_MODULE)})
+    threads_before = _thread_cpu(platform)
     meter.start()
     e2e = run_end_to_end(platform, jobs, on_progress, params={"sleep_s": sleep_s})
     cpu, dask_cpu = meter.stop(max(e2e.completed, 1))
-    return Burst(workers, sleep_s, jobs, e2e.completed, e2e.wall_s, cpu.per_job_s, dask_cpu.per_job_s)
+    threads = _per_job(threads_before, _thread_cpu(platform), max(e2e.completed, 1))
+    return Burst(workers, sleep_s, jobs, e2e.completed, e2e.wall_s, cpu.per_job_s, dask_cpu.per_job_s, threads)
+
+
+def _thread_cpu(platform: LocalPlatform) -> dict[str, float]:
+    """CPU seconds so far of each kind of the scheduler's threads (its ``GET /status/threads``)."""
+    from scheduler.thread_cpu import thread_group
+
+    totals: dict[str, float] = {}
+    with platform.api() as api:
+        for thread in api.threads():
+            group = thread_group(str(thread["name"]))
+            totals[group] = totals.get(group, 0.0) + float(thread["cpu_s"])
+    return totals
+
+
+def _per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> tuple[tuple[str, float], ...]:
+    """CPU seconds per job of each kind of thread between two readings, busiest first, idle ones left out. A
+    thread that started meanwhile counts whole; one that ended meanwhile is missing from ``after``."""
+    spent = {group: (cpu - before.get(group, 0.0)) / jobs for group, cpu in after.items()}
+    return tuple(sorted(((g, s) for g, s in spent.items() if s > 0), key=lambda item: (-item[1], item[0])))
 
 
 def run_stream(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int, load: float = STREAM_LOAD,

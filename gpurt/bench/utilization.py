@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from bench.runtime.utilization import UtilizationFigures
 
 SECTION: Final = "utilization"
+THREAD_KINDS_SHOWN: Final = 8  # rows of the by-thread table; the other kinds of thread are summed
 
 
 @friendly_errors
@@ -89,6 +90,23 @@ def _rows(figures: UtilizationFigures) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _thread_rows(figures: UtilizationFigures) -> tuple[list[str], list[list[str]]]:
+    """The scheduler's CPU per job by kind of thread, a column per burst; the busiest kinds, the rest summed."""
+    from bench.runtime.measure import fmt_duration as fmt
+
+    bursts = [b for b in figures.bursts if b.threads]
+    busiest: dict[str, float] = {}
+    for burst in bursts:
+        for group, per_job in burst.threads:
+            busiest[group] = max(busiest.get(group, 0.0), per_job)
+    shown = sorted(busiest, key=lambda group: -busiest[group])[:THREAD_KINDS_SHOWN]
+    header = ["thread", *(f"{b.workers} w, {fmt(b.sleep_s)}" for b in bursts)]
+    rows = [[group, *(fmt(dict(b.threads).get(group, 0.0)) for b in bursts)] for group in shown]
+    if len(busiest) > len(shown):
+        rows.append(["(the others)", *(fmt(sum(s for g, s in b.threads if g not in shown)) for b in bursts)])
+    return header, rows if bursts else []
+
+
 def _stream_rows(figures: UtilizationFigures) -> tuple[list[str], list[list[str]]]:
     from bench.runtime.measure import fmt_duration as fmt
 
@@ -111,6 +129,7 @@ def _tables(figures: UtilizationFigures, goals: list[Goal]) -> list[Table]:
     tables = []
     for title, (header, rows) in (("first european_option job on a fresh platform", _first_rows(figures)),
                                   ("bursts: jobs published at once", _rows(figures)),
+                                  ("scheduler CPU per job by thread", _thread_rows(figures)),
                                   ("steady stream at 80 % of capacity", _stream_rows(figures))):
         if rows:
             tables.append(figures_table(title, header[0], header[1:], [(row[0], row[1:]) for row in rows]))
@@ -128,12 +147,15 @@ def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
              "jobs x duration / (workers x makespan), first publish to last result (docs/scheduler.md, "
              "\"Leases and flow control\"). Scheduler CPU per job: the gpu-scheduler process over each burst; "
              "Dask scheduler CPU per job: the Dask scheduler's own process, which the gpu-scheduler starts. "
+             "By thread: the gpu-scheduler's CPU per job split by its threads (`GET /status/threads`; numbers in "
+             "thread names replaced by N, so the job slots add up as `gpurt-job-N`; docs/scheduler.md, "
+             "\"Per-job cost\"). "
              "Steady stream: jobs published evenly at 80 % of the "
              "workers' capacity; queue wait is the scheduler's own measure, publish to start. First job: a "
              "1,000,000-path `european_option` on the fresh platform, from asking for the platform (nothing "
              "started: emulator, scheduler, workers warming their kernels) to its result, and its run time "
              "against the same job warm (docs/scheduler.md, \"Warm workers\").", ""]
-    for header, rows in (_first_rows(figures), _rows(figures), _stream_rows(figures)):
+    for header, rows in (_first_rows(figures), _rows(figures), _thread_rows(figures), _stream_rows(figures)):
         if rows:
             lines += [*markdown_table(header[0], header[1:], [(row[0], row[1:]) for row in rows]), ""]
     lines += goal_markdown(goals)

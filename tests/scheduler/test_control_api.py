@@ -36,6 +36,15 @@ def test_metrics_count_jobs_and_show_leadership_and_pools(platform: Platform) ->
     assert all(name.startswith(contract.METRICS_PREFIX) for name, _ in samples)
 
 
+def test_thread_cpu_names_the_replicas_threads_and_needs_the_token(platform: Platform) -> None:
+    assert platform.api.anonymous.get("/status/threads").status_code == 401
+    threads = platform.api.http.get("/status/threads").json()
+    names = {thread["name"] for thread in threads}
+    assert {"MainThread", "gpurt-job-0"} <= names  # the process's own thread and a job slot's, by name
+    assert all(thread["cpu_s"] >= 0 for thread in threads)
+    assert [t["cpu_s"] for t in threads] == sorted((t["cpu_s"] for t in threads), reverse=True)
+
+
 def test_status_and_leader(platform: Platform) -> None:
     status = platform.api.http.get("/status").json()
     assert status["mode"] == "normal" and status["consuming"] and status["slots"] == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from rich.console import Console
 
 from bench.runtime.utilization import (
@@ -13,10 +14,11 @@ from bench.runtime.utilization import (
     FirstJob,
     Stream,
     UtilizationFigures,
+    _per_job,
     judge,
     merge,
 )
-from gpurt.bench.utilization import _tables, markdown
+from gpurt.bench.utilization import THREAD_KINDS_SHOWN, _tables, markdown
 
 
 def _burst(workers: int, sleep_s: float, makespan_s: float, jobs: int = 100, cpu_s: float = 0.001) -> Burst:
@@ -79,3 +81,25 @@ def test_the_first_job_on_a_fresh_platform_is_judged_against_the_same_job_warm()
         ("first european_option run time on a fresh platform, 4 workers", False)]
     assert "| 4 | 30 s | 8 s | 10 ms |" in markdown(figures, goals, "2026-01-01 00:00 UTC")
     assert merge([figures]).first_jobs == figures.first_jobs
+
+
+def test_cpu_by_thread_is_per_job_busiest_first_and_leaves_idle_threads_out() -> None:
+    before = {"gpurt-job-N": 1.0, "IO loop": 2.0, "gpurt-singletons": 0.5}
+    after = {"gpurt-job-N": 1.3, "IO loop": 2.6, "gpurt-singletons": 0.5, "AnyIO worker thread": 0.1}
+    # per 100 jobs; a thread that started during the burst counts whole
+    spent = _per_job(before, after, 100)
+    assert [kind for kind, _ in spent] == ["IO loop", "gpurt-job-N", "AnyIO worker thread"]
+    assert [per_job for _, per_job in spent] == pytest.approx([0.006, 0.003, 0.001])
+
+
+def test_cpu_by_thread_renders_a_column_per_burst_and_sums_the_less_busy_kinds() -> None:
+    kinds = tuple((f"kind-{i}", 0.001 * (20 - i)) for i in range(THREAD_KINDS_SHOWN + 2))
+    bursts = (Burst(1, 0.01, 100, 100, 1.0, 0.02, threads=kinds),
+              Burst(4, 0.2, 100, 100, 5.0, 0.01, threads=(("kind-0", 0.004),)))
+    figures = UtilizationFigures(bursts, (), 1.0)
+    text = markdown(figures, judge(figures), "2026-01-01 00:00 UTC")
+    assert "| thread | 1 w, 10 ms | 4 w, 200 ms |" in text
+    assert "| kind-0 | 20 ms | 4 ms |" in text and f"kind-{THREAD_KINDS_SHOWN - 1} |" in text
+    assert f"kind-{THREAD_KINDS_SHOWN} |" not in text
+    assert "| (the others) | 23 ms | 0 ms |" in text  # kinds 8 and 9: 12 ms + 11 ms
+    assert json.loads(json.dumps(bursts[1].as_json()))["scheduler_threads_cpu_per_job_s"] == {"kind-0": 0.004}
