@@ -72,6 +72,25 @@ def test_a_fresh_worker_has_every_kernel_compiled_before_its_first_job() -> None
     assert set(warmed) == {name for name, _, _ in WARM_JOBS}
 
 
+def _primed(dask_worker: Any) -> list[int]:
+    return sorted(getattr(dask_worker, warm_worker.PRIMED_ATTRIBUTE, ()))
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_after_the_compile_the_task_thread_is_readied_on_itself() -> None:
+    import threading
+    import time
+
+    with _worker([contract.DASK_WORKER_PRELOAD]) as client:
+        deadline = time.monotonic() + 240
+        while not (primed := next(iter(client.run(_primed).values()))) and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the worker: the compile takes seconds, then the thread's own call runs
+        task_thread = client.submit(threading.get_ident, pure=False).result(timeout=60)
+    assert primed == [task_thread]  # the one task thread, readied where the jobs run, not on the warm thread
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(300)
