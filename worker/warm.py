@@ -56,14 +56,15 @@ _WARMING: Final = _Warming()
 def dask_setup(worker: Any) -> None:
     """Dask's preload hook: start compiling every kernel on this worker's device, on a thread of its own."""
     _WARMING.started = True
-    device = _WARMING.device = os.environ.get(SchedulerEnv.DEVICE) or "auto"
+    _WARMING.device = os.environ.get(SchedulerEnv.DEVICE) or "auto"
     setattr(worker, PRIMED_ATTRIBUTE, _WARMING.ready_threads)
-    threading.Thread(target=_warm, args=(worker, device), name="gpurt-warm-kernels", daemon=True).start()
+    threading.Thread(target=_warm, args=(worker,), name="gpurt-warm-kernels", daemon=True).start()
 
 
-def _warm(worker: Any, device: str) -> None:
+def _warm(worker: Any) -> None:
     from kernels.warm import warm_kernels
 
+    device = _WARMING.device
     started = time.perf_counter()
     try:
         seconds = warm_kernels(device)
@@ -87,11 +88,11 @@ def _prime_task_threads(worker: Any) -> None:
 
 def _ready_this_thread() -> None:
     """Run ``kernels.warm.prime_thread`` on the calling thread, once per thread (after the compile)."""
-    from kernels.warm import prime_thread
-
     ident = threading.get_ident()
     if ident in _WARMING.ready_threads:
-        return
+        return  # every kernel job after the thread's first: nothing more on its path
+    from kernels.warm import prime_thread
+
     try:
         prime_thread(_WARMING.device)
     except Exception:  # the thread's first job then pays it, as without it

@@ -95,15 +95,16 @@ def _thread_rows(figures: UtilizationFigures) -> tuple[list[str], list[list[str]
     from bench.runtime.measure import fmt_duration as fmt
 
     bursts = [b for b in figures.bursts if b.threads]
+    spent = [dict(burst.threads) for burst in bursts]
     busiest: dict[str, float] = {}
-    for burst in bursts:
-        for group, per_job in burst.threads:
+    for by_kind in spent:
+        for group, per_job in by_kind.items():
             busiest[group] = max(busiest.get(group, 0.0), per_job)
     shown = sorted(busiest, key=lambda group: -busiest[group])[:THREAD_KINDS_SHOWN]
     header = ["thread", *(f"{b.workers} w, {fmt(b.sleep_s)}" for b in bursts)]
-    rows = [[group, *(fmt(dict(b.threads).get(group, 0.0)) for b in bursts)] for group in shown]
+    rows = [[group, *(fmt(by_kind.get(group, 0.0)) for by_kind in spent)] for group in shown]
     if len(busiest) > len(shown):
-        rows.append(["(the others)", *(fmt(sum(s for g, s in b.threads if g not in shown)) for b in bursts)])
+        rows.append(["(the others)", *(fmt(sum(s for g, s in by_kind.items() if g not in shown)) for by_kind in spent)])
     return header, rows if bursts else []
 
 
