@@ -1,15 +1,16 @@
 """Streaming pull on ``gpu-job-request-sub``: receive, hand to the processor, ack or nack.
 
-Flow control admits at most ``slots`` x ``PLACES_PER_SLOT`` messages (the server is told too, so it
-sends no more): per slot one running, one waiting for it - submitted ahead, so queued on a worker
-(``SlotScheduler.carry``) - and one whose job has run and whose result is being stored and published on
-a concluding thread (``SlotScheduler.conclude``). A slot whose job ends therefore has the next one
-starting on its worker at once: it idles neither for the ack -> broker -> receipt round trip, nor for the
-result's store writes and Publish, nor for Dask's submit -> worker -> result round trip. A place left free
-by a quick conclusion holds a second waiting message, so at most ``slots`` x (``PLACES_PER_SLOT`` - 1)
-messages wait. ``max_lease_duration`` covers the jobs ahead of the last held one, so the client's own
-leaser keeps the lease of a running job and of one waiting for its slot alike. Jobs run on the stream's
-``SlotScheduler``, one thread per slot, in arrival order.
+Flow control admits at most ``slots`` x the window's places per slot (the server is told too, so it
+sends no more). In the narrow window (``scheduler.window``) that is per slot one running, one waiting
+for it - submitted ahead, so queued on a worker (``SlotScheduler.carry``) - and one whose job has run and
+whose result is being stored and published on a concluding thread (``SlotScheduler.conclude``). A slot
+whose job ends therefore has the next one starting on its worker at once: it idles neither for the ack ->
+broker -> receipt round trip, nor for the result's store writes and Publish, nor for Dask's submit ->
+worker -> result round trip. A place left free by a quick conclusion holds a second waiting message, so
+at most ``slots`` x 2 messages wait. Under a backlog of tiny jobs the stream is replaced by one with a
+wide window, deep enough for packs. ``max_lease_duration`` covers the jobs ahead of the last held one,
+so the client's own leaser keeps the lease of a running job and of one waiting for its slot alike. Jobs
+run on the stream's ``SlotScheduler``, one thread per slot, in arrival order.
 
 Drain first holds the stream's acks until it is quiet (``scheduler.dispatch`` says why: a
 message the server already sent must be read and run, not left in the stream or nacked), then closes it
@@ -17,8 +18,8 @@ with ``await_callbacks_on_shutdown=True``: the client stops receiving, waits for
 held acks go out, in-flight jobs finish and are acked - and only then stops. A prefetched message is
 never handed back (a nack would burn a delivery attempt): it starts as soon as its slot frees, drain or
 not, and is acked like any other. When the slots change (a
-pool was scaled) the stream is replaced the same way: the old one drains, a new one opens with the new
-flow control.
+pool was scaled) or the window does, the stream is replaced the same way: the old one drains, a new one
+opens with the new flow control.
 """
 
 from __future__ import annotations
@@ -30,25 +31,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from protocol.messages import MAX_TIMEOUT_S
 from scheduler.dispatch import SlotScheduler
 from scheduler.packing import PACK_MAX_JOBS, tiny_job_id
 from scheduler.records import Conclusion, Decision, Delivery, Settle, Started
+from scheduler.window import Window, lease_s
 
-# Messages held per slot beyond the running one. One, submitted ahead to the workers, is enough for a slot
-# never to idle between jobs; more would lengthen the wait of the held ones, which another replica could
-# have started (a burst smaller than the replicas' places would sit on one replica while another idles).
-PREFETCH_PER_SLOT: Final = 1
-# Messages per slot whose job has run and whose result is being stored and published: each keeps its
-# place until its ack, and without a place of its own it would take the waiting one's, so the slot's
-# next job would not be there when the running one ends.
-CONCLUDING_PER_SLOT: Final = 1
-# The stream's flow control (max_messages) per slot: one running, one waiting (on a worker), one concluding.
-PLACES_PER_SLOT: Final = 1 + PREFETCH_PER_SLOT + CONCLUDING_PER_SLOT
-# Leases are extended for up to the longest job a request may ask for, plus time to store and publish its
-# result, plus the wait of a held message for the jobs ahead of it (at most two: the running one and one
-# waiting; a pack of tiny jobs is waited for at most as long as one job).
-MAX_LEASE_S: Final = PLACES_PER_SLOT * MAX_TIMEOUT_S + 600.0
 # Pause before reopening a stream that ended on its own (seconds): short at first, since a broker that
 # restarted answers NOT_FOUND only until its subscriptions are recreated, moments later; doubled on each
 # failure in a row up to the maximum, so a broker that stays away gets no hot reconnect loop.
@@ -99,11 +86,17 @@ class Consumer:
         self._stopping = threading.Event()
         self._abort = threading.Event()  # a shutdown ran out of time: close draining streams now
         self._reopen_delay_s = REOPEN_DELAY_S  # the next pause before reopening a stream that ended
+        self._window = Window()
 
     @property
     def slots(self) -> int:
-        """Jobs run at once (messages held: ``slots`` x ``PLACES_PER_SLOT``)."""
+        """Jobs run at once."""
         return self._slots
+
+    @property
+    def places(self) -> int:
+        """Messages the open stream may hold: ``slots`` x its window's places per slot."""
+        return self._slots * self._window.places_per_slot
 
     @property
     def running(self) -> bool:
@@ -125,6 +118,7 @@ class Consumer:
             self._wanted = True
             if self._stream is not None and not self._stream.future.done():
                 return
+            self._window.reset()
             self._stream = self._open()
         log.info("consuming %s with %d slot(s)", self._subscription, self._slots)
 
@@ -195,12 +189,13 @@ class Consumer:
         """Subscribe with the current slots; the caller holds ``_lock``."""
         from google.cloud.pubsub_v1.types import FlowControl
 
-        places = self._slots * PLACES_PER_SLOT
+        per_slot = self._window.places_per_slot
+        places = self._slots * per_slot
         slots = SlotScheduler(self._slots, places=places)
         future = self._subscriber.subscribe(
             self._subscription,
             callback=lambda message: self._on_message(slots, message),
-            flow_control=FlowControl(max_messages=places, max_lease_duration=MAX_LEASE_S),
+            flow_control=FlowControl(max_messages=places, max_lease_duration=lease_s(per_slot)),
             scheduler=slots,
             await_callbacks_on_shutdown=True,
         )
@@ -233,6 +228,8 @@ class Consumer:
                 packed.add(job_id)
                 return True
             messages += slots.take_waiting(wanted, PACK_MAX_JOBS - 1)
+        if self._pack is not None:
+            self._observe(slots, tiny=first is not None, jobs=len(messages))
         try:
             deliveries = [_delivery(m) for m in messages]
             pack = self._pack
@@ -277,6 +274,21 @@ class Consumer:
             conclusions = [conclusion for _, conclusion in concluding]
             # This slot's thread takes its next message while a concluding thread stores and publishes.
             slots.conclude([m for m, _ in concluding], lambda: finish(conclusions))
+
+    def _observe(self, slots: SlotScheduler, tiny: bool, jobs: int) -> None:
+        """Count the jobs a slot of the open stream took; replace the stream when its window changes."""
+        with self._lock:
+            stream = self._stream
+            if stream is None or stream.slots is not slots or not self._wanted:
+                return  # a closing stream's jobs say nothing about the next one
+            if not self._window.observe(tiny, jobs, time.monotonic()):
+                return
+            self._draining.append(stream)
+            self._stream = self._open()
+            places = self.places
+        self._retire(stream)
+        log.info("window %s: the stream now holds up to %d messages", "widened for tiny jobs" if tiny else "narrowed",
+                 places)
 
     def _on_stream_end(self, future: Any) -> None:
         # Ended without a drain (the broker went away, a non-retryable error): open it again while

@@ -247,6 +247,7 @@ class Service:
             "consuming": bool(self.consumer and self.consumer.running),
             "result_store_available": self.store_health.available,
             "slots": self.consumer.slots if self.consumer else 0,
+            "places": self.consumer.places if self.consumer else 0,
             "in_flight": [e.request.job_id for e in self.registry.snapshot()],
             "backend": self.backend.name if self.backend else None,
             "leader": self.leader_status(),

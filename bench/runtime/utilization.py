@@ -140,27 +140,35 @@ def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
     meter.start()
     e2e = run_end_to_end(platform, jobs, on_progress, params={"sleep_s": sleep_s})
     cpu, dask_cpu = meter.stop(max(e2e.completed, 1))
-    threads = _per_job(threads_before, _thread_cpu(platform), max(e2e.completed, 1))
+    completed = max(e2e.completed, 1)
+    threads = _per_job(threads_before, _thread_cpu(platform), cpu.per_job_s * completed, completed)
     return Burst(workers, sleep_s, jobs, e2e.completed, e2e.wall_s, cpu.per_job_s, dask_cpu.per_job_s, threads)
 
 
-def _thread_cpu(platform: LocalPlatform) -> dict[str, float]:
-    """CPU seconds so far of each kind of the scheduler's threads (its ``GET /status/threads``)."""
+def _thread_cpu(platform: LocalPlatform) -> dict[int, tuple[str, float]]:
+    """Each live scheduler thread's kind and CPU seconds so far, by thread id (its ``GET /status/threads``)."""
     from scheduler.thread_cpu import thread_group
 
-    totals: dict[str, float] = {}
     with platform.api() as api:
-        for thread in api.threads():
-            group = thread_group(str(thread["name"]))
-            totals[group] = totals.get(group, 0.0) + float(thread["cpu_s"])
-    return totals
+        return {int(t["native_id"]): (thread_group(str(t["name"])), float(t["cpu_s"])) for t in api.threads()}
 
 
-def _per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> tuple[tuple[str, float], ...]:
+# The row of CPU spent by threads that ended during a burst (a replaced stream's slots): the process's CPU
+# less what the live threads account for.
+ENDED_THREADS: Final = "(threads that ended meanwhile)"
+
+
+def _per_job(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], process_cpu_s: float,
+             jobs: int) -> tuple[tuple[str, float], ...]:
     """CPU seconds per job of each kind of thread between two readings, busiest first, idle ones left out. A
-    thread that started meanwhile counts whole; one that ended meanwhile is missing from ``after``."""
-    spent = {group: (cpu - before.get(group, 0.0)) / jobs for group, cpu in after.items()}
-    return tuple(sorted(((g, s) for g, s in spent.items() if s > 0), key=lambda item: (-item[1], item[0])))
+    thread that started meanwhile counts whole; those that ended meanwhile are one row, out of
+    ``process_cpu_s``, the process's CPU over the same time."""
+    spent: dict[str, float] = {}
+    for tid, (group, cpu_s) in after.items():
+        spent[group] = spent.get(group, 0.0) + cpu_s - before.get(tid, (group, 0.0))[1]
+    spent[ENDED_THREADS] = process_cpu_s - sum(spent.values())
+    per_job = ((group, cpu_s / jobs) for group, cpu_s in spent.items())
+    return tuple(sorted(((g, s) for g, s in per_job if s > 0), key=lambda item: (-item[1], item[0])))
 
 
 def run_stream(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int, load: float = STREAM_LOAD,

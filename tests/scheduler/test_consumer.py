@@ -14,9 +14,10 @@ from google.cloud.pubsub_v1 import SubscriberClient
 from protocol.messages import MAX_TIMEOUT_S
 from scheduler import consumer as consumer_module
 from scheduler import dispatch
-from scheduler.consumer import PLACES_PER_SLOT, Consumer
+from scheduler.consumer import Consumer
 from scheduler.dispatch import SlotScheduler
 from scheduler.records import Decision, Delivery, Settle
+from scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT, WIDEN_AFTER_TINY
 from tests.scheduler.platform import wait_for
 
 
@@ -52,7 +53,7 @@ def test_flow_control_admits_slots_and_leases_cover_the_longest_job(subscriber: 
     kwargs = subscriber.subscribe.call_args.kwargs
     assert kwargs["flow_control"].max_messages == 9  # 3 running, 3 waiting (on a worker), 3 concluding
     # A held message waits for two jobs at most (the running one, one waiting), then runs its own.
-    assert kwargs["flow_control"].max_lease_duration >= PLACES_PER_SLOT * MAX_TIMEOUT_S
+    assert kwargs["flow_control"].max_lease_duration >= NARROW_PLACES_PER_SLOT * MAX_TIMEOUT_S
     # What makes a drain nack-free: the client awaits the scheduler, which runs even waiting messages.
     assert kwargs["await_callbacks_on_shutdown"] is True
     assert isinstance(kwargs["scheduler"], SlotScheduler)
@@ -68,9 +69,9 @@ def test_new_slots_replace_the_stream_and_the_old_one_drains(subscriber: mock.Mo
     consumer.start()
     old = consumer._stream.future
     consumer.resize(2)
-    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT] and old.cancel_calls == 0  # unchanged: it stays
+    assert _max_messages(subscriber) == [2 * NARROW_PLACES_PER_SLOT] and old.cancel_calls == 0  # unchanged: it stays
     consumer.resize(4)
-    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT, 4 * PLACES_PER_SLOT] and consumer.slots == 4
+    assert _max_messages(subscriber) == [2 * NARROW_PLACES_PER_SLOT, 4 * NARROW_PLACES_PER_SLOT] and consumer.slots == 4
     assert consumer._stream.future is not old and consumer.running
     wait_for(lambda: old.cancel_calls == 1, 5, "the quiet old stream to close")
     assert not consumer.wait_drained(0.01)  # the client is still finishing the old stream's jobs
@@ -83,9 +84,9 @@ def test_new_slots_while_drained_apply_when_intake_resumes(subscriber: mock.Mock
     consumer.start()
     consumer.drain()
     consumer.resize(1)
-    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT] and not consumer.running
+    assert _max_messages(subscriber) == [2 * NARROW_PLACES_PER_SLOT] and not consumer.running
     consumer.resume()
-    assert _max_messages(subscriber) == [2 * PLACES_PER_SLOT, PLACES_PER_SLOT]
+    assert _max_messages(subscriber) == [2 * NARROW_PLACES_PER_SLOT, NARROW_PLACES_PER_SLOT]
     with pytest.raises(ValueError, match="at least one slot"):
         consumer.resize(0)
 
@@ -137,7 +138,7 @@ def test_a_drain_keeps_a_busy_stream_open_until_the_client_reads_again(subscribe
     consumer.start()
     future, kwargs = consumer._stream.future, subscriber.subscribe.call_args.kwargs
     messages = [mock.Mock(message_id=str(i), data=b"{}", attributes={}, delivery_attempt=1, publish_time=None)
-                for i in range(5 * PLACES_PER_SLOT - 1)]  # 5 running, the others waiting for a slot
+                for i in range(5 * NARROW_PLACES_PER_SLOT - 1)]  # 5 running, the others waiting for a slot
     for message in messages:
         kwargs["scheduler"].schedule(kwargs["callback"], message)
     consumer.drain()
@@ -203,3 +204,46 @@ def test_a_pack_takes_the_tiny_jobs_behind_its_first_but_no_twin_and_nothing_pas
     assert packs[0] == ["a", "b"]
     assert ["a", "c"] in packs and alone[1:] == ["big", "d"]  # the big job ran alone, nothing overtook it
     consumer.stop(timeout_s=1)
+
+
+def test_a_run_of_tiny_jobs_widens_the_stream_and_a_large_job_narrows_it(subscriber: mock.Mock) -> None:
+    def process(delivery: Delivery) -> Decision:
+        return Decision(Settle.ACK, delivery.message_id)
+
+    def pack(deliveries: list[Delivery]) -> list[Decision]:
+        return [Decision(Settle.ACK, d.message_id) for d in deliveries]
+
+    consumer = Consumer(subscriber, "s", process, slots=2, pack=pack)
+    consumer.start()
+    narrow = consumer._stream
+    kwargs = subscriber.subscribe.call_args.kwargs
+    tiny = [_noop_message(f"t{i}") for i in range(WIDEN_AFTER_TINY)]
+    for message in tiny:
+        kwargs["callback"](message)  # one by one, as slots take them
+    assert _max_messages(subscriber) == [2 * NARROW_PLACES_PER_SLOT, 2 * WIDE_PLACES_PER_SLOT]
+    assert consumer.places == 2 * WIDE_PLACES_PER_SLOT
+    # The job that widened it ran on the narrow stream, which now drains: its ack waits for the close.
+    assert all(m.ack.called for m in tiny[:-1]) and not tiny[-1].ack.called
+    wait_for(lambda: narrow.future.cancel_calls == 1, 5, "the narrow stream to drain and close")
+    narrow.slots.shutdown(await_msg_callbacks=True)  # what the client does once the stream is cancelled
+    assert tiny[-1].ack.called and not any(m.nack.called for m in tiny)
+    kwargs["callback"](_noop_message("late", sleep_s=1.0))  # a closing stream's job changes nothing
+    assert len(_max_messages(subscriber)) == 2
+
+    wide = consumer._stream
+    subscriber.subscribe.call_args.kwargs["callback"](_noop_message("large", sleep_s=1.0))
+    assert _max_messages(subscriber)[-1] == 2 * NARROW_PLACES_PER_SLOT and consumer.places == 2 * NARROW_PLACES_PER_SLOT
+    wait_for(lambda: wide.future.cancel_calls == 1, 5, "the wide stream to drain and close")
+    for stream in (narrow, wide):
+        stream.future.set_result(True)
+    consumer.stop(timeout_s=1)
+
+
+def test_without_packing_the_stream_stays_narrow(subscriber: mock.Mock) -> None:
+    consumer = Consumer(subscriber, "s", lambda d: Decision(Settle.ACK, None), slots=1)
+    consumer.start()
+    callback = subscriber.subscribe.call_args.kwargs["callback"]
+    for i in range(2 * WIDEN_AFTER_TINY):
+        callback(_noop_message(f"t{i}"))
+    assert _max_messages(subscriber) == [NARROW_PLACES_PER_SLOT]
+    consumer.stop(timeout_s=0.1)

@@ -10,12 +10,25 @@ import pytest
 
 from protocol import contract
 from protocol.messages import ErrorKind, JobRequest, JobStatus
-from scheduler.consumer import PLACES_PER_SLOT
+from scheduler import window
 from scheduler.messaging.admin import subscription_path
+from scheduler.packing import PACK_MAX_SLEEP_S
+from scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT, WIDEN_AFTER_TINY
 from tests.scheduler.conftest import Platform
 from tests.scheduler.platform import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(autouse=True)
+def narrow_window(platform: Platform) -> None:
+    """Each test starts on a narrow stream: the platform is shared, and a test before may have left a run of
+    tiny jobs behind (docs/scheduler.md, "Wide window for tiny jobs"). A job that is not tiny narrows it."""
+    narrow = NARROW_PLACES_PER_SLOT * platform.service.consumer.slots
+    if platform.api.http.get("/status").json()["places"] != narrow:
+        platform.requests.job("narrow-window", sleep_s=2 * PACK_MAX_SLEEP_S)
+        platform.results.wait("narrow-window")
+        wait_for(lambda: platform.api.http.get("/status").json()["places"] == narrow, 10, "a narrow window")
 
 
 def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> None:
@@ -162,13 +175,13 @@ def test_drain_nacks_nothing_finishes_in_flight_and_normal_resumes(platform: Pla
     nacked = _count_nacks(platform, monkeypatch)
     slots = platform.service.consumer.slots
     running = [f"drain-a{i}" for i in range(slots)]
-    held = [f"drain-b{i}" for i in range((PLACES_PER_SLOT - 1) * slots)]
+    held = [f"drain-b{i}" for i in range((NARROW_PLACES_PER_SLOT - 1) * slots)]
     for job_id in running:
         platform.requests.job(job_id, sleep_s=2)
     wait_for(lambda: platform.service.registry.count() == slots, 30, "every slot busy")
     for job_id in held:
         platform.requests.job(job_id)
-    wait_for(lambda: _outstanding(platform) == PLACES_PER_SLOT * slots, 10, "every place of the stream taken")
+    wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots, 10, "every place of the stream taken")
     assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
     platform.requests.job("drain-c")
     for job_id in running + held:
@@ -194,8 +207,21 @@ def _outstanding(platform: Platform) -> int:
 @pytest.mark.slow
 def test_the_stream_holds_its_places_per_slot_and_never_more(platform: Platform,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every lease the emulator grants on the request subscription is recorded with the count it leaves
-    # leased, under the broker's lock: the true maximum, not a sample.
+    leased = _record_leased(platform, monkeypatch)
+    slots = platform.service.consumer.slots
+    jobs = [f"prefetch-{i}" for i in range(4 * slots)]
+    for job_id in jobs:
+        platform.requests.job(job_id, sleep_s=0.3)
+    for job_id in jobs:
+        result = platform.results.wait(job_id)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
+    # Per slot one running, and two waiting or concluding (consumer.NARROW_PLACES_PER_SLOT), never more.
+    assert max(leased) == NARROW_PLACES_PER_SLOT * slots
+
+
+def _record_leased(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every lease the emulator grants on the request subscription, as the count it leaves leased, recorded
+    under the broker's lock: the true maximum, not a sample."""
     broker = platform.emulator.broker
     real = broker.lease_locked
     leased: list[int] = []
@@ -207,15 +233,29 @@ def test_the_stream_holds_its_places_per_slot_and_never_more(platform: Platform,
         return received
 
     monkeypatch.setattr(broker, "lease_locked", recording)
+    return leased
+
+
+@pytest.mark.slow
+def test_a_backlog_of_tiny_jobs_widens_the_window_and_a_large_job_narrows_it(platform: Platform,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(window, "WIDEN_COOLDOWN_S", 0.0)  # a test before may have narrowed it just now
+    nacked = _count_nacks(platform, monkeypatch)
+    leased = _record_leased(platform, monkeypatch)
     slots = platform.service.consumer.slots
-    jobs = [f"prefetch-{i}" for i in range(4 * slots)]
+    jobs = [f"wide-{i}" for i in range(WIDEN_AFTER_TINY + 2 * WIDE_PLACES_PER_SLOT * slots)]
     for job_id in jobs:
-        platform.requests.job(job_id, sleep_s=0.3)
+        platform.requests.job(job_id)
     for job_id in jobs:
         result = platform.results.wait(job_id)
         assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
-    # Per slot one running, and two waiting or concluding (consumer.PLACES_PER_SLOT), never more.
-    assert max(leased) == PLACES_PER_SLOT * slots
+    # Past the run of tiny jobs the stream held more than the narrow window's places, never more than the wide's.
+    assert NARROW_PLACES_PER_SLOT * slots < max(leased) <= WIDE_PLACES_PER_SLOT * slots
+    assert platform.api.http.get("/status").json()["places"] == WIDE_PLACES_PER_SLOT * slots
+    platform.requests.job("wide-large", sleep_s=2 * PACK_MAX_SLEEP_S)
+    assert platform.results.wait("wide-large").status is JobStatus.SUCCEEDED
+    assert platform.api.http.get("/status").json()["places"] == NARROW_PLACES_PER_SLOT * slots
+    assert nacked == []  # replacing the stream, twice, gave nothing back
 
 
 # How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
@@ -244,16 +284,16 @@ def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platf
     slots = platform.service.consumer.slots
     # Every place of the client taken: held-a and the other slots' jobs run, the rest wait for a slot.
     platform.requests.job("held-a", sleep_s=2)
-    others = [f"held-b{i}" for i in range(PLACES_PER_SLOT * slots - 1)]
+    others = [f"held-b{i}" for i in range(NARROW_PLACES_PER_SLOT * slots - 1)]
     for job_id in others:
         platform.requests.job(job_id, sleep_s=6)
-    wait_for(lambda: _outstanding(platform) == PLACES_PER_SLOT * slots,
+    wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots,
              30, "every place of the client taken")
     platform.requests.job("held-c")
     platform.results.wait("held-a")
     # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
     # are all taken until the ack's answer comes, holds it back.
-    wait_for(lambda: _outstanding(platform) == PLACES_PER_SLOT * slots
+    wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots
              and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
     assert platform.service.registry.get("held-c") is None
     try:

@@ -19,12 +19,12 @@ from local_platform.broker import EmulatorHandle
 from protocol import contract
 from protocol.messages import JobStatus
 from scheduler.api import create_app
-from scheduler.consumer import PLACES_PER_SLOT
 from scheduler.messaging.admin import subscription_path
 from scheduler.metrics import SchedulerMetrics
 from scheduler.service import Mode, Service
 from scheduler.settings import Settings
 from scheduler.store import ResultStore
+from scheduler.window import NARROW_PLACES_PER_SLOT
 from tests.scheduler.platform import Requests, ResultListener, create_topology, wait_for
 from tests.scheduler.store.failing_fs import FailingFileSystem
 
@@ -34,7 +34,7 @@ PROJECT = "outage-it"
 SLOTS = 2
 # More than the stream's places: the rest must stay in the subscription, not be pulled and nacked. With every
 # place taken by a message it knows, the stream is quiet at once and intake stops without a wait.
-JOBS = SLOTS * PLACES_PER_SLOT + 1
+JOBS = SLOTS * NARROW_PLACES_PER_SLOT + 1
 # Probe failures to sit through before the store comes back: at the 2 s probe period, several of the
 # subscriptions' 1 s redelivery backoffs.
 OUTAGE_PROBES = 3
@@ -98,7 +98,7 @@ def test_a_store_outage_stops_intake_and_costs_no_delivery_attempt(outage: Outag
     request_sub = outage.subscription(contract.REQUEST_SUBSCRIPTION)
     held = request_sub.outstanding  # type: ignore[attr-defined]
     # The jobs it had (running, waiting to store, or prefetched for a slot) wait with their messages leased.
-    assert 1 <= held <= SLOTS * PLACES_PER_SLOT
+    assert 1 <= held <= SLOTS * NARROW_PLACES_PER_SLOT
     assert request_sub.undelivered == JOBS - held  # type: ignore[attr-defined]  # the rest never pulled
     assert all(outage.results.of(job_id) == [] for job_id in jobs)
 

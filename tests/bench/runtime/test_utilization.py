@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from bench.runtime.utilization import (
+    ENDED_THREADS,
     MAX_FIRST_JOB_SLOWDOWN,
     MAX_SCHEDULER_CPU_PER_JOB_S,
     Burst,
@@ -84,12 +85,21 @@ def test_the_first_job_on_a_fresh_platform_is_judged_against_the_same_job_warm()
 
 
 def test_cpu_by_thread_is_per_job_busiest_first_and_leaves_idle_threads_out() -> None:
-    before = {"gpurt-job-N": 1.0, "IO loop": 2.0, "gpurt-singletons": 0.5}
-    after = {"gpurt-job-N": 1.3, "IO loop": 2.6, "gpurt-singletons": 0.5, "AnyIO worker thread": 0.1}
-    # per 100 jobs; a thread that started during the burst counts whole
-    spent = _per_job(before, after, 100)
+    before = {1: ("gpurt-job-N", 1.0), 2: ("IO loop", 2.0), 3: ("gpurt-singletons", 0.5)}
+    after = {1: ("gpurt-job-N", 1.3), 2: ("IO loop", 2.6), 3: ("gpurt-singletons", 0.5),
+             4: ("AnyIO worker thread", 0.1)}
+    # per 100 jobs; a thread that started during the burst counts whole; the live threads account for it all
+    spent = _per_job(before, after, process_cpu_s=1.0, jobs=100)
     assert [kind for kind, _ in spent] == ["IO loop", "gpurt-job-N", "AnyIO worker thread"]
     assert [per_job for _, per_job in spent] == pytest.approx([0.006, 0.003, 0.001])
+
+
+def test_cpu_of_threads_that_ended_is_one_row_and_a_new_thread_of_an_old_name_counts_whole() -> None:
+    # A replaced stream: its slot thread (tid 1) ended, a new one of the same name (tid 5) took over.
+    before = {1: ("gpurt-job-N", 4.0), 2: ("IO loop", 2.0)}
+    after = {5: ("gpurt-job-N", 0.2), 2: ("IO loop", 2.4)}
+    spent = dict(_per_job(before, after, process_cpu_s=1.0, jobs=100))
+    assert spent == pytest.approx({"IO loop": 0.004, ENDED_THREADS: 0.004, "gpurt-job-N": 0.002})
 
 
 def test_cpu_by_thread_renders_a_column_per_burst_and_sums_the_less_busy_kinds() -> None:
