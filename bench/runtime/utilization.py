@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from bench.runtime.cpu import CpuMeter, child_running, only
+from bench.runtime.dask_floor import DaskFloor
 from bench.runtime.end_to_end import RESULT_TIMEOUT_S, run_end_to_end
 from bench.runtime.goals import Goal
 from bench.runtime.measure import fmt_duration, percentile
@@ -122,11 +123,13 @@ class UtilizationFigures:
     streams: tuple[Stream, ...]
     load_average: float  # 1-minute load average at the end of the run
     first_jobs: tuple[FirstJob, ...] = ()
+    dask_floor: DaskFloor | None = None  # a bare Dask client's cost per task, measured apart
 
     def as_json(self) -> dict[str, Any]:
         """Plain values."""
         return {"bursts": [b.as_json() for b in self.bursts], "streams": [s.as_json() for s in self.streams],
-                "first_jobs": [f.as_json() for f in self.first_jobs], "load_average": self.load_average}
+                "first_jobs": [f.as_json() for f in self.first_jobs], "load_average": self.load_average,
+                "dask_floor": self.dask_floor.as_json() if self.dask_floor else None}
 
 
 def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
@@ -235,9 +238,11 @@ def judge(figures: UtilizationFigures) -> list[Goal]:
                               f"{burst.utilization:.0%}", burst.utilization >= least))
     if figures.bursts:
         worst = max(figures.bursts, key=lambda b: b.scheduler_cpu_per_job_s)
+        floor = figures.dask_floor
+        beside = f"; a bare Dask client: {fmt_duration(floor.client_cpu_per_task_s)} per task" if floor else ""
         goals.append(Goal("scheduler CPU per job (worst cell)", f"<= {fmt_duration(MAX_SCHEDULER_CPU_PER_JOB_S)}",
-                          f"{fmt_duration(worst.scheduler_cpu_per_job_s)} ({_cell(worst.workers, worst.sleep_s)})",
-                          worst.scheduler_cpu_per_job_s <= MAX_SCHEDULER_CPU_PER_JOB_S))
+                          f"{fmt_duration(worst.scheduler_cpu_per_job_s)} ({_cell(worst.workers, worst.sleep_s)}"
+                          f"{beside})", worst.scheduler_cpu_per_job_s <= MAX_SCHEDULER_CPU_PER_JOB_S))
     for stream in figures.streams:
         limit = MAX_QUEUE_WAIT_JOBS * stream.sleep_s
         p95 = stream.queue_wait_p95_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
@@ -38,6 +39,9 @@ def bench_utilization(
     ] = None,
     stream_jobs: Annotated[int, typer.Option(
         min=0, max=100_000, help="Jobs of the steady stream at 80 % of capacity (0: no stream).")] = 200,
+    floor_tasks: Annotated[int, typer.Option(
+        min=0, max=100_000, help="Tasks a bare Dask client runs, apart, for the floor under the scheduler's CPU "
+        "per job (0: not measured).")] = 300,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures and goals as JSON.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Write the figures to BENCHMARKS.md.")] = False,
 ) -> None:
@@ -46,7 +50,9 @@ def bench_utilization(
     Each platform first runs a small european_option job (cold: from asking for the platform to its result,
     and its run time against the same job warm), then a burst per job duration, then a steady stream of
     50 ms jobs at 80 % of its capacity; the scheduler process's own CPU per job is read over each burst.
+    Last, with no platform running, a bare Dask client's CPU per task is measured as the floor under it.
     """
+    from bench.runtime.dask_floor import measure_dask_floor
     from bench.runtime.utilization import GRID_SLEEPS_S, GRID_WORKERS, judge, measure, merge
 
     out = err_console if as_json else console  # with --json, stdout carries the JSON alone
@@ -58,6 +64,9 @@ def bench_utilization(
             runs.append(measure(platform, count, jobs, sleeps, stream_jobs, on_progress=_Bars(progress),
                                 asked_at=asked_at))
     figures = merge(runs)
+    if floor_tasks:
+        with out.status(f"a bare Dask client running {floor_tasks} tasks"):
+            figures = replace(figures, dask_floor=measure_dask_floor(floor_tasks))
     goals = judge(figures)
     date = bench_date()
     show_figures({"date": date, **figures.as_json(), "goals": [g.as_json() for g in goals]}, _tables(figures, goals),
@@ -140,6 +149,7 @@ def _tables(figures: UtilizationFigures, goals: list[Goal]) -> list[Table]:
 
 def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
     """The BENCHMARKS.md section."""
+    from bench.runtime.measure import fmt_duration
     from bench.runtime.report import goal_markdown, markdown_table
 
     lines = ["## Runtime: slot utilization", "",
@@ -156,6 +166,14 @@ def markdown(figures: UtilizationFigures, goals: list[Goal], date: str) -> str:
              "1,000,000-path `european_option` on the fresh platform, from asking for the platform (nothing "
              "started: emulator, scheduler, workers warming their kernels) to its result, and its run time "
              "against the same job warm (docs/scheduler.md, \"Warm workers\").", ""]
+    if figures.dask_floor:
+        floor = figures.dask_floor
+        lines += [f"Floor: a bare Dask client, apart (its own Dask scheduler and worker processes, no platform "
+                  f"running), spends {fmt_duration(floor.client_cpu_per_task_s)} of CPU per task submitted, "
+                  f"waited for and fetched ({floor.tasks} tasks one at a time, "
+                  f"{fmt_duration(floor.wall_per_task_s)} each end to end): the least a job that runs as a task of "
+                  "its own costs the scheduler before Pub/Sub and the store (docs/scheduler.md, \"Per-job cost\").",
+                  ""]
     for header, rows in (_first_rows(figures), _rows(figures), _thread_rows(figures), _stream_rows(figures)):
         if rows:
             lines += [*markdown_table(header[0], header[1:], [(row[0], row[1:]) for row in rows]), ""]

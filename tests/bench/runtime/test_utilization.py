@@ -7,6 +7,7 @@ import json
 import pytest
 from rich.console import Console
 
+from bench.runtime.dask_floor import DaskFloor, measure_dask_floor
 from bench.runtime.utilization import (
     ENDED_THREADS,
     MAX_FIRST_JOB_SLOWDOWN,
@@ -113,3 +114,22 @@ def test_cpu_by_thread_renders_a_column_per_burst_and_sums_the_less_busy_kinds()
     assert f"kind-{THREAD_KINDS_SHOWN} |" not in text
     assert "| (the others) | 23 ms | 0 ms |" in text  # kinds 8 and 9: 12 ms + 11 ms
     assert json.loads(json.dumps(bursts[1].as_json()))["scheduler_threads_cpu_per_job_s"] == {"kind-0": 0.004}
+
+
+def test_the_bare_dask_floor_stands_beside_the_cpu_goal_and_in_the_written_section() -> None:
+    floor = DaskFloor(tasks=300, client_cpu_per_task_s=0.0025, wall_per_task_s=0.012)
+    figures = UtilizationFigures((_burst(1, 0.2, makespan_s=40.0, cpu_s=0.012),), (), 1.0, dask_floor=floor)
+    (cpu_goal,) = [g for g in judge(figures) if g.name == "scheduler CPU per job (worst cell)"]
+    assert cpu_goal.measured == "12 ms (1 worker, 200 ms jobs; a bare Dask client: 2.5 ms per task)"
+    text = markdown(figures, judge(figures), "2026-01-01 00:00 UTC")
+    assert "spends 2.5 ms of CPU per task submitted, waited for and fetched (300 tasks one at a time, 12 ms" in text
+    assert json.loads(json.dumps(figures.as_json()))["dask_floor"]["client_cpu_per_task_s"] == 0.0025
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_bare_dask_client_is_measured_on_a_scheduler_and_worker_of_its_own() -> None:
+    floor = measure_dask_floor(tasks=10)
+    assert floor.tasks == 10
+    # Each task is a round trip through two other processes: it takes wall time, and costs this client CPU.
+    assert floor.wall_per_task_s > 0 and floor.client_cpu_per_task_s > 0
