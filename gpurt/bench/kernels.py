@@ -6,6 +6,7 @@ Numba and the kernels are imported inside the commands so ``gpurt --help`` stays
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import typer
@@ -25,6 +26,8 @@ def bench_kernels(
     scale: float = typer.Option(1.0, "--scale", min=1e-6, max=10.0, help="Shrink or grow the problem sizes."),
     stac: bool = typer.Option(True, "--stac/--no-stac", help=(
         "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
+    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help=(
+        "Also time a fresh worker's first job, after the warm-up a worker runs and without it, against warm.")),
     vs_quantlib: bool = typer.Option(False, "--vs-quantlib", help=(
         "Instead, time the American put against QuantLib's MCAmericanEngine: CPU-seconds at equal standard "
         "error (CPU only; QuantLib is a development dependency).")),
@@ -72,12 +75,15 @@ def bench_kernels(
                           f"{f.ratio:.1f}x")
         Console().print(table)
     stac_figures = _bench_stac(device, scale, as_json) if stac else None
+    warm_figures = _bench_warm_start(device, as_json) if warm_start else None
     window = start.window()
     if as_json:
         payload: dict[str, Any] = {"device": device, "figures": runner.figures_json(figures),
                                    "load_average": window.as_json()}
         if stac_figures is not None:
             payload["stac"] = {**stac_figures.__dict__, "ratio": stac_figures.ratio}
+        if warm_figures is not None:
+            payload["warm_start"] = warm_figures.as_json()
         typer.echo(json.dumps(payload, indent=2))
     else:
         typer.echo(window.note())
@@ -87,6 +93,8 @@ def bench_kernels(
         write_section(f"kernels-{device}", runner.kernels_markdown(figures, device, gpu_available(), window.note()))
         if stac_figures is not None:
             _write_stac(stac_figures, device, window.note())
+        if warm_figures is not None:
+            _write_warm_start(warm_figures)
 
 
 def _bench_vs_quantlib(device: str, scale: float, as_json: bool, write: bool) -> None:
@@ -147,6 +155,36 @@ def _bench_stac(device: str, scale: float, as_json: bool) -> Any:
         Console().print(table)
         typer.echo(f"warm speed-up {figures.ratio:.1f}x; anchor {stac.ANCHOR}")
     return figures
+
+
+def _bench_warm_start(device: str, as_json: bool) -> Any:
+    """Time a fresh worker's first job, warmed and cold; print its table unless ``as_json``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from bench.kernels import warm_start
+
+    with Console(stderr=True).status("timing a fresh worker's first job, warmed then cold"):
+        try:
+            figures = warm_start.measure(device)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            raise UserError(f"could not time a fresh worker's first job: {exc}") from None
+    if not as_json:
+        table = Table("", "warm-up", "first job", "against warm", title=f"a fresh worker's first job on {device}")
+        table.add_row("warmed worker", f"{figures.warm_up_s:.2f} s", f"{figures.warmed_first_s * 1000:.2f} ms",
+                      f"{figures.warmed_ratio:.1f}x")
+        table.add_row("no warm-up", "", f"{figures.cold_first_s * 1000:.2f} ms", f"{figures.cold_ratio:.1f}x")
+        table.add_row("warm", "", f"{figures.warm_s * 1000:.2f} ms", "1.0x")
+        Console().print(table)
+    return figures
+
+
+def _write_warm_start(figures: Any) -> None:
+    from bench.kernels import runner, warm_start
+    from bench.markdown import write_section
+
+    where = runner.gpu_name() if figures.device == "gpu" else runner.machine()
+    write_section(f"kernels-warm-start-{figures.device}", warm_start.markdown(figures, where, runner.today()))
 
 
 def _write_stac(figures: Any, device: str, load: str) -> None:

@@ -113,7 +113,7 @@ def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
 def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_bench, "REPEATS", 1)
-    result = _invoke("bench", "kernels", "--device", "cpu", "--json", "--scale", "0.001", "--no-stac")
+    result = _invoke("bench", "kernels", "--device", "cpu", "--json", "--scale", "0.001", "--no-stac", "--no-warm-start")
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)["figures"]
     assert [f["kernel"] for f in figures] == ["european_option", "asian_option", "random_walk", "portfolio_var"]
@@ -161,7 +161,7 @@ def test_bench_write_is_refused_at_once_on_a_loaded_machine(monkeypatch: pytest.
     measured: list[str] = []
     written: list[str] = []
     _fake_bench(monkeypatch, [2.8], measured, written)
-    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--no-warm-start", "--write")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "not writing BENCHMARKS.md" in result.output and "above the limit of 1 (0.5 per core)" in result.output
     assert measured == [] and written == []
@@ -172,7 +172,7 @@ def test_bench_figures_are_printed_but_not_written_when_other_processes_took_cpu
     measured: list[str] = []
     written: list[str] = []
     _fake_bench(monkeypatch, [0.2, 2.5], measured, written, others_cores=0.8)
-    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write")
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--no-warm-start", "--write")
     assert result.exit_code == 2
     assert "european_option" in result.stdout and "5.0x" in result.stdout
     assert ("load average 0.20 before and 2.50 after, on 2 cores; other processes used 0.80 cores during the run"
@@ -186,7 +186,7 @@ def test_a_run_that_fills_every_core_by_itself_is_written(monkeypatch: pytest.Mo
     measured: list[str] = []
     written: list[str] = []
     _fake_bench(monkeypatch, [0.66, 1.95], measured, written, others_cores=0.05)
-    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--write", "--json")
+    result = _invoke("bench", "kernels", "--device", "cpu", "--no-stac", "--no-warm-start", "--write", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["load_average"] == {"before": 0.66, "after": 1.95, "cores": 2,
                                                          "others_cores": pytest.approx(0.05)}

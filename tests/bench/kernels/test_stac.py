@@ -49,7 +49,7 @@ def test_bench_kernels_reports_the_stac_case(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(stac, "case", lambda scale: _tiny())
     monkeypatch.setattr(runner, "cases", lambda device, scale: [])
-    result = CliRunner().invoke(app, ["bench", "kernels", "--device", "cpu", "--json"])
+    result = CliRunner().invoke(app, ["bench", "kernels", "--device", "cpu", "--json", "--no-warm-start"])
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)["stac"]
     assert figures["kernel_warm_s"] > 0 and figures["baseline_warm_s"] > 0
