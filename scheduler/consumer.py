@@ -283,6 +283,8 @@ class Consumer:
                 return  # a closing stream's jobs say nothing about the next one
             if not self._window.observe(tiny, jobs, time.monotonic()):
                 return
+            # Streams replaced earlier and closed since are forgotten here: a long run replaces many.
+            self._draining = [s for s in self._draining if not s.future.done()]
             self._draining.append(stream)
             self._stream = self._open()
             places = self.places

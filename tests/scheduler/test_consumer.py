@@ -227,15 +227,16 @@ def test_a_run_of_tiny_jobs_widens_the_stream_and_a_large_job_narrows_it(subscri
     wait_for(lambda: narrow.future.cancel_calls == 1, 5, "the narrow stream to drain and close")
     narrow.slots.shutdown(await_msg_callbacks=True)  # what the client does once the stream is cancelled
     assert tiny[-1].ack.called and not any(m.nack.called for m in tiny)
+    narrow.future.set_result(True)  # the client finished its shutdown
     kwargs["callback"](_noop_message("late", sleep_s=1.0))  # a closing stream's job changes nothing
     assert len(_max_messages(subscriber)) == 2
 
     wide = consumer._stream
     subscriber.subscribe.call_args.kwargs["callback"](_noop_message("large", sleep_s=1.0))
     assert _max_messages(subscriber)[-1] == 2 * NARROW_PLACES_PER_SLOT and consumer.places == 2 * NARROW_PLACES_PER_SLOT
+    assert consumer._draining == [wide]  # the closed narrow stream is forgotten: a long run replaces many
     wait_for(lambda: wide.future.cancel_calls == 1, 5, "the wide stream to drain and close")
-    for stream in (narrow, wide):
-        stream.future.set_result(True)
+    wide.future.set_result(True)
     consumer.stop(timeout_s=1)
 
 
