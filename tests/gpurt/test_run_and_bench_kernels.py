@@ -113,7 +113,8 @@ def test_run_reports_a_failed_job_as_json(tmp_path: Path, kind: str) -> None:
 def test_bench_kernels_json_has_a_figure_per_kernel_with_its_ratio(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_bench, "REPEATS", 1)
-    result = _invoke("bench", "kernels", "--device", "cpu", "--json", "--scale", "0.001", "--no-stac", "--no-warm-start")
+    result = _invoke("bench", "kernels", "--device", "cpu", "--json", "--scale", "0.001", "--no-stac",
+                     "--no-warm-start")
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)["figures"]
     assert [f["kernel"] for f in figures] == ["european_option", "asian_option", "random_walk", "portfolio_var"]
