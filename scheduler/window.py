@@ -6,8 +6,8 @@ backlog in the subscription, where another replica can take it. For jobs of a fe
 shallow: the ack -> broker -> next message round trip of the concluding place takes longer than the two jobs
 ahead of it, so the slot idles, and packs (``scheduler.packing``) never find more than a message or two
 waiting to run with. So a stream that receives nothing but tiny jobs for a while is replaced by a wide one,
-which holds enough per slot for a running pack, the next pack and a concluding one; the first job that is
-not tiny replaces it by a narrow one again. Replacing a stream drains the old one like a resize: its held
+which holds enough per slot for a running pack and the next one; the first job that is not tiny replaces it
+by a narrow one again. Replacing a stream drains the old one like a resize: its held
 messages run and are acked, nothing is nacked (docs/scheduler.md, "Wide window for tiny jobs").
 """
 
