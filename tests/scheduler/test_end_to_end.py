@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -265,52 +265,63 @@ def test_a_backlog_of_tiny_jobs_widens_the_window_and_a_large_job_narrows_it(pla
     assert nacked == []  # replacing the stream, twice, gave nothing back
 
 
-# How long the emulator holds back its answer to an Acknowledge on the request subscription: the server
-# has freed the place and sends the next message at once, the client frees its own place only on the
-# answer, so for this long the client holds that next message back (seconds).
-SLOW_ACK_S = 2.0
+# Longest the emulator holds back its answers to Acknowledge on the request subscription (seconds): the
+# test releases them sooner, once it has seen what it looks for.
+ACK_GATE_S = 30.0
 
 
-def _slow_acks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> None:
+def _gated_acks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Hold back the emulator's answer to each Acknowledge on the request subscription until the returned
+    event is set. The server has freed the acked message's place and sends the next message at once; the
+    client frees its own place only on the answer, so until then it holds that next message back."""
     broker = platform.emulator.broker
     real = broker.acknowledge
+    release = threading.Event()
 
-    def slow(subscription: str, ack_ids) -> None:  # type: ignore[no-untyped-def]
+    def gated(subscription: str, ack_ids) -> None:  # type: ignore[no-untyped-def]
         real(subscription, ack_ids)
         if subscription.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
-            time.sleep(SLOW_ACK_S)
+            release.wait(ACK_GATE_S)
 
-    monkeypatch.setattr(broker, "acknowledge", slow)
+    monkeypatch.setattr(broker, "acknowledge", gated)
+    return release
 
 
 @pytest.mark.slow
 def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platform: Platform,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     nacked = _count_nacks(platform, monkeypatch)
-    _slow_acks(platform, monkeypatch)
+    release_acks = _gated_acks(platform, monkeypatch)
     slots = platform.service.consumer.slots
     # Every place of the client taken: held-a and the other slots' jobs run, the rest wait for a slot.
     platform.requests.job("held-a", sleep_s=2)
     others = [f"held-b{i}" for i in range(NARROW_PLACES_PER_SLOT * slots - 1)]
     for job_id in others:
         platform.requests.job(job_id, sleep_s=6)
-    wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots,
-             30, "every place of the client taken")
-    platform.requests.job("held-c")
-    platform.results.wait("held-a")
-    # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
-    # are all taken until the ack's answer comes, holds it back.
-    wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots
-             and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
-    assert platform.service.registry.get("held-c") is None
     try:
-        assert platform.api.http.post("/control/maintenance", json={"mode": "drain"}).status_code == 200
+        wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots,
+                 30, "every place of the client taken")
+        platform.requests.job("held-c")
+        platform.results.wait("held-a")
+        # held-a's ack reached the server, which leased held-c to the client at once; the client, whose places
+        # are all taken until the ack's answer comes, holds it back.
+        wait_for(lambda: _outstanding(platform) == NARROW_PLACES_PER_SLOT * slots
+                 and _undelivered(platform, contract.REQUEST_SUBSCRIPTION) == 0, 5, "held-c sent to the client")
+        assert platform.service.registry.get("held-c") is None
+        # The drain begins while the client holds held-c back; the ack's answer comes after. (The drain request
+        # waits for intake to stop, which needs that answer: it is made on a thread of its own.)
+        with ThreadPoolExecutor(1) as requests:
+            drain = requests.submit(platform.api.http.post, "/control/maintenance", json={"mode": "drain"})
+            wait_for(lambda: platform.service.consumer.draining, 10, "the drain to begin")
+            release_acks.set()
+            assert drain.result(timeout=30).status_code == 200
         wait_for(lambda: platform.service.consumer and platform.service.consumer.wait_drained(0.1), 30, "the drain")
         assert nacked == []
         for job_id in [*others, "held-c"]:
             result = platform.results.wait(job_id)
             assert result.status is JobStatus.SUCCEEDED and result.attempt == 1
     finally:
+        release_acks.set()
         platform.api.http.post("/control/maintenance", json={"mode": "normal"})
 
 
