@@ -237,6 +237,11 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def where(device: str) -> str:
+    """Where figures of ``device`` were measured: the GPU's name, or the machine's description."""
+    return gpu_name() if device == GPU else machine()
+
+
 def gpu_name() -> str:
     """The CUDA device's name."""
     from numba import cuda
@@ -266,11 +271,11 @@ def software() -> str:
 def kernels_markdown(figures: list[Figure], device: str, gpu_present: bool, load: str) -> str:
     """The ``kernels-<device>`` section of BENCHMARKS.md."""
     baseline = "cupy (cuRAND normals + elementwise)" if device == GPU else "vectorised NumPy"
-    where = gpu_name() if device == GPU else machine()
+    measured_on = where(device)
     lines = [
         f"## Kernels on {device.upper()} — {today()}",
         "",
-        f"Device: {where}. Baseline: {baseline}, same parameters, same run. Kernel and baseline runs alternate "
+        f"Device: {measured_on}. Baseline: {baseline}, same parameters, same run. Kernel and baseline runs alternate "
         f"(at least {REPEATS} each, until {MIN_TIMED_S:g} s were timed) after an untimed warm-up (JIT compile "
         "excluded); each figure is the fastest run; kernels are timed end to end through `run_job`.",
         "",

@@ -51,6 +51,13 @@ class WarmStart:
         """Plain values, with the two ratios."""
         return {**asdict(self), "warmed_ratio": self.warmed_ratio, "cold_ratio": self.cold_ratio}
 
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """The table, terminal and BENCHMARKS.md alike: what ran, the warm-up, the first job, against warm."""
+        return [("warmed worker", f"{self.warm_up_s:.2f} s", f"{self.warmed_first_s * 1000:.2f} ms",
+                 f"{self.warmed_ratio:.1f}x"),
+                ("no warm-up", "—", f"{self.cold_first_s * 1000:.2f} ms", f"{self.cold_ratio:.1f}x"),
+                ("warm", "", f"{self.warm_s * 1000:.2f} ms", "1.0x")]
+
 
 def measure(device: str) -> WarmStart:
     """Run the warmed and the cold process on ``device``, one after the other."""
@@ -112,9 +119,7 @@ def markdown(f: WarmStart, where: str, date: str) -> str:
         "",
         "| | warm-up before the first job | first job's run time | against warm |",
         "| --- | ---: | ---: | ---: |",
-        f"| warmed worker | {f.warm_up_s:.2f} s | {f.warmed_first_s * 1000:.2f} ms | {f.warmed_ratio:.1f}x |",
-        f"| no warm-up | — | {f.cold_first_s * 1000:.2f} ms | {f.cold_ratio:.1f}x |",
-        f"| warm | | {f.warm_s * 1000:.2f} ms | 1.0x |",
+        *(f"| {' | '.join(row)} |" for row in f.rows()),
     ])
 
 

@@ -4,9 +4,8 @@ Every job that runs alone is one Dask task, and the gpu-scheduler's Dask client 
 end, fetches its result and releases it. This measures that much and nothing else: a client in this process
 runs ``FLOOR_TASKS`` tiny tasks one after another on a Dask scheduler and one worker of their own, each in a
 process of its own started from Dask's command line (no job, no Pub/Sub, no store), and counts this
-process's CPU. The scheduler's CPU per
-unpacked job cannot go below it as long as each such job is a task of its own (docs/scheduler.md,
-"Per-job cost").
+process's CPU. The scheduler's CPU per unpacked job cannot go below it as long as each such job is a task
+of its own (docs/scheduler.md, "Per-job cost").
 """
 
 from __future__ import annotations

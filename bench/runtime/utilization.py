@@ -142,8 +142,8 @@ def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
     threads_before = _thread_cpu(platform)
     meter.start()
     e2e = run_end_to_end(platform, jobs, on_progress, params={"sleep_s": sleep_s})
-    cpu, dask_cpu = meter.stop(max(e2e.completed, 1))
     completed = max(e2e.completed, 1)
+    cpu, dask_cpu = meter.stop(completed)
     threads = _per_job(threads_before, _thread_cpu(platform), cpu.per_job_s * completed, completed)
     return Burst(workers, sleep_s, jobs, e2e.completed, e2e.wall_s, cpu.per_job_s, dask_cpu.per_job_s, threads)
 

@@ -171,10 +171,8 @@ def _bench_warm_start(device: str, as_json: bool) -> Any:
             raise UserError(f"could not time a fresh worker's first job: {exc}") from None
     if not as_json:
         table = Table("", "warm-up", "first job", "against warm", title=f"a fresh worker's first job on {device}")
-        table.add_row("warmed worker", f"{figures.warm_up_s:.2f} s", f"{figures.warmed_first_s * 1000:.2f} ms",
-                      f"{figures.warmed_ratio:.1f}x")
-        table.add_row("no warm-up", "", f"{figures.cold_first_s * 1000:.2f} ms", f"{figures.cold_ratio:.1f}x")
-        table.add_row("warm", "", f"{figures.warm_s * 1000:.2f} ms", "1.0x")
+        for row in figures.rows():
+            table.add_row(*row)
         Console().print(table)
     return figures
 
@@ -183,16 +181,15 @@ def _write_warm_start(figures: Any) -> None:
     from bench.kernels import runner, warm_start
     from bench.markdown import write_section
 
-    where = runner.gpu_name() if figures.device == "gpu" else runner.machine()
-    write_section(f"kernels-warm-start-{figures.device}", warm_start.markdown(figures, where, runner.today()))
+    write_section(f"kernels-warm-start-{figures.device}",
+                  warm_start.markdown(figures, runner.where(figures.device), runner.today()))
 
 
 def _write_stac(figures: Any, device: str, load: str) -> None:
     from bench.kernels import runner, stac
     from bench.markdown import write_section
 
-    where = runner.gpu_name() if device == "gpu" else runner.machine()
-    write_section(f"kernels-stac-{device}", stac.markdown(figures, where, runner.today(), load))
+    write_section(f"kernels-stac-{device}", stac.markdown(figures, runner.where(device), runner.today(), load))
 
 
 @friendly_errors

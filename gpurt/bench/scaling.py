@@ -31,6 +31,7 @@ def bench_scaling(
 ) -> None:
     """Speed-up and parallel efficiency of a sharded job on 1 .. N workers against 1 worker, in the same run."""
     from bench.kernels.runner import today
+    from bench.kernels.runner import where as measured_on
     from bench.markdown import load_note, write_section
     from bench.runtime.scaling import measure
     from scheduler.settings import detect_gpus
@@ -47,7 +48,7 @@ def bench_scaling(
     with err_console.status("starting workers") as status:
         run = measure(max_workers, device, gpus if device == "gpu" else 0, repeats, scale,
                       on_step=lambda step: status.update(step))
-    where = _where(device)
+    where = measured_on(device)
     if as_json:
         print_json({"device": device, "where": where, "load": load_note(),
                     "rows": [dataclasses.asdict(r) for r in run.rows],
@@ -65,12 +66,6 @@ def _quiet_dask() -> None:
     for name in [*logging.root.manager.loggerDict, "distributed"]:
         if name.startswith("distributed"):
             logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def _where(device: str) -> str:
-    from bench.kernels.runner import gpu_name, machine
-
-    return gpu_name() if device == "gpu" else machine()
 
 
 def _table(run: ScalingRun, where: str) -> Table:
