@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -22,13 +23,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 @pytest.fixture(autouse=True)
 def narrow_window(platform: Platform) -> None:
-    """Each test starts on a narrow stream: the platform is shared, and a test before may have left a run of
-    tiny jobs behind (docs/scheduler.md, "Wide window for tiny jobs"). A job that is not tiny narrows it."""
-    narrow = NARROW_PLACES_PER_SLOT * platform.service.consumer.slots
+    """Each test starts on one narrow stream: the platform is shared, and a test before may have left a run of
+    tiny jobs behind (docs/scheduler.md, "Wide window for tiny jobs"), which a job that is not tiny narrows,
+    or a replaced stream still closing, whose last acks would land in this test."""
+    consumer = platform.service.consumer
+    narrow = NARROW_PLACES_PER_SLOT * consumer.slots
     if platform.api.http.get("/status").json()["places"] != narrow:
         platform.requests.job("narrow-window", sleep_s=2 * PACK_MAX_SLEEP_S)
         platform.results.wait("narrow-window")
         wait_for(lambda: platform.api.http.get("/status").json()["places"] == narrow, 10, "a narrow window")
+    wait_for(lambda: consumer.wait_drained(0.1), 30, "replaced streams to close")
 
 
 def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> None:
@@ -265,25 +269,36 @@ def test_a_backlog_of_tiny_jobs_widens_the_window_and_a_large_job_narrows_it(pla
     assert nacked == []  # replacing the stream, twice, gave nothing back
 
 
-# Longest the emulator holds back its answers to Acknowledge on the request subscription (seconds): the
-# test releases them sooner, once it has seen what it looks for.
+# Longest the emulator holds back its answer to the gated ack (seconds): the test releases it sooner, once it has
+# seen what it looks for.
 ACK_GATE_S = 30.0
 
 
-def _gated_acks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Hold back the emulator's answer to each Acknowledge on the request subscription until the returned
-    event is set. The server has freed the acked message's place and sends the next message at once; the
-    client frees its own place only on the answer, so until then it holds that next message back."""
+def _gate_ack_of(job_id: str, platform: Platform, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Hold back the emulator's answer to the Acknowledge that acks ``job_id``'s request until the returned
+    event is set; every other ack is answered at once. The server has freed the acked message's place and
+    sends the next message at once; the client frees its own place only on the answer, so until then it
+    holds that next message back."""
     broker = platform.emulator.broker
-    real = broker.acknowledge
+    real_lease, real_ack = broker.lease_locked, broker.acknowledge
+    requests = subscription_path(platform.project, contract.REQUEST_SUBSCRIPTION)
+    gated: set[str] = set()  # the ack ids of the job's deliveries
     release = threading.Event()
 
-    def gated(subscription: str, ack_ids) -> None:  # type: ignore[no-untyped-def]
-        real(subscription, ack_ids)
-        if subscription.endswith(f"/{contract.REQUEST_SUBSCRIPTION}"):
+    def lease(queue, *args, **kwargs):  # type: ignore[no-untyped-def]
+        received = real_lease(queue, *args, **kwargs)
+        if queue.name == requests:
+            gated.update(r.ack_id for r in received if json.loads(r.message.data).get("job_id") == job_id)
+        return received
+
+    def acknowledge(subscription: str, ack_ids) -> None:  # type: ignore[no-untyped-def]
+        ack_ids = list(ack_ids)
+        real_ack(subscription, ack_ids)
+        if subscription == requests and gated.intersection(ack_ids):
             release.wait(ACK_GATE_S)
 
-    monkeypatch.setattr(broker, "acknowledge", gated)
+    monkeypatch.setattr(broker, "lease_locked", lease)
+    monkeypatch.setattr(broker, "acknowledge", acknowledge)
     return release
 
 
@@ -291,7 +306,7 @@ def _gated_acks(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> threadin
 def test_a_drain_runs_a_message_the_client_held_back_instead_of_nacking_it(platform: Platform,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     nacked = _count_nacks(platform, monkeypatch)
-    release_acks = _gated_acks(platform, monkeypatch)
+    release_acks = _gate_ack_of("held-a", platform, monkeypatch)
     slots = platform.service.consumer.slots
     # Every place of the client taken: held-a and the other slots' jobs run, the rest wait for a slot.
     platform.requests.job("held-a", sleep_s=2)
