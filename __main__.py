@@ -17,8 +17,8 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.platform_services import PlatformServices, PlatformServicesArgs
 from components.pubsub import PubSub, PubSubArgs
 from components.scheduler_workload import SchedulerWorkload, SchedulerWorkloadArgs
-from manifests.scheduler import VertexRouting
-from protocol import contract
+from runtime.manifests.scheduler import VertexRouting
+from runtime.protocol import contract
 
 config = load_stack_config()
 control_token = load_control_token()

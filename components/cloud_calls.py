@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from protocol import contract
+from runtime.protocol import contract
 
 
 class Workload(StrEnum):
@@ -117,10 +117,10 @@ class KubeCall:
 _S = Workload.SCHEDULER
 _DASK = "kubernetes.dask.org"
 _LEASES = ("coordination.k8s.io", "leases")
-_POOLS = "scheduler.pools.kubernetes:KubernetesPools"
-_QUEUED = "scheduler.pools.queued:QueuedProvisioner"
+_POOLS = "runtime.scheduler.pools.kubernetes:KubernetesPools"
+_QUEUED = "runtime.scheduler.pools.queued:QueuedProvisioner"
 _PROVREQS = ("autoscaling.x-k8s.io", "provisioningrequests")
-_STORE = "scheduler.store.store:ResultStore"
+_STORE = "runtime.scheduler.store.store:ResultStore"
 # gcsfs's default filesystem first asks the Storage Control API for the bucket's layout (flat or
 # hierarchical), which needs storage.objects.list; every gs:// access below starts with it.
 _LAYOUT = "storage.objects.list"
@@ -133,25 +133,25 @@ _EXISTS = ("storage.objects.get", _LAYOUT)
 _CONSUME = ("pubsub.subscriptions.consume",)
 # Who waits for results on a private subscription of its own.
 _RESULTS_WAIT = "gpurt submit --wait, the Python client"
-_ADMIN = "ops.adapters.pubsub:GooglePubSubAdmin"
-_KUBE = "ops.adapters.kube:KubernetesApi"
-_APPS = "ops.rollback.kubernetes:KubernetesDeploymentApi"
-_VERTEX = "scheduler.backends.vertex:VertexBackend"
+_ADMIN = "validation.adapters.pubsub:GooglePubSubAdmin"
+_KUBE = "validation.adapters.kube:KubernetesApi"
+_APPS = "validation.rollback.kubernetes:KubernetesDeploymentApi"
+_VERTEX = "runtime.scheduler.backends.vertex:VertexBackend"
 
 GCP_CALLS: Final = (
-    GcpCall("scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
+    GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
             contract.REQUEST_SUBSCRIPTION, "streaming pull of job requests (pull, ack, modify deadline)"),
-    GcpCall("scheduler.reclaimer:DlqReclaimer.run", "pull", _S, _CONSUME, Target.SUBSCRIPTION,
+    GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "pull", _S, _CONSUME, Target.SUBSCRIPTION,
             contract.REQUEST_DLQ_SUBSCRIPTION, "reads dead letters to publish their terminal result"),
-    GcpCall("scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
+    GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
             Target.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION, "releases a dead letter without acking it"),
-    GcpCall("scheduler.messaging.publisher:ResultPublisher.publish_results", "publish", _S, ("pubsub.topics.publish",),
-            Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
-    GcpCall("scheduler.messaging.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
+    GcpCall("runtime.scheduler.messaging.publisher:ResultPublisher.publish_results", "publish", _S,
+            ("pubsub.topics.publish",), Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
+    GcpCall("runtime.scheduler.messaging.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits, replays and probes jobs"),
-    GcpCall("scheduler.messaging.publisher:TopicPublisher.publish_raw_requests", "publish", Workload.OPERATOR,
+    GcpCall("runtime.scheduler.messaging.publisher:TopicPublisher.publish_raw_requests", "publish", Workload.OPERATOR,
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits jobs in bulk (drills)"),
-    GcpCall("scheduler.messaging.depth:MonitoringDepth.undelivered", "list_time_series", _S,
+    GcpCall("runtime.scheduler.messaging.depth:MonitoringDepth.undelivered", "list_time_series", _S,
             ("monitoring.timeSeries.list",), Target.PROJECT, why="backlog and dead-letter depth"),
     GcpCall(f"{_STORE}._read", "open", _S, _GET, Target.RESULT_BUCKET, why="stored results and artifacts"),
     GcpCall(f"{_STORE}._exists", "exists", _S, _EXISTS, Target.RESULT_BUCKET, why="published and cancel markers"),
@@ -184,18 +184,18 @@ GCP_CALLS: Final = (
           ("_read_output", "open", _S, _GET, Target.RESULT_BUCKET, "", "reads the job's output and artifacts"),
           ("_raise_failure", "open", _S, _GET, Target.RESULT_BUCKET, "", "reads the job's error record"),
       )),
-    GcpCall("worker.vertex_task:_write", "open", Workload.VERTEX_TASK, _WRITE,
+    GcpCall("runtime.worker.vertex_task:_write", "open", Workload.VERTEX_TASK, _WRITE,
             Target.RESULT_BUCKET, why="the job writes its output under the result store", only_with=VERTEX_AI),
     *(GcpCall(site, method, Workload.OPERATOR, permissions, Target.PROJECT, why=why)
       for site, method, permissions, why in (
-          ("ops.dlq.tools:DeadLetterQueue._pull", "pull", _CONSUME, "gpurt dlq inspect / replay"),
-          ("ops.dlq.tools:DeadLetterQueue._release", "modify_ack_deadline", _CONSUME, "gpurt dlq inspect"),
-          ("ops.dlq.tools:DeadLetterQueue.replay", "acknowledge", _CONSUME, "gpurt dlq replay"),
-          ("client.transport:ResultSubscription.__enter__", "create_subscription",
+          ("validation.dlq.tools:DeadLetterQueue._pull", "pull", _CONSUME, "gpurt dlq inspect / replay"),
+          ("validation.dlq.tools:DeadLetterQueue._release", "modify_ack_deadline", _CONSUME, "gpurt dlq inspect"),
+          ("validation.dlq.tools:DeadLetterQueue.replay", "acknowledge", _CONSUME, "gpurt dlq replay"),
+          ("runtime.access.transport:ResultSubscription.__enter__", "create_subscription",
            ("pubsub.subscriptions.create", "pubsub.topics.attachSubscription"), _RESULTS_WAIT),
-          ("client.transport:ResultSubscription.__enter__", "subscribe", _CONSUME, _RESULTS_WAIT),
-          ("client.transport:ResultSubscription.__exit__", "delete_subscription", ("pubsub.subscriptions.delete",),
-           _RESULTS_WAIT),
+          ("runtime.access.transport:ResultSubscription.__enter__", "subscribe", _CONSUME, _RESULTS_WAIT),
+          ("runtime.access.transport:ResultSubscription.__exit__", "delete_subscription",
+           ("pubsub.subscriptions.delete",), _RESULTS_WAIT),
           (f"{_ADMIN}.topic_names", "list_topics", ("pubsub.topics.list",), "gpurt validate"),
           (f"{_ADMIN}.subscription", "get_subscription", ("pubsub.subscriptions.get",), "gpurt validate"),
           (f"{_ADMIN}.create_subscription", "create_subscription",
@@ -208,34 +208,34 @@ GCP_CALLS: Final = (
           (f"{_ADMIN}.release", "modify_ack_deadline", _CONSUME, "gpurt validate (DLQ peek)"),
           (f"{_ADMIN}.iam_members", "get_iam_policy",
            ("pubsub.topics.getIamPolicy", "pubsub.subscriptions.getIamPolicy"), "gpurt validate"),
-          ("ops.adapters.vertex:GoogleVertexQuota.custom_job_names", "list", ("aiplatform.customJobs.list",),
+          ("validation.adapters.vertex:GoogleVertexQuota.custom_job_names", "list", ("aiplatform.customJobs.list",),
            "gpurt validate"),
-          ("ops.adapters.vertex:GoogleVertexQuota.region_quotas", "get", ("compute.regions.get",),
+          ("validation.adapters.vertex:GoogleVertexQuota.region_quotas", "get", ("compute.regions.get",),
            "gpurt validate"),
-          ("ops.adapters.iam:ResourceManagerIam.role_bindings", "get_iam_policy",
+          ("validation.adapters.iam:ResourceManagerIam.role_bindings", "get_iam_policy",
            ("resourcemanager.projects.getIamPolicy",), "gpurt validate"),
-          ("ops.adapters.iam:ResourceManagerIam.project_number", "get_project",
+          ("validation.adapters.iam:ResourceManagerIam.project_number", "get_project",
            ("resourcemanager.projects.get",), "gpurt validate"),
-          ("ops.adapters.iam:GoogleResourceIam.bucket_bindings", "get_iam_policy",
+          ("validation.adapters.iam:GoogleResourceIam.bucket_bindings", "get_iam_policy",
            ("storage.buckets.getIamPolicy",), "gpurt validate"),
-          ("ops.adapters.iam:GoogleResourceIam.bucket_bindings", "bucket", (), "a local handle, no request"),
-          ("ops.adapters.iam:GoogleResourceIam.service_account_bindings", "post",
+          ("validation.adapters.iam:GoogleResourceIam.bucket_bindings", "bucket", (), "a local handle, no request"),
+          ("validation.adapters.iam:GoogleResourceIam.service_account_bindings", "post",
            ("iam.serviceAccounts.getIamPolicy",), "gpurt validate"),
-          ("ops.state.checkpoints:list_checkpoints", "ls", ("storage.objects.list",),
+          ("validation.state.checkpoints:list_checkpoints", "ls", ("storage.objects.list",),
            "gpurt state restore --backend-url"),
-          ("ops.state.checkpoints:list_checkpoints", "unstrip_protocol", (), "string formatting"),
-          ("ops.state.checkpoints:read_checkpoint", "open", ("storage.objects.get",), "gpurt state restore"),
+          ("validation.state.checkpoints:list_checkpoints", "unstrip_protocol", (), "string formatting"),
+          ("validation.state.checkpoints:read_checkpoint", "open", ("storage.objects.get",), "gpurt state restore"),
       )),
 )
 
 KUBE_CALLS: Final = (
-    KubeCall("scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", _S, *_LEASES, "get",
+    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", _S, *_LEASES, "get",
              contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
-    KubeCall("scheduler.leader:KubernetesLeaseStore._write", "create_namespaced_lease", _S, *_LEASES,
+    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "create_namespaced_lease", _S, *_LEASES,
              "create", contract.RUNTIME_NAMESPACE),
-    KubeCall("scheduler.leader:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
+    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
              "update", contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
-    KubeCall("scheduler.pools.kubernetes:KubernetesPools._groups", "list_namespaced_custom_object", _S,
+    KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._groups", "list_namespaced_custom_object", _S,
              _DASK, "daskworkergroups", "list", contract.COMPUTE_NAMESPACE),
     KubeCall(f"{_POOLS}._patch_group", "patch_namespaced_custom_object", _S,
              _DASK, "daskworkergroups", "patch", contract.COMPUTE_NAMESPACE),
@@ -259,7 +259,7 @@ KUBE_CALLS: Final = (
     # The operator's tools (gpurt validate, leader --kubernetes, rollback --kubernetes), on their kubeconfig.
     *(KubeCall(site, method, Workload.OPERATOR, group, resource, verb, namespace)
       for site, method, group, resource, verb, namespace in (
-          ("scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
+          ("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
            contract.RUNTIME_NAMESPACE),
           (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.RUNTIME_NAMESPACE),
           (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.COMPUTE_NAMESPACE),
@@ -285,40 +285,44 @@ KUBE_CALLS: Final = (
 # calls are declared too, though the stack grants people nothing). The local platform is not among them.
 # Every module of these that imports a cloud library is in CLIENT_SITES or NO_CLIENT_CALLS (the tests walk them).
 CALLER_PACKAGES: Final = (
-    "scheduler", "scheduler.store", "scheduler.messaging", "worker", "ops.dlq", "client",
-    "ops.adapters", "ops.rollback", "ops.state",
+    "runtime.scheduler", "runtime.scheduler.store", "runtime.scheduler.messaging", "runtime.worker", "validation.dlq",
+    "runtime.access",
+    "validation.adapters", "validation.rollback", "validation.state",
 )
 # Where cloud clients are held: module -> the expressions that are one. Every call on them must be declared
 # above (the tests walk these modules).
 CLIENT_SITES: Final = {
-    "ops.dlq.tools": ("self._clients.subscriber",),
-    "client.transport": ("self._clients.subscriber",),
-    "ops.adapters.pubsub": ("self._publisher", "self._subscriber"),
-    "ops.adapters.vertex": ("self._jobs", "self._regions"),
-    "ops.adapters.kube": ("self._core", "self._custom"),
-    "ops.adapters.iam": ("self._client", "self._storage", "self._storage.bucket(bucket)", "self._session"),
-    "ops.rollback.kubernetes": ("self._apps",),
-    "ops.state.checkpoints": ("fs",),
-    "scheduler.consumer": ("self._subscriber",),
-    "scheduler.reclaimer": ("self._subscriber",),
-    "scheduler.messaging.publisher": ("self._client",),
-    "scheduler.messaging.depth": ("self._client",),
-    "scheduler.store.store": ("self._fs",),
-    "scheduler.backends.vertex": ("self._client", "fsspec"),
-    "worker.vertex_task": ("fsspec",),
-    "scheduler.leader": ("self._api",),
-    "scheduler.pools.kubernetes": ("self._api",),
-    "scheduler.pools.queued": ("self._api",),
+    "validation.dlq.tools": ("self._clients.subscriber",),
+    "runtime.access.transport": ("self._clients.subscriber",),
+    "validation.adapters.pubsub": ("self._publisher", "self._subscriber"),
+    "validation.adapters.vertex": ("self._jobs", "self._regions"),
+    "validation.adapters.kube": ("self._core", "self._custom"),
+    "validation.adapters.iam": ("self._client", "self._storage", "self._storage.bucket(bucket)", "self._session"),
+    "validation.rollback.kubernetes": ("self._apps",),
+    "validation.state.checkpoints": ("fs",),
+    "runtime.scheduler.consumer": ("self._subscriber",),
+    "runtime.scheduler.reclaimer": ("self._subscriber",),
+    "runtime.scheduler.messaging.publisher": ("self._client",),
+    "runtime.scheduler.messaging.depth": ("self._client",),
+    "runtime.scheduler.store.store": ("self._fs",),
+    "runtime.scheduler.backends.vertex": ("self._client", "fsspec"),
+    "runtime.worker.vertex_task": ("fsspec",),
+    "runtime.scheduler.leader": ("self._api",),
+    "runtime.scheduler.pools.kubernetes": ("self._api",),
+    "runtime.scheduler.pools.queued": ("self._api",),
 }
 # Modules that import a cloud library without calling a service through it.
 NO_CLIENT_CALLS: Final = {
-    "scheduler.messaging.clients": "builds clients; calls nothing",
-    "scheduler.messaging.admin": "creates topics on the local platform's emulator; Pulumi owns them in the cloud",
-    "scheduler.dispatch": "uses the Pub/Sub client's scheduler class, no API",
-    "scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
-    "scheduler.store.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls are declared",
-    "scheduler.backends.vertex_rest": "the Vertex AI REST adapter behind VertexBackend's client (declared there)",
-    "scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind the api of KubernetesPools "
+    "runtime.scheduler.messaging.clients": "builds clients; calls nothing",
+    "runtime.scheduler.messaging.admin": "creates topics on the local platform's emulator; Pulumi owns them in "
+                                         "the cloud",
+    "runtime.scheduler.dispatch": "uses the Pub/Sub client's scheduler class, no API",
+    "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
+    "runtime.scheduler.store.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls "
+                                           "are declared",
+    "runtime.scheduler.backends.vertex_rest": "the Vertex AI REST adapter behind VertexBackend's client "
+                                              "(declared there)",
+    "runtime.scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind the api of KubernetesPools "
                                               "and QueuedProvisioner (declared there)",
 }
 # Roles of the contract's project table that no call of the code needs, kept because the contract's role

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from components import placeholders
-from manifests import gpu_options
+from runtime.manifests import gpu_options
 
 PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
@@ -299,7 +299,7 @@ class VertexConfig(_Model):
     @field_validator("job_types")
     @classmethod
     def _known_job_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from protocol.params import JobType
+        from kernels.params import JobType
 
         unknown = sorted(set(value) - {t.value for t in JobType})
         if unknown:

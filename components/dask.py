@@ -16,10 +16,10 @@ import pulumi_kubernetes as k8s
 
 from components.config import GpuPoolConfig
 from components.k8s_objects import apply_manifest
-from manifests import common, gpu_options, network, provisioning
-from manifests import dask as manifests
-from manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
-from protocol import contract
+from runtime.manifests import common, gpu_options, network, provisioning
+from runtime.manifests import dask as manifests
+from runtime.manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
+from runtime.protocol import contract
 
 TYPE = "gpu-runtime:dask:DaskCluster"
 

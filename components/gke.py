@@ -20,8 +20,8 @@ import pulumi_kubernetes as k8s
 
 from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
 from components.policy import rules
-from manifests import gpu_options
-from protocol import contract
+from runtime.manifests import gpu_options
+from runtime.protocol import contract
 
 # Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
 # (Workload Identity gives them their own), so nothing more is granted.

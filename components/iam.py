@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from protocol import contract
+from runtime.protocol import contract
 
 WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
 

@@ -29,7 +29,7 @@ from components.cloud_calls import GcpCall, KubeCall, Target, Workload
 from components.iam import WORKLOAD_IDENTITY_ROLE, workload_identity_member
 from components.iam_permissions import ROLE_PERMISSIONS
 from components.rendered import CLUSTER, DEPLOYMENT, Resource, kubernetes_object, last_segment, lookup
-from protocol import contract
+from runtime.protocol import contract
 
 K8S_SERVICE_ACCOUNT: Final = "kubernetes:core/v1:ServiceAccount"
 ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"

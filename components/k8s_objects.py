@@ -12,7 +12,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from manifests.common import Manifest
+from runtime.manifests.common import Manifest
 
 _CLASSES: Final[dict[tuple[str, str], Any]] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,

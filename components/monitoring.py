@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import pulumi
 
 from components.k8s_objects import apply_manifest
-from manifests import alerts, common, dashboard, dcgm, monitors, network
-from protocol import contract
+from runtime.manifests import alerts, common, dashboard, dcgm, monitors, network
+from runtime.protocol import contract
 
 TYPE = "gpu-runtime:monitoring:Monitoring"
 

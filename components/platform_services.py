@@ -13,7 +13,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config import VertexConfig
-from protocol import contract
+from runtime.protocol import contract
 
 REQUIRED_APIS = (
     "compute.googleapis.com",

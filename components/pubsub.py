@@ -1,6 +1,6 @@
 """Pub/Sub: the job topics, their pull subscriptions, dead-lettering and the service agent's grants.
 
-Everything is built from ``protocol.contract``: one topic per ``TopicSpec``, one subscription per
+Everything is built from ``runtime.protocol.contract``: one topic per ``TopicSpec``, one subscription per
 ``SubscriptionSpec``. A subscription whose spec names a dead-letter topic gets the dead-letter policy,
 the exponential retry policy and the two grants the Pub/Sub service agent needs to forward messages.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from protocol import contract
+from runtime.protocol import contract
 
 # Subscriptions expire after 31 idle days by default; an idle staging queue must not vanish.
 _NEVER_EXPIRE = ""

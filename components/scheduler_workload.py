@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components.k8s_objects import apply_manifest
-from manifests import common, network
-from manifests import scheduler as manifests
-from protocol import contract
+from runtime.manifests import common, network
+from runtime.manifests import scheduler as manifests
+from runtime.protocol import contract
 
 TYPE = "gpu-runtime:scheduler_workload:SchedulerWorkload"
 

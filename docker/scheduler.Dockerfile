@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # gpu-scheduler image: core + [scheduler] from uv.lock, no kernels' compilers, no scipy, no GPU libraries. It runs
 # two things: the gpu-scheduler (its default command; Pub/Sub consumer, HTTP API on 8080, Dask client), and the
-# DaskCluster's Dask scheduler (`dask scheduler`, set as the command by manifests/dask.py), which
+# DaskCluster's Dask scheduler (`dask scheduler`, set as the command by runtime/manifests/dask.py), which
 # needs only distributed from the same lock, so client, scheduler and workers share one Dask version.
 # Build from the repository root (BuildKit reads scheduler.Dockerfile.dockerignore beside this file):
 #   docker build -f docker/scheduler.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-scheduler:$GIT_SHA .
@@ -24,11 +24,12 @@ WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra scheduler --no-install-project
-COPY scheduler ./scheduler
-COPY worker ./worker
-COPY manifests ./manifests
+COPY runtime/__init__.py ./runtime/__init__.py
+COPY runtime/scheduler ./runtime/scheduler
+COPY runtime/worker ./runtime/worker
+COPY runtime/manifests ./runtime/manifests
+COPY runtime/protocol ./runtime/protocol
 COPY kernels ./kernels
-COPY protocol ./protocol
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra scheduler --no-editable
 
@@ -52,4 +53,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
 # A default command, not an entrypoint: the Dask scheduler's pod replaces it with `dask scheduler ...`.
-CMD ["python", "-m", "scheduler"]
+CMD ["python", "-m", "runtime.scheduler"]

@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # Dask GPU worker image: core + [gpu] from uv.lock (numba, numba-cuda, cupy and the CUDA 12 libraries the
 # kernels use, as NVIDIA's wheels: cudart, NVRTC, libNVVM, nvJitLink) plus this project's kernels. It runs
-# `dask worker` (the DaskCluster's worker groups) and Vertex AI custom jobs (worker.vertex_task).
+# `dask worker` (the DaskCluster's worker groups) and Vertex AI custom jobs (runtime.worker.vertex_task).
 # Build from the repository root (BuildKit reads worker.Dockerfile.dockerignore beside this file):
 #   docker build -f docker/worker.Dockerfile -t REGION-docker.pkg.dev/PROJECT/gpu-runtime/gpu-worker:$GIT_SHA .
 #
@@ -27,9 +27,10 @@ WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra gpu --no-install-project
-COPY worker ./worker
+COPY runtime/__init__.py ./runtime/__init__.py
+COPY runtime/worker ./runtime/worker
+COPY runtime/protocol ./runtime/protocol
 COPY kernels ./kernels
-COPY protocol ./protocol
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra gpu --no-editable
 
@@ -48,6 +49,6 @@ ENV PATH=/opt/gpurt/bin:/usr/local/nvidia/bin:$PATH \
     MPLCONFIGDIR=/tmp/matplotlib
 USER 10001:10001
 WORKDIR /tmp
-# What the DaskCluster runs: `dask worker` (manifests/dask.py worker_command); the Dask operator
+# What the DaskCluster runs: `dask worker` (runtime/manifests/dask.py worker_command); the Dask operator
 # supplies the scheduler address, --nthreads and --resources GPU=N as the container's arguments.
 CMD ["dask", "worker"]

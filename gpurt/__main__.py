@@ -1,5 +1,5 @@
 """``python -m gpurt``: the same as the ``gpurt`` console script."""
 
-from gpurt.app import main
+from gpurt.cli.app import main
 
 main()

@@ -23,9 +23,9 @@ from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import AsianOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, box_muller, fill_words, normals4
 from kernels.special import exp32
-from protocol.params import AsianOptionParams, OptionKind
 
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 paths) per GPU thread; each path runs all its steps
 PATHS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW

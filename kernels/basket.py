@@ -47,9 +47,9 @@ from kernels.context import RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, fill_paths, sum_blocks
+from kernels.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32, log32, normal_tail
-from protocol.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 
 PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
 CPU_CHUNK_ASSET_STEPS: Final = 2**23  # paths x assets x steps per CPU chunk

@@ -13,7 +13,7 @@ from kernels import estimators, fd_greeks
 from kernels.basket import MODE_GBM, Model, discounted_sums, halving_possible, no_exercise, samples, scheme
 from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH
-from protocol.params import BasketOptionParams
+from kernels.params import BasketOptionParams
 
 
 def run(p: BasketOptionParams, device: str, ctx: RunContext) -> KernelResult:

@@ -30,9 +30,9 @@ from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import MAX_BOOK_CONTRACTS, BookModel, OptionBookParams, OptionKind
 from kernels.philox import normals4
 from kernels.special import exp32
-from protocol.params import MAX_BOOK_CONTRACTS, BookModel, OptionBookParams, OptionKind
 
 PATHS_PER_BLOCK: Final = 1024  # 4 paths per GPU thread
 CPU_CHUNK_PATH_STEPS: Final = 2**23

@@ -16,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 from numba.core.extending import register_jitable
 
-from protocol.params import DEFAULT_CONFIDENCE
+from kernels.params import DEFAULT_CONFIDENCE
 
 # Default confidence of reported intervals (a job's ``confidence`` param overrides it).
 CONFIDENCE: Final = DEFAULT_CONFIDENCE

@@ -25,9 +25,9 @@ from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import EuropeanOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, box_muller, fill_words, normals4
 from kernels.special import exp32
-from protocol.params import EuropeanOptionParams, OptionKind
 
 # Generator calls per block, and so samples per block: the unit random streams and partial sums are
 # keyed by. 4096 calls = 16 per GPU thread, enough work to amortise the block's reduction.

@@ -35,7 +35,7 @@ from kernels import basket, estimators
 from kernels.basket import PATHS_PER_BLOCK, SCRATCH, path_sample
 from kernels.context import RunContext
 from kernels.launch import fill_paths
-from protocol.params import BasketModel, BasketOptionParams, Greek, OptionKind
+from kernels.params import BasketModel, BasketOptionParams, Greek, OptionKind
 
 SPOT_BUMP: Final = 0.01  # relative
 VOL_BUMP: Final = 0.01  # relative, of sigma_i (GBM) or sqrt(v0_i) (Heston)

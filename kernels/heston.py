@@ -48,10 +48,10 @@ from kernels.cuda_reduce import block_sums_kernel
 from kernels.estimators import SUM_WIDTH, add_sample
 from kernels.heston_reference import HestonModel, heston_price
 from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import Greek, HestonOptionParams, OptionKind
 from kernels.path_greeks import WIDTH as GREEK_WIDTH
 from kernels.philox import normals4
 from kernels.special import exp32, normal_tail
-from protocol.params import Greek, HestonOptionParams, OptionKind
 
 PATHS_PER_GROUP: Final = 2  # a generator call's four normals are two paths' (Zv, Z) of one step
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (8 paths) per GPU thread

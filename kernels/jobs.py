@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from kernels.context import KernelResult, RunContext
 from kernels.errors import PermanentJobError, TransientJobError
+from kernels.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams
 from kernels.registry import kernel_module
-from protocol.params import PARAMS_BY_TYPE, JobParams, JobType, NoopParams
 
 # A noop polls for cancellation this often (seconds): short enough that a drain or cancel feels
 # immediate, long enough not to burn the worker's CPU.
@@ -60,8 +60,8 @@ def run_job(
 ) -> JobOutput:
     """Run one job to completion on ``device`` (``auto``, ``cpu``, ``gpu``; ``auto`` picks a GPU if present).
 
-    ``params`` are ``kind``'s validated params: a request's (``protocol.messages.JobRequest``), or made
-    with ``protocol.params.parse_params`` where untrusted input enters; they are not validated again.
+    ``params`` are ``kind``'s validated params: a request's (``runtime.protocol.messages.JobRequest``), or made
+    with ``kernels.params.parse_params`` where untrusted input enters; they are not validated again.
     Raises ``JobCancelled`` when ``should_stop`` turns true, ``TransientJobError`` / ``PermanentJobError``
     for failures worth / not worth retrying: an arithmetic or value error raised by the kernel itself
     (``DETERMINISTIC_ERRORS``) is permanent.
@@ -112,11 +112,11 @@ def expect_params(kind: JobType, params: JobParams) -> None:
     caught before a kernel reads the wrong fields (validation itself happened where the request entered)."""
     if not isinstance(kind, JobType):
         raise TypeError(f"a job's type must be a JobType, not {type(kind).__name__} {kind!r}: parse untrusted "
-                        "input once where it enters (protocol.params.JobType, parse_params)")
+                        "input once where it enters (kernels.params.JobType, parse_params)")
     model = PARAMS_BY_TYPE[kind]
     if not isinstance(params, model):
         raise TypeError(f"{kind.value} jobs take {model.__name__}, not {type(params).__name__}: parse untrusted "
-                        "params once where they enter (protocol.params.parse_params)")
+                        "params once where they enter (kernels.params.parse_params)")
 
 
 def _run_noop(params: NoopParams, ctx: RunContext) -> dict[str, Any]:

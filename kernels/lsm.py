@@ -23,7 +23,7 @@ from kernels import basket, estimators, fd_greeks
 from kernels.binomial import binomial_price
 from kernels.context import KernelResult, RunContext
 from kernels.estimators import SUM_WIDTH
-from protocol.params import AmericanOptionParams, BasketModel, OptionKind
+from kernels.params import AmericanOptionParams, BasketModel, OptionKind
 
 # A date whose in-the-money regression paths are fewer than this many per coefficient is never an
 # exercise date: too few points to fit a continuation value.

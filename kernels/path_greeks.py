@@ -30,9 +30,9 @@ from kernels import estimators
 from kernels.context import RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.launch import BlockKernel, sum_blocks
+from kernels.params import Greek
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32
-from protocol.params import Greek
 
 GREEKS: Final = (Greek.DELTA, Greek.GAMMA, Greek.VEGA, Greek.RHO, Greek.THETA)  # order of the sums
 WIDTH: Final = 2 * len(GREEKS)  # sum g and sum g^2 per Greek

@@ -26,9 +26,9 @@ from kernels.closed_form import delta_normal_var
 from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.device import CPU
+from kernels.params import MAX_ASSETS, TRADING_DAYS_PER_YEAR, PortfolioVarParams
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.risk import HISTOGRAM_BINS, LossSummary, summarise, summarise_tail, tail_size
-from protocol.params import MAX_ASSETS, TRADING_DAYS_PER_YEAR, PortfolioVarParams
 
 GROUPS_PER_BLOCK: Final = 1024  # 4 groups (16 scenarios) per GPU thread
 SCENARIOS_PER_BLOCK: Final = GROUPS_PER_BLOCK * NORMALS_PER_DRAW

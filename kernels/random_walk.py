@@ -28,7 +28,7 @@ from kernels import estimators
 from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.launch import BlockKernel, sum_blocks
-from protocol.params import RandomWalkParams
+from kernels.params import RandomWalkParams
 
 PATHS_PER_BLOCK: Final = 256  # one path per GPU thread, as in the seed; equals kernels.gpu.THREADS
 WIDTH: Final = 2  # sum of path averages, sum of their squares

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from kernels.context import KernelResult, RunContext
-from protocol.params import JobType
+from kernels.params import JobType
 
 
 @runtime_checkable

@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from kernels.context import RunContext
 from kernels.jobs import JobOutput, expect_params, failures_of_the_job, job_output
+from kernels.params import JobParams, JobType
 from kernels.registry import is_sharded, sharded_module
-from protocol.params import JobParams, JobType
 
 # Most shards one job is split into: each costs a Dask task and a kernel warm-up, and a pool has far fewer
 # GPUs; a larger job gets larger shards instead.

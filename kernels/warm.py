@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from protocol.params import JobType, parse_params
+from kernels.params import JobType, parse_params
 
 _BASKET: Final = {"spots": [100.0, 95.0], "weights": [0.5, 0.5], "volatilities": [0.2, 0.25],
                   "correlation": [[1.0, 0.5], [0.5, 1.0]], "strike": 100.0}

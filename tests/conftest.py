@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from protocol.contract import SchedulerEnv
+from runtime.protocol.contract import SchedulerEnv
 
 # Keep Google client libraries from looking for credentials or metadata servers.
 os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "gpurt-test")
@@ -16,7 +16,7 @@ os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 # worker's warm-up compiles or loads every kernel, some 8 CPU-seconds per worker with numba's cache filled
 # and over a minute without it, and the suite starts dozens of workers, nearly all for noop jobs. A kernel
 # job on such a platform compiles its own kernel inside the job instead. The warm-up itself is tested on
-# a real LocalCluster with the preload (tests/worker/test_warm.py).
+# a real LocalCluster with the preload (tests/runtime/worker/test_warm.py).
 os.environ.setdefault(SchedulerEnv.WARM_WORKERS, "false")
 # A record that a handler cannot write (a background thread of a finished test logging into pytest's closed
 # capture stream) is dropped, not printed with its traceback on stderr: that printing is noise in the report,

@@ -1,11 +1,11 @@
-"""docs/architecture.md shows the contract as it is: its tables equal ``protocol.contract``."""
+"""docs/architecture.md shows the contract as it is: its tables equal ``runtime.protocol.contract``."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from protocol import contract
+from runtime.protocol import contract
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
@@ -44,7 +44,7 @@ def test_probe_message_is_the_contract_one() -> None:
 
 
 def test_every_job_type_is_listed() -> None:
-    from protocol.params import JobType
+    from kernels.params import JobType
 
     row = next(line for line in DOC.read_text().splitlines() if line.startswith("| `type` |"))
     assert re.findall(r"`([a-z_]+)`", row.split("|")[2]) == [t.value for t in JobType]

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from bench.markdown import write_section
+from gpurt.bench.markdown import write_section
 
 
 def test_sections_are_replaced_not_appended(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_sections_are_replaced_not_appended(tmp_path: Path) -> None:
 def test_load_note_reports_the_load_average_and_the_core_count(monkeypatch) -> None:
     import os
 
-    from bench import markdown as benchmarks_md
+    from gpurt.bench import markdown as benchmarks_md
 
     monkeypatch.setattr(os, "getloadavg", lambda: (3.25, 0.0, 0.0))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)

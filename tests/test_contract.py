@@ -1,6 +1,6 @@
 """The contract holds the platform's fixed values (docs/architecture.md, the contract)."""
 
-from protocol import contract
+from runtime.protocol import contract
 
 
 def test_request_subscription_matches_seed_000() -> None:

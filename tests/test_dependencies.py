@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 IMAGES = {
     # image: (extras it installs, the modules it runs)
-    "gpu-scheduler": (("scheduler",), ("scheduler",)),
-    "gpu-worker": (("gpu",), ("worker.task", "worker.vertex_task", "worker.warm",
+    "gpu-scheduler": (("scheduler",), ("runtime.scheduler",)),
+    "gpu-worker": (("gpu",), ("runtime.worker.task", "runtime.worker.vertex_task", "runtime.worker.warm",
                               "kernels.jobs", "kernels.shards")),
 }
 DOCKERFILES = {"gpu-scheduler": ROOT / "docker" / "scheduler.Dockerfile",
@@ -169,9 +169,15 @@ def external_imports(entry_points: tuple[str, ...],
 
 
 def copied_packages(dockerfile: Path) -> set[str]:
-    """The project packages a Dockerfile copies into its image (``COPY <package> ./<package>``)."""
-    copies = re.findall(r"^COPY (\w+) \./(\w+)$", dockerfile.read_text(), flags=re.MULTILINE)
-    return {source for source, target in copies if source == target}
+    """The project packages a Dockerfile copies into its image (``COPY <folder> ./<folder>``), dotted."""
+    copies = re.findall(r"^COPY ([\w/]+) \./([\w/]+)$", dockerfile.read_text(), flags=re.MULTILINE)
+    return {source.replace("/", ".") for source, target in copies if source == target}
+
+
+def package_of(module: str) -> str:
+    """The unit an image copies a module with: a top-level package, or one of ``runtime``'s subpackages."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "runtime" and len(parts) > 1 else parts[0]
 
 
 @cache
@@ -249,7 +255,7 @@ def test_the_worker_image_carries_only_the_cuda_libraries_the_kernels_use() -> N
 
 def test_the_walk_sees_lazy_imports() -> None:
     # The Vertex backend imports its REST client's auth lazily; the walk must still find it.
-    found = external_imports(("scheduler.backends.vertex_rest",))
+    found = external_imports(("runtime.scheduler.backends.vertex_rest",))
     assert "google.auth.transport.requests" in found
     assert "google-auth" in distributions_of("google.auth.transport.requests")
 
@@ -296,12 +302,13 @@ def test_locked_numpy_is_one_the_locked_numba_cuda_can_compile_against() -> None
 @pytest.mark.parametrize("image", list(IMAGES))
 def test_each_image_copies_exactly_the_packages_its_code_reaches(image: str) -> None:
     modules, _ = reachable(IMAGES[image][1])
-    reached = {module.split(".")[0] for module in modules}
+    reached = {package_of(module) for module in modules} - {"runtime"}  # runtime/__init__.py is copied alone
     assert copied_packages(DOCKERFILES[image]) == reached
 
 
 def test_the_package_check_sees_a_package_the_image_forgot(tmp_path: Path) -> None:
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text(DOCKERFILES["gpu-worker"].read_text().replace("COPY protocol ./protocol\n", ""))
+    dockerfile.write_text(DOCKERFILES["gpu-worker"].read_text().replace(
+        "COPY runtime/protocol ./runtime/protocol\n", ""))
     modules, _ = reachable(IMAGES["gpu-worker"][1])
-    assert "protocol" in {module.split(".")[0] for module in modules} - copied_packages(dockerfile)
+    assert "runtime.protocol" in {package_of(module) for module in modules} - copied_packages(dockerfile)

@@ -129,7 +129,7 @@ def test_scheduler_image_serves_and_checks_health() -> None:
     final = final_stage(instructions)
     assert any(ins.keyword == "HEALTHCHECK" and "/healthz" in ins.args for ins in final)
     assert [ins.args for ins in final if ins.keyword in {"CMD", "ENTRYPOINT"}] == [
-        '["python", "-m", "scheduler"]']  # a CMD: the Dask scheduler's pod replaces it
+        '["python", "-m", "runtime.scheduler"]']  # a CMD: the Dask scheduler's pod replaces it
     assert all("slim" in base for base in resolved_bases(instructions))
     assert len(resolved_bases(instructions)) >= 2  # multi-stage: no build tools in the final image
 
@@ -143,7 +143,7 @@ def test_worker_image_has_one_cuda_stack() -> None:
     env = " ".join(ins.args for ins in final_stage(instructions) if ins.keyword == "ENV")
     assert "LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in env  # the node's driver, mounted by GKE
     # The image says what it runs: the DaskCluster's own worker command (no unused dask-cuda-worker).
-    from manifests.dask import worker_command
+    from runtime.manifests.dask import worker_command
 
     [cmd] = [ins.args for ins in final_stage(instructions) if ins.keyword in {"CMD", "ENTRYPOINT"}]
     assert json.loads(cmd) == worker_command(1)[:2]

@@ -1,4 +1,4 @@
-"""The packages keep their layers: the CLI on top, the job protocol at the bottom, no CLI code below the CLI.
+"""The packages keep their layers: the users' package on top, the kernels at the bottom, no CLI code below the CLI.
 
 ``make lint`` runs the import-linter contracts of ``pyproject.toml`` on the tree as it is; these tests run
 the same contracts and show that they bite: an upward import planted in a copy of the tree breaks them.
@@ -44,23 +44,30 @@ def test_the_tree_keeps_its_layers() -> None:
 
 @pytest.mark.parametrize(("package", "line", "broken"), [
     # the local platform reaching up into the CLI (the circle the demo once closed)
-    ("local_platform/__init__.py", "from gpurt import app as _app", "local_platform is not allowed to import gpurt"),
+    ("runtime/local/__init__.py", "from gpurt.cli import app as _app", "runtime is not allowed to import gpurt"),
     # the kernels reaching up into the scheduler
-    ("kernels/jobs.py", "import scheduler as _scheduler", "kernels is not allowed to import scheduler"),
-    # the client library reaching up into the CLI
-    ("client/session.py", "import gpurt.common as _common", "client is not allowed to import gpurt"),
-    # the client reaching up into the local platform for its state file (the tie this layout removed)
-    ("client/target.py", "import local_platform.processes as _processes",
-     "client is not allowed to import local_platform"),
+    ("kernels/jobs.py", "import runtime.scheduler as _scheduler", "kernels is not allowed to import runtime"),
+    # the Python API reaching up into the CLI
+    ("gpurt/client/session.py", "import gpurt.cli.common as _common",
+     "gpurt.client is not allowed to import gpurt.cli"),
+    # the access layer reaching up into the local platform for its state file (the tie this layout removed)
+    ("runtime/access/target.py", "import runtime.local.processes as _processes",
+     "runtime.access is not allowed to import runtime.local"),
     # the scheduler image's code reaching into the Pulumi program beside it
-    ("scheduler/settings.py", "import components.plan as _plan", "scheduler is not allowed to import components"),
+    ("runtime/scheduler/settings.py", "import components.plan as _plan", "runtime is not allowed to import components"),
+    # the Pulumi program reaching into an image's code
+    ("components/dask.py", "import runtime.scheduler.settings as _settings",
+     "components is not allowed to import runtime.scheduler"),
     # the worker image's code reaching up into the scheduler (the image would not have it)
-    ("worker/warm.py", "import scheduler.settings as _settings", "worker is not allowed to import scheduler"),
+    ("runtime/worker/warm.py", "import runtime.scheduler.settings as _settings",
+     "runtime.worker is not allowed to import runtime.scheduler"),
+    # validation reaching up into the users' package
+    ("validation/report.py", "import gpurt.client.session as _session", "validation is not allowed to import gpurt"),
     # the local platform's monitoring reaching up into the platform that starts it (the other old tie)
-    ("local_platform/prometheus/stack.py", "import local_platform.platform as _platform",
-     "local_platform.prometheus is not allowed to import local_platform.platform"),
-    # the protocol depending on the kernels it is meant to sit under
-    ("protocol/messages.py", "import kernels.jobs as _jobs", "protocol is not allowed to import kernels"),
+    ("runtime/local/prometheus/stack.py", "import runtime.local.platform as _platform",
+     "runtime.local.prometheus is not allowed to import runtime.local.platform"),
+    # the kernels' parameters depending on the kernels they describe
+    ("kernels/params.py", "import kernels.jobs as _jobs", "kernels.params is not allowed to import kernels.jobs"),
     # inside the kernels: the basket paths reaching up into the Greeks computed on them (the circle the
     # basket_option job once closed with a lazy import)
     ("kernels/basket.py", "from kernels import fd_greeks as _fd_greeks",
@@ -69,6 +76,8 @@ def test_the_tree_keeps_its_layers() -> None:
     ("kernels/launch.py", "import kernels.european as _european",
      "kernels.launch is not allowed to import kernels.european"),
 ])
+
+
 def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line: str, broken: str) -> None:
     with (tree_copy / package).open("a") as module:
         module.write(f"\n\ndef _planted() -> None:\n    {line}  # noqa\n")  # lazy imports count too
@@ -78,8 +87,8 @@ def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line:
 
 
 def test_cli_code_below_the_cli_breaks_a_contract(tree_copy: Path) -> None:
-    with (tree_copy / "ops/report.py").open("a") as module:
+    with (tree_copy / "validation/report.py").open("a") as module:
         module.write("\nfrom rich.table import Table as _Table  # noqa\n")
     done = _lint_imports(tree_copy)
     assert done.returncode != 0
-    assert "ops is not allowed to import rich" in done.stdout
+    assert "validation is not allowed to import rich" in done.stdout

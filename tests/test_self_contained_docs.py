@@ -8,6 +8,7 @@ docs/runbooks/) instead. Test fixtures that replay recorded material are exempt.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,9 +19,12 @@ INTERNAL = re.compile(r"DESIGN\.md|DESIGN §|seed 00[0-9]|\bseeds? [0-9]{3}\b|\b
 
 
 def _files() -> list[Path]:
+    # What the project ships: tracked files and new ones git would add (not ignored scratch folders).
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
     found = []
-    for path in ROOT.rglob("*"):
-        relative = path.relative_to(ROOT).as_posix()
+    for relative in listed:
+        path = ROOT / relative
         if any(relative == s or relative.startswith(f"{s}/") for s in SKIP) or "__pycache__" in relative:
             continue
         if path.is_file() and path.suffix in SUFFIXES and path != Path(__file__):

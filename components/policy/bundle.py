@@ -24,8 +24,8 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 # The modules the pack imports, as paths relative to the repository root (and to the bundle's root).
 PACK_MODULES: Final = (
     "components/__init__.py",
-    "protocol/contract.py",
-    "manifests/gpu_options.py",
+    "runtime/protocol/contract.py",
+    "runtime/manifests/gpu_options.py",
     "components/rendered.py",
     "components/policy/__init__.py",
     "components/policy/rules.py",

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from components.rendered import CLUSTER, DEPLOYMENT, NODE_POOL, SUBSCRIPTION, Resource, last_segment, lookup
-from manifests import gpu_options
-from protocol import contract
+from runtime.manifests import gpu_options
+from runtime.protocol import contract
 
 SERVICE_ACCOUNT_KEY: Final = "gcp:serviceaccount/key:Key"
 # The GKE component records, as its input REPLACE_ACK_INPUT, the GPU node pools a deploy may replace.

@@ -1,69 +1,158 @@
-"""``gpurt bench client``: what the Python client costs per job against the CLI's path and the raw Pub/Sub client."""
+"""What the client costs: small jobs through the client, the CLI's path and the raw Pub/Sub client, in one run.
+
+Each path publishes the same number of noop jobs to one running platform and waits for every result on a
+private subscription of its own. Throughput is jobs over wall time, publish to last result; client CPU is
+this process's CPU time (every thread: publisher, subscriber, parsing) over the same span, per job. Each
+path creates and deletes its own result subscription inside its span. The platform's own processes are
+not counted: they are the same for every path. The paths, measured in this order after a warm-up:
+
+- raw: google-cloud-pubsub alone, a JSON body built by hand, results matched by their ``job_id`` attribute
+  with no parsing: the floor any client pays;
+- cli: what ``gpurt submit --wait`` does, per batch: ``JobRequest`` validation, ``publish_requests``, the
+  ``ResultCollector`` parsing every result;
+- client: ``Client.map`` then ``gather``.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Annotated, Final
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
-import typer
-from rich.table import Table
-
-from gpurt.bench.runtime import bench_date, bench_platform, device_line, figures_table, progress_bar, show_figures
-from gpurt.common import console, err_console, friendly_errors
+from gpurt.client.futures import gather
+from gpurt.client.jobs import Noop
+from gpurt.client.session import Client
+from runtime.access.target import Target
+from runtime.access.transport import (
+    TEMP_SUBSCRIPTION_ACK_DEADLINE_S,
+    TEMP_SUBSCRIPTION_TTL_S,
+    PubSubClients,
+    ResultCollector,
+    make_clients,
+    publish_requests,
+)
+from runtime.protocol.contract import REQUEST_TOPIC, RESULT_TOPIC
+from runtime.protocol.messages import JobRequest
 
 if TYPE_CHECKING:
-    from bench.client import PathFigures
-    from bench.runtime.report import Rows
+    from google.cloud.pubsub_v1.subscriber.message import Message
 
-SECTION: Final = "client"
-LABELS: Final = {"raw": "raw google-cloud-pubsub", "cli": "CLI path (gpurt submit)", "client": "client (map + gather)"}
+PATHS: Final = ("raw", "cli", "client")
+# Jobs run once before the measured paths, so that none of them pays for the platform's first jobs.
+WARM_UP_JOBS: Final = 20
+# The goal: the client costs at most this much more CPU per job than the raw client.
+CLIENT_OVERHEAD_GOAL: Final = 0.10
 
-
-@friendly_errors
-def bench_client(
-    jobs: Annotated[int, typer.Option(min=10, max=100_000, help="noop jobs per path.")] = 1000,
-    timeout: Annotated[float, typer.Option(min=10, help="Seconds each path may wait for its results.")] = 600.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-    write: Annotated[bool, typer.Option("--write", help="Write the figures to BENCHMARKS.md.")] = False,
-) -> None:
-    """Submit and gather small jobs through the raw Pub/Sub client, the CLI's path and the client, on a fresh local
-    platform: throughput and this process's CPU per job (goal: the client within 10% of the raw client)."""
-    from bench.client import PATHS, measure
-
-    out = err_console if as_json else console
-    with bench_platform(1, out) as platform, progress_bar(out) as progress:
-        tasks = {path: progress.add_task(LABELS[path], total=jobs) for path in PATHS}
-        runs = measure(platform.target(), jobs, timeout,
-                       lambda path, done: progress.update(tasks[path], completed=done))
-    document = [dataclasses.asdict(run) | {"jobs_per_s": run.jobs_per_s, "cpu_ms_per_job": run.cpu_ms_per_job}
-                for run in runs]
-    show_figures(document, [_table(runs)], as_json=as_json, section=SECTION,
-                 markdown=_markdown(runs, bench_date()) if write else None, out=out)
+Progress = Callable[[str, int], None]
 
 
-def _rows(runs: list[PathFigures]) -> Rows:
-    raw = next(run for run in runs if run.path == "raw")
-    return [(LABELS[run.path], [f"{run.jobs_per_s:,.1f}", f"{run.cpu_ms_per_job:.2f}",
-                                f"{run.cpu_ms_per_job / raw.cpu_ms_per_job - 1:+.0%}"]) for run in runs]
+@dataclass(frozen=True)
+class PathFigures:
+    """One path's run: ``jobs`` noop jobs, the wall time and this process's CPU time they took."""
+
+    path: str
+    jobs: int
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def jobs_per_s(self) -> float:
+        """Throughput, publish to last result."""
+        return self.jobs / self.wall_s
+
+    @property
+    def cpu_ms_per_job(self) -> float:
+        """Client CPU per job, in milliseconds."""
+        return 1000 * self.cpu_s / self.jobs
 
 
-_COLUMNS: Final = ["jobs/s", "client CPU ms/job", "CPU vs raw"]
+def measure(target: Target, jobs: int, timeout_s: float, progress: Progress | None = None) -> list[PathFigures]:
+    """Run ``jobs`` noop jobs through each path against ``target`` (an emulator or a project), raw first."""
+    report = progress or (lambda path, done: None)
+    clients = make_clients(target.project, target.emulator_host)
+    try:
+        with _open(target) as client:
+            gather(client.map([Noop()] * WARM_UP_JOBS), timeout=timeout_s, progress=False)
+        return [_timed("raw", jobs, lambda: _raw(clients, jobs, timeout_s, report)),
+                _timed("cli", jobs, lambda: _cli(clients, jobs, timeout_s, report)),
+                _timed("client", jobs, lambda: _client(target, jobs, timeout_s, report))]
+    finally:
+        clients.close()
 
 
-def _table(runs: list[PathFigures]) -> Table:
-    from bench.client import CLIENT_OVERHEAD_GOAL
-
-    return figures_table(f"{runs[0].jobs:,} noop jobs per path, one local platform "
-                         f"(goal: client CPU within {CLIENT_OVERHEAD_GOAL:.0%} of raw)", "path", _COLUMNS, _rows(runs))
+def _open(target: Target) -> Client:
+    return Client(target.project, api_url=target.api_url, token=target.token, emulator_host=target.emulator_host)
 
 
-def _markdown(runs: list[PathFigures], date: str) -> str:
-    from bench.client import CLIENT_OVERHEAD_GOAL
-    from bench.runtime.report import markdown_table
+def _timed(path: str, jobs: int, run: Callable[[], None]) -> PathFigures:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return PathFigures(path, jobs, time.perf_counter() - wall, time.process_time() - cpu)
 
-    lines = ["## Python client", "",
-             f"{device_line(date)} {runs[0].jobs:,} noop jobs per path on one local "
-             f"platform (one Dask worker); client CPU is the submitting process's, every thread. Goal: the client "
-             f"within {CLIENT_OVERHEAD_GOAL:.0%} of the raw client's CPU per job (docs/python-api.md).", "",
-             *markdown_table("path", _COLUMNS, _rows(runs))]
-    return "\n".join(lines)
+
+def _ids(path: str, jobs: int) -> list[str]:
+    run = uuid.uuid4().hex[:8]
+    return [f"bench-{path}-{run}-{i}" for i in range(jobs)]
+
+
+def _raw(clients: PubSubClients, jobs: int, timeout_s: float, report: Progress) -> None:
+    ids = _ids("raw", jobs)
+    wanted, lock, arrived = set(ids), threading.Lock(), threading.Event()
+
+    def on_message(message: Message) -> None:
+        job_id = message.attributes.get("job_id")
+        message.ack()
+        with lock:
+            if job_id in wanted:
+                wanted.discard(job_id)
+                report("raw", jobs - len(wanted))
+                if not wanted:
+                    arrived.set()
+
+    name = clients.subscription(f"bench-raw-{uuid.uuid4().hex[:12]}")
+    clients.subscriber.create_subscription(request={
+        "name": name, "topic": clients.topic(RESULT_TOPIC), "ack_deadline_seconds": TEMP_SUBSCRIPTION_ACK_DEADLINE_S,
+        "expiration_policy": {"ttl": {"seconds": TEMP_SUBSCRIPTION_TTL_S}}})
+    streaming = clients.subscriber.subscribe(name, callback=on_message)
+    try:
+        topic = clients.topic(REQUEST_TOPIC)
+        futures = [clients.publisher.publish(topic, json.dumps({"job_id": i, "type": "noop"}).encode(),
+                                             job_id=i, type="noop") for i in ids]
+        for future in futures:
+            future.result(timeout=timeout_s)
+        if not arrived.wait(timeout_s):
+            raise TimeoutError(f"raw path: {len(wanted)} of {jobs} results missing after {timeout_s:g} s")
+    finally:
+        streaming.cancel()
+        clients.subscriber.delete_subscription(request={"subscription": name})
+
+
+def _cli(clients: PubSubClients, jobs: int, timeout_s: float, report: Progress) -> None:
+    ids = _ids("cli", jobs)
+    requests = [JobRequest.model_validate({"job_id": i, "type": "noop"}) for i in ids]
+    with ResultCollector(clients) as collector:
+        publish_requests(clients, requests)
+        got = collector.wait(ids, timeout_s, on_result=lambda _: report("cli", len(collector.received)))
+    if len(got) < jobs:
+        raise TimeoutError(f"cli path: {jobs - len(got)} of {jobs} results missing after {timeout_s:g} s")
+
+
+def _client(target: Target, jobs: int, timeout_s: float, report: Progress) -> None:
+    done = [0]
+    lock = threading.Lock()
+
+    def count(_: object) -> None:
+        with lock:
+            done[0] += 1
+            report("client", done[0])
+
+    # Opened and closed inside the measured span, as the other paths create and delete their subscriptions.
+    with _open(target) as client:
+        futures = client.map([Noop()] * jobs, job_ids=_ids("client", jobs))
+        for future in futures:
+            future.add_done_callback(count)
+        gather(futures, timeout=timeout_s, progress=False)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from manifests import alerts
-from protocol import contract
+from runtime.manifests import alerts
+from runtime.protocol import contract
 
 PROMTOOL = shutil.which("promtool")
 FIXTURES = Path(__file__).parent / "promtool"

@@ -14,7 +14,7 @@ from components.config import GpuPoolConfig, StackConfig, SystemPoolConfig
 from components.cost import PRICING_DIR, CostError, estimate, load_price_table
 from components.plan import STACKS
 from components.rendered import NODE_POOL, Resource
-from gpurt import plan as plan_commands
+from gpurt.cli import plan as plan_commands
 from tests.components.infra import stack_config, stack_plan
 
 RAW = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())

@@ -11,7 +11,7 @@ import pytest
 import components.plan
 from components.dask import TYPE, DaskCluster, DaskClusterArgs, worker_pools
 from components.plan import Recording
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import children_of, named, of_type, run, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -142,7 +142,7 @@ def test_outputs_name_the_scheduler_address_and_worker_groups() -> None:
 def test_staging_time_shared_workers_request_disk_that_fits_the_boot_disk() -> None:
     """Four workers time-share each staging T4 node; their scratch must fit the node's 100 GB boot disk."""
     from components.dask import worker_pools
-    from manifests import dask as manifests
+    from runtime.manifests import dask as manifests
     from tests.components.infra import stack_config
 
     [pool] = stack_config("staging").gpu_pools

@@ -6,7 +6,7 @@ import pytest
 
 from components.iam import WORKLOAD_IDENTITY_ROLE, Identities, IdentitiesArgs, role_suffix
 from components.plan import Recording
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run
 
 POOL = f"{PROJECT}.svc.id.goog"

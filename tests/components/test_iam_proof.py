@@ -22,7 +22,7 @@ from components import cloud_calls, iam_permissions
 from components.iam_proof import ROLE, ROLE_BINDING, prove
 from components.plan import IAM_PROOF_RULE, REPO_ROOT
 from components.rendered import Resource
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import stack_plan
 
 CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes", "fsspec", "gcsfs")
@@ -80,8 +80,8 @@ def test_without_monitoring_read_the_backlog_call_is_refused(rendered: tuple[lis
     proof = prove(_without(resources, lambda r: r.props.get("role") == "roles/monitoring.viewer"), project)
 
     assert proof.missing == ("gpu-scheduler lacks monitoring.timeSeries.list on project, needed by "
-                             "scheduler.messaging.depth:MonitoringDepth.undelivered (list_time_series: backlog and "
-                             "dead-letter depth)",)
+                             "runtime.scheduler.messaging.depth:MonitoringDepth.undelivered (list_time_series: "
+                             "backlog and dead-letter depth)",)
 
 
 def test_without_workload_identity_the_pods_have_no_google_identity(rendered: tuple[list[Resource], str]) -> None:
@@ -297,11 +297,11 @@ def test_each_declared_site_makes_its_call(site: str, method: str) -> None:
 
 
 @pytest.mark.parametrize(("site", "why"), [
-    ("scheduler.consumer:Consumer._opened", "has no '_opened'"),       # a renamed method
+    ("runtime.scheduler.consumer:Consumer._opened", "has no '_opened'"),       # a renamed method
     ("scheduler.consumers:Consumer._open", "cannot be imported"),      # a renamed module
-    ("scheduler.consumer:Consumer", "not a function"),                 # a class, not its method
-    ("scheduler.consumer:SlotScheduler.schedule", "declare it there"),   # imported into the module
-    ("scheduler.consumer", "not module:Qualified.function"),
+    ("runtime.scheduler.consumer:Consumer", "not a function"),                 # a class, not its method
+    ("runtime.scheduler.consumer:SlotScheduler.schedule", "declare it there"),   # imported into the module
+    ("runtime.scheduler.consumer", "not module:Qualified.function"),
 ])
 def test_a_site_naming_no_function_of_its_module_is_refused(site: str, why: str) -> None:
     with pytest.raises(UnresolvedSite, match=why):

@@ -91,7 +91,7 @@ def test_the_install_set_is_uvs_own(image: str, extras: tuple[str, ...]) -> None
 
 
 def test_gpurt_images_sizes_prints_each_image_against_its_target() -> None:
-    from gpurt.app import app
+    from gpurt.cli.app import app
 
     result = CliRunner().invoke(app, ["images", "sizes", "--top", "1"], env={"COLUMNS": "200"})
     found = {image.image: image for image in image_sizes(Lock.read())}

@@ -64,7 +64,7 @@ def test_an_image_named_by_tag_or_a_short_digest_is_unpinned() -> None:
 
 @pytest.mark.integration
 def test_the_gate_refuses_a_stack_without_digests() -> None:
-    from gpurt.app import app
+    from gpurt.cli.app import app
 
     result = CliRunner().invoke(app, ["images", "pinned", "--stack", "staging"], env={"COLUMNS": "200"})
 

@@ -9,8 +9,8 @@ from components.monitoring import TYPE, Monitoring, MonitoringArgs
 from components.plan import Recording
 from components.policy.rules import check_container_limits, check_container_non_root
 from components.rendered import Resource
-from manifests import alerts, dcgm, network
-from protocol import contract
+from runtime.manifests import alerts, dcgm, network
+from runtime.protocol import contract
 from tests.components.infra import children_of, of_type, run
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
 from components.rendered import Resource
-from gpurt import plan as plan_commands
-from gpurt.app import app as gpurt_app
-from protocol import contract
+from gpurt.cli import plan as plan_commands
+from gpurt.cli.app import app as gpurt_app
+from runtime.protocol import contract
 from tests.components.infra import stack_plan
 
 # Each test module run executes the whole Pulumi program twice (a few seconds of imports and mocks).

@@ -17,7 +17,7 @@ from components.cost import PRICING_DIR
 from components.plan import REPO_ROOT
 from components.plan_diff import MAX_ROWS, changed_paths, diff_plans, to_markdown
 from components.plan_ref import plan_at_ref
-from gpurt.app import app as gpurt_app
+from gpurt.cli.app import app as gpurt_app
 
 pytestmark = pytest.mark.slow  # plans the whole program twice
 PRICES = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())

@@ -18,7 +18,7 @@ from pulumi_policy import (
 from components.policy import rules
 from components.policy.pack import build_policies
 from components.rendered import Resource
-from protocol import contract
+from runtime.protocol import contract
 
 SUB = rules.SUBSCRIPTION
 

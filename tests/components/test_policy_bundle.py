@@ -27,8 +27,8 @@ pulumi_policy.PolicyPack = Recording
 bundle = sys.argv[1]
 sys.path.insert(0, bundle)
 runpy.run_path(bundle + "/__main__.py", run_name="__main__")
-import protocol.contract, components.policy.rules
-seen["modules"] = [protocol.contract.__file__, components.policy.rules.__file__]
+import runtime.protocol.contract, components.policy.rules
+seen["modules"] = [runtime.protocol.contract.__file__, components.policy.rules.__file__]
 print(json.dumps(seen))
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from components.plan import IAM_PROOF_RULE, judge_plan_json
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import stack_plan
 
 
@@ -33,7 +33,7 @@ def test_the_verdict_on_a_written_plan_is_the_plans_own() -> None:
 
 
 def test_a_violation_in_the_written_plan_fails_with_the_rule_and_the_message(tmp_path: Path) -> None:
-    from gpurt.app import app
+    from gpurt.cli.app import app
 
     good = tmp_path / "plan-staging.json"
     bad = tmp_path / "plan-production.json"
@@ -50,7 +50,7 @@ def test_a_violation_in_the_written_plan_fails_with_the_rule_and_the_message(tmp
 
 
 def test_a_file_that_is_not_a_plan_is_refused_by_name(tmp_path: Path) -> None:
-    from gpurt.app import app
+    from gpurt.cli.app import app
 
     path = tmp_path / "notes.json"
     path.write_text(json.dumps({"stack": "staging", "resources": [{"type": "x"}]}))

@@ -6,7 +6,7 @@ import pytest
 
 from components.plan import Recording, fake_project_number
 from components.pubsub import PubSub, PubSubArgs
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, named, of_type, run
 
 SUB = "gcp:pubsub/subscription:Subscription"

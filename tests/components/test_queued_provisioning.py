@@ -15,8 +15,8 @@ import yaml
 from components.iam_proof import ROLE, prove
 from components.plan import REPO_ROOT, Plan, run_plan
 from components.rendered import DEPLOYMENT, Resource
-from manifests import gpu_options, scheduler
-from protocol import contract
+from runtime.manifests import gpu_options, scheduler
+from runtime.protocol import contract
 from tests.components.infra import stack_config, stack_plan
 
 WORKER_GROUP = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
@@ -120,7 +120,7 @@ def test_the_proof_fails_when_the_role_lacks_a_provisioning_verb(queued_plan: Pl
 
     assert proof.missing == (
         f"('{contract.RUNTIME_NAMESPACE}', 'gpu-scheduler') may not create provisioningrequests in "
-        f"{contract.COMPUTE_NAMESPACE}, needed by scheduler.pools.queued:QueuedProvisioner."
+        f"{contract.COMPUTE_NAMESPACE}, needed by runtime.scheduler.pools.queued:QueuedProvisioner."
         "_request_capacity (create_namespaced_custom_object)",
     )
 

@@ -10,7 +10,7 @@ from components.plan import Recording
 from components.policy.rules import check_container_limits, check_container_non_root
 from components.rendered import Resource
 from components.scheduler_workload import TYPE, SchedulerWorkload, SchedulerWorkloadArgs
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run
 
 EMAIL = f"gpu-scheduler@{PROJECT}.iam.gserviceaccount.com"

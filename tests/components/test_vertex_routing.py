@@ -13,7 +13,7 @@ from components.config import ConfigError
 from components.iam_proof import prove, scheduler_settings
 from components.plan import REPO_ROOT, Plan, run_plan
 from components.rendered import Resource
-from protocol import contract
+from runtime.protocol import contract
 from tests.components.infra import stack_config, stack_plan
 
 VERTEX_TYPES = ["heston_option", "option_book"]

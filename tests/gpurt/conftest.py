@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from local_platform import LocalConfig, LocalPlatform
+from runtime.local import LocalConfig, LocalPlatform
 
 # Emulator-only: Pub/Sub's 10 s minimum retry backoff becomes 0.1 s, so five deliveries take about a
 # second instead of minutes (the dead-letter test).

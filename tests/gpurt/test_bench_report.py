@@ -8,13 +8,13 @@ import json
 import pytest
 from rich.console import Console
 
-from bench import markdown as benchmarks_md
-from bench.broker import BrokerFigures
-from bench.client import PathFigures
-from gpurt.bench import broker as bench_emulator
-from gpurt.bench import client as bench_client
-from gpurt.bench.runtime import figures_table, show_figures
-from local_platform.broker.brokers import Broker
+from gpurt.bench import markdown as benchmarks_md
+from gpurt.bench.broker import BrokerFigures
+from gpurt.bench.client import PathFigures
+from gpurt.cli.bench import broker as bench_emulator
+from gpurt.cli.bench import client as bench_client
+from gpurt.cli.bench.runtime import figures_table, show_figures
+from runtime.local.broker.brokers import Broker
 
 ROWS = [("raw", ["1.0", "2.0"]), ("client", ["3.0", "4.0"])]
 

@@ -11,12 +11,12 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("matplotlib", "pulumi", "numba", "dask", "distributed", "google.cloud", "local_platform.report", "scipy")
+HEAVY = ("matplotlib", "pulumi", "numba", "dask", "distributed", "google.cloud", "runtime.local.report", "scipy")
 
 
 def test_importing_the_cli_imports_no_heavy_library() -> None:
     roots = sorted({heavy.split(".")[0] for heavy in HEAVY})
-    probe = ("import json, sys; import gpurt.app; "
+    probe = ("import json, sys; import gpurt.cli.app; "
              f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     loaded = set(json.loads(result.stdout))
@@ -25,7 +25,7 @@ def test_importing_the_cli_imports_no_heavy_library() -> None:
 
 
 def test_help_lists_every_command_without_importing_them() -> None:
-    probe = ("import sys\nfrom typer.testing import CliRunner\nfrom gpurt.app import app\n"
+    probe = ("import sys\nfrom typer.testing import CliRunner\nfrom gpurt.cli.app import app\n"
              "result = CliRunner().invoke(app, ['--help'], env={'COLUMNS': '200'})\n"
              "assert result.exit_code == 0, result.output\n"
              "print('matplotlib' in sys.modules, 'pulumi' in sys.modules, result.output)")

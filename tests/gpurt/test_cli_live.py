@@ -12,10 +12,10 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from gpurt.app import app
-from local_platform import LocalPlatform
-from protocol.contract import REQUEST_DLQ_TOPIC
-from tests.local_platform.prometheus.polling import poll
+from gpurt.cli.app import app
+from runtime.local import LocalPlatform
+from runtime.protocol.contract import REQUEST_DLQ_TOPIC
+from tests.runtime.local.prometheus.polling import poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
 runner = CliRunner()
@@ -134,7 +134,7 @@ def test_replay_needs_a_choice(cli_env: dict[str, str]) -> None:
 def test_soak_writes_one_csv_row_per_result(platform: LocalPlatform, tmp_path: Path) -> None:
     import csv
 
-    from bench.runtime.soak import CSV_COLUMNS, soak
+    from gpurt.bench.runtime.soak import CSV_COLUMNS, soak
 
     summary = soak(platform, seconds=1.5, rate_per_s=4, csv_path=tmp_path / "soak.csv")
 
@@ -168,7 +168,7 @@ def test_stop_a_pool_then_bring_it_back(cli_env: dict[str, str]) -> None:
 
 
 def test_utilization_bench_times_a_burst_and_a_stream_of_sleeping_jobs(platform: LocalPlatform) -> None:
-    from bench.runtime.utilization import run_burst, run_first_job, run_stream
+    from gpurt.bench.runtime.utilization import run_burst, run_first_job, run_stream
 
     with platform.api() as api:
         workers = sum(pool.workers for pool in api.pools())

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpurt.app import app
+from gpurt.cli.app import app
 
 runner = CliRunner()
 

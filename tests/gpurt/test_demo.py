@@ -8,7 +8,7 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from gpurt.app import app
+from gpurt.cli.app import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 

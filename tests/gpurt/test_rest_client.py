@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from gcloud.aio.pubsub import PublisherClient, PubsubMessage, SubscriberClient
 
-from local_platform import LocalPlatform
-from protocol import contract
+from runtime.local import LocalPlatform
+from runtime.protocol import contract
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 RESULT_WAIT_S = 60

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.kernels import runner as kernel_bench
-from gpurt.app import app
+from gpurt.bench.kernels import runner as kernel_bench
+from gpurt.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -136,7 +136,7 @@ def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: l
                 written: list[str], others_cores: float = 0.0) -> None:
     """Two cores whose one-minute load reads ``loads`` in turn, on which other processes use ``others_cores``
     cores over a 10 s run; measuring and writing only recorded."""
-    from bench import markdown as benchmarks_md
+    from gpurt.bench import markdown as benchmarks_md
 
     readings = iter(loads)
     clocks = iter([benchmarks_md.CpuClock(at=0.0, machine_busy_s=100.0, own_s=1.0),
@@ -147,7 +147,7 @@ def _fake_bench(monkeypatch: pytest.MonkeyPatch, loads: list[float], measured: l
     monkeypatch.setattr(benchmarks_md, "write_section", lambda name, _: written.append(name))
     from types import SimpleNamespace
 
-    from protocol.params import JobType
+    from kernels.params import JobType
 
     monkeypatch.setattr(kernel_bench, "cases", lambda *_: [SimpleNamespace(job_type=JobType.EUROPEAN_OPTION)])
 
@@ -195,7 +195,7 @@ def test_a_run_that_fills_every_core_by_itself_is_written(monkeypatch: pytest.Mo
 
 
 def test_other_processes_cpu_is_the_machines_busy_time_less_this_process() -> None:
-    from bench.markdown import CpuClock, cpu_clock, others_cores
+    from gpurt.bench.markdown import CpuClock, cpu_clock, others_cores
 
     assert others_cores(CpuClock(0.0, 50.0, 2.0), CpuClock(4.0, 58.0, 4.0)) == pytest.approx(1.5)
     assert others_cores(CpuClock(0.0, None, 2.0), CpuClock(4.0, 58.0, 4.0)) is None
@@ -227,8 +227,8 @@ def test_heston_bias_table_reports_each_step_count_against_the_integral() -> Non
 
 
 def test_every_job_type_has_a_valid_example() -> None:
-    from protocol.messages import parse_request
-    from protocol.params import JobType
+    from kernels.params import JobType
+    from runtime.protocol.messages import parse_request
 
     requests = [parse_request(path.read_bytes()) for path in (REPO / "examples").glob("*.json")]
     assert {r.type for r in requests} == set(JobType)

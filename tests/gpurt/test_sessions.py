@@ -17,14 +17,14 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from client.control_api import ApiClient, ApiError
-from gpurt import jobs as jobs_commands
-from gpurt.app import app
-from protocol.contract import SchedulerEnv
-from protocol.messages import JobResult, JobStatus, JobType
-from scheduler.api import create_app
-from scheduler.service import UNFINISHED, Service
-from scheduler.settings import Settings
+from gpurt.cli import jobs as jobs_commands
+from gpurt.cli.app import app
+from runtime.access.control_api import ApiClient, ApiError
+from runtime.protocol.contract import SchedulerEnv
+from runtime.protocol.messages import JobResult, JobStatus, JobType
+from runtime.scheduler.api import create_app
+from runtime.scheduler.service import UNFINISHED, Service
+from runtime.scheduler.settings import Settings
 
 TOKEN = "session-test-token"
 runner = CliRunner()

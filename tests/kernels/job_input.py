@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernels.jobs import JobOutput, run_job
-from protocol.params import JobParams, JobType, parse_params
+from kernels.params import JobParams, JobType, parse_params
 
 
 def typed(job_type: str | JobType, params: Mapping[str, Any] | JobParams | None = None) -> tuple[JobType, JobParams]:

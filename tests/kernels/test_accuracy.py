@@ -11,7 +11,7 @@ from kernels import asian
 from kernels.closed_form import black_scholes
 from kernels.context import RunContext
 from kernels.launch import sum_blocks
-from protocol.params import AsianOptionParams
+from kernels.params import AsianOptionParams
 from tests.kernels.conftest import bonferroni_z
 from tests.kernels.job_input import run_raw
 

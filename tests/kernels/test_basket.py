@@ -136,7 +136,7 @@ def test_parameters_of_the_other_model_are_refused(job: str) -> None:
 
 
 def test_a_heston_basket_defaults_to_qe_steps_and_a_gbm_basket_to_one_exact_step() -> None:
-    from protocol.params import HESTON_BASKET_STEPS, BasketOptionParams
+    from kernels.params import HESTON_BASKET_STEPS, BasketOptionParams
 
     heston = BasketOptionParams(spots=[100], weights=[1], model="heston", heston=HESTON_ONE)
     assert heston.steps == HESTON_BASKET_STEPS

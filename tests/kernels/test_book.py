@@ -6,7 +6,7 @@ import pytest
 
 from kernels.closed_form import black_scholes
 from kernels.heston_reference import HestonModel, heston_price
-from protocol.params import MAX_BOOK_CONTRACTS
+from kernels.params import MAX_BOOK_CONTRACTS
 from tests.kernels.conftest import bonferroni_z
 from tests.kernels.job_input import run_raw
 from tests.kernels.test_greeks import black_scholes_greeks

@@ -10,8 +10,8 @@ import pytest
 
 from kernels import european
 from kernels.errors import PermanentJobError, TransientJobError
+from kernels.params import EuropeanOptionParams
 from kernels.shards import run_shard
-from protocol.params import EuropeanOptionParams
 from tests.kernels.job_input import run_raw, typed
 
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from kernels import fd_greeks
 from kernels.binomial import binomial_price
 from kernels.heston_reference import HestonModel, heston_price
-from protocol.params import MAX_FD_GREEK_PATHS, AmericanOptionParams, BasketOptionParams, Greek
+from kernels.params import MAX_FD_GREEK_PATHS, AmericanOptionParams, BasketOptionParams, Greek
 from tests.kernels.conftest import bonferroni_z
 from tests.kernels.job_input import run_raw
 from tests.kernels.test_basket import TWO, two_asset_basket_call

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kernels.closed_form import black_scholes
-from protocol.params import Greek
+from kernels.params import Greek
 from tests.kernels.conftest import bonferroni_z
 from tests.kernels.job_input import run_raw
 
@@ -136,7 +136,7 @@ def test_every_type_with_greeks_refuses_a_repeated_greek(example: str) -> None:
 
     from pydantic import ValidationError
 
-    from protocol.params import parse_params
+    from kernels.params import parse_params
 
     job = json.loads((Path(__file__).resolve().parents[2] / "examples" / f"{example}.json").read_text())
     params = {**job.get("params", {}), "greeks": ["delta", "delta"]}

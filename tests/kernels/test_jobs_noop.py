@@ -10,7 +10,7 @@ import pytest
 
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from kernels.jobs import run_job
-from protocol.params import EuropeanOptionParams, JobType, NoopParams
+from kernels.params import EuropeanOptionParams, JobType, NoopParams
 from tests.kernels.job_input import run_raw
 
 

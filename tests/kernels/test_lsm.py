@@ -209,7 +209,7 @@ def test_heston_regression_paths_carry_the_weight_averaged_variance() -> None:
            "exercise_dates": 2, "paths": 100, "regression_paths": 1_000, "seed": 3,
            "heston": {"initial_variance": [0.04, 0.09], "long_variance": [0.04, 0.09], "mean_reversion": [1.0, 1.0],
                       "vol_of_vol": [1e-3, 1e-3], "correlation": [0.0, 0.0]}}
-    from protocol.params import AmericanOptionParams
+    from kernels.params import AmericanOptionParams
 
     p = AmericanOptionParams.model_validate(two)
     model = basket.Model.of(p)
@@ -251,7 +251,7 @@ def _lstsq_rule(values: np.ndarray, p: object, variance: np.ndarray | None) -> n
 
 @pytest.mark.parametrize("heston", [False, True])
 def test_normal_equations_fit_gives_the_lstsq_rule(heston: bool) -> None:
-    from protocol.params import AmericanOptionParams
+    from kernels.params import AmericanOptionParams
 
     params = {**HESTON_PUT, "steps": 24, "exercise_dates": 12} if heston else {**ONE, "kind": "put", "steps": 12}
     p = AmericanOptionParams.model_validate({**params, "regression_paths": 20_000, "seed": 4})
@@ -270,7 +270,7 @@ def test_normal_equations_fit_gives_the_lstsq_rule(heston: bool) -> None:
 
 
 def test_collinear_basis_falls_back_to_least_squares() -> None:
-    from protocol.params import AmericanOptionParams
+    from kernels.params import AmericanOptionParams
 
     p = AmericanOptionParams.model_validate({**HESTON_PUT, "steps": 24, "exercise_dates": 12, "seed": 4})
     values, _ = basket.basket_values(p, basket.Model.of(p), 20_000, 2, 12, "cpu", _quiet())
@@ -294,7 +294,7 @@ def test_control_stopped_at_exercise_is_the_european_value_there(params: dict, c
     """The GBM control of an exercised path: the geometric basket option's closed form at the exercise date
     (Black-Scholes-Merton for one asset), discounted to time 0, less its mean."""
     from kernels.closed_form import geometric_basket
-    from protocol.params import AmericanOptionParams
+    from kernels.params import AmericanOptionParams
 
     p = AmericanOptionParams.model_validate({**params, "kind": "call" if call else "put", "strike": 95.0,
                                              "steps": 50})

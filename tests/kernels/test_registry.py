@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
+from kernels.params import JobType
 from kernels.registry import KERNELS, KernelModule, ShardedKernelModule, is_sharded, kernel_module, sharded_module
-from protocol.params import JobType
 
 KERNEL_TYPES = [kind for kind in JobType if kind is not JobType.NOOP]
 

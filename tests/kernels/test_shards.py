@@ -11,9 +11,9 @@ import pytest
 
 from kernels.context import RunContext
 from kernels.jobs import JobOutput
+from kernels.params import PortfolioVarParams
 from kernels.portfolio_var import _Model, simulate_losses
 from kernels.shards import merge, run_shard, shard_count
-from protocol.params import PortfolioVarParams
 from tests.kernels.job_input import run_raw, typed
 
 # 300,000 paths = 10 antithetic blocks; 50,000 VaR scenarios = 13 blocks; 40,000 Asian paths = several blocks.

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from kernels.device import DeviceUnavailable, resolve_device
 from kernels.errors import TransientJobError
-from protocol.params import MAX_PATH_STEPS, MAX_VAR_PATHS, parse_params
+from kernels.params import MAX_PATH_STEPS, MAX_VAR_PATHS, parse_params
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,49 @@
+"""Commands this package adds to ``gpurt``: validate, rollback, state, leader, drill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpurt.cli.common import LocalDirOption, console, err_console
+from gpurt.cli.stacks import WorkDirOption, handled
+
+JunitOption = Annotated[Path | None, typer.Option("--junit", help="Also write a JUnit XML report to this file.")]
+
+
+@handled
+def validate(
+    stack: Annotated[str | None, typer.Option("--stack", "-s", help="Validate this deployed Pulumi stack.")] = None,
+    local: Annotated[bool, typer.Option("--local", help="Validate the local platform (gpurt local up).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    junit: JunitOption = None,
+    work_dir: WorkDirOption = Path("."),
+    kube_context: Annotated[str | None, typer.Option("--kube-context", help="kubeconfig context.")] = None,
+    local_dir: LocalDirOption = None,
+) -> None:
+    """Run the post-deploy checklist (docs/validation.md); exit 1 if any check fails."""
+    from gpurt.cli.render import print_validation
+    from gpurt.cli.stacks import open_stack
+    from validation.build import cloud_target, local_target
+    from validation.runner import run_checks
+    from validation.targets import cloud_checks, local_checks
+
+    if local == (stack is not None):
+        raise typer.BadParameter("give exactly one of --local or --stack NAME")
+    if stack is None:
+        name, checks = "local", local_checks(local_target(local_dir))
+    else:
+        name, checks = f"stack {stack}", cloud_checks(cloud_target(open_stack(stack, work_dir), kube_context))
+    # Progress goes to stderr so that --json output on stdout stays parseable.
+    with err_console.status("validating…") as status:
+        report = run_checks(name, checks, on_result=lambda r: status.update(f"{r.name}: {r.status.value}"))
+    if junit is not None:
+        report.write_junit(junit)
+    if as_json:
+        typer.echo(report.to_json())
+    else:
+        print_validation(report, console)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,245 @@
+"""``Client``: submit jobs to a running platform and get futures back.
+
+The client finds its platform as the ``gpurt`` CLI does (explicit arguments, then ``GPURT_*`` and
+``PUBSUB_EMULATOR_HOST`` variables, then the state ``gpurt local up`` leaves): the local platform with no
+configuration at all, a Google Cloud project with ``project=`` (or ``GPURT_PROJECT``) and Application
+Default Credentials or Workload Identity. It publishes requests to ``gpu-job-request`` and reads results
+through ONE private subscription of ``gpu-job-result`` (created on open, deleted on close, expiring by
+itself a day after a crashed process stops using it), handing each result to the future of its job id:
+no other reader of results loses a message to it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from gpurt.client.errors import ClientClosed, ClientError, PlatformNotRunning
+from gpurt.client.futures import JobFuture, as_completed, gather, wait
+from gpurt.client.jobs import Job
+from gpurt.client.results import Result
+from runtime.access.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
+from runtime.protocol.messages import DEFAULT_TIMEOUT_S, JobRequest, JobResult
+
+if TYPE_CHECKING:
+    from runtime.access.control_api import JobState
+
+# The client's private result subscriptions, told apart from the CLI's (gpu-job-result-cli-…) in listings.
+SUBSCRIPTION_PREFIX: Final = "gpu-job-result-client-"
+# How long an emulator may take to accept a connection before the platform counts as not running.
+CONNECT_TIMEOUT_S: Final = 3.0
+
+
+class Client:
+    """A connection to one platform; use as a context manager, or call ``close()`` when done."""
+
+    def __init__(self, project: str | None = None, *, api_url: str | None = None, token: str | None = None,
+                 emulator_host: str | None = None, local_dir: Path | None = None,
+                 session_id: str | None = None) -> None:
+        """Resolve the platform (arguments win over the environment and the local state) and open the subscription.
+
+        Raises ``PlatformNotRunning`` with one line saying how to start or name a platform.
+        """
+        from runtime.access.transport import ResultSubscription, make_clients
+
+        found = resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
+        emulator = emulator_host or found.emulator_host
+        if emulator is None and not (project or os.environ.get(PROJECT_ENV)):
+            from runtime.access.local_state import LOCAL_DIR_ENV, default_local_dir
+
+            # a notebook's folder is often not the one `gpurt local up` ran in: say where we looked
+            raise PlatformNotRunning(f"{NO_PLATFORM} (no local platform state in {local_dir or default_local_dir()}; "
+                                     f"{LOCAL_DIR_ENV} names another folder)")
+        if emulator is not None:
+            _check_listening(emulator, found)
+        self.target = Target(found.api_url, found.project, found.token, emulator, found.emulator_admin_url,
+                             found.source)
+        self.session_id = session_id or f"client-{uuid.uuid4().hex[:12]}"
+        self._lock = threading.Lock()
+        self._futures: dict[str, JobFuture] = {}
+        self._closed = False
+        self._clients = make_clients(self.target.project, emulator)
+        self._subscription = ResultSubscription(self._clients, self._on_result, prefix=SUBSCRIPTION_PREFIX)
+        try:
+            self._subscription.__enter__()
+        except Exception as exc:
+            self._clients.close()
+            raise PlatformNotRunning(f"cannot subscribe to results in project {self.target.project}: {exc}") from None
+
+    @property
+    def subscription(self) -> str:
+        """The private result subscription's full name (gone after ``close()``)."""
+        return self._subscription.name
+
+    # --- submitting --------------------------------------------------------------------------------
+
+    def submit(self, job: Job | JobRequest, job_id: str | None = None, *,
+               timeout_s: float | None = None) -> JobFuture:
+        """Publish ``job`` and return its future; an id is generated unless given.
+
+        Submitting an id this client already has returns its future; an id the platform has finished
+        before is answered from its result store, not run again.
+        """
+        return self._submit([self._request(job, job_id, timeout_s)])[0]
+
+    def map(self, jobs: Iterable[Job | JobRequest], job_ids: Sequence[str] | None = None, *,
+            timeout_s: float | None = None) -> list[JobFuture]:
+        """Submit many jobs in one batch of publishes; futures in the order of ``jobs``."""
+        jobs = list(jobs)
+        if job_ids is not None and len(job_ids) != len(jobs):
+            raise ValueError(f"job_ids has {len(job_ids)} ids for {len(jobs)} jobs")
+        ids: Sequence[str | None] = job_ids if job_ids is not None else [None] * len(jobs)
+        return self._submit([self._request(job, i, timeout_s) for job, i in zip(jobs, ids, strict=True)])
+
+    async def submit_async(self, job: Job | JobRequest, job_id: str | None = None, *,
+                           timeout_s: float | None = None) -> Result:
+        """Submit ``job`` and await its ``Result`` without blocking the event loop."""
+        import asyncio
+
+        future = await asyncio.to_thread(self.submit, job, job_id, timeout_s=timeout_s)
+        return await future
+
+    def cancel(self, job_id: str) -> bool:
+        """Ask the platform to stop ``job_id``; False if it had already finished. Its future then ends ``cancelled``."""
+        from runtime.access.control_api import ApiClient, ApiError
+
+        self._check_open()
+        with ApiClient(self.target.api_url, self.target.token) as api:
+            try:
+                api.cancel_job(job_id)
+            except ApiError as exc:
+                if exc.status == 409:  # already finished: nothing to cancel, as concurrent.futures answers
+                    return False
+                raise ClientError(f"cannot cancel {job_id}: {exc}") from None
+        return True
+
+    # --- sessions ----------------------------------------------------------------------------------
+
+    def jobs(self, session_id: str | None = None) -> dict[str, str]:
+        """Every job started for a session (default: this client's ``session_id``), by job id, with its state:
+        ``running``, ``unfinished`` (started, no result yet) or its result's status."""
+        return {job.job_id: job.state or "unknown" for job in self._session(session_id)}
+
+    def collect(self, session_id: str | None = None) -> list[Result]:
+        """The results of a session's finished jobs (default: this client's), in job id order.
+
+        A notebook that reopens a session (``Client(session_id=...)``) picks up what it submitted before,
+        without the futures of the client that submitted it.
+        """
+        return [Result(job.result) for job in self._session(session_id) if job.result is not None]
+
+    def _session(self, session_id: str | None) -> list[JobState]:
+        from runtime.access.control_api import ApiClient, ApiError
+
+        self._check_open()
+        session = session_id or self.session_id
+        with ApiClient(self.target.api_url, self.target.token) as api:
+            try:
+                return api.session_jobs(session)
+            except ApiError as exc:
+                raise ClientError(f"cannot list the jobs of session {session}: {exc}") from None
+
+    # --- waiting (the module's functions, for Dask-style client.gather) -----------------------------
+
+    @staticmethod
+    def gather(futures: Iterable[JobFuture], timeout: float | None = None, return_exceptions: bool = False,
+               progress: bool | None = None) -> list[Any]:
+        """See ``client.gather``."""
+        return gather(futures, timeout, return_exceptions, progress)
+
+    as_completed = staticmethod(as_completed)
+    wait = staticmethod(wait)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Delete the private subscription and release the connections; pending futures get ``ClientClosed``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending = [f for f in self._futures.values() if not f.done()]
+        self._subscription.__exit__(None, None, None)
+        self._clients.close()
+        for future in pending:
+            future._abandon(ClientClosed(
+                f"the client was closed before the result of {future.job_id} arrived; the job may still finish: "
+                f"submit the same id from a new Client to get its result"))
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._futures)} jobs"
+        return f"<Client project={self.target.project!r} via {self.target.source}: {state}>"
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _request(self, job: Job | JobRequest, job_id: str | None, timeout_s: float | None) -> JobRequest:
+        if isinstance(job, JobRequest):
+            changes = {k: v for k, v in (("job_id", job_id), ("timeout_s", timeout_s)) if v is not None}
+            return JobRequest.model_validate({**job.model_dump(), **changes}) if changes else job
+        if not isinstance(job, Job):
+            raise TypeError(f"submit takes a job (EuropeanOption(...), OptionBook([...]), ...) or a JobRequest, "
+                            f"not {type(job).__name__}")
+        return job.request(job_id or f"{job.job_type.value}-{uuid.uuid4().hex[:12]}", session_id=self.session_id,
+                           timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+
+    def _submit(self, requests: list[JobRequest]) -> list[JobFuture]:
+        from runtime.access.transport import publish_requests
+
+        futures: list[JobFuture] = []
+        new: list[JobRequest] = []
+        with self._lock:
+            self._check_open()
+            for request in requests:
+                future = self._futures.get(request.job_id)
+                if future is None:
+                    # Registered before the publish: a fast result must find its future.
+                    future = self._futures[request.job_id] = JobFuture(request.job_id, self)
+                    new.append(request)
+                futures.append(future)
+        if new:
+            try:
+                publish_requests(self._clients, new)
+            except Exception as exc:
+                with self._lock:
+                    for request in new:
+                        self._futures.pop(request.job_id, None)
+                raise ClientError(f"could not publish {len(new)} job(s) to project {self.target.project}: {exc}") \
+                    from None
+        return futures
+
+    def _on_result(self, raw: JobResult) -> None:
+        future = self._futures.get(raw.job_id)  # dict reads are atomic; other users' results find none
+        if future is not None:
+            future._complete(raw)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("this client is closed; open a new one: Client()")
+
+
+def _check_listening(host_port: str, found: Target) -> None:
+    """Fail in a second with how to start the platform, where gRPC would retry for a minute."""
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S):
+            return
+    except (OSError, ValueError):
+        pass
+    raise PlatformNotRunning(f"the platform is not running: nothing answers at {host_port} (from {found.source}); "
+                             f"start it with `gpurt local up`")

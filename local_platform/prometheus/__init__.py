@@ -1,6 +1,0 @@
-"""Live monitoring of the local platform: Prometheus evaluating the cloud's alert rules, Alertmanager routing
-them by severity, and a webhook receiver recording the notifications (docs/local-platform.md)."""
-
-from client.local_monitoring import MonitoringInfo
-
-__all__ = ["MonitoringInfo"]

@@ -1,0 +1,191 @@
+"""The job protocol: what travels on ``gpu-job-request`` and ``gpu-job-result``, as pydantic models.
+
+A request's ``params`` are validated by the model of its ``type`` (``kernels.params``). Message
+attributes repeat ``job_id`` and ``type`` so subscribers can filter without parsing the body.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from kernels.params import JobParams, JobType, parse_params
+from runtime.protocol import strict_json
+
+MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
+MAX_TIMEOUT_S: Final = 24 * 3600.0
+DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (docs/architecture.md)
+# Anchored for pydantic (whose regex engine's `$` is the end of the text); Python's `$` also matches before a
+# final newline, so code outside the models checks ids with ``is_job_id``, a full match, and never `re.match`.
+JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_JOB_ID: Final = re.compile(JOB_ID_PATTERN)
+SESSION_ID_MAX_LENGTH: Final = 128
+# What the retired `priority` field accepted: older clients' requests that carry it stay valid.
+_RETIRED_PRIORITY: Final = TypeAdapter(Annotated[int, Field(ge=0, le=9)])
+
+
+def is_job_id(value: object) -> bool:
+    """Whether ``value`` is a job id the protocol accepts: the whole string, a final newline included."""
+    return isinstance(value, str) and _JOB_ID.fullmatch(value) is not None
+
+
+class JobStatus(StrEnum):
+    """Terminal outcome of a job; every status is final for its job id."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class ErrorKind(StrEnum):
+    """Why a job did not succeed, which decides whether it is retried."""
+
+    INVALID = "invalid"          # bad JSON, unknown type, bad params: never retried
+    TRANSIENT = "transient"      # worker lost, CUDA OOM, timeout: redelivered
+    PERMANENT = "permanent"      # the job itself cannot succeed
+    CANCELLED = "cancelled"
+
+
+class JobRequest(BaseModel):
+    """One job request. ``job_id`` is the client's idempotency key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_id: str = Field(pattern=JOB_ID_PATTERN)
+    type: JobType
+    params: JobParams = Field(default=None, validate_default=False)  # type: ignore[assignment]
+    session_id: str | None = Field(None, max_length=SESSION_ID_MAX_LENGTH, description=(
+        "The client's session: echoed on the result, and the key to list and collect a session's jobs "
+        "(GET /jobs?session_id=, gpurt jobs list --session)."))
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_priority(cls, data: Any) -> Any:
+        # `priority` left the protocol (docs/scheduler.md, "Priority"); an older client still sends it, so a value
+        # the old protocol accepted is accepted and dropped, and any other is refused as it always was.
+        if not isinstance(data, dict) or "priority" not in data:
+            return data
+        try:
+            _RETIRED_PRIORITY.validate_python(data["priority"])
+        except ValidationError as exc:
+            raise ValueError(f"{_describe(exc, 'priority')} (priority no longer orders jobs and may be left out)") \
+                from None
+        return {key: value for key, value in data.items() if key != "priority"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _params_for_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "type" in data:
+            try:
+                job_type = JobType(data["type"])
+            except ValueError:
+                return data  # the field validator reports the unknown type
+            params = data.get("params")
+            if not isinstance(params, BaseModel):
+                try:
+                    params = parse_params(job_type, params)
+                except ValidationError as exc:  # name the field as the request has it: params.<field>
+                    raise ValueError(_describe(exc, "params")) from None
+                data = {**data, "params": params}
+        return data
+
+    def attributes(self) -> dict[str, str]:
+        """Pub/Sub message attributes for this request."""
+        return {"job_id": self.job_id, "type": self.type.value}
+
+    def to_message(self, extra_attributes: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
+        """This request as it goes on the wire: its JSON body and attributes, plus ``extra_attributes``.
+
+        The one encoding of a request, for the scheduler's tools, the drills and the users' client alike.
+        Unset optional fields (``None``) are left out rather than sent as ``null``: ``parse_request`` reads
+        both the same, and the body stays as small as the user wrote it.
+        """
+        return self.model_dump_json(exclude_none=True).encode(), {**self.attributes(), **(extra_attributes or {})}
+
+
+class JobError(BaseModel):
+    """The error of a result that did not succeed."""
+
+    kind: ErrorKind
+    message: str
+
+
+class JobMetrics(BaseModel):
+    """Measurements of one run: seconds from publish to start, run time, device, throughput."""
+
+    queue_wait_s: float | None = None
+    run_s: float | None = None
+    device: str | None = None
+    paths_per_s: float | None = None
+
+
+class JobResult(BaseModel):
+    """One job's outcome, published on ``gpu-job-result`` and kept in the result store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    status: JobStatus
+    type: JobType | None = None
+    session_id: str | None = Field(None, description="The request's session, echoed back.")
+    attempt: int = Field(1, ge=1)
+    result: dict[str, Any] | None = None
+    metrics: JobMetrics = Field(default_factory=JobMetrics)
+    error: JobError | None = None
+    artifacts: dict[str, str] = Field(default_factory=dict, description="Artifact name -> fsspec URL.")
+    finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    def attributes(self) -> dict[str, str]:
+        """Pub/Sub message attributes for this result."""
+        return {"job_id": self.job_id, "status": self.status.value}
+
+
+class InvalidRequest(ValueError):
+    """A message that can never become a job; carries the best job_id it could find."""
+
+    def __init__(self, message: str, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+def parse_request(data: bytes, defaults: Mapping[str, Any] | None = None) -> JobRequest:
+    """Parse a request message body; raises ``InvalidRequest`` with a readable reason, and nothing else.
+
+    Whatever the bytes (any size, nesting, number, encoding), the outcome is a request or an
+    ``InvalidRequest``: the consumer acks those with a ``rejected`` result, so an exception of any other
+    type here would be taken for an infrastructure failure and redelivered until dead-lettered.
+    ``defaults`` fills the keys a body leaves out (``gpurt run`` names a job file's job by the file).
+    """
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise InvalidRequest(f"message is {len(data)} bytes, the limit is {MAX_MESSAGE_BYTES}")
+    try:
+        raw = strict_json.loads(data)
+    except strict_json.JsonRejected as exc:
+        raise InvalidRequest(str(exc)) from None
+    job_id = raw.get("job_id") if isinstance(raw, dict) else None
+    job_id = job_id if isinstance(job_id, str) else None
+    if not isinstance(raw, dict):
+        raise InvalidRequest("body must be a JSON object", job_id)
+    try:
+        return JobRequest.model_validate({**(defaults or {}), **raw})
+    except ValidationError as exc:
+        raise InvalidRequest(_describe(exc), job_id) from None
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), job_id) from None
+
+
+def _describe(exc: ValidationError, within: str = "") -> str:
+    """``field.path: reason`` for each error; a validator's own ValueError keeps its message unprefixed."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in (within, *error["loc"]) if p != "")
+        message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)

@@ -1,0 +1,58 @@
+"""The Dask workers as the scheduler reports them, read at most once per ``ttl_s`` for per-job questions.
+
+Whether the cluster has GPU workers decides a job's ``resources``; it changes when pools scale, not from
+one job to the next, so asking the Dask scheduler for every job (``Client.scheduler_info`` is an RPC
+that lists every worker) only adds a round trip to each job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from runtime.protocol import contract
+
+# How stale the per-job view may be (seconds): Dask's own client refreshes its scheduler view as often
+# (distributed.client.scheduler-info-interval). A pool that just gained its first GPU workers is seen
+# within this long; jobs submitted meanwhile run without the GPU resource, as before the workers came.
+WORKERS_TTL_S: Final = 2.0
+
+log = logging.getLogger(__name__)
+
+
+class DaskWorkers:
+    """Reads the workers from a ``distributed.Client``; ``has_gpus`` answers from a view at most ``ttl_s`` old."""
+
+    def __init__(self, client: Any, ttl_s: float = WORKERS_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._has_gpus = False
+        self._read_at: float | None = None
+
+    def read(self) -> list[dict[str, Any]]:
+        """The workers now (one RPC), refreshing the cached view; empty if the scheduler cannot be read."""
+        try:
+            workers = list(self._client.scheduler_info().get("workers", {}).values())
+        except Exception as exc:
+            log.warning("cannot read Dask workers: %s", exc)
+            workers = []
+        has_gpus = any(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE) for w in workers)
+        with self._lock:
+            self._has_gpus, self._read_at = has_gpus, self._clock()
+        return workers
+
+    def has_gpus(self) -> bool:
+        """Whether any worker advertises the GPU resource, from a view at most ``ttl_s`` old."""
+        with self._lock:
+            fresh = self._read_at is not None and self._clock() - self._read_at < self._ttl_s
+            if fresh:
+                return self._has_gpus
+        self.read()
+        with self._lock:
+            return self._has_gpus

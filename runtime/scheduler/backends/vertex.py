@@ -1,0 +1,163 @@
+"""Run jobs as Vertex AI custom jobs named ``gpu-runtime-<job_id>``.
+
+The custom job runs the worker image's ``vertex_task`` entry point on one GPU machine and writes its
+output under the result store (``vertex/<job_id>/<attempt>/``); this backend creates the job, polls
+it to a terminal state and reads the output back. The ``CustomJobs`` client is passed in: tests give
+it a recording stand-in that answers with the service's JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import fsspec
+
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from runtime.protocol import contract
+from runtime.protocol.messages import JobRequest
+from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
+from runtime.worker.vertex_task import ERROR_FILE, OUTPUT_FILE
+
+# Vertex jobs take minutes to provision: polling faster only spends API quota.
+POLL_INTERVAL_S: Final = 15.0
+# A custom job's own timeout counts running time only; a GPU machine may take this long to provision
+# before that. Past timeout + allowance the job is cancelled and the delivery counts as transient.
+PROVISION_ALLOWANCE_S: Final = 1800.0
+_LABEL_VALUE: Final = re.compile(r"[^a-z0-9_-]")
+
+
+class VertexBackend:
+    """Creates, polls and cancels custom jobs through ``client``."""
+
+    name = "vertex"
+
+    def __init__(self, client: CustomJobs, *, project: str, region: str, image: str, machine_type: str,
+                 accelerator: str, output_root: str, service_account: str | None = None,
+                 poll_interval_s: float = POLL_INTERVAL_S, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not image:
+            raise ValueError("the Vertex AI backend needs GPURT_VERTEX_IMAGE (the Dask GPU worker image)")
+        self._client = client
+        self._parent = f"projects/{project}/locations/{region}"
+        self._image = image
+        self._machine_type = machine_type
+        self._accelerator = accelerator
+        self._output_root = output_root.rstrip("/")
+        self._service_account = service_account
+        self._poll = poll_interval_s
+        self._sleep = sleep
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Any, store: Any) -> VertexBackend:
+        """Build from the service settings, with the regional REST client."""
+        return cls(RestCustomJobs(settings.vertex_region), project=settings.project, region=settings.vertex_region,
+                   image=settings.vertex_image,
+                   machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
+                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account)
+
+    def custom_job(self, request: JobRequest, attempt: int) -> dict[str, Any]:
+        """The CustomJob resource (REST JSON) for one delivery of ``request`` (pure; what ``run`` submits)."""
+        output = self._output_url(request.job_id, attempt)
+        params = request.params.model_dump_json() if request.params is not None else "{}"
+        spec: dict[str, Any] = {
+            "workerPoolSpecs": [{
+                "replicaCount": "1",  # int64 fields are strings in the JSON mapping
+                "machineSpec": {"machineType": self._machine_type, "acceleratorType": self._accelerator,
+                                "acceleratorCount": 1},
+                "containerSpec": {
+                    "imageUri": self._image,
+                    "command": ["python", "-m", "runtime.worker.vertex_task"],
+                    "args": ["--job-type", request.type.value, "--params", params, "--output", output],
+                },
+            }],
+            "scheduling": {"timeout": f"{int(request.timeout_s)}s"},
+        }
+        if self._service_account:
+            spec["serviceAccount"] = self._service_account
+        labels = {**contract.GCP_LABELS, "job-id": _LABEL_VALUE.sub("-", request.job_id.lower())[:63]}
+        return {"displayName": f"{contract.VERTEX_JOB_PREFIX}{request.job_id}", "jobSpec": spec, "labels": labels}
+
+    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+        """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``)."""
+        created = self._client.create(self._parent, self.custom_job(request, attempt))
+        name = created["name"]
+        with self._lock:
+            self._running[request.job_id] = name
+        give_up_at = self._clock() + request.timeout_s + PROVISION_ALLOWANCE_S
+        try:
+            job = created
+            while job.get("state") not in TERMINAL_STATES:
+                if self._clock() > give_up_at:
+                    self._client.cancel(name)
+                    raise TransientJobError(f"Vertex AI job {name} did not finish within "
+                                            f"{request.timeout_s + PROVISION_ALLOWANCE_S:g} s; cancelled it")
+                self._sleep(self._poll)
+                job = self._client.get(name)
+        finally:
+            with self._lock:
+                self._running.pop(request.job_id, None)
+        output = self._output_url(request.job_id, attempt)
+        if job["state"] == "JOB_STATE_SUCCEEDED":
+            return self._read_output(output)
+        if job["state"] == "JOB_STATE_CANCELLED":
+            raise JobCancelled(f"Vertex AI job {name} was cancelled")
+        message = job.get("error", {}).get("message") or "no message"
+        self._raise_failure(output, f"Vertex AI job {name} ended {job['state']}: {message}")
+        raise AssertionError("unreachable")  # _raise_failure always raises
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel the custom job of ``job_id``; ``run`` then reports ``JobCancelled``."""
+        with self._lock:
+            name = self._running.get(job_id)
+        if name is None:
+            return False
+        self._client.cancel(name)
+        return True
+
+    def gpu_slots(self) -> int:
+        """Unknown here: Vertex AI capacity is a quota, not a worker count."""
+        return 0
+
+    def ready(self) -> bool:
+        """Vertex AI is a managed API; readiness is not probed per request."""
+        return True
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        close = getattr(self._client, "close", None)
+        if close is not None:
+            close()
+
+    def _output_url(self, job_id: str, attempt: int) -> str:
+        return f"{self._output_root}/{job_id}/{attempt}"
+
+    def _read_output(self, output: str) -> Execution:
+        with fsspec.open(f"{output}/{OUTPUT_FILE}", "rb") as handle:
+            body = json.loads(handle.read())
+        artifacts = {}
+        for name in body.get("artifacts", []):
+            with fsspec.open(f"{output}/artifacts/{name}", "rb") as handle:
+                artifacts[name] = handle.read()
+        return Execution(summary=body["summary"], artifacts=artifacts, device=body.get("device", "gpu"),
+                         elapsed_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)),
+                         kernel_s=float(body.get("kernel_s", 0.0)), load_s=float(body.get("load_s", 0.0)))
+
+    def _raise_failure(self, output: str, fallback: str) -> None:
+        try:
+            with fsspec.open(f"{output}/{ERROR_FILE}", "rb") as handle:
+                error = json.loads(handle.read())
+        except (OSError, ValueError):
+            raise TransientJobError(fallback) from None  # no verdict from the job: worth another try
+        if error.get("kind") == "permanent":
+            raise PermanentJobError(error.get("message", fallback))
+        raise TransientJobError(error.get("message", fallback))
+

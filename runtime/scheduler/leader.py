@@ -1,0 +1,287 @@
+"""Leader election on a Kubernetes Lease (``coordination.k8s.io/v1``), the way client-go does it.
+
+Every replica consumes jobs; only the leader runs the singletons (pool reconciler, DLQ reclaimer).
+The lease record lives behind ``LeaseStore`` (the Kubernetes API in the cloud, a dict in tests) and
+updates are optimistic: a write carries the version it read, so two candidates can never both win.
+Expiry is judged on the candidate's own clock from when it last *saw the record change*, never by
+comparing another node's timestamps, so clock skew between nodes cannot cause a split brain.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
+
+from runtime.protocol import contract
+
+# client-go's defaults: a lease lasts 15 s, the holder must renew within 10 s or step down, and
+# candidates retry every 2 s (docs/runbooks/leader-election.md: an election every 2 seconds).
+LEASE_DURATION_S: Final = 15.0
+RENEW_DEADLINE_S: Final = 10.0
+RETRY_PERIOD_S: Final = 2.0
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The parts of a Lease's spec the election uses, plus the store's version for optimistic writes."""
+
+    holder: str | None
+    duration_s: float
+    acquired_at: datetime | None = None
+    renewed_at: datetime | None = None
+    transitions: int = 0
+    version: str | None = None
+
+
+class LeaseConflict(Exception):
+    """Someone else wrote the lease since we read it (HTTP 409 / create of an existing lease)."""
+
+
+class LeaseStore(Protocol):
+    """Reads and writes the one lease record."""
+
+    def get(self) -> LeaseRecord | None:
+        """The current record, or ``None`` if the lease does not exist."""
+        ...
+
+    def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create the lease; raises ``LeaseConflict`` if it exists."""
+        ...
+
+    def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace the lease if its version is still ``record.version``; raises ``LeaseConflict`` otherwise."""
+        ...
+
+
+class InMemoryLeaseStore:
+    """A lease in a dict with compare-and-swap semantics: the single-process stand-in for the API server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._record: LeaseRecord | None = None
+        self._counter = 0
+
+    def get(self) -> LeaseRecord | None:
+        """The current record."""
+        with self._lock:
+            return self._record
+
+    def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create the record unless it exists."""
+        with self._lock:
+            if self._record is not None:
+                raise LeaseConflict("lease exists")
+            return self._store(record)
+
+    def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Compare-and-swap on the version."""
+        with self._lock:
+            if self._record is None or self._record.version != record.version:
+                raise LeaseConflict("lease changed since it was read")
+            return self._store(record)
+
+    def _store(self, record: LeaseRecord) -> LeaseRecord:
+        self._counter += 1
+        self._record = replace(record, version=str(self._counter))
+        return self._record
+
+
+class KubernetesLeaseStore:
+    """The Lease object ``name`` in ``namespace``, through ``kubernetes.client.CoordinationV1Api``."""
+
+    def __init__(self, api: Any, namespace: str, name: str = contract.LEADER_LEASE_NAME) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._name = name
+
+    def get(self) -> LeaseRecord | None:
+        """Read the Lease; ``None`` on 404."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            lease = self._api.read_namespaced_lease(self._name, self._namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        spec = lease.spec
+        return LeaseRecord(
+            holder=spec.holder_identity or None,
+            duration_s=float(spec.lease_duration_seconds or LEASE_DURATION_S),
+            acquired_at=spec.acquire_time,
+            renewed_at=spec.renew_time,
+            transitions=spec.lease_transitions or 0,
+            version=lease.metadata.resource_version,
+        )
+
+    def create(self, record: LeaseRecord) -> LeaseRecord:
+        """POST the Lease; 409 becomes ``LeaseConflict``."""
+        return self._write(record, create=True)
+
+    def update(self, record: LeaseRecord) -> LeaseRecord:
+        """PUT the Lease with its resourceVersion; 409 becomes ``LeaseConflict``."""
+        return self._write(record, create=False)
+
+    def _write(self, record: LeaseRecord, *, create: bool) -> LeaseRecord:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        body = client.V1Lease(
+            metadata=client.V1ObjectMeta(name=self._name, namespace=self._namespace,
+                                         resource_version=None if create else record.version,
+                                         labels=dict(contract.SCHEDULER_LABELS)),
+            spec=client.V1LeaseSpec(
+                holder_identity=record.holder or "",
+                lease_duration_seconds=max(1, round(record.duration_s)),
+                acquire_time=record.acquired_at,
+                renew_time=record.renewed_at,
+                lease_transitions=record.transitions,
+            ),
+        )
+        try:
+            if create:
+                written = self._api.create_namespaced_lease(self._namespace, body)
+            else:
+                written = self._api.replace_namespaced_lease(self._name, self._namespace, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise LeaseConflict(exc.reason) from None
+            raise
+        return replace(record, version=written.metadata.resource_version)
+
+
+class LeaderElector:
+    """Acquires, renews and releases the lease for ``identity``; ``tick()`` once per retry period."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        identity: str,
+        *,
+        lease_duration_s: float = LEASE_DURATION_S,
+        renew_deadline_s: float = RENEW_DEADLINE_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_change: Callable[[bool], None] = lambda leading: None,
+        on_error: Callable[[Exception], None] = lambda exc: None,
+    ) -> None:
+        if renew_deadline_s >= lease_duration_s:
+            raise ValueError("the renew deadline must be shorter than the lease duration")
+        self.identity = identity
+        self._store = store
+        self._duration = lease_duration_s
+        self._renew_deadline = renew_deadline_s
+        self._clock = clock
+        self._wall = wall_clock
+        self._on_change = on_change
+        self._on_error = on_error
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._last_renewed = 0.0
+        self._leading = False
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this candidate holds the lease (as of the last tick)."""
+        return self._leading
+
+    @property
+    def holder(self) -> str | None:
+        """The holder this candidate last saw."""
+        return self._observed.holder if self._observed else None
+
+    def tick(self) -> bool:
+        """One election round: acquire or renew. Returns whether this candidate now leads."""
+        try:
+            leading = self._try_acquire_or_renew()
+        except LeaseConflict:
+            leading = False  # another candidate wrote the lease first: it leads
+        except Exception as exc:  # the API server being unreachable must not kill the loop
+            log.warning("leader election call failed: %s", exc)
+            self._on_error(exc)
+            # A leader keeps retrying until its renew deadline; nobody can take over before the lease
+            # expires, which is later, so the two never overlap.
+            leading = self._leading and self._clock() - self._last_renewed < self._renew_deadline
+        self._set_leading(leading)
+        return leading
+
+    def release(self) -> None:
+        """Give the lease up (on shutdown) so a standby takes over at once instead of after expiry."""
+        if not self._leading or self._observed is None:
+            return
+        try:
+            self._store.update(replace(self._observed, holder=None, duration_s=1.0, renewed_at=self._wall()))
+        except Exception as exc:
+            log.warning("could not release the leader lease: %s", exc)
+        self._set_leading(False)
+
+    def _try_acquire_or_renew(self) -> bool:
+        now, wall = self._clock(), self._wall()
+        current = self._store.get()
+        if current is None:
+            record = LeaseRecord(holder=self.identity, duration_s=self._duration, acquired_at=wall, renewed_at=wall)
+            self._remember(self._store.create(record), now)
+            self._last_renewed = now
+            return True
+        if current != self._observed:
+            self._remember(current, now)
+        held_by_other = current.holder not in (None, self.identity)
+        if held_by_other and now < self._observed_at + current.duration_s:
+            return False
+        if current.holder == self.identity:
+            record = replace(current, renewed_at=wall, duration_s=self._duration)
+        else:
+            record = replace(current, holder=self.identity, duration_s=self._duration, acquired_at=wall,
+                             renewed_at=wall, transitions=current.transitions + 1)
+        self._remember(self._store.update(record), now)
+        self._last_renewed = now
+        return True
+
+    def _remember(self, record: LeaseRecord, now: float) -> None:
+        self._observed = record
+        self._observed_at = now
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading != self._leading:
+            self._leading = leading
+            log.info("leadership %s", "acquired" if leading else "lost", extra={"identity": self.identity})
+            self._on_change(leading)
+
+
+class AlwaysLeader:
+    """The single local replica: leads from the start, no lease involved."""
+
+    def __init__(self, identity: str, on_change: Callable[[bool], None] = lambda leading: None) -> None:
+        self.identity = identity
+        self._on_change = on_change
+        self._leading = False
+
+    @property
+    def is_leader(self) -> bool:
+        """True once ticked."""
+        return self._leading
+
+    @property
+    def holder(self) -> str | None:
+        """This replica."""
+        return self.identity
+
+    def tick(self) -> bool:
+        """Lead."""
+        if not self._leading:
+            self._leading = True
+            self._on_change(True)
+        return True
+
+    def release(self) -> None:
+        """Step down on shutdown."""
+        if self._leading:
+            self._leading = False
+            self._on_change(False)

@@ -1,0 +1,48 @@
+"""The scheduler's Prometheus series, named by the contract and registered on an injectable registry."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from runtime.protocol.contract import METRICS
+
+# Job run times span a no-op (milliseconds) to the 30-minute p95 completion SLO.
+DURATION_BUCKETS_S: Final = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+# Queue wait: the queue-wait SLO is p95 < 5 minutes, so resolve well around 300 s.
+QUEUE_WAIT_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+
+
+def _bare(name: str) -> str:
+    # prometheus-client appends `_total` to counters itself.
+    return name.removesuffix("_total")
+
+
+class SchedulerMetrics:
+    """Every series the scheduler exports; pass a fresh ``CollectorRegistry`` in tests."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.jobs = Counter(_bare(METRICS.jobs_total), "Terminal job results by type and status.",
+                            ["type", "status"], registry=r)
+        self.duration = Histogram(METRICS.job_duration_seconds, "Run time of executed jobs.", ["type"],
+                                  buckets=DURATION_BUCKETS_S, registry=r)
+        self.queue_wait = Histogram(METRICS.queue_wait_seconds, "Publish-to-start wait of job requests.",
+                                    buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
+        self.in_flight = Gauge(METRICS.jobs_in_flight, "Jobs this replica is processing now.", registry=r)
+        self.backlog = Gauge(METRICS.backlog_messages, "Undelivered messages on the request subscription.",
+                             registry=r)
+        self.dlq = Gauge(METRICS.dlq_messages, "Messages waiting in the request dead-letter queue.", registry=r)
+        self.retries = Counter(_bare(METRICS.job_retries_total), "Redeliveries seen (delivery attempt > 1).",
+                               ["type"], registry=r)
+        self.pool_workers = Gauge(METRICS.pool_workers, "Workers per pool.", ["pool"], registry=r)
+        self.evictions = Counter(_bare(METRICS.pool_evictions_total), "Pools stopped (evicted) by request.",
+                                 ["pool"], registry=r)
+        self.leader = Gauge(METRICS.leader, "1 while this replica holds the leader lease.", registry=r)
+        self.maintenance = Gauge(METRICS.maintenance_mode, "1 while intake is drained.", registry=r)
+        self.reclaimer_errors = Counter(_bare(METRICS.reclaimer_errors_total), "Failed DLQ reclaimer runs.",
+                                        registry=r)
+        self.election_failures = Counter(_bare(METRICS.leader_election_failures_total),
+                                         "Lease acquire/renew calls that failed.", registry=r)

@@ -1,0 +1,30 @@
+"""A job's outcome as the protocol's ``JobResult``: the one mapping from a run's output, and from a failure.
+
+The scheduler's processor and ``gpurt run`` (one job in the CLI's own process) both build their results
+here, so a result has the same fields wherever its job ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from runtime.protocol.messages import ErrorKind, JobError, JobMetrics, JobRequest, JobResult, JobStatus
+from runtime.scheduler.backends.base import Execution
+
+
+def succeeded_result(request: JobRequest, output: Execution, artifacts: Mapping[str, str], *, attempt: int = 1,
+                     queue_wait_s: float | None = None) -> JobResult:
+    """The ``succeeded`` result of ``request`` from what its run produced; ``artifacts`` maps name to URL."""
+    metrics = JobMetrics(queue_wait_s=queue_wait_s, run_s=output.elapsed_s, device=output.device,
+                         paths_per_s=output.paths_per_s)
+    return JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type,
+                     session_id=request.session_id, attempt=attempt,
+                     result=output.summary, metrics=metrics, artifacts=dict(artifacts))
+
+
+def ended_result(request: JobRequest, status: JobStatus, kind: ErrorKind, message: str, *, attempt: int = 1,
+                 queue_wait_s: float | None = None) -> JobResult:
+    """The result of ``request`` when it did not succeed (``failed`` or ``cancelled``), with its error."""
+    return JobResult(job_id=request.job_id, status=status, type=request.type, session_id=request.session_id,
+                     attempt=attempt,
+                     metrics=JobMetrics(queue_wait_s=queue_wait_s), error=JobError(kind=kind, message=message))

@@ -1,0 +1,107 @@
+"""The DLQ reclaimer (leader only): every dead-lettered job ends with a terminal result.
+
+The consumer publishes ``failed`` at a job's last attempt, so normally there is nothing to do. If a
+replica died during that last attempt, the message dead-letters with no result; the reclaimer finds
+it, stores and publishes ``failed``. If the last attempt stored ``failed`` but its publish failed, the
+reclaimer publishes the stored result. Either way it releases the message again *without acking it*:
+it stays in the DLQ for ``gpurt dlq replay``. The DLQ subscription has no dead-letter policy of its own, so
+releasing costs nothing.
+
+A dead letter's job is the one its body names, and only once the body validates as a request: the
+``job_id`` attribute is set by the publisher independently of the body and never checked against it, so
+trusting it would let one request store and publish ``failed`` for another job, which then never runs
+(docs/scheduler.md, "Whose result is it"). A body that does not validate names no job: the reclaimer
+publishes nothing for it and logs it once; it stays in the DLQ, counted by the DLQ depth metric, for
+``gpurt dlq list`` and ``gpurt dlq replay`` (which sends it through the consumer, whose answer is
+``rejected``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from runtime.protocol import contract
+from runtime.protocol.messages import ErrorKind, InvalidRequest, JobError, JobResult, JobStatus, parse_request
+from runtime.scheduler.messaging.admin import subscription_path
+from runtime.scheduler.messaging.publisher import ResultSink
+from runtime.scheduler.store import ResultStore
+
+# Dead letters looked at per run; a storm is worked through over several runs.
+BATCH: Final = 100
+# A pull on an empty DLQ waits for messages until its deadline: keep the wait short, empty is the norm.
+PULL_TIMEOUT_S: Final = 5.0
+# Invalid dead letters already logged, by message id: each run sees them again until they are replayed.
+# Past this many the memory is cleared (and they are logged once more) rather than growing without end.
+MAX_REPORTED: Final = 10_000
+
+log = logging.getLogger(__name__)
+
+
+class DlqReclaimer:
+    """One ``run()`` reads a batch of dead letters; each ends with a published terminal result."""
+
+    def __init__(self, subscriber: Any, project: str, store: ResultStore, sink: ResultSink) -> None:
+        self._subscriber = subscriber
+        self._subscription = subscription_path(project, contract.REQUEST_DLQ_SUBSCRIPTION)
+        self._store = store
+        self._sink = sink
+        self._reported: set[str] = set()
+
+    def run(self) -> list[str]:
+        """Reclaim one batch; returns the job ids whose result was published now."""
+        from google.api_core.exceptions import DeadlineExceeded
+
+        try:
+            response = self._subscriber.pull(
+                request={"subscription": self._subscription, "max_messages": BATCH}, timeout=PULL_TIMEOUT_S
+            )
+        except DeadlineExceeded:
+            return []  # nothing dead-lettered
+        received = list(response.received_messages)
+        reclaimed: list[str] = []
+        try:
+            for item in received:
+                if item.message.message_id in self._reported:
+                    continue  # known not to be a request: not parsed again every run
+                try:
+                    request = parse_request(item.message.data)
+                except InvalidRequest as exc:
+                    self._report_invalid(item.message, exc)
+                    continue
+                job_id = request.job_id
+                stored = self._store.get(job_id)
+                if stored is not None:
+                    if not self._store.is_published(job_id):
+                        # The last attempt stored `failed` but could not publish it (and nacked): send it now.
+                        self._sink.publish_result(stored)
+                        self._store.mark_published(job_id)
+                        reclaimed.append(job_id)
+                    continue
+                result = JobResult(job_id=job_id, status=JobStatus.FAILED, session_id=request.session_id,
+                                   attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
+                                   error=JobError(kind=ErrorKind.TRANSIENT,
+                                                  message="dead-lettered without a result (found by the reclaimer)"))
+                self._store.put(result)
+                self._sink.publish_result(result)
+                self._store.mark_published(job_id)
+                reclaimed.append(job_id)
+                log.warning("reclaimed a dead-lettered job without a result", extra={"job_id": job_id})
+        finally:
+            if received:
+                self._subscriber.modify_ack_deadline(request={
+                    "subscription": self._subscription,
+                    "ack_ids": [item.ack_id for item in received],
+                    "ack_deadline_seconds": 0,
+                })
+        return reclaimed
+
+    def _report_invalid(self, message: Any, exc: InvalidRequest) -> None:
+        """Log a dead letter that is no valid request, once per message while it stays in the DLQ."""
+        if message.message_id in self._reported:
+            return
+        if len(self._reported) >= MAX_REPORTED:
+            self._reported.clear()
+        self._reported.add(message.message_id)
+        log.warning("a dead letter is not a valid request; no result is published for it (replay it to have it "
+                    "rejected): %s", exc, extra={"message_id": message.message_id})

@@ -1,0 +1,410 @@
+"""Wires the gpu-scheduler together: store, Pub/Sub, execution backend, pools, consumer, leader loop.
+
+``Service`` is what the HTTP API talks to. Components are built from ``Settings``; tests pass a
+``wrap_backend`` to put a recording or failing layer in front of the real backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from pydantic import BaseModel, Field
+
+from runtime.protocol import contract
+from runtime.protocol.messages import JobResult
+from runtime.scheduler.backends.base import ExecutionBackend
+from runtime.scheduler.cancel_watch import CancelWatcher
+from runtime.scheduler.consumer import Consumer
+from runtime.scheduler.messaging.admin import subscription_path
+from runtime.scheduler.messaging.depth import DepthSource, MonitoringDepth, NoDepth
+from runtime.scheduler.messaging.publisher import ResultPublisher
+from runtime.scheduler.metrics import SchedulerMetrics
+from runtime.scheduler.periodic import Periodic
+from runtime.scheduler.pools.base import PoolBackend, PoolInfo
+from runtime.scheduler.processor import Processor
+from runtime.scheduler.reclaimer import DlqReclaimer
+from runtime.scheduler.registry import JobRegistry
+from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBackend, Settings
+from runtime.scheduler.singletons import Elector, SingletonLoop
+from runtime.scheduler.slot_follow import SlotFollower
+from runtime.scheduler.store import ResultStore, StoreError
+from runtime.scheduler.store_health import StoreHealth
+
+LOCAL_POOL: Final = "local"
+# How often each replica removes the temporaries that failed writes left in a local store (seconds).
+STORE_SWEEP_PERIOD_S: Final = 600.0
+# Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
+SHUTDOWN_DRAIN_S: Final = 60.0
+
+log = logging.getLogger(__name__)
+
+
+class Mode(StrEnum):
+    NORMAL = "normal"
+    DRAIN = "drain"
+
+
+# A session's job that started and has no result yet, and does not run on this replica.
+UNFINISHED: Final = "unfinished"
+
+
+class JobView(BaseModel):
+    """A job as ``GET /jobs/{id}`` and ``GET /jobs?session_id=`` show it."""
+
+    job_id: str
+    state: str = Field(description="running, or the terminal status of its stored result; in a session's "
+                                   f"listing also {UNFINISHED} (started, no result yet, not running on this replica).")
+    attempt: int | None = None
+    started_at: datetime | None = None
+    cancel_requested: bool = False
+    result: JobResult | None = None
+
+
+class Service:
+    """The running scheduler; ``start``/``stop`` are idempotent."""
+
+    def __init__(self, settings: Settings, *, metrics: SchedulerMetrics | None = None,
+                 wrap_backend: Callable[[ExecutionBackend], ExecutionBackend] | None = None,
+                 elector: Elector | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or SchedulerMetrics()
+        self.store = ResultStore(settings.result_store_url())
+        self.registry = JobRegistry(on_change=self.metrics.in_flight.set)
+        self._wrap_backend = wrap_backend
+        self._elector = elector
+        self._cluster: Any = None
+        self.backend: ExecutionBackend | None = None
+        self.pools: PoolBackend | None = None
+        self.consumer: Consumer | None = None
+        self._loop: SingletonLoop | None = None
+        self._clients: tuple[Any, Any] | None = None
+        self._cancel_watch: CancelWatcher | None = None
+        self._slot_follower: SlotFollower | None = None
+        self._store_sweep: Periodic | None = None
+        self.mode = Mode.NORMAL
+        # Intake is open while the mode is normal and the result store works (docs/scheduler.md#store-outages).
+        self.store_health = self._new_store_health()
+        self._intake_lock = threading.Lock()
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect everything and start consuming."""
+        if self.consumer is not None:
+            return
+        from runtime.scheduler.messaging.clients import direct_publisher_client, subscriber_client
+
+        s = self.settings
+        publisher = direct_publisher_client(s.pubsub_emulator_host)
+        subscriber = subscriber_client(s.pubsub_emulator_host)
+        self._clients = (publisher, subscriber)
+        sink = ResultPublisher(publisher, s.project)
+        backend = self._build_backend()
+        self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
+        self.pools = self._build_pools()
+        self._export_eviction_counts()
+        slots = self._slots(self.pools, self.backend)
+        self.store_health = self._new_store_health()  # a stopped service's breaker is closed for good
+        # Jobs wait out a store outage with their message unsettled instead of nacking it.
+        job_store = self.store.waiting_out_outages(self.store_health.wait_out)
+        processor = Processor(self.backend, job_store, sink, self.registry, self.metrics)
+        self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
+                                 lambda delivery: processor.start([delivery]), slots, finish=processor.finish,
+                                 pack=processor.start if processor.packs else None)
+        reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
+        self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
+                                   reconcile=self._reconcile_pools, reclaim=reclaimer.run)
+        self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)
+        self._slot_follower = SlotFollower(self.follow_slots)
+        self._store_sweep = Periodic("gpurt-store-sweep", self._sweep_store, STORE_SWEEP_PERIOD_S)
+        self._sweep_store()  # what a crash or a full disk left before this start
+        self.consumer.start()
+        self._loop.start()
+        self._cancel_watch.start()
+        self._slot_follower.start()
+        self._store_sweep.start()
+        log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
+
+    def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
+        """Drain (in-flight jobs finish and are acked), release the lease, close connections."""
+        if self._slot_follower is not None:
+            self._slot_follower.stop()
+            self._slot_follower = None
+        if self.consumer is not None:
+            with self._intake_lock:
+                consumer, self.consumer = self.consumer, None  # a store recovery must not reopen intake now
+            if not consumer.stop(timeout_s):
+                log.warning("in-flight jobs did not finish within %.0f s; Pub/Sub will redeliver them", timeout_s)
+        self.store_health.close()  # jobs still waiting for the store give their message back
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None
+        if self._cancel_watch is not None:
+            self._cancel_watch.stop()
+            self._cancel_watch = None
+        if self._store_sweep is not None:
+            self._store_sweep.stop()
+            self._store_sweep = None
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+        if self._clients is not None:
+            publisher, subscriber = self._clients
+            publisher.transport.close()
+            subscriber.close()
+            self._clients = None
+
+    # --- what the API asks -------------------------------------------------------------------------
+
+    def readiness(self) -> list[str]:
+        """Reasons the service is not ready; empty when it is."""
+        reasons = []
+        if self.consumer is None:
+            reasons.append("not started")
+        elif not self.store_health.available:
+            reasons.append(f"the result store is unavailable, intake stopped: {self.store_health.reason}")
+        elif self.mode is Mode.NORMAL and not self.consumer.running:
+            reasons.append("the Pub/Sub consumer is not running")
+        if self.backend is not None and not self.backend.ready():
+            reasons.append(f"the {self.backend.name} backend is not reachable")
+        return reasons
+
+    def set_mode(self, mode: Mode) -> None:
+        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it (once the store works)."""
+        if self.consumer is None:
+            raise RuntimeError("the service is not started")
+        self.mode = mode
+        self._apply_intake()
+        self.metrics.maintenance.set(1 if mode is Mode.DRAIN else 0)
+
+    def _sweep_store(self) -> None:
+        try:
+            removed = self.store.sweep_temporary()
+        except StoreError as exc:  # the store is down: the next round sweeps
+            log.warning("could not sweep the result store's temporary files: %s", exc)
+            return
+        if removed:
+            log.info("removed %d temporary file(s) that failed writes left in the result store", removed)
+
+    def _new_store_health(self) -> StoreHealth:
+        return StoreHealth(lambda: self.store.probe(), on_change=self._apply_intake)
+
+    def _apply_intake(self) -> None:
+        """Open intake if the mode is normal and the store works, else stop it as a drain does (nothing nacked)."""
+        with self._intake_lock:
+            if self.consumer is None:
+                return
+            if self.mode is Mode.NORMAL and self.store_health.available:
+                self.consumer.resume()
+            else:
+                self.consumer.drain()
+
+    def job(self, job_id: str) -> JobView | None:
+        """A running job, else its stored result, else ``None``."""
+        entry = self.registry.get(job_id)
+        if entry is not None:
+            return JobView(job_id=job_id, state="running", attempt=entry.attempt, started_at=entry.started_at,
+                           cancel_requested=entry.cancel_requested)
+        result = self.store.get(job_id)
+        if result is None:
+            return None
+        return JobView(job_id=job_id, state=result.status.value, attempt=result.attempt, result=result)
+
+    def session(self, session_id: str) -> list[JobView]:
+        """Every job started for ``session_id`` (the requests' own), by job id: running, finished or unfinished."""
+        return [self.job(job_id) or JobView(job_id=job_id, state=UNFINISHED)
+                for job_id in self.store.session_jobs(session_id)]
+
+    def cancel(self, job_id: str) -> bool:
+        """Request cancellation of ``job_id`` on every replica; True if it runs on this one.
+
+        The marker in the store reaches a job running on another replica (its cancel watcher) and a job
+        that has not started yet (it ends ``cancelled`` without running).
+        """
+        self.store.request_cancel(job_id)
+        return self._cancel_here(job_id)
+
+    def _cancel_here(self, job_id: str) -> bool:
+        entry = self.registry.mark_cancelled(job_id)
+        if entry is None:
+            return False
+        if self.backend is not None:
+            self.backend.cancel(job_id)
+        return True
+
+    def status(self) -> dict[str, Any]:
+        """A summary for ``GET /status``."""
+        return {
+            "mode": self.mode.value,
+            "consuming": bool(self.consumer and self.consumer.running),
+            "result_store_available": self.store_health.available,
+            "slots": self.consumer.slots if self.consumer else 0,
+            "places": self.consumer.places if self.consumer else 0,
+            "in_flight": [e.request.job_id for e in self.registry.snapshot()],
+            "backend": self.backend.name if self.backend else None,
+            "leader": self.leader_status(),
+            "project": self.settings.project,
+            "result_store": self.store.url,
+        }
+
+    def leader_status(self) -> dict[str, Any]:
+        """Who leads, and whether it is this replica."""
+        elector = self._elector
+        return {
+            "identity": self.settings.pod_name,
+            "is_leader": bool(elector and elector.is_leader),
+            "holder": getattr(elector, "holder", None),
+            "mode": self.settings.leader.value,
+        }
+
+    def scale_pool(self, pool_id: str, workers: int) -> PoolInfo:
+        """Resize a pool; flow control follows the new GPU slots at once."""
+        info = self._require_pools().scale(pool_id, workers)
+        self.follow_slots()
+        return info
+
+    def stop_pool(self, pool_id: str) -> PoolInfo:
+        """Evict a pool; flow control follows."""
+        info = self._require_pools().stop(pool_id)
+        self.follow_slots()
+        return info
+
+    def stop_all_pools(self) -> list[PoolInfo]:
+        """Evict every pool; flow control follows."""
+        infos = self._require_pools().stop_all()
+        self.follow_slots()
+        return infos
+
+    def follow_slots(self) -> None:
+        """Resize the consumer's flow control to the GPU slots the pools report now (unless pinned)."""
+        if self.consumer is None or self.pools is None or self.backend is None or self.settings.max_in_flight:
+            return
+        self.consumer.resize(self._slots(self.pools, self.backend))
+
+    def _slots(self, pools: PoolBackend, backend: ExecutionBackend) -> int:
+        return self.settings.max_in_flight or max(1, pools.gpu_slots(), backend.gpu_slots())
+
+    def _require_pools(self) -> PoolBackend:
+        if self.pools is None:
+            raise RuntimeError("the service is not started")
+        return self.pools
+
+    def count_eviction(self, pool: str) -> None:
+        """Metrics hook for pool backends."""
+        self.metrics.evictions.labels(pool).inc()
+
+    def _reconcile_pools(self) -> None:
+        if self.pools is None:
+            return
+        self.pools.reconcile()
+        for info in self.pools.list():
+            self.metrics.pool_workers.labels(info.id).set(info.workers)
+            self.metrics.evictions.labels(info.id)  # a pool created since the start
+
+    def _export_eviction_counts(self) -> None:
+        """Export each pool's eviction count at 0 before any eviction, on every replica from its start.
+
+        A counter first seen at 1 has no earlier sample, so Prometheus' ``increase()`` would miss the eviction
+        that created it (PoolEvictionsIncreasing). Any replica may serve the stop call, a follower too, and a
+        replica may serve it before the leader's first reconcile round.
+        """
+        try:
+            pools = self._require_pools().list()
+        except Exception:  # the pool API is away: the leader's reconcile rounds export them once it is back
+            log.warning("could not list the pools to export their eviction counts", exc_info=True)
+            return
+        for info in pools:
+            self.metrics.evictions.labels(info.id)
+
+    # --- builders ----------------------------------------------------------------------------------
+
+    def _build_backend(self) -> ExecutionBackend:
+        s = self.settings
+        dask_backend = self._build_dask()
+        if s.backend is ExecutionBackendName.DASK and not s.vertex_types:
+            return dask_backend
+        from runtime.scheduler.backends.routing import RoutingBackend
+        from runtime.scheduler.backends.vertex import VertexBackend
+
+        vertex = VertexBackend.from_settings(s, self.store)
+        if s.backend is ExecutionBackendName.VERTEX:
+            return vertex
+        return RoutingBackend(default=dask_backend, routes={t: vertex for t in s.vertex_types})
+
+    def _build_dask(self) -> ExecutionBackend:
+        import dask
+
+        from runtime.manifests.dask_settings import DASK_SETTINGS
+        from runtime.scheduler.backends.dask import DaskBackend
+        from runtime.scheduler.backends.dask_client import PromptClient
+
+        # For the whole process: its client and the nannies; the local Dask scheduler's process inherits it
+        # as it starts, and each worker gets it from its nanny.
+        dask.config.set(DASK_SETTINGS)
+
+        if self.settings.dask_scheduler:
+            client = PromptClient(self.settings.dask_scheduler, timeout="30s")
+        else:
+            from runtime.scheduler.local_cluster import start_local_cluster
+
+            # The Dask scheduler in a process of its own; workers start empty, LocalPools adds them per pool.
+            self._cluster = start_local_cluster(self.settings)
+            client = PromptClient(self._cluster)
+        return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
+
+    def _build_pools(self) -> PoolBackend:
+        if self.settings.pools is PoolsBackend.KUBERNETES:
+            from runtime.scheduler.pools.kubernetes import KubernetesPools
+            from runtime.scheduler.pools.kubernetes_api import KubernetesClients
+
+            # Pools come before the elector; asked later, this says whether this replica leads now.
+            return KubernetesPools(KubernetesClients.in_cluster(), cluster=self.settings.dask_cluster_name,
+                                   on_evict=self.count_eviction, queued=self.settings.queued_pools,
+                                   is_leader=lambda: self._elector is not None and self._elector.is_leader)
+        if self._cluster is None:
+            raise RuntimeError("GPURT_POOLS=local needs the local Dask cluster: leave GPURT_DASK_SCHEDULER empty")
+        from runtime.scheduler.pools.local import LocalPools
+        from runtime.scheduler.settings import DEFAULT_LOCAL_WORKERS, detect_gpus
+
+        gpus = self.settings.local_gpus if self.settings.local_gpus is not None else detect_gpus()
+        workers = self.settings.local_workers or gpus or DEFAULT_LOCAL_WORKERS
+        return LocalPools(self._cluster, {LOCAL_POOL: workers}, gpus=gpus, on_evict=self.count_eviction)
+
+    def _build_elector(self) -> Elector:
+        from runtime.scheduler.leader import AlwaysLeader, KubernetesLeaseStore, LeaderElector
+
+        if self._elector is None:
+            if self.settings.leader is LeaderMode.KUBERNETES:
+                from kubernetes import client, config
+
+                config.load_incluster_config()
+                store = KubernetesLeaseStore(client.CoordinationV1Api(), self.settings.pod_namespace)
+                self._elector = LeaderElector(store, self.settings.pod_name,
+                                              on_error=lambda exc: self.metrics.election_failures.inc())
+            elif self.settings.leader is LeaderMode.FILE:
+                from runtime.scheduler.lease_file import FileLeaseStore
+
+                if self.settings.lease_file is None:
+                    raise RuntimeError("GPURT_LEADER=file needs GPURT_LEASE_FILE")
+                self._elector = LeaderElector(FileLeaseStore(self.settings.lease_file), self.settings.pod_name,
+                                              on_error=lambda exc: self.metrics.election_failures.inc())
+            else:
+                self._elector = AlwaysLeader(self.settings.pod_name)
+        return self._elector
+
+    def _build_depth(self) -> DepthSource:
+        if self.settings.emulator_admin_url:
+            from runtime.scheduler.messaging.emulator_depth import EmulatorDepth
+
+            return EmulatorDepth(self.settings.emulator_admin_url)
+        if self.settings.pubsub_emulator_host:
+            return NoDepth()
+        return MonitoringDepth(self.settings.project)

@@ -1,0 +1,90 @@
+"""The function a Dask worker runs for one job: ``kernels.jobs.run_job`` plus cooperative cancel.
+
+Cancellation crosses processes through a ``distributed.Event`` named after the job and delivery
+attempt (so a stale event of an earlier attempt can never stop a later one); the kernel's
+``should_stop`` reads it at most once per ``CANCEL_POLL_S`` so a tight kernel loop does not flood the
+Dask scheduler with RPCs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from kernels.params import JobParams, JobType
+
+# How stale a cancellation may be seen (seconds): a cancel is honoured within about this long.
+CANCEL_POLL_S: Final = 0.25
+
+
+def task_key(job_id: str, attempt: int, nonce: str) -> str:
+    """The Dask key of one delivery of ``job_id`` (``nonce`` makes a resubmission's key new).
+
+    The attempt number comes before the job id on purpose: Dask names a task's prefix and TaskGroup after
+    the key's leading words up to the first one that is not all letters (``dask.utils.key_split``), and keeps
+    every prefix for as long as it runs. After ``gpurt-<job_id>``, a job id of letters and dashes only
+    (``eod-book-usd``) would make a prefix of its own per job, a record the Dask scheduler never drops;
+    ``gpurt-<attempt>`` makes every job's prefix and TaskGroup ``gpurt``.
+    """
+    return f"gpurt-{attempt}-{job_id}-{nonce}"
+
+
+def cancel_event_name(job_id: str, attempt: int) -> str:
+    """The ``distributed.Event`` that tells the worker running this delivery of ``job_id`` to stop."""
+    return f"gpurt-cancel-{job_id}-{attempt}"
+
+
+def execute(job_type: JobType, params: JobParams, device: str, event_name: str) -> object:
+    """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
+    from kernels.jobs import run_job
+    from runtime.worker.warm import wait_warm
+
+    should_stop = stop_poller(event_name)
+    if job_type is not JobType.NOOP:  # a noop has no kernel to wait for
+        wait_warm(should_stop)
+    return run_job(job_type, params, device=device, should_stop=should_stop)
+
+
+def execute_pack(jobs: Sequence[tuple[JobType, JobParams, str]], device: str) -> list[object]:
+    """Run several tiny jobs in turn on this worker (``runtime.scheduler.packing``); one outcome per job, in order.
+
+    ``jobs`` are ``(type, params, cancel event name)``. A job that fails fails alone: its outcome is the
+    exception (a ``JobFailure``, or the ``ValueError`` of params the kernel refused; anything else becomes a
+    ``TransientJobError`` naming it, so every outcome pickles back), and the next job runs.
+    """
+    from kernels.errors import JobFailure, TransientJobError
+
+    outcomes: list[object] = []
+    for job_type, params, event_name in jobs:
+        try:
+            outcomes.append(execute(job_type, params, device, event_name))
+        except (JobFailure, ValueError) as exc:
+            outcomes.append(exc)
+        except Exception as exc:  # one job's fault must not fail the others of its pack
+            outcomes.append(TransientJobError(f"{type(exc).__name__}: {exc}"))
+    return outcomes
+
+
+def stop_poller(*event_names: str) -> Callable[[], bool]:
+    """A kernel's ``should_stop`` that reads the events ``event_names`` at most once per ``CANCEL_POLL_S``.
+
+    It answers True from the first time any of them is seen set (a job's cancel event, and for a shard
+    also the event that says another attempt of it already finished).
+    """
+    from distributed import Event
+
+    events = [Event(name) for name in event_names]
+    # The first look is one period in: a short job never pays a round trip to the Dask scheduler.
+    last_check = time.monotonic()
+    stopped = False
+
+    def should_stop() -> bool:
+        nonlocal last_check, stopped
+        now = time.monotonic()
+        if not stopped and now - last_check >= CANCEL_POLL_S:
+            last_check = now
+            stopped = any(event.is_set() for event in events)
+        return stopped
+
+    return should_stop

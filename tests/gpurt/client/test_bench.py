@@ -1,0 +1,19 @@
+"""``gpurt bench client``'s measurement runs every path to its last result (figures go to BENCHMARKS.md, not here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpurt.bench.client import PATHS, measure
+from runtime.local import LocalPlatform
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def test_each_path_gets_every_result_and_its_cpu_is_counted(platform_env: LocalPlatform) -> None:
+    seen: dict[str, int] = {}
+    runs = measure(platform_env.target(), jobs=10, timeout_s=120,
+                   progress=lambda path, done: seen.__setitem__(path, max(done, seen.get(path, 0))))
+    assert [run.path for run in runs] == list(PATHS)
+    assert seen == dict.fromkeys(PATHS, 10)  # every path counted all of its own results, nobody else's
+    assert all(run.jobs == 10 and run.wall_s > 0 and run.cpu_s > 0 for run in runs)

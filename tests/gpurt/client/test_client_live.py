@@ -1,0 +1,254 @@
+"""The client against the real local platform: futures, typed failures, results as data, and its subscription.
+
+Prices and Greeks are checked against QuantLib's Black-Scholes formulas and the delta-normal VaR closed
+form, never against the platform's own output. Jobs are small: the machine running the suite is shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import QuantLib as ql
+from google.api_core.exceptions import NotFound
+from pydantic import ValidationError
+from scipy.stats import norm
+
+from gpurt.client import (
+    Client,
+    ClientClosed,
+    Contract,
+    EuropeanOption,
+    JobCancelled,
+    JobFailed,
+    JobRejected,
+    JobTimeout,
+    Noop,
+    OptionBook,
+    PortfolioVaR,
+    as_completed,
+    gather,
+    to_frame,
+    wait,
+)
+from gpurt.client.session import SUBSCRIPTION_PREFIX
+from kernels.params import NoopParams
+from runtime.access.transport import TEMP_SUBSCRIPTION_TTL_S
+from runtime.local import LocalPlatform
+from runtime.protocol.contract import RESULT_TOPIC
+from runtime.protocol.messages import JobRequest, JobStatus, JobType
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+
+# Generous: the first option job loads the kernels on a loaded two-core machine.
+RESULT_TIMEOUT_S = 150.0
+PATHS = 20_000
+# Monte Carlo estimates lie within this many standard errors of the exact value (a 1-in-1.7-million miss).
+TOLERANCE_SE = 5.0
+
+
+@pytest.fixture
+def client(platform_env: LocalPlatform) -> Iterator[Client]:
+    with Client() as opened:
+        yield opened
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _black_scholes(spot: float, strike: float, rate: float, vol: float, years: float,
+                   call: bool = True) -> ql.BlackCalculator:
+    forward = spot * math.exp(rate * years)
+    payoff = ql.PlainVanillaPayoff(ql.Option.Call if call else ql.Option.Put, strike)
+    return ql.BlackCalculator(payoff, forward, vol * math.sqrt(years), math.exp(-rate * years))
+
+
+def test_a_european_option_with_greeks_matches_black_scholes(client: Client) -> None:
+    job = EuropeanOption(spot=100, strike=105, rate=0.05, volatility=0.2, maturity=1.0, paths=PATHS, seed=11,
+                         greeks=["delta", "vega"])
+    result = client.submit(job).result(timeout=RESULT_TIMEOUT_S)
+    exact = _black_scholes(100, 105, 0.05, 0.2, 1.0)
+    assert abs(result.estimate - exact.value()) < TOLERANCE_SE * result.std_error
+    assert result.interval[0] < result.estimate < result.interval[1]
+    assert abs(result.greeks["delta"].estimate - exact.delta(100.0)) < TOLERANCE_SE * result.greeks["delta"].std_error
+    assert abs(result.greeks["vega"].estimate - exact.vega(1.0)) < TOLERANCE_SE * result.greeks["vega"].std_error
+    assert result.greeks["delta"].method
+    assert result.seed == 11 and result.params["strike"] == 105
+    assert result.timings["run_s"] is not None and result.timings["kernel_s"] is not None
+    row = result.to_frame().iloc[0]
+    assert row["estimate"] == result.estimate and row["delta"] == result.greeks["delta"].estimate
+    assert "delta_std_error" in row and "vega" in row
+
+
+def test_a_books_frame_has_one_row_per_contract_with_greeks_as_columns(client: Client) -> None:
+    contracts = [Contract(strike=90, maturity=0.5), Contract(strike=100, maturity=1.0),
+                 Contract(strike=110, maturity=1.0, kind="put")]
+    book = OptionBook(contracts, volatility=0.25, steps_per_year=4, paths=PATHS, greeks=["delta"])
+    frame = client.submit(book).result(timeout=RESULT_TIMEOUT_S).to_frame()
+    assert list(frame["strike"]) == [90, 100, 110] and list(frame["kind"]) == ["call", "call", "put"]
+    for contract, (_, row) in zip(contracts, frame.iterrows(), strict=True):
+        exact = _black_scholes(100, contract.strike, 0.05, 0.25, contract.maturity, contract.kind == "call")
+        assert abs(row["estimate"] - exact.value()) < TOLERANCE_SE * row["std_error"]
+        assert abs(row["delta"] - exact.delta(100.0)) < TOLERANCE_SE * row["delta_std_error"]
+
+
+def test_var_and_its_loss_quantiles_match_the_delta_normal_closed_form(client: Client) -> None:
+    exposures, vols, horizon = np.array([1e6, 2e6]), np.array([0.2, 0.3]), 10.0
+    job = PortfolioVaR(exposures=list(exposures), volatilities=list(vols), horizon_days=horizon, paths=PATHS)
+    result = client.submit(job).result(timeout=RESULT_TIMEOUT_S)
+    sigma = math.sqrt(float(np.sum((exposures * vols * math.sqrt(horizon / 252)) ** 2)))  # independent assets
+    assert abs(result["var"] - norm.ppf(0.99) * sigma) < TOLERANCE_SE * result["var_std_error"]
+    quantiles = result.loss_quantiles()
+    assert quantiles[990] == pytest.approx(result["var"])  # the artifact's 99% point is the reported VaR
+
+
+def test_many_jobs_gather_in_order_with_a_progress_bar(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    futures = client.map([Noop()] * 12)
+    results = gather(futures, timeout=RESULT_TIMEOUT_S, progress=True)
+    assert [r.job_id for r in results] == [f.job_id for f in futures]
+    assert all(r.status is JobStatus.SUCCEEDED for r in results)
+    assert "12/12" in capsys.readouterr().err
+    assert sorted(f.job_id for f in as_completed(futures, timeout=5)) == sorted(f.job_id for f in futures)
+    assert len(to_frame(futures)) == 12
+
+
+def test_a_rejected_and_a_failed_job_raise_typed_errors_with_the_platforms_message(client: Client) -> None:
+    # A request this protocol version would refuse locally, sent as an older or newer client might.
+    stale = JobRequest.model_construct(job_id=_id("stale"), type=JobType.NOOP,
+                                       params=NoopParams.model_construct(sleep_s=-1.0), session_id=None,
+                                       timeout_s=60.0)
+    rejected, failed, fine = client.submit(stale), client.submit(Noop(fail="permanent")), client.submit(Noop())
+    with pytest.raises(JobRejected, match="sleep_s") as caught:
+        rejected.result(timeout=RESULT_TIMEOUT_S)
+    assert caught.value.job_id == stale.job_id and caught.value.kind == "invalid"
+    with pytest.raises(JobFailed, match="permanent") as failure:
+        failed.result(timeout=RESULT_TIMEOUT_S)
+    assert isinstance(failed.exception(), JobFailed) and failure.value.job_id == failed.job_id
+    outcomes = gather([rejected, failed, fine], timeout=RESULT_TIMEOUT_S, return_exceptions=True)
+    assert [type(o).__name__ for o in outcomes] == ["JobRejected", "JobFailed", "Result"]
+    with pytest.raises(JobRejected):
+        gather([fine, rejected], timeout=RESULT_TIMEOUT_S)
+
+
+def test_cancel_stops_a_running_job_and_its_future_ends_cancelled(client: Client) -> None:
+    future = client.submit(Noop(sleep_s=60))
+    assert future.cancel() is True
+    with pytest.raises(JobCancelled):
+        future.result(timeout=RESULT_TIMEOUT_S)
+    assert future.cancelled() and future.cancel() is False
+
+
+def test_a_timeout_names_the_pending_jobs_and_leaves_them_running(client: Client) -> None:
+    slow = client.submit(Noop(sleep_s=3))
+    with pytest.raises(JobTimeout, match=slow.job_id) as caught:
+        slow.result(timeout=0.2)
+    assert caught.value.pending == [slow.job_id]
+    quick = client.submit(Noop())
+    with pytest.raises(JobTimeout) as many:
+        gather([quick, slow, client.submit(Noop(sleep_s=3))], timeout=0.5)
+    assert slow.job_id in many.value.pending and slow.job_id in str(many.value)
+    done, not_done = wait([slow], timeout=RESULT_TIMEOUT_S)
+    assert done == {slow} and not not_done
+    assert slow.result(timeout=0).status is JobStatus.SUCCEEDED
+
+
+def test_ctrl_c_interrupts_the_wait_not_the_job(client: Client) -> None:
+    future = client.submit(Noop(sleep_s=2))
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            future.result(timeout=RESULT_TIMEOUT_S)
+    finally:
+        timer.cancel()
+    assert "go on running" in " ".join(getattr(caught.value, "__notes__", []))
+    assert future.result(timeout=RESULT_TIMEOUT_S).status is JobStatus.SUCCEEDED
+
+
+def test_futures_can_be_awaited(client: Client) -> None:
+    async def main() -> list[JobStatus]:
+        direct = await client.submit_async(Noop())
+        awaited = await asyncio.gather(client.submit(Noop()), client.submit(Noop()))
+        return [direct.status, *(r.status for r in awaited)]
+
+    assert asyncio.run(asyncio.wait_for(main(), RESULT_TIMEOUT_S)) == [JobStatus.SUCCEEDED] * 3
+
+
+def test_an_id_is_answered_once_and_then_from_the_store(platform_env: LocalPlatform) -> None:
+    job_id = _id("same")
+    with Client() as first:
+        future = first.submit(Noop(), job_id=job_id)
+        assert first.submit(Noop(), job_id=job_id) is future  # no second publish
+        original = future.result(timeout=RESULT_TIMEOUT_S)
+    with Client() as second:
+        again = second.submit(Noop(sleep_s=30), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
+    assert again.raw.finished_at == original.raw.finished_at  # the stored result, not a second run
+
+
+def test_results_reach_other_readers_too(platform: LocalPlatform, client: Client) -> None:
+    clients = platform.pubsub()
+    other = clients.subscription(_id("other-reader"))
+    clients.subscriber.create_subscription(request={"name": other, "topic": clients.topic(RESULT_TOPIC)})
+    try:
+        job_id = client.submit(Noop()).result(timeout=RESULT_TIMEOUT_S).job_id
+        seen: set[str] = set()
+        for _ in range(20):
+            answer = clients.subscriber.pull(request={"subscription": other, "max_messages": 100}, timeout=10)
+            seen |= {m.message.attributes.get("job_id", "") for m in answer.received_messages}
+            if job_id in seen:
+                break
+        assert job_id in seen
+    finally:
+        clients.subscriber.delete_subscription(request={"subscription": other})
+        clients.close()
+
+
+def test_close_deletes_the_subscription_and_ends_the_clients_work(platform: LocalPlatform,
+                                                                  platform_env: LocalPlatform) -> None:
+    clients = platform.pubsub()
+    try:
+        opened = Client()
+        name = opened.subscription
+        assert name.rsplit("/", 1)[1].startswith(SUBSCRIPTION_PREFIX)
+        live = clients.subscriber.get_subscription(request={"subscription": name})
+        assert live.expiration_policy.ttl.total_seconds() == TEMP_SUBSCRIPTION_TTL_S  # gone if we die
+        pending = opened.submit(Noop(sleep_s=5))
+        opened.close()
+        with pytest.raises(NotFound):
+            clients.subscriber.get_subscription(request={"subscription": name})
+        with pytest.raises(ClientClosed, match="may still finish"):
+            pending.result(timeout=RESULT_TIMEOUT_S)
+        with pytest.raises(ClientClosed, match="closed"):
+            opened.submit(Noop())
+    finally:
+        clients.close()
+
+
+def test_what_is_not_a_job_is_refused_before_publishing(client: Client) -> None:
+    with pytest.raises(TypeError, match="not dict"):
+        client.submit({"type": "noop"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="job_ids has 1 ids for 2 jobs"):
+        client.map([Noop(), Noop()], job_ids=["only-one"])
+    with pytest.raises(ValidationError, match="job_id"):
+        client.submit(Noop(), job_id="not a valid id!")
+
+
+def test_a_reopened_session_lists_and_collects_what_it_submitted_before(platform_env: LocalPlatform) -> None:
+    session = _id("desk")
+    with Client(session_id=session) as first:
+        fine, failing = first.map([Noop(), Noop(fail="permanent")])
+        wait([fine, failing], timeout=RESULT_TIMEOUT_S)
+    with Client(session_id=session) as reopened, Client() as stranger:
+        assert reopened.jobs() == {fine.job_id: "succeeded", failing.job_id: "failed"}
+        collected = reopened.collect()
+        assert sorted(r.job_id for r in collected) == sorted([fine.job_id, failing.job_id])
+        assert {r.raw.session_id for r in collected} == {session}
+        assert stranger.jobs() == {} and stranger.jobs(session) == reopened.jobs()

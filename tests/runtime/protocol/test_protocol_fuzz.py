@@ -1,0 +1,173 @@
+"""Malformed requests, each rejected once, at once: 10,000 through the processor, a sample end to end.
+
+The corpus (``fuzz_corpus``) mixes every malformed kind: random bytes, truncation, nesting bombs,
+NaN/Infinity/1e400, huge integers, duplicate keys, invalid UTF-8, UTF-16/32, lone surrogates, wrong
+types, unknown types, bad params, oversize bodies, bodies built to be slow to parse (up to the size
+limit), and bodies published under another job's ``job_id`` attribute, which must get no result.
+
+Ten thousand of them go through the scheduler's ``Processor`` in this process (the code that parses a
+delivery and decides on it), which is fast enough to fuzz widely. A sample with every kind, bare
+messages (no attributes) and the reported body among them goes through the real client to the local
+platform, which proves what only a platform shows: each is acked on its first delivery (no redelivery,
+nothing dead-lettered), its result names the real message id where the body has no usable job id, and
+the consumer stays up and runs a normal job afterwards. Published with google-cloud-pubsub (batched),
+collected with the project's ``ResultCollector`` on a private subscription of the result topic.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from runtime.access.transport import ResultCollector
+from runtime.local.platform import LocalConfig, LocalPlatform
+from runtime.protocol import contract
+from runtime.protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus
+from runtime.scheduler.metrics import SchedulerMetrics
+from runtime.scheduler.processor import Processor
+from runtime.scheduler.records import Delivery, Settle
+from runtime.scheduler.registry import JobRegistry
+from runtime.scheduler.store import ResultStore
+from tests.runtime.protocol.fuzz_corpus import ISSUE_BODY, KINDS, FuzzMessage, corpus
+from tests.runtime.scheduler.platform import IdleBackend, ListSink
+from validation.dlq import DeadLetterQueue
+
+MESSAGES = 10_000  # the issue's bar: at least ten thousand
+# The end-to-end sample: the three oversize bodies, the reported one, then every kind at least three times.
+SAMPLE = 64
+RESULTS_TIMEOUT_S = 120.0  # the sample is rejected in seconds; a loaded 2-core box is slower
+BACKLOG_TIMEOUT_S = 20.0  # the consumer's acks reach the broker within moments of the results
+STOP_GRACE_S = 3.0  # the platform is thrown away afterwards
+# Messages the consumer holds at once. Rejections never reach Dask, so the GPU slots that normally bound
+# this (two local workers) would only make the test slow; one worker runs the normal job afterwards.
+IN_FLIGHT = "16"
+
+
+class _NoBackend(IdleBackend):
+    """A backend no malformed message may reach: running anything fails the test."""
+
+    name = "none"
+
+    def run(self, request: JobRequest, *, attempt: int) -> None:
+        raise AssertionError(f"a malformed message reached the backend as job {request.job_id}")
+
+
+@pytest.mark.slow  # ten thousand parses, some of bodies at the size limit: seconds, no process started
+def test_every_fuzzed_message_gets_one_rejected_result_from_the_processor() -> None:
+    messages = corpus(MESSAGES, "fuzz")
+    sink = ListSink()
+    processor = Processor(_NoBackend(), ResultStore(f"memory://fuzz-{uuid.uuid4().hex}"), sink,  # type: ignore[arg-type]
+                          JobRegistry(), SchedulerMetrics())
+    per_message: dict[int, list[JobResult]] = defaultdict(list)
+    message_ids = [f"m{m.index}" for m in messages]
+    owner = _owners(messages, message_ids)
+    for message, message_id in zip(messages, message_ids, strict=True):
+        before = len(sink.published)
+        decision = processor.process(Delivery(message_id, message.data, message.attributes, 1, None))
+        assert decision.settle is Settle.ACK, (message.kind, decision.reason)
+        for result in sink.published[before:]:
+            assert result.job_id in owner, f"a result for {result.job_id}, which no fuzzed message names"
+            per_message[owner[result.job_id]].append(result)
+    _assert_one_rejection_each(messages, per_message)
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]:
+    local = LocalPlatform(tmp_path_factory.mktemp("fuzz"), LocalConfig(
+        port=0, emulator_port=0, workers=1, scheduler_env={"GPURT_MAX_IN_FLIGHT": IN_FLIGHT}))
+    local.up()
+    yield local
+    local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_sample_of_every_kind_gets_one_rejected_result_on_its_first_delivery(platform: LocalPlatform) -> None:
+    messages = corpus(SAMPLE, "fuzz")
+    # the sample stands for the whole corpus only if it holds every kind, bare messages and the reported body
+    assert {m.kind for m in messages} == {*KINDS, "oversize"}
+    assert any(not m.attributes for m in messages) and any(m.data == ISSUE_BODY for m in messages)
+    lock = threading.Lock()
+    seen: dict[str, list[JobResult]] = defaultdict(list)
+
+    def on_any(result: JobResult) -> None:
+        with lock:
+            seen[result.job_id].append(result)
+
+    clients = platform.pubsub()
+    try:
+        with ResultCollector(clients, on_any=on_any) as collector:
+            topic = clients.topic(contract.REQUEST_TOPIC)
+            futures = [clients.publisher.publish(topic, m.data, **m.attributes) for m in messages]
+            owner = _owners(messages, [f.result(timeout=120) for f in futures])
+            _wait_for(lambda: _results(seen, lock) >= SAMPLE, RESULTS_TIMEOUT_S, lambda: _results(seen, lock))
+            collector.wait(set(), 2.0)  # a duplicate or a redelivery's second result would land now
+
+            after = JobRequest.model_validate({"job_id": "fuzz-after", "type": "noop"})
+            data, attributes = after.to_message()
+            clients.publisher.publish(topic, data, **attributes).result(30)
+            assert collector.wait({"fuzz-after"}, 60)["fuzz-after"].status is JobStatus.SUCCEEDED
+        with lock:
+            fuzzed = {job_id: found for job_id, found in seen.items() if job_id != "fuzz-after"}
+        per_message: dict[int, list[JobResult]] = defaultdict(list)
+        for job_id, found in fuzzed.items():
+            assert job_id in owner, f"a result for {job_id}, which no fuzzed message names"
+            per_message[owner[job_id]].extend(found)
+        _assert_one_rejection_each(messages, per_message)
+        # every message acked on its first delivery: none left leased, none waiting out a redelivery backoff
+        # (which would return it only after contract.RETRY_MIN_BACKOFF_S, long after the results above)
+        _wait_for(lambda: _request_backlog(platform) == (0, 0), BACKLOG_TIMEOUT_S,
+                  lambda: _request_backlog(platform), "(undelivered, outstanding) request messages")
+        assert DeadLetterQueue(clients).list(limit=5) == []
+    finally:
+        clients.close()
+    status = platform.status()
+    assert status.running and status.healthy and status.ready, status.problems  # the consumer stayed up
+
+
+def _owners(messages: Sequence[FuzzMessage], message_ids: Sequence[str]) -> dict[str, int]:
+    """Which message each possible result names: the body's job id, or invalid-<message id> when the body
+    has no usable one; never the attribute's (the forged_attribute kind names a victim there)."""
+    owner = {f"invalid-{mid}": m.index for mid, m in zip(message_ids, messages, strict=True)}
+    owner.update({f"fuzz-{m.index}": m.index for m in messages})
+    return owner
+
+
+def _assert_one_rejection_each(messages: Sequence[FuzzMessage], per_message: dict[int, list[JobResult]]) -> None:
+    """Every message has exactly one result: rejected as invalid, on its first delivery."""
+    assert sorted(per_message) == list(range(len(messages))), "messages without a result"
+    kinds_twice = {messages[i].kind for i, found in per_message.items() if len(found) != 1}
+    assert not kinds_twice, f"messages with more than one result, of kinds {kinds_twice}"
+    issue = next(m.index for m in messages if m.data == ISSUE_BODY)
+    assert per_message[issue][0].status is JobStatus.REJECTED and per_message[issue][0].attempt == 1
+    results = [found[0] for found in per_message.values()]
+    assert {r.status for r in results} == {JobStatus.REJECTED}
+    assert all(r.error is not None and r.error.kind is ErrorKind.INVALID for r in results)
+    assert {r.attempt for r in results} == {1}, "a malformed message was delivered more than once"
+
+
+def _results(seen: dict[str, list[JobResult]], lock: threading.Lock) -> int:
+    """How many results have arrived; under the lock, since the subscriber's threads add to ``seen``."""
+    with lock:
+        return sum(len(found) for found in seen.values())
+
+
+def _request_backlog(platform: LocalPlatform) -> tuple[int, int]:
+    """The request subscription's (undelivered, outstanding) messages, from the emulator's admin view."""
+    stats = platform.status().subscriptions[contract.REQUEST_SUBSCRIPTION]
+    return stats["undelivered"], stats["outstanding"]
+
+
+def _wait_for(done: Callable[[], bool], timeout_s: float, found: Callable[[], object],
+              what: str = f"results of {SAMPLE}") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{found()} {what} after {timeout_s:.0f} s")
+        time.sleep(0.2)

@@ -1,0 +1,36 @@
+"""The one mapping from a job's outcome to the protocol's ``JobResult`` (the processor's and ``gpurt run``'s)."""
+
+from __future__ import annotations
+
+from kernels.jobs import JobOutput
+from runtime.protocol.messages import ErrorKind, JobRequest, JobStatus
+from runtime.scheduler.outcome import ended_result, succeeded_result
+
+REQUEST = JobRequest.model_validate({"job_id": "call-1", "type": "european_option"})
+
+
+def test_a_run_maps_onto_a_succeeded_result_with_its_measurements() -> None:
+    output = JobOutput(summary={"estimate": 10.4}, artifacts={"a.npy": b"x"}, device="cuda:0", elapsed_s=2.0,
+                       paths=1_000_000, kernel_s=0.5)
+    result = succeeded_result(REQUEST, output, {"a.npy": "file:///r/a.npy"}, attempt=3, queue_wait_s=1.5)
+    assert (result.job_id, result.type, result.status, result.attempt) == (
+        "call-1", REQUEST.type, JobStatus.SUCCEEDED, 3)
+    assert result.result == {"estimate": 10.4} and result.artifacts == {"a.npy": "file:///r/a.npy"}
+    assert result.error is None
+    # paths per second of kernel time: 1e6 paths in 0.5 s
+    assert result.metrics.model_dump() == {"queue_wait_s": 1.5, "run_s": 2.0, "device": "cuda:0",
+                                           "paths_per_s": 2_000_000.0}
+
+
+def test_a_run_in_process_has_the_first_attempt_and_no_queue_wait() -> None:
+    result = succeeded_result(REQUEST, JobOutput(summary={}), {})
+    assert result.attempt == 1 and result.metrics.queue_wait_s is None and result.metrics.paths_per_s is None
+
+
+def test_an_unsuccessful_end_carries_its_error_and_no_result() -> None:
+    result = ended_result(REQUEST, JobStatus.CANCELLED, ErrorKind.CANCELLED, "cancelled by request", attempt=2,
+                          queue_wait_s=0.25)
+    assert (result.status, result.attempt, result.type) == (JobStatus.CANCELLED, 2, REQUEST.type)
+    assert result.error is not None and (result.error.kind, result.error.message) == (
+        ErrorKind.CANCELLED, "cancelled by request")
+    assert result.result is None and result.artifacts == {} and result.metrics.queue_wait_s == 0.25

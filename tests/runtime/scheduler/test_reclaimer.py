@@ -1,0 +1,50 @@
+"""The DLQ reclaimer on the emulator: result-less dead letters get `failed`, and stay in the DLQ."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.protocol import contract
+from runtime.protocol.messages import ErrorKind, JobResult, JobStatus
+from runtime.scheduler.messaging.admin import subscription_path, topic_path
+from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
+from runtime.scheduler.messaging.publisher import TopicPublisher
+from runtime.scheduler.reclaimer import DlqReclaimer
+from runtime.scheduler.singletons import SINGLETON_PERIOD_S
+from tests.runtime.scheduler.conftest import Platform
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -> None:
+    publisher = publisher_client(platform.emulator.address)
+    subscriber = subscriber_client(platform.emulator.address)
+    store = platform.service.store
+    store.put(JobResult(job_id="dlq-done", status=JobStatus.FAILED, attempt=5))
+    store.mark_published("dlq-done")
+    # The last attempt stored `failed`, then its publish failed: the message dead-lettered unanswered.
+    unpublished = JobResult(job_id="dlq-unpublished", status=JobStatus.FAILED, attempt=5)
+    store.put(unpublished)
+    dlq = topic_path(platform.project, contract.REQUEST_DLQ_TOPIC)
+    for job_id in ("dlq-orphan", "dlq-done", "dlq-unpublished"):
+        publisher.publish(dlq, json.dumps({"job_id": job_id, "type": "noop"}).encode(), job_id=job_id).result(10)
+    try:
+        # The service's leader loop runs the reclaimer every SINGLETON_PERIOD_S.
+        result = platform.results.wait("dlq-orphan", timeout_s=SINGLETON_PERIOD_S + 20)
+        assert result.status is JobStatus.FAILED and result.error.kind is ErrorKind.TRANSIENT
+        assert store.get("dlq-orphan") == result
+        assert platform.results.wait("dlq-unpublished", timeout_s=SINGLETON_PERIOD_S + 20) == unpublished
+        assert store.is_published("dlq-unpublished")
+        reclaimer = DlqReclaimer(subscriber, platform.project, store, TopicPublisher(publisher, platform.project))
+        assert reclaimer.run() == []  # idempotent: all three are published now
+        assert platform.results.of("dlq-done") == []
+        assert platform.results.of("dlq-unpublished") == [unpublished]
+        # By full name: other modules' platforms share this emulator under projects of their own.
+        stats = platform.emulator.stats().subscription(
+            subscription_path(platform.project, contract.REQUEST_DLQ_SUBSCRIPTION))
+        assert stats.undelivered + stats.outstanding >= 3  # released, not acked: replay still has them
+    finally:
+        publisher.stop()
+        subscriber.close()

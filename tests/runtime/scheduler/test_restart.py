@@ -1,0 +1,97 @@
+"""The scheduler as a process (``python -m scheduler``), killed mid-job and started again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runtime.local.broker import EmulatorHandle, start_emulator
+from runtime.protocol import contract
+from runtime.protocol.messages import JobStatus
+from tests.runtime.scheduler.platform import Requests, ResultListener, create_topology, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
+
+PROJECT = "sched-restart"
+START_TIMEOUT_S = 90.0
+LEASE_TIME_SCALE = 0.1
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorHandle]:
+    # Emulator-only knob: the killed scheduler's lease (the client asks for 60 s) lapses in 6 s.
+    handle = start_emulator("127.0.0.1", 0, lease_time_scale=LEASE_TIME_SCALE)
+    create_topology(handle.address, PROJECT)
+    yield handle
+    handle.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "runtime.scheduler"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": PROJECT,
+           "GPURT_PORT": str(port), "GPURT_LOCAL_WORKERS": "1", "GPURT_CONTROL_TOKEN": "t",
+           "GPURT_RESULT_STORE": (tmp_path / "results").as_uri(), "GPURT_DEVICE": "cpu"}
+    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5, headers={"Authorization": "Bearer t"})
+
+    def ready() -> bool:
+        try:
+            return api.get(contract.READY_PATH).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    results, requests = ResultListener(emulator.address, PROJECT), Requests(emulator.address, PROJECT)
+    first = _start(env, tmp_path / "first.log")
+    second = None
+    try:
+        wait_for(ready, START_TIMEOUT_S, "the first scheduler")
+        requests.job("restart-1", sleep_s=3)
+        wait_for(lambda: api.get("/jobs/restart-1").json().get("state") == "running", 30, "restart-1 running")
+        _kill(first)
+        second = _start(env, tmp_path / "second.log")
+        wait_for(ready, START_TIMEOUT_S, "the second scheduler")
+        result = results.wait("restart-1", timeout_s=60)
+        assert result.status is JobStatus.SUCCEEDED and result.attempt >= 2
+        requests.job("restart-marker")  # once this is through, a second restart-1 result would have shown
+        results.wait("restart-marker", timeout_s=30)
+        assert len(results.of("restart-1")) == 1
+
+        # SIGTERM (a rollout) drains: the in-flight job finishes and is acked before the process ends.
+        requests.job("sigterm-1", sleep_s=2)
+        wait_for(lambda: api.get("/jobs/sigterm-1").json().get("state") == "running", 30, "sigterm-1 running")
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=60)
+        finished = results.wait("sigterm-1", timeout_s=5)
+        assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                _kill(proc)
+        requests.close()
+        results.close()
+        api.close()

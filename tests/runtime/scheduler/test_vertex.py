@@ -1,0 +1,202 @@
+"""Vertex AI backend at its client seam, and the REST client against the service's discovery document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import googleapiclient
+import pytest
+
+from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from runtime.protocol.messages import JobRequest
+from runtime.scheduler.backends.vertex import VertexBackend
+from runtime.scheduler.backends.vertex_rest import RestCustomJobs, VertexApiError
+from runtime.worker.vertex_task import main as vertex_task_main
+
+JOB_NAME = "projects/123/locations/us-central1/customJobs/4567"
+# Google's published description of the v1 REST surface (shipped with google-api-python-client).
+DISCOVERY = json.loads((Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" /
+                        "aiplatform.v1.json").read_text())
+
+
+class RecordingJobService:
+    """Answers create/get/cancel like the Vertex AI service, walking through ``states``."""
+
+    def __init__(self, *states: str, error: str = "") -> None:
+        self.states = list(states)
+        self.error = error
+        self.calls: list[tuple[str, dict]] = []
+
+    def _job(self, state: str, display_name: str = "") -> dict[str, Any]:
+        job: dict[str, Any] = {"name": JOB_NAME, "displayName": display_name, "state": state}
+        if self.error:
+            job["error"] = {"code": 13, "message": self.error}
+        return job
+
+    def create(self, parent: str, custom_job: dict) -> dict[str, Any]:
+        self.calls.append(("create", {"parent": parent, "custom_job": custom_job}))
+        return self._job("JOB_STATE_QUEUED", custom_job["displayName"])
+
+    def get(self, name: str) -> dict[str, Any]:
+        self.calls.append(("get", {"name": name}))
+        return self._job(self.states.pop(0) if len(self.states) > 1 else self.states[0])
+
+    def cancel(self, name: str) -> None:
+        self.calls.append(("cancel", {"name": name}))
+
+    def list(self, parent: str, *, filter: str, page_size: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+def _schema_errors(value: Any, schema: dict[str, Any], at: str = "") -> list[str]:
+    """Where ``value`` strays from a discovery-document schema: unknown fields and JSON types."""
+    if "$ref" in schema:
+        schema = DISCOVERY["schemas"][schema["$ref"]]
+    kind = schema.get("type")
+    if kind == "object" and "properties" in schema:
+        if not isinstance(value, dict):
+            return [f"{at}: expected an object"]
+        errors = [f"{at}.{key}: not a field" for key in value if key not in schema["properties"]]
+        for key, item in value.items():
+            if key in schema["properties"]:
+                errors += _schema_errors(item, schema["properties"][key], f"{at}.{key}")
+        return errors
+    if kind == "object":  # a map
+        return [e for k, v in value.items() for e in _schema_errors(v, schema["additionalProperties"], f"{at}[{k}]")]
+    if kind == "array":
+        return [e for i, v in enumerate(value) for e in _schema_errors(v, schema["items"], f"{at}[{i}]")]
+    expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}[kind]
+    return [] if isinstance(value, expected) else [f"{at}: expected {kind}, got {value!r}"]
+
+
+def _backend(client: RecordingJobService, root: str) -> VertexBackend:
+    return VertexBackend(client, project="p", region="us-central1", image="img:sha", machine_type="n1-standard-8",
+                         accelerator="NVIDIA_TESLA_T4", output_root=root, poll_interval_s=0, sleep=lambda s: None)
+
+
+def _request(job_id: str, **params: object) -> JobRequest:
+    return JobRequest.model_validate({"job_id": job_id, "type": "noop", "params": params, "timeout_s": 120})
+
+
+def test_custom_job_is_named_and_sized_from_settings() -> None:
+    spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(_request("j1"), 2)
+    assert spec["displayName"] == "gpu-runtime-j1"
+    pool = spec["jobSpec"]["workerPoolSpecs"][0]
+    assert pool["machineSpec"] == {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
+                                   "acceleratorCount": 1}
+    assert pool["containerSpec"]["args"][-1] == "memory://v/j1/2"
+    assert spec["jobSpec"]["scheduling"]["timeout"] == "120s"
+    assert _schema_errors(spec, {"$ref": "GoogleCloudAiplatformV1CustomJob"}) == []
+
+
+def test_the_schema_check_catches_a_misspelt_field() -> None:
+    spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(_request("j1"), 2)
+    spec["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["accelerator_count"] = 1
+    spec["jobSpec"]["scheduling"]["timeout"] = 120
+    assert _schema_errors(spec, {"$ref": "GoogleCloudAiplatformV1CustomJob"}) == [
+        ".jobSpec.workerPoolSpecs[0].machineSpec.accelerator_count: not a field",
+        ".jobSpec.scheduling.timeout: expected string, got 120"]
+
+
+def test_success_reads_back_what_the_task_wrote() -> None:
+    root = "memory://vertex-ok"
+    assert vertex_task_main(["--job-type", "noop", "--params", "{}", "--output", f"{root}/j2/1"]) == 0
+    client = RecordingJobService("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED")
+    execution = _backend(client, root).run(_request("j2"), attempt=1)
+    assert execution.summary["slept_s"] == 0.0
+    assert [c[0] for c in client.calls] == ["create", "get", "get", "get"]
+
+
+def test_failures_map_to_permanent_and_transient() -> None:
+    root = "memory://vertex-fail"
+    assert vertex_task_main(["--job-type", "noop", "--params", json.dumps({"fail": "permanent"}),
+                             "--output", f"{root}/p/1"]) == 1
+    with pytest.raises(PermanentJobError, match="simulated permanent"):
+        _backend(RecordingJobService("JOB_STATE_FAILED"), root).run(_request("p"), attempt=1)
+    # No error file (the machine was preempted): worth another delivery.
+    with pytest.raises(TransientJobError, match="preempted"):
+        _backend(RecordingJobService("JOB_STATE_FAILED", error="preempted"), root).run(
+            _request("gone"), attempt=1)
+    assert not fsspec.filesystem("memory").exists("/vertex-fail/gone")
+
+
+def test_cancel_cancels_the_custom_job() -> None:
+    client = RecordingJobService("JOB_STATE_CANCELLED")
+    backend = _backend(client, "memory://vertex-cancel")
+    assert backend.cancel("nothing-running") is False
+    with pytest.raises(JobCancelled):
+        backend.run(_request("c"), attempt=1)
+
+
+def test_a_job_stuck_in_provisioning_is_cancelled_and_transient() -> None:
+    now = [0.0]
+    client = RecordingJobService("JOB_STATE_PENDING")
+
+    def sleep(seconds: float) -> None:
+        now[0] += 600.0  # each poll, ten minutes pass
+
+    backend = VertexBackend(client, project="p", region="r", image="img", machine_type="m", accelerator="a",
+                            output_root="memory://vertex-stuck", poll_interval_s=0, sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(TransientJobError, match="did not finish"):
+        backend.run(_request("stuck"), attempt=1)
+    assert client.calls[-1] == ("cancel", {"name": JOB_NAME})
+
+
+class _Response:
+    def __init__(self, status: int, body: Any) -> None:
+        self.status_code = status
+        self.text = json.dumps(body)
+        self.content = self.text.encode()
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+class RecordingSession:
+    """Stands in for ``AuthorizedSession``: records each request and answers ``answer``."""
+
+    def __init__(self, answer: _Response) -> None:
+        self.answer = answer
+        self.requests: list[tuple[str, str, dict]] = []
+
+    def request(self, method: str, url: str, **kwargs: Any) -> _Response:
+        self.requests.append((method, url, kwargs))
+        return self.answer
+
+
+def _discovery_call(method: str, **fields: str) -> tuple[str, str]:
+    """The HTTP method and URL that the discovery document gives for a customJobs method."""
+    methods = DISCOVERY["resources"]["projects"]["resources"]["locations"]["resources"]["customJobs"]["methods"]
+    spec = methods[method]
+    path = spec["path"]
+    for key, value in fields.items():
+        path = path.replace(f"{{+{key}}}", value)
+    return spec["httpMethod"], f"https://us-central1-aiplatform.googleapis.com/{path}"
+
+
+def test_rest_client_calls_the_documented_methods() -> None:
+    session = RecordingSession(_Response(200, {"name": JOB_NAME, "state": "JOB_STATE_QUEUED"}))
+    jobs = RestCustomJobs("us-central1", session)
+    parent = "projects/p/locations/us-central1"
+    assert jobs.create(parent, {"displayName": "gpu-runtime-x"})["name"] == JOB_NAME
+    jobs.get(JOB_NAME)
+    jobs.cancel(JOB_NAME)
+    session.answer = _Response(200, {"customJobs": [{"displayName": "gpu-runtime-a"}]})
+    assert jobs.list(parent, filter='display_name:"gpu-runtime-*"', page_size=5) == [{"displayName": "gpu-runtime-a"}]
+
+    assert [(m, u) for m, u, _ in session.requests] == [
+        _discovery_call("create", parent=parent), _discovery_call("get", name=JOB_NAME),
+        _discovery_call("cancel", name=JOB_NAME), _discovery_call("list", parent=parent)]
+    assert session.requests[0][2]["json"] == {"displayName": "gpu-runtime-x"}
+    assert session.requests[3][2]["params"] == {"filter": 'display_name:"gpu-runtime-*"', "pageSize": 5}
+    assert all(kwargs["timeout"] > 0 for _, _, kwargs in session.requests)
+
+
+def test_rest_errors_carry_the_service_status() -> None:
+    session = RecordingSession(_Response(403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
+                                                         "message": "aiplatform.customJobs.create denied"}}))
+    with pytest.raises(VertexApiError, match=r"PERMISSION_DENIED: aiplatform\.customJobs\.create denied"):
+        RestCustomJobs("us-central1", session).create("projects/p/locations/us-central1", {})

@@ -1,0 +1,277 @@
+"""Cloud-only checks at their client seams, fed recorded real-format API responses (fixtures/gcp).
+
+The adapters get autospecced GAPIC clients, so a changed client interface breaks these tests, and the
+responses are parsed into the real message types the libraries return.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from google.protobuf import json_format
+
+from runtime.protocol import contract
+from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
+from validation.adapters.pubsub import GooglePubSubAdmin
+from validation.adapters.vertex import GoogleVertexQuota, quota_metric
+from validation.checks.identity import service_account_roles
+from validation.checks.pubsub import service_agent_grants
+from validation.checks.vertex import vertex_and_quota
+from validation.report import Status
+from validation.runner import run_check
+
+GCP = Path(__file__).parent / "fixtures" / "gcp"
+PROJECT = "impulse-gpu-runtime-staging"
+
+
+# The recorded policies are those of a stack that routes job types to Vertex AI (vertex.jobTypes); a stack that
+# does not lacks exactly the Vertex-only grants (ROUTING_ONLY).
+SCHEDULER = f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(PROJECT)}"
+RUNTIME = f"serviceAccount:{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}"
+ROUTING_ONLY = {"roles/aiplatform.user": SCHEDULER, "roles/iam.serviceAccountUser": SCHEDULER,
+                "roles/storage.objectUser": RUNTIME}
+
+
+def _without(document: dict, drop: dict[str, str]) -> dict:
+    """``document`` with each ``role: member`` of ``drop`` taken out (a binding left without members goes)."""
+    bindings = [{**b, "members": [m for m in b["members"] if drop.get(b["role"]) != m]} for b in document["bindings"]]
+    return {**document, "bindings": [b for b in bindings if b["members"]]}
+
+
+def _policy(name: str, drop_role: str | None = None, drop: dict[str, str] | None = None):
+    """A recorded policy without the binding of ``drop_role`` and without each ``role: member`` of ``drop``."""
+    from google.iam.v1 import policy_pb2
+
+    document = _without(json.loads((GCP / name).read_text()), drop or {})
+    document["bindings"] = [b for b in document["bindings"] if b["role"] != drop_role]
+    return json_format.ParseDict(document, policy_pb2.Policy())
+
+
+def _iam(drop: dict[str, str] | None = None, extra: tuple[str, str] | None = None,
+         vertex: bool = True) -> ResourceManagerIam:
+    from google.cloud import resourcemanager_v3
+
+    policy = _policy("project_iam_policy.json", drop={**(drop or {}), **({} if vertex else ROUTING_ONLY)})
+    if extra:
+        policy.bindings.add(role=extra[0], members=[extra[1]])
+    client = mock.create_autospec(resourcemanager_v3.ProjectsClient, instance=True)
+    client.get_iam_policy.return_value = policy
+    client.get_project.return_value = resourcemanager_v3.Project.from_json((GCP / "project.json").read_text())
+    return ResourceManagerIam(PROJECT, client)
+
+
+def _resource_iam(bucket_drop: dict[str, str] | None = None, account_drop: dict[str, str] | None = None,
+                  vertex: bool = True, bucket_extra: tuple[str, str] | None = None) -> GoogleResourceIam:
+    """The adapter over an autospecced storage client and authorized session, answering from fixtures."""
+    import requests
+    from google.api_core.iam import Policy
+    from google.auth.transport.requests import AuthorizedSession
+    from google.cloud import storage
+
+    routing = {} if vertex else ROUTING_ONLY
+    document = _without(json.loads((GCP / "result_bucket_iam_policy.json").read_text()),
+                        {**(bucket_drop or {}), **routing})
+    if bucket_extra:
+        document["bindings"].append({"role": bucket_extra[0], "members": [bucket_extra[1]]})
+    bucket = mock.create_autospec(storage.Bucket, instance=True)
+    bucket.get_iam_policy.return_value = Policy.from_api_repr(document)
+    client = mock.create_autospec(storage.Client, instance=True)
+    client.bucket.return_value = bucket
+
+    account = _without(json.loads((GCP / "runtime_service_account_iam_policy.json").read_text()),
+                       {**(account_drop or {}), **routing})
+    response = requests.Response()
+    response.status_code, response._content = 200, json.dumps(account).encode()
+    session = mock.create_autospec(AuthorizedSession, instance=True)
+    session.post.return_value = response
+    return GoogleResourceIam(PROJECT, storage=client, session=session)
+
+
+def test_roles_match_the_contract_table() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 1/1)"
+
+
+def test_a_routing_stack_also_holds_vertex_ai_on_the_project() -> None:
+    result = run_check(service_account_roles(_iam(), PROJECT, vertex=True))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 1/1)"
+
+
+def test_scoped_grants_are_read_from_the_bucket_and_the_service_account() -> None:
+    resources = _resource_iam()
+    result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 1/1); scoped grants: 3/3"
+    resources._storage.bucket.assert_called_once_with(contract.result_bucket(PROJECT))
+    resources._storage.bucket.return_value.get_iam_policy.assert_called_once_with(requested_policy_version=3)
+    url = resources._session.post.call_args.args[0]
+    assert url == (f"https://iam.googleapis.com/v1/projects/{PROJECT}/serviceAccounts/"
+                   f"{contract.RUNTIME_SERVICE_ACCOUNT.email(PROJECT)}:getIamPolicy")
+
+
+def test_a_stack_routing_nothing_to_vertex_needs_only_the_schedulers_bucket_grant() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT, _resource_iam(vertex=False)))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 1/1); scoped grants: 1/1"
+
+
+def test_vertex_grants_left_in_a_stack_routing_nothing_there_fail() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT, _resource_iam(vertex=True)))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == (
+        f"gpu-runtime also holds roles/storage.objectUser on bucket {contract.result_bucket(PROJECT)}, which the "
+        "contract does not grant; gpu-scheduler also holds roles/iam.serviceAccountUser on service account "
+        "gpu-runtime, which the contract does not grant")
+
+
+def test_a_wider_role_on_the_bucket_fails() -> None:
+    resources = _resource_iam(vertex=False, bucket_extra=("roles/storage.objectAdmin", RUNTIME))
+    result = run_check(service_account_roles(_iam(vertex=False), PROJECT, resources))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == (f"gpu-runtime also holds roles/storage.objectAdmin on bucket "
+                               f"{contract.result_bucket(PROJECT)}, which the contract does not grant")
+
+
+def test_object_admin_on_the_whole_project_fails() -> None:
+    result = run_check(service_account_roles(_iam(vertex=False, extra=("roles/storage.objectAdmin", RUNTIME)),
+                                             PROJECT))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == ("gpu-runtime holds roles/storage.objectAdmin on the whole project: grant it on the "
+                               "result bucket only")
+
+
+def test_a_missing_bucket_binding_fails_and_says_what_it_is_for() -> None:
+    resources = _resource_iam(bucket_drop={"roles/storage.objectUser": SCHEDULER})
+    result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
+
+    assert result.status is Status.FAIL
+    assert result.evidence.startswith(
+        f"gpu-scheduler lacks roles/storage.objectUser on bucket {contract.result_bucket(PROJECT)} (reads and writes")
+
+
+def test_a_missing_act_as_grant_fails() -> None:
+    resources = _resource_iam(account_drop={"roles/iam.serviceAccountUser": SCHEDULER})
+    result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
+
+    assert result.status is Status.FAIL
+    assert "gpu-scheduler lacks roles/iam.serviceAccountUser on service account gpu-runtime" in result.evidence
+
+
+def test_missing_monitoring_read_fails() -> None:
+    result = run_check(service_account_roles(_iam({"roles/monitoring.viewer": SCHEDULER}, vertex=False), PROJECT))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == "gpu-scheduler lacks roles/monitoring.viewer"
+
+
+def test_a_missing_role_fails_and_names_account_and_role() -> None:
+    result = run_check(service_account_roles(_iam({"roles/aiplatform.user": SCHEDULER}), PROJECT, vertex=True))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == "gpu-scheduler lacks roles/aiplatform.user"
+
+
+def test_an_extra_role_is_reported_but_passes() -> None:
+    result = run_check(service_account_roles(_iam(extra=("roles/editor", RUNTIME), vertex=False), PROJECT))
+
+    assert result.status is Status.PASS
+    assert "extra (least privilege: review): gpu-runtime also has roles/editor" in result.evidence
+
+
+def _pubsub(topic_policy: str, subscription_policy: str, drop_role: str | None = None) -> GooglePubSubAdmin:
+    from google import pubsub_v1
+
+    publisher = mock.create_autospec(pubsub_v1.PublisherClient, instance=True)
+    subscriber = mock.create_autospec(pubsub_v1.SubscriberClient, instance=True)
+    publisher.get_iam_policy.return_value = _policy(topic_policy, drop_role)
+    subscriber.get_iam_policy.return_value = _policy(subscription_policy, drop_role)
+    return GooglePubSubAdmin(PROJECT, publisher, subscriber)
+
+
+def test_service_agent_grants_pass_with_both_roles() -> None:
+    admin = _pubsub("dlq_topic_iam_policy.json", "request_subscription_iam_policy.json")
+
+    result = run_check(service_agent_grants(admin, _iam().project_number))
+
+    assert result.status is Status.PASS, result
+    assert "service-284716533902@gcp-sa-pubsub.iam.gserviceaccount.com" in result.evidence
+    admin._publisher.get_iam_policy.assert_called_once_with(
+        request={"resource": f"projects/{PROJECT}/topics/{contract.REQUEST_DLQ_TOPIC}"})
+    admin._subscriber.get_iam_policy.assert_called_once_with(
+        request={"resource": f"projects/{PROJECT}/subscriptions/{contract.REQUEST_SUBSCRIPTION}"})
+
+
+def test_missing_publisher_grant_on_the_dlq_topic_fails() -> None:
+    admin = _pubsub("dlq_topic_iam_policy.json", "request_subscription_iam_policy.json",
+                    drop_role="roles/pubsub.publisher")
+
+    result = run_check(service_agent_grants(admin, _iam().project_number))
+
+    assert result.status is Status.FAIL
+    assert result.evidence.endswith(f"lacks roles/pubsub.publisher on topic {contract.REQUEST_DLQ_TOPIC}")
+    assert "silently does nothing" in result.fix
+
+
+def _vertex(jobs_error: Exception | None = None) -> GoogleVertexQuota:
+    from google.cloud import compute_v1
+
+    from runtime.scheduler.backends.vertex_rest import RestCustomJobs
+
+    jobs = mock.create_autospec(RestCustomJobs, instance=True)
+    if jobs_error:
+        jobs.list.side_effect = jobs_error
+    else:
+        jobs.list.return_value = json.loads((GCP / "custom_jobs.json").read_text())["customJobs"]
+    regions = mock.create_autospec(compute_v1.RegionsClient, instance=True)
+    regions.get.return_value = compute_v1.Region.from_json((GCP / "region_us-central1.json").read_text(),
+                                                           ignore_unknown_fields=True)
+    return GoogleVertexQuota(PROJECT, "us-central1", jobs, regions)
+
+
+def test_quota_metric_names_follow_compute_engine() -> None:
+    assert quota_metric("nvidia-tesla-t4") == "NVIDIA_T4_GPUS"
+    assert quota_metric("nvidia-tesla-t4", spot=True) == "PREEMPTIBLE_NVIDIA_T4_GPUS"
+    assert quota_metric("nvidia-a100-80gb") == "NVIDIA_A100_80GB_GPUS"
+
+
+def test_vertex_reachable_and_quota_left() -> None:
+    result = run_check(vertex_and_quota(_vertex(), "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)]))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence == ("Vertex AI reachable (1 recent gpu-runtime job(s)); "
+                               "PREEMPTIBLE_NVIDIA_T4_GPUS 14/16 free")
+
+
+@pytest.mark.parametrize(("metric", "detail"), [
+    ("NVIDIA_V100_GPUS", "NVIDIA_V100_GPUS 4/4 used"),
+    ("NVIDIA_A100_GPUS", "NVIDIA_A100_GPUS 0/0 used"),
+    ("NVIDIA_H100_GPUS", "NVIDIA_H100_GPUS absent"),
+])
+def test_exhausted_or_absent_quota_fails(metric: str, detail: str) -> None:
+    result = run_check(vertex_and_quota(_vertex(), "us-central1", [metric]))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == f"no GPU quota left in us-central1: {detail}"
+
+
+def test_vertex_api_error_fails_with_the_reason() -> None:
+    from runtime.scheduler.backends.vertex_rest import VertexApiError
+
+    vertex = _vertex(VertexApiError("Vertex AI GET projects/p/locations/us-central1/customJobs failed with "
+                                    "PERMISSION_DENIED: Vertex AI API has not been used in project 284716533902"))
+    result = run_check(vertex_and_quota(vertex, "us-central1", []))
+
+    assert result.status is Status.FAIL
+    assert "PERMISSION_DENIED" in result.evidence and "aiplatform.googleapis.com" in result.fix

@@ -1,0 +1,82 @@
+"""The probe round trip against the real emulator, with a minimal stand-in consumer answering requests."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from runtime.protocol import contract
+from runtime.protocol.messages import JobResult, JobStatus
+from validation.checks.probe import PROBE_SUBSCRIPTION_PREFIX, probe_round_trip
+from validation.report import Status
+from validation.runner import run_check
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _answer(pubsub, status: JobStatus, stop: threading.Event) -> None:
+    """Consume requests and publish a result for each, as the scheduler would."""
+    while not stop.is_set():
+        for message in pubsub.pull(contract.REQUEST_SUBSCRIPTION, 10, timeout_s=0.5):
+            request = json.loads(message.data)
+            result = JobResult(job_id=request["job_id"], status=status)
+            pubsub.publish(contract.RESULT_TOPIC, result.model_dump_json().encode(), result.attributes())
+            pubsub.acknowledge(contract.REQUEST_SUBSCRIPTION, [message.ack_id])
+
+
+@pytest.fixture
+def responder(pubsub, request) -> Iterator[None]:
+    stop = threading.Event()
+    thread = threading.Thread(target=_answer, args=(pubsub, request.param, stop), daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=5)
+
+
+def _temporary_subscriptions(pubsub) -> list[str]:
+    subs = pubsub._subscriber.list_subscriptions(request={"project": f"projects/{pubsub.project}"})
+    return [s.name for s in subs if PROBE_SUBSCRIPTION_PREFIX in s.name]
+
+
+@pytest.mark.parametrize("responder", [JobStatus.SUCCEEDED], indirect=True)
+def test_probe_passes_when_a_consumer_answers_and_cleans_up(pubsub, responder) -> None:
+    result = run_check(probe_round_trip(pubsub))
+
+    assert result.status is Status.PASS, result
+    job_id = rf"{contract.PROBE_MESSAGE['job_id']}-\d{{8}}T\d{{6}}Z-[0-9a-f]{{6}}"
+    assert re.match(rf"{job_id} succeeded in ", result.evidence)
+    assert _temporary_subscriptions(pubsub) == []
+
+
+@pytest.mark.parametrize("responder", [JobStatus.FAILED], indirect=True)
+def test_probe_fails_on_a_failed_result(pubsub, responder) -> None:
+    result = run_check(probe_round_trip(pubsub))
+
+    assert result.status is Status.FAIL
+    assert "came back failed" in result.evidence
+
+
+def test_probe_fails_within_its_timeout_when_nobody_consumes(pubsub) -> None:
+    result = run_check(probe_round_trip(pubsub, timeout_s=1.5))
+
+    assert result.status is Status.FAIL
+    assert re.fullmatch(rf"no result for {contract.PROBE_MESSAGE['job_id']}-\S+ on {contract.RESULT_TOPIC} within 2s",
+                        result.evidence)
+    assert "gpurt maintenance status" in result.fix
+    assert result.duration_s < 10
+    assert _temporary_subscriptions(pubsub) == []
+
+
+def test_each_probe_carries_the_contract_message_with_a_fresh_job_id() -> None:
+    from validation.checks.probe import probe_message
+
+    first, second = probe_message(), probe_message()
+
+    assert first["job_id"] != second["job_id"]
+    assert {k: v for k, v in first.items() if k != "job_id"} == {
+        k: v for k, v in contract.PROBE_MESSAGE.items() if k != "job_id"}

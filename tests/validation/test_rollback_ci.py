@@ -1,0 +1,94 @@
+"""The deploy workflow's rollback path: the checkout it makes holds the rollback target, and the step fires
+whenever the stack started changing and something failed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.git_worktree import WorktreeError, worktree
+from tests.validation.conftest import git
+
+pytestmark = pytest.mark.timeout(120)
+DEPLOY = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "deploy.yml"
+
+
+def _deploy_job() -> dict:
+    return yaml.safe_load(DEPLOY.read_text())["jobs"]["deploy"]
+
+
+def _checkout_depth() -> int:
+    """The history the deploy job's checkout fetches: actions/checkout's fetch-depth, 1 when unset."""
+    [checkout] = [s for s in _deploy_job()["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    return int((checkout.get("with") or {}).get("fetch-depth", 1))
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> tuple[str, str, str]:
+    """A bare repository served over file:// with history: (url, the good commit, the deployed bad commit)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    (work / "__main__.py").write_text("RELEASE = 'good'\n")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "good")
+    good = git(work, "rev-parse", "HEAD")
+    for release in ("between", "bad"):
+        (work / "__main__.py").write_text(f"RELEASE = {release!r}\n")
+        git(work, "commit", "-qam", release)
+    bare = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True, timeout=60)
+    return bare.as_uri(), good, git(work, "rev-parse", "HEAD")
+
+
+def _clone(url: str, depth: int, into: Path) -> Path:
+    """Clone as actions/checkout does: ``fetch-depth: 0`` is the whole history, N is the last N commits."""
+    shallow = [f"--depth={depth}"] if depth > 0 else []
+    subprocess.run(["git", "clone", "-q", "--no-local", *shallow, url, str(into)], check=True, timeout=60)
+    return into
+
+
+def test_the_deploy_checkout_holds_the_rollback_target(origin, tmp_path) -> None:
+    """The worktree the rollback step prepares, on a clone made as the deploy job makes it."""
+    url, good, _ = origin
+    clone = _clone(url, _checkout_depth(), tmp_path / "ci")
+
+    with worktree(clone, good) as program:
+        assert (program / "__main__.py").read_text() == "RELEASE = 'good'\n"
+    assert git(clone, "worktree", "list").count("\n") == 0
+
+
+def test_a_shallow_clone_fetches_the_target_commit_itself(origin, tmp_path) -> None:
+    """An operator's (or any) depth-1 clone: the target is fetched from origin, then checked out."""
+    url, good, bad = origin
+    clone = _clone(url, 1, tmp_path / "shallow")
+    assert git(clone, "rev-parse", "HEAD") == bad
+    assert git(clone, "rev-list", "--count", "HEAD") == "1"
+
+    with worktree(clone, good) as program:
+        assert (program / "__main__.py").read_text() == "RELEASE = 'good'\n"
+
+
+def test_a_commit_no_one_has_is_named_in_the_error(origin, tmp_path) -> None:
+    url, _, _ = origin
+    clone = _clone(url, 1, tmp_path / "shallow")
+    missing = "0123456789abcdef0123456789abcdef01234567"
+
+    with (pytest.raises(WorktreeError, match=f"commit {missing} is not in .* fetching it from origin failed"),
+          worktree(clone, missing)):
+        pass
+
+
+def test_rollback_fires_when_pulumi_up_or_the_checklist_fails() -> None:
+    steps = _deploy_job()["steps"]
+    ids = [step.get("id") for step in steps]
+    [up] = [s for s in steps if "pulumi up" in str(s.get("run", ""))]
+    [rollback] = [s for s in steps if "gpurt rollback --stack" in str(s.get("run", ""))]
+    condition = " ".join(str(rollback["if"]).split())
+
+    assert up.get("id") == "up" and "validate" in ids
+    assert ids.index("up") < ids.index("validate") < steps.index(rollback)
+    assert condition == "failure() && (steps.up.outcome == 'failure' || steps.validate.outcome == 'failure')"

@@ -1,0 +1,104 @@
+"""Builds validation targets from the real world: the local platform's state file, or a stack's outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from validation.adapters.pulumi_stack import PulumiStack
+from validation.checks.dask import PoolBounds
+from validation.targets import CloudTarget, LocalTarget
+
+
+class TargetError(RuntimeError):
+    """The target cannot be reached or described; the message says what to do."""
+
+
+def local_target(directory: Path | None = None) -> LocalTarget:
+    """The running local platform (``gpurt local up``) as a validation target."""
+    from runtime.local import processes
+    from runtime.local.platform import LocalPlatform
+    from validation.adapters.dask_info import ApiPoolsDask
+    from validation.adapters.pubsub import GooglePubSubAdmin
+
+    platform = LocalPlatform(directory)
+    state = platform.state
+    if state is None:
+        raise TargetError(f"no local platform state in {platform.directory}: start it with `gpurt local up`")
+
+    def alive() -> tuple[bool, str]:
+        dead = [p for p in state.processes if not processes.is_alive(p)]
+        if dead:
+            return False, "; ".join(f"{p.name} (pid {p.pid}) is not running, log: {p.log_path}" for p in dead)
+        return True, ", ".join(f"{p.name} pid {p.pid}" for p in state.processes) + " running"
+
+    return LocalTarget(
+        pubsub=GooglePubSubAdmin.for_emulator(state.emulator_host, state.project),
+        api_url=state.api_url,
+        dask=ApiPoolsDask(state.api_url, state.control_token),
+        processes_alive=alive,
+    )
+
+
+def _config_value(config: Mapping[str, str], key: str) -> Any:
+    raw = config.get(key)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def stack_settings(stack: PulumiStack) -> dict[str, Any]:
+    """Project, region and GPU pools of the stack's last update (what was actually deployed)."""
+    from validation.adapters.vertex import quota_metric
+
+    updates = [entry for entry in stack.history() if entry.kind == "update"]
+    if not updates:
+        raise TargetError(f"stack {stack.name} was never deployed (no update in its history)")
+    config = updates[0].config
+    outputs = stack.outputs()
+    project = outputs.get("project") or _config_value(config, "gcp:project")
+    region = outputs.get("region") or _config_value(config, "gcp:region")
+    if not project or not region:
+        raise TargetError(f"stack {stack.name} names no gcp:project / gcp:region in its config")
+    pools = _config_value(config, "gpu-runtime:gpuPools") or []
+    vertex = _config_value(config, "gpu-runtime:vertex") or {}
+    return {
+        "project": project,
+        "region": region,
+        "quota_metrics": sorted({quota_metric(p["acceleratorType"], bool(p.get("spot"))) for p in pools}),
+        "scales_from_zero": bool(pools) and all(int(p.get("daskWorkersMin", 0)) == 0 for p in pools),
+        "routes_to_vertex": bool(isinstance(vertex, dict) and vertex.get("jobTypes")),
+        "pool_bounds": [PoolBounds(p["name"], int(p.get("daskWorkersMin", 0)), int(p["daskWorkersMax"]),
+                                   bool(p.get("queuedProvisioning"))) for p in pools],
+    }
+
+
+def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTarget:
+    """A deployed stack as a validation target, through the Google and Kubernetes client libraries."""
+    from validation.adapters.dask_info import KubeServiceDask
+    from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
+    from validation.adapters.kube import KubernetesApi, api_client
+    from validation.adapters.pubsub import GooglePubSubAdmin
+    from validation.adapters.vertex import GoogleVertexQuota
+
+    settings = stack_settings(stack)
+    # Without a named context, the stack's own kubeconfig: the cluster's DNS endpoint, which CI can reach.
+    kubeconfig = None if kube_context else stack.outputs().get("kubeconfig")
+    kube = KubernetesApi(api_client(kube_context, kubeconfig))
+    return CloudTarget(
+        project=settings["project"], region=settings["region"],
+        pubsub=GooglePubSubAdmin(settings["project"]),
+        iam=ResourceManagerIam(settings["project"]),
+        resource_iam=GoogleResourceIam(settings["project"]),
+        kube=kube, dask=KubeServiceDask(kube),
+        vertex=GoogleVertexQuota(settings["project"], settings["region"]),
+        gpu_quota_metrics=settings["quota_metrics"],
+        pools_scale_from_zero=settings["scales_from_zero"],
+        routes_to_vertex=settings["routes_to_vertex"],
+        pool_bounds=settings["pool_bounds"],
+    )

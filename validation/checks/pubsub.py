@@ -1,0 +1,152 @@
+"""Pub/Sub checks of the contract: topics, dead-letter subscriptions and their backlog, settings, agent grants."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+from runtime.protocol import contract
+from validation.adapters.pubsub import PEEK_TIMEOUT_S, PubSubAdmin, SubscriptionInfo
+from validation.runner import Check, CheckFailed, CheckSkipped
+
+# How many dead letters a peek shows as evidence; enough to see a pattern, short enough for a table.
+DLQ_PEEK_MESSAGES = 10
+
+
+def _dead_letter_subscriptions() -> list[contract.SubscriptionSpec]:
+    dlq_topics = {t.name for t in contract.TOPICS if t.is_dead_letter}
+    return [s for s in contract.SUBSCRIPTIONS if s.topic in dlq_topics]
+
+
+def topics_exist(pubsub: PubSubAdmin) -> Check:
+    """Every topic of the contract exists."""
+
+    def run() -> str:
+        present = pubsub.topic_names()
+        missing = [t.name for t in contract.TOPICS if t.name not in present]
+        if missing:
+            raise CheckFailed(f"missing topics: {', '.join(missing)}",
+                              f"create {', '.join(missing)} in project {pubsub.project} (pulumi up creates them)")
+        return f"{len(contract.TOPICS)} topics present: {', '.join(t.name for t in contract.TOPICS)}"
+
+    return Check("pubsub.topics", run)
+
+
+def dlq_subscriptions_exist(pubsub: PubSubAdmin) -> Check:
+    """Every dead-letter topic has its subscription, attached to the right topic."""
+
+    def run() -> str:
+        problems = []
+        for spec in _dead_letter_subscriptions():
+            info = pubsub.subscription(spec.name)
+            if info is None:
+                problems.append(f"{spec.name} is missing")
+            elif info.topic != spec.topic:
+                problems.append(f"{spec.name} is on topic {info.topic}, expected {spec.topic}")
+        if problems:
+            raise CheckFailed("; ".join(problems),
+                              "create the dead-letter subscription(s) on their DLQ topic; a DLQ topic without "
+                              "a subscription drops every dead letter (pulumi up restores them)")
+        return "dead-letter subscriptions present: " + ", ".join(s.name for s in _dead_letter_subscriptions())
+
+    return Check("pubsub.dlq-subscriptions", run)
+
+
+def dlqs_empty(pubsub: PubSubAdmin, peek_timeout_s: float = PEEK_TIMEOUT_S) -> Check:
+    """No message waits in a dead-letter subscription (peeked, then released untouched)."""
+
+    def run() -> str:
+        found: list[str] = []
+        present = [spec for spec in _dead_letter_subscriptions() if pubsub.subscription(spec.name) is not None]
+        if not present:
+            # Not a second failure for one cause: pubsub.dlq-subscriptions already names the missing ones.
+            raise CheckSkipped("no dead-letter subscription exists to read (see pubsub.dlq-subscriptions)")
+        for spec in present:
+            messages = pubsub.pull(spec.name, DLQ_PEEK_MESSAGES, timeout_s=peek_timeout_s)
+            pubsub.release(spec.name, [m.ack_id for m in messages])
+            found += [f"{spec.name}: {_job_id(m.data, m.attributes)}" for m in messages]
+        if found:
+            more = "+" if len(found) >= DLQ_PEEK_MESSAGES else ""
+            raise CheckFailed(f"{len(found)}{more} dead letter(s): {'; '.join(found)}",
+                              "inspect them with `gpurt dlq inspect`, fix the cause, then `gpurt dlq replay` "
+                              "(docs/runbooks/dlq-storm.md)")
+        return "dead-letter subscriptions are empty"
+
+    return Check("pubsub.dlq-empty", run)
+
+
+def _job_id(data: bytes, attributes: Mapping[str, str]) -> str:
+    if "job_id" in attributes:
+        return attributes["job_id"]
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return "<unparseable body>"
+    return str(body.get("job_id", "<no job_id>")) if isinstance(body, dict) else "<not an object>"
+
+
+def _differences(spec: contract.SubscriptionSpec, info: SubscriptionInfo) -> list[str]:
+    expected: dict[str, object] = {
+        "topic": spec.topic,
+        "ack deadline (s)": spec.ack_deadline_s,
+        "retention (s)": spec.retention_s,
+    }
+    actual: dict[str, object] = {
+        "topic": info.topic,
+        "ack deadline (s)": info.ack_deadline_s,
+        "retention (s)": int(info.retention_s),
+    }
+    if spec.dead_letter_topic is not None:
+        expected |= {"dead-letter topic": spec.dead_letter_topic, "max delivery attempts": spec.max_delivery_attempts}
+        actual |= {"dead-letter topic": info.dead_letter_topic, "max delivery attempts": info.max_delivery_attempts}
+    if spec.retry_min_backoff_s is not None:
+        expected |= {"retry backoff (s)": (spec.retry_min_backoff_s, spec.retry_max_backoff_s)}
+        backoff = (info.retry_min_backoff_s, info.retry_max_backoff_s)
+        actual |= {"retry backoff (s)": None if None in backoff else tuple(int(b or 0) for b in backoff)}
+    return [f"{key} is {actual[key]}, expected {value}" for key, value in expected.items() if actual[key] != value]
+
+
+def subscription_settings(pubsub: PubSubAdmin) -> Check:
+    """Every subscription's ack deadline, retention, dead-letter policy and retry policy match the contract."""
+
+    def run() -> str:
+        problems = []
+        dead_letter = {spec.name for spec in _dead_letter_subscriptions()}
+        for spec in contract.SUBSCRIPTIONS:
+            info = pubsub.subscription(spec.name)
+            if info is None:
+                if spec.name not in dead_letter:  # a missing DLQ subscription is pubsub.dlq-subscriptions' finding
+                    problems.append(f"{spec.name}: missing")
+                continue
+            problems += [f"{spec.name}: {d}" for d in _differences(spec, info)]
+        if problems:
+            raise CheckFailed("; ".join(problems),
+                              "set the listed subscription fields back to the contract (runtime/protocol/contract.py); "
+                              "`pulumi up` or `gpurt local up` reconciles them")
+        request = contract.REQUEST_SUBSCRIPTION_SPEC
+        return (f"{len(contract.SUBSCRIPTIONS)} subscriptions match: ack {request.ack_deadline_s}s, retention "
+                f"{request.retention_s}s, {request.max_delivery_attempts} attempts to {request.dead_letter_topic}")
+
+    return Check("pubsub.subscription-settings", run)
+
+
+def service_agent_grants(pubsub: PubSubAdmin, project_number: Callable[[], str]) -> Check:
+    """The Pub/Sub service agent may publish to each DLQ topic and subscribe to each source subscription."""
+
+    def run() -> str:
+        agent = "serviceAccount:" + contract.PUBSUB_SERVICE_AGENT.format(project_number=project_number())
+        missing = []
+        for spec in contract.SUBSCRIPTIONS:
+            if spec.dead_letter_topic is None:
+                continue
+            if agent not in pubsub.iam_members("topic", spec.dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE):
+                missing.append(f"{contract.DLQ_TOPIC_AGENT_ROLE} on topic {spec.dead_letter_topic}")
+            if agent not in pubsub.iam_members("subscription", spec.name, contract.SOURCE_SUBSCRIPTION_AGENT_ROLE):
+                missing.append(f"{contract.SOURCE_SUBSCRIPTION_AGENT_ROLE} on subscription {spec.name}")
+        if missing:
+            raise CheckFailed(f"{agent} lacks {'; '.join(missing)}",
+                              "grant the Pub/Sub service agent these roles, or dead-lettering silently does "
+                              "nothing (the Pub/Sub component declares them)")
+        return f"{agent} holds publisher on the DLQ topic and subscriber on the source subscription"
+
+    return Check("pubsub.service-agent", run)

@@ -1,0 +1,307 @@
+"""Drill "chaos": a mixed load of jobs while faults strike in turn; nothing may be lost or answered twice differently.
+
+The load (``--jobs``, 10,000 by default) is mostly ``noop`` jobs, with small option and random-walk
+kernels, jobs that fail permanently and malformed requests, each with the status it must end in. It is
+published in equal slices; before each fault the next slice goes out and the fault strikes once the
+earlier slices are done and jobs are running:
+
+1. a Dask worker process is SIGKILLed (its nanny starts another);
+2. a scheduler replica is SIGKILLed with its workers, then started again;
+3. intake is drained on every replica, then resumed;
+4. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable);
+5. the result store fails for minutes (``--store-outage``, 5 by default, at real time): replicas must stop
+   intake and keep the jobs they hold, so nothing is dead-lettered.
+
+The drill's own subscription on the result topic (``ResultLedger``) counts, per job id: lost (no
+result), duplicated (more than one result message; whether they differ), unexpected outcomes, and
+dead-lettered requests; and per fault the time from the strike until the platform was whole again and
+every job it caught running had its result. It passes with 0 lost, 0 differing duplicates, no
+unexpected outcome and nothing dead-lettered.
+
+Then it restarts the local broker: with intake drained, a few requests wait in the subscription, the
+emulator is restarted, and every one of them must still get its result (the builtin broker keeps them on
+disk; on the official emulator, which keeps them in memory only, the loss is reported, not judged); the
+drill also checks that the platform serves a new job.
+
+Then hostile input (``validation/drills/hostile.py``): a body built to be slow to parse and messages that
+name another job only in their attribute must be answered for their own ids, quickly, with every replica
+healthy throughout, and the other job must still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from runtime.access.control_api import ApiError
+from runtime.access.transport import PubSubClients
+from runtime.protocol import contract
+from runtime.protocol.messages import JobStatus
+from validation.drills import faults, hostile
+from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
+from validation.drills.ledger import ResultLedger, Tally
+
+FAULTS: Final[tuple[Callable[[DrillContext], faults.Fault], ...]] = (
+    faults.kill_worker, faults.kill_replica, faults.drain_intake, faults.store_fails, faults.long_store_outage)
+# The first jobs of every slice sleep this long (seconds), so a fault always finds jobs running.
+LONG_JOB_S: Final = 1.0
+LONG_PER_SLICE: Final = 4  # two replicas x two local workers
+# The load's mix, as (share of every 20 jobs): 1 malformed, 1 permanent failure, 2 european options,
+# 1 random walk, the rest noop jobs of 0 to 50 ms.
+MIX_PERIOD: Final = 20
+NOOP_SLEEPS_S: Final = (0.0, 0.01, 0.05)
+# Requests left waiting in the subscription across the broker restart.
+BROKER_RESTART_JOBS: Final = 10
+# On a broker that keeps nothing (the official emulator), how long a stray request has to show up (seconds).
+BROKER_GRACE_S: Final = 5.0
+# Late duplicates arrive within this long after the last first result (seconds).
+SETTLE_S: Final = 2.0
+PUBLISH_TIMEOUT_S: Final = 120.0
+RUNNING_WAIT_S: Final = 30.0  # how long a fault waits for a job to be running before striking anyway
+DLQ_PULL: Final = 100  # dead letters looked at per pull
+DLQ_PULL_WAIT_S: Final = 2.0  # an empty pull ends the look
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One request of the load and the status it must end in."""
+
+    job_id: str
+    data: bytes
+    attributes: dict[str, str]
+    expect: JobStatus
+
+
+def plan(ctx: DrillContext, jobs: int) -> list[Planned]:
+    """The mixed load: ``jobs`` requests with their expected outcomes."""
+    slice_size = max(1, -(-jobs // (len(FAULTS) + 1)))
+    load = []
+    for index in range(jobs):
+        job_id = ctx.job_id("chaos", index)
+        body: dict[str, Any] = {"job_id": job_id, "type": "noop", "session_id": "gpurt-drill-chaos"}
+        expect = JobStatus.SUCCEEDED
+        kind = index % MIX_PERIOD
+        if index % slice_size < LONG_PER_SLICE:
+            body["params"] = {"sleep_s": LONG_JOB_S}
+        elif kind == 0:
+            body["params"], expect = {"sleep_s": -1}, JobStatus.REJECTED  # out of range: malformed
+        elif kind == 1:
+            body["params"], expect = {"fail": "permanent"}, JobStatus.FAILED
+        elif kind in (2, 3):
+            body |= {"type": "european_option", "params": {"paths": 2_000, "seed": index}}
+        elif kind == 4:
+            body |= {"type": "random_walk", "params": {"paths": 1_000, "steps": 4, "seed": index}}
+        else:
+            body["params"] = {"sleep_s": NOOP_SLEEPS_S[index % len(NOOP_SLEEPS_S)]}
+        load.append(Planned(job_id, json.dumps(body).encode(), {"job_id": job_id, "type": body["type"]}, expect))
+    return load
+
+
+def publish(clients: PubSubClients, requests: list[Planned]) -> None:
+    """Publish ``requests`` in the client's batches and wait until the broker has them all."""
+    topic = clients.topic(contract.REQUEST_TOPIC)
+    futures = [clients.publisher.publish(topic, r.data, **r.attributes) for r in requests]
+    for future in futures:
+        future.result(timeout=PUBLISH_TIMEOUT_S)
+
+
+def run(ctx: DrillContext) -> None:
+    """Mixed load under four faults, accounted per job; then the broker restart's loss, reported."""
+    state = ctx.state
+    replicas = len(state.schedulers())
+    if replicas < 2:
+        ctx.note("one scheduler replica: killing it stops all intake until it is back "
+                 "(`gpurt local up --replicas 2` drills a crash the others ride out)")
+    load = plan(ctx, ctx.jobs)
+    planned = {r.job_id: r.expect for r in load}
+    size = max(1, -(-len(load) // (len(FAULTS) + 1)))
+    slices = [load[i:i + size] for i in range(0, len(load), size)]
+    clients = ctx.platform.pubsub()
+    struck: list[faults.Fault] = []
+    start = time.monotonic()
+    try:
+        with ResultLedger(clients, planned) as ledger:
+            published = 0
+            for index, inject in enumerate((None, *FAULTS)):
+                batch = slices[index] if index < len(slices) else []
+                publish(clients, batch)
+                published += len(batch)
+                if inject is None:
+                    continue
+                _wait_for_earlier_slices(ctx, ledger, published - len(batch), published)
+                fault = inject(ctx)
+                struck.append(fault)
+                ctx.note(_describe(fault))
+                _wait_for_caught(ctx, ledger, fault)
+            _wait_for_all(ctx, ledger, len(load))
+            time.sleep(SETTLE_S)  # a duplicate would arrive now: a fixed quiet period, no condition to poll
+            elapsed = time.monotonic() - start
+            tally = ledger.tally(planned)
+            recoveries = {f.name: _recovery_s(f, ledger) for f in struck}
+    finally:
+        clients.close()
+    dead = _dead_letters(ctx, set(planned))
+    _account(ctx, tally, recoveries, dead, elapsed, replicas)
+    lost_in_restart = _broker_restart(ctx)
+    hostile.run(ctx)
+    _judge(tally, dead, lost_in_restart)
+
+
+def _wait_for_earlier_slices(ctx: DrillContext, ledger: ResultLedger, earlier: int, published: int) -> None:
+    """Let the earlier slices finish and the new one start, so the fault lands on running jobs."""
+    # Jobs still missing after --timeout without news are left to the final count (lost), not waited for.
+    ledger.wait_for(earlier, ctx.timeout_s, on_tick=lambda done: ctx.on_step(
+        f"chaos: {done}/{published} results; next fault once {earlier} are done"))
+    # A small load's new slice may be done already: then the fault strikes anyway, catching nothing.
+    deadline = time.monotonic() + min(ctx.timeout_s, RUNNING_WAIT_S)
+    while not faults.jobs_in_flight(ctx) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
+def _wait_for_caught(ctx: DrillContext, ledger: ResultLedger, fault: faults.Fault) -> None:
+    """Let the jobs a fault caught finish before the next fault, so each recovery is its own.
+
+    A job whose result does not come within ``--timeout`` is left to the final count (lost or late).
+    """
+    deadline = time.monotonic() + ctx.timeout_s
+    while any(ledger.first_at(job) is None for job in fault.caught) and time.monotonic() < deadline:
+        ctx.on_step(f"chaos: after '{fault.name}', waiting for the {len(fault.caught)} job(s) it caught")
+        time.sleep(POLL_S)
+
+
+def _wait_for_all(ctx: DrillContext, ledger: ResultLedger, total: int) -> None:
+    # The drill gives up once no result arrives for --timeout; what is missing then is counted as lost.
+    ledger.wait_for(total, ctx.timeout_s, on_tick=lambda done: ctx.on_step(
+        f"chaos: {done}/{total} results"))
+
+
+def _recovery_s(fault: faults.Fault, ledger: ResultLedger) -> float | None:
+    """From the strike until the platform was whole and every job it caught had a result; None if one never did."""
+    if fault.skipped:
+        return None
+    done = [ledger.first_at(job) for job in fault.caught]
+    if any(at is None for at in done):
+        return None
+    return max([fault.whole_at, *(at for at in done if at is not None)]) - fault.struck_at
+
+
+def _describe(fault: faults.Fault) -> str:
+    if fault.skipped:
+        return f"{fault.name}: skipped ({fault.skipped})"
+    return f"{fault.name}: {fault.detail}; {len(fault.caught)} job(s) running when it struck"
+
+
+def _dead_letters(ctx: DrillContext, ours: set[str]) -> int:
+    """How many of the load's requests sit on the dead-letter subscription; they are removed, others released."""
+    pubsub = ctx.pubsub()
+    subscription = contract.REQUEST_DLQ_SUBSCRIPTION
+    found, others = 0, []
+    while messages := pubsub.pull(subscription, DLQ_PULL, timeout_s=DLQ_PULL_WAIT_S):
+        mine = [m.ack_id for m in messages if m.attributes.get("job_id") in ours]
+        pubsub.acknowledge(subscription, mine)
+        found += len(mine)
+        others += [m.ack_id for m in messages if m.ack_id not in mine]  # held by us until released below
+    pubsub.release(subscription, others)
+    return found
+
+
+def _account(ctx: DrillContext, tally: Tally, recoveries: dict[str, float | None], dead: int, elapsed: float,
+             replicas: int) -> None:
+    identical = tally.duplicated - len(tally.differing)
+    ctx.figures.update({
+        "jobs": tally.jobs,
+        "scheduler replicas": replicas,
+        "duration_s": round(elapsed, 1),
+        "throughput_jobs_per_s": round(tally.jobs / elapsed, 1) if elapsed else None,
+        **{f"results {status}": count for status, count in sorted(tally.by_status.items())},
+        "lost": len(tally.lost),
+        "duplicated (identical)": identical,
+        "duplicated (differing)": len(tally.differing),
+        "unexpected outcome": len(tally.unexpected),
+        "dead-lettered": dead,
+        **{f"recovery_s {name}": None if s is None else round(s, 1) for name, s in recoveries.items()},
+    })
+    ctx.note(f"{tally.jobs} jobs in {elapsed:.0f}s on {replicas} replica(s): {len(tally.lost)} lost, "
+             f"{tally.duplicated} duplicated ({len(tally.differing)} differing), {len(tally.unexpected)} "
+             f"unexpected outcome(s), {dead} dead-lettered")
+
+
+def _broker_restart(ctx: DrillContext) -> int:
+    """Requests waiting in the subscription when the emulator restarts: how many are lost. Only the
+    builtin broker (started with ``--data-dir``) is held to 0; the official one keeps nothing."""
+    from validation.drills.faults import replica_apis
+
+    job_ids = [ctx.job_id("chaos-broker", i) for i in range(BROKER_RESTART_JOBS)]
+    durable = faults.durable_broker(ctx)
+    requests = [Planned(job_id, json.dumps({"job_id": job_id, "type": "noop"}).encode(),
+                        {"job_id": job_id, "type": "noop"}, JobStatus.SUCCEEDED) for job_id in job_ids]
+    probe = ctx.job_id("chaos-broker", BROKER_RESTART_JOBS)
+    with contextlib.ExitStack() as stack:
+        apis = replica_apis(ctx)
+        try:
+            for api in apis.values():
+                api.set_maintenance("drain")
+            # Not only idle: each consumer must have closed its stream, or the restart lands in mid-close.
+            wait_for(lambda: not faults.consuming(ctx), ctx.timeout_s, "every replica to stop consuming before "
+                     "the broker restart")
+            clients = ctx.platform.pubsub()
+            try:
+                publish(clients, requests)
+            finally:
+                clients.close()
+            pid = ctx.platform.restart_emulator(on_step=ctx.on_step)
+            clients = ctx.platform.pubsub()
+            stack.callback(clients.close)
+            # Subscribed before intake resumes: the results of the requests that survived come at once.
+            ledger = stack.enter_context(ResultLedger(clients, [*job_ids, probe]))
+        finally:
+            for api in apis.values():
+                try:
+                    api.set_maintenance("normal")
+                except ApiError as exc:
+                    raise DrillFailed(f"could not resume intake after the broker restart: {exc}") from exc
+                finally:
+                    api.close()
+        publish(clients, [Planned(probe, json.dumps({"job_id": probe, "type": "noop"}).encode(),
+                                  {"job_id": probe, "type": "noop"}, JobStatus.SUCCEEDED)])
+        took = wait_for(lambda: ledger.first_at(probe) is not None, ctx.timeout_s,
+                        "a new job to finish after the broker restart")
+        ctx.figures["broker restart: first new job done after (s)"] = round(took, 1)
+
+        def survived() -> int:
+            return sum(ledger.first_at(job) is not None for job in job_ids)
+
+        if durable:
+            with contextlib.suppress(DrillFailed):  # what is still missing then is counted as lost
+                wait_for(lambda: survived() == BROKER_RESTART_JOBS, ctx.timeout_s,
+                         "the requests that waited across the broker restart")
+        else:
+            time.sleep(BROKER_GRACE_S)  # nothing survives: give a stray one time to show up
+        lost = BROKER_RESTART_JOBS - survived()
+    ctx.figures["broker restart: waiting requests lost"] = f"{lost} of {BROKER_RESTART_JOBS}"
+    kept = "the broker keeps them on disk" if durable else "this broker keeps messages in memory only"
+    ctx.note(f"broker restart (emulator now pid {pid}): {lost} of {BROKER_RESTART_JOBS} requests waiting in "
+             f"{contract.REQUEST_SUBSCRIPTION} were lost ({kept}); a new job finished {took:.1f}s after the restart")
+    return lost if durable else 0
+
+
+def _judge(tally: Tally, dead: int, lost_in_restart: int = 0) -> None:
+    problems = []
+    if lost_in_restart:
+        problems.append(f"{lost_in_restart} of {BROKER_RESTART_JOBS} request(s) lost across the broker restart")
+    if tally.lost:
+        problems.append(f"{len(tally.lost)} job(s) lost (e.g. {', '.join(tally.lost[:3])})")
+    if tally.differing:
+        problems.append(f"{len(tally.differing)} job(s) answered twice with different results "
+                        f"(e.g. {', '.join(tally.differing[:3])})")
+    if tally.unexpected:
+        sample = ", ".join(f"{job}: {status}" for job, status in list(tally.unexpected.items())[:3])
+        problems.append(f"{len(tally.unexpected)} job(s) ended otherwise than planned ({sample})")
+    if dead:
+        problems.append(f"{dead} request(s) dead-lettered")
+    if problems:
+        raise DrillFailed("; ".join(problems))

@@ -1,0 +1,98 @@
+"""Which checks run against which target: the local platform or a deployed stack.
+
+Both lists hold the same checks in the same order; on the local platform the cloud-only ones are
+skipped with their reason, so a report from a laptop and one from production read alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from runtime.protocol import contract
+from validation.adapters.dask_info import DaskInfo
+from validation.adapters.iam import ProjectIam, ResourceIam
+from validation.adapters.kube import KubeApi
+from validation.adapters.pubsub import PubSubAdmin
+from validation.adapters.vertex import VertexQuota
+from validation.checks import alerts, dask, identity, probe, pubsub, scheduler, vertex
+from validation.runner import Check, skip
+
+CLOUD_ONLY = "cloud only: the local platform has no {what}"
+# The local emulator is on loopback and hands out a waiting message at once; an empty pull only waits.
+LOCAL_PEEK_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    """The local platform's endpoints and a way to tell whether its processes live."""
+
+    pubsub: PubSubAdmin
+    api_url: str
+    dask: DaskInfo
+    processes_alive: Callable[[], tuple[bool, str]]
+    rules_yaml: Callable[[], str] | None = None
+    probe_timeout_s: float = contract.PROBE_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class CloudTarget:
+    """A deployed stack's clients."""
+
+    project: str
+    region: str
+    pubsub: PubSubAdmin
+    iam: ProjectIam
+    kube: KubeApi
+    dask: DaskInfo
+    vertex: VertexQuota
+    gpu_quota_metrics: Sequence[str] = ()
+    pools_scale_from_zero: bool = False
+    rules_yaml: Callable[[], str] | None = None
+    resource_iam: ResourceIam | None = None
+    routes_to_vertex: bool = False
+    """The stack routes job types to Vertex AI (``vertex.jobTypes``), so its Vertex-only grants are expected."""
+    pool_bounds: Sequence[dask.PoolBounds] = ()
+    """Each GPU pool's worker bounds in the stack's config, the primary pool first."""
+
+
+def _rules(render: Callable[[], str] | None) -> dict[str, Callable[[], str]]:
+    return {"render": render} if render is not None else {}
+
+
+def local_checks(target: LocalTarget) -> list[Check]:
+    """The checklist for ``gpurt validate --local``."""
+    return [
+        pubsub.topics_exist(target.pubsub),
+        pubsub.dlq_subscriptions_exist(target.pubsub),
+        pubsub.dlqs_empty(target.pubsub, LOCAL_PEEK_TIMEOUT_S),
+        pubsub.subscription_settings(target.pubsub),
+        Check("pubsub.service-agent", skip(CLOUD_ONLY.format(what="IAM (the emulator grants everything)"))),
+        Check("iam.service-account-roles", skip(CLOUD_ONLY.format(what="service accounts"))),
+        scheduler.process_running(target.processes_alive),
+        scheduler.health_http(target.api_url),
+        probe.probe_round_trip(target.pubsub, target.probe_timeout_s),
+        dask.gpu_workers(target.dask, gpu_expected=False),
+        Check("dask.autoscaler-bounds", skip(CLOUD_ONLY.format(what="DaskAutoscaler (a LocalCluster)"))),
+        Check("vertex.reachable-and-quota", skip(CLOUD_ONLY.format(what="Vertex AI or GPU quota"))),
+        alerts.rules_pass_promtool(**_rules(target.rules_yaml)),
+    ]
+
+
+def cloud_checks(target: CloudTarget) -> list[Check]:
+    """The checklist for ``gpurt validate --stack NAME``."""
+    return [
+        pubsub.topics_exist(target.pubsub),
+        pubsub.dlq_subscriptions_exist(target.pubsub),
+        pubsub.dlqs_empty(target.pubsub),
+        pubsub.subscription_settings(target.pubsub),
+        pubsub.service_agent_grants(target.pubsub, target.iam.project_number),
+        identity.service_account_roles(target.iam, target.project, target.resource_iam, target.routes_to_vertex),
+        scheduler.pods_running(target.kube),
+        scheduler.health_pods(target.kube),
+        probe.probe_round_trip(target.pubsub),
+        dask.gpu_workers(target.dask, gpu_expected=True, scales_from_zero=target.pools_scale_from_zero),
+        dask.autoscaler_bounds(target.kube, target.pool_bounds),
+        vertex.vertex_and_quota(target.vertex, target.region, target.gpu_quota_metrics),
+        alerts.rules_in_cluster(target.kube, **_rules(target.rules_yaml)),
+    ]
