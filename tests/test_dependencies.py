@@ -10,12 +10,16 @@ from a distribution in the image's install set, read from ``uv.lock`` (the set t
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.metadata
+import inspect
 import re
 import sys
 import tomllib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,14 +34,14 @@ IMAGES = {
 }
 DOCKERFILES = {"gpu-scheduler": ROOT / "docker" / "scheduler.Dockerfile",
                "gpu-worker": ROOT / "docker" / "worker.Dockerfile"}
-# Functions an image's code hands to Dask by reference but never calls itself: the workers call them. What they
-# import inside their bodies is the worker image's to install (it runs kernels.jobs; tests below check it), not
-# the scheduler's: (module, function) -> why.
-RUN_ON_WORKERS = {
-    ("kernels.jobs", "run_job"): "the job entry point DaskBackend submits",
-    ("kernels.shards", "run_shard"): "a shard of a sharded job, submitted the same way",
-}
-SKIPPED = {"gpu-scheduler": frozenset(RUN_ON_WORKERS)}
+# The Dask client's methods that ship a callable by reference, and the image that unpickles and runs it: a Dask
+# worker (the gpu-worker image), or the Dask scheduler (the DaskCluster's scheduler runs the gpu-scheduler image).
+DASK_HANDOFFS = {"submit": "gpu-worker", "map": "gpu-worker", "run": "gpu-worker", "register_plugin": "gpu-worker",
+                 "register_worker_plugin": "gpu-worker", "run_on_scheduler": "gpu-scheduler"}
+# The project's own way to hand a callable to a worker (runtime.scheduler.backends.dask_sealed): the function's
+# position among each call's arguments. The module that defines them forwards a parameter, not a function.
+SEALED_HANDOFFS = {"submit_sealed": 1, "seal": 0}
+SEALING_MODULE = "runtime.scheduler.backends.dask_sealed"
 # Import names that come with the interpreter or are optional at run time by design.
 OPTIONAL_ON_CPU = {"cupy"}  # kernels import cupy only where a GPU is present; the worker image has it
 
@@ -210,12 +214,114 @@ def _is_namespace(module: str) -> bool:
     return any(name.startswith(f"{module}.") for name in _module_owners())
 
 
+@dataclass(frozen=True)
+class Handoff:
+    """A callable the gpu-scheduler hands to Dask: where, what, and the image that will unpickle and run it."""
+
+    site: str  # module:line
+    target: Any  # the function or class, or None where the argument is not a name this test can resolve
+    image: str
+
+    @property
+    def defined_in(self) -> str:
+        return getattr(self.target, "__module__", "?")
+
+
+def _is_dask_client(node: ast.expr) -> bool:
+    # the project names its distributed.Client `client`, `_client` or `<something>_client`, and nothing else so
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name == "client" or name.endswith("_client")
+
+
+def _resolve(module: str, expr: ast.expr) -> Any:
+    """The object a module-level name (``f``, ``mod.f``, or ``Plugin(...)``'s class) stands for, else None."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    names: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        names.insert(0, expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    found: Any = importlib.import_module(module)
+    for name in [expr.id, *names]:
+        found = getattr(found, name, None)
+    return found
+
+
+def dask_handoffs(modules: set[str]) -> list[Handoff]:
+    """Every callable ``modules`` hand to Dask: the client's shipping methods and the project's sealed submits."""
+    found = []
+    for module in sorted(modules):
+        path = _module_file(module)
+        for node in ast.walk(_parse(path)) if path else ():
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+            if isinstance(called, ast.Attribute) and name in DASK_HANDOFFS and _is_dask_client(called.value):
+                position, image = 0, DASK_HANDOFFS[name]
+            elif name in SEALED_HANDOFFS and module != SEALING_MODULE:
+                position, image = SEALED_HANDOFFS[name], "gpu-worker"
+            else:
+                continue
+            if len(node.args) > position:
+                found.append(Handoff(f"{module}:{node.lineno}", _resolve(module, node.args[position]), image))
+    return found
+
+
+def _from_standard_library(module: str) -> bool:
+    return module.split(".")[0].lstrip("_") in sys.stdlib_module_names or module == "builtins"
+
+
+def misplaced(handoffs: list[Handoff]) -> list[str]:
+    """The handoffs whose callable the image that runs it would not have (or that cannot be resolved)."""
+    wrong = []
+    for handoff in handoffs:
+        module = handoff.defined_in
+        if handoff.target is None:
+            wrong.append(f"{handoff.site}: cannot tell what is handed to Dask (hand it a module-level name)")
+        elif not (_from_standard_library(module) or package_of(module) in copied_packages(DOCKERFILES[handoff.image])):
+            wrong.append(f"{handoff.site}: {module}.{handoff.target.__qualname__} runs in the {handoff.image} "
+                         f"image, which does not copy {package_of(module)}")
+    return wrong
+
+
+@cache
+def scheduler_handoffs() -> list[Handoff]:
+    """What the gpu-scheduler image's code hands to Dask."""
+    return dask_handoffs(reachable(IMAGES["gpu-scheduler"][1])[0])
+
+
+def _lazy_imports_in(function: Any) -> set[tuple[str, str]]:
+    """``(module, name)`` of each ``from module import name`` inside ``function``'s body."""
+    module = function.__module__
+    tree = _parse(_module_file(module))  # type: ignore[arg-type]
+    body = next(node for node in ast.walk(tree)
+                if isinstance(node, ast.FunctionDef) and node.name == function.__name__)
+    return {(node.module, alias.name) for node in ast.walk(body) if isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names}
+
+
+@cache
+def worker_only_bodies() -> frozenset[tuple[str, str]]:
+    """Functions the gpu-scheduler only names for Dask, and those they import to run: a worker runs their bodies,
+    so what those import is the worker image's to install, not the scheduler's."""
+    handed = {h.target for h in scheduler_handoffs()
+              if h.image == "gpu-worker" and inspect.isfunction(h.target) and not _from_standard_library(h.defined_in)}
+    return frozenset({(f.__module__, f.__name__) for f in handed} | {i for f in handed for i in _lazy_imports_in(f)})
+
+
+def _skipped(image: str) -> frozenset[tuple[str, str]]:
+    return worker_only_bodies() if image == "gpu-scheduler" else frozenset()
+
+
 @pytest.mark.parametrize("image", list(IMAGES))
 def test_image_code_imports_only_what_the_image_installs(image: str) -> None:
     extras, entry_points = IMAGES[image]
     allowed = install_set(extras)
     missing = {}
-    for module, importer in external_imports(entry_points, SKIPPED.get(image, frozenset())).items():
+    for module, importer in external_imports(entry_points, _skipped(image)).items():
         if module.split(".")[0] in OPTIONAL_ON_CPU and "gpu" in extras:
             continue
         owners = distributions_of(module)
@@ -234,14 +340,36 @@ def test_the_scheduler_image_carries_no_infrastructure_tooling_and_no_kernels() 
         assert heavy not in scheduler, heavy
 
 
+def test_every_callable_handed_to_dask_is_in_the_image_that_runs_it() -> None:
+    handoffs = scheduler_handoffs()
+    assert misplaced(handoffs) == []
+    # the walk sees each way the scheduler hands work to Dask (a broken walk would find nothing to check)
+    names = {getattr(h.target, "__qualname__", None) for h in handoffs}
+    assert {"execute", "execute_pack", "execute_shard", "merge_shards", "ForgetKeyNames", "forget_key_names",
+            "forget_finished_spans", "drop_topics"} <= names
+
+
+def test_the_handoff_check_catches_a_task_the_worker_image_lacks() -> None:
+    from runtime.scheduler.backends import shards
+
+    # where execute_shard once lived: the gpu-scheduler's package, which the worker image does not copy
+    planted = Handoff("runtime.scheduler.backends.dask:1", shards.ShardedJob, "gpu-worker")
+    assert misplaced([planted]) == ["runtime.scheduler.backends.dask:1: runtime.scheduler.backends.shards.ShardedJob "
+                                    "runs in the gpu-worker image, which does not copy runtime.scheduler"]
+    assert misplaced([Handoff("x:1", None, "gpu-worker")])  # a callable the walk cannot resolve is not passed
+
+
+def test_the_workers_preload_is_in_the_worker_image() -> None:
+    from runtime.protocol import contract
+
+    assert _module_file(contract.DASK_WORKER_PRELOAD)
+    assert package_of(contract.DASK_WORKER_PRELOAD) in copied_packages(DOCKERFILES["gpu-worker"])
+
+
 def test_the_worker_image_runs_the_functions_the_scheduler_only_names() -> None:
-    worker_modules = IMAGES["gpu-worker"][1]
-    for module, function in RUN_ON_WORKERS:
-        assert module in worker_modules, module
-        assert callable(getattr(importlib.import_module(module), function))
-    # Skipping those bodies must be what keeps numba out of the scheduler's reach, and nothing else.
+    # Not following what runs only on workers must be what keeps numba out of the scheduler's reach.
     assert "numba" in external_imports(IMAGES["gpu-scheduler"][1])
-    assert "numba" not in external_imports(IMAGES["gpu-scheduler"][1], SKIPPED["gpu-scheduler"])
+    assert "numba" not in external_imports(IMAGES["gpu-scheduler"][1], worker_only_bodies())
 
 
 def test_the_worker_image_carries_only_the_cuda_libraries_the_kernels_use() -> None:

@@ -78,6 +78,7 @@ class Service:
         self._wrap_backend = wrap_backend
         self._elector = elector
         self._cluster: Any = None
+        self._dask_client: Any = None  # the Dask backend's client, once built
         self.backend: ExecutionBackend | None = None
         self.pools: PoolBackend | None = None
         self.consumer: Consumer | None = None
@@ -358,6 +359,7 @@ class Service:
             # The Dask scheduler in a process of its own; workers start empty, LocalPools adds them per pool.
             self._cluster = start_local_cluster(self.settings)
             client = PromptClient(self._cluster)
+        self._dask_client = client
         return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
 
     def _build_pools(self) -> PoolBackend:
@@ -369,6 +371,10 @@ class Service:
             return KubernetesPools(KubernetesClients.in_cluster(), cluster=self.settings.dask_cluster_name,
                                    on_evict=self.count_eviction, queued=self.settings.queued_pools,
                                    is_leader=lambda: self._elector is not None and self._elector.is_leader)
+        if self.settings.pools is PoolsBackend.EXTERNAL:
+            from runtime.scheduler.pools.external import ExternalPools
+
+            return ExternalPools(self._dask_client, self.settings.dask_scheduler)
         if self._cluster is None:
             raise RuntimeError("GPURT_POOLS=local needs the local Dask cluster: leave GPURT_DASK_SCHEDULER empty")
         from runtime.scheduler.pools.local import LocalPools

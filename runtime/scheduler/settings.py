@@ -27,8 +27,9 @@ ENV: Final = contract.SchedulerEnv
 
 
 class PoolsBackend(StrEnum):
-    LOCAL = "local"
-    KUBERNETES = "kubernetes"
+    LOCAL = "local"  # worker groups of the local Dask cluster this process starts
+    KUBERNETES = "kubernetes"  # the DaskCluster's worker groups (dask-kubernetes operator)
+    EXTERNAL = "external"  # a Dask cluster the platform does not manage, at GPURT_DASK_SCHEDULER
 
 
 class LeaderMode(StrEnum):
@@ -171,6 +172,13 @@ class Settings(BaseModel):
             else:
                 raise ValueError(f"{part!r}: maxRunDurationSeconds must be a positive number of seconds")
         return pools
+
+    @model_validator(mode="after")
+    def _external_cluster_has_an_address(self) -> Settings:
+        if self.pools is PoolsBackend.EXTERNAL and not self.dask_scheduler:
+            raise ValueError(f"{ENV.POOLS}=external needs {ENV.DASK_SCHEDULER}, the external Dask scheduler's "
+                             "address (tcp://HOST:8786)")
+        return self
 
     @field_validator("log_level")
     @classmethod

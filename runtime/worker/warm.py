@@ -6,9 +6,9 @@ local platform's through the LocalCluster's ``preload`` option. Dask runs a prel
 the worker starts; it starts one tiny job of each kernel type (``kernels.warm``) on a thread of its own, so
 the compile begins before the worker has joined and a slow compile (a loaded machine, many CUDA kernels)
 never holds up the worker's start or trips Dask's start-up timeouts. A kernel job the worker receives
-meanwhile waits in ``wait_warm`` (``worker_task.execute``, ``shards.execute_shard``) until the compile is
-done, so no job's run time ever includes its kernel's compile; a ``noop`` job, which has no kernel, does
-not wait. Once compiled, each of the worker's task threads runs the smallest warm-up job itself
+meanwhile waits in ``wait_warm`` (``runtime.worker.task.execute``, ``runtime.worker.shards.execute_shard``)
+until the compile is done, so no job's run time ever includes its kernel's compile; a ``noop`` job, which has
+no kernel, does not wait. Once compiled, each of the worker's task threads runs the smallest warm-up job itself
 (``kernels.warm.prime_thread``): the threading layer and CUDA's context are set up per thread, and the
 first job of each thread would otherwise pay for it.
 

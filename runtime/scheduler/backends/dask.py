@@ -1,12 +1,12 @@
 """Run jobs on a Dask cluster: the DaskCluster's scheduler in the cloud, a LocalCluster on one machine.
 
-A job is one task (``worker_task.execute``) submitted with ``pure=False`` (the same job id may run
-again after a redelivery) and ``resources={"GPU": 1}`` when the cluster has GPU workers, so Dask
-places at most one job per GPU. A job over ``shard_paths`` paths runs as shards, one task each
-(``backends.shards``). A worker that dies mid-task is handled by Dask itself: the scheduler
-reschedules the task on another worker (up to ``distributed.scheduler.allowed-failures``). Task-level
-``retries`` stay off on purpose: they would re-run permanent failures and cancellations too; every
-other retry is Pub/Sub's redelivery.
+A job is one task (``runtime.worker.task.execute``, sealed: ``backends.dask_sealed``) submitted with
+``pure=False`` (the same job id may run again after a redelivery) and ``resources={"GPU": 1}`` when the
+cluster has GPU workers, so Dask places at most one job per GPU. A job over ``shard_paths`` paths runs as
+shards, one task each (``backends.shards``). A worker that dies mid-task is handled by Dask itself: the
+scheduler reschedules the task on another worker (up to ``distributed.scheduler.allowed-failures``).
+Task-level ``retries`` stay off on purpose: they would re-run permanent failures and cancellations too;
+every other retry is Pub/Sub's redelivery.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from runtime.protocol import contract
 from runtime.protocol.messages import MAX_TIMEOUT_S, JobRequest
 from runtime.scheduler.backends.base import Execution, Job, Submission
 from runtime.scheduler.backends.dask_cancel import CancelSignal
+from runtime.scheduler.backends.dask_sealed import submit_sealed
 from runtime.scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
 from runtime.scheduler.backends.dask_workers import DaskWorkers
 from runtime.scheduler.backends.shards import ProgressTopics, ShardedJob
@@ -89,8 +90,8 @@ class DaskBackend:
                 run = _TaskRun(self, jobs, signals, sharded, first.timeout_s, in_flight=False)
             else:
                 def task() -> Any:
-                    return self._client.submit(execute, first.type, first.params, self._device, signals[0].name,
-                                               key=key, pure=False, resources=resources)
+                    return submit_sealed(self._client, execute, first.type, first.params, self._device,
+                                         signals[0].name, key=key, resources=resources)
                 run = _TaskRun(self, jobs, signals, task, first.timeout_s)
         else:
             key = task_key(first.job_id, attempt, f"pack{len(jobs)}-{uuid.uuid4().hex[:8]}")
@@ -98,8 +99,7 @@ class DaskBackend:
                     for (request, _), signal in zip(jobs, signals, strict=True)]
 
             def pack() -> Any:
-                return self._client.submit(execute_pack, work, self._device, key=key, pure=False,
-                                           resources=resources)
+                return submit_sealed(self._client, execute_pack, work, self._device, key=key, resources=resources)
             # In turn, so the sum of their timeouts; but never longer than one job may take, which the leases
             # of the messages waiting behind this pack are sized for (runtime.scheduler.consumer.MAX_LEASE_S).
             run = _TaskRun(self, jobs, signals, pack, min(sum(r.timeout_s for r, _ in jobs), MAX_TIMEOUT_S))
@@ -125,9 +125,7 @@ class DaskBackend:
 
     def gpu_slots(self) -> int:
         """GPUs the workers advertise; without GPU workers, one slot per worker thread."""
-        workers = self._workers.read()
-        gpus = sum(int(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE, 0)) for w in workers)
-        return gpus if gpus else sum(int(w.get("nthreads", 1)) for w in workers)
+        return self._workers.slots()
 
     def ready(self) -> bool:
         """Connected to the Dask scheduler."""

@@ -56,3 +56,9 @@ class DaskWorkers:
         self.read()
         with self._lock:
             return self._has_gpus
+
+    def slots(self) -> int:
+        """Jobs the workers can run at once now: the GPUs they advertise, or without any, their threads."""
+        workers = self.read()
+        gpus = sum(int(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE, 0)) for w in workers)
+        return gpus if gpus else sum(int(w.get("nthreads", 1)) for w in workers)

@@ -1,4 +1,4 @@
-"""A large job fanned out as shards over the Dask workers, and merged (``kernels.shards``).
+"""A large job fanned out as shards over the Dask workers, and merged (``kernels.shards``) on one of them.
 
 ``ShardedJob`` submits one task per shard (``GPU: 1`` each where the workers have GPUs, so the shards
 spread over every free device) and behaves like the single job's ``distributed.Future`` for
@@ -16,8 +16,12 @@ spread over every free device) and behaves like the single job's ``distributed.F
   a backup attempt with half the chunk starts on another worker; whichever attempt finishes first is
   kept (both compute the same blocks, so the same part) and the other is told to stop;
 - a lost worker: Dask reruns only the tasks that were on it, i.e. only its shards;
-- progress: each attempt reports its fraction (a Dask worker event, at most every ``PROGRESS_PERIOD_S``);
-  ``progress()`` is the mean over shards of each shard's furthest attempt.
+- progress: each attempt reports its fraction (a Dask worker event, at most every
+  ``runtime.worker.shards.PROGRESS_PERIOD_S``); ``progress()`` is the mean over shards of each shard's
+  furthest attempt.
+
+What a shard hands back is sealed (``runtime.worker.shards.SealedShard``): this process reads its run time,
+never its part, and the merge runs as one more task on a worker, so the gpu-scheduler imports no kernel.
 
 Each job's progress topic is forgotten after the job (``ProgressTopics``): Dask keeps a topic, with its
 last events, in its scheduler for as long as that runs, and its client keeps a topic's handler (here the
@@ -31,17 +35,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kernels.errors import TransientJobError
 from kernels.jobs import JobOutput
-from kernels.params import JobParams, JobType
-from kernels.shards import ShardOutput, merge, run_shard
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.dask_cancel import CancelSignal
-from runtime.worker.task import stop_poller
-from runtime.worker.warm import wait_warm
+from runtime.scheduler.backends.dask_sealed import submit_sealed
+from runtime.worker.shards import SealedShard, execute_shard, merge_shards
 
 # Attempts of one shard after its first (after a transient failure, or as a straggler's backup): enough for
 # a passing fault; a lasting one fails the job, and Pub/Sub redelivers it.
@@ -52,8 +54,6 @@ STRAGGLER_FACTOR: Final = 3.0
 STRAGGLER_MIN_S: Final = 30.0
 # How often ``result`` looks for stragglers while it waits (seconds).
 STRAGGLER_CHECK_S: Final = 1.0
-# How often a shard reports its progress (seconds): each report is one message to the Dask scheduler.
-PROGRESS_PERIOD_S: Final = 1.0
 # How long a failed job waits for its other shards to stop (seconds): they poll the cancel event every
 # quarter second and stop between chunks (tens of milliseconds of work each).
 STOP_WAIT_S: Final = 10.0
@@ -62,30 +62,6 @@ STOP_WAIT_S: Final = 10.0
 TOPIC_GRACE_S: Final = 60.0
 
 log = logging.getLogger(__name__)
-
-
-def execute_shard(job_type: JobType, params: JobParams, index: int, shards: int, device: str, stop_events: list[str],
-                  topic: str, attempt: int) -> ShardOutput:
-    """Run attempt ``attempt`` of shard ``index`` of ``shards`` on this worker, with ``1 / 2**attempt`` of the
-    kernel's usual chunk; it stops when any of ``stop_events`` is set; progress goes to the Dask event ``topic``."""
-    from distributed import get_worker
-
-    worker = get_worker()
-    last = 0.0
-
-    def progress(fraction: float) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last >= PROGRESS_PERIOD_S or fraction >= 1.0:
-            last = now
-            worker.log_event(topic, {"shard": index, "attempt": attempt, "done": fraction})
-
-    should_stop = stop_poller(*stop_events)
-    wait_warm(should_stop)  # a fresh worker compiles its kernels first (backends.warm_worker)
-    progress(0.0)  # says the attempt began on a worker: a straggler is timed from here
-    out = run_shard(job_type, params, index, shards, device=device, should_stop=should_stop,
-                    progress=progress, chunk_scale=0.5 ** attempt)
-    return replace(out, worker=worker.address)
 
 
 @dataclass
@@ -197,7 +173,7 @@ class ShardedJob:
         from distributed import wait
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        parts: dict[int, ShardOutput] = {}
+        parts: dict[int, SealedShard] = {}
         try:
             while len(parts) < self._shards:
                 left = None if deadline is None else deadline - time.monotonic()
@@ -221,8 +197,18 @@ class ShardedJob:
         finally:
             self._topics.retire(self._topic)
             self._retire_superseded()
-        return merge(self._request.type, self._request.params, [parts[i] for i in range(self._shards)],
-                     elapsed_s=time.perf_counter() - self._started)
+        return self._merge([parts[i] for i in range(self._shards)], deadline)
+
+    def _merge(self, parts: list[SealedShard], deadline: float | None) -> JobOutput:
+        """Merge the shards' parts on a worker (which has the kernels), within what is left of the timeout."""
+        merged = submit_sealed(self._client, merge_shards, self._request.type, self._request.params, parts,
+                               time.perf_counter() - self._started, key=f"{self._key}-merge")
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return merged.result(timeout=left)
+        except TimeoutError:
+            merged.cancel()
+            raise
 
     def cancel(self) -> None:
         """Drop every shard task not yet finished (the cancel event stops running ones cooperatively)."""
@@ -230,7 +216,7 @@ class ShardedJob:
             if not attempt.future.done():
                 attempt.future.cancel()
 
-    def _settle(self, attempt: _Attempt, parts: dict[int, ShardOutput]) -> None:
+    def _settle(self, attempt: _Attempt, parts: dict[int, SealedShard]) -> None:
         """Take the outcome of a finished attempt: its part, a new attempt, or the job's failure."""
         attempt.settled = True
         index, future = attempt.index, attempt.future
@@ -249,7 +235,7 @@ class ShardedJob:
             return
         future.result()  # raises the shard's error, which ends the job
 
-    def _back_up_stragglers(self, parts: dict[int, ShardOutput]) -> None:
+    def _back_up_stragglers(self, parts: dict[int, SealedShard]) -> None:
         """Start a backup attempt of every shard that runs far longer than its finished siblings did."""
         if not parts or 2 * len(parts) < self._shards:
             return
@@ -315,9 +301,9 @@ class ShardedJob:
         number = self._tried(index)
         name = f"{self._key}-shard{index}-{number}"
         superseded = CancelSignal(self._client, f"{name}-superseded")
-        future = self._client.submit(
-            execute_shard, self._request.type, self._request.params, index, self._shards, self._device,
-            [self._cancel.name, superseded.name], self._topic, number, key=name, pure=False,
+        future = submit_sealed(
+            self._client, execute_shard, self._request.type, self._request.params, index, self._shards,
+            self._device, [self._cancel.name, superseded.name], self._topic, number, key=name,
             resources=self._resources)
         with self._lock:
             self._attempts.append(_Attempt(index, number, future, superseded))

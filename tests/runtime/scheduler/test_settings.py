@@ -64,3 +64,10 @@ def test_an_unusable_token_file_is_an_error_naming_the_variable_and_the_file(
 def test_local_workers_and_gpus_default_to_detection() -> None:
     settings = Settings.from_env({"GPURT_LOCAL_GPUS": "2"})
     assert settings.local_workers is None and settings.local_gpus == 2
+
+
+def test_an_external_cluster_needs_its_address() -> None:
+    with pytest.raises(SettingsError, match="GPURT_POOLS=external needs GPURT_DASK_SCHEDULER"):
+        Settings.from_env({"GPURT_POOLS": "external"})
+    settings = Settings.from_env({"GPURT_POOLS": "external", "GPURT_DASK_SCHEDULER": "tcp://10.0.0.5:8786"})
+    assert settings.pools is PoolsBackend.EXTERNAL and settings.dask_scheduler == "tcp://10.0.0.5:8786"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kernels import shards as kernel_shards
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends import shards as backend_shards
@@ -71,7 +72,7 @@ def test_a_job_under_the_shard_size_runs_as_one_task(backends: DaskBackends) -> 
 
 
 def test_a_shard_failing_transiently_is_rerun_alone(backends: DaskBackends, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = backend_shards.run_shard
+    real = kernel_shards.run_shard
     runs: list[int] = []
     scales: dict[int, list[float]] = {}
     lock = threading.Lock()
@@ -85,7 +86,7 @@ def test_a_shard_failing_transiently_is_rerun_alone(backends: DaskBackends, monk
             raise TransientJobError("CUDA out of memory even for the smallest chunk")
         return real(job_type, params, index, shards, **kwargs)
 
-    monkeypatch.setattr(backend_shards, "run_shard", flaky)  # the workers run in this process
+    monkeypatch.setattr(kernel_shards, "run_shard", flaky)  # the workers run in this process
     whole = run_raw("european_option", EUROPEAN, device="cpu").summary
     out = backends.make(device="cpu", shard_paths=100_000).run(
         _request("flaky", "european_option", EUROPEAN), attempt=1)
@@ -97,7 +98,7 @@ def test_a_shard_failing_transiently_is_rerun_alone(backends: DaskBackends, monk
 def _record_stopped_shards(monkeypatch: pytest.MonkeyPatch, failing_shard: int | None = None) -> set[int]:
     """Wrap the shard entry point: the returned set collects the index of each shard stopped at a checkpoint;
     shard ``failing_shard`` (if given) fails for good instead of running."""
-    real = backend_shards.run_shard
+    real = kernel_shards.run_shard
     stopped: set[int] = set()
 
     def recording(job_type: str, params: Any, index: int, shards: int, **kwargs: Any) -> Any:
@@ -109,14 +110,14 @@ def _record_stopped_shards(monkeypatch: pytest.MonkeyPatch, failing_shard: int |
             stopped.add(index)
             raise
 
-    monkeypatch.setattr(backend_shards, "run_shard", recording)
+    monkeypatch.setattr(kernel_shards, "run_shard", recording)
     return stopped
 
 
 
 def test_a_straggling_shard_gets_a_backup_and_the_first_to_finish_is_kept(
         client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = backend_shards.run_shard
+    real = kernel_shards.run_shard
     superseded: list[tuple[int, float]] = []
     finished: list[tuple[int, float]] = []
 
@@ -131,7 +132,7 @@ def test_a_straggling_shard_gets_a_backup_and_the_first_to_finish_is_kept(
         finished.append((index, kwargs["chunk_scale"]))
         return out
 
-    monkeypatch.setattr(backend_shards, "run_shard", straggling)
+    monkeypatch.setattr(kernel_shards, "run_shard", straggling)
     monkeypatch.setattr(backend_shards, "STRAGGLER_MIN_S", 0.5)
     monkeypatch.setattr(backend_shards, "STRAGGLER_CHECK_S", 0.1)
     whole = run_raw("european_option", EUROPEAN, device="cpu").summary
