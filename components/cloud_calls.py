@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from runtime.manifests import dask_operator
 from runtime.protocol import contract
 
 
@@ -115,7 +116,6 @@ class KubeCall:
 
 
 _S = Workload.SCHEDULER
-_DASK = "kubernetes.dask.org"
 _LEASES = ("coordination.k8s.io", "leases")
 _POOLS = "runtime.scheduler.pools.kubernetes:KubernetesPools"
 _QUEUED = "runtime.scheduler.pools.queued:QueuedProvisioner"
@@ -236,11 +236,11 @@ KUBE_CALLS: Final = (
     KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
              "update", contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
     KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._groups", "list_namespaced_custom_object", _S,
-             _DASK, "daskworkergroups", "list", contract.COMPUTE_NAMESPACE),
+             dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL, "list", contract.COMPUTE_NAMESPACE),
     KubeCall(f"{_POOLS}._patch_group", "patch_namespaced_custom_object", _S,
-             _DASK, "daskworkergroups", "patch", contract.COMPUTE_NAMESPACE),
+             dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL, "patch", contract.COMPUTE_NAMESPACE),
     KubeCall(f"{_POOLS}._pin_autoscaler", "patch_namespaced_custom_object",
-             _S, _DASK, "daskautoscalers", "patch", contract.COMPUTE_NAMESPACE,
+             _S, dask_operator.GROUP, dask_operator.AUTOSCALER_PLURAL, "patch", contract.COMPUTE_NAMESPACE,
              f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"),
     # Queued pools (GPURT_QUEUED_POOLS): ProvisioningRequests and their PodTemplates, and the worker
     # Deployments that consume them. Their names are generated, so no call names its object.

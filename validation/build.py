@@ -53,7 +53,12 @@ def _config_value(config: Mapping[str, str], key: str) -> Any:
 
 
 def stack_settings(stack: PulumiStack) -> dict[str, Any]:
-    """Project, region and GPU pools of the stack's last update (what was actually deployed)."""
+    """Project, region and GPU pools of the stack's last update (what was actually deployed).
+
+    The pools and the Vertex AI settings are read through the Pulumi program's own config models, so a
+    default (``daskWorkersMin``, say) has one home: ``components.config``.
+    """
+    from components.config import PROJECT_NAMESPACE, GpuPoolConfig, VertexConfig
     from validation.adapters.vertex import quota_metric
 
     updates = [entry for entry in stack.history() if entry.kind == "update"]
@@ -65,16 +70,21 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     region = outputs.get("region") or _config_value(config, "gcp:region")
     if not project or not region:
         raise TargetError(f"stack {stack.name} names no gcp:project / gcp:region in its config")
-    pools = _config_value(config, "gpu-runtime:gpuPools") or []
-    vertex = _config_value(config, "gpu-runtime:vertex") or {}
+    try:
+        pools = [GpuPoolConfig.model_validate(p)
+                 for p in _config_value(config, f"{PROJECT_NAMESPACE}:gpuPools") or []]
+        vertex = _config_value(config, f"{PROJECT_NAMESPACE}:vertex")
+        job_types = VertexConfig.model_validate(vertex).job_types if vertex else ()
+    except ValueError as exc:
+        raise TargetError(f"stack {stack.name}'s last update holds config this program cannot read: {exc}") from None
     return {
         "project": project,
         "region": region,
-        "quota_metrics": sorted({quota_metric(p["acceleratorType"], bool(p.get("spot"))) for p in pools}),
-        "scales_from_zero": bool(pools) and all(int(p.get("daskWorkersMin", 0)) == 0 for p in pools),
-        "routes_to_vertex": bool(isinstance(vertex, dict) and vertex.get("jobTypes")),
-        "pool_bounds": [PoolBounds(p["name"], int(p.get("daskWorkersMin", 0)), int(p["daskWorkersMax"]),
-                                   bool(p.get("queuedProvisioning"))) for p in pools],
+        "quota_metrics": sorted({quota_metric(p.accelerator_type, p.spot) for p in pools}),
+        "scales_from_zero": bool(pools) and all(p.dask_workers_min == 0 for p in pools),
+        "routes_to_vertex": bool(job_types),
+        "pool_bounds": [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
+                        for p in pools],
     }
 
 

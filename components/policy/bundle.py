@@ -26,6 +26,7 @@ PACK_MODULES: Final = (
     "components/__init__.py",
     "runtime/protocol/contract.py",
     "runtime/manifests/gpu_options.py",
+    "runtime/manifests/dask_operator.py",
     "components/rendered.py",
     "components/policy/__init__.py",
     "components/policy/rules.py",

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from components.rendered import CLUSTER, DEPLOYMENT, NODE_POOL, SUBSCRIPTION, Resource, last_segment, lookup
-from runtime.manifests import gpu_options
+from runtime.manifests import dask_operator, gpu_options
 from runtime.protocol import contract
 
 SERVICE_ACCOUNT_KEY: Final = "gcp:serviceaccount/key:Key"
 # The GKE component records, as its input REPLACE_ACK_INPUT, the GPU node pools a deploy may replace.
 GKE_COMPONENT: Final = "gpu-runtime:gke:GkeCluster"
 REPLACE_ACK_INPUT: Final = "replaceGpuPools"
-DASK_CLUSTER: Final = "kubernetes:kubernetes.dask.org/v1:DaskCluster"
-DASK_WORKER_GROUP: Final = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
-DASK_JOB: Final = "kubernetes:kubernetes.dask.org/v1:DaskJob"
+DASK_CLUSTER: Final = f"kubernetes:{dask_operator.API_VERSION}:{dask_operator.CLUSTER_KIND}"
+DASK_WORKER_GROUP: Final = f"kubernetes:{dask_operator.API_VERSION}:{dask_operator.WORKER_GROUP_KIND}"
+DASK_JOB: Final = f"kubernetes:{dask_operator.API_VERSION}:{dask_operator.JOB_KIND}"
 GKE_TAINT_EFFECT: Final = "NO_SCHEDULE"  # GKE's spelling of the contract's NoSchedule
 WORKLOAD_METADATA_MODE: Final = "GKE_METADATA"
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from runtime.manifests import dask_operator
 from runtime.manifests.common import (
     Manifest,
     Resources,
@@ -32,7 +33,6 @@ from runtime.manifests.common import (
 from runtime.manifests.dask_settings import dask_env
 from runtime.protocol import contract
 
-DASK_API_VERSION: Final = "kubernetes.dask.org/v1"
 GKE_ACCELERATOR_LABEL: Final = "cloud.google.com/gke-accelerator"
 # Kubernetes object names are DNS labels: at most 63 characters. The operator names worker pods
 # `<group>-worker-<10 hex>`, which adds 18 characters to the group name.
@@ -335,8 +335,8 @@ def build_worker_group(spec: DaskClusterSpec, pool: WorkerPoolSpec) -> Manifest:
     # The pool's upper bound, which the gpu-scheduler enforces when it scales the group (no autoscaler does).
     bound = {contract.DASK_MAX_WORKERS_ANNOTATION: str(pool.max_workers)}
     return {
-        "apiVersion": DASK_API_VERSION,
-        "kind": "DaskWorkerGroup",
+        "apiVersion": dask_operator.API_VERSION,
+        "kind": dask_operator.WORKER_GROUP_KIND,
         "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool.name}, bound),
         "spec": {"cluster": spec.name, "worker": build_worker_spec(pool, spec.image)},
     }
@@ -351,8 +351,8 @@ def build_autoscaler(spec: DaskClusterSpec) -> Manifest:
     primary = spec.primary
     maximum = 0 if primary.queued else primary.max_workers
     return {
-        "apiVersion": DASK_API_VERSION,
-        "kind": "DaskAutoscaler",
+        "apiVersion": dask_operator.API_VERSION,
+        "kind": dask_operator.AUTOSCALER_KIND,
         "metadata": metadata(f"{spec.name}{contract.DASK_AUTOSCALER_SUFFIX}", contract.COMPUTE_NAMESPACE),
         "spec": {"cluster": spec.name, "minimum": primary.min_workers, "maximum": maximum},
     }

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from runtime.manifests import dcgm
+from runtime.manifests import dask_operator, dcgm
 from runtime.manifests.common import Manifest, metadata
-from runtime.manifests.network import DASK_CLUSTER_LABEL, DASK_COMPONENT_LABEL
 from runtime.protocol import contract
 
 GMP_API_VERSION: Final = "monitoring.googleapis.com/v1"
@@ -37,7 +36,7 @@ def build_pod_monitorings(dask_cluster: str = contract.DASK_CLUSTER_NAME) -> lis
         build_pod_monitoring(contract.SCHEDULER_DEPLOYMENT, dict(contract.SCHEDULER_LABELS), contract.SCHEDULER_PORT),
         build_pod_monitoring(
             f"{dask_cluster}-scheduler",
-            {DASK_CLUSTER_LABEL: dask_cluster, DASK_COMPONENT_LABEL: "scheduler"},
+            {dask_operator.CLUSTER_LABEL: dask_cluster, dask_operator.COMPONENT_LABEL: "scheduler"},
             contract.DASK_DASHBOARD_PORT,
         ),
         build_pod_monitoring(dcgm.NAME, dict(dcgm.POD_LABELS), contract.DCGM_EXPORTER_PORT),

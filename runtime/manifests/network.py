@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Final
 
+from runtime.manifests import dask_operator
 from runtime.manifests.common import Manifest, metadata
 from runtime.protocol import contract
 
 # Label the API server sets on every namespace (Kubernetes >= 1.21), so no namespace needs labelling by us.
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
-# Labels the Dask operator puts on the pods it creates.
-DASK_CLUSTER_LABEL: Final = "dask.org/cluster-name"
-DASK_COMPONENT_LABEL: Final = "dask.org/component"
 # The operator itself (selector labels of the dask-kubernetes-operator chart): it calls the scheduler's
 # HTTP API (adaptive target, worker retirement) on the dashboard port.
 DASK_OPERATOR_POD_LABELS: Final = {"app.kubernetes.io/name": "dask-kubernetes-operator"}
@@ -82,9 +80,9 @@ def build_compute_policies(cluster_name: str = contract.DASK_CLUSTER_NAME) -> li
     - workers, any port: from pods of the same Dask cluster, and from the gpu-scheduler (direct gathers);
       their dashboard (metrics) from the metric collectors.
     """
-    cluster = {DASK_CLUSTER_LABEL: cluster_name}
-    scheduler_pods = {**cluster, DASK_COMPONENT_LABEL: "scheduler"}
-    worker_pods = {**cluster, DASK_COMPONENT_LABEL: "worker"}
+    cluster = {dask_operator.CLUSTER_LABEL: cluster_name}
+    scheduler_pods = {**cluster, dask_operator.COMPONENT_LABEL: "scheduler"}
+    worker_pods = {**cluster, dask_operator.COMPONENT_LABEL: "worker"}
     gpu_scheduler = _pods_in(contract.RUNTIME_NAMESPACE, dict(contract.SCHEDULER_LABELS))
     namespace = contract.COMPUTE_NAMESPACE
     comm = _policy(

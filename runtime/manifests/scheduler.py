@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
+from runtime.manifests import dask_operator
 from runtime.manifests.common import (
     Manifest,
     Resources,
@@ -211,14 +212,14 @@ def build_rbac(
     ]
     pool_rules = [
         {
-            "apiGroups": ["kubernetes.dask.org"],
-            "resources": ["daskworkergroups"],
+            "apiGroups": [dask_operator.GROUP],
+            "resources": [dask_operator.WORKER_GROUP_PLURAL],
             "verbs": ["list", "patch"],
         },
         {
             # Scaling the primary pool pins the autoscaler's bounds; nothing else of it is touched.
-            "apiGroups": ["kubernetes.dask.org"],
-            "resources": ["daskautoscalers"],
+            "apiGroups": [dask_operator.GROUP],
+            "resources": [dask_operator.AUTOSCALER_PLURAL],
             "resourceNames": [f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"],
             "verbs": ["patch"],
         },

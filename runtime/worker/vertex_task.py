@@ -1,7 +1,9 @@
 """``python -m runtime.worker.vertex_task``: the entry point of a Vertex AI custom job.
 
 It runs one job with ``kernels.jobs.run_job`` and writes what the scheduler reads back under the
-output URL: ``output.json`` and each artifact on success, ``error.json`` (kind, message) on failure.
+output URL: ``output.json`` (a ``VertexOutput``) and each artifact on success, ``error.json`` (a
+``VertexFailure``) on failure. Those two models are the whole wire form between the custom job and
+``runtime.scheduler.backends.vertex``: written here, read there, declared once.
 """
 
 from __future__ import annotations
@@ -9,18 +11,60 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Final
+from enum import StrEnum
+from typing import Any, Final
 
 import fsspec
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernels.errors import PermanentJobError, TransientJobError
 
 OUTPUT_FILE: Final = "output.json"
 ERROR_FILE: Final = "error.json"
+ARTIFACTS_FOLDER: Final = "artifacts"
 EXIT_TRANSIENT: Final = 75  # EX_TEMPFAIL: worth another delivery
+
+
+class FailureKind(StrEnum):
+    PERMANENT = "permanent"  # the job cannot succeed as asked: no retry
+    TRANSIENT = "transient"  # worth another delivery
+
+
+class VertexOutput(BaseModel):
+    """``output.json``: a finished job's figures, and the names of the artifacts written beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: dict[str, Any]
+    device: str
+    elapsed_s: float = Field(ge=0)
+    kernel_s: float = Field(ge=0)
+    load_s: float = Field(ge=0)
+    paths: int = Field(ge=0)
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class VertexFailure(BaseModel):
+    """``error.json``: why the job failed, and whether another delivery may succeed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: FailureKind
+    message: str
+
+    @classmethod
+    def of(cls, exc: Exception) -> VertexFailure:
+        """The failure a job's exception stands for: refused params and permanent errors are permanent."""
+        permanent = isinstance(exc, PermanentJobError | ValueError)
+        return cls(kind=FailureKind.PERMANENT if permanent else FailureKind.TRANSIENT, message=str(exc))
+
+    def error(self) -> PermanentJobError | TransientJobError:
+        """The exception the scheduler raises for it, so the job ends as it would have on a Dask worker."""
+        return (PermanentJobError if self.kind is FailureKind.PERMANENT else TransientJobError)(self.message)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the job described by the arguments; exit 0, 1 (permanent) or 75 (transient)."""
-    from kernels.errors import PermanentJobError
     from kernels.jobs import run_job
     from kernels.params import JobType, parse_params
 
@@ -35,18 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         # the job as the scheduler wrote it into the custom job's arguments: parsed here, once
         kind = JobType(args.job_type)
         output = run_job(kind, parse_params(kind, json.loads(args.params)), device=args.device)
-    except (PermanentJobError, ValueError) as exc:
-        _write(f"{out}/{ERROR_FILE}", json.dumps({"kind": "permanent", "message": str(exc)}).encode())
-        return 1
     except Exception as exc:
-        _write(f"{out}/{ERROR_FILE}", json.dumps({"kind": "transient", "message": str(exc)}).encode())
-        return EXIT_TRANSIENT
+        failure = VertexFailure.of(exc)
+        _write(f"{out}/{ERROR_FILE}", failure.model_dump_json().encode())
+        return 1 if failure.kind is FailureKind.PERMANENT else EXIT_TRANSIENT
     for name, data in output.artifacts.items():
-        _write(f"{out}/artifacts/{name}", data)
-    summary = {"summary": output.summary, "device": output.device, "elapsed_s": output.elapsed_s,
-               "kernel_s": output.kernel_s, "load_s": output.load_s,
-               "paths": output.paths, "artifacts": sorted(output.artifacts)}
-    _write(f"{out}/{OUTPUT_FILE}", json.dumps(summary).encode())
+        _write(f"{out}/{ARTIFACTS_FOLDER}/{name}", data)
+    written = VertexOutput(summary=output.summary, device=output.device, elapsed_s=output.elapsed_s,
+                           kernel_s=output.kernel_s, load_s=output.load_s, paths=output.paths,
+                           artifacts=sorted(output.artifacts))
+    _write(f"{out}/{OUTPUT_FILE}", written.model_dump_json().encode())
     return 0
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runtime.manifests import dask_operator
 from runtime.protocol import contract
-from runtime.scheduler.pools.kubernetes import AUTOSCALER_PLURAL, DASK_GROUP, DASK_VERSION, WORKER_GROUP_PLURAL
 from runtime.scheduler.pools.worker_group import desired_of, max_workers_of, pool_of
 from validation.adapters.dask_info import DaskInfo
 from validation.adapters.kube import KubeApi
@@ -82,9 +82,10 @@ def autoscaler_bounds(kube: KubeApi, expected: Sequence[PoolBounds]) -> Check:
             raise CheckSkipped("the stack's last update names no GPU pools")
         namespace = contract.COMPUTE_NAMESPACE
         autoscalers = {a["metadata"]["name"]: a for a in kube.list_custom_objects(
-            DASK_GROUP, DASK_VERSION, namespace, AUTOSCALER_PLURAL)}
+            dask_operator.GROUP, dask_operator.VERSION, namespace, dask_operator.AUTOSCALER_PLURAL)}
         groups = {pool_of(g, contract.DASK_CLUSTER_NAME): g
-                  for g in kube.list_custom_objects(DASK_GROUP, DASK_VERSION, namespace, WORKER_GROUP_PLURAL)}
+                  for g in kube.list_custom_objects(dask_operator.GROUP, dask_operator.VERSION, namespace,
+                                                          dask_operator.WORKER_GROUP_PLURAL)}
         primary, *others = expected
         problems = []
         if (problem := _autoscaler_problem(

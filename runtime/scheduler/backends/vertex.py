@@ -8,7 +8,6 @@ it a recording stand-in that answers with the service's JSON.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -17,12 +16,12 @@ from typing import Any, Final
 
 import fsspec
 
-from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
+from kernels.errors import JobCancelled, TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
-from runtime.worker.vertex_task import ERROR_FILE, OUTPUT_FILE
+from runtime.worker.vertex_task import ARTIFACTS_FOLDER, ERROR_FILE, OUTPUT_FILE, VertexFailure, VertexOutput
 
 # Vertex jobs take minutes to provision: polling faster only spends API quota.
 POLL_INTERVAL_S: Final = 15.0
@@ -142,22 +141,18 @@ class VertexBackend:
 
     def _read_output(self, output: str) -> Execution:
         with fsspec.open(f"{output}/{OUTPUT_FILE}", "rb") as handle:
-            body = json.loads(handle.read())
+            body = VertexOutput.model_validate_json(handle.read())
         artifacts = {}
-        for name in body.get("artifacts", []):
-            with fsspec.open(f"{output}/artifacts/{name}", "rb") as handle:
+        for name in body.artifacts:
+            with fsspec.open(f"{output}/{ARTIFACTS_FOLDER}/{name}", "rb") as handle:
                 artifacts[name] = handle.read()
-        return Execution(summary=body["summary"], artifacts=artifacts, device=body.get("device", "gpu"),
-                         elapsed_s=float(body.get("elapsed_s", 0.0)), paths=int(body.get("paths", 0)),
-                         kernel_s=float(body.get("kernel_s", 0.0)), load_s=float(body.get("load_s", 0.0)))
+        return Execution(summary=body.summary, artifacts=artifacts, device=body.device, elapsed_s=body.elapsed_s,
+                         paths=body.paths, kernel_s=body.kernel_s, load_s=body.load_s)
 
     def _raise_failure(self, output: str, fallback: str) -> None:
         try:
             with fsspec.open(f"{output}/{ERROR_FILE}", "rb") as handle:
-                error = json.loads(handle.read())
+                failure = VertexFailure.model_validate_json(handle.read())
         except (OSError, ValueError):
             raise TransientJobError(fallback) from None  # no verdict from the job: worth another try
-        if error.get("kind") == "permanent":
-            raise PermanentJobError(error.get("message", fallback))
-        raise TransientJobError(error.get("message", fallback))
-
+        raise failure.error()

@@ -18,18 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from runtime.manifests import dask_operator
 from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
 from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, pool_of, replicas_of
 
-DASK_GROUP: Final = "kubernetes.dask.org"
-DASK_VERSION: Final = "v1"
-WORKER_GROUP_PLURAL: Final = "daskworkergroups"
-AUTOSCALER_PLURAL: Final = "daskautoscalers"
 DEFAULT_GROUP_SUFFIX: Final = "-default"  # the group the operator makes from the DaskCluster's own worker spec
-CLUSTER_LABEL: Final = "dask.org/cluster-name"
 
 
 class KubernetesPools:
@@ -106,8 +102,8 @@ class KubernetesPools:
     def _groups(self) -> list[dict[str, Any]]:
         try:
             listing = self._api.list_namespaced_custom_object(
-                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL,
-                label_selector=f"{CLUSTER_LABEL}={self._cluster}",
+                dask_operator.GROUP, dask_operator.VERSION, self._namespace, dask_operator.WORKER_GROUP_PLURAL,
+                label_selector=f"{dask_operator.CLUSTER_LABEL}={self._cluster}",
             )
         except Exception as exc:
             raise PoolError(f"cannot list Dask worker groups in {self._namespace}: {exc}") from exc
@@ -137,7 +133,8 @@ class KubernetesPools:
     def _patch_group(self, group_name: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
             return self._api.patch_namespaced_custom_object(
-                DASK_GROUP, DASK_VERSION, self._namespace, WORKER_GROUP_PLURAL, group_name, body
+                dask_operator.GROUP, dask_operator.VERSION, self._namespace, dask_operator.WORKER_GROUP_PLURAL,
+                group_name, body,
             )
         except Exception as exc:
             raise PoolError(f"cannot scale worker group {group_name}: {exc}") from exc
@@ -149,7 +146,7 @@ class KubernetesPools:
         body = {"spec": {"minimum": workers, "maximum": workers}}
         try:
             self._api.patch_namespaced_custom_object(
-                DASK_GROUP, DASK_VERSION, self._namespace, AUTOSCALER_PLURAL, name, body
+                dask_operator.GROUP, dask_operator.VERSION, self._namespace, dask_operator.AUTOSCALER_PLURAL, name, body
             )
         except ApiException as exc:
             if exc.status != 404:  # no autoscaler: nothing else sizes the group

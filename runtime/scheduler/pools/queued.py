@@ -21,13 +21,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from runtime.manifests import dask_operator
 from runtime.manifests import provisioning as prov
 from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolError, ProvisioningInfo, ProvisioningRequestInfo
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, annotations_of, desired_of, replicas_of
 
-WORKER_GROUP_LABEL: Final = "dask.org/workergroup-name"  # on every worker Deployment the operator creates
 # On a queued pool's worker group: the requests whose workers were added (comma-separated, oldest first), and
 # the last request GKE failed, which holds off new requests until the pool is scaled again.
 CONSUMED_ANNOTATION: Final = "gpu-runtime.dev/provisioning-consumed"
@@ -294,7 +294,7 @@ class QueuedProvisioner:
         """The worker Deployments the operator made for the group, without those being deleted."""
         try:
             listing = self._api.list_namespaced_deployment(
-                self._namespace, label_selector=f"{WORKER_GROUP_LABEL}={group_name}")
+                self._namespace, label_selector=f"{dask_operator.WORKER_GROUP_LABEL}={group_name}")
         except Exception as exc:
             raise PoolError(f"cannot list the workers of {group_name}: {exc}") from exc
         return [d for d in listing.get("items", []) if not (d.get("metadata") or {}).get("deletionTimestamp")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from runtime.manifests import alerts, dashboard, dcgm, helm_values, monitors, network, scheduler
+from runtime.manifests import alerts, dashboard, dask_operator, dcgm, helm_values, monitors, scheduler
 from runtime.protocol import contract
 
 
@@ -66,7 +66,7 @@ def test_pod_monitorings_scrape_the_pods_container_ports() -> None:
         assert [endpoint["port"] for endpoint in spec["endpoints"]] == [*ports]
         assert spec["endpoints"][0]["path"] == contract.METRICS_PATH
     dask = by_name[f"{contract.DASK_CLUSTER_NAME}-scheduler"]
-    assert dask["selector"]["matchLabels"][network.DASK_COMPONENT_LABEL] == "scheduler"
+    assert dask["selector"]["matchLabels"][dask_operator.COMPONENT_LABEL] == "scheduler"
     assert dask["endpoints"][0]["port"] == contract.DASK_DASHBOARD_PORT
 
 

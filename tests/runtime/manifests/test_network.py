@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runtime.manifests import dcgm, network
+from runtime.manifests import dask_operator, dcgm, network
 from runtime.protocol import contract
 
 POLICIES = (network.build_runtime_policies() + network.build_compute_policies() + network.build_operator_policies()
@@ -51,7 +51,7 @@ def allowed(source: Pod, target: Pod, port: int) -> bool:
     return False
 
 
-CLUSTER = {network.DASK_CLUSTER_LABEL: contract.DASK_CLUSTER_NAME}
+CLUSTER = {dask_operator.CLUSTER_LABEL: contract.DASK_CLUSTER_NAME}
 GPU_SCHEDULER = Pod(contract.RUNTIME_NAMESPACE, dict(contract.SCHEDULER_LABELS))
 OTHER_RUNTIME_POD = Pod(contract.RUNTIME_NAMESPACE, {"app": "debug"})
 COLLECTOR = Pod(network.GMP_NAMESPACE, {"app.kubernetes.io/name": "collector"})
@@ -59,8 +59,8 @@ COLLECTOR = Pod(network.GMP_NAMESPACE, {"app.kubernetes.io/name": "collector"})
 MONITORING_POD = Pod(contract.MONITORING_NAMESPACE, {"app": "anything"})
 DCGM_EXPORTER = Pod(contract.MONITORING_NAMESPACE, dict(dcgm.POD_LABELS))
 STRANGER = Pod("default", {"app": "web"})
-DASK_SCHEDULER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, network.DASK_COMPONENT_LABEL: "scheduler"})
-DASK_WORKER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, network.DASK_COMPONENT_LABEL: "worker"})
+DASK_SCHEDULER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, dask_operator.COMPONENT_LABEL: "scheduler"})
+DASK_WORKER = Pod(contract.COMPUTE_NAMESPACE, {**CLUSTER, dask_operator.COMPONENT_LABEL: "worker"})
 DASK_OPERATOR = Pod(contract.DASK_OPERATOR_NAMESPACE, dict(network.DASK_OPERATOR_POD_LABELS))
 EPHEMERAL_PORT = 40123
 
