@@ -24,7 +24,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-DASK_SETTINGS: Final[Mapping[str, str | int | bool]] = {
+# Dask's default HTTP routes, and its HTTP API, which Dask serves only when asked to: the dask-kubernetes
+# operator reads the desired worker count (GET /api/v1/adaptive_target) and retires workers gracefully
+# (POST /api/v1/retire_workers) through it, on the dashboard port. Without it the operator falls back to the
+# scheduler's RPC port, logs "Unable to get desired number of workers" and scales nothing
+# (dask_kubernetes.operator.controller: get_desired_workers, retire_workers).
+HTTP_ROUTES: Final = (
+    "distributed.http.scheduler.prometheus",
+    "distributed.http.scheduler.info",
+    "distributed.http.scheduler.json",
+    "distributed.http.health",
+    "distributed.http.proxy",
+    "distributed.http.statics",
+    "distributed.http.scheduler.api",
+)
+
+DASK_SETTINGS: Final[Mapping[str, str | int | bool | list[str]]] = {
     # Idle CPU. A loop blocked longer than the tick limit (3 s) is still reported; it is noticed within
     # half a second instead of 20 ms.
     "distributed.admin.tick.interval": "500ms",
@@ -37,10 +52,12 @@ DASK_SETTINGS: Final[Mapping[str, str | int | bool]] = {
     "distributed.admin.low-level-log-length": 100,
     "distributed.admin.log-length": 1000,
     "distributed.diagnostics.computations.max-history": 10,
+    # The operator's autoscaling and graceful scale-down (above).
+    "distributed.scheduler.http.routes": list(HTTP_ROUTES),
 }
 
 
-def dask_env(settings: Mapping[str, str | int | bool] = DASK_SETTINGS) -> dict[str, str]:
+def dask_env(settings: Mapping[str, str | int | bool | list[str]] = DASK_SETTINGS) -> dict[str, str]:
     """The settings as the environment variables Dask reads at start-up (``DASK_`` + the dotted path with
     ``__`` between levels; Dask treats ``-`` and ``_`` in a key alike). Dask parses each value as a
     literal, so ``str`` of a bool or an int reads back as the same value."""

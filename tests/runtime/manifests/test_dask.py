@@ -170,3 +170,53 @@ def test_the_dask_scheduler_gives_large_freed_blocks_back_to_the_os() -> None:
     scheduler = d.build_dask_cluster(SPEC)["spec"]["scheduler"]
     env = {e["name"]: e["value"] for e in _container(scheduler["spec"])["env"]}
     assert env[contract.MALLOC_MMAP_THRESHOLD_ENV] == str(contract.MALLOC_MMAP_THRESHOLD_BYTES)
+
+
+@pytest.mark.integration  # a real `dask scheduler`, as the DaskCluster's scheduler pod runs it
+def test_the_operator_reads_the_adaptive_target_from_the_rendered_scheduler(tmp_path: Any) -> None:
+    """The dask-kubernetes operator scales a worker group by what ``GET /api/v1/adaptive_target`` on the
+    scheduler's dashboard port answers, and retires workers through ``POST /api/v1/retire_workers``: both
+    answer on a scheduler started with the pod's own command and environment."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from tests.runtime.scheduler.platform import wait_for
+
+    container = _container(d.build_dask_cluster(SPEC)["spec"]["scheduler"]["spec"])
+    env = {e["name"]: e["value"] for e in container["env"]}
+
+    def free_port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    rpc_port, http_port = free_port(), free_port()
+    command = list(container["command"])
+    command[command.index("--host") + 1] = "127.0.0.1"
+    command[command.index("--port") + 1] = str(rpc_port)
+    command[command.index("--dashboard-address") + 1] = f"127.0.0.1:{http_port}"
+    command[0] = str(Path(sys.executable).with_name(command[0]))
+    scheduler = subprocess.Popen(command, env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        api = f"http://127.0.0.1:{http_port}/api/v1"
+
+        def target() -> httpx.Response | None:
+            try:
+                return httpx.get(f"{api}/adaptive_target", timeout=2)
+            except httpx.HTTPError:
+                return None
+
+        answer = wait_for(target, 60, "the Dask scheduler's HTTP API")
+        assert answer.status_code == 200 and answer.json() == {"workers": 0}
+        retired = httpx.post(f"{api}/retire_workers", json={"n": 0}, timeout=10)
+        assert retired.status_code == 200 and retired.json() == {}
+    finally:
+        os.killpg(scheduler.pid, signal.SIGKILL)
+        scheduler.wait(timeout=30)
