@@ -6,7 +6,6 @@ provider. Everything else is in the components.
 """
 
 import pulumi
-import pulumi_gcp as gcp
 
 from components.config import load_control_token, load_stack_config
 from components.dask import DaskCluster, DaskClusterArgs, worker_pools
@@ -23,7 +22,6 @@ from runtime.protocol import contract
 config = load_stack_config()
 control_token = load_control_token()
 pulumi.runtime.register_stack_transformation(lifecycle_options(protect_state=config.deletion_protection))
-project_number = gcp.organizations.get_project_output(project_id=config.project).number
 
 services = PlatformServices(
     "platform",
@@ -37,7 +35,8 @@ services = PlatformServices(
     ),
 )
 after_apis = pulumi.ResourceOptions(depends_on=services.apis)
-pubsub = PubSub("pubsub", PubSubArgs(project=config.project, project_number=project_number), opts=after_apis)
+pubsub = PubSub("pubsub", PubSubArgs(project=config.project, service_agent=services.pubsub_agent.member),
+                opts=after_apis)
 gke = GkeCluster("gke", GkeClusterArgs(config=config, depends_on=services.apis))
 # Vertex AI roles are granted only to a stack that routes jobs there (vertex.jobTypes).
 routes_to_vertex = bool(config.vertex.job_types)

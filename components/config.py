@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
 
 import pulumi
@@ -23,7 +24,8 @@ PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
 
 # Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
-_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools")
+_OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools",
+                       "maintenanceWindow")
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
@@ -170,6 +172,59 @@ class ReservationConfig(_Model):
                              "for a shared one.")
 
 
+# GKE counts a maintenance window only in contiguous blocks of at least 4 hours, and wants at least 48 hours of
+# them in any 32-day period (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions).
+MIN_WINDOW_BLOCK_H: Final = 4
+MIN_WINDOW_HOURS_PER_32_DAYS: Final = 48
+_WEEKDAYS: Final = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+
+
+class MaintenanceWindowConfig(_Model):
+    """When GKE may upgrade the control plane and the nodes on its own: a weekly recurring window (UTC)."""
+
+    start: str = Field("02:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="Start of each day's window, UTC.")
+    hours: int = Field(6, ge=MIN_WINDOW_BLOCK_H, le=24, description="Length of each day's window.")
+    days: tuple[str, ...] = Field(("SA", "SU"), min_length=1, description="Weekdays of the window (MO..SU).")
+
+    @field_validator("days")
+    @classmethod
+    def _weekdays(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [day for day in value if day not in _WEEKDAYS]
+        if unknown:
+            raise ValueError(f"{unknown} are not weekdays; use {', '.join(_WEEKDAYS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _enough_for_gke(self) -> MaintenanceWindowConfig:
+        # the fewest of each weekday in any 32 days is 4
+        if 4 * len(set(self.days)) * self.hours < MIN_WINDOW_HOURS_PER_32_DAYS:
+            raise ValueError(f"{len(set(self.days))} day(s) x {self.hours} h a week gives GKE less than its minimum "
+                             f"of {MIN_WINDOW_HOURS_PER_32_DAYS} h in 32 days; add days or hours")
+        return self
+
+    def recurring_window(self) -> tuple[str, str, str]:
+        """GKE's ``(startTime, endTime, recurrence)``: a first occurrence and an RRULE repeating it."""
+        hour, minute = (int(part) for part in self.start.split(":"))
+        start = datetime(2026, 1, 5, hour, minute, tzinfo=UTC)  # a Monday, in the past: GKE needs only the time
+        end = start + timedelta(hours=self.hours)
+        stamp = "%Y-%m-%dT%H:%M:%SZ"
+        return start.strftime(stamp), end.strftime(stamp), f"FREQ=WEEKLY;BYDAY={','.join(self.days)}"
+
+
+class UpgradeConfig(_Model):
+    """How GKE upgrades a GPU pool's nodes: surge adds nodes first, which needs GPU quota to spare."""
+
+    max_surge: int = Field(0, ge=0, le=20, description="Extra nodes during an upgrade (needs that much spare "
+                           "GPU quota and capacity).")
+    max_unavailable: int = Field(1, ge=0, le=20, description="Nodes drained at once during an upgrade.")
+
+    @model_validator(mode="after")
+    def _progress(self) -> UpgradeConfig:
+        if self.max_surge == 0 and self.max_unavailable == 0:
+            raise ValueError("maxSurge and maxUnavailable cannot both be 0: the upgrade could never proceed")
+        return self
+
+
 class GpuPoolConfig(_Model):
     """One GPU node pool and the Dask worker group that runs on it."""
 
@@ -196,6 +251,8 @@ class GpuPoolConfig(_Model):
     )
     reservation: ReservationConfig | None = Field(None, description="Reservation affinity of the nodes.")
     compact_placement: bool = Field(False, description="Nodes close together (one zone, A2/A3/C2/C3/G2/N2...).")
+    upgrade: UpgradeConfig = Field(UpgradeConfig(), description="Node upgrades: by default one node at a time "
+                                   "with no surge, so an upgrade needs no GPU quota beyond the pool's.")
 
     @field_validator("name")
     @classmethod
@@ -335,6 +392,8 @@ class StackConfig(_Model):
     vertex: VertexConfig
     deletion_protection: bool = Field(True, description="Protect the cluster and buckets from `pulumi destroy`.")
     release_channel: str = Field("REGULAR", description="GKE release channel.")
+    maintenance_window: MaintenanceWindowConfig = Field(
+        MaintenanceWindowConfig(), description="When GKE may upgrade on its own (the stack's maintenance window).")
     result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
     replace_gpu_pools: tuple[str, ...] = Field(
         default=(), description="GPU pools whose replacement this deploy acknowledges: they lose Pulumi's protect "

@@ -32,6 +32,9 @@ NODE_ROLES = (
     "roles/stackdriver.resourceMetadata.writer",
     "roles/artifactregistry.reader",
     "roles/autoscaling.metricsWriter",
+    # Image streaming with a node account of our own: the account must be a Service Usage Consumer of the
+    # project holding the images (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming).
+    "roles/serviceusage.serviceUsageConsumer",
 )
 # GKE system metrics (nodes, pods, containers) to Cloud Monitoring; GPU metrics come from our DCGM exporter.
 MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS",)
@@ -155,6 +158,8 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             enable_shielded_nodes=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cfg.release_channel),
+            # Automatic upgrades (control plane and node pools) only inside the stack's maintenance window.
+            maintenance_policy=maintenance_policy(cfg),
             # Managed Service for Prometheus is the platform's one monitoring stack (components/monitoring.py).
             # Listing the components leaves GKE's managed DCGM package off: the project's exporter serves the
             # GPU alerts (ECC counters included), and two exporters would report every GPU twice.
@@ -163,11 +168,25 @@ class GkeCluster(pulumi.ComponentResource):
                 managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
             ),
             deletion_protection=cfg.deletion_protection,
-            # Node pools are managed below; GKE insists on creating a default pool, which is then removed.
+            # Node pools are managed below; GKE insists on creating a default pool, which is then removed. Its
+            # nodes still boot, so they run as the nodes' own account, shielded: the Compute default account may
+            # be gone (constraints/iam.automaticIamGrantsForDefaultServiceAccounts), and under
+            # constraints/compute.requireShieldedVm an unshielded default pool fails the cluster's creation.
             remove_default_node_pool=True,
             initial_node_count=1,
+            node_config=gcp.container.ClusterNodeConfigArgs(
+                service_account=self.node_service_account.email,
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                shielded_instance_config=gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+                workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            ),
             resource_labels=contract.GCP_LABELS,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*(args.depends_on or []), self.nat]),
+            # nodeConfig describes only the removed default pool and is replace-on-change: a cluster made before
+            # it was set must not be replaced for it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*(args.depends_on or []), self.nat],
+                                        ignore_changes=["nodeConfig"]),
         )
 
         self.system_pool = self._node_pool("system", cfg.system_pool)
@@ -323,6 +342,10 @@ class GkeCluster(pulumi.ComponentResource):
             autoscaling = gcp.container.NodePoolAutoscalingArgs(
                 total_min_node_count=0, total_max_node_count=pool.max_nodes, location_policy="ANY"
             )
+        # Surge upgrades add nodes first, which a GPU pool may have no quota for: the stack says how many.
+        pool_extra["upgrade_settings"] = gcp.container.NodePoolUpgradeSettingsArgs(
+            strategy="SURGE", max_surge=pool.upgrade.max_surge, max_unavailable=pool.upgrade.max_unavailable
+        )
         if pool.compact_placement:
             pool_extra["placement_policy"] = gcp.container.NodePoolPlacementPolicyArgs(type=gpu_options.COMPACT)
         return self._node_pool(
@@ -346,6 +369,16 @@ class GkeCluster(pulumi.ComponentResource):
             taints=[gpu_taint()],
             **node_extra,
         )
+
+
+def maintenance_policy(cfg: StackConfig) -> gcp.container.ClusterMaintenancePolicyArgs:
+    """The cluster's recurring maintenance window, from the stack's ``maintenanceWindow``."""
+    start, end, recurrence = cfg.maintenance_window.recurring_window()
+    return gcp.container.ClusterMaintenancePolicyArgs(
+        recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+            start_time=start, end_time=end, recurrence=recurrence
+        )
+    )
 
 
 def guest_accelerator(pool: GpuPoolConfig) -> gcp.container.NodePoolNodeConfigGuestAcceleratorArgs:

@@ -209,6 +209,12 @@ def _service_account(m: RealisticMocks, name: str, project: str, state: dict) ->
     }
 
 
+def _service_identity(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    # Google's service agents: service-<project number>@gcp-sa-<service>.iam.gserviceaccount.com
+    email = f"service-{m.project_number}@gcp-sa-{str(state['service']).split('.')[0]}.iam.gserviceaccount.com"
+    return f"projects/{project}/services/{state['service']}", {"email": email, "member": f"serviceAccount:{email}"}
+
+
 def _cluster(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
     location = state.get("location", m.region)
     ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk9GRkxJTkUtUExBTgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
@@ -257,6 +263,7 @@ _OUTPUTS: Final = {
     "gcp:pubsub/topic:Topic": _topic,
     "gcp:pubsub/subscription:Subscription": _subscription,
     "gcp:serviceaccount/account:Account": _service_account,
+    "gcp:projects/serviceIdentity:ServiceIdentity": _service_identity,
     "gcp:container/cluster:Cluster": _cluster,
     "gcp:container/nodePool:NodePool": _node_pool,
     "gcp:storage/bucket:Bucket": _bucket,

@@ -25,6 +25,9 @@ REQUIRED_APIS = (
     "monitoring.googleapis.com",
     "logging.googleapis.com",
     "iam.googleapis.com",
+    # Image streaming (the GPU pools' gcfs_config) reads images through the Container File System API
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
+    "containerfilesystem.googleapis.com",
 )
 # Old versions of overwritten results are kept this long (days) so a bad write can be undone.
 NONCURRENT_VERSION_DAYS = 14
@@ -84,6 +87,11 @@ class PlatformServices(pulumi.ComponentResource):
             for api in REQUIRED_APIS
         ]
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=self.apis)
+        # Pub/Sub's service agent forwards dead letters; Google creates it lazily, so right after the API is
+        # enabled it may not exist yet and a grant to it fails. Asking for its identity creates it.
+        self.pubsub_agent = gcp.projects.ServiceIdentity(
+            f"{name}-pubsub-agent", project=args.project, service="pubsub.googleapis.com", opts=after_apis
+        )
 
         self.registry = gcp.artifactregistry.Repository(
             f"{name}-registry",

@@ -30,8 +30,8 @@ class PubSubArgs:
     project: pulumi.Input[str]
     """GCP project id the topics live in."""
 
-    project_number: pulumi.Input[str]
-    """Project number; names the Pub/Sub service agent that forwards dead letters."""
+    service_agent: pulumi.Input[str]
+    """The Pub/Sub service agent (``serviceAccount:…``) that forwards dead letters, once it exists."""
 
     labels: dict[str, str] = field(default_factory=lambda: dict(contract.GCP_LABELS))
     """Labels on every topic and subscription."""
@@ -53,9 +53,7 @@ class PubSub(pulumi.ComponentResource):
             )
             for spec in contract.TOPICS
         }
-        service_agent = pulumi.Output.from_input(args.project_number).apply(
-            lambda number: "serviceAccount:" + contract.PUBSUB_SERVICE_AGENT.format(project_number=number)
-        )
+        service_agent = pulumi.Output.from_input(args.service_agent)
         self.subscriptions = {}
         for spec in contract.SUBSCRIPTIONS:
             subscription = self._subscription(name, spec, args, child)

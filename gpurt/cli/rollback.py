@@ -136,7 +136,12 @@ def restore(
     work_dir: WorkDirOption = Path("."),
     backup_dir: BackupDirOption = DEFAULT_BACKUP_DIR,
 ) -> None:
-    """Back up the current state, import an earlier checkpoint, refresh."""
+    """Back up the current state, import an earlier checkpoint, refresh: for damaged state only.
+
+    This changes what Pulumi believes, not the cloud: resources created after the checkpoint stay in GCP
+    untracked, and the next `pulumi up` fails on their fixed names (409). To undo a change to the platform,
+    use `gpurt rollback` (it redeploys the old program). See docs/rollback.md.
+    """
     from validation.state import tools
 
     sources = [s for s in (version is not None and backend_url is None, backend_url, checkpoint, from_file) if s]

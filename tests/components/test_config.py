@@ -326,3 +326,23 @@ def test_project_config_schema_is_complete_and_typed() -> None:
         for key, value in ours.items():
             assert _of_type(value, declared[key]), (stack, key)
         assert "gpu-runtime:controlToken" not in values  # never committed in plain text
+
+
+@pytest.mark.parametrize(("window", "message"), [
+    ({"hours": 6, "days": ["SA"]}, "less than its minimum of 48 h in 32 days"),
+    ({"hours": 3, "days": ["MO", "TU", "WE", "TH", "FR"]}, "greater than or equal to 4"),
+    ({"days": ["XX"]}, "are not weekdays"),
+    ({"start": "25:00"}, "should match pattern"),
+])
+def test_a_maintenance_window_gke_would_refuse_is_refused(window: dict, message: str) -> None:
+    from components.config import MaintenanceWindowConfig
+
+    with pytest.raises(ValueError, match=message):
+        MaintenanceWindowConfig.model_validate(window)
+
+
+def test_a_pool_upgrade_that_cannot_proceed_is_refused() -> None:
+    from components.config import UpgradeConfig
+
+    with pytest.raises(ValueError, match="cannot both be 0"):
+        UpgradeConfig.model_validate({"maxSurge": 0, "maxUnavailable": 0})

@@ -80,6 +80,26 @@ def test_nodes_use_their_own_least_privilege_account(production: tuple[StackConf
     assert "roles/editor" not in roles and "roles/artifactregistry.reader" in roles
 
 
+def test_the_temporary_default_pool_boots_shielded_as_the_nodes_account(
+        production: tuple[StackConfig, Recording]) -> None:
+    config, recording = production
+    cluster = named(recording, "gcp:container/cluster:Cluster", "gke-cluster")
+    node = cluster.props["nodeConfig"]
+    assert node["serviceAccount"] == f"gpu-runtime-nodes@{config.project}.iam.gserviceaccount.com"
+    assert node["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+    assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+    assert "nodeConfig" in cluster.ignore_changes  # replace-on-change: an existing cluster is not replaced for it
+
+
+def test_image_streaming_has_what_a_custom_node_account_needs(production: tuple[StackConfig, Recording]) -> None:
+    config, recording = production
+    email = f"gpu-runtime-nodes@{config.project}.iam.gserviceaccount.com"
+    streaming = [p for p in of_type(recording, POOL_TYPE) if p.props["nodeConfig"].get("gcfsConfig", {}).get("enabled")]
+    assert streaming
+    grants = {(r.props["role"], r.props["member"]) for r in of_type(recording, "gcp:projects/iAMMember:IAMMember")}
+    assert ("roles/serviceusage.serviceUsageConsumer", f"serviceAccount:{email}") in grants
+
+
 def test_network_has_secondary_ranges_and_nat(production: tuple[StackConfig, Recording]) -> None:
     config, recording = production
     subnet = named(recording, "gcp:compute/subnetwork:Subnetwork", "gke-subnet").props
@@ -129,3 +149,14 @@ def test_kubeconfig_uses_the_auth_plugin_and_no_credentials() -> None:
     user = doc["users"][0]["user"]
     assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
     assert "token" not in user and "client-key-data" not in user
+
+
+def test_gke_upgrades_only_in_the_stacks_window_and_gpu_pools_without_surge(
+        production: tuple[StackConfig, Recording]) -> None:
+    config, recording = production
+    window = named(recording, "gcp:container/cluster:Cluster", "gke-cluster").props["maintenancePolicy"]
+    assert window == {"recurringWindow": {"startTime": "2026-01-05T02:00:00Z", "endTime": "2026-01-05T08:00:00Z",
+                                          "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU"}}
+    for pool in config.gpu_pools:
+        upgrade = named(recording, POOL_TYPE, f"gke-gpu-{pool.name}").props["upgradeSettings"]
+        assert upgrade == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}

@@ -124,7 +124,8 @@ def violating_project(tmp_path: Path) -> Path:
     for name in ("Pulumi.yaml", "Pulumi.staging.yaml"):
         (tmp_path / name).write_text((root / name).read_text())
     main = (root / "__main__.py").read_text()
-    main += '\ngcp.serviceaccount.Key("ci-key", service_account_id=identities.accounts["gpu-runtime"].name)\n'
+    main += ('\nimport pulumi_gcp as gcp\n'
+             'gcp.serviceaccount.Key("ci-key", service_account_id=identities.accounts["gpu-runtime"].name)\n')
     (tmp_path / "__main__.py").write_text(main)
     return tmp_path
 

@@ -21,7 +21,8 @@ from gpurt.cli.app import app as gpurt_app
 
 pytestmark = pytest.mark.slow  # plans the whole program twice
 PRICES = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())
-KEY = '\ngcp.serviceaccount.Key("ci-key", service_account_id=identities.accounts["gpu-runtime"].name)\n'
+KEY = ('\nimport pulumi_gcp as gcp\n'
+       'gcp.serviceaccount.Key("ci-key", service_account_id=identities.accounts["gpu-runtime"].name)\n')
 
 
 def _git(repo: Path, *args: str) -> None:

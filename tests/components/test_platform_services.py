@@ -33,7 +33,7 @@ def test_required_apis_enabled(recording: Recording) -> None:
     assert apis >= {
         f"{api}.googleapis.com" for api in (
             "container", "pubsub", "aiplatform", "artifactregistry", "storage", "monitoring", "logging", "iam",
-            "compute",
+            "compute", "containerfilesystem",
         )
     }
 
@@ -69,3 +69,11 @@ def test_registry_and_vertex_settings(recording: Recording) -> None:
 
 def test_everything_is_parented(recording: Recording) -> None:
     assert len(children_of(recording, "platform")) == len([r for r in recording.resources if r.custom])
+
+
+def test_the_pubsub_service_agent_is_made_once_its_api_is_on(recording: Recording) -> None:
+    [agent] = of_type(recording, "gcp:projects/serviceIdentity:ServiceIdentity")
+    assert agent.props["service"] == "pubsub.googleapis.com"
+    [pubsub_api] = [s for s in of_type(recording, "gcp:projects/service:Service")
+                    if s.props["service"] == "pubsub.googleapis.com"]
+    assert pubsub_api.urn in agent.dependencies

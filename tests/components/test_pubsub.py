@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.plan import Recording, fake_project_number
+from components.plan import Recording
 from components.pubsub import PubSub, PubSubArgs
 from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, named, of_type, run
@@ -12,9 +12,12 @@ from tests.components.infra import PROJECT, children_of, named, of_type, run
 SUB = "gcp:pubsub/subscription:Subscription"
 
 
+AGENT = "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+
 @pytest.fixture(scope="module")
 def recording() -> Recording:
-    return run(lambda: PubSub("pubsub", PubSubArgs(project=PROJECT, project_number=fake_project_number(PROJECT))))
+    return run(lambda: PubSub("pubsub", PubSubArgs(project=PROJECT, service_agent=AGENT)))
 
 
 def test_topics_are_the_contracts(recording: Recording) -> None:
@@ -50,7 +53,7 @@ def test_result_subscription(recording: Recording) -> None:
 
 
 def test_service_agent_can_forward_dead_letters(recording: Recording) -> None:
-    agent = f"serviceAccount:service-{fake_project_number(PROJECT)}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    agent = AGENT
     [publisher] = of_type(recording, "gcp:pubsub/topicIAMMember:TopicIAMMember")
     assert (publisher.props["topic"], publisher.props["role"], publisher.props["member"]) == (
         "gpu-job-request-dlq", "roles/pubsub.publisher", agent,

@@ -204,3 +204,11 @@ def test_cli_backup_prints_the_path(stack, tmp_path) -> None:
     written = next((tmp_path / "b").iterdir())
     assert str(written) in result.output.replace("\n", "")
     assert Path(written).exists()
+
+
+def test_restore_says_it_is_not_a_rollback() -> None:
+    from gpurt.cli.app import app
+
+    shown = CliRunner().invoke(app, ["state", "restore", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0
+    assert "not the cloud" in shown.output and "gpurt rollback" in shown.output and "409" in shown.output
