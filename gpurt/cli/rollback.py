@@ -27,6 +27,9 @@ RefreshOption = Annotated[bool, typer.Option("--refresh/--no-refresh", help="Ref
 def rollback(
     stack: Annotated[str | None, typer.Option("--stack", "-s", help="Pulumi stack to roll back.")] = None,
     to: Annotated[int | None, typer.Option("--to", help="Stack version (or, with --kubernetes, revision).")] = None,
+    since: Annotated[int | None, typer.Option(
+        "--since", help="The stack's newest history version before a deploy: undo only an update newer than it, "
+        "back to what ran then; with none, change nothing and exit 0 (the deploy workflow records it).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would happen; change nothing.")] = False,
     yes: YesOption = False,
     kubernetes: Annotated[bool, typer.Option("--kubernetes", help="Undo the gpu-scheduler rollout instead.")] = False,
@@ -40,10 +43,14 @@ def rollback(
         return
     if stack is None:
         raise typer.BadParameter("--stack is required (or use --kubernetes)", param_hint="--stack")
-    from validation.rollback.plan import choose_target
+    from validation.rollback.plan import NothingToUndo, choose_target
 
     current_stack = open_stack(stack, work_dir)
-    plan = choose_target(current_stack.history(), to)
+    try:
+        plan = choose_target(current_stack.history(), to, since=since)
+    except NothingToUndo as exc:
+        console.print(f"nothing rolled back: {exc}")
+        return
     _show_plan(plan)
     if dry_run:
         console.print(f"[yellow]dry run[/]: would back up the state, check out {plan.commit[:12]} into a temporary "

@@ -13,7 +13,7 @@ from tests.validation.conftest import git
 from tests.validation.recording_pulumi_cli import FIXTURES
 from validation.adapters.pulumi_stack import SECRET_MASK, AutomationStack
 from validation.rollback.execute import execute
-from validation.rollback.plan import ConfigChange, RollbackError, choose_target
+from validation.rollback.plan import ConfigChange, NothingToUndo, RollbackError, choose_target
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,6 +54,19 @@ def test_to_version_picks_that_update_and_keeps_its_dirty_flag(history) -> None:
 def test_unusable_versions_are_refused_with_the_reason(history, version: int, message: str) -> None:
     with pytest.raises(RollbackError, match=message):
         choose_target(history, to_version=version)
+
+
+@pytest.mark.parametrize("since", [7, 8])
+def test_a_deploy_that_made_no_update_is_not_undone(history, since: int) -> None:
+    # the deploy began at `since`: the newest update (7) is not newer, so it is someone else's, and kept
+    with pytest.raises(NothingToUndo, match=f"no update newer than version {since}"):
+        choose_target(history, since=since)
+
+
+def test_a_deploys_own_failed_update_goes_back_to_what_ran_before_it(history) -> None:
+    plan = choose_target(history, since=6)  # update 7 is this deploy's; 6 was a refresh; 5 ran before
+
+    assert (plan.current.version, plan.target.version) == (7, 5)
 
 
 def _history_pointing_at(commit: str) -> list[dict]:
@@ -115,6 +128,19 @@ def test_cli_dry_run_shows_commit_and_config_and_changes_nothing(program, pulumi
     assert "3f9c2e1a7b6d" in result.output
     assert "config gpu-runtime:schedulerReplicas: '3' -> '2'" in result.output
     assert "dry run" in result.output
+    assert not any(c["argv"][0] in ("up", "refresh") or c["argv"][:2] == ["stack", "import"]
+                   for c in pulumi_cli.calls())
+
+
+def test_cli_with_since_and_no_newer_update_changes_nothing_and_succeeds(program, pulumi_cli) -> None:
+    from gpurt.cli.app import app
+
+    repo, _, _ = program
+    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--yes", "--since", "7",
+                                      "--work-dir", str(repo)], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0, result.output
+    assert "nothing rolled back: no update newer than version 7" in result.output
     assert not any(c["argv"][0] in ("up", "refresh") or c["argv"][:2] == ["stack", "import"]
                    for c in pulumi_cli.calls())
 

@@ -92,3 +92,23 @@ def test_rollback_fires_when_pulumi_up_or_the_checklist_fails() -> None:
     assert up.get("id") == "up" and "validate" in ids
     assert ids.index("up") < ids.index("validate") < steps.index(rollback)
     assert condition == "failure() && (steps.up.outcome == 'failure' || steps.validate.outcome == 'failure')"
+
+
+def test_the_up_step_runs_only_pulumi_up_and_the_rollback_undoes_only_a_newer_update() -> None:
+    steps = _deploy_job()["steps"]
+    ids = [step.get("id") for step in steps]
+    [up] = [s for s in steps if s.get("id") == "up"]
+    # a refusal before `pulumi up` (stack selection, config, the pin check, the pack) is no failure of `up`
+    assert [line for line in str(up["run"]).splitlines() if line.strip()] == [
+        'pulumi up --yes --stack "$STACK" --policy-pack "$RUNNER_TEMP/policy-pack" --message "deploy $GITHUB_SHA"']
+    [before] = [s for s in steps if s.get("id") == "before"]
+    assert ids.index("before") < ids.index("up") and "pulumi stack history" in before["run"]
+    [rollback] = [s for s in steps if "gpurt rollback --stack" in str(s.get("run", ""))]
+    assert '--since "$SINCE"' in rollback["run"] and rollback["env"]["SINCE"] == "${{ steps.before.outputs.version }}"
+
+
+def test_a_rerun_reuses_the_digest_already_pushed_under_its_tag() -> None:
+    [images] = [s for s in _deploy_job()["steps"] if s.get("id") == "images"]
+    script = str(images["run"])
+    assert "gcloud artifacts docker images describe" in script
+    assert script.index("images describe") < script.index("docker build")  # looked up before any rebuild

@@ -11,6 +11,10 @@ class RollbackError(RuntimeError):
     """No rollback target can be chosen; the message says why and what to do instead."""
 
 
+class NothingToUndo(RollbackError):
+    """No update newer than the one a deploy started from: the deploy changed nothing, so nothing is undone."""
+
+
 @dataclass(frozen=True)
 class ConfigChange:
     """One configuration key that differs between the current and the target update."""
@@ -34,9 +38,24 @@ def _updates(history: list[UpdateRecord]) -> list[UpdateRecord]:
     return [entry for entry in history if entry.kind == "update"]
 
 
-def choose_target(history: list[UpdateRecord], to_version: int | None = None) -> RollbackPlan:
-    """The plan: by default the newest succeeded ``update`` older than the newest update, else ``to_version``."""
+def choose_target(history: list[UpdateRecord], to_version: int | None = None,
+                  since: int | None = None) -> RollbackPlan:
+    """The plan: by default the newest succeeded ``update`` older than the newest update, else ``to_version``.
+
+    ``since`` is the stack's newest history version when a deploy began: then only an update newer than it
+    (the deploy's own, failed or rejected by validation) is undone, back to the newest update that succeeded
+    up to ``since`` (what ran before the deploy). Without a newer update the deploy changed nothing, and
+    ``NothingToUndo`` says so: a refusal before or inside ``pulumi up``'s preview must not redeploy an older
+    program over a healthy stack.
+    """
     updates = sorted(_updates(history), key=lambda e: e.version, reverse=True)
+    if since is not None and (not updates or updates[0].version <= since):
+        raise NothingToUndo(f"no update newer than version {since}: the deploy changed nothing, nothing to undo")
+    if since is not None and to_version is None:
+        to_version = next((e.version for e in updates if e.version <= since and e.result == "succeeded"), None)
+        if to_version is None:
+            raise RollbackError(f"no succeeded update up to version {since}, the one before this deploy; "
+                                "restore a state checkpoint instead (`gpurt state restore`)")
     if not updates:
         raise RollbackError("the stack has no update in its history: nothing to roll back to")
     current = updates[0]
