@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from components import placeholders
 from runtime.manifests import gpu_options
+from runtime.protocol import contract
 
 PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
@@ -259,6 +260,8 @@ class GpuPoolConfig(_Model):
     def _dns_label(cls, value: str) -> str:
         if not _POOL_NAME_RE.fullmatch(value):
             raise ValueError(f"{value!r} is not a lowercase DNS label of at most 32 characters")
+        if value == contract.CPU_POOL:
+            raise ValueError(f"{value!r} is the always-up CPU worker's pool; name the GPU pool otherwise")
         return value
 
     @model_validator(mode="after")

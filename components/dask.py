@@ -153,6 +153,10 @@ class DaskCluster(pulumi.ComponentResource):
             group = manifests.build_worker_group(spec, pool)
             apply_manifest(name, group, after_cluster)
             groups[pool.name] = group["metadata"]["name"]
+        # Jobs that need no GPU (the post-deploy probe) run at once on an idle platform (docs/infrastructure.md).
+        cpu_group = manifests.build_cpu_worker_group(spec)
+        apply_manifest(name, cpu_group, after_cluster)
+        groups[contract.CPU_POOL] = cpu_group["metadata"]["name"]
         apply_manifest(name, manifests.build_autoscaler(spec), after_cluster)
 
         self.namespace = ns.metadata.apply(lambda meta: meta["name"])

@@ -56,6 +56,11 @@ EVICTION_SHARE: Final = 0.10
 # What the worker image and GKE's own images take of the same disk once unpacked.
 IMAGE_RESERVE_GIB: Final = 15
 SCHEDULER_RESOURCES: Final = Resources(cpu_request="1", memory_request="2Gi", cpu_limit="2", memory_limit="4Gi")
+# The always-up CPU worker (jobs that need no GPU: probes, drills): one thread, on the system nodes. Its
+# warm-up compiles the kernels' CPU twins once, at start; a gigabyte of memory is what that compile takes.
+CPU_WORKER_RESOURCES: Final = Resources(cpu_request="250m", memory_request="1536Mi", cpu_limit="1",
+                                        memory_limit="1536Mi", ephemeral_storage="4Gi")
+CPU_WORKER_SCRATCH_SIZE: Final = "2Gi"
 # The scheduler's HTTP health endpoint answers in milliseconds; a 5 s budget tolerates a busy event loop.
 SCHEDULER_PROBE_TIMEOUT_S: Final = 5
 SCHEDULER_READINESS_PERIOD_S: Final = 5
@@ -255,8 +260,8 @@ def _harden(pod_spec: Manifest, service_account: str | None, scratch_size: str =
     pod_spec["volumes"] = volumes
 
 
-def _pool_labels(pool: WorkerPoolSpec) -> dict[str, str]:
-    return labels({**contract.DASK_WORKER_LABELS, contract.DASK_POOL_LABEL: pool.name})
+def _pool_labels(pool: str) -> dict[str, str]:
+    return labels({**contract.DASK_WORKER_LABELS, contract.DASK_POOL_LABEL: pool})
 
 
 def build_worker_spec(pool: WorkerPoolSpec, image: str, replicas: int | None = None) -> Manifest:
@@ -278,7 +283,7 @@ def build_worker_spec(pool: WorkerPoolSpec, image: str, replicas: int | None = N
         **pool.node_selector,
     }
     pod_spec["tolerations"] = [gpu_toleration()]
-    worker["metadata"] = {"labels": _pool_labels(pool)}
+    worker["metadata"] = {"labels": _pool_labels(pool.name)}
     return worker
 
 
@@ -334,11 +339,41 @@ def build_worker_group(spec: DaskClusterSpec, pool: WorkerPoolSpec) -> Manifest:
     name = worker_group_name(spec.name, pool.name, primary=False)
     # The pool's upper bound, which the gpu-scheduler enforces when it scales the group (no autoscaler does).
     bound = {contract.DASK_MAX_WORKERS_ANNOTATION: str(pool.max_workers)}
+    return _worker_group(spec, name, pool.name, build_worker_spec(pool, spec.image), bound)
+
+
+def cpu_worker_command() -> list[str]:
+    """``dask worker`` advertising the CPU resource only: jobs that need no GPU, and no kernel job, run there."""
+    return ["dask", "worker", "--nthreads", "1", "--resources", f"{contract.DASK_CPU_RESOURCE}=1",
+            "--local-directory", "/scratch", "--preload", contract.DASK_WORKER_PRELOAD]
+
+
+def build_cpu_worker_group(spec: DaskClusterSpec) -> Manifest:
+    """The DaskWorkerGroup ``<cluster>-cpu``: one always-up worker on the system nodes, no GPU.
+
+    A GPU pool scaling from zero takes minutes (a node, its driver, the image), so a job that needs no GPU
+    (the post-deploy probe's ``noop``, the drills) would wait as long on an idle platform. This worker runs
+    exactly those: the gpu-scheduler sends them with the ``CPU`` resource, and kernel jobs with ``GPU``
+    (``GPURT_REQUIRE_GPU``), which this worker does not advertise.
+    """
+    from dask_kubernetes.operator import make_worker_spec  # heavy (kopf, kr8s): only when building
+
+    worker = make_worker_spec(image=spec.image, n_workers=1, resources=CPU_WORKER_RESOURCES.to_manifest(),
+                              env=[*_worker_env(), {"name": contract.SchedulerEnv.DEVICE, "value": "cpu"}],
+                              worker_command=cpu_worker_command())
+    _harden(worker["spec"], contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account, CPU_WORKER_SCRATCH_SIZE)
+    worker["metadata"] = {"labels": _pool_labels(contract.CPU_POOL)}
+    name = worker_group_name(spec.name, contract.CPU_POOL, primary=False)
+    return _worker_group(spec, name, contract.CPU_POOL, worker, {contract.DASK_MAX_WORKERS_ANNOTATION: "1"})
+
+
+def _worker_group(spec: DaskClusterSpec, name: str, pool: str, worker: Manifest,
+                  annotations: Mapping[str, str]) -> Manifest:
     return {
         "apiVersion": dask_operator.API_VERSION,
         "kind": dask_operator.WORKER_GROUP_KIND,
-        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool.name}, bound),
-        "spec": {"cluster": spec.name, "worker": build_worker_spec(pool, spec.image)},
+        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool}, annotations),
+        "spec": {"cluster": spec.name, "worker": worker},
     }
 
 

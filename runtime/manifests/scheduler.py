@@ -240,6 +240,7 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
         SchedulerEnv.DASK_SCHEDULER: contract.DASK_SCHEDULER_ADDRESS,
         SchedulerEnv.RESULT_STORE: spec.result_store,
         SchedulerEnv.POOLS: "kubernetes",
+        SchedulerEnv.REQUIRE_GPU: "true",
         SchedulerEnv.LEADER: "kubernetes",
         SchedulerEnv.HOST: "0.0.0.0",
         SchedulerEnv.PORT: str(contract.SCHEDULER_PORT),

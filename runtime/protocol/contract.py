@@ -154,6 +154,9 @@ class SchedulerEnv:
     DEVICE: Final = "GPURT_DEVICE"
     WARM_WORKERS: Final = "GPURT_WARM_WORKERS"
     SHARD_PATHS: Final = "GPURT_SHARD_PATHS"
+    # Kernel jobs always ask Dask for a GPU, even while only the CPU worker runs (GPU pools at zero): they
+    # wait for a GPU worker, which the autoscaler starts for them, instead of running on the CPU worker.
+    REQUIRE_GPU: Final = "GPURT_REQUIRE_GPU"
     MAX_IN_FLIGHT: Final = "GPURT_MAX_IN_FLIGHT"
     RESULT_STORE: Final = "GPURT_RESULT_STORE"
     HOST: Final = "GPURT_HOST"
@@ -215,6 +218,11 @@ DASK_SCHEDULER_PORT: Final = 8786
 DASK_DASHBOARD_PORT: Final = 8787
 # The Dask resource name a GPU worker advertises and a GPU task asks for.
 DASK_GPU_RESOURCE: Final = "GPU"
+# The resource the always-up CPU worker advertises and a job needing no GPU (``noop``: probes, drills) asks
+# for, so it runs at once on an idle platform whose GPU pools are at zero (docs/infrastructure.md).
+DASK_CPU_RESOURCE: Final = "CPU"
+# That worker's pool: one small worker on the system nodes, never autoscaled.
+CPU_POOL: Final = "cpu"
 # The module every Dask worker preloads (``dask worker --preload``): it compiles the kernels as the worker
 # starts, and no kernel job runs on the worker before that is done (docs/scheduler.md, "Warm workers").
 DASK_WORKER_PRELOAD: Final = "runtime.worker.warm"

@@ -360,7 +360,8 @@ class Service:
             self._cluster = start_local_cluster(self.settings)
             client = PromptClient(self._cluster)
         self._dask_client = client
-        return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths)
+        return DaskBackend(client, device=self.settings.device, shard_paths=self.settings.shard_paths,
+                           require_gpu=self.settings.require_gpu)
 
     def _build_pools(self) -> PoolBackend:
         if self.settings.pools is PoolsBackend.KUBERNETES:

@@ -99,6 +99,9 @@ class Settings(BaseModel):
     warm_workers: bool = Field(True, validation_alias=ENV.WARM_WORKERS,
                                description="Local Dask workers compile every kernel as they start, before their first "
                                "kernel job.")
+    require_gpu: bool = Field(False, validation_alias=ENV.REQUIRE_GPU,
+                              description="Kernel jobs always wait for a GPU worker (the cloud, where a CPU worker "
+                              "runs only GPU-free jobs); off, they run on CPU workers when no GPU worker exists.")
     shard_paths: int | None = Field(None, validation_alias=ENV.SHARD_PATHS, ge=1,
                                     description="Jobs over this many paths run as shards on several workers; "
                                     "unset: never.")

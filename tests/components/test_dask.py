@@ -76,7 +76,7 @@ def test_operator_chart_is_installed_in_a_namespace_of_its_own(recording: Record
 def test_custom_resources_wait_for_the_release_and_are_replaced_on_change(recording: Recording) -> None:
     release_urn = named(recording, RELEASE, "dask-operator").urn
     crs = of_type(recording, DASK_CLUSTER) + of_type(recording, WORKER_GROUP) + of_type(recording, AUTOSCALER)
-    assert len(crs) == 1 + 2 + 1
+    assert len(crs) == 1 + 2 + 1 + 1  # the cluster, two GPU groups, the CPU group, the autoscaler
     for resource in crs:
         options = _OptionsMonitor.options[resource.name]
         assert release_urn in options["depends_on"], resource.name
@@ -100,12 +100,26 @@ def test_cluster_has_a_cpu_scheduler_and_the_a100_pool_as_default_group(recordin
 
 def test_other_pools_are_worker_groups_and_the_autoscaler_bounds_the_primary(recording: Recording) -> None:
     groups = {r.props["metadata"]["name"]: r.props for r in of_type(recording, WORKER_GROUP)}
-    assert set(groups) == {"gpu-dask-t4-spot", "gpu-dask-v100"}
+    assert set(groups) == {"gpu-dask-t4-spot", "gpu-dask-v100", "gpu-dask-cpu"}
     assert groups["gpu-dask-v100"]["spec"]["worker"]["spec"]["nodeSelector"] == {
         "nvidia.com/gpu": "true", "cloud.google.com/gke-accelerator": "nvidia-tesla-v100",
     }  # fmt: skip
     (autoscaler,) = of_type(recording, AUTOSCALER)
     assert autoscaler.props["spec"] == {"cluster": contract.DASK_CLUSTER_NAME, "minimum": 0, "maximum": 16}
+
+
+def test_an_always_up_cpu_worker_runs_what_needs_no_gpu(recording: Recording) -> None:
+    [cpu] = [r.props for r in of_type(recording, WORKER_GROUP) if r.props["metadata"]["name"] == "gpu-dask-cpu"]
+    worker = cpu["spec"]["worker"]
+    assert worker["replicas"] == 1 and worker["metadata"]["labels"][contract.DASK_POOL_LABEL] == contract.CPU_POOL
+    pod = worker["spec"]
+    [container] = pod["containers"]
+    assert contract.GPU_RESOURCE not in container["resources"]["limits"]
+    assert "nodeSelector" not in pod and "tolerations" not in pod  # the system nodes: never a GPU node
+    command = container["args"]
+    assert command[command.index("--resources") + 1] == f"{contract.DASK_CPU_RESOURCE}=1"
+    assert {"name": "GPURT_DEVICE", "value": "cpu"} in container["env"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
 
 
 def test_workers_impersonate_the_runtime_account(recording: Recording) -> None:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kernels.errors import PermanentJobError, TransientJobError
+from kernels.params import JobType
 from kernels.shards import shard_count
 from runtime.protocol import contract
 from runtime.protocol.messages import MAX_TIMEOUT_S, JobRequest
@@ -39,9 +40,11 @@ class DaskBackend:
 
     name = "dask"
 
-    def __init__(self, client: Any, device: str = "auto", shard_paths: int | None = None) -> None:
+    def __init__(self, client: Any, device: str = "auto", shard_paths: int | None = None,
+                 require_gpu: bool = False) -> None:
         self._client = client
         self._device = device
+        self._require_gpu = require_gpu  # kernel jobs wait for a GPU worker even where only CPU workers run
         self._shard_paths = shard_paths  # jobs over this many paths run as shards (backends.shards)
         self._workers = DaskWorkers(client)
         self._lock = threading.Lock()
@@ -77,7 +80,7 @@ class DaskBackend:
         for; past it, or if the task itself is lost, every job of the pack fails transiently.
         """
         signals = [CancelSignal(self._client, cancel_event_name(request.job_id, attempt)) for request, attempt in jobs]
-        resources = {contract.DASK_GPU_RESOURCE: 1} if self._workers.has_gpus() else None
+        resources = self._resources(jobs)
         first, attempt = jobs[0]
         run: _TaskRun
         if len(jobs) == 1:
@@ -104,6 +107,17 @@ class DaskBackend:
             # of the messages waiting behind this pack are sized for (runtime.scheduler.consumer.MAX_LEASE_S).
             run = _TaskRun(self, jobs, signals, pack, min(sum(r.timeout_s for r, _ in jobs), MAX_TIMEOUT_S))
         return run
+
+    def _resources(self, jobs: Sequence[Job]) -> dict[str, int] | None:
+        """What the task asks Dask for: a GPU for kernel jobs where there are GPU workers (or must be); the CPU
+        worker's slot for jobs that need no GPU (``noop``), so a probe runs at once while the GPU pools are at
+        zero; nothing on a cluster that advertises neither (the local platform without GPUs)."""
+        if all(request.type is JobType.NOOP for request, _ in jobs) and \
+                self._workers.advertises(contract.DASK_CPU_RESOURCE):
+            return {contract.DASK_CPU_RESOURCE: 1}
+        if self._require_gpu or self._workers.has_gpus():
+            return {contract.DASK_GPU_RESOURCE: 1}
+        return None
 
     def _track(self, jobs: Sequence[Job], signals: Sequence[CancelSignal]) -> None:
         with self._lock:

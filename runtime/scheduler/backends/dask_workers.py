@@ -32,7 +32,7 @@ class DaskWorkers:
         self._ttl_s = ttl_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._has_gpus = False
+        self._resources: frozenset[str] = frozenset()  # resource names any worker advertises
         self._read_at: float | None = None
 
     def read(self) -> list[dict[str, Any]]:
@@ -42,20 +42,24 @@ class DaskWorkers:
         except Exception as exc:
             log.warning("cannot read Dask workers: %s", exc)
             workers = []
-        has_gpus = any(w.get("resources", {}).get(contract.DASK_GPU_RESOURCE) for w in workers)
+        advertised = frozenset(name for w in workers for name, amount in w.get("resources", {}).items() if amount)
         with self._lock:
-            self._has_gpus, self._read_at = has_gpus, self._clock()
+            self._resources, self._read_at = advertised, self._clock()
         return workers
 
     def has_gpus(self) -> bool:
         """Whether any worker advertises the GPU resource, from a view at most ``ttl_s`` old."""
+        return self.advertises(contract.DASK_GPU_RESOURCE)
+
+    def advertises(self, resource: str) -> bool:
+        """Whether any worker advertises ``resource``, from a view at most ``ttl_s`` old."""
         with self._lock:
             fresh = self._read_at is not None and self._clock() - self._read_at < self._ttl_s
             if fresh:
-                return self._has_gpus
+                return resource in self._resources
         self.read()
         with self._lock:
-            return self._has_gpus
+            return resource in self._resources
 
     def slots(self) -> int:
         """Jobs the workers can run at once now: the GPUs they advertise, or without any, their threads."""

@@ -175,3 +175,26 @@ def test_a_pack_runs_as_one_task_and_a_job_cancelled_in_it_stops_alone(
     assert isinstance(outcomes[2], PermanentJobError)  # failed alone
     assert not Event(cancel_event_name("pk-long", 1), client=client).is_set()  # cleared, so deleted
     assert not backend.cancel("pk-a")  # nothing of the pack runs here any more
+
+
+@pytest.mark.integration  # its own cluster: one worker advertising only the CPU resource, as in the cloud
+def test_a_noop_runs_on_the_cpu_worker_and_a_kernel_job_waits_for_a_gpu() -> None:
+    """GPU pools at zero, the always-up CPU worker running: the probe's noop runs at once, a kernel job is held
+    for a GPU worker (the autoscaler's to start) instead of running on the CPU worker."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                      resources={contract.DASK_CPU_RESOURCE: 1}) as cluster, Client(cluster) as client:
+        made = DaskBackends(client)
+        try:
+            backend = made.make(device="cpu", require_gpu=True)
+            assert backend.run(_noop("probe"), attempt=1).summary["slept_s"] == 0
+            kernel = JobRequest.model_validate({"job_id": "held", "type": "european_option",
+                                                "params": {"paths": 10_000}, "timeout_s": 60})
+            backend.submit([(kernel, 1)])
+            state = wait_for(lambda: {ts.state for key, ts in cluster.scheduler.tasks.items()
+                                      if "held" in str(key)} & {"no-worker", "memory", "processing"},
+                             30, "the kernel job's task on the Dask scheduler")
+            assert state == {"no-worker"}  # held for a worker with a GPU: none runs it here
+        finally:
+            made.close()
