@@ -10,9 +10,10 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import islice
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from kernels.params import JobParams, JobType, parse_params
 from runtime.protocol import strict_json
@@ -25,6 +26,15 @@ DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (d
 JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 _JOB_ID: Final = re.compile(JOB_ID_PATTERN)
 SESSION_ID_MAX_LENGTH: Final = 128
+# A rejection names this many of its validation errors and counts the rest: a body of many bad list entries
+# or unknown keys would otherwise answer with one error each, megabytes of text for a one-megabyte body.
+MAX_REPORTED_ERRORS: Final = 10
+# Longest error message a result carries (characters); the rest is cut and counted. A worker's exception or
+# a rejection quoting its input stays readable and a result stays far below the publish limit.
+MAX_ERROR_CHARS: Final = 2_000
+# Largest result message (bytes of JSON). A pack publishes up to eight results in one Publish, which Pub/Sub
+# caps at 10 MB; a result over this is replaced by a short permanent failure (``runtime.scheduler.outcome``).
+MAX_RESULT_BYTES: Final = 1_000_000
 # What the retired `priority` field accepted: older clients' requests that carry it stay valid.
 _RETIRED_PRIORITY: Final = TypeAdapter(Annotated[int, Field(ge=0, le=9)])
 
@@ -55,7 +65,7 @@ class ErrorKind(StrEnum):
 class JobRequest(BaseModel):
     """One job request. ``job_id`` is the client's idempotency key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     job_id: str = Field(pattern=JOB_ID_PATTERN)
     type: JobType
@@ -111,10 +121,22 @@ class JobRequest(BaseModel):
 
 
 class JobError(BaseModel):
-    """The error of a result that did not succeed."""
+    """The error of a result that did not succeed; ``message`` is cut to ``MAX_ERROR_CHARS`` characters."""
 
     kind: ErrorKind
     message: str
+
+    @field_validator("message")
+    @classmethod
+    def _bounded(cls, message: str) -> str:
+        return cut(message, MAX_ERROR_CHARS)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
 class JobMetrics(BaseModel):
@@ -182,10 +204,14 @@ def parse_request(data: bytes, defaults: Mapping[str, Any] | None = None) -> Job
 
 
 def _describe(exc: ValidationError, within: str = "") -> str:
-    """``field.path: reason`` for each error; a validator's own ValueError keeps its message unprefixed."""
+    """``field.path: reason`` for each of the first ``MAX_REPORTED_ERRORS`` errors, and how many more there were;
+    a validator's own ValueError keeps its message unprefixed."""
     parts = []
-    for error in exc.errors(include_url=False):
+    for error in islice(exc.errors(include_url=False, include_input=False, include_context=True),
+                        MAX_REPORTED_ERRORS):
         where = ".".join(str(p) for p in (within, *error["loc"]) if p != "")
         message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
         parts.append(f"{where}: {message}" if where else message)
+    if (more := exc.error_count() - MAX_REPORTED_ERRORS) > 0:
+        parts.append(f"and {more:,} more error(s)")
     return "; ".join(parts)

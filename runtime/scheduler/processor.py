@@ -25,12 +25,11 @@ from runtime.protocol.messages import (
     JobResult,
     JobStatus,
     is_job_id,
-    parse_request,
 )
 from runtime.scheduler.backends.base import Execution, ExecutionBackend, PackingBackend, Submission, submission
 from runtime.scheduler.messaging.publisher import ResultSink
 from runtime.scheduler.metrics import SchedulerMetrics
-from runtime.scheduler.outcome import ended_result, succeeded_result
+from runtime.scheduler.outcome import ended_result, publishable, succeeded_result
 from runtime.scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle, Started
 from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.store import ResultStore
@@ -121,10 +120,9 @@ class Processor:
         started, a store failure), the wait for its twin running here, or the job admitted to run."""
         job_id = None
         try:
-            try:
-                request = parse_request(delivery.data)
-            except InvalidRequest as exc:
-                return self._reject(delivery, exc)
+            request = delivery.request
+            if isinstance(request, InvalidRequest):
+                return self._reject(delivery, request)
             job_id = request.job_id
             admission = self._admit(request, delivery)
         except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver this one
@@ -145,7 +143,7 @@ class Processor:
         try:
             for index, conclusion in enumerate(conclusions):
                 try:
-                    result = conclusion.result()
+                    result = publishable(conclusion.result())
                     self._store.put(result)
                 except Exception as exc:
                     decisions[index] = _infrastructure_error(conclusion.job_id, exc)
@@ -189,8 +187,8 @@ class Processor:
         # Label by a known type only: an attribute from the wire must not create new metric series.
         job_type = delivery.attributes.get("type")
         job_type = job_type if job_type in _KNOWN_TYPES else "unknown"
-        result = JobResult(job_id=job_id, status=JobStatus.REJECTED, attempt=delivery.delivery_attempt,
-                           error=JobError(kind=ErrorKind.INVALID, message=str(exc)))
+        result = publishable(JobResult(job_id=job_id, status=JobStatus.REJECTED, attempt=delivery.delivery_attempt,
+                                       error=JobError(kind=ErrorKind.INVALID, message=str(exc))))
         self._sink.publish_result(result)
         self._metrics.jobs.labels(job_type, JobStatus.REJECTED.value).inc()
         log.warning("rejected an invalid request: %s", exc, extra={"job_id": job_id})

@@ -15,9 +15,19 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kernels.params import JobType
+from kernels.params import PARAMS_BY_TYPE, JobType
 from runtime.protocol import strict_json
-from runtime.protocol.messages import MAX_MESSAGE_BYTES, InvalidRequest, JobRequest, is_job_id, parse_request
+from runtime.protocol.messages import (
+    MAX_ERROR_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_REPORTED_ERRORS,
+    ErrorKind,
+    InvalidRequest,
+    JobError,
+    JobRequest,
+    is_job_id,
+    parse_request,
+)
 
 # Enough examples to find the hostile corners in a few seconds on a loaded 2-core box.
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -206,3 +216,80 @@ def test_the_wire_encoding_leaves_unset_fields_out_and_parses_back_to_the_same_r
     assert parse_request(data) == request
     assert attributes == {"job_id": "call-1", "type": "european_option"}
     assert request.to_message({"drill": "x"})[1] == {"job_id": "call-1", "type": "european_option", "drill": "x"}
+
+
+def _unbounded(schema: dict[str, Any]) -> list[str]:
+    """Paths in a JSON schema to arrays without ``maxItems`` and strings without a length, pattern or choice."""
+    definitions = schema.get("$defs", {})
+    found: list[str] = []
+    pending: list[tuple[str, Any]] = [("", schema)]
+    seen: set[str] = set()
+    while pending:
+        path, node = pending.pop()
+        if isinstance(node, list):
+            pending.extend((path, item) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if (ref := node.get("$ref")) is not None and ref not in seen:
+            seen.add(ref)
+            pending.append((ref, definitions[ref.rsplit("/", 1)[-1]]))
+        if node.get("type") == "array" and "maxItems" not in node:
+            found.append(path)
+        if node.get("type") == "string" and not {"maxLength", "pattern", "enum", "const"} & node.keys():
+            found.append(path)
+        for key, value in node.items():
+            if key in ("properties", "items", "anyOf", "additionalProperties", "prefixItems"):
+                inner = value.items() if key == "properties" else [(key, value)]
+                pending.extend((f"{path}.{name}", child) for name, child in inner)
+    return found
+
+
+@pytest.mark.parametrize("job_type", list(JobType))
+def test_every_list_and_string_of_a_request_is_bounded(job_type: JobType) -> None:
+    # issue #35: `correlation` had no length limit, so one message amplified into one error per entry
+    schema = PARAMS_BY_TYPE[job_type].model_json_schema()
+    assert _unbounded(schema) == [], f"{job_type.value} params"
+    assert _unbounded(JobRequest.model_json_schema()) == []
+
+
+@pytest.mark.parametrize("job_type, params, field", [
+    ("portfolio_var", {"exposures": [1], "volatilities": [0.2]}, "correlation"),
+    ("portfolio_var", {"volatilities": [0.2]}, "exposures"),
+    ("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2]}, "dividend_yields"),
+    ("basket_option", {"spots": [100], "weights": [1]}, "volatilities"),
+])
+def test_a_long_list_of_bad_entries_is_one_short_reason(job_type: str, params: dict[str, Any], field: str) -> None:
+    entries = [[{}] * 300_000] if field == "correlation" else [{}] * 300_000
+    body = json.dumps({"job_id": "amp", "type": job_type, "params": {**params, field: entries}}).encode()
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(body)
+    assert len(str(caught.value)) < 200, str(caught.value)[:400]
+
+
+def test_the_reported_amplification_body_is_refused_before_it_is_parsed() -> None:
+    body = (b'{"job_id": "amp", "type": "portfolio_var", "params": {"exposures": [1], "volatilities": [0.2], '
+            b'"correlation": [[' + b"{}," * 329_900 + b"{}]]}}")
+    with pytest.raises(InvalidRequest, match="more than 100,000 values"):
+        parse_request(body)
+
+
+def test_a_rejection_names_the_first_errors_and_counts_the_rest() -> None:
+    params = {str(i): 0 for i in range(strict_json.MAX_KEYS - 1)}
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(json.dumps({"job_id": "many", "type": "noop", "params": params}).encode())
+    reason = str(caught.value)
+    assert reason.count("Extra inputs are not permitted") == MAX_REPORTED_ERRORS
+    assert reason.endswith(f"and {strict_json.MAX_KEYS - 1 - MAX_REPORTED_ERRORS} more error(s)")
+
+
+def test_an_object_of_too_many_keys_is_refused_in_the_parser() -> None:
+    params = {str(i): 0 for i in range(strict_json.MAX_KEYS + 1)}
+    with pytest.raises(InvalidRequest, match=f"more than {strict_json.MAX_KEYS}"):
+        parse_request(json.dumps({"job_id": "keys", "type": "noop", "params": params}).encode())
+
+
+def test_an_error_message_is_cut_to_its_limit_and_says_how_much_was_cut() -> None:
+    error = JobError(kind=ErrorKind.PERMANENT, message="x" * (MAX_ERROR_CHARS + 5_000))
+    assert error.message.startswith("x" * MAX_ERROR_CHARS)
+    assert error.message.endswith("(5,000 more characters)") and len(error.message) < MAX_ERROR_CHARS + 40
