@@ -13,13 +13,25 @@ from enum import StrEnum
 from itertools import islice
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from kernels.params import JobParams, JobType, parse_params
+from kernels.params import JobParams, JobType, NoopParams, below_floor, parse_params
 from runtime.protocol import strict_json
 
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
 MAX_TIMEOUT_S: Final = 24 * 3600.0
+# Shortest timeout a request may ask for: a job's round trip to a worker and back takes tens of milliseconds,
+# more under load, and a timeout below it would expire on every delivery and end in the dead-letter queue.
+MIN_TIMEOUT_S: Final = 1.0
 DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (docs/architecture.md)
 # Anchored for pydantic (whose regex engine's `$` is the end of the text); Python's `$` also matches before a
 # final newline, so code outside the models checks ids with ``is_job_id``, a full match, and never `re.match`.
@@ -62,6 +74,13 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"
 
 
+def _timeout_floor(value: float) -> float:
+    if value < MIN_TIMEOUT_S:
+        raise ValueError(below_floor(MIN_TIMEOUT_S, "a job's round trip to a worker takes longer, so it would time "
+                                                    "out on every delivery"))
+    return value
+
+
 class JobRequest(BaseModel):
     """One job request. ``job_id`` is the client's idempotency key."""
 
@@ -73,7 +92,7 @@ class JobRequest(BaseModel):
     session_id: str | None = Field(None, max_length=SESSION_ID_MAX_LENGTH, description=(
         "The client's session: echoed on the result, and the key to list and collect a session's jobs "
         "(GET /jobs?session_id=, gpurt jobs list --session)."))
-    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+    timeout_s: Annotated[float, Field(le=MAX_TIMEOUT_S), AfterValidator(_timeout_floor)] = DEFAULT_TIMEOUT_S
 
     @model_validator(mode="before")
     @classmethod
@@ -105,6 +124,14 @@ class JobRequest(BaseModel):
                     raise ValueError(_describe(exc, "params")) from None
                 data = {**data, "params": params}
         return data
+
+    @model_validator(mode="after")
+    def _can_finish_in_time(self) -> JobRequest:
+        # A job that takes at least its timeout times out on every delivery alike: refused now, never retried.
+        if isinstance(self.params, NoopParams) and self.params.sleep_s >= self.timeout_s:
+            raise ValueError(f"params.sleep_s ({self.params.sleep_s:g} s) must be shorter than timeout_s "
+                             f"({self.timeout_s:g} s): the job would time out on every delivery")
+        return self
 
     def attributes(self) -> dict[str, str]:
         """Pub/Sub message attributes for this request."""

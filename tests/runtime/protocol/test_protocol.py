@@ -21,6 +21,7 @@ from runtime.protocol.messages import (
     MAX_ERROR_CHARS,
     MAX_MESSAGE_BYTES,
     MAX_REPORTED_ERRORS,
+    MIN_TIMEOUT_S,
     ErrorKind,
     InvalidRequest,
     JobError,
@@ -293,3 +294,17 @@ def test_an_error_message_is_cut_to_its_limit_and_says_how_much_was_cut() -> Non
     error = JobError(kind=ErrorKind.PERMANENT, message="x" * (MAX_ERROR_CHARS + 5_000))
     assert error.message.startswith("x" * MAX_ERROR_CHARS)
     assert error.message.endswith("(5,000 more characters)") and len(error.message) < MAX_ERROR_CHARS + 40
+
+
+@pytest.mark.parametrize("timeout_s", ["5e-324", "1e-3", "0.999", "0", "-1"])
+def test_a_timeout_below_the_floor_is_rejected(timeout_s: str) -> None:
+    # issue #35: a noop with timeout_s 5e-324 or 1e-3 timed out on all five deliveries and was dead-lettered
+    with pytest.raises(InvalidRequest, match=f"timeout_s: must be at least {MIN_TIMEOUT_S:g}"):
+        parse_request(b'{"job_id": "t", "type": "noop", "timeout_s": ' + timeout_s.encode() + b"}")
+    assert parse_request(b'{"job_id": "t", "type": "noop", "timeout_s": 1}').timeout_s == MIN_TIMEOUT_S
+
+
+def test_a_noop_that_cannot_finish_within_its_timeout_is_rejected_not_retried() -> None:
+    with pytest.raises(InvalidRequest, match="would time out on every delivery"):
+        parse_request(b'{"job_id": "t", "type": "noop", "params": {"sleep_s": 60}, "timeout_s": 3}')
+    assert parse_request(b'{"job_id": "t", "type": "noop", "params": {"sleep_s": 2}, "timeout_s": 3}')
