@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kernels.params import PARAMS_BY_TYPE, JobType
+from kernels.params import PARAMS_BY_TYPE, BookContract, HestonAssets, JobType
 from runtime.protocol import strict_json
 from runtime.protocol.messages import (
     MAX_ERROR_CHARS,
@@ -308,3 +308,32 @@ def test_a_noop_that_cannot_finish_within_its_timeout_is_rejected_not_retried() 
     with pytest.raises(InvalidRequest, match="would time out on every delivery"):
         parse_request(b'{"job_id": "t", "type": "noop", "params": {"sleep_s": 60}, "timeout_s": 3}')
     assert parse_request(b'{"job_id": "t", "type": "noop", "params": {"sleep_s": 2}, "timeout_s": 3}')
+
+
+_BASKET = '"type": "basket_option", "params": {"spots": [100], "weights": [1], "volatilities": [0.2]'
+
+
+@pytest.mark.parametrize("body", [
+    '{"job_id": "n", ' + _BASKET.replace("[100]", '["NaN"]') + "}}",
+    '{"job_id": "n", ' + _BASKET.replace('"weights": [1]', '"weights": [1, "Infinity"]').replace(
+        '"spots": [100]', '"spots": [100, 100]').replace("[0.2]", "[0.2, 0.2]") + "}}",
+    '{"job_id": "n", ' + _BASKET + ', "dividend_yields": ["NaN"]}}',
+    '{"job_id": "n", ' + _BASKET + ', "correlation": [["-Infinity"]]}}',
+    '{"job_id": "n", "type": "american_option", "params": {"spots": ["NaN"], "weights": [1], "volatilities": [0.2]}}',
+    '{"job_id": "n", "type": "portfolio_var", "params": {"exposures": ["NaN"], "volatilities": [0.2]}}',
+    '{"job_id": "n", "type": "portfolio_var", "params": {"exposures": [1], "volatilities": ["Infinity"]}}',
+    '{"job_id": "n", "type": "basket_option", "params": {"spots": [100], "weights": [1], "model": "heston", '
+    '"heston": {"initial_variance": ["NaN"], "long_variance": [0.04], "mean_reversion": [1], "vol_of_vol": [0.5], '
+    '"correlation": [0]}}}',
+    '{"job_id": "n", "type": "european_option", "params": {"rate": "NaN"}}',
+    '{"job_id": "n", "type": "noop", "params": {"sleep_s": "NaN"}}',
+])
+def test_non_finite_strings_are_refused_in_every_field_scalar_or_listed(body: str) -> None:
+    # issue #35: "NaN" inside a list passed validation; baskets then succeeded with a null estimate
+    with pytest.raises(InvalidRequest, match="finite number"):
+        parse_request(body.encode())
+
+
+def test_every_float_field_of_the_protocol_refuses_non_finite_values() -> None:
+    for model in (*PARAMS_BY_TYPE.values(), HestonAssets, BookContract, JobRequest):
+        assert model.model_config.get("allow_inf_nan") is False, model.__name__
