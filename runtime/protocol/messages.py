@@ -6,6 +6,7 @@ attributes repeat ``job_id`` and ``type`` so subscribers can filter without pars
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -146,6 +147,15 @@ class JobRequest(BaseModel):
         """
         return self.model_dump_json(exclude_none=True).encode(), {**self.attributes(), **(extra_attributes or {})}
 
+    def digest(self) -> str:
+        """The ``request_digest`` a result answering this request carries: of the body ``to_message`` encodes."""
+        return request_digest(self.to_message()[0])
+
+
+def request_digest(data: bytes) -> str:
+    """SHA-256 of a request body, in hex: what a result names as the request it answers (``JobResult.answering``)."""
+    return hashlib.sha256(data).hexdigest()
+
 
 class JobError(BaseModel):
     """The error of a result that did not succeed; ``message`` is cut to ``MAX_ERROR_CHARS`` characters."""
@@ -190,10 +200,18 @@ class JobResult(BaseModel):
     error: JobError | None = None
     artifacts: dict[str, str] = Field(default_factory=dict, description="Artifact name -> fsspec URL.")
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    request_digest: str | None = Field(None, description=(
+        "SHA-256 (hex) of the request body this result answers: a client takes a result only when it names "
+        "the body the client published (docs/scheduler.md, \"What a result's digest proves\")."))
+    request_message_id: str | None = Field(None, description="The Pub/Sub message id of the request it answers.")
 
     def attributes(self) -> dict[str, str]:
         """Pub/Sub message attributes for this result."""
         return {"job_id": self.job_id, "status": self.status.value}
+
+    def answering(self, data: bytes, message_id: str | None) -> JobResult:
+        """This result as the answer to the request message of body ``data`` and id ``message_id``."""
+        return self.model_copy(update={"request_digest": request_digest(data), "request_message_id": message_id})
 
 
 class InvalidRequest(ValueError):

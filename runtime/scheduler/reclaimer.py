@@ -81,7 +81,8 @@ class DlqReclaimer:
                 result = JobResult(job_id=job_id, status=JobStatus.FAILED, session_id=request.session_id,
                                    attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
                                    error=JobError(kind=ErrorKind.TRANSIENT,
-                                                  message="dead-lettered without a result (found by the reclaimer)"))
+                                                  message="dead-lettered without a result (found by the reclaimer)"),
+                                   ).answering(item.message.data, None)  # a dead letter has an id of its own
                 self._store.put(result)
                 self._sink.publish_result(result)
                 self._store.mark_published(job_id)

@@ -9,7 +9,7 @@ import pytest
 
 from kernels.errors import TransientJobError
 from runtime.protocol import contract
-from runtime.protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus, parse_request
+from runtime.protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus, parse_request, request_digest
 from runtime.scheduler import records
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.metrics import SchedulerMetrics
@@ -291,3 +291,21 @@ def test_each_delivery_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tiny_job_id(delivery) == "once"  # the consumer's packing check reads it first
     assert processor.process(delivery).result.status is JobStatus.SUCCEEDED
     assert parses == [delivery.data]
+
+
+def test_every_result_names_the_body_and_message_it_answers_and_a_bogus_body_never_stands_for_an_id() -> None:
+    processor, _, store, sink = _setup()
+    bogus = Delivery(message_id="m-bogus", data=b'{"job_id": "victim", "type": "bogus"}', attributes={},
+                     delivery_attempt=1, publish_time=None)
+    rejected = processor.process(bogus).result
+    assert (rejected.job_id, rejected.status) == ("victim", JobStatus.REJECTED)
+    assert rejected.request_digest == request_digest(bogus.data) and rejected.request_message_id == "m-bogus"
+    assert store.get("victim") is None  # a rejected body's result is never the id's result
+    own = _delivery("victim", session_id="s")
+    ran = processor.process(own).result
+    assert ran.status is JobStatus.SUCCEEDED and ran.request_digest == request_digest(own.data)
+    assert ran.request_message_id == own.message_id and store.get("victim") == ran
+    again = _delivery("victim")  # another body for the id: answered from the store, naming that body
+    answer = processor.process(again).result
+    assert answer.request_digest == request_digest(again.data) != ran.request_digest
+    assert answer.result == ran.result and sink.published[-1] == answer
