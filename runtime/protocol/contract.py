@@ -291,6 +291,12 @@ METRICS: Final = MetricNames()
 # Message attribute `gpurt dlq replay` sets on a request it republishes from the dead-letter queue: the
 # scheduler then runs the job again even though the result store holds its `failed` result.
 REPLAY_ATTRIBUTE: Final = "gpurt_replay"
+# Attributes Pub/Sub adds to a message it dead-letters (https://cloud.google.com/pubsub/docs/handling-failures):
+# the subscription it came from and that subscription's project. The DLQ reclaimer answers only a message that
+# carries them naming the request subscription; IAM (only the service agent may publish to the dead-letter
+# topic) is what keeps anyone else from adding them too.
+DEAD_LETTER_SOURCE_SUBSCRIPTION: Final = "CloudPubSubDeadLetterSourceSubscription"
+DEAD_LETTER_SOURCE_PROJECT: Final = "CloudPubSubDeadLetterSourceSubscriptionProject"
 
 
 # --- Subscriptions without a dead-letter policy (appended by infra-core) -----------------------------
