@@ -111,7 +111,11 @@ def test_duplicate_delivery_is_answered_from_the_store(platform: Platform) -> No
     platform.requests.job("dup-marker")  # published after the duplicate: once it is done, so is the duplicate
     platform.results.wait("dup-marker")
     assert platform.backend.runs["dup-1"] == [1]
-    assert platform.results.of("dup-1") == [first, first]  # the second request is answered with the stored result
+    # the second request is answered with the stored result, naming the message it answers (same body, same digest)
+    original, answer = platform.results.of("dup-1")
+    assert original == first and answer.request_digest == first.request_digest
+    assert answer.request_message_id != first.request_message_id
+    assert answer.model_copy(update={"request_message_id": first.request_message_id}) == first
 
 
 def test_cancel_stops_a_running_job(platform: Platform) -> None:
