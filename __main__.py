@@ -35,8 +35,8 @@ services = PlatformServices(
     ),
 )
 after_apis = pulumi.ResourceOptions(depends_on=services.apis)
-pubsub = PubSub("pubsub", PubSubArgs(project=config.project, service_agent=services.pubsub_agent.member),
-                opts=after_apis)
+pubsub = PubSub("pubsub", PubSubArgs(project=config.project, service_agent=services.pubsub_agent.member,
+                                     request_publishers=config.request_publishers), opts=after_apis)
 gke = GkeCluster("gke", GkeClusterArgs(config=config, depends_on=services.apis))
 # Vertex AI roles are granted only to a stack that routes jobs there (vertex.jobTypes).
 routes_to_vertex = bool(config.vertex.job_types)
@@ -44,7 +44,7 @@ identities = Identities(
     "iam",
     IdentitiesArgs(
         project=config.project, workload_pool=gke.workload_pool, result_bucket=services.result_bucket.name,
-        vertex=routes_to_vertex,
+        vertex=routes_to_vertex, topics=pubsub.topic_names, subscriptions=pubsub.subscription_names,
     ),
     opts=after_apis,
 )

@@ -26,7 +26,7 @@ CONTROL_TOKEN_KEY: Final = "controlToken"
 
 # Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
 _OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools",
-                       "maintenanceWindow")
+                       "maintenanceWindow", "requestPublishers")
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
@@ -398,6 +398,9 @@ class StackConfig(_Model):
     maintenance_window: MaintenanceWindowConfig = Field(
         MaintenanceWindowConfig(), description="When GKE may upgrade on its own (the stack's maintenance window).")
     result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
+    request_publishers: tuple[Annotated[str, Field(pattern=r"^(user|group|serviceAccount|domain):\S+$")], ...] = Field(
+        default=(), description="IAM members who may publish job requests (roles/pubsub.publisher on "
+        "gpu-job-request only): the platform's users. Nobody else may publish to any of its topics.")
     replace_gpu_pools: tuple[str, ...] = Field(
         default=(), description="GPU pools whose replacement this deploy acknowledges: they lose Pulumi's protect "
         "for it (docs/runbooks/replace-gpu-pool.md). Empty in normal operation."

@@ -3,13 +3,14 @@
 Each ``contract.ServiceAccountSpec`` becomes one service account with exactly its roles (one project
 IAM member per role, so nothing else on the project is touched) and a ``roles/iam.workloadIdentityUser``
 binding for its Kubernetes service account. Each ``contract.ScopedGrant`` is bound on its own resource
-(the result bucket, another service account) or, where nothing narrower exists, on the project; those
-only Vertex AI routing needs are bound only by a stack that routes jobs there. Pods authenticate through
-the GKE metadata server; no service-account key is ever created.
+(the result bucket, a topic, a subscription, another service account) or, where nothing narrower exists,
+on the project; those only Vertex AI routing needs are bound only by a stack that routes jobs there. Pods
+authenticate through the GKE metadata server; no service-account key is ever created.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pulumi
@@ -52,6 +53,13 @@ class IdentitiesArgs:
 
     grants: tuple[contract.ScopedGrant, ...] | None = None
     """Resource-scoped grants of those accounts; by default the contract's for this ``vertex`` setting."""
+
+    topics: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Topic name -> the topic's name as its resource outputs it (``PubSub.topic_names``), so that a grant on a
+    topic waits for the topic; a topic not listed is named as the contract spells it."""
+
+    subscriptions: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Subscription name -> the subscription's name as its resource outputs it, likewise."""
 
 
 class Identities(pulumi.ComponentResource):
@@ -107,6 +115,14 @@ class Identities(pulumi.ComponentResource):
             gcp.storage.BucketIAMMember(
                 resource_name, bucket=args.result_bucket, role=grant.role, member=member, opts=opts
             )
+        elif grant.scope is contract.GrantScope.TOPIC:
+            gcp.pubsub.TopicIAMMember(resource_name + f"-{grant.target}", project=args.project,
+                                      topic=args.topics.get(grant.target, grant.target), role=grant.role,
+                                      member=member, opts=opts)
+        elif grant.scope is contract.GrantScope.SUBSCRIPTION:
+            gcp.pubsub.SubscriptionIAMMember(resource_name + f"-{grant.target}", project=args.project,
+                                             subscription=args.subscriptions.get(grant.target, grant.target),
+                                             role=grant.role, member=member, opts=opts)
         elif grant.scope is contract.GrantScope.SERVICE_ACCOUNT:
             gcp.serviceaccount.IAMMember(
                 resource_name,

@@ -36,7 +36,10 @@ ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 GSA_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
 # The scopes the IAM component binds on below the project: a project grant serving only these is too wide.
-_NARROWER: Final = frozenset({Target.RESULT_BUCKET, Target.SERVICE_ACCOUNT})
+_NARROWER: Final = frozenset({Target.RESULT_BUCKET, Target.SERVICE_ACCOUNT, Target.TOPIC, Target.SUBSCRIPTION})
+_PUBLISH: Final = "pubsub.topics.publish"
+# The Pub/Sub service agent of any project number (contract.PUBSUB_SERVICE_AGENT).
+_SERVICE_AGENT_SUFFIX: Final = "@gcp-sa-pubsub.iam.gserviceaccount.com"
 # IAM member resource types and the kind of resource each binds on.
 _MEMBER_TYPES: Final = {
     "gcp:projects/iAMMember:IAMMember": Target.PROJECT,
@@ -239,6 +242,9 @@ def prove(
                for account, role in cloud_calls.CONTRACT_ROLES_WITHOUT_CALLER
                if any(g in used and (_account_id(g.member), g.role) == (account, role) for g in granted)]
     wider = _wider(used) + _workload_identity_wider(resources, project)
+    publishers = _topic_publishers(resources, project)
+    missing += publishers.missing
+    wider += publishers.wider
     missing_rbac, unused_rbac, proven_rbac = _prove_rbac(
         resources, who, tuple(c for c in made if isinstance(c, KubeCall)))
     return Proof(tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac), not_made,
@@ -260,6 +266,44 @@ def _wider(used: Mapping[Grant, list[tuple[str, Target]]]) -> list[str]:
         if narrower:
             found.append(f"{account} holds {grant.role}, but {narrower[0]} covers every call it serves "
                          f"({', '.join(sorted(permissions))})")
+    return found
+
+
+@dataclass(frozen=True)
+class _Publishers:
+    missing: list[str]
+    wider: list[str]
+
+
+def _topic_publishers(resources: list[Resource], project: str) -> _Publishers:
+    """Who may publish where, for every member of the stack (people and groups included), not only its accounts.
+
+    A dead letter is answered by the leader, so only the Pub/Sub service agent may publish to a dead-letter
+    topic (and it must, or dead-lettering does nothing); results are trusted by readers of the result topic, so
+    only gpu-scheduler may publish there. A publisher on the project may publish to both: refused for anyone.
+    """
+    scheduler = f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(project)}"
+    allowed = {spec.name: "the Pub/Sub service agent" for spec in contract.TOPICS if spec.is_dead_letter}
+    allowed[contract.RESULT_TOPIC] = _account_id(scheduler)
+    found = _Publishers([], [])
+    agent_publishes: set[str] = set()
+    for resource in resources:
+        target = _MEMBER_TYPES.get(resource.type)
+        member = str(lookup(resource.props, "member") or "")
+        if target not in (Target.PROJECT, Target.TOPIC) or \
+                _PUBLISH not in ROLE_PERMISSIONS.get(str(lookup(resource.props, "role")), frozenset()):
+            continue
+        topic = "" if target is Target.PROJECT else last_segment(lookup(resource.props, "topic") or "")
+        is_agent = member.startswith("serviceAccount:service-") and member.endswith(_SERVICE_AGENT_SUFFIX)
+        if target is Target.PROJECT:
+            found.wider.append(f"{member} may publish to every topic of the project, {', '.join(sorted(allowed))} "
+                               "included: bind a publisher on the topic it publishes to")
+        elif topic in allowed and not (is_agent if topic != contract.RESULT_TOPIC else member == scheduler):
+            found.wider.append(f"{member} may publish to {topic}, where only {allowed[topic]} may")
+        elif is_agent:
+            agent_publishes.add(topic)
+    found.missing.extend(f"the Pub/Sub service agent may not publish to {topic}: dead-lettering would do nothing"
+                         for topic in sorted(set(allowed) - {contract.RESULT_TOPIC} - agent_publishes))
     return found
 
 

@@ -2,7 +2,9 @@
 
 Everything is built from ``runtime.protocol.contract``: one topic per ``TopicSpec``, one subscription per
 ``SubscriptionSpec``. A subscription whose spec names a dead-letter topic gets the dead-letter policy,
-the exponential retry policy and the two grants the Pub/Sub service agent needs to forward messages.
+the exponential retry policy and the two grants the Pub/Sub service agent needs to forward messages. The
+platform's users (stack config ``requestPublishers``) may publish to the request topic and nowhere else; the
+scheduler's own grants are the identities component's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ class PubSubArgs:
     labels: dict[str, str] = field(default_factory=lambda: dict(contract.GCP_LABELS))
     """Labels on every topic and subscription."""
 
+    request_publishers: tuple[str, ...] = ()
+    """IAM members (``user:``, ``group:``, ``serviceAccount:``) who may publish job requests: each gets
+    ``roles/pubsub.publisher`` on the request topic alone (stack config ``requestPublishers``)."""
+
 
 class PubSub(pulumi.ComponentResource):
     """Request, result and dead-letter topics with their subscriptions (docs/architecture.md)."""
@@ -61,6 +67,18 @@ class PubSub(pulumi.ComponentResource):
             if spec.dead_letter_topic:
                 self._grant_service_agent(name, spec.name, spec.dead_letter_topic, service_agent, child)
 
+        for index, member in enumerate(args.request_publishers):
+            gcp.pubsub.TopicIAMMember(
+                f"{name}-request-publisher-{index}",
+                project=args.project,
+                topic=self.topics[contract.REQUEST_TOPIC].name,
+                role=contract.REQUEST_PUBLISHER_ROLE,
+                member=member,
+                opts=child,
+            )
+
+        self.topic_names = {key: topic.name for key, topic in self.topics.items()}
+        self.subscription_names = {key: sub.name for key, sub in self.subscriptions.items()}
         self.topic_ids = {key: topic.id for key, topic in self.topics.items()}
         self.subscription_ids = {key: sub.id for key, sub in self.subscriptions.items()}
         self.register_outputs({"topic_ids": self.topic_ids, "subscription_ids": self.subscription_ids})

@@ -69,7 +69,9 @@ class JobType(StrEnum):
 
 
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinities are refused in every float field, a list's entries included: pydantic takes the
+    # strings "NaN" and "Infinity" for floats, and a bound such as ``le`` only guards a scalar.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def below_floor(minimum: float, why: str) -> str:
@@ -98,6 +100,20 @@ Volatility = Annotated[float, Field(le=5.0, description="Annualised lognormal vo
 Maturity = Annotated[float, Field(le=100.0, description="Years to expiry."), _floor(MIN_MATURITY, _VOL_WHY)]
 Variance = Annotated[float, Field(le=4.0), _floor(MIN_VARIANCE, _VARIANCE_WHY)]
 VolOfVol = Annotated[float, Field(le=5.0), _floor(MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)]
+
+
+def vector(max_items: int, description: str | None = None) -> Any:
+    """A list of floats of 1 to ``max_items`` entries: one per asset a kernel can take. A long list is one short
+    refusal (pydantic stops at the length), and so is a list of bad entries (``fail_fast``: the first one),
+    instead of one error per entry."""
+    return Annotated[list[float], Field(min_length=1, max_length=max_items, fail_fast=True, description=description)]
+
+
+def matrix(size: int, description: str | None = None) -> Any:
+    """A square matrix of at most ``size`` x ``size`` floats, both dimensions bounded (see ``vector``)."""
+    row = Annotated[list[float], Field(max_length=size, fail_fast=True)]
+    return Annotated[list[row], Field(max_length=size, fail_fast=True,  # type: ignore[valid-type]
+                                      description=description)]
 
 
 Seed = Annotated[int, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]
@@ -224,9 +240,9 @@ class PortfolioVarParams(_Params):
     closed form), ``full`` reprices each position as exposure * (exp(shock) - 1).
     """
 
-    exposures: list[float] = Field(min_length=1, max_length=MAX_ASSETS)
-    volatilities: list[float] = Field(min_length=1, max_length=MAX_ASSETS, description="Annualised.")
-    correlation: list[list[float]] | None = Field(None, description="Defaults to the identity.")
+    exposures: vector(MAX_ASSETS)
+    volatilities: vector(MAX_ASSETS, "Annualised.")
+    correlation: matrix(MAX_ASSETS, "Defaults to the identity.") | None = None
     horizon_days: float = Field(1.0, gt=0, le=TRADING_DAYS_PER_YEAR, description=(
         f"Trading days (volatilities scale with sqrt(days / {TRADING_DAYS_PER_YEAR:g})), at most one year."))
     confidence: float = Field(0.99, gt=0.5, lt=1.0, description="VaR/CVaR level: the loss quantile reported.")
@@ -261,11 +277,11 @@ class HestonAssets(_Params):
     ``correlation`` is each asset's price-variance correlation; variance shocks are otherwise independent.
     """
 
-    initial_variance: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
-    long_variance: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
-    mean_reversion: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
-    vol_of_vol: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
-    correlation: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
+    initial_variance: vector(MAX_BASKET_ASSETS)
+    long_variance: vector(MAX_BASKET_ASSETS)
+    mean_reversion: vector(MAX_BASKET_ASSETS)
+    vol_of_vol: vector(MAX_BASKET_ASSETS)
+    correlation: vector(MAX_BASKET_ASSETS)
 
     @model_validator(mode="after")
     def _valid(self) -> HestonAssets:
@@ -294,12 +310,12 @@ class BasketOptionParams(_Params):
     geometric basket option (closed form) is the control variate, under Heston the discounted basket.
     """
 
-    spots: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS)
-    weights: list[float] = Field(min_length=1, max_length=MAX_BASKET_ASSETS, description="Units of each asset.")
-    volatilities: list[float] | None = Field(None, description="GBM: annualised volatility per asset.")
+    spots: vector(MAX_BASKET_ASSETS)
+    weights: vector(MAX_BASKET_ASSETS, "Units of each asset.")
+    volatilities: vector(MAX_BASKET_ASSETS, "GBM: annualised volatility per asset.") | None = None
     heston: HestonAssets | None = Field(None, description="Heston: variance process per asset.")
-    dividend_yields: list[float] | None = Field(None, description="Continuous yield per asset; default zero.")
-    correlation: list[list[float]] | None = Field(None, description="Of the assets' price shocks; default identity.")
+    dividend_yields: vector(MAX_BASKET_ASSETS, "Continuous yield per asset; default zero.") | None = None
+    correlation: matrix(MAX_BASKET_ASSETS, "Of the assets' price shocks; default identity.") | None = None
     model: BasketModel = BasketModel.GBM
     payoff: Literal["arithmetic", "geometric"] = Field("arithmetic", description=(
         "On sum w_i S_i, or on the geometric basket W prod S_i^(w_i/W), W = sum w_i (gbm, positive weights)."))

@@ -17,8 +17,13 @@ def test_every_dead_letter_topic_has_a_subscription() -> None:
 
 
 def test_service_account_project_roles_hold_nothing_only_some_stacks_or_one_bucket_need() -> None:
-    assert set(contract.SCHEDULER_SERVICE_ACCOUNT.roles) == {
-        "roles/pubsub.subscriber", "roles/pubsub.publisher", "roles/logging.logWriter",
+    # issue #35: no Pub/Sub role on the project, where a publisher could publish to the dead-letter topic
+    assert set(contract.SCHEDULER_SERVICE_ACCOUNT.roles) == {"roles/logging.logWriter"}
+    pubsub = {(g.role, g.scope, g.target) for g in contract.SCOPED_GRANTS if g.role.startswith("roles/pubsub.")}
+    assert pubsub == {
+        ("roles/pubsub.publisher", contract.GrantScope.TOPIC, contract.RESULT_TOPIC),
+        ("roles/pubsub.subscriber", contract.GrantScope.SUBSCRIPTION, contract.REQUEST_SUBSCRIPTION),
+        ("roles/pubsub.subscriber", contract.GrantScope.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION),
     }
     assert set(contract.RUNTIME_SERVICE_ACCOUNT.roles) == {"roles/artifactregistry.reader"}
     # Vertex AI's roles, and gpu-runtime's objects on the result bucket (the only bucket it writes), are granted

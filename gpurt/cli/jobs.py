@@ -127,7 +127,7 @@ def submit(
             return
         with ResultCollector(clients) as collector:
             publish_request(clients, request)
-            result = _wait_for(collector, request.job_id, timeout, api_url)
+            result = _wait_for(collector, request.job_id, request.digest(), timeout, api_url)
     finally:
         clients.close()
     if result is None:
@@ -142,7 +142,8 @@ def submit(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _wait_for(collector: Any, job_id: str, timeout_s: float, api_url: str | None) -> JobResult | None:
+def _wait_for(collector: Any, job_id: str, digest: str, timeout_s: float, api_url: str | None) -> JobResult | None:
+    """The result that answers the request of ``digest`` published for ``job_id``, or None after ``timeout_s``."""
     from runtime.access.control_api import ApiError
 
     started = time.monotonic()
@@ -159,7 +160,7 @@ def _wait_for(collector: Any, job_id: str, timeout_s: float, api_url: str | None
                     state = api.get_job(job_id).state or state
             spinner.update(f"waiting for {job_id}: {state}, {now - started:.0f} s")
 
-        results = collector.wait({job_id}, timeout_s, on_tick=tick)
+        results = collector.wait({job_id}, timeout_s, on_tick=tick, digests={job_id: digest})
     return results.get(job_id)
 
 

@@ -36,18 +36,26 @@ INTERRUPTED_NOTE: Final = ("only the wait was interrupted: the job(s) go on runn
 class JobFuture:
     """The eventual result of one submitted job."""
 
-    def __init__(self, job_id: str, client: Client) -> None:
+    def __init__(self, job_id: str, client: Client, digest: str) -> None:
+        """``digest``: the ``request_digest`` of the request published for it (``JobRequest.digest``)."""
         self.job_id = job_id
+        self.digest = digest
         self._client = client
         self._future: cf.Future[JobResult] = cf.Future()
         self.submitted_at = time.time()
 
     # --- completion (the client's subscriber threads) ----------------------------------------------
 
-    def _complete(self, raw: JobResult) -> None:
+    def _complete(self, raw: JobResult) -> bool:
+        """Take ``raw`` if it answers this future's own request; False (and ignored) for any other result of the
+        job id: one answering another body (anyone may publish a request, valid or not, under any id) or a
+        forgery, which cannot name the digest of a body it never saw."""
+        if raw.request_digest != self.digest:
+            return False
         # The first terminal result wins: a job retried and replayed may publish another one later.
         with contextlib.suppress(cf.InvalidStateError):
             self._future.set_result(raw)
+        return True
 
     def _abandon(self, error: BaseException) -> None:
         with contextlib.suppress(cf.InvalidStateError):

@@ -11,6 +11,7 @@ no other reader of results loses a message to it.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 SUBSCRIPTION_PREFIX: Final = "gpu-job-result-client-"
 # How long an emulator may take to accept a connection before the platform counts as not running.
 CONNECT_TIMEOUT_S: Final = 3.0
+
+log = logging.getLogger(__name__)
 
 
 class Client:
@@ -209,7 +212,7 @@ class Client:
                 future = self._futures.get(request.job_id)
                 if future is None:
                     # Registered before the publish: a fast result must find its future.
-                    future = self._futures[request.job_id] = JobFuture(request.job_id, self)
+                    future = self._futures[request.job_id] = JobFuture(request.job_id, self, request.digest())
                     new.append(request)
                 futures.append(future)
         if new:
@@ -225,8 +228,9 @@ class Client:
 
     def _on_result(self, raw: JobResult) -> None:
         future = self._futures.get(raw.job_id)  # dict reads are atomic; other users' results find none
-        if future is not None:
-            future._complete(raw)
+        if future is not None and not future._complete(raw):
+            log.info("ignored a result for %s that answers no request of this client (digest %s)", raw.job_id,
+                     raw.request_digest)
 
     def _check_open(self) -> None:
         if self._closed:

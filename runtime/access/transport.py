@@ -163,11 +163,14 @@ class ResultCollector(ResultSubscription):
 
     def wait(self, job_ids: Iterable[str], timeout_s: float,
              on_result: Callable[[JobResult], None] | None = None,
-             on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
+             on_tick: Callable[[], None] | None = None,
+             digests: Mapping[str, str] | None = None) -> dict[str, JobResult]:
         """Wait until every id in ``job_ids`` has a result or ``timeout_s`` passes; returns those received.
 
         A job that was retried may publish more than one result (``failed`` at the last attempt, a replay
-        later); the latest one received wins.
+        later); the latest one received wins. ``digests`` (job id -> ``JobRequest.digest()`` of the request
+        published for it) keeps, for those ids, only results that answer that very body: a result of another
+        request under the same id, or a forged one, is passed over.
         """
         wanted = set(job_ids)
         deadline = time.monotonic() + timeout_s
@@ -180,6 +183,8 @@ class ResultCollector(ResultSubscription):
             except queue.Empty:
                 if on_tick:
                     on_tick()
+                continue
+            if digests is not None and digests.get(result.job_id, result.request_digest) != result.request_digest:
                 continue
             self.received[result.job_id] = result
             if result.job_id in wanted and on_result:

@@ -80,6 +80,8 @@ SUBSCRIPTIONS: Final = (REQUEST_SUBSCRIPTION_SPEC, RESULT_SUBSCRIPTION_SPEC, REQ
 PUBSUB_SERVICE_AGENT: Final = "service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 DLQ_TOPIC_AGENT_ROLE: Final = "roles/pubsub.publisher"
 SOURCE_SUBSCRIPTION_AGENT_ROLE: Final = "roles/pubsub.subscriber"
+# What the platform's users hold on the request topic, and only there.
+REQUEST_PUBLISHER_ROLE: Final = "roles/pubsub.publisher"
 
 # The post-deploy probe (docs/validation.md) and how long its result may take.
 PROBE_MESSAGE: Final = {"job_id": "deploy-probe", "type": "noop", "session_id": "probe-001"}
@@ -114,11 +116,9 @@ MONITORING_NAMESPACE: Final = "monitoring"
 SCHEDULER_SERVICE_ACCOUNT: Final = ServiceAccountSpec(
     account_id="gpu-scheduler",
     display_name="GPU scheduler: consumes job requests, publishes results, submits Vertex AI jobs",
-    roles=(
-        "roles/pubsub.subscriber",
-        "roles/pubsub.publisher",
-        "roles/logging.logWriter",
-    ),
+    # Its Pub/Sub roles are bound on the topic and subscriptions it uses (SCOPED_GRANTS): a project-wide
+    # publisher could publish to the dead-letter topic, whose messages the leader answers.
+    roles=("roles/logging.logWriter",),
     k8s_namespace=RUNTIME_NAMESPACE,
     k8s_service_account="gpu-scheduler",
 )
@@ -299,6 +299,12 @@ METRICS: Final = MetricNames()
 # Message attribute `gpurt dlq replay` sets on a request it republishes from the dead-letter queue: the
 # scheduler then runs the job again even though the result store holds its `failed` result.
 REPLAY_ATTRIBUTE: Final = "gpurt_replay"
+# Attributes Pub/Sub adds to a message it dead-letters (https://cloud.google.com/pubsub/docs/handling-failures):
+# the subscription it came from and that subscription's project. The DLQ reclaimer answers only a message that
+# carries them naming the request subscription; IAM (only the service agent may publish to the dead-letter
+# topic) is what keeps anyone else from adding them too.
+DEAD_LETTER_SOURCE_SUBSCRIPTION: Final = "CloudPubSubDeadLetterSourceSubscription"
+DEAD_LETTER_SOURCE_PROJECT: Final = "CloudPubSubDeadLetterSourceSubscriptionProject"
 
 
 # --- Subscriptions without a dead-letter policy (appended by infra-core) -----------------------------
@@ -380,11 +386,14 @@ class GrantScope(StrEnum):
     PROJECT = "project"
     RESULT_BUCKET = "result-bucket"
     SERVICE_ACCOUNT = "service-account"
+    TOPIC = "topic"
+    SUBSCRIPTION = "subscription"
 
 
 @dataclass(frozen=True)
 class ScopedGrant:
-    """``role`` for service account ``account_id`` on one resource (``target``: the account acted as)."""
+    """``role`` for service account ``account_id`` on one resource (``target``: the account acted as, the topic
+    or the subscription)."""
 
     account_id: str
     role: str
@@ -397,6 +406,13 @@ class ScopedGrant:
 
 
 SCOPED_GRANTS: Final = (
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.publisher", GrantScope.TOPIC,
+                "publishes results; the only account that may (docs/scheduler.md, who may publish where)",
+                target=RESULT_TOPIC),
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
+                "pulls, acks and nacks job requests", target=REQUEST_SUBSCRIPTION),
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
+                "the DLQ reclaimer reads and releases dead letters", target=REQUEST_DLQ_SUBSCRIPTION),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/storage.objectUser", GrantScope.RESULT_BUCKET,
                 "reads and writes results, artifacts and markers; replaces objects (create + delete)"),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/monitoring.viewer", GrantScope.PROJECT,

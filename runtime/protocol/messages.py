@@ -6,25 +6,48 @@ attributes repeat ``job_id`` and ``type`` so subscribers can filter without pars
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import islice
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from kernels.params import JobParams, JobType, parse_params
+from kernels.params import JobParams, JobType, NoopParams, below_floor, parse_params
 from runtime.protocol import strict_json
 
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
 MAX_TIMEOUT_S: Final = 24 * 3600.0
+# Shortest timeout a request may ask for: a job's round trip to a worker and back takes tens of milliseconds,
+# more under load, and a timeout below it would expire on every delivery and end in the dead-letter queue.
+MIN_TIMEOUT_S: Final = 1.0
 DEFAULT_TIMEOUT_S: Final = 1800.0  # the job-completion SLO: p95 < 30 minutes (docs/architecture.md)
 # Anchored for pydantic (whose regex engine's `$` is the end of the text); Python's `$` also matches before a
 # final newline, so code outside the models checks ids with ``is_job_id``, a full match, and never `re.match`.
 JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 _JOB_ID: Final = re.compile(JOB_ID_PATTERN)
 SESSION_ID_MAX_LENGTH: Final = 128
+# A rejection names this many of its validation errors and counts the rest: a body of many bad list entries
+# or unknown keys would otherwise answer with one error each, megabytes of text for a one-megabyte body.
+MAX_REPORTED_ERRORS: Final = 10
+# Longest error message a result carries (characters); the rest is cut and counted. A worker's exception or
+# a rejection quoting its input stays readable and a result stays far below the publish limit.
+MAX_ERROR_CHARS: Final = 2_000
+# Largest result message (bytes of JSON). A pack publishes up to eight results in one Publish, which Pub/Sub
+# caps at 10 MB; a result over this is replaced by a short permanent failure (``runtime.scheduler.outcome``).
+MAX_RESULT_BYTES: Final = 1_000_000
 # What the retired `priority` field accepted: older clients' requests that carry it stay valid.
 _RETIRED_PRIORITY: Final = TypeAdapter(Annotated[int, Field(ge=0, le=9)])
 
@@ -52,10 +75,17 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"
 
 
+def _timeout_floor(value: float) -> float:
+    if value < MIN_TIMEOUT_S:
+        raise ValueError(below_floor(MIN_TIMEOUT_S, "a job's round trip to a worker takes longer, so it would time "
+                                                    "out on every delivery"))
+    return value
+
+
 class JobRequest(BaseModel):
     """One job request. ``job_id`` is the client's idempotency key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     job_id: str = Field(pattern=JOB_ID_PATTERN)
     type: JobType
@@ -63,7 +93,7 @@ class JobRequest(BaseModel):
     session_id: str | None = Field(None, max_length=SESSION_ID_MAX_LENGTH, description=(
         "The client's session: echoed on the result, and the key to list and collect a session's jobs "
         "(GET /jobs?session_id=, gpurt jobs list --session)."))
-    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+    timeout_s: Annotated[float, Field(le=MAX_TIMEOUT_S), AfterValidator(_timeout_floor)] = DEFAULT_TIMEOUT_S
 
     @model_validator(mode="before")
     @classmethod
@@ -96,6 +126,14 @@ class JobRequest(BaseModel):
                 data = {**data, "params": params}
         return data
 
+    @model_validator(mode="after")
+    def _can_finish_in_time(self) -> JobRequest:
+        # A job that takes at least its timeout times out on every delivery alike: refused now, never retried.
+        if isinstance(self.params, NoopParams) and self.params.sleep_s >= self.timeout_s:
+            raise ValueError(f"params.sleep_s ({self.params.sleep_s:g} s) must be shorter than timeout_s "
+                             f"({self.timeout_s:g} s): the job would time out on every delivery")
+        return self
+
     def attributes(self) -> dict[str, str]:
         """Pub/Sub message attributes for this request."""
         return {"job_id": self.job_id, "type": self.type.value}
@@ -109,12 +147,33 @@ class JobRequest(BaseModel):
         """
         return self.model_dump_json(exclude_none=True).encode(), {**self.attributes(), **(extra_attributes or {})}
 
+    def digest(self) -> str:
+        """The ``request_digest`` a result answering this request carries: of the body ``to_message`` encodes."""
+        return request_digest(self.to_message()[0])
+
+
+def request_digest(data: bytes) -> str:
+    """SHA-256 of a request body, in hex: what a result names as the request it answers (``JobResult.answering``)."""
+    return hashlib.sha256(data).hexdigest()
+
 
 class JobError(BaseModel):
-    """The error of a result that did not succeed."""
+    """The error of a result that did not succeed; ``message`` is cut to ``MAX_ERROR_CHARS`` characters."""
 
     kind: ErrorKind
     message: str
+
+    @field_validator("message")
+    @classmethod
+    def _bounded(cls, message: str) -> str:
+        return cut(message, MAX_ERROR_CHARS)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
 class JobMetrics(BaseModel):
@@ -141,10 +200,18 @@ class JobResult(BaseModel):
     error: JobError | None = None
     artifacts: dict[str, str] = Field(default_factory=dict, description="Artifact name -> fsspec URL.")
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    request_digest: str | None = Field(None, description=(
+        "SHA-256 (hex) of the request body this result answers: a client takes a result only when it names "
+        "the body the client published (docs/scheduler.md, \"What a result's digest proves\")."))
+    request_message_id: str | None = Field(None, description="The Pub/Sub message id of the request it answers.")
 
     def attributes(self) -> dict[str, str]:
         """Pub/Sub message attributes for this result."""
         return {"job_id": self.job_id, "status": self.status.value}
+
+    def answering(self, data: bytes, message_id: str | None) -> JobResult:
+        """This result as the answer to the request message of body ``data`` and id ``message_id``."""
+        return self.model_copy(update={"request_digest": request_digest(data), "request_message_id": message_id})
 
 
 class InvalidRequest(ValueError):
@@ -182,10 +249,14 @@ def parse_request(data: bytes, defaults: Mapping[str, Any] | None = None) -> Job
 
 
 def _describe(exc: ValidationError, within: str = "") -> str:
-    """``field.path: reason`` for each error; a validator's own ValueError keeps its message unprefixed."""
+    """``field.path: reason`` for each of the first ``MAX_REPORTED_ERRORS`` errors, and how many more there were;
+    a validator's own ValueError keeps its message unprefixed."""
     parts = []
-    for error in exc.errors(include_url=False):
+    for error in islice(exc.errors(include_url=False, include_input=False, include_context=True),
+                        MAX_REPORTED_ERRORS):
         where = ".".join(str(p) for p in (within, *error["loc"]) if p != "")
         message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
         parts.append(f"{where}: {message}" if where else message)
+    if (more := exc.error_count() - MAX_REPORTED_ERRORS) > 0:
+        parts.append(f"and {more:,} more error(s)")
     return "; ".join(parts)

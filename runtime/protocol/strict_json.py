@@ -22,15 +22,24 @@ MAX_DEPTH: Final = 32
 # Longest integer literal accepted, in characters. Every integer of the protocol fits in 19 digits
 # (seeds < 2**63); longer ones are refused before Python converts them (quadratic in the digit count).
 MAX_INT_CHARS: Final = 32
+# Most values (numbers, strings, arrays, objects...) a body may hold, counted before parsing. The largest
+# request a kernel can use is a portfolio_var of 256 assets: a 256 x 256 correlation matrix and two vectors,
+# about 66,000 values. A megabyte of ``{},`` is 330,000 objects: refused here, before the parser builds them
+# and the request's model reports each one.
+MAX_VALUES: Final = 100_000
+# Most keys one object may have. The widest request object (a basket's params) has about twenty fields, and
+# a model reports each unknown key as an error of its own: 90,000 of them took half a second and 70 MB.
+MAX_KEYS: Final = 64
 
 # One token of the nesting scan: a string literal (escapes included) or a bracket. The string's closing
 # quote is optional, so an unterminated string consumes the rest of the text in one match instead of
 # failing and being tried again at each later quote (which made the scan quadratic in a body of ``"``
 # followed by many ``\\"``). Its parts are disjoint character classes, so no match ever backtracks:
 # every character is looked at once.
-_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|([\[\]{}])', re.DOTALL)
-# What each token does to the depth; "" is a string literal (the bracket group did not take part).
-_STEP: Final = {"": 0, "[": 1, "{": 1, "]": -1, "}": -1}
+_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|([\[\]{},])', re.DOTALL)
+# What each token does to the depth; "" is a string literal (the bracket group did not take part), "," a
+# separator between values.
+_STEP: Final = {"": 0, "[": 1, "{": 1, "]": -1, "}": -1, ",": 0}
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -44,8 +53,11 @@ def loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonRejected(f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    if _nesting_depth(text) > max_depth:
+    depth, values = _shape(text)
+    if depth > max_depth:
         raise JsonRejected(f"body nests deeper than {max_depth} levels")
+    if values > MAX_VALUES:
+        raise JsonRejected(f"body holds more than {MAX_VALUES:,} values (about {values:,})")
     try:
         value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
                            parse_float=_finite_float, parse_int=_bounded_int)
@@ -55,19 +67,23 @@ def loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def _nesting_depth(text: str) -> int:
-    """Deepest bracket nesting outside string literals, in one linear scan and without recursion.
+def _shape(text: str) -> tuple[int, int]:
+    """Deepest bracket nesting outside string literals, and an upper bound on the values the text holds (one
+    per separator and per container, plus one), in one linear scan and without recursion.
 
     The regex engine finds the tokens and ``accumulate`` sums the steps, both in C: a Python loop per token
     took twice as long on a 1 MB body of ``[]``. An unterminated string
     hides the brackets after it: the text is not valid JSON then, and the parser that runs next says so,
     in linear time too.
     """
-    steps = map(_STEP.__getitem__, _TOKEN.findall(text))
-    return max(accumulate(steps, initial=0))
+    tokens = _TOKEN.findall(text)
+    depth = max(accumulate(map(_STEP.__getitem__, tokens), initial=0))
+    return depth, 1 + tokens.count(",") + tokens.count("[") + tokens.count("{")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len(pairs) > MAX_KEYS:
+        raise JsonRejected(f"body has an object of {len(pairs):,} keys, more than {MAX_KEYS}")
     result = dict(pairs)
     if len(result) != len(pairs):
         repeated = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)

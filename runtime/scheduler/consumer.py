@@ -61,6 +61,32 @@ class _Stream:
     opened_at: float = field(default_factory=time.monotonic)
 
 
+class _Deliveries:
+    """Each message of one stream as a ``Delivery``, made once: a message waiting for a slot may be looked at
+    by several slots' packs before it runs, and its body is parsed only the first time (``Delivery.request``).
+
+    A delivery leaves when it is taken to run; what a closed stream never ran goes with the stream. Each entry
+    holds its message too, so that no other message can take its ``id`` while it is kept.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[int, tuple[Any, Delivery]] = {}
+
+    def peek(self, message: Any) -> Delivery:
+        """``message`` as a delivery, kept for when it runs."""
+        with self._lock:
+            if (kept := self._made.get(id(message))) is None:
+                kept = self._made[id(message)] = (message, _delivery(message))
+        return kept[1]
+
+    def take(self, message: Any) -> Delivery:
+        """``message`` as a delivery, forgotten here: it runs now."""
+        with self._lock:
+            kept = self._made.pop(id(message), None)
+        return kept[1] if kept is not None else _delivery(message)
+
+
 class Consumer:
     """Owns the streaming pull: ``start``, ``drain``, ``resume``, ``resize``, ``stop`` (all idempotent)."""
 
@@ -192,9 +218,10 @@ class Consumer:
         per_slot = self._window.places_per_slot
         places = self._slots * per_slot
         slots = SlotScheduler(self._slots, places=places)
+        deliveries = _Deliveries()
         future = self._subscriber.subscribe(
             self._subscription,
-            callback=lambda message: self._on_message(slots, message),
+            callback=lambda message: self._on_message(slots, deliveries, message),
             flow_control=FlowControl(max_messages=places, max_lease_duration=lease_s(per_slot)),
             scheduler=slots,
             await_callbacks_on_shutdown=True,
@@ -212,26 +239,26 @@ class Consumer:
         stream.future.cancel()  # the client's shutdown thread releases the held acks and awaits the jobs
         stream.closing.set()
 
-    def _on_message(self, slots: SlotScheduler, message: Any) -> None:
+    def _on_message(self, slots: SlotScheduler, made: _Deliveries, message: Any) -> None:
         messages = [message]
-        first = tiny_job_id(message.data) if self._pack is not None else None
-        if first is not None:
-            # The tiny jobs waiting right behind it run with it, in one task (docs/scheduler.md, "Packing").
-            # A second message of a job id already in the pack stays behind: it must wait for that job's
-            # result, which a pack's own twin would wait for in vain.
-            packed = {first}
-
-            def wanted(waiting: Any) -> bool:
-                job_id = tiny_job_id(waiting.data)
-                if job_id is None or job_id in packed:
-                    return False
-                packed.add(job_id)
-                return True
-            messages += slots.take_waiting(wanted, PACK_MAX_JOBS - 1)
-        if self._pack is not None:
-            self._observe(slots, tiny=first is not None, jobs=len(messages))
         try:
-            deliveries = [_delivery(m) for m in messages]
+            first = tiny_job_id(made.peek(message)) if self._pack is not None else None
+            if first is not None:
+                # The tiny jobs waiting right behind it run with it, in one task (docs/scheduler.md, "Packing").
+                # A second message of a job id already in the pack stays behind: it must wait for that job's
+                # result, which a pack's own twin would wait for in vain.
+                packed = {first}
+
+                def wanted(waiting: Any) -> bool:
+                    job_id = tiny_job_id(made.peek(waiting))
+                    if job_id is None or job_id in packed:
+                        return False
+                    packed.add(job_id)
+                    return True
+                messages += slots.take_waiting(wanted, PACK_MAX_JOBS - 1)
+            if self._pack is not None:
+                self._observe(slots, tiny=first is not None, jobs=len(messages))
+            deliveries = [made.take(m) for m in messages]
             pack = self._pack
             begun = pack(deliveries) if pack is not None and len(deliveries) > 1 else self._process(deliveries[0])
         except Exception:  # the processor never raises; a malformed message object could

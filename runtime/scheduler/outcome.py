@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from runtime.protocol.messages import ErrorKind, JobError, JobMetrics, JobRequest, JobResult, JobStatus
+from runtime.protocol.messages import (
+    MAX_RESULT_BYTES,
+    ErrorKind,
+    JobError,
+    JobMetrics,
+    JobRequest,
+    JobResult,
+    JobStatus,
+)
 from runtime.scheduler.backends.base import Execution
 
 
@@ -28,3 +36,19 @@ def ended_result(request: JobRequest, status: JobStatus, kind: ErrorKind, messag
     return JobResult(job_id=request.job_id, status=status, type=request.type, session_id=request.session_id,
                      attempt=attempt,
                      metrics=JobMetrics(queue_wait_s=queue_wait_s), error=JobError(kind=kind, message=message))
+
+
+def publishable(result: JobResult) -> JobResult:
+    """``result``, or, when its message would be over ``MAX_RESULT_BYTES``, a short permanent failure in its place.
+
+    A result too large to publish would fail on every delivery alike, and the request end dead-lettered with
+    its sender never answered; the failure says why instead, and is final (a retry builds the same result).
+    """
+    size = len(result.model_dump_json())
+    if size <= MAX_RESULT_BYTES:
+        return result
+    status = JobStatus.REJECTED if result.status is JobStatus.REJECTED else JobStatus.FAILED
+    kind = ErrorKind.INVALID if status is JobStatus.REJECTED else ErrorKind.PERMANENT
+    message = f"the {result.status.value} result is {size:,} bytes, over the {MAX_RESULT_BYTES:,}-byte limit"
+    return result.model_copy(update={"status": status, "result": None, "artifacts": {},
+                                     "error": JobError(kind=kind, message=message)})

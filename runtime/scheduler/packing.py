@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Final
 
 from kernels.params import EuropeanOptionParams, JobType, NoopParams
-from runtime.protocol.messages import InvalidRequest, JobRequest, parse_request
+from runtime.protocol.messages import JobRequest
+from runtime.scheduler.records import Delivery
 
 # Jobs in one pack at most. A pack runs its jobs in turn, so the last one's result waits for the others:
 # with tiny jobs that is at most PACK_MAX_JOBS x the largest tiny job.
@@ -33,10 +34,7 @@ def is_tiny(request: JobRequest) -> bool:
     return False
 
 
-def tiny_job_id(data: bytes) -> str | None:
-    """The job id of a request message whose body is a valid tiny job; None for any other (never packed)."""
-    try:
-        request = parse_request(data)
-    except InvalidRequest:
-        return None
-    return request.job_id if is_tiny(request) else None
+def tiny_job_id(delivery: Delivery) -> str | None:
+    """The job id of a delivery whose body is a valid tiny job; None for any other (never packed)."""
+    request = delivery.request
+    return request.job_id if isinstance(request, JobRequest) and is_tiny(request) else None

@@ -25,12 +25,11 @@ from runtime.protocol.messages import (
     JobResult,
     JobStatus,
     is_job_id,
-    parse_request,
 )
 from runtime.scheduler.backends.base import Execution, ExecutionBackend, PackingBackend, Submission, submission
 from runtime.scheduler.messaging.publisher import ResultSink
 from runtime.scheduler.metrics import SchedulerMetrics
-from runtime.scheduler.outcome import ended_result, succeeded_result
+from runtime.scheduler.outcome import ended_result, publishable, succeeded_result
 from runtime.scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle, Started
 from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.store import ResultStore
@@ -121,10 +120,9 @@ class Processor:
         started, a store failure), the wait for its twin running here, or the job admitted to run."""
         job_id = None
         try:
-            try:
-                request = parse_request(delivery.data)
-            except InvalidRequest as exc:
-                return self._reject(delivery, exc)
+            request = delivery.request
+            if isinstance(request, InvalidRequest):
+                return self._reject(delivery, request)
             job_id = request.job_id
             admission = self._admit(request, delivery)
         except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver this one
@@ -145,7 +143,7 @@ class Processor:
         try:
             for index, conclusion in enumerate(conclusions):
                 try:
-                    result = conclusion.result()
+                    result = publishable(conclusion.result())
                     self._store.put(result)
                 except Exception as exc:
                     decisions[index] = _infrastructure_error(conclusion.job_id, exc)
@@ -189,8 +187,9 @@ class Processor:
         # Label by a known type only: an attribute from the wire must not create new metric series.
         job_type = delivery.attributes.get("type")
         job_type = job_type if job_type in _KNOWN_TYPES else "unknown"
-        result = JobResult(job_id=job_id, status=JobStatus.REJECTED, attempt=delivery.delivery_attempt,
-                           error=JobError(kind=ErrorKind.INVALID, message=str(exc)))
+        result = publishable(JobResult(job_id=job_id, status=JobStatus.REJECTED, attempt=delivery.delivery_attempt,
+                                       error=JobError(kind=ErrorKind.INVALID, message=str(exc))))
+        result = result.answering(delivery.data, delivery.message_id)
         self._sink.publish_result(result)
         self._metrics.jobs.labels(job_type, JobStatus.REJECTED.value).inc()
         log.warning("rejected an invalid request: %s", exc, extra={"job_id": job_id})
@@ -204,8 +203,8 @@ class Processor:
             # Running or concluding here: its result may be stored and published but not yet marked, and
             # answering from the store now would publish it a second time. Wait for it instead - later: the
             # job may be the one this slot submitted last, which ends only once the slot waits for it.
-            return lambda: self._running_elsewhere_here(request, replay)
-        stored = self._answer_from_store(request, replay, asked_again=delivery.delivery_attempt <= 1)
+            return lambda: self._running_elsewhere_here(request, delivery, replay)
+        stored = self._answer_from_store(request, delivery, replay, asked_again=delivery.delivery_attempt <= 1)
         if stored is not None:
             return stored
         if request.session_id is not None:
@@ -213,7 +212,7 @@ class Processor:
             self._store.add_to_session(request.session_id, request.job_id)
         entry = self._registry.begin(request, delivery.delivery_attempt)
         if entry is None:
-            return lambda: self._running_elsewhere_here(request, replay)
+            return lambda: self._running_elsewhere_here(request, delivery, replay)
         try:
             cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
         except BaseException:
@@ -223,30 +222,34 @@ class Processor:
         if attempt > 1 and not replay:
             self._metrics.retries.labels(request.type.value).inc()
         log.info("running job (attempt %d)", attempt, extra={"job_id": request.job_id, "type": request.type.value})
-        return _Admitted(request, entry, attempt, delivery.publish_time, cancelled)
+        return _Admitted(request, delivery, entry, attempt, cancelled)
 
-    def _answer_from_store(self, request: JobRequest, replay: bool, asked_again: bool = False) -> Decision | None:
+    def _answer_from_store(self, request: JobRequest, delivery: Delivery, replay: bool,
+                           asked_again: bool = False) -> Decision | None:
         """Answer a job that already has a terminal result without running it again.
 
         ``asked_again`` is a new message for a finished job id (its first delivery): the client is asking,
         so the stored result is published again, which is what makes the post-deploy probe's fixed ``deploy-probe``
-        answerable on every deploy. A redelivery of a message whose result is already out stays quiet.
+        answerable on every deploy. A redelivery of a message whose result is already out stays quiet. The
+        answer names ``delivery``'s body (``JobResult.answering``): the job id's result answers each request
+        for that id, whichever body ran.
         """
         stored = self._store.get(request.job_id)
         if stored is None or (replay and stored.status is JobStatus.FAILED):
             return None
+        answer = stored.answering(delivery.data, delivery.message_id)
         if asked_again or not self._store.is_published(request.job_id):
-            self._sink.publish_result(stored)  # the earlier run may also have stopped between store and publish
+            self._sink.publish_result(answer)  # the earlier run may also have stopped between store and publish
             self._store.mark_published(request.job_id)
         log.info("duplicate delivery answered from the result store", extra={"job_id": request.job_id})
-        return Decision(Settle.ACK, request.job_id, stored, reason="duplicate")
+        return Decision(Settle.ACK, request.job_id, answer, reason="duplicate")
 
-    def _running_elsewhere_here(self, request: JobRequest, replay: bool) -> Decision:
+    def _running_elsewhere_here(self, request: JobRequest, delivery: Delivery, replay: bool) -> Decision:
         # Acking now could lose the job if the running delivery then fails transiently; nacking now
         # burns an attempt. Wait for the running one, then answer from the store.
         self._registry.wait(request.job_id, request.timeout_s + DUPLICATE_WAIT_MARGIN_S)
         try:
-            stored = self._answer_from_store(request, replay=False)
+            stored = self._answer_from_store(request, delivery, replay=False)
         except Exception as exc:  # the store or the broker failed: let Pub/Sub redeliver
             return _infrastructure_error(request.job_id, exc)
         if stored is not None:
@@ -256,16 +259,18 @@ class Processor:
     def _ran(self, admitted: _Admitted, outcome: Execution | Exception, began: datetime) -> Decision | Conclusion:
         """What a job's run (or its failure), begun at ``began``, leaves: a nack now, or a result to conclude."""
         queue_wait = None
-        if admitted.published_at is not None:
+        delivery = admitted.delivery
+        if delivery.publish_time is not None:
             # Publish to the job's start on its worker: a job submitted ahead waited there too.
-            queue_wait = max(0.0, (began - admitted.published_at).total_seconds())
+            queue_wait = max(0.0, (began - delivery.publish_time).total_seconds())
             self._metrics.queue_wait.observe(queue_wait)
         conclusion = self._outcome(admitted, outcome, queue_wait)
         if isinstance(conclusion, Decision):
             self._registry.end(admitted.entry)
             return conclusion
-        entry = admitted.entry
-        return dataclasses.replace(conclusion, done=lambda: self._registry.end(entry))
+        entry, build = admitted.entry, conclusion.result
+        return dataclasses.replace(conclusion, result=lambda: build().answering(delivery.data, delivery.message_id),
+                                   done=lambda: self._registry.end(entry))
 
     def _outcome(self, admitted: _Admitted, outcome: Execution | Exception,
                  queue_wait: float | None) -> Decision | Conclusion:
@@ -310,9 +315,9 @@ class _Admitted:
     """A job registered as running here, about to run."""
 
     request: JobRequest
+    delivery: Delivery  # the message it came in, which its result answers
     entry: InFlight
     attempt: int
-    published_at: datetime | None
     cancelled: bool  # a cancel request came before it started
 
 

@@ -14,11 +14,19 @@ trusting it would let one request store and publish ``failed`` for another job, 
 publishes nothing for it and logs it once; it stays in the DLQ, counted by the DLQ depth metric, for
 ``gpurt dlq list`` and ``gpurt dlq replay`` (which sends it through the consumer, whose answer is
 ``rejected``).
+
+Only a message Pub/Sub itself dead-lettered from the request subscription is answered: it carries the
+service's dead-letter attributes naming that subscription and its project. Anything else on the topic (a
+message published straight to ``gpu-job-request-dlq``) is refused like an invalid body: logged once, left
+there, never answered, so it cannot store ``failed`` for a job whose own request would then never run. On
+Google Cloud only the Pub/Sub service agent may publish to the topic (docs/scheduler.md, "Who may publish
+where"); the attributes check keeps a stray or forged message out where that grant is missing or locally.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Final
 
 from runtime.protocol import contract
@@ -44,6 +52,7 @@ class DlqReclaimer:
     def __init__(self, subscriber: Any, project: str, store: ResultStore, sink: ResultSink) -> None:
         self._subscriber = subscriber
         self._subscription = subscription_path(project, contract.REQUEST_DLQ_SUBSCRIPTION)
+        self._project = project
         self._store = store
         self._sink = sink
         self._reported: set[str] = set()
@@ -64,6 +73,9 @@ class DlqReclaimer:
             for item in received:
                 if item.message.message_id in self._reported:
                     continue  # known not to be a request: not parsed again every run
+                if (refused := self._not_dead_lettered(item.message.attributes)) is not None:
+                    self._report_invalid(item.message, refused)
+                    continue
                 try:
                     request = parse_request(item.message.data)
                 except InvalidRequest as exc:
@@ -81,7 +93,8 @@ class DlqReclaimer:
                 result = JobResult(job_id=job_id, status=JobStatus.FAILED, session_id=request.session_id,
                                    attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
                                    error=JobError(kind=ErrorKind.TRANSIENT,
-                                                  message="dead-lettered without a result (found by the reclaimer)"))
+                                                  message="dead-lettered without a result (found by the reclaimer)"),
+                                   ).answering(item.message.data, None)  # a dead letter has an id of its own
                 self._store.put(result)
                 self._sink.publish_result(result)
                 self._store.mark_published(job_id)
@@ -96,12 +109,23 @@ class DlqReclaimer:
                 })
         return reclaimed
 
-    def _report_invalid(self, message: Any, exc: InvalidRequest) -> None:
+    def _not_dead_lettered(self, attributes: Mapping[str, str]) -> str | None:
+        """Why a message on the dead-letter topic was not dead-lettered by Pub/Sub from the request subscription,
+        or None when it was (its source attributes name that subscription, by id or full name, and project)."""
+        source = attributes.get(contract.DEAD_LETTER_SOURCE_SUBSCRIPTION, "")
+        project = attributes.get(contract.DEAD_LETTER_SOURCE_PROJECT, "")
+        if source.rsplit("/", 1)[-1] == contract.REQUEST_SUBSCRIPTION and project == self._project:
+            return None
+        return (f"not dead-lettered from {contract.REQUEST_SUBSCRIPTION} (attributes "
+                f"{contract.DEAD_LETTER_SOURCE_SUBSCRIPTION}={source[:200]!r}, "
+                f"{contract.DEAD_LETTER_SOURCE_PROJECT}={project[:200]!r})")
+
+    def _report_invalid(self, message: Any, exc: InvalidRequest | str) -> None:
         """Log a dead letter that is no valid request, once per message while it stays in the DLQ."""
         if message.message_id in self._reported:
             return
         if len(self._reported) >= MAX_REPORTED:
             self._reported.clear()
         self._reported.add(message.message_id)
-        log.warning("a dead letter is not a valid request; no result is published for it (replay it to have it "
-                    "rejected): %s", exc, extra={"message_id": message.message_id})
+        log.warning("a dead letter is not a valid request or not Pub/Sub's; no result is published for it "
+                    "(replay it to have it rejected or run): %s", exc, extra={"message_id": message.message_id})

@@ -377,3 +377,55 @@ def test_every_role_the_proof_relies_on_has_a_source() -> None:
     assert granted <= iam_permissions.ROLE_PERMISSIONS.keys()
     assert all(iam_permissions.source_of(role).startswith(iam_permissions.REFERENCE)
                for role in iam_permissions.ROLE_PERMISSIONS)
+
+
+_TOPIC_MEMBER = "gcp:pubsub/topicIAMMember:TopicIAMMember"
+
+
+def _publisher_on(project: str, member: str, topic: str | None) -> Resource:
+    """``roles/pubsub.publisher`` for ``member`` on ``topic``, or on the project when ``topic`` is None."""
+    if topic is None:
+        return Resource("gcp:projects/iAMMember:IAMMember", "planted",
+                        {"project": project, "role": "roles/pubsub.publisher", "member": member})
+    return Resource(_TOPIC_MEMBER, "planted", {"project": project, "topic": topic, "role": "roles/pubsub.publisher",
+                                               "member": member})
+
+
+def test_the_old_project_wide_publisher_of_the_scheduler_fails(rendered: tuple[list[Resource], str]) -> None:
+    # issue #35: with pubsub.publisher on the project the scheduler (or anyone holding it) could publish to the
+    # dead-letter topic, whose messages the leader answers
+    resources, project = rendered
+    member = _member(contract.SCHEDULER_SERVICE_ACCOUNT, project)
+    proof = prove([*resources, _publisher_on(project, member, None)], project)
+
+    assert proof.wider == (
+        "gpu-scheduler holds roles/pubsub.publisher on the whole project, but its calls need it only on topic: "
+        "bind it there",
+        f"{member} may publish to every topic of the project, {contract.REQUEST_DLQ_TOPIC}, "
+        f"{contract.RESULT_TOPIC} included: bind a publisher on the topic it publishes to")
+
+
+@pytest.mark.parametrize("topic", [contract.REQUEST_DLQ_TOPIC, contract.RESULT_TOPIC])
+def test_a_user_who_may_publish_to_the_dead_letter_or_result_topic_fails(
+        rendered: tuple[list[Resource], str], topic: str) -> None:
+    resources, project = rendered
+    proof = prove([*resources, _publisher_on(project, "group:risk-desk@example.com", topic)], project)
+
+    only = "the Pub/Sub service agent" if topic == contract.REQUEST_DLQ_TOPIC else "gpu-scheduler"
+    assert proof.wider == (f"group:risk-desk@example.com may publish to {topic}, where only {only} may",)
+
+
+def test_a_user_who_may_publish_requests_passes(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    assert prove([*resources, _publisher_on(project, "group:risk-desk@example.com", contract.REQUEST_TOPIC)],
+                 project).ok
+
+
+def test_without_the_service_agents_publisher_on_the_dead_letter_topic_the_proof_fails(
+        rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(_without(resources, lambda r: r.type == _TOPIC_MEMBER and "gcp-sa-pubsub" in str(
+        r.props.get("member"))), project)
+
+    assert proof.missing == (f"the Pub/Sub service agent may not publish to {contract.REQUEST_DLQ_TOPIC}: "
+                             "dead-lettering would do nothing",)

@@ -94,14 +94,14 @@ def test_roles_match_the_contract_table() -> None:
     result = run_check(service_account_roles(_iam(vertex=False), PROJECT))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 1/1)"
+    assert result.evidence == "roles match (gpu-scheduler: 2/2, gpu-runtime: 1/1)"
 
 
 def test_a_routing_stack_also_holds_vertex_ai_on_the_project() -> None:
     result = run_check(service_account_roles(_iam(), PROJECT, vertex=True))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 1/1)"
+    assert result.evidence == "roles match (gpu-scheduler: 3/3, gpu-runtime: 1/1)"
 
 
 def test_scoped_grants_are_read_from_the_bucket_and_the_service_account() -> None:
@@ -109,7 +109,7 @@ def test_scoped_grants_are_read_from_the_bucket_and_the_service_account() -> Non
     result = run_check(service_account_roles(_iam(), PROJECT, resources, vertex=True))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 5/5, gpu-runtime: 1/1); scoped grants: 3/3"
+    assert result.evidence == "roles match (gpu-scheduler: 3/3, gpu-runtime: 1/1); scoped grants: 3/3"
     resources._storage.bucket.assert_called_once_with(contract.result_bucket(PROJECT))
     resources._storage.bucket.return_value.get_iam_policy.assert_called_once_with(requested_policy_version=3)
     url = resources._session.post.call_args.args[0]
@@ -121,7 +121,7 @@ def test_a_stack_routing_nothing_to_vertex_needs_only_the_schedulers_bucket_gran
     result = run_check(service_account_roles(_iam(vertex=False), PROJECT, _resource_iam(vertex=False)))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == "roles match (gpu-scheduler: 4/4, gpu-runtime: 1/1); scoped grants: 1/1"
+    assert result.evidence == "roles match (gpu-scheduler: 2/2, gpu-runtime: 1/1); scoped grants: 1/1"
 
 
 def test_vertex_grants_left_in_a_stack_routing_nothing_there_fail() -> None:
@@ -275,3 +275,24 @@ def test_vertex_api_error_fails_with_the_reason() -> None:
 
     assert result.status is Status.FAIL
     assert "PERMISSION_DENIED" in result.evidence and "aiplatform.googleapis.com" in result.fix
+
+
+def test_a_project_wide_pubsub_role_of_the_scheduler_fails() -> None:
+    # issue #35: with pubsub.publisher on the project the scheduler could publish to the dead-letter topic
+    result = run_check(service_account_roles(_iam(extra=("roles/pubsub.publisher", SCHEDULER), vertex=False),
+                                             PROJECT))
+
+    assert result.status is Status.FAIL
+    assert "gpu-scheduler holds roles/pubsub.publisher on the whole project: grant it on its topic or " \
+           "subscription only" in result.evidence
+
+
+def test_anyone_but_the_service_agent_publishing_to_the_dlq_topic_fails() -> None:
+    admin = _pubsub("dlq_topic_iam_policy.json", "request_subscription_iam_policy.json")
+    policy = admin._publisher.get_iam_policy.return_value
+    policy.bindings[0].members.append("group:risk-desk@example.com")
+
+    result = run_check(service_agent_grants(admin, _iam().project_number))
+
+    assert result.status is Status.FAIL
+    assert result.evidence.startswith("group:risk-desk@example.com may publish to gpu-job-request-dlq")

@@ -73,7 +73,9 @@ def test_tally_counts_lost_duplicates_and_unexpected_outcomes() -> None:
                "d": JobStatus.SUCCEEDED, "e": JobStatus.SUCCEEDED}
     ledger = ResultLedger(PubSubClients("p", publisher=None, subscriber=None), planned)
     same = _result("a", JobStatus.SUCCEEDED)
-    arriving = [same, same, _result("b", JobStatus.SUCCEEDED), _result("b", JobStatus.SUCCEEDED, attempt=2),
+    # the stored answer to a second message of "a" names that message: still the same result
+    again = same.model_copy(update={"request_message_id": "another-message"})
+    arriving = [same, again, _result("b", JobStatus.SUCCEEDED), _result("b", JobStatus.SUCCEEDED, attempt=2),
                 _result("c", JobStatus.REJECTED), _result("d", JobStatus.FAILED), _result("other", JobStatus.FAILED)]
     for result in arriving:
         ledger._on_result(result)  # what the subscriber thread hands over

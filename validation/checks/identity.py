@@ -1,10 +1,12 @@
 """Service-account roles against the contract: the project table and the resource-scoped grants.
 
-A missing role fails. On the project, a storage role of a platform account fails (objects are granted on the
-result bucket only) and any other extra role is reported. The result bucket's own policy and the policies of
-the service accounts others act as are read too, where the project policy never shows them: each scoped
-grant must be there, and a platform account holding any other role there fails, since that grant is wider
-than anything the code calls. Which scoped grants a stack has depends on whether it routes jobs to Vertex AI.
+A missing role fails. On the project, a storage or Pub/Sub role of a platform account fails (objects are
+granted on the result bucket only; Pub/Sub roles on the topic or subscription they serve, since a publisher on
+the project may publish to the dead-letter topic) and any other extra role is reported. The result bucket's own
+policy and the policies of the service accounts others act as are read too, where the project policy never
+shows them: each scoped grant must be there, and a platform account holding any other role there fails, since
+that grant is wider than anything the code calls. Which scoped grants a stack has depends on whether it routes
+jobs to Vertex AI.
 """
 
 from __future__ import annotations
@@ -13,8 +15,14 @@ from runtime.protocol import contract
 from validation.adapters.iam import ProjectIam, ResourceIam
 from validation.runner import Check, CheckFailed
 
-# Objects are granted on the result bucket only: one of these on the project reaches every bucket.
-_PROJECT_WIDE_STORAGE = "roles/storage."
+# Roles a platform account must never hold on the project, and where they belong instead: a storage role there
+# reaches every bucket, a Pub/Sub role every topic and subscription (the dead-letter topic included).
+_NEVER_ON_PROJECT = {"roles/storage.": "the result bucket", "roles/pubsub.": "its topic or subscription"}
+
+
+def _belongs(role: str) -> str | None:
+    """Where ``role`` must be bound instead of the project, or None if it may be bound there."""
+    return next((where for prefix, where in _NEVER_ON_PROJECT.items() if role.startswith(prefix)), None)
 
 
 def _project_roles(account: contract.ServiceAccountSpec, vertex: bool) -> set[str]:
@@ -70,10 +78,9 @@ def service_account_roles(
             member = f"serviceAccount:{account.email(project)}"
             roles = {role for role, members in bindings.items() if member in members}
             missing += [f"{account.account_id} lacks {r}" for r in sorted(expected - roles)]
-            missing += [f"{account.account_id} holds {r} on the whole project: grant it on the result bucket only"
-                        for r in sorted(roles - expected) if r.startswith(_PROJECT_WIDE_STORAGE)]
-            extra += [f"{account.account_id} also has {r}" for r in sorted(roles - expected)
-                      if not r.startswith(_PROJECT_WIDE_STORAGE)]
+            missing += [f"{account.account_id} holds {r} on the whole project: grant it on {_belongs(r)} only"
+                        for r in sorted(roles - expected) if _belongs(r)]
+            extra += [f"{account.account_id} also has {r}" for r in sorted(roles - expected) if not _belongs(r)]
             held.append(f"{account.account_id}: {len(roles & expected)}/{len(expected)}")
         scoped = ""
         if resources is not None:

@@ -131,7 +131,8 @@ def subscription_settings(pubsub: PubSubAdmin) -> Check:
 
 
 def service_agent_grants(pubsub: PubSubAdmin, project_number: Callable[[], str]) -> Check:
-    """The Pub/Sub service agent may publish to each DLQ topic and subscribe to each source subscription."""
+    """The Pub/Sub service agent may publish to each DLQ topic, and nobody else may; it may subscribe to each
+    source subscription."""
 
     def run() -> str:
         agent = "serviceAccount:" + contract.PUBSUB_SERVICE_AGENT.format(project_number=project_number())
@@ -139,8 +140,14 @@ def service_agent_grants(pubsub: PubSubAdmin, project_number: Callable[[], str])
         for spec in contract.SUBSCRIPTIONS:
             if spec.dead_letter_topic is None:
                 continue
-            if agent not in pubsub.iam_members("topic", spec.dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE):
+            publishers = pubsub.iam_members("topic", spec.dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE)
+            if agent not in publishers:
                 missing.append(f"{contract.DLQ_TOPIC_AGENT_ROLE} on topic {spec.dead_letter_topic}")
+            if others := sorted(publishers - {agent}):
+                raise CheckFailed(f"{', '.join(others)} may publish to {spec.dead_letter_topic}, whose messages the "
+                                  "leader answers as dead letters",
+                                  f"remove them from the topic's {contract.DLQ_TOPIC_AGENT_ROLE} binding: only the "
+                                  "Pub/Sub service agent may publish there (docs/scheduler.md, who may publish where)")
             if agent not in pubsub.iam_members("subscription", spec.name, contract.SOURCE_SUBSCRIPTION_AGENT_ROLE):
                 missing.append(f"{contract.SOURCE_SUBSCRIPTION_AGENT_ROLE} on subscription {spec.name}")
         if missing:

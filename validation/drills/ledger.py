@@ -103,7 +103,9 @@ class ResultLedger:
                 unexpected[job] = first.status.value
             if len(found) > 1:
                 duplicated += 1
-                if any(a.result != first for a in found[1:]):
+                # The same answer to another message of the job names that message (JobResult.request_message_id).
+                if any(a.result.model_copy(update={"request_message_id": first.request_message_id}) != first
+                       for a in found[1:]):
                     differing.append(job)
         return Tally(jobs=len(planned), lost=sorted(set(planned) - arrivals.keys()), duplicated=duplicated,
                      differing=sorted(differing), unexpected=unexpected, by_status=dict(by_status))

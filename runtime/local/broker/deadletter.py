@@ -7,10 +7,11 @@ from datetime import UTC
 
 from runtime.local.broker import names, proto
 from runtime.local.broker.delivery import DeadLetter
+from runtime.protocol import contract
 
 ATTR_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
-ATTR_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
-ATTR_SUBSCRIPTION_PROJECT = "CloudPubSubDeadLetterSourceSubscriptionProject"
+ATTR_SUBSCRIPTION = contract.DEAD_LETTER_SOURCE_SUBSCRIPTION
+ATTR_SUBSCRIPTION_PROJECT = contract.DEAD_LETTER_SOURCE_PROJECT
 ATTR_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
 
 

@@ -7,6 +7,7 @@ form, never against the platform's own output. Jobs are small: the machine runni
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import signal
@@ -43,7 +44,7 @@ from kernels.params import NoopParams
 from runtime.access.transport import TEMP_SUBSCRIPTION_TTL_S
 from runtime.local import LocalPlatform
 from runtime.protocol.contract import RESULT_TOPIC
-from runtime.protocol.messages import JobRequest, JobStatus, JobType
+from runtime.protocol.messages import JobRequest, JobResult, JobStatus, JobType
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -252,3 +253,31 @@ def test_a_reopened_session_lists_and_collects_what_it_submitted_before(platform
         assert sorted(r.job_id for r in collected) == sorted([fine.job_id, failing.job_id])
         assert {r.raw.session_id for r in collected} == {session}
         assert stranger.jobs() == {} and stranger.jobs(session) == reopened.jobs()
+
+
+def test_a_forged_result_and_a_bogus_request_under_its_id_leave_a_future_to_its_own_result(
+        platform: LocalPlatform, client: Client) -> None:
+    # issue #35: {"job_id": <victim's id>, "type": "bogus"} made the victim's future raise JobRejected, and a
+    # JobResult published straight to gpu-job-result completed it (estimate 42)
+    from runtime.access.transport import ResultCollector, publish_request
+
+    future = client.submit(Noop(sleep_s=3))
+    victim = future.job_id
+    clients = platform.pubsub()
+    try:
+        with ResultCollector(clients) as spy:
+            publish_request(clients, json.dumps({"job_id": victim, "type": "bogus"}).encode())
+            forged = JobResult(job_id=victim, status=JobStatus.SUCCEEDED, result={"estimate": 42.0},
+                               request_digest="0" * 64)
+            clients.publisher.publish(clients.topic(RESULT_TOPIC), forged.model_dump_json().encode(),
+                                      job_id=victim, status="succeeded").result(timeout=30)
+            # both reached every reader of results (the client's subscription too) while the job still runs
+            spy.wait(set(), 1.0)
+            assert spy.wait({victim}, RESULT_TIMEOUT_S)[victim].status in (JobStatus.REJECTED, JobStatus.SUCCEEDED)
+            assert not future.done()
+        result = future.result(timeout=RESULT_TIMEOUT_S)
+    finally:
+        clients.close()
+    assert result.status is JobStatus.SUCCEEDED and result.raw.request_digest == future.digest
+    assert (result.raw.result or {}).get("estimate") != 42.0
+    assert client.jobs()[victim] == "succeeded"

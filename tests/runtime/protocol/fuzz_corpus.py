@@ -53,6 +53,59 @@ ADVERSARIAL: Final[dict[str, Callable[[int], bytes]]] = {
 }
 
 
+def _listed(job_id: str, job_type: str, params: dict[str, Any], field_name: str, entry: bytes, size: int,
+            depth: int = 1) -> bytes:
+    """A request whose ``params[field_name]`` is a list (in ``depth`` - 1 more lists) of ``entry`` repeated to
+    fill about ``size`` bytes."""
+    head, tail = _dumps({"job_id": job_id, "type": job_type, "params": {**params, field_name: None}}).split(b"null")
+    count = max(2, (size - len(head) - len(tail) - 2 * depth + 1) // (len(entry) + 1))  # two: never one asset's
+    return head + b"[" * depth + b",".join([entry] * count) + b"]" * depth + tail
+
+
+def _matrix(job_id: str, entry: bytes, size: int) -> bytes:
+    """A portfolio_var whose correlation has rows of 256 ``entry`` each, as many rows as fill about ``size``
+    bytes up to 256: every entry within the protocol's list bounds, each one an error."""
+    row = b"[" + b",".join([entry] * 256) + b"]"
+    head, tail = _dumps({"job_id": job_id, "type": "portfolio_var", "params": {**_VAR, "correlation": None}}) \
+        .split(b"null")
+    rows = min(256, max(1, size // (len(row) + 1)))
+    return head + b"[" + b",".join([row] * rows) + b"]" + tail
+
+
+def _keyed(job_id: str, within_params: bool, size: int) -> bytes:
+    """A request with unknown keys ``"0"``, ``"1"``... filling ``size`` bytes, in its params or at its top level."""
+    keys, count = [], 0
+    length = 80  # the rest of the body, roughly
+    while length < size:
+        keys.append(f'"{count}":0')
+        length += len(keys[-1]) + 1
+        count += 1
+    inner = ",".join(keys).encode()
+    if within_params:
+        return b'{"job_id":"' + job_id.encode() + b'","type":"noop","params":{' + inner + b"}}"
+    return b'{"job_id":"' + job_id.encode() + b'","type":"noop",' + inner + b"}"
+
+
+_BASKET: Final = {"spots": [100.0], "weights": [1.0], "volatilities": [0.2]}
+_VAR: Final = {"exposures": [1.0], "volatilities": [0.2]}
+# Bodies built to make a rejection expensive rather than the parse slow: each invalid part of a request used
+# to cost its own validation error, so one megabyte answered with tens of megabytes of error text, over the
+# result publish limit (issue #35). By name, for any job id, at any size.
+AMPLIFICATION: Final[dict[str, Callable[[str, int], bytes]]] = {
+    # The reported body: a correlation row of empty objects.
+    "empty_objects_in_a_row": lambda job_id, size: _listed(job_id, "portfolio_var", _VAR, "correlation", b"{}",
+                                                           size, depth=2),
+    "strings_in_a_matrix": lambda job_id, size: _matrix(job_id, b'"x"', size),
+    "numbers_past_a_list_bound": lambda job_id, size: _listed(job_id, "basket_option", _BASKET, "dividend_yields",
+                                                              b"0", size),
+    "strings_in_a_list": lambda job_id, size: _listed(job_id, "portfolio_var", _VAR, "exposures", b'"x"', size),
+    "non_finite_strings_in_a_list": lambda job_id, size: _listed(job_id, "basket_option", _BASKET, "spots",
+                                                                 b'"NaN"', size),
+    "unknown_params_keys": lambda job_id, size: _keyed(job_id, True, size),
+    "unknown_request_keys": lambda job_id, size: _keyed(job_id, False, size),
+}
+
+
 @dataclass(frozen=True)
 class FuzzMessage:
     """One message of the corpus: its body, its attributes, and which malformation it carries."""
@@ -184,6 +237,10 @@ def _adversarial(job_id: str, rng: random.Random) -> bytes:
     return ADVERSARIAL[rng.choice(sorted(ADVERSARIAL))](rng.choice(ADVERSARIAL_SIZES))
 
 
+def _amplification(job_id: str, rng: random.Random) -> bytes:
+    return AMPLIFICATION[rng.choice(sorted(AMPLIFICATION))](job_id, rng.choice(ADVERSARIAL_SIZES))
+
+
 def _forged_attribute(job_id: str, rng: random.Random) -> bytes:
     """A body that is no request, or a request of this message's own id that fails validation; the
     attribute (set in ``corpus``) names a victim."""
@@ -200,7 +257,7 @@ KINDS: Final[dict[str, Callable[[str, random.Random], bytes]]] = {
     fn.__name__.lstrip("_"): fn for fn in (
         _random_bytes, _truncated, _deep_array, _deep_object, _non_finite, _huge_integer, _duplicate_keys,
         _bad_utf8, _other_encoding, _lone_surrogate, _not_an_object, _wrong_types, _unknown_type, _bad_params,
-        _bad_fields, _missing_fields, _mutated, _adversarial, _forged_attribute)
+        _bad_fields, _missing_fields, _mutated, _adversarial, _amplification, _forged_attribute)
 }
 
 

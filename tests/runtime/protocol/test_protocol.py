@@ -15,9 +15,20 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kernels.params import JobType
+from kernels.params import PARAMS_BY_TYPE, BookContract, HestonAssets, JobType
 from runtime.protocol import strict_json
-from runtime.protocol.messages import MAX_MESSAGE_BYTES, InvalidRequest, JobRequest, is_job_id, parse_request
+from runtime.protocol.messages import (
+    MAX_ERROR_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_REPORTED_ERRORS,
+    MIN_TIMEOUT_S,
+    ErrorKind,
+    InvalidRequest,
+    JobError,
+    JobRequest,
+    is_job_id,
+    parse_request,
+)
 
 # Enough examples to find the hostile corners in a few seconds on a loaded 2-core box.
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -206,3 +217,123 @@ def test_the_wire_encoding_leaves_unset_fields_out_and_parses_back_to_the_same_r
     assert parse_request(data) == request
     assert attributes == {"job_id": "call-1", "type": "european_option"}
     assert request.to_message({"drill": "x"})[1] == {"job_id": "call-1", "type": "european_option", "drill": "x"}
+
+
+def _unbounded(schema: dict[str, Any]) -> list[str]:
+    """Paths in a JSON schema to arrays without ``maxItems`` and strings without a length, pattern or choice."""
+    definitions = schema.get("$defs", {})
+    found: list[str] = []
+    pending: list[tuple[str, Any]] = [("", schema)]
+    seen: set[str] = set()
+    while pending:
+        path, node = pending.pop()
+        if isinstance(node, list):
+            pending.extend((path, item) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if (ref := node.get("$ref")) is not None and ref not in seen:
+            seen.add(ref)
+            pending.append((ref, definitions[ref.rsplit("/", 1)[-1]]))
+        if node.get("type") == "array" and "maxItems" not in node:
+            found.append(path)
+        if node.get("type") == "string" and not {"maxLength", "pattern", "enum", "const"} & node.keys():
+            found.append(path)
+        for key, value in node.items():
+            if key in ("properties", "items", "anyOf", "additionalProperties", "prefixItems"):
+                inner = value.items() if key == "properties" else [(key, value)]
+                pending.extend((f"{path}.{name}", child) for name, child in inner)
+    return found
+
+
+@pytest.mark.parametrize("job_type", list(JobType))
+def test_every_list_and_string_of_a_request_is_bounded(job_type: JobType) -> None:
+    # issue #35: `correlation` had no length limit, so one message amplified into one error per entry
+    schema = PARAMS_BY_TYPE[job_type].model_json_schema()
+    assert _unbounded(schema) == [], f"{job_type.value} params"
+    assert _unbounded(JobRequest.model_json_schema()) == []
+
+
+@pytest.mark.parametrize("job_type, params, field", [
+    ("portfolio_var", {"exposures": [1], "volatilities": [0.2]}, "correlation"),
+    ("portfolio_var", {"volatilities": [0.2]}, "exposures"),
+    ("basket_option", {"spots": [100], "weights": [1], "volatilities": [0.2]}, "dividend_yields"),
+    ("basket_option", {"spots": [100], "weights": [1]}, "volatilities"),
+])
+def test_a_long_list_of_bad_entries_is_one_short_reason(job_type: str, params: dict[str, Any], field: str) -> None:
+    entries = [[{}] * 300_000] if field == "correlation" else [{}] * 300_000
+    body = json.dumps({"job_id": "amp", "type": job_type, "params": {**params, field: entries}}).encode()
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(body)
+    assert len(str(caught.value)) < 200, str(caught.value)[:400]
+
+
+def test_the_reported_amplification_body_is_refused_before_it_is_parsed() -> None:
+    body = (b'{"job_id": "amp", "type": "portfolio_var", "params": {"exposures": [1], "volatilities": [0.2], '
+            b'"correlation": [[' + b"{}," * 329_900 + b"{}]]}}")
+    with pytest.raises(InvalidRequest, match="more than 100,000 values"):
+        parse_request(body)
+
+
+def test_a_rejection_names_the_first_errors_and_counts_the_rest() -> None:
+    params = {str(i): 0 for i in range(strict_json.MAX_KEYS - 1)}
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(json.dumps({"job_id": "many", "type": "noop", "params": params}).encode())
+    reason = str(caught.value)
+    assert reason.count("Extra inputs are not permitted") == MAX_REPORTED_ERRORS
+    assert reason.endswith(f"and {strict_json.MAX_KEYS - 1 - MAX_REPORTED_ERRORS} more error(s)")
+
+
+def test_an_object_of_too_many_keys_is_refused_in_the_parser() -> None:
+    params = {str(i): 0 for i in range(strict_json.MAX_KEYS + 1)}
+    with pytest.raises(InvalidRequest, match=f"more than {strict_json.MAX_KEYS}"):
+        parse_request(json.dumps({"job_id": "keys", "type": "noop", "params": params}).encode())
+
+
+def test_an_error_message_is_cut_to_its_limit_and_says_how_much_was_cut() -> None:
+    error = JobError(kind=ErrorKind.PERMANENT, message="x" * (MAX_ERROR_CHARS + 5_000))
+    assert error.message.startswith("x" * MAX_ERROR_CHARS)
+    assert error.message.endswith("(5,000 more characters)") and len(error.message) < MAX_ERROR_CHARS + 40
+
+
+@pytest.mark.parametrize("timeout_s", ["5e-324", "1e-3", "0.999", "0", "-1"])
+def test_a_timeout_below_the_floor_is_rejected(timeout_s: str) -> None:
+    # issue #35: a noop with timeout_s 5e-324 or 1e-3 timed out on all five deliveries and was dead-lettered
+    with pytest.raises(InvalidRequest, match=f"timeout_s: must be at least {MIN_TIMEOUT_S:g}"):
+        parse_request(b'{"job_id": "t", "type": "noop", "timeout_s": ' + timeout_s.encode() + b"}")
+    assert parse_request(b'{"job_id": "t", "type": "noop", "timeout_s": 1}').timeout_s == MIN_TIMEOUT_S
+
+
+def test_a_noop_that_cannot_finish_within_its_timeout_is_rejected_not_retried() -> None:
+    with pytest.raises(InvalidRequest, match="would time out on every delivery"):
+        parse_request(b'{"job_id": "t", "type": "noop", "params": {"sleep_s": 60}, "timeout_s": 3}')
+    assert parse_request(b'{"job_id": "t", "type": "noop", "params": {"sleep_s": 2}, "timeout_s": 3}')
+
+
+_BASKET = '"type": "basket_option", "params": {"spots": [100], "weights": [1], "volatilities": [0.2]'
+
+
+@pytest.mark.parametrize("body", [
+    '{"job_id": "n", ' + _BASKET.replace("[100]", '["NaN"]') + "}}",
+    '{"job_id": "n", ' + _BASKET.replace('"weights": [1]', '"weights": [1, "Infinity"]').replace(
+        '"spots": [100]', '"spots": [100, 100]').replace("[0.2]", "[0.2, 0.2]") + "}}",
+    '{"job_id": "n", ' + _BASKET + ', "dividend_yields": ["NaN"]}}',
+    '{"job_id": "n", ' + _BASKET + ', "correlation": [["-Infinity"]]}}',
+    '{"job_id": "n", "type": "american_option", "params": {"spots": ["NaN"], "weights": [1], "volatilities": [0.2]}}',
+    '{"job_id": "n", "type": "portfolio_var", "params": {"exposures": ["NaN"], "volatilities": [0.2]}}',
+    '{"job_id": "n", "type": "portfolio_var", "params": {"exposures": [1], "volatilities": ["Infinity"]}}',
+    '{"job_id": "n", "type": "basket_option", "params": {"spots": [100], "weights": [1], "model": "heston", '
+    '"heston": {"initial_variance": ["NaN"], "long_variance": [0.04], "mean_reversion": [1], "vol_of_vol": [0.5], '
+    '"correlation": [0]}}}',
+    '{"job_id": "n", "type": "european_option", "params": {"rate": "NaN"}}',
+    '{"job_id": "n", "type": "noop", "params": {"sleep_s": "NaN"}}',
+])
+def test_non_finite_strings_are_refused_in_every_field_scalar_or_listed(body: str) -> None:
+    # issue #35: "NaN" inside a list passed validation; baskets then succeeded with a null estimate
+    with pytest.raises(InvalidRequest, match="finite number"):
+        parse_request(body.encode())
+
+
+def test_every_float_field_of_the_protocol_refuses_non_finite_values() -> None:
+    for model in (*PARAMS_BY_TYPE.values(), HestonAssets, BookContract, JobRequest):
+        assert model.model_config.get("allow_inf_nan") is False, model.__name__

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -27,13 +28,13 @@ import pytest
 from runtime.access.transport import ResultCollector
 from runtime.local.platform import LocalConfig, LocalPlatform
 from runtime.protocol import contract
-from runtime.protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus
+from runtime.protocol.messages import MAX_MESSAGE_BYTES, ErrorKind, JobRequest, JobResult, JobStatus
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.processor import Processor
 from runtime.scheduler.records import Delivery, Settle
 from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.store import ResultStore
-from tests.runtime.protocol.fuzz_corpus import ISSUE_BODY, KINDS, FuzzMessage, corpus
+from tests.runtime.protocol.fuzz_corpus import AMPLIFICATION, ISSUE_BODY, KINDS, FuzzMessage, corpus
 from tests.runtime.scheduler.platform import IdleBackend, ListSink
 from validation.dlq import DeadLetterQueue
 
@@ -46,6 +47,12 @@ STOP_GRACE_S = 3.0  # the platform is thrown away afterwards
 # Messages the consumer holds at once. Rejections never reach Dask, so the GPU slots that normally bound
 # this (two local workers) would only make the test slow; one worker runs the normal job afterwards.
 IN_FLIGHT = "16"
+# What one amplification body may cost the processor, measured (issue #35: the reported body took 2-3.3 s
+# to parse, grew the scheduler by 300 MB and answered with 20 MB of errors, over the publish limit).
+AMPLIFICATION_CPU_S = 1.0  # CPU seconds of this process; about 0.3 s on a loaded 2-core box
+AMPLIFICATION_PEAK_BYTES = 48_000_000  # Python allocations at their peak (tracemalloc); about 17 MB
+AMPLIFICATION_RESULT_BYTES = 4_096  # the rejected result's JSON
+AMPLIFICATION_SIZES = (16_000, 200_000, MAX_MESSAGE_BYTES)
 
 
 class _NoBackend(IdleBackend):
@@ -74,6 +81,30 @@ def test_every_fuzzed_message_gets_one_rejected_result_from_the_processor() -> N
             assert result.job_id in owner, f"a result for {result.job_id}, which no fuzzed message names"
             per_message[owner[result.job_id]].append(result)
     _assert_one_rejection_each(messages, per_message)
+
+
+@pytest.mark.slow  # three bodies of each kind up to the size limit, each twice (once under tracemalloc)
+@pytest.mark.parametrize("name", sorted(AMPLIFICATION))
+def test_an_amplification_body_costs_bounded_cpu_memory_and_result_size(name: str) -> None:
+    sink = ListSink()
+    processor = Processor(_NoBackend(), ResultStore(f"memory://amp-{uuid.uuid4().hex}"), sink,  # type: ignore[arg-type]
+                          JobRegistry(), SchedulerMetrics())
+    for size in AMPLIFICATION_SIZES:
+        body = AMPLIFICATION[name](f"amp-{size}", size)
+        started = time.process_time()
+        decision = processor.process(Delivery(f"m-{size}", body, {}, 1, None))
+        cpu_s = time.process_time() - started
+        tracemalloc.start()
+        try:
+            processor.process(Delivery(f"m-{size}-again", body, {}, 1, None))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        result = sink.published[-1]
+        assert decision.settle is Settle.ACK and result.status is JobStatus.REJECTED, (size, decision.reason)
+        assert cpu_s < AMPLIFICATION_CPU_S, f"{name} of {len(body):,} bytes took {cpu_s:.2f} CPU s"
+        assert peak < AMPLIFICATION_PEAK_BYTES, f"{name} of {len(body):,} bytes peaked at {peak:,} bytes"
+        assert len(result.model_dump_json()) < AMPLIFICATION_RESULT_BYTES, result.error
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from unittest import mock
 import pytest
 from google.cloud.pubsub_v1 import SubscriberClient
 
-from runtime.protocol.messages import MAX_TIMEOUT_S
+from runtime.protocol.messages import MAX_TIMEOUT_S, JobRequest, parse_request
 from runtime.scheduler import consumer as consumer_module
-from runtime.scheduler import dispatch
+from runtime.scheduler import dispatch, records
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.dispatch import SlotScheduler
 from runtime.scheduler.records import Decision, Delivery, Settle
@@ -248,3 +248,36 @@ def test_without_packing_the_stream_stays_narrow(subscriber: mock.Mock) -> None:
         callback(_noop_message(f"t{i}"))
     assert _max_messages(subscriber) == [NARROW_PLACES_PER_SLOT]
     consumer.stop(timeout_s=0.1)
+
+
+def test_each_message_is_parsed_once_though_packs_look_at_it_first(subscriber: mock.Mock,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue #35: the packing check and the processor each parsed a body (each up to a megabyte)
+    monkeypatch.setattr(consumer_module, "DRAIN_CLOSE_WAIT_S", 0.01)
+    parsed: list[bytes] = []
+    monkeypatch.setattr(records, "parse_request", lambda data: parsed.append(data) or parse_request(data))
+    release = threading.Event()
+
+    def process(delivery: Delivery) -> Decision:
+        assert isinstance(delivery.request, JobRequest)  # the processor reads the parse the consumer made
+        if delivery.message_id == "busy":
+            assert release.wait(5)
+        return Decision(Settle.ACK, delivery.message_id)
+
+    def pack(deliveries: list[Delivery]) -> list[Decision]:
+        return [process(d) for d in deliveries]
+
+    consumer = Consumer(subscriber, "s", process, slots=1, pack=pack)
+    consumer.start()
+    kwargs = subscriber.subscribe.call_args.kwargs
+    scheduler, callback = kwargs["scheduler"], kwargs["callback"]
+    scheduler.schedule(callback, _noop_message("busy", sleep_s=1.0))
+    wait_for(lambda: len(parsed) == 1, 5, "the slot busy")
+    # a pack looks at "big" (not tiny: it stops there), then "big" runs alone, then "b" leads its own
+    waiting = [_noop_message("a"), _noop_message("big", sleep_s=1.0), _noop_message("b")]
+    for message in waiting:
+        scheduler.schedule(callback, message)
+    release.set()
+    wait_for(lambda: all(m.ack.called for m in waiting), 5, "every message acked")
+    assert sorted(parsed) == sorted(m.data for m in [_noop_message("busy", sleep_s=1.0), *waiting])
+    consumer.stop(timeout_s=1)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kernels.jobs import JobOutput
-from runtime.protocol.messages import ErrorKind, JobRequest, JobStatus
-from runtime.scheduler.outcome import ended_result, succeeded_result
+from runtime.protocol.messages import MAX_RESULT_BYTES, ErrorKind, JobRequest, JobStatus
+from runtime.scheduler.outcome import ended_result, publishable, succeeded_result
 
 REQUEST = JobRequest.model_validate({"job_id": "call-1", "type": "european_option"})
 
@@ -34,3 +34,14 @@ def test_an_unsuccessful_end_carries_its_error_and_no_result() -> None:
     assert result.error is not None and (result.error.kind, result.error.message) == (
         ErrorKind.CANCELLED, "cancelled by request")
     assert result.result is None and result.artifacts == {} and result.metrics.queue_wait_s == 0.25
+
+
+def test_a_result_too_large_to_publish_becomes_a_short_permanent_failure() -> None:
+    big = succeeded_result(REQUEST, JobOutput(summary={"values": list(range(300_000))}), {"a.npy": "file:///a"})
+    assert len(big.model_dump_json()) > MAX_RESULT_BYTES
+    result = publishable(big)
+    assert result.status is JobStatus.FAILED and result.error.kind is ErrorKind.PERMANENT
+    assert result.result is None and result.artifacts == {} and result.job_id == "call-1"
+    assert "over the 1,000,000-byte limit" in result.error.message and len(result.model_dump_json()) < 1_000
+    small = succeeded_result(REQUEST, JobOutput(summary={"estimate": 1.0}), {})
+    assert publishable(small) is small

@@ -5,11 +5,15 @@ from __future__ import annotations
 import threading
 import uuid
 
+import pytest
+
 from kernels.errors import TransientJobError
 from runtime.protocol import contract
-from runtime.protocol.messages import JobRequest, JobResult, JobStatus
+from runtime.protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus, parse_request, request_digest
+from runtime.scheduler import records
 from runtime.scheduler.backends.base import Execution
 from runtime.scheduler.metrics import SchedulerMetrics
+from runtime.scheduler.packing import tiny_job_id
 from runtime.scheduler.processor import Processor
 from runtime.scheduler.records import Conclusion, Decision, Delivery, Settle
 from runtime.scheduler.registry import JobRegistry
@@ -29,6 +33,7 @@ class GatedBackend(IdleBackend):
         self.hold: set[str] = set()
         self.fail: set[str] = set()
         self.packs: list[list[str]] = []
+        self.summary: dict[str, object] = {"ok": True}
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         self.calls.append(request.job_id)
@@ -37,7 +42,7 @@ class GatedBackend(IdleBackend):
             self.gate.wait(10)
         if request.job_id in self.fail:
             raise TransientJobError("boom")
-        return Execution(summary={"ok": True}, artifacts={"out.txt": b"x"}, elapsed_s=0.01, paths=10)
+        return Execution(summary=self.summary, artifacts={"out.txt": b"x"}, elapsed_s=0.01, paths=10)
 
     def run_pack(self, jobs: list[tuple[JobRequest, int]]) -> list[Execution | Exception]:
         self.packs.append([request.job_id for request, _ in jobs])
@@ -266,3 +271,41 @@ def test_a_redelivery_while_the_result_is_concluding_waits_and_is_not_published_
     redelivered[0].join(10)
     assert decision.settle is Settle.ACK and twin[0].settle is Settle.ACK
     assert [r.job_id for r in sink.published] == ["c2"]
+
+
+def test_a_result_too_large_to_publish_is_a_permanent_failure_not_a_redelivery() -> None:
+    # issue #35: a result over the publish limit failed every Publish alike: five deliveries, a dead letter
+    processor, backend, store, sink = _setup()
+    backend.summary = {"values": list(range(300_000))}
+    decision = processor.process(_delivery("huge"))
+    assert decision.settle is Settle.ACK and decision.result.status is JobStatus.FAILED
+    assert decision.result.error.kind is ErrorKind.PERMANENT and "byte limit" in decision.result.error.message
+    assert sink.published == [store.get("huge")] == [decision.result]
+
+
+def test_each_delivery_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    parses: list[bytes] = []
+    monkeypatch.setattr(records, "parse_request", lambda data: parses.append(data) or parse_request(data))
+    processor, _, _, _ = _setup()
+    delivery = _delivery("once")
+    assert tiny_job_id(delivery) == "once"  # the consumer's packing check reads it first
+    assert processor.process(delivery).result.status is JobStatus.SUCCEEDED
+    assert parses == [delivery.data]
+
+
+def test_every_result_names_the_body_and_message_it_answers_and_a_bogus_body_never_stands_for_an_id() -> None:
+    processor, _, store, sink = _setup()
+    bogus = Delivery(message_id="m-bogus", data=b'{"job_id": "victim", "type": "bogus"}', attributes={},
+                     delivery_attempt=1, publish_time=None)
+    rejected = processor.process(bogus).result
+    assert (rejected.job_id, rejected.status) == ("victim", JobStatus.REJECTED)
+    assert rejected.request_digest == request_digest(bogus.data) and rejected.request_message_id == "m-bogus"
+    assert store.get("victim") is None  # a rejected body's result is never the id's result
+    own = _delivery("victim", session_id="s")
+    ran = processor.process(own).result
+    assert ran.status is JobStatus.SUCCEEDED and ran.request_digest == request_digest(own.data)
+    assert ran.request_message_id == own.message_id and store.get("victim") == ran
+    again = _delivery("victim")  # another body for the id: answered from the store, naming that body
+    answer = processor.process(again).result
+    assert answer.request_digest == request_digest(again.data) != ran.request_digest
+    assert answer.result == ran.result and sink.published[-1] == answer

@@ -28,8 +28,17 @@ def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -
     unpublished = JobResult(job_id="dlq-unpublished", status=JobStatus.FAILED, attempt=5)
     store.put(unpublished)
     dlq = topic_path(platform.project, contract.REQUEST_DLQ_TOPIC)
+    # What Pub/Sub adds to a message it dead-letters from the request subscription.
+    dead_lettered = {contract.DEAD_LETTER_SOURCE_SUBSCRIPTION: contract.REQUEST_SUBSCRIPTION,
+                     contract.DEAD_LETTER_SOURCE_PROJECT: platform.project}
     for job_id in ("dlq-orphan", "dlq-done", "dlq-unpublished"):
-        publisher.publish(dlq, json.dumps({"job_id": job_id, "type": "noop"}).encode(), job_id=job_id).result(10)
+        publisher.publish(dlq, json.dumps({"job_id": job_id, "type": "noop"}).encode(), job_id=job_id,
+                          **dead_lettered).result(10)
+    # issue #35: a valid body published straight to the dead-letter topic made the leader store `failed` for
+    # the job it names, whose own request was then answered from the store and never ran
+    for forged, attributes in (("dlq-forged", {}), ("dlq-forged-elsewhere", {
+            **dead_lettered, contract.DEAD_LETTER_SOURCE_SUBSCRIPTION: "some-other-sub"})):
+        publisher.publish(dlq, json.dumps({"job_id": forged, "type": "noop"}).encode(), **attributes).result(10)
     try:
         # The service's leader loop runs the reclaimer every SINGLETON_PERIOD_S.
         result = platform.results.wait("dlq-orphan", timeout_s=SINGLETON_PERIOD_S + 20)
@@ -38,13 +47,15 @@ def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -
         assert platform.results.wait("dlq-unpublished", timeout_s=SINGLETON_PERIOD_S + 20) == unpublished
         assert store.is_published("dlq-unpublished")
         reclaimer = DlqReclaimer(subscriber, platform.project, store, TopicPublisher(publisher, platform.project))
-        assert reclaimer.run() == []  # idempotent: all three are published now
+        assert reclaimer.run() == []  # idempotent: all three are published now; the forged ones get nothing
         assert platform.results.of("dlq-done") == []
+        for forged in ("dlq-forged", "dlq-forged-elsewhere"):
+            assert platform.results.of(forged) == [] and store.get(forged) is None
         assert platform.results.of("dlq-unpublished") == [unpublished]
         # By full name: other modules' platforms share this emulator under projects of their own.
         stats = platform.emulator.stats().subscription(
             subscription_path(platform.project, contract.REQUEST_DLQ_SUBSCRIPTION))
-        assert stats.undelivered + stats.outstanding >= 3  # released, not acked: replay still has them
+        assert stats.undelivered + stats.outstanding >= 5  # released, not acked: replay still has them
     finally:
         publisher.stop()
         subscriber.close()
