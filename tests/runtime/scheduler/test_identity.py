@@ -87,7 +87,9 @@ def test_a_transient_failure_sent_under_a_victims_attribute_fails_only_its_own_j
 
 def test_the_reclaimer_names_a_result_less_dead_letter_by_its_body_not_its_attribute() -> None:
     _, _, store, sink = _setup()
-    orphan = _Message(_noop("atk"), {"job_id": "victim"})  # its replica died at the last attempt
+    orphan = _Message(_noop("atk"), {"job_id": "victim",  # its replica died at the last attempt: Pub/Sub moved it
+                                     contract.DEAD_LETTER_SOURCE_SUBSCRIPTION: contract.REQUEST_SUBSCRIPTION,
+                                     contract.DEAD_LETTER_SOURCE_PROJECT: "p"})
     assert _reclaim(store, sink, orphan) == ["atk"]
     assert [(r.job_id, r.status) for r in sink.published] == [("atk", JobStatus.FAILED)]
     assert store.get("victim") is None and store.get("atk") is not None
