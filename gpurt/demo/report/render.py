@@ -6,13 +6,13 @@ import html
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runtime.local.report.greeks import COLUMNS as GREEK_COLUMNS
-from runtime.local.report.greeks import greek_rows
-from runtime.local.report.live_plot import run_series_png
-from runtime.local.report.model import ReportFiles, ReportInput
-from runtime.local.report.plots import convergence_png, loss_distribution_png
-from runtime.local.report.smile import smile_from, smile_png
-from runtime.local.report.summary import headline
+from gpurt.demo.report.greeks import COLUMNS as GREEK_COLUMNS
+from gpurt.demo.report.greeks import greek_rows
+from gpurt.demo.report.live_plot import run_series_png
+from gpurt.demo.report.model import ReportFiles, ReportInput
+from gpurt.demo.report.plots import convergence_png, loss_distribution_png
+from gpurt.demo.report.smile import smile_from, smile_png
+from gpurt.demo.report.summary import headline
 from runtime.protocol.messages import JobResult
 
 LOSS_PNG = "loss_distribution.png"

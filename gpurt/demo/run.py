@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpurt.demo.report import ConvergencePoint, ReportInput
+from gpurt.demo.report.artifacts import ArtifactError, loss_distribution
+from gpurt.demo.workload import CONVERGENCE_OPTION, Workload
 from runtime.access.local_monitoring import MonitoringInfo
 from runtime.access.transport import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
-from runtime.local.report import ConvergencePoint, ReportInput
-from runtime.local.report.artifacts import ArtifactError, loss_distribution
-from runtime.local.workload import CONVERGENCE_OPTION, Workload
 from runtime.protocol.messages import JobResult, JobStatus
 
 

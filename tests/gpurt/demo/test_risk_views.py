@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from gpurt.demo.report import ReportInput, write_report
+from gpurt.demo.report.greeks import greek_rows
+from gpurt.demo.report.smile import implied_vol, smile_from
+from gpurt.demo.workload import ALL_GREEKS, HESTON_MARKET
 from kernels.closed_form import black_scholes
-from runtime.local.report import ReportInput, write_report
-from runtime.local.report.greeks import greek_rows
-from runtime.local.report.smile import implied_vol, smile_from
-from runtime.local.workload import ALL_GREEKS, HESTON_MARKET
 from runtime.protocol.messages import JobResult, JobStatus
 from tests.kernels.job_input import run_raw
 

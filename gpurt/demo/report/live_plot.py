@@ -8,8 +8,8 @@ from typing import Final
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from runtime.local.report.live import RunSeries
-from runtime.local.report.plots import DPI
+from gpurt.demo.report.plots import DPI
+from runtime.local.prometheus.series import RunSeries
 
 LIVE_SIZE_IN: Final = (10.0, 6.5)
 COLUMNS: Final = 2

@@ -10,7 +10,7 @@ from typing import Final
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from runtime.local.report.model import ConvergencePoint, LossDistribution
+from gpurt.demo.report.model import ConvergencePoint, LossDistribution
 
 DPI: Final = 110  # sharp in a browser, a few tens of kB per PNG
 SIZE_IN: Final = (8.0, 4.5)

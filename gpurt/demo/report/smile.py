@@ -17,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from pydantic import BaseModel, ConfigDict
 
-from runtime.local.report.plots import DPI, SIZE_IN
+from gpurt.demo.report.plots import DPI, SIZE_IN
 from runtime.protocol.messages import JobResult, JobStatus, JobType
 
 MIN_STRIKES: Final = 3  # fewer points than this are not a smile

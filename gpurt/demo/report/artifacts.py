@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.local.report.model import LossDistribution
+from gpurt.demo.report.model import LossDistribution
 from runtime.protocol.messages import JobResult
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.local.report import ConvergencePoint, LossDistribution, ReportInput, write_report
-from runtime.local.report.artifacts import ArtifactError, loss_distribution
-from runtime.local.workload import build_workload
+from gpurt.demo.report import ConvergencePoint, LossDistribution, ReportInput, write_report
+from gpurt.demo.report.artifacts import ArtifactError, loss_distribution
+from gpurt.demo.workload import build_workload
 from runtime.protocol.messages import JobError, JobResult, JobStatus, JobType
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

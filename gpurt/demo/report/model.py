@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime.local.report.live import RunSeries
+from runtime.local.prometheus.series import RunSeries
 from runtime.protocol.messages import JobResult
 
 
