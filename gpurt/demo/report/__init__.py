@@ -1,6 +1,7 @@
-"""Run reports: Markdown and HTML with matplotlib plots (P&L distribution, convergence)."""
+"""Run reports: Markdown and HTML with the Python API's plots (loss distribution, convergence, smile) and the
+platform's Prometheus panels."""
 
-from gpurt.demo.report.model import ConvergencePoint, LossDistribution, ReportFiles, ReportInput
+from gpurt.demo.report.model import ReportFiles, ReportInput
 from gpurt.demo.report.render import write_report
 
-__all__ = ["ConvergencePoint", "LossDistribution", "ReportFiles", "ReportInput", "write_report"]
+__all__ = ["ReportFiles", "ReportInput", "write_report"]

@@ -1,49 +1,13 @@
-"""What a report is made of: results, a convergence series and a loss distribution, as typed records."""
+"""What a report is made of: the run's results, which of them the figures draw, and the platform's series."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel
 
 from runtime.local.prometheus.series import RunSeries
 from runtime.protocol.messages import JobResult
-
-
-class ConvergencePoint(BaseModel):
-    """One option estimate at a given number of paths, with its confidence interval."""
-
-    paths: int = Field(gt=0)
-    estimate: float
-    ci_low: float
-    ci_high: float
-
-
-class LossDistribution(BaseModel):
-    """A histogram of portfolio losses (positive = money lost) with the risk figures marked on it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    edges: list[float] = Field(min_length=2)
-    counts: list[float]
-    var: float
-    cvar: float
-    confidence: float = Field(gt=0, lt=1)
-
-    @model_validator(mode="after")
-    def _shapes(self) -> LossDistribution:
-        if len(self.counts) != len(self.edges) - 1:
-            raise ValueError(f"{len(self.counts)} counts need {len(self.counts) + 1} edges, got {len(self.edges)}")
-        return self
-
-    @classmethod
-    def from_samples(cls, losses: np.ndarray, var: float, cvar: float, confidence: float,
-                     bins: int = 120) -> LossDistribution:
-        """Histogram ``losses`` into ``bins`` bins."""
-        counts, edges = np.histogram(np.asarray(losses, dtype=float), bins=bins)
-        return cls(edges=edges.tolist(), counts=counts.astype(float).tolist(), var=var, cvar=cvar,
-                   confidence=confidence)
 
 
 class ReportInput(BaseModel):
@@ -51,10 +15,8 @@ class ReportInput(BaseModel):
 
     title: str
     results: list[JobResult]
-    convergence: list[ConvergencePoint] = []
-    reference_price: float | None = Field(None, description="Closed-form price the convergence converges to.")
-    reference_label: str = "Black-Scholes"
-    loss: LossDistribution | None = None
+    convergence_ids: list[str] = []  # results pricing one option at growing path counts: the convergence figure
+    var_id: str | None = None  # the VaR job whose loss distribution is drawn
     notes: list[str] = []
     validation: list[dict[str, str]] | None = None  # rows of `gpurt validate --local`, when it ran
     live: RunSeries | None = None  # the platform over the run, read from Prometheus (demo with monitoring)

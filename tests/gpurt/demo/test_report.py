@@ -1,52 +1,41 @@
-"""Reports: plots are written, the documents reference them, artifacts are read back from a store URL."""
+"""Reports: the figures are the Python API's plots of real results, written as PNGs the documents reference."""
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpurt.demo.report import ConvergencePoint, LossDistribution, ReportInput, write_report
-from gpurt.demo.report.artifacts import ArtifactError, loss_distribution
+from gpurt.demo.report import ReportInput, write_report
+from gpurt.demo.run import build_report
 from gpurt.demo.workload import build_workload
 from runtime.protocol.messages import JobError, JobResult, JobStatus, JobType
+from tests.gpurt.client.kernel_results import convergence, var_by_horizon
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _var_result(artifacts: dict[str, str], **summary: float) -> JobResult:
-    return JobResult(job_id="var-1", status=JobStatus.SUCCEEDED, type="portfolio_var",
-                     result={"var": 2.33, "cvar": 2.67, "confidence": 0.99, **summary}, artifacts=artifacts)
+@pytest.fixture(scope="module")
+def risk_results(tmp_path_factory: pytest.TempPathFactory) -> list[JobResult]:
+    """A 10-day VaR job with its stored artifacts and a call at three path counts, as the platform returns them."""
+    store = tmp_path_factory.mktemp("store")
+    return [r.raw for r in (*var_by_horizon(store, 20_000, horizons=(10,)), *convergence(store, (1_000, 4_000,
+                                                                                              16_000)))]
 
 
-def _convergence(reference: float) -> list[ConvergencePoint]:
-    rng = np.random.default_rng(7)
-    points = []
-    for paths in (1_000, 4_000, 16_000):
-        se = 15.0 / np.sqrt(paths)
-        estimate = reference + rng.normal(0.0, se)
-        points.append(ConvergencePoint(paths=paths, estimate=estimate, ci_low=estimate - 2 * se,
-                                       ci_high=estimate + 2 * se))
-    return points
-
-
-def test_report_writes_both_plots_and_references_them(tmp_path: Path) -> None:
-    losses = np.random.default_rng(1).normal(0.0, 1.0, 50_000)
-    var, cvar = float(np.quantile(losses, 0.99)), float(losses[losses >= np.quantile(losses, 0.99)].mean())
-    results = [
-        JobResult(job_id="ok <1>", status=JobStatus.SUCCEEDED, type="european_option",
-                  result={"estimate": 10.45, "std_error": 0.01}),
-        JobResult(job_id="bad", status=JobStatus.REJECTED, error=JobError(kind="invalid", message="a|b")),
-    ]
-    report = ReportInput(title="t", results=results, convergence=_convergence(10.45), reference_price=10.45,
-                         loss=LossDistribution.from_samples(losses, var, cvar, 0.99))
+def test_report_draws_the_loss_and_convergence_and_references_them(risk_results: list[JobResult],
+                                                                    tmp_path: Path) -> None:
+    var, *calls = risk_results
+    results = [*risk_results, JobResult(job_id="bad", status=JobStatus.REJECTED,
+                                        error=JobError(kind="invalid", message="a|b")),
+               JobResult(job_id="ok <1>", status=JobStatus.SUCCEEDED, type="european_option",
+                         result={"estimate": 10.45, "std_error": 0.01})]
+    report = ReportInput(title="t", results=results, convergence_ids=[c.job_id for c in calls], var_id=var.job_id)
 
     files = write_report(report, tmp_path / "out")
 
-    assert len(files.plots) == 2
+    assert [p.name for p in files.plots.values()] == ["loss_distribution.png", "convergence.png"]
     markdown, page = files.markdown.read_text(), files.html.read_text()
     for path in files.plots.values():
         assert path.read_bytes().startswith(PNG_MAGIC) and path.stat().st_size > 5_000
@@ -54,7 +43,10 @@ def test_report_writes_both_plots_and_references_them(tmp_path: Path) -> None:
         assert f'src="{path.name}"' in page
     assert "ok &lt;1&gt;" in page and "ok <1>" not in page  # job ids are escaped in HTML
     assert "a\\|b" in markdown  # a pipe in an error does not break the Markdown table
-    assert f"VaR 99.0%: {var:,.2f}" in markdown
+    summary = var.result or {}
+    assert f"VaR 99.0%: {summary['var']:,.2f}; CVaR 99.0%: {summary['cvar']:,.2f}" in markdown
+    last = (calls[-1].result or {})
+    assert f"Option at 16,000 paths: {last['estimate']:.5f}" in markdown and "Black-Scholes" in markdown
 
 
 def test_report_without_data_for_plots_writes_documents_only(tmp_path: Path) -> None:
@@ -64,40 +56,25 @@ def test_report_without_data_for_plots_writes_documents_only(tmp_path: Path) -> 
     assert list(tmp_path.glob("*.png")) == []
 
 
-def test_loss_histogram_rejects_inconsistent_shapes() -> None:
-    with pytest.raises(ValueError, match="edges"):
-        LossDistribution(edges=[0.0, 1.0], counts=[1.0, 2.0], var=0.5, cvar=0.7, confidence=0.99)
+def test_a_var_job_without_its_histogram_is_a_note_not_a_figure(tmp_path: Path) -> None:
+    var = JobResult(job_id="var-1", status=JobStatus.SUCCEEDED, type=JobType.PORTFOLIO_VAR,
+                    result={"var": 2.33, "cvar": 2.67, "var_confidence": 0.99, "horizon_trading_days": 1.0})
+    files = write_report(ReportInput(title="t", results=[var], var_id="var-1"), tmp_path)
+    assert files.plots == {}
+    assert "loss distribution not drawn: \"job var-1 has no artifact 'loss_histogram.json'" in \
+        files.markdown.read_text()
 
 
-def test_loss_distribution_read_from_npy_samples(tmp_path: Path) -> None:
-    samples = np.random.default_rng(2).normal(size=1_000)
-    buffer = io.BytesIO()
-    np.save(buffer, samples)
-    (tmp_path / "losses.npy").write_bytes(buffer.getvalue())
+def test_the_demo_report_names_the_jobs_its_figures_draw(risk_results: list[JobResult]) -> None:
+    workload = build_workload("run", quick=True)
+    results = {r.job_id: JobResult(job_id=r.job_id, status=JobStatus.SUCCEEDED, type=r.type)
+               for r in workload.requests[1:]}  # the probe never answered
 
-    loss = loss_distribution(_var_result({"losses.npy": (tmp_path / "losses.npy").as_uri()}))
+    report = build_report(workload, results, "demo")
 
-    assert loss is not None and sum(loss.counts) == 1_000
-    assert loss.edges[0] == pytest.approx(samples.min()) and loss.edges[-1] == pytest.approx(samples.max())
-    assert (loss.var, loss.cvar, loss.confidence) == (2.33, 2.67, 0.99)
-
-
-def test_loss_distribution_read_from_json_histogram(tmp_path: Path) -> None:
-    body = {"bin_edges": [0.0, 1.0, 2.0], "counts": [3, 4], "var": 1.5, "cvar": 1.8}
-    (tmp_path / "hist.json").write_text(json.dumps(body))
-
-    loss = loss_distribution(_var_result({"hist.json": (tmp_path / "hist.json").as_uri()}))
-
-    assert loss is not None and loss.counts == [3.0, 4.0] and (loss.var, loss.cvar) == (1.5, 1.8)
-
-
-def test_loss_distribution_absent_or_unusable(tmp_path: Path) -> None:
-    assert loss_distribution(_var_result({})) is None
-    np.save(tmp_path / "l.npy", np.zeros(10))
-    result = JobResult(job_id="x", status=JobStatus.SUCCEEDED, result={"var": 1.0},
-                       artifacts={"l.npy": (tmp_path / "l.npy").as_uri()})
-    with pytest.raises(ArtifactError, match="cvar"):
-        loss_distribution(result)
+    assert report.var_id == workload.var_id and report.convergence_ids == list(workload.convergence_ids)
+    assert [r.job_id for r in report.results] == [r.job_id for r in workload.requests[1:]]
+    assert report.notes == [f"no result within the time limit for: {workload.probe_id}"]
 
 
 @pytest.mark.parametrize("quick", [True, False])
