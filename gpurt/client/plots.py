@@ -119,8 +119,7 @@ def _many_kind(results: list[Result]) -> str:
 def plot_estimate(result: Result, ax: Axes | None = None) -> Axes:
     """One job's estimate with its interval at its path count, beside the reference where the kernel had one."""
     if result.estimate is None:
-        raise ValueError(f"job {result.job_id} ({_job_type(result)}) reports no single estimate: "
-                         f"try kind={DEFAULT_KIND.get(_job_type(result), 'greeks')!r}")
+        raise ValueError(f"job {result.job_id} ({_job_type(result)}) reports no single estimate to plot")
     return plot_convergence([result], ax)
 
 
@@ -292,7 +291,8 @@ def plot_loss(result: Result, ax: Axes | None = None) -> Axes:
                                                  ("CVaR", cvar, s["cvar_ci"], "-", 0.8)):
         low, high = interval
         ax.axvline(value, color=REFERENCE_COLOUR, linestyle=style,
-                   label=f"{name} {level} = {_money(value)} [{_money(low)}, {_money(high)}]")
+                   label=f"{name} {level} = {_money(value)}, {_level([result])} interval "
+                         f"[{_money(low)}, {_money(high)}]")
         ax.errorbar([value], [top * height], xerr=[[value - low], [high - value]], fmt="o", markersize=3,
                     color=REFERENCE_COLOUR, capsize=4)
     if s.get("delta_normal_var") is not None:
