@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         Result,
         as_completed,
         gather,
+        plot_results,
         to_frame,
         wait,
     )
@@ -79,6 +80,7 @@ __all__ = [
     "Result",
     "as_completed",
     "gather",
+    "plot_results",
     "to_frame",
     "wait",
 ]

@@ -50,6 +50,11 @@ def test_the_tree_keeps_its_layers() -> None:
     # the Python API reaching up into the CLI
     ("gpurt/client/session.py", "import gpurt.cli.common as _common",
      "gpurt.client is not allowed to import gpurt.cli"),
+    # the Python API's plots reaching up into the demo's report that draws them
+    ("gpurt/client/plots.py", "import gpurt.demo.report.plots as _report",
+     "gpurt.client is not allowed to import gpurt.demo"),
+    # the local platform reaching up into the demo it once held
+    ("runtime/local/platform.py", "import gpurt.demo.run as _demo", "runtime is not allowed to import gpurt"),
     # the access layer reaching up into the local platform for its state file (the tie this layout removed)
     ("runtime/access/target.py", "import runtime.local.processes as _processes",
      "runtime.access is not allowed to import runtime.local"),

@@ -26,15 +26,15 @@ def demo(
 ) -> None:
     """Start the local platform, run the probe and a batch of risk jobs, report, validate, shut down."""
     from gpurt.cli.render import results_table
-    from runtime.local import LocalConfig, LocalPlatform
-    from runtime.local.demo import (
+    from gpurt.demo.report import write_report
+    from gpurt.demo.run import (
         build_report,
         monitoring_unavailable,
         run_workload,
         with_live_series,
     )
-    from runtime.local.report import write_report
-    from runtime.local.workload import build_workload
+    from gpurt.demo.workload import build_workload
+    from runtime.local import LocalConfig, LocalPlatform
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     # Free ports: the demo must not fail because something else listens on 8080/8085.

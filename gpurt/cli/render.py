@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gpurt.bench.chaos import shown
+from gpurt.demo.report.summary import headline, number
 from runtime.access.control_api import JobState
-from runtime.local.report.summary import headline, number
 from runtime.protocol.messages import JobResult, JobStatus
 from validation.drills.base import DrillResult
 from validation.report import Report, Status

@@ -1,4 +1,4 @@
-"""The Python API of GPU Runtime: typed jobs, a client with futures, results as DataFrames.
+"""The Python API of GPU Runtime: typed jobs, a client with futures, results as DataFrames and pictures.
 
 ::
 
@@ -36,6 +36,7 @@ from gpurt.client.jobs import (
     PortfolioVaR,
     RandomWalk,
 )
+from gpurt.client.plots import plot_results
 from gpurt.client.results import GreekValue, Result, to_frame
 from gpurt.client.session import Client
 
@@ -66,6 +67,7 @@ __all__ = [
     "Result",
     "as_completed",
     "gather",
+    "plot_results",
     "to_frame",
     "wait",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     import pyarrow as pa
+    from matplotlib.axes import Axes
 
 # Summary fields that become columns of a frame, in this order, when a result has them.
 ESTIMATE_COLUMNS: Final = ("estimate", "std_error", "ci_low", "ci_high", "confidence")
@@ -209,6 +210,30 @@ class Result:
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame: a book gives one row per contract with Greeks as columns; any other job one row."""
         return to_frame([self])
+
+    def implied_vols(self) -> pd.DataFrame:
+        """Black-Scholes implied volatilities of a book's contracts (or of a European or Heston option): one row
+        per option with its price, implied volatility, its standard error and interval (the price's divided by
+        vega) and the reference price's implied volatility."""
+        from gpurt.client.options import priced_options
+        from gpurt.client.volatility import implied_vol_frame
+
+        return implied_vol_frame(priced_options([self]))
+
+    # --- as a picture ------------------------------------------------------------------------------
+
+    def plot(self, ax: Axes | Sequence[Axes] | None = None, *, kind: str | None = None,
+             **options: Any) -> Axes | np.ndarray:
+        """Draw this result with matplotlib and return the Axes (``gpurt.client.plots.plot_result``).
+
+        By job type: a price with its interval and its closed-form or semi-analytic reference, a book's smile
+        with error bars and the reference smile, a VaR job's loss distribution with VaR and CVaR marked.
+        ``kind="greeks"`` draws the Greeks (one panel each, an array of Axes), ``kind="prices"`` a book's prices
+        by strike. With ``ax`` given it draws there; otherwise on a new figure.
+        """
+        from gpurt.client.plots import plot_result
+
+        return plot_result(self, ax, kind=kind, **options)
 
     # --- display -----------------------------------------------------------------------------------
 

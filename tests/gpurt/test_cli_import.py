@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("matplotlib", "pulumi", "numba", "dask", "distributed", "google.cloud", "runtime.local.report", "scipy")
+HEAVY = ("matplotlib", "pulumi", "numba", "dask", "distributed", "google.cloud", "gpurt.demo.report", "scipy")
 
 
 def test_importing_the_cli_imports_no_heavy_library() -> None:

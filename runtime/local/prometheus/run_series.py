@@ -28,7 +28,7 @@ from typing import Final
 from runtime.local.processes import wait_until
 from runtime.local.prometheus.config import SCRAPE_INTERVAL_S
 from runtime.local.prometheus.prometheus_api import PrometheusApi, Series
-from runtime.local.report.live import Line, Panel, RunSeries
+from runtime.local.prometheus.series import Line, Panel, RunSeries
 from runtime.protocol import contract
 
 M = contract.METRICS

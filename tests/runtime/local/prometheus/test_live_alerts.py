@@ -127,9 +127,9 @@ def test_backlog_above_threshold_fires_notifies_and_resolves(live: Live) -> None
 
 
 def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> None:
+    from gpurt.demo.report import ReportInput, write_report
     from runtime.local.prometheus.prometheus_api import PrometheusApi
     from runtime.local.prometheus.run_series import collect_run_series, last_scrape
-    from runtime.local.report import ReportInput, write_report
 
     start = time.time()
     # A scrape that began before ``start`` could still read what follows; the run starts after one began later.

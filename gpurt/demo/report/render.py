@@ -6,14 +6,15 @@ import html
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runtime.local.report.greeks import COLUMNS as GREEK_COLUMNS
-from runtime.local.report.greeks import greek_rows
-from runtime.local.report.live_plot import run_series_png
-from runtime.local.report.model import ReportFiles, ReportInput
-from runtime.local.report.plots import convergence_png, loss_distribution_png
-from runtime.local.report.smile import smile_from, smile_png
-from runtime.local.report.summary import headline
-from runtime.protocol.messages import JobResult
+from gpurt.client import ClientError, Result
+from gpurt.client.plots import plot_convergence, plot_loss, plot_smile
+from gpurt.demo.report.greeks import COLUMNS as GREEK_COLUMNS
+from gpurt.demo.report.greeks import greek_rows
+from gpurt.demo.report.live_plot import run_series_png
+from gpurt.demo.report.model import ReportFiles, ReportInput
+from gpurt.demo.report.plots import save_png
+from gpurt.demo.report.summary import headline
+from runtime.protocol.messages import JobResult, JobStatus, JobType
 
 LOSS_PNG = "loss_distribution.png"
 CONVERGENCE_PNG = "convergence.png"
@@ -26,24 +27,54 @@ def write_report(report: ReportInput, directory: Path) -> ReportFiles:
     """Draw the plots and write the Markdown and HTML versions of ``report`` into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     plots: dict[str, Path] = {}
-    if report.loss is not None:
-        plots["P&L distribution with VaR and CVaR"] = loss_distribution_png(report.loss, directory / LOSS_PNG)
-    if report.convergence:
-        plots["Convergence of the option estimate"] = convergence_png(
-            report.convergence, report.reference_price, directory / CONVERGENCE_PNG, report.reference_label)
-    smile = smile_from(report.results)
-    if smile is not None:
-        plots["Heston smile (implied volatility by strike)"] = smile_png(smile, directory / SMILE_PNG)
+    notes = list(report.notes)
+    var = _var_result(report)
+    if var is not None:
+        try:
+            plots["Loss distribution with VaR and CVaR"] = save_png(directory / LOSS_PNG, lambda ax: plot_loss(var, ax))
+        except (ClientError, KeyError) as exc:  # the histogram artifact unreadable, or never stored
+            notes.append(f"loss distribution not drawn: {exc}")
+    convergence = _convergence_results(report)
+    if convergence:
+        plots["Convergence of the option estimate"] = save_png(directory / CONVERGENCE_PNG,
+                                                               lambda ax: plot_convergence(convergence, ax))
+    book = _heston_book(report)
+    if book is not None:
+        try:
+            plots["Heston smile (implied volatility by strike)"] = save_png(directory / SMILE_PNG,
+                                                                            lambda ax: plot_smile(book, ax))
+        except ValueError as exc:  # no contract's price has an implied volatility
+            notes.append(f"Heston smile not drawn: {exc}")
     if report.live is not None:
         resolution = report.live.resolution()
         caption = f"The platform during the run (from Prometheus{'; ' + resolution if resolution else ''})"
         plots[caption] = run_series_png(report.live, directory / LIVE_PNG)
+    report = report.model_copy(update={"notes": notes})
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     markdown = directory / "report.md"
     markdown.write_text(_markdown(report, plots, generated))
     page = directory / "report.html"
     page.write_text(_html(report, plots, generated))
     return ReportFiles(directory=directory, markdown=markdown, html=page, plots=plots)
+
+
+def _succeeded(report: ReportInput) -> dict[str, Result]:
+    return {r.job_id: Result(r) for r in report.results if r.status is JobStatus.SUCCEEDED}
+
+
+def _var_result(report: ReportInput) -> Result | None:
+    return _succeeded(report).get(report.var_id or "")
+
+
+def _convergence_results(report: ReportInput) -> list[Result]:
+    succeeded = _succeeded(report)
+    return [succeeded[job_id] for job_id in report.convergence_ids if job_id in succeeded]
+
+
+def _heston_book(report: ReportInput) -> Result | None:
+    """The first Heston book: the smile the report draws."""
+    return next((r for r in _succeeded(report).values()
+                 if r.raw.type is JobType.OPTION_BOOK and r["model"] == "heston"), None)
 
 
 def _row(result: JobResult) -> list[str]:
@@ -58,15 +89,18 @@ def _fmt(value: float | None) -> str:
 
 def _risk_lines(report: ReportInput) -> list[str]:
     lines = []
-    if report.loss is not None:
-        level = f"{report.loss.confidence:.1%}"
-        lines.append(f"VaR {level}: {report.loss.var:,.2f}; CVaR {level}: {report.loss.cvar:,.2f}")
-    if report.convergence and report.reference_price is not None:
-        last = max(report.convergence, key=lambda p: p.paths)
-        inside = last.ci_low <= report.reference_price <= last.ci_high
-        lines.append(f"Option at {last.paths:,} paths: {last.estimate:.5f} "
-                     f"[{last.ci_low:.5f}, {last.ci_high:.5f}] vs {report.reference_label} "
-                     f"{report.reference_price:.5f} ({'inside' if inside else 'outside'} the interval)")
+    var = _var_result(report)
+    if var is not None:
+        level = f"{var['var_confidence']:.1%}"
+        lines.append(f"VaR {level}: {var['var']:,.2f}; CVaR {level}: {var['cvar']:,.2f} "
+                     f"(over {var['horizon_trading_days']:g} trading days)")
+    convergence = _convergence_results(report)
+    last = max(convergence, key=lambda r: r["paths"], default=None)
+    if last is not None and last.interval is not None and last.summary.get("closed_form") is not None:
+        (low, high), reference = last.interval, last["closed_form"]
+        inside = low <= reference <= high
+        lines.append(f"Option at {last['paths']:,} paths: {last.estimate:.5f} [{low:.5f}, {high:.5f}] vs "
+                     f"Black-Scholes {reference:.5f} ({'inside' if inside else 'outside'} the interval)")
     return lines
 
 

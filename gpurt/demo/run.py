@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from gpurt.demo.report import ReportInput
+from gpurt.demo.workload import Workload
 from runtime.access.local_monitoring import MonitoringInfo
 from runtime.access.transport import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
-from runtime.local.report import ConvergencePoint, ReportInput
-from runtime.local.report.artifacts import ArtifactError, loss_distribution
-from runtime.local.workload import CONVERGENCE_OPTION, Workload
-from runtime.protocol.messages import JobResult, JobStatus
+from runtime.protocol.messages import JobResult
 
 
 def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
@@ -31,34 +29,14 @@ def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
 
 def build_report(workload: Workload, results: dict[str, JobResult], title: str,
                  validation: list[dict[str, str]] | None = None) -> ReportInput:
-    """The report of one demo run: every result, the convergence series and the loss distribution."""
-    from kernels.closed_form import black_scholes
-
+    """The report of one demo run: every result, in the workload's order, with the jobs its figures draw."""
     notes: list[str] = []
     missing = [r.job_id for r in workload.requests if r.job_id not in results]
     if missing:
         notes.append(f"no result within the time limit for: {', '.join(missing)}")
-    points = []
-    for job_id, paths in workload.convergence_ids.items():
-        summary = _succeeded(results.get(job_id))
-        if summary and {"estimate", "ci_low", "ci_high"} <= summary.keys():
-            points.append(ConvergencePoint(paths=paths, estimate=summary["estimate"], ci_low=summary["ci_low"],
-                                           ci_high=summary["ci_high"]))
-    option = CONVERGENCE_OPTION
-    reference = black_scholes(option["spot"], option["strike"], option["rate"], option["volatility"],
-                              option["maturity"], call=option["kind"] == "call")
-    loss = None
-    var_result = results.get(workload.var_id)
-    if var_result is not None and var_result.status is JobStatus.SUCCEEDED:
-        try:
-            loss = loss_distribution(var_result)
-        except (ArtifactError, OSError, ValueError) as exc:
-            notes.append(f"loss distribution not drawn: {exc}")
-        if loss is None:
-            notes.append("the portfolio VaR job stored no loss distribution artifact")
     ordered = [results[r.job_id] for r in workload.requests if r.job_id in results]
-    return ReportInput(title=title, results=ordered, convergence=points, reference_price=reference, loss=loss,
-                       notes=notes, validation=validation)
+    return ReportInput(title=title, results=ordered, convergence_ids=list(workload.convergence_ids),
+                       var_id=workload.var_id, notes=notes, validation=validation)
 
 
 def monitoring_unavailable() -> str | None:
@@ -88,8 +66,3 @@ def with_live_series(report: ReportInput, monitoring: MonitoringInfo | None, sta
         f"{panel.title}: `{panel.query}`" for panel in live.panels)
     return report.model_copy(update={"live": live, "notes": [*report.notes, note]})
 
-
-def _succeeded(result: JobResult | None) -> dict[str, Any] | None:
-    if result is None or result.status is not JobStatus.SUCCEEDED:
-        return None
-    return result.result

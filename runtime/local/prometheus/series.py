@@ -1,7 +1,7 @@
 """The platform over a run, as Prometheus recorded it: a few panels of time series.
 
-The demo reads them from Prometheus' HTTP API (``runtime.local.prometheus.run_series``); the report only holds
-and draws them (``live_plot``), so writing a report never needs a running Prometheus.
+``run_series`` reads them from Prometheus' HTTP API; the demo's report (``gpurt.demo.report.live_plot``) only
+holds and draws them, so writing a report never needs a running Prometheus.
 """
 
 from __future__ import annotations
