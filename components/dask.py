@@ -18,7 +18,7 @@ from components.config import GpuPoolConfig
 from components.k8s_objects import apply_manifest
 from runtime.manifests import common, gpu_options, network, provisioning
 from runtime.manifests import dask as manifests
-from runtime.manifests.helm_values import Chart, dask_operator_chart, dask_operator_values
+from runtime.manifests.helm_values import Chart, dask_operator_chart, dask_operator_crds, dask_operator_values
 from runtime.protocol import contract
 
 TYPE = "gpu-runtime:dask:DaskCluster"
@@ -131,6 +131,9 @@ class DaskCluster(pulumi.ComponentResource):
             apply_manifest(f"{name}-operator", policy,
                            pulumi.ResourceOptions(parent=self, depends_on=[operator_ns]))
         chart = args.operator_chart
+        # The CRDs are the project's to apply and upgrade (Helm never upgrades a chart's crds/), before the
+        # operator that serves them; cluster-scoped, they hold whatever DaskClusters exist, so never deleted first.
+        crds = [apply_manifest(f"{name}-operator", crd, child) for crd in dask_operator_crds()]
         release = k8s.helm.v3.Release(
             f"{name}-operator",
             name=chart.name,
@@ -139,8 +142,9 @@ class DaskCluster(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
             namespace=contract.DASK_OPERATOR_NAMESPACE,
             values=dask_operator_values(),
+            skip_crds=True,
             atomic=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, operator_ns]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, operator_ns, *crds]),
         )
         # The operator acts on these only at creation: replace them whole when their spec changes.
         custom = pulumi.ResourceOptions(

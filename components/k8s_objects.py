@@ -26,6 +26,7 @@ _CLASSES: Final[dict[tuple[str, str], Any]] = {
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): k8s.apiextensions.v1.CustomResourceDefinition,
 }
 # Top-level manifest fields and the resource arguments that carry them.
 _ARGUMENTS: Final = {

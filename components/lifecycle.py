@@ -25,6 +25,8 @@ STATEFUL_TYPES: Final = frozenset({
     "gcp:container/cluster:Cluster",
     "gcp:pubsub/topic:Topic",
     "gcp:pubsub/subscription:Subscription",
+    # Deleting a CustomResourceDefinition deletes every object of its kind: the DaskCluster and its workers.
+    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
 })
 FIXED_NAME_TYPES: Final = STATEFUL_TYPES | frozenset({
     "gcp:serviceaccount/account:Account",

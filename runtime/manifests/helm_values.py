@@ -27,6 +27,36 @@ def dask_operator_chart() -> Chart:
     return Chart("dask-kubernetes-operator", "https://helm.dask.org", version("dask-kubernetes"))
 
 
+# Where the locked dask-kubernetes package keeps its chart's CRDs (resolved: the pod templates inlined).
+OPERATOR_CRD_DIR: Final = "operator/deployment/helm/dask-kubernetes-operator/crds"
+# Server-side apply takes over fields another manager (Helm's first install) wrote, instead of conflicting.
+PATCH_FORCE_ANNOTATION: Final = "pulumi.com/patchForce"
+
+
+def dask_operator_crds() -> list[Manifest]:
+    """The operator's CustomResourceDefinitions at the locked dask-kubernetes version, as the project applies them.
+
+    Helm installs a chart's ``crds/`` once and never upgrades or deletes them
+    (https://helm.sh/docs/chart_best_practices/custom_resource_definitions/), so an operator upgrade through
+    the release alone would run the new controller against the old schemas. The Pulumi program applies these
+    itself (the release skips its own), so bumping ``dask-kubernetes`` in ``uv.lock`` upgrades the CRDs and
+    the operator in one ``pulumi up``, the CRDs first.
+    """
+    from importlib.resources import files
+
+    import yaml
+
+    folder = files("dask_kubernetes") / OPERATOR_CRD_DIR
+    crds = []
+    for entry in sorted(folder.iterdir(), key=lambda item: item.name):
+        if entry.name.endswith(".yaml"):
+            crd = yaml.safe_load(entry.read_text())
+            annotations = crd["metadata"].setdefault("annotations", {})
+            annotations[PATCH_FORCE_ANNOTATION] = "true"
+            crds.append(crd)
+    return crds
+
+
 OPERATOR_RESOURCES: Final = Resources(
     cpu_request="100m", memory_request="256Mi", cpu_limit="500m", memory_limit="512Mi"
 )

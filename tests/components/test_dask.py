@@ -11,6 +11,7 @@ import pytest
 import components.plan
 from components.dask import TYPE, DaskCluster, DaskClusterArgs, worker_pools
 from components.plan import Recording
+from runtime.manifests import dask_operator
 from runtime.protocol import contract
 from tests.components.infra import children_of, named, of_type, run, stack_config
 
@@ -18,6 +19,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 DASK_CLUSTER = "kubernetes:kubernetes.dask.org/v1:DaskCluster"
 WORKER_GROUP = "kubernetes:kubernetes.dask.org/v1:DaskWorkerGroup"
 AUTOSCALER = "kubernetes:kubernetes.dask.org/v1:DaskAutoscaler"
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 EMAIL = "gpu-runtime@impulse-gpu-runtime-test.iam.gserviceaccount.com"
 
 
@@ -186,3 +188,25 @@ def test_a_boot_disk_too_small_for_its_workers_names_the_pool() -> None:
     with pytest.raises(ValueError, match=r"gpuPools\[t4-spot\].diskSizeGb: a 50 GB boot disk leaves .* GiB of "
                                          r"scratch for each of 4 workers"):
         worker_pools([small])
+
+
+def test_the_operators_crds_are_the_locked_packages_applied_before_the_operator(recording: Recording) -> None:
+    """Helm never upgrades a chart's crds/: the program applies the locked dask-kubernetes package's own CRDs
+    (so a bump in uv.lock upgrades them), the release skips them and waits for them."""
+    from importlib.resources import files
+
+    import yaml
+
+    from runtime.manifests.helm_values import OPERATOR_CRD_DIR
+
+    crds = {r.props["metadata"]["name"]: r for r in of_type(recording, CRD)}
+    shipped = {yaml.safe_load(f.read_text())["metadata"]["name"]: yaml.safe_load(f.read_text())
+               for f in (files("dask_kubernetes") / OPERATOR_CRD_DIR).iterdir() if f.name.endswith(".yaml")}
+    assert set(crds) == set(shipped) == {f"{plural}.{dask_operator.GROUP}" for plural in (
+        "daskclusters", "daskworkergroups", "daskautoscalers", "daskjobs")}
+    for name, resource in crds.items():
+        assert resource.props["spec"] == shipped[name]["spec"]  # the package's schema, unchanged
+        assert resource.props["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+    release = named(recording, RELEASE, "dask-operator")
+    assert release.props["skipCrds"] is True
+    assert {crd.urn for crd in crds.values()} <= set(_OptionsMonitor.options[release.name]["depends_on"])
