@@ -167,7 +167,7 @@ class CostEstimate:
         }
 
 
-def _node_counts(props: Mapping[str, Any]) -> tuple[int, int]:
+def node_counts(props: Mapping[str, Any]) -> tuple[int, int]:
     """(minimum, maximum) nodes of a pool over all its zones; counts other than totals are per zone."""
     zones = len(lookup(props, "nodeLocations") or []) or 1
     autoscaling = lookup(props, "autoscaling")
@@ -187,7 +187,7 @@ def pool_cost(props: Mapping[str, Any], table: PriceTable) -> PoolCost:
     accelerators = [a for a in lookup(node, "guestAccelerators") or [] if isinstance(a, Mapping)]
     gpus = ", ".join(f"{int(a.get('count') or 0)}x {a.get('type')}" for a in accelerators)
     spot = bool(lookup(node, "spot") or lookup(node, "preemptible"))
-    nodes = _node_counts(props)
+    nodes = node_counts(props)
     name = str(lookup(props, "name") or "?")
 
     def unpriced(why: str) -> PoolCost:

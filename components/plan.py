@@ -31,6 +31,7 @@ from pulumi.runtime.sync_await import _sync_await  # what the SDK's own pulumi.r
 
 from components.cost import CostError, CostEstimate, estimate, load_price_table
 from components.policy import rules
+from components.quotas import QuotaNeed, gpu_quota_needs
 from components.rendered import SERVICE_ACCOUNT, Resource
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -76,6 +77,8 @@ class Plan:
     """Estimated monthly cost of the node pools and clusters; None when it cannot be priced."""
     cost_note: str = ""
     """Why there is no cost estimate."""
+    quotas: tuple[QuotaNeed, ...] = ()
+    """GPUs per quota metric the pools reach at their maximum (a fresh project's GPU quotas are 0)."""
 
     @property
     def ok(self) -> bool:
@@ -91,6 +94,7 @@ class Plan:
             "resources": [r.to_json() for r in self.resources],
             "outputs": self.outputs,
             "cost": self.cost.to_json() if self.cost else {"unavailable": self.cost_note},
+            "gpu_quotas": [need.to_json() for need in self.quotas],
             "policy": [
                 {"rule": p.rule, "description": p.description, "passed": p.passed,
                  "violations": [{"resource": v.resource, "message": v.message} for v in p.violations]}
@@ -411,8 +415,9 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
     # Components too: a stack rule reads the GKE component's input (the acknowledged pool replacements).
     policy = judge(recording.resources, stack_settings.config.get("gcp:project", ""))
     cost, cost_note = plan_cost(recording.resources, stack_settings.config.get("gcp:region", ""))
+    quotas = gpu_quota_needs(recording.resources, stack_settings.config.get("gcp:region", ""))
     return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders,
-                cost, cost_note)
+                cost, cost_note, quotas)
 
 
 def judge(resources: Sequence[Resource], project: str) -> tuple[RuleResult, ...]:

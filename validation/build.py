@@ -59,7 +59,7 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     default (``daskWorkersMin``, say) has one home: ``components.config``.
     """
     from components.config import PROJECT_NAMESPACE, GpuPoolConfig, VertexConfig
-    from validation.adapters.vertex import quota_metric
+    from components.quotas import quota_metric
 
     updates = [entry for entry in stack.history() if entry.kind == "update"]
     if not updates:

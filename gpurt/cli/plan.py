@@ -158,6 +158,21 @@ def _print_plan(console: Console, result: Plan) -> None:
         shown = value if isinstance(value, str) else json.dumps(value)
         console.print(f"[bold]{name}[/bold] = {escape(shown)}")
     _print_cost(console, result)
+    _print_quotas(console, result)
+
+
+def _print_quotas(console: Console, result: Plan) -> None:
+    if not result.quotas:
+        return
+    from rich.table import Table
+
+    table = Table(title="GPU quota the pools reach at their maximum (a new project's GPU quotas are 0: request "
+                  "these per region before the first deploy)")
+    for column in ("quota", "region", "GPUs", "pools"):
+        table.add_column(column, overflow="fold")
+    for need in result.quotas:
+        table.add_row(need.metric, need.region, str(need.gpus), ", ".join(need.pools))
+    console.print(table)
 
 
 def _usd(low: float, high: float) -> str:

@@ -13,10 +13,11 @@ from unittest import mock
 import pytest
 from google.protobuf import json_format
 
+from components.quotas import quota_metric
 from runtime.protocol import contract
 from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
 from validation.adapters.pubsub import GooglePubSubAdmin
-from validation.adapters.vertex import GoogleVertexQuota, quota_metric
+from validation.adapters.vertex import GoogleVertexQuota
 from validation.checks.identity import service_account_roles
 from validation.checks.pubsub import service_agent_grants
 from validation.checks.vertex import vertex_and_quota

@@ -37,12 +37,6 @@ class VertexQuota(Protocol):
         ...
 
 
-def quota_metric(accelerator: str, spot: bool = False) -> str:
-    """The quota metric of a GKE accelerator type: ``nvidia-tesla-t4`` -> ``NVIDIA_T4_GPUS``."""
-    model = accelerator.lower().removeprefix("nvidia-").removeprefix("tesla-").replace("-", "_").upper()
-    return f"{'PREEMPTIBLE_' if spot else ''}NVIDIA_{model}_GPUS"
-
-
 class GoogleVertexQuota:
     """``VertexQuota`` over the Vertex AI custom-jobs REST client and ``compute_v1.RegionsClient``."""
 
