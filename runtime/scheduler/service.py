@@ -330,15 +330,16 @@ class Service:
     def _build_backend(self) -> ExecutionBackend:
         s = self.settings
         dask_backend = self._build_dask()
-        if s.backend is ExecutionBackendName.DASK and not s.vertex_types:
+        if s.backend is ExecutionBackendName.DASK and not s.vertex_types and s.vertex_spill_after_s is None:
             return dask_backend
-        from runtime.scheduler.backends.routing import RoutingBackend
+        from runtime.scheduler.backends.overflow import OverflowBackend
         from runtime.scheduler.backends.vertex import VertexBackend
 
         vertex = VertexBackend.from_settings(s, self.store)
         if s.backend is ExecutionBackendName.VERTEX:
             return vertex
-        return RoutingBackend(default=dask_backend, routes={t: vertex for t in s.vertex_types})
+        return OverflowBackend(dask_backend, vertex, spill_after_s=s.vertex_spill_after_s, pinned=s.vertex_types,
+                               on_spill=lambda request, _after: self.metrics.spills.labels(request.type.value).inc())
 
     def _build_dask(self) -> ExecutionBackend:
         import dask

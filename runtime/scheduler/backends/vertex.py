@@ -19,7 +19,7 @@ import fsspec
 from kernels.errors import JobCancelled, TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
-from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.base import Execution, Placed
 from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
 from runtime.worker.vertex_task import ARTIFACTS_FOLDER, ERROR_FILE, OUTPUT_FILE, VertexFailure, VertexOutput
 
@@ -58,10 +58,11 @@ class VertexBackend:
     @classmethod
     def from_settings(cls, settings: Any, store: Any) -> VertexBackend:
         """Build from the service settings, with the regional REST client."""
-        return cls(RestCustomJobs(settings.vertex_region), project=settings.project, region=settings.vertex_region,
-                   image=settings.vertex_image,
+        client = RestCustomJobs(settings.vertex_region, endpoint=settings.vertex_endpoint)
+        return cls(client, project=settings.project, region=settings.vertex_region, image=settings.vertex_image,
                    machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
-                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account)
+                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account,
+                   poll_interval_s=settings.vertex_poll_s)
 
     def custom_job(self, request: JobRequest, attempt: int) -> dict[str, Any]:
         """The CustomJob resource (REST JSON) for one delivery of ``request`` (pure; what ``run`` submits)."""
@@ -146,8 +147,8 @@ class VertexBackend:
         for name in body.artifacts:
             with fsspec.open(f"{output}/{ARTIFACTS_FOLDER}/{name}", "rb") as handle:
                 artifacts[name] = handle.read()
-        return Execution(summary=body.summary, artifacts=artifacts, device=body.device, elapsed_s=body.elapsed_s,
-                         paths=body.paths, kernel_s=body.kernel_s, load_s=body.load_s)
+        return Placed(summary=body.summary, artifacts=artifacts, device=body.device, elapsed_s=body.elapsed_s,
+                      paths=body.paths, kernel_s=body.kernel_s, load_s=body.load_s, backend=self.name)
 
     def _raise_failure(self, output: str, fallback: str) -> None:
         try:
