@@ -76,6 +76,7 @@ class Switch:
 
 QUEUED_POOLS: Final = Switch(((contract.SchedulerEnv.QUEUED_POOLS, None),))
 VERTEX_AI: Final = Switch(((contract.SchedulerEnv.VERTEX_TYPES, None),
+                           (contract.SchedulerEnv.VERTEX_SPILL_AFTER_S, None),
                            (contract.SchedulerEnv.BACKEND, contract.VERTEX_BACKEND)))
 
 

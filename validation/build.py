@@ -74,7 +74,7 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         pools = [GpuPoolConfig.model_validate(p)
                  for p in _config_value(config, f"{PROJECT_NAMESPACE}:gpuPools") or []]
         vertex = _config_value(config, f"{PROJECT_NAMESPACE}:vertex")
-        job_types = VertexConfig.model_validate(vertex).job_types if vertex else ()
+        uses_vertex_ai = VertexConfig.model_validate(vertex).uses_vertex_ai if vertex else False
     except ValueError as exc:
         raise TargetError(f"stack {stack.name}'s last update holds config this program cannot read: {exc}") from None
     return {
@@ -82,7 +82,7 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         "region": region,
         "quota_metrics": sorted({quota_metric(p.accelerator_type, p.spot) for p in pools}),
         "scales_from_zero": bool(pools) and all(p.dask_workers_min == 0 for p in pools),
-        "routes_to_vertex": bool(job_types),
+        "routes_to_vertex": uses_vertex_ai,
         "pool_bounds": [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
                         for p in pools],
     }
