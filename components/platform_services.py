@@ -25,6 +25,8 @@ REQUIRED_APIS = (
     "monitoring.googleapis.com",
     "logging.googleapis.com",
     "iam.googleapis.com",
+    # `gpurt validate` reads the overflow machine's Vertex AI training quota through the Cloud Quotas API.
+    "cloudquotas.googleapis.com",
 )
 # Old versions of overwritten results are kept this long (days) so a bad write can be undone.
 NONCURRENT_VERSION_DAYS = 14
