@@ -83,6 +83,12 @@ class OverflowBackend:
         on_vertex = self._vertex.cancel(job_id)
         return on_dask or on_vertex or spillable is not None
 
+    def on_vertex(self) -> list[str]:
+        """The jobs that spilled and run as custom jobs now (``GET /status``)."""
+        with self._lock:
+            runs = list(self._spillable.items())
+        return sorted(job_id for job_id, run in runs if run.spilled)
+
     def gpu_slots(self) -> int:
         """The Dask workers' slots: Vertex AI is overflow, not capacity the consumer plans for."""
         return self._dask.gpu_slots()
@@ -126,6 +132,12 @@ class _SpillableRun:
         self._timer.name = f"gpurt-spill-{request.job_id}"
         self._timer.daemon = True
         self._timer.start()
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the job went to Vertex AI."""
+        with self._lock:
+            return self._vertex is not None
 
     def done(self) -> bool:
         """Whether ``wait`` would return (or spill) without waiting for a worker or a custom job."""

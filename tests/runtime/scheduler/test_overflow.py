@@ -142,6 +142,8 @@ def test_cancel_of_a_spilled_job_cancels_its_custom_job(
     requests.job("spilled-2", sleep_s=60)
     wait_for(lambda: (_custom_job(vertex, "spilled-2") or {}).get("state") == "JOB_STATE_RUNNING", 30,
              "spilled-2's custom job")
+    overflow = scheduler.api.get("/status").json()["overflow"]
+    assert overflow == {"spill_after_s": SPILL_AFTER_S, "pinned_types": [], "on_vertex": ["spilled-2"]}
     assert scheduler.api.delete("/jobs/spilled-2").status_code == 202
     cancelled = results.wait("spilled-2", timeout_s=30)
     assert cancelled.status is JobStatus.CANCELLED
