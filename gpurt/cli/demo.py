@@ -91,14 +91,20 @@ def demo(
 
 def _show_overflow(platform: LocalPlatform, run_id: str, timeout_s: float) -> bool:
     """Fill the local pool so the jobs behind it overflow to the Vertex AI stand-in; print where each ran.
-    True when at least one job spilled and every job succeeded."""
-    from runtime.local.demo import DEMO_SPILL_AFTER_S, overflow_requests, run_requests
+    True when at least one job spilled and every job succeeded, or when the platform (one the user started and
+    the demo reuses) runs without overflow, which is then said."""
+    from runtime.local.demo import overflow_requests, run_requests
 
     with platform.api() as api:
+        budget = api.status().get("overflow", {}).get("spill_after_s")
         workers = sum(pool.workers for pool in api.pools())
+    if budget is None:
+        console.print("[yellow]overflow not shown[/] (the running platform has none: `gpurt local up "
+                      "--overflow-after SECONDS`)")
+        return True
     requests = overflow_requests(f"{run_id}-overflow", max(1, workers))
     with console.status(f"filling the local pool ({workers} worker(s)); jobs waiting over "
-                        f"{DEMO_SPILL_AFTER_S:g} s overflow to Vertex AI (local stand-in)…"):
+                        f"{budget:g} s overflow to Vertex AI (local stand-in)…"):
         results = run_requests(platform, requests, timeout_s)
     spilled = [r for r in results.values() if r.metrics.backend == "vertex"]
     for result in sorted(results.values(), key=lambda r: r.job_id):
