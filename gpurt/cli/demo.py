@@ -102,7 +102,7 @@ def _show_overflow(platform: LocalPlatform, run_id: str, timeout_s: float) -> bo
         console.print("[yellow]overflow not shown[/] (the running platform has none: `gpurt local up "
                       "--overflow-after SECONDS`)")
         return True
-    requests = overflow_requests(f"{run_id}-overflow", max(1, workers))
+    requests = overflow_requests(f"{run_id}-overflow", max(1, workers), budget)
     with console.status(f"filling the local pool ({workers} worker(s)); jobs waiting over "
                         f"{budget:g} s overflow to Vertex AI (local stand-in)…"):
         results = run_requests(platform, requests, timeout_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from kernels.params import MAX_SLEEP_S
 from runtime.access.local_monitoring import MonitoringInfo
 from runtime.access.transport import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
@@ -37,15 +38,16 @@ def run_requests(platform: LocalPlatform, requests: list[JobRequest], timeout_s:
 
 # The demo's overflow budget: short, so a full local pool spills within the demo's minute.
 DEMO_SPILL_AFTER_S: Final = 5.0
-# Each filler job holds its worker past the budget, so the jobs queued behind them spill.
-_FILL_SLEEP_S: Final = 3 * DEMO_SPILL_AFTER_S
+# Each filler job holds its worker this many budgets, so the jobs queued behind them surely wait past it.
+_FILL_BUDGETS: Final = 3
 
 
-def overflow_requests(run_id: str, workers: int) -> list[JobRequest]:
-    """Fill the local pool: one job per worker holds it, and one more per worker waits behind, past the budget,
-    then overflows to the Vertex AI stand-in (docs/scheduler.md, "Overflow to Vertex AI")."""
+def overflow_requests(run_id: str, workers: int, spill_after_s: float) -> list[JobRequest]:
+    """Fill the local pool: one job per worker holds it, and one more per worker waits behind, past the budget
+    ``spill_after_s``, then overflows to the Vertex AI stand-in (docs/scheduler.md, "Overflow to Vertex AI")."""
+    hold_s = min(_FILL_BUDGETS * spill_after_s, MAX_SLEEP_S)
     return [JobRequest.model_validate({"job_id": f"{run_id}-fill-{index}", "type": "noop",
-                                       "params": {"sleep_s": _FILL_SLEEP_S if index < workers else 1.0}})
+                                       "params": {"sleep_s": hold_s if index < workers else 1.0}})
             for index in range(2 * workers)]
 
 

@@ -21,7 +21,7 @@ def test_a_full_local_pool_overflows_to_the_stand_in_and_down_stops_it(tmp_path:
     try:
         stand_in = state.process(VERTEX_API)
         assert stand_in is not None
-        requests = overflow_requests("local-overflow", workers=1)
+        requests = overflow_requests("local-overflow", workers=1, spill_after_s=2)
         results = run_requests(platform, requests, timeout_s=120)
 
         assert [results[r.job_id].status for r in requests] == ["succeeded", "succeeded"]
