@@ -24,8 +24,9 @@ from typing import Any
 
 from kernels.errors import JobCancelled
 from runtime.protocol.messages import JobRequest
-from runtime.scheduler.backends.base import Execution, ExecutionBackend, Job, Submission, placed, submission
+from runtime.scheduler.backends.base import Execution, Job, Submission, placed, submission
 from runtime.scheduler.backends.dask import DaskBackend
+from runtime.scheduler.backends.vertex import VertexBackend
 from runtime.worker.task import SpillRefused, spill_event_names
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class OverflowBackend:
 
     name = "overflow"
 
-    def __init__(self, dask: DaskBackend, vertex: ExecutionBackend, *, spill_after_s: float | None,
+    def __init__(self, dask: DaskBackend, vertex: VertexBackend, *, spill_after_s: float | None,
                  pinned: frozenset[str] = frozenset(),
                  on_spill: Callable[[JobRequest, float], None] | None = None) -> None:
         self._dask = dask
@@ -214,7 +215,7 @@ class _SpillableRun:
         try:
             if self.cancelled:
                 raise JobCancelled("cancelled before its Vertex AI custom job was created")
-            ran = self._owner._vertex.run(self._request, attempt=self._attempt)
+            ran = self._owner._vertex.run(self._request, attempt=self._attempt, cancelled=lambda: self.cancelled)
             outcome = placed(ran, "vertex", self._spilled_after_s)
         except Exception as exc:
             outcome = exc

@@ -86,12 +86,18 @@ class VertexBackend:
         labels = {**contract.GCP_LABELS, "job-id": _LABEL_VALUE.sub("-", request.job_id.lower())[:63]}
         return {"displayName": f"{contract.VERTEX_JOB_PREFIX}{request.job_id}", "jobSpec": spec, "labels": labels}
 
-    def run(self, request: JobRequest, *, attempt: int) -> Execution:
-        """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``)."""
+    def run(self, request: JobRequest, *, attempt: int, cancelled: Callable[[], bool] | None = None) -> Execution:
+        """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``).
+
+        ``cancelled``: whether a cancel came while the job was being created, before ``cancel`` could find it
+        (the caller sets its flag, then calls ``cancel``; this registers the job, then reads the flag).
+        """
         created = self._client.create(self._parent, self.custom_job(request, attempt))
         name = created["name"]
         with self._lock:
             self._running[request.job_id] = name
+        if cancelled is not None and cancelled():
+            self._client.cancel(name)
         give_up_at = self._clock() + request.timeout_s + PROVISION_ALLOWANCE_S
         try:
             job = created

@@ -26,7 +26,7 @@ class RecordingVertex:
     def __init__(self) -> None:
         self.ran: list[str] = []
 
-    def run(self, request: JobRequest, *, attempt: int) -> Execution:
+    def run(self, request: JobRequest, *, attempt: int, **_options: Any) -> Execution:
         self.ran.append(request.job_id)
         return Execution(summary={"on": "vertex"})
 
@@ -59,7 +59,7 @@ def _noop(job_id: str, sleep_s: float = 0.0) -> JobRequest:
 
 
 def _overflow(backends: DaskBackends, vertex: RecordingVertex, spill_after_s: float) -> OverflowBackend:
-    return OverflowBackend(backends.make(device="cpu"), vertex, spill_after_s=spill_after_s)
+    return OverflowBackend(backends.make(device="cpu"), vertex, spill_after_s=spill_after_s)  # type: ignore[arg-type]
 
 
 def test_a_job_that_began_on_its_worker_is_not_spilled_even_if_it_outlasts_the_budget(
