@@ -68,8 +68,8 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
     overflow = {
         SchedulerEnv.VERTEX_ENDPOINT: vertex_url,
         SchedulerEnv.VERTEX_IMAGE: "local",  # the stand-in runs the job here, with this machine's python
-        SchedulerEnv.VERTEX_SPILL_AFTER_S: f"{cfg.spill_after_s:g}",
-        SchedulerEnv.VERTEX_POLL_S: f"{LOCAL_VERTEX_POLL_S:g}",
+        SchedulerEnv.VERTEX_SPILL_AFTER_S: str(float(cfg.spill_after_s)),  # as the scheduler reads it back
+        SchedulerEnv.VERTEX_POLL_S: str(LOCAL_VERTEX_POLL_S),
     } if vertex_url and cfg.spill_after_s else {}
     return {
         **overflow,

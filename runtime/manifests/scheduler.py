@@ -91,7 +91,8 @@ class VertexRouting:
 
     def settings(self) -> dict[str, str]:
         """The scheduler's ``GPURT_VERTEX_*`` settings for this routing."""
-        overflow = {SchedulerEnv.VERTEX_SPILL_AFTER_S: f"{self.spill_after_s:g}"} if self.spill_after_s else {}
+        # Written as the scheduler reads it back (a float), so the settings check sees the same value.
+        overflow = {SchedulerEnv.VERTEX_SPILL_AFTER_S: str(float(self.spill_after_s))} if self.spill_after_s else {}
         return {
             **overflow,
             SchedulerEnv.VERTEX_TYPES: ",".join(self.job_types),

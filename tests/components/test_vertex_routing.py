@@ -74,7 +74,7 @@ def test_both_committed_stacks_overflow_to_vertex_with_the_narrowest_grants(stac
     assert proof.ok, "\n".join(proof.missing + proof.unused + proof.wider)
     assert _vertex_grants(resources, project) == VERTEX_GRANTS
     settings = scheduler_settings(resources)
-    assert settings[contract.SchedulerEnv.VERTEX_SPILL_AFTER_S] == f"{stack_config(stack).vertex.overflow:g}"
+    assert float(settings[contract.SchedulerEnv.VERTEX_SPILL_AFTER_S]) == stack_config(stack).vertex.overflow == 900
     assert not settings.get(contract.SchedulerEnv.VERTEX_TYPES)  # nothing pinned: Vertex AI is overflow only
 
 
