@@ -38,8 +38,8 @@ after_apis = pulumi.ResourceOptions(depends_on=services.apis)
 pubsub = PubSub("pubsub", PubSubArgs(project=config.project, service_agent=services.pubsub_agent.member,
                                      request_publishers=config.request_publishers), opts=after_apis)
 gke = GkeCluster("gke", GkeClusterArgs(config=config, depends_on=services.apis))
-# Vertex AI roles are granted only to a stack that routes jobs there (vertex.jobTypes).
-routes_to_vertex = bool(config.vertex.job_types)
+# Vertex AI roles are granted only to a stack that sends jobs there (vertex.jobTypes, or vertex.overflow on).
+routes_to_vertex = config.vertex.uses_vertex_ai
 identities = Identities(
     "iam",
     IdentitiesArgs(
@@ -76,6 +76,7 @@ scheduler = SchedulerWorkload(
             region=config.region,
             machine_type=config.vertex.machine_type,
             accelerator=config.vertex.accelerator_type,
+            spill_after_s=config.vertex.overflow,
         ) if routes_to_vertex else None,
         control_token=control_token,
         replicas=config.scheduler_replicas,

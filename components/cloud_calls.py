@@ -76,6 +76,7 @@ class Switch:
 
 QUEUED_POOLS: Final = Switch(((contract.SchedulerEnv.QUEUED_POOLS, None),))
 VERTEX_AI: Final = Switch(((contract.SchedulerEnv.VERTEX_TYPES, None),
+                           (contract.SchedulerEnv.VERTEX_SPILL_AFTER_S, None),
                            (contract.SchedulerEnv.BACKEND, contract.VERTEX_BACKEND)))
 
 
@@ -212,6 +213,8 @@ GCP_CALLS: Final = (
            "gpurt validate"),
           ("validation.adapters.vertex:GoogleVertexQuota.region_quotas", "get", ("compute.regions.get",),
            "gpurt validate"),
+          ("validation.adapters.vertex:GoogleVertexQuota.training_quota_limits", "get", ("cloudquotas.quotas.get",),
+           "gpurt validate"),
           ("validation.adapters.iam:ResourceManagerIam.role_bindings", "get_iam_policy",
            ("resourcemanager.projects.getIamPolicy",), "gpurt validate"),
           ("validation.adapters.iam:ResourceManagerIam.project_number", "get_project",
@@ -295,7 +298,7 @@ CLIENT_SITES: Final = {
     "validation.dlq.tools": ("self._clients.subscriber",),
     "runtime.access.transport": ("self._clients.subscriber",),
     "validation.adapters.pubsub": ("self._publisher", "self._subscriber"),
-    "validation.adapters.vertex": ("self._jobs", "self._regions"),
+    "validation.adapters.vertex": ("self._jobs", "self._regions", "self._session"),
     "validation.adapters.kube": ("self._core", "self._custom"),
     "validation.adapters.iam": ("self._client", "self._storage", "self._storage.bucket(bucket)", "self._session"),
     "validation.rollback.kubernetes": ("self._apps",),

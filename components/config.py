@@ -79,6 +79,11 @@ _DIGEST: Final = r"^sha256:[0-9a-f]{64}$"
 _MOVING_TAG: Final = "latest"
 
 
+# Longer than a GPU node's usual scale-up from zero (node, driver, image pull), so a cold pool alone does not
+# spill every job; docs/scheduler.md, "Overflow to Vertex AI".
+DEFAULT_OVERFLOW_AFTER_S: Final = 900.0
+
+
 class _Model(BaseModel):
     # Stack YAML is camelCase like every other Pulumi config; unknown keys are typos, so they are errors.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
@@ -348,13 +353,27 @@ class ImageConfig(_Model):
 
 
 class VertexConfig(_Model):
-    """Vertex AI custom-job defaults for jobs too large for the cluster."""
+    """Vertex AI custom jobs: the GKE pools' overflow capacity, and where pinned job types always run."""
 
     machine_type: str = Field(description="Custom-job machine type.")
     accelerator_type: str = Field(description="Vertex accelerator enum, e.g. NVIDIA_TESLA_T4.")
     accelerator_count: int = Field(1, ge=1, le=16)
-    job_types: tuple[str, ...] = Field((), description="Job types the scheduler routes to Vertex AI custom jobs; "
-                                       "empty (the default): none, and no Vertex AI role is granted.")
+    job_types: tuple[str, ...] = Field((), description="Job types the scheduler always runs as Vertex AI custom "
+                                       "jobs (pinned); empty (the default): none.")
+    overflow: float | None = Field(DEFAULT_OVERFLOW_AFTER_S, ge=60, le=86400, description=(
+        "Seconds a job may wait for a GKE GPU before it runs as a Vertex AI custom job instead; `off`: never. "
+        "With overflow off and no jobTypes the scheduler makes no Vertex AI call and holds no Vertex AI role."))
+
+    @field_validator("overflow", mode="before")
+    @classmethod
+    def _off(cls, value: object) -> object:
+        # YAML 1.1 readers turn a bare `off` into False; both mean no overflow.
+        return None if value is False or value == "off" else value
+
+    @property
+    def uses_vertex_ai(self) -> bool:
+        """Whether the scheduler submits custom jobs (pinned types or overflow), so the stack grants the roles."""
+        return bool(self.job_types) or self.overflow is not None
 
     @field_validator("job_types")
     @classmethod

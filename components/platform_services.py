@@ -28,6 +28,8 @@ REQUIRED_APIS = (
     # Image streaming (the GPU pools' gcfs_config) reads images through the Container File System API
     # (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
     "containerfilesystem.googleapis.com",
+    # `gpurt validate` reads the overflow machine's Vertex AI training quota through the Cloud Quotas API.
+    "cloudquotas.googleapis.com",
 )
 # Old versions of overwritten results are kept this long (days) so a bad write can be undone.
 NONCURRENT_VERSION_DAYS = 14

@@ -60,6 +60,7 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     """
     from components.config import PROJECT_NAMESPACE, GpuPoolConfig, VertexConfig
     from components.quotas import quota_metric
+    from validation.adapters.vertex import training_quota_metric
 
     updates = [entry for entry in stack.history() if entry.kind == "update"]
     if not updates:
@@ -74,7 +75,8 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         pools = [GpuPoolConfig.model_validate(p)
                  for p in _config_value(config, f"{PROJECT_NAMESPACE}:gpuPools") or []]
         vertex = _config_value(config, f"{PROJECT_NAMESPACE}:vertex")
-        job_types = VertexConfig.model_validate(vertex).job_types if vertex else ()
+        vertex_config = VertexConfig.model_validate(vertex) if vertex else None
+        uses_vertex_ai = vertex_config is not None and vertex_config.uses_vertex_ai
     except ValueError as exc:
         raise TargetError(f"stack {stack.name}'s last update holds config this program cannot read: {exc}") from None
     return {
@@ -82,7 +84,10 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         "region": region,
         "quota_metrics": sorted({quota_metric(p.accelerator_type, p.spot) for p in pools}),
         "scales_from_zero": bool(pools) and all(p.dask_workers_min == 0 for p in pools),
-        "routes_to_vertex": bool(job_types),
+        "routes_to_vertex": uses_vertex_ai,
+        # The overflow machine's GPU has a Vertex AI quota of its own, separate from the pools' Compute quota.
+        "training_quota_metrics": [training_quota_metric(vertex_config.accelerator_type)]
+        if vertex_config is not None and uses_vertex_ai else [],
         "pool_bounds": [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
                         for p in pools],
     }
@@ -108,6 +113,7 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         kube=kube, dask=KubeServiceDask(kube),
         vertex=GoogleVertexQuota(settings["project"], settings["region"]),
         gpu_quota_metrics=settings["quota_metrics"],
+        training_quota_metrics=settings["training_quota_metrics"],
         pools_scale_from_zero=settings["scales_from_zero"],
         routes_to_vertex=settings["routes_to_vertex"],
         pool_bounds=settings["pool_bounds"],

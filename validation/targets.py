@@ -47,6 +47,8 @@ class CloudTarget:
     dask: DaskInfo
     vertex: VertexQuota
     gpu_quota_metrics: Sequence[str] = ()
+    training_quota_metrics: Sequence[str] = ()
+    """Vertex AI custom-training quotas the stack's overflow machine needs (``vertex.acceleratorType``)."""
     pools_scale_from_zero: bool = False
     rules_yaml: Callable[[], str] | None = None
     resource_iam: ResourceIam | None = None
@@ -93,6 +95,6 @@ def cloud_checks(target: CloudTarget) -> list[Check]:
         probe.probe_round_trip(target.pubsub),
         dask.gpu_workers(target.dask, gpu_expected=True, scales_from_zero=target.pools_scale_from_zero),
         dask.autoscaler_bounds(target.kube, target.pool_bounds),
-        vertex.vertex_and_quota(target.vertex, target.region, target.gpu_quota_metrics),
+        vertex.vertex_and_quota(target.vertex, target.region, target.gpu_quota_metrics, target.training_quota_metrics),
         alerts.rules_in_cluster(target.kube, **_rules(target.rules_yaml)),
     ]

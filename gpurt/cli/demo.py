@@ -6,12 +6,15 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gpurt.cli.common import EXIT_FAILED, console, err_console, friendly_errors
+
+if TYPE_CHECKING:
+    from runtime.local import LocalPlatform
 
 
 @friendly_errors
@@ -28,6 +31,7 @@ def demo(
     from gpurt.cli.render import results_table
     from gpurt.demo.report import write_report
     from gpurt.demo.run import (
+        DEMO_SPILL_AFTER_S,
         build_report,
         monitoring_unavailable,
         run_workload,
@@ -42,7 +46,7 @@ def demo(
     if no_monitoring:
         console.print(f"[yellow]monitoring off[/] ({no_monitoring})")
     platform = LocalPlatform(config=LocalConfig(workers=workers, port=0, emulator_port=0,
-                                                monitoring=no_monitoring is None))
+                                                monitoring=no_monitoring is None, spill_after_s=DEMO_SPILL_AFTER_S))
     with console.status("starting the local platform…") as spinner:
         started = platform.up(on_step=lambda step: spinner.update(step + "…"))
     owned = not started.already_running  # a platform the user started stays up after the demo
@@ -71,16 +75,43 @@ def demo(
                                   started.state.monitoring, run_start, time.time())
         files = write_report(report, reports / f"demo-{stamp}")
         console.print(f"report: {files.markdown} and {files.html} ({len(files.plots)} plot(s))")
+        overflow_ok = _show_overflow(platform, run_id, timeout)
     finally:
         if owned:
             with console.status("shutting the local platform down…"):
                 platform.down()
     failed = [r.job_id for r in workload.requests if r.job_id not in results
               or results[r.job_id].status != "succeeded"]
-    if failed or not passed:
-        err_console.print(f"[red]demo finished with problems[/]: {', '.join(failed) or 'validation failed'}")
+    if failed or not passed or not overflow_ok:
+        problems = ", ".join(failed) or ("validation failed" if not passed else "no job overflowed to Vertex AI")
+        err_console.print(f"[red]demo finished with problems[/]: {problems}")
         raise typer.Exit(EXIT_FAILED)
     console.print("[green]demo finished: every job succeeded[/]")
+
+
+def _show_overflow(platform: LocalPlatform, run_id: str, timeout_s: float) -> bool:
+    """Fill the local pool so the jobs behind it overflow to the Vertex AI stand-in; print where each ran.
+    True when at least one job spilled and every job succeeded, or when the platform (one the user started and
+    the demo reuses) runs without overflow, which is then said."""
+    from gpurt.demo.run import overflow_requests, run_requests
+
+    with platform.api() as api:
+        budget = api.status().get("overflow", {}).get("spill_after_s")
+        workers = sum(pool.workers for pool in api.pools())
+    if budget is None:
+        console.print("[yellow]overflow not shown[/] (the running platform has none: `gpurt local up "
+                      "--overflow-after SECONDS`)")
+        return True
+    requests = overflow_requests(f"{run_id}-overflow", max(1, workers), budget)
+    with console.status(f"filling the local pool ({workers} worker(s)); jobs waiting over "
+                        f"{budget:g} s overflow to Vertex AI (local stand-in)…"):
+        results = run_requests(platform, requests, timeout_s)
+    spilled = [r for r in results.values() if r.metrics.backend == "vertex"]
+    for result in sorted(results.values(), key=lambda r: r.job_id):
+        where = (f"Vertex AI custom job, after waiting {result.metrics.spilled_after_s:.1f} s for a worker"
+                 if result.metrics.backend == "vertex" else f"{result.metrics.backend or '?'} worker")
+        console.print(f"  {result.job_id}: {result.status} on {where}")
+    return bool(spilled) and len(results) == len(requests) and all(r.status == "succeeded" for r in results.values())
 
 
 def _validate(directory: Path) -> tuple[bool, list[dict[str, str]]]:

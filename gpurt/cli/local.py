@@ -41,6 +41,9 @@ def up(
     alert_time_scale: Annotated[float, typer.Option(
         "--alert-time-scale", min=0.001, max=1.0, help="With --monitoring: multiply the rules' for: windows and "
         "range vectors (1 = the cloud's timing; 0.02 turns 10 minutes into 12 s).")] = 1.0,
+    overflow_after: Annotated[float | None, typer.Option(
+        "--overflow-after", min=0.1, help="Seconds a job may wait for a local worker before it runs as a Vertex AI "
+        "custom job on the platform's local stand-in of the custom-jobs API (default: no overflow).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start the emulator and the scheduler in the background and wait until they are ready."""
@@ -49,7 +52,8 @@ def up(
     platform = LocalPlatform(config=LocalConfig(workers=workers, gpus=gpus, port=port, emulator_port=emulator_port,
                                                    emulator_time_scale=time_scale, replicas=replicas,
                                                    broker=broker,
-                                                   monitoring=monitoring, alert_time_scale=alert_time_scale))
+                                                   monitoring=monitoring, alert_time_scale=alert_time_scale,
+                                                   spill_after_s=overflow_after))
     with console.status("starting the local platform…") as spinner:
         outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
     state = outcome.state

@@ -3,28 +3,51 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from gpurt.demo.report import ReportInput
 from gpurt.demo.workload import Workload
+from kernels.params import MAX_SLEEP_S
 from runtime.access.local_monitoring import MonitoringInfo
 from runtime.access.transport import ResultCollector, publish_request
 from runtime.local.platform import LocalPlatform
-from runtime.protocol.messages import JobResult
+from runtime.protocol.messages import JobRequest, JobResult
 
 
 def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
                  on_result: Callable[[JobResult], None] | None = None,
                  on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
     """Publish every request of ``workload`` and collect results until all arrived or ``timeout_s`` passed."""
+    return run_requests(platform, workload.requests, timeout_s, on_result, on_tick)
+
+
+def run_requests(platform: LocalPlatform, requests: list[JobRequest], timeout_s: float,
+                 on_result: Callable[[JobResult], None] | None = None,
+                 on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
+    """Publish ``requests`` and collect their results until all arrived or ``timeout_s`` passed."""
     clients = platform.pubsub()
     try:
         with ResultCollector(clients) as collector:
-            for request in workload.requests:
+            for request in requests:
                 publish_request(clients, request)
-            return collector.wait([r.job_id for r in workload.requests], timeout_s,
-                                  on_result=on_result, on_tick=on_tick)
+            return collector.wait([r.job_id for r in requests], timeout_s, on_result=on_result, on_tick=on_tick)
     finally:
         clients.close()
+
+
+# The demo's overflow budget: short, so a full local pool spills within the demo's minute.
+DEMO_SPILL_AFTER_S: Final = 5.0
+# Each filler job holds its worker this many budgets, so the jobs queued behind them surely wait past it.
+_FILL_BUDGETS: Final = 3
+
+
+def overflow_requests(run_id: str, workers: int, spill_after_s: float) -> list[JobRequest]:
+    """Fill the local pool: one job per worker holds it, and one more per worker waits behind, past the budget
+    ``spill_after_s``, then overflows to the Vertex AI stand-in (docs/scheduler.md, "Overflow to Vertex AI")."""
+    hold_s = min(_FILL_BUDGETS * spill_after_s, MAX_SLEEP_S)
+    return [JobRequest.model_validate({"job_id": f"{run_id}-fill-{index}", "type": "noop",
+                                       "params": {"sleep_s": hold_s if index < workers else 1.0}})
+            for index in range(2 * workers)]
 
 
 def build_report(workload: Workload, results: dict[str, JobResult], title: str,

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from runtime.local.prometheus.stack import Binaries
 
 EMULATOR: Final = "emulator"
+VERTEX_API: Final = "vertex-api"  # the local stand-in of the Vertex AI custom-jobs API (runtime/local/vertex_api.py)
+LOCAL_VERTEX_POLL_S: Final = 0.5
 SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
 LEASE_FILE: Final = "leader-lease.json"
 # The builtin broker's data directory: what it holds survives its restarts and `down`/`up` (docs/local-platform.md).
@@ -57,12 +59,20 @@ STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
 def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token: str, lease_file: Path | None,
-                  emulator_admin_url: str | None) -> dict[str, str]:
+                  emulator_admin_url: str | None, vertex_url: str | None = None) -> dict[str, str]:
     """The settings every local gpu-scheduler replica gets (``replica_env`` adds each one's own).
 
     Empty values mean unset to the scheduler (``Settings.from_env``), so an unset option keeps its default.
+    ``vertex_url``: the custom-jobs stand-in, to which jobs overflow after ``cfg.spill_after_s``.
     """
+    overflow = {
+        SchedulerEnv.VERTEX_ENDPOINT: vertex_url,
+        SchedulerEnv.VERTEX_IMAGE: "local",  # the stand-in runs the job here, with this machine's python
+        SchedulerEnv.VERTEX_SPILL_AFTER_S: str(float(cfg.spill_after_s)),  # as the scheduler reads it back
+        SchedulerEnv.VERTEX_POLL_S: str(LOCAL_VERTEX_POLL_S),
+    } if vertex_url and cfg.spill_after_s else {}
     return {
+        **overflow,
         SchedulerEnv.PUBSUB_EMULATOR_HOST: emulator_host,
         SchedulerEnv.PROJECT: cfg.project,
         SchedulerEnv.DASK_SCHEDULER: "",  # empty: the scheduler starts its own local Dask cluster
@@ -114,6 +124,8 @@ class LocalConfig:
     monitoring: bool = False  # also run Prometheus, Alertmanager and the alert receiver
     # Multiplies the alert rules' for: windows and range vectors (1: the cloud's timing; drills use less).
     alert_time_scale: float = 1.0
+    # Seconds a job waits for a local worker before it overflows to the Vertex AI stand-in; None: never.
+    spill_after_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -218,9 +230,9 @@ class LocalPlatform:
             _monitoring_binaries()  # before starting anything: a missing binary must not leave a half-up platform
         # Every port left to us is picked in one go, so no two of them can be the same; each replica's Dask
         # dashboard gets a known one too (its /metrics is a scrape target).
-        wanted = [cfg.port, cfg.emulator_port, 0, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
+        wanted = [cfg.port, cfg.emulator_port, 0, 0, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
         free = iter(processes.free_ports(cfg.host, wanted.count(0)))
-        first, emulator_port, admin_port, rest_port, *rest = [port or next(free) for port in wanted]
+        first, emulator_port, admin_port, rest_port, vertex_port, *rest = [port or next(free) for port in wanted]
         ports = [first, *rest[:cfg.replicas - 1]]
         dashboards = rest[cfg.replicas - 1:]
         processes.private_dir(self.directory)  # logs, results and state below are its user's alone
@@ -261,10 +273,26 @@ class LocalPlatform:
         finally:
             clients.close()
 
+        started = [emulator]
+        vertex_url = None
+        if cfg.spill_after_s:
+            on_step(f"starting the Vertex AI custom-jobs stand-in on {cfg.host}:{vertex_port}")
+            vertex = processes.start_process(
+                VERTEX_API, [sys.executable, "-m", "runtime.local.vertex_api", "--host", cfg.host, "--port",
+                             str(vertex_port), "--log-dir", str(logs / "custom-jobs")],
+                base_env, logs / "vertex-api.log", cwd=Path.cwd())
+            started.append(vertex)
+            state = state.model_copy(update={"processes": started})
+            save_state(state, self.directory)
+            self._wait(lambda: processes.port_in_use(cfg.host, vertex_port), EMULATOR_START_TIMEOUT_S,
+                       started, "the Vertex AI stand-in did not open its port")
+            vertex_url = _url(cfg.host, vertex_port)
+
         on_step(f"starting {cfg.replicas} gpu-scheduler replica(s) and their Dask workers on port(s) "
                 f"{', '.join(map(str, ports))}")
         settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token=token,
-                                 lease_file=lease_file, emulator_admin_url=state.emulator_admin_url)
+                                 lease_file=lease_file, emulator_admin_url=state.emulator_admin_url,
+                                 vertex_url=vertex_url)
         schedulers = []
         for index, port in enumerate(ports):
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
@@ -273,11 +301,11 @@ class LocalPlatform:
                                              logs / f"{name}.log", cwd=Path.cwd())
             schedulers.append(record.model_copy(update={"env": env, "cwd": Path.cwd(),
                                                         "api_url": _url(cfg.host, port)}))
-            state = state.model_copy(update={"processes": [emulator, *schedulers]})
+            state = state.model_copy(update={"processes": [*started, *schedulers]})
             save_state(state, self.directory)
 
         on_step("waiting for the scheduler(s) to become ready")
-        self._wait(lambda: _ready(state), cfg.ready_timeout_s, [emulator, *schedulers],
+        self._wait(lambda: _ready(state), cfg.ready_timeout_s, [*started, *schedulers],
                    "the scheduler did not become ready")
         if cfg.monitoring:
             state = self.start_monitoring(cfg.alert_time_scale, on_step)

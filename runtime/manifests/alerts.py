@@ -195,6 +195,16 @@ JOB_RULES: Final = (
         "a sample with `gpurt dlq inspect`, fix the cause, then replay.",
     ),
     AlertRule(
+        alert="VertexOverflowHigh",
+        priority=Priority.P2,
+        expr=f"sum(rate({M.job_spills_total}[30m])) / sum(rate({_FINISHED}[30m])) > 0.2",
+        for_="30m",
+        runbook="vertex-overflow",
+        summary="{{ $value | humanizePercentage }} of finished jobs spilled to Vertex AI",
+        description="More than one job in five waited past the overflow budget for a GKE GPU and ran as a Vertex "
+        "AI custom job, for 30 minutes: the GPU pools are too small or cannot scale (stockout, quota).",
+    ),
+    AlertRule(
         alert="JobRetriesElevated",
         priority=Priority.P2,
         expr=f"sum(rate({M.job_retries_total}[10m])) / sum(rate({M.jobs_total}[10m])) > 0.1",

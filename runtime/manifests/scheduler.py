@@ -71,7 +71,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class VertexRouting:
-    """Job types the scheduler sends to Vertex AI custom jobs, and how those jobs run.
+    """What the scheduler sends to Vertex AI custom jobs (pinned job types, overflow), and how those jobs run.
 
     Given, the scheduler makes Vertex AI calls and the stack grants what they need; absent, it makes none
     and the stack grants nothing for them (``contract.ScopedGrant.vertex_only``).
@@ -86,10 +86,15 @@ class VertexRouting:
     region: str
     machine_type: str
     accelerator: str
+    spill_after_s: float | None = None
+    """Overflow: seconds a job may wait for a Dask worker before it spills (``GPURT_VERTEX_SPILL_AFTER_S``)."""
 
     def settings(self) -> dict[str, str]:
         """The scheduler's ``GPURT_VERTEX_*`` settings for this routing."""
+        # Written as the scheduler reads it back (a float), so the settings check sees the same value.
+        overflow = {SchedulerEnv.VERTEX_SPILL_AFTER_S: str(float(self.spill_after_s))} if self.spill_after_s else {}
         return {
+            **overflow,
             SchedulerEnv.VERTEX_TYPES: ",".join(self.job_types),
             SchedulerEnv.VERTEX_SERVICE_ACCOUNT: self.service_account,
             SchedulerEnv.VERTEX_IMAGE: self.image,

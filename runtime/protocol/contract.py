@@ -180,6 +180,12 @@ class SchedulerEnv:
     VERTEX_IMAGE: Final = "GPURT_VERTEX_IMAGE"
     VERTEX_MACHINE_TYPE: Final = "GPURT_VERTEX_MACHINE_TYPE"
     VERTEX_ACCELERATOR: Final = "GPURT_VERTEX_ACCELERATOR"
+    # Overflow: a job that has not started on a Dask worker this many seconds after its submission runs as a
+    # Vertex AI custom job instead (docs/scheduler.md, "Overflow to Vertex AI"); unset, nothing spills.
+    VERTEX_SPILL_AFTER_S: Final = "GPURT_VERTEX_SPILL_AFTER_S"
+    # The custom-jobs API's base URL; unset, the regional Google endpoint. The local platform sets its stand-in.
+    VERTEX_ENDPOINT: Final = "GPURT_VERTEX_ENDPOINT"
+    VERTEX_POLL_S: Final = "GPURT_VERTEX_POLL_S"  # seconds between polls of a running custom job
     LOG_LEVEL: Final = "GPURT_LOG_LEVEL"
     EMULATOR_ADMIN_URL: Final = "GPURT_EMULATOR_ADMIN_URL"
     # a leak hunt (docs/runbooks/scheduler-memory.md): tracemalloc snapshots, how often, how many kept
@@ -282,6 +288,7 @@ class MetricNames:
     jobs_in_flight: str = f"{METRICS_PREFIX}jobs_in_flight"
     backlog_messages: str = f"{METRICS_PREFIX}backlog_messages"  # undelivered on the request subscription
     dlq_messages: str = f"{METRICS_PREFIX}dlq_messages"
+    job_spills_total: str = f"{METRICS_PREFIX}job_spills_total"  # labels: type; jobs run on Vertex AI as overflow
     job_retries_total: str = f"{METRICS_PREFIX}job_retries_total"  # redeliveries seen (attempt > 1)
     pool_workers: str = f"{METRICS_PREFIX}pool_workers"  # label: pool
     pool_evictions_total: str = f"{METRICS_PREFIX}pool_evictions_total"  # label: pool

@@ -183,6 +183,9 @@ class JobMetrics(BaseModel):
     run_s: float | None = None
     device: str | None = None
     paths_per_s: float | None = None
+    backend: str | None = Field(None, description="Where it ran: dask (a GKE pool) or vertex (a custom job).")
+    spilled_after_s: float | None = Field(None, description="Seconds it waited for a GKE GPU before it ran on "
+                                          "Vertex AI instead (overflow); unset when it did not spill.")
 
 
 class JobResult(BaseModel):

@@ -37,6 +37,8 @@ class SchedulerMetrics:
         self.dlq = Gauge(METRICS.dlq_messages, "Messages waiting in the request dead-letter queue.", registry=r)
         self.retries = Counter(_bare(METRICS.job_retries_total), "Redeliveries seen (delivery attempt > 1).",
                                ["type"], registry=r)
+        self.spills = Counter(_bare(METRICS.job_spills_total), "Jobs that waited past the overflow budget for a "
+                              "GKE GPU and ran on Vertex AI instead.", ["type"], registry=r)
         self.pool_workers = Gauge(METRICS.pool_workers, "Workers per pool.", ["pool"], registry=r)
         self.evictions = Counter(_bare(METRICS.pool_evictions_total), "Pools stopped (evicted) by request.",
                                  ["pool"], registry=r)

@@ -17,14 +17,16 @@ from runtime.protocol.messages import (
     JobResult,
     JobStatus,
 )
-from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.base import Execution, Placed
 
 
 def succeeded_result(request: JobRequest, output: Execution, artifacts: Mapping[str, str], *, attempt: int = 1,
                      queue_wait_s: float | None = None) -> JobResult:
     """The ``succeeded`` result of ``request`` from what its run produced; ``artifacts`` maps name to URL."""
+    where = output if isinstance(output, Placed) else None
     metrics = JobMetrics(queue_wait_s=queue_wait_s, run_s=output.elapsed_s, device=output.device,
-                         paths_per_s=output.paths_per_s)
+                         paths_per_s=output.paths_per_s, backend=where.backend if where else None,
+                         spilled_after_s=where.spilled_after_s if where else None)
     return JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type,
                      session_id=request.session_id, attempt=attempt,
                      result=output.summary, metrics=metrics, artifacts=dict(artifacts))

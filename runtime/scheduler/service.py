@@ -80,6 +80,7 @@ class Service:
         self._cluster: Any = None
         self._dask_client: Any = None  # the Dask backend's client, once built
         self.backend: ExecutionBackend | None = None
+        self._unwrapped_backend: ExecutionBackend | None = None  # the built one, before any test's wrapper
         self.pools: PoolBackend | None = None
         self.consumer: Consumer | None = None
         self._loop: SingletonLoop | None = None
@@ -106,6 +107,7 @@ class Service:
         self._clients = (publisher, subscriber)
         sink = ResultPublisher(publisher, s.project)
         backend = self._build_backend()
+        self._unwrapped_backend = backend
         self.backend = self._wrap_backend(backend) if self._wrap_backend else backend
         self.pools = self._build_pools()
         self._export_eviction_counts()
@@ -154,6 +156,7 @@ class Service:
         if self.backend is not None:
             self.backend.close()
             self.backend = None
+            self._unwrapped_backend = None
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
@@ -251,9 +254,21 @@ class Service:
             "places": self.consumer.places if self.consumer else 0,
             "in_flight": [e.request.job_id for e in self.registry.snapshot()],
             "backend": self.backend.name if self.backend else None,
+            "overflow": self._overflow_status(),
             "leader": self.leader_status(),
             "project": self.settings.project,
             "result_store": self.store.url,
+        }
+
+    def _overflow_status(self) -> dict[str, Any]:
+        """Vertex AI overflow: the budget, the pinned job types and the jobs running as custom jobs now."""
+        from runtime.scheduler.backends.overflow import OverflowBackend
+
+        backend = self._unwrapped_backend
+        return {
+            "spill_after_s": self.settings.vertex_spill_after_s,
+            "pinned_types": sorted(self.settings.vertex_types),
+            "on_vertex": backend.on_vertex() if isinstance(backend, OverflowBackend) else [],
         }
 
     def leader_status(self) -> dict[str, Any]:
@@ -330,15 +345,16 @@ class Service:
     def _build_backend(self) -> ExecutionBackend:
         s = self.settings
         dask_backend = self._build_dask()
-        if s.backend is ExecutionBackendName.DASK and not s.vertex_types:
+        if s.backend is ExecutionBackendName.DASK and not s.vertex_types and s.vertex_spill_after_s is None:
             return dask_backend
-        from runtime.scheduler.backends.routing import RoutingBackend
+        from runtime.scheduler.backends.overflow import OverflowBackend
         from runtime.scheduler.backends.vertex import VertexBackend
 
         vertex = VertexBackend.from_settings(s, self.store)
         if s.backend is ExecutionBackendName.VERTEX:
             return vertex
-        return RoutingBackend(default=dask_backend, routes={t: vertex for t in s.vertex_types})
+        return OverflowBackend(dask_backend, vertex, spill_after_s=s.vertex_spill_after_s, pinned=s.vertex_types,
+                               on_spill=lambda request, _after: self.metrics.spills.labels(request.type.value).inc())
 
     def _build_dask(self) -> ExecutionBackend:
         import dask

@@ -94,6 +94,15 @@ class Settings(BaseModel):
     vertex_machine_type: str = Field(DEFAULT_VERTEX_MACHINE, validation_alias=ENV.VERTEX_MACHINE_TYPE)
     vertex_accelerator: str = Field(DEFAULT_VERTEX_ACCELERATOR, validation_alias=ENV.VERTEX_ACCELERATOR)
     vertex_service_account: str | None = Field(None, validation_alias=ENV.VERTEX_SERVICE_ACCOUNT)
+    vertex_spill_after_s: float | None = Field(None, validation_alias=ENV.VERTEX_SPILL_AFTER_S, gt=0,
+                                               description="Seconds a job may wait for a Dask worker before it "
+                                               "runs as a Vertex AI custom job instead; unset: never.")
+    vertex_poll_s: float = Field(15.0, validation_alias=ENV.VERTEX_POLL_S, gt=0, le=600,
+                                 description="Seconds between polls of a running custom job (a GPU machine takes "
+                                 "minutes to provision: polling faster only spends API quota).")
+    vertex_endpoint: str = Field("", validation_alias=ENV.VERTEX_ENDPOINT,
+                                 description="Base URL of the custom-jobs API; empty: the regional Google "
+                                 "endpoint (the local platform sets its stand-in).")
     device: str = Field("auto", validation_alias=ENV.DEVICE,
                         description="Device the kernels run on: auto, cpu or gpu.")
     warm_workers: bool = Field(True, validation_alias=ENV.WARM_WORKERS,

@@ -35,11 +35,37 @@ def cancel_event_name(job_id: str, attempt: int) -> str:
     return f"gpurt-cancel-{job_id}-{attempt}"
 
 
-def execute(job_type: JobType, params: JobParams, device: str, event_name: str) -> object:
-    """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler)."""
+class SpillRefused(Exception):
+    """This delivery went to Vertex AI (overflow) before this worker began it: the worker does not run it."""
+
+
+def spill_event_names(job_id: str, attempt: int) -> tuple[str, str]:
+    """The ``distributed.Event`` a worker sets as it begins this delivery of ``job_id`` (started), and the one the
+    gpu-scheduler sets when it means to run the delivery on Vertex AI instead (spill)."""
+    return f"gpurt-started-{job_id}-{attempt}", f"gpurt-spill-{job_id}-{attempt}"
+
+
+def claim_start(started: str, spill: str) -> None:
+    """Mark the job begun here, then refuse it if it was spilled. The gpu-scheduler sets the spill event, then reads
+    the started one: whichever side comes second sees the other's mark, so a job never runs in both places."""
+    from distributed import Event
+
+    Event(started).set()
+    if Event(spill).is_set():
+        raise SpillRefused(f"{spill}: the job went to Vertex AI before this worker began it")
+
+
+def execute(job_type: JobType, params: JobParams, device: str, event_name: str,
+            spill: tuple[str, str] | None = None) -> object:
+    """Run one job on this worker; returns ``kernels.jobs.JobOutput`` (pickled back to the scheduler).
+
+    ``spill`` (``spill_event_names``): the job may overflow to Vertex AI, so it first claims its start.
+    """
     from kernels.jobs import run_job
     from runtime.worker.warm import wait_warm
 
+    if spill is not None:
+        claim_start(*spill)
     should_stop = stop_poller(event_name)
     if job_type is not JobType.NOOP:  # a noop has no kernel to wait for
         wait_warm(should_stop)

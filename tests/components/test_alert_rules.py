@@ -23,6 +23,7 @@ SEED_RUNBOOKS = {
     "gpu-node-down", "gpu-ecc-errors", "dask-workers-down", "low-gpu-utilization", "high-job-failure-rate",
     "high-gpu-temperature", "queue-backlog", "pool-evictions", "gpu-memory-pressure", "leader-election",
     "reclaimer-errors", "dlq-growth", "elevated-retries",
+    "vertex-overflow",  # not a seed alert: Vertex AI overflow (docs/scheduler.md)
 }  # fmt: skip
 
 

@@ -1,6 +1,7 @@
-"""A stack that routes job types to Vertex AI, rendered whole (the real ``__main__.py`` under the plan's mocks):
-only such a stack tells the scheduler to route there and grants what Vertex AI calls need, and the IAM proof
-holds on it and fails without one of those grants."""
+"""Stacks that send jobs to Vertex AI (pinned job types, overflow), rendered whole (the real ``__main__.py`` under
+the plan's mocks): only such a stack tells the scheduler to use Vertex AI and grants what its calls need, the IAM
+proof holds on it and fails without one of those grants, and a stack with overflow off and nothing pinned holds
+none of them."""
 
 from __future__ import annotations
 
@@ -64,11 +65,38 @@ def test_the_routing_stack_grants_what_vertex_calls_need_and_the_proof_holds(ver
 
 
 @pytest.mark.parametrize("stack", ("staging", "production"))
-def test_a_stack_routing_nothing_to_vertex_neither_grants_nor_tells_it(stack: str) -> None:
+def test_both_committed_stacks_overflow_to_vertex_with_the_narrowest_grants(stack: str) -> None:
+    # The runbook's role table: the scheduler holds roles/aiplatform.user (project: custom jobs have no IAM
+    # policy of their own) and actAs on gpu-runtime only; gpu-runtime writes to the result bucket only.
     resources, project = _resources(stack_plan(stack))
+    proof = prove(resources, project)
 
+    assert proof.ok, "\n".join(proof.missing + proof.unused + proof.wider)
+    assert _vertex_grants(resources, project) == VERTEX_GRANTS
+    settings = scheduler_settings(resources)
+    assert float(settings[contract.SchedulerEnv.VERTEX_SPILL_AFTER_S]) == stack_config(stack).vertex.overflow == 900
+    assert not settings.get(contract.SchedulerEnv.VERTEX_TYPES)  # nothing pinned: Vertex AI is overflow only
+
+
+@pytest.fixture(scope="module")
+def off_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """Staging with overflow off and nothing pinned: no Vertex AI call at all."""
+    root = tmp_path_factory.mktemp("no-vertex-stack")
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    stack = yaml.safe_load((REPO_ROOT / "Pulumi.staging.yaml").read_text())
+    stack["config"]["gpu-runtime:vertex"]["overflow"] = "off"
+    (root / "Pulumi.off.yaml").write_text(yaml.safe_dump(stack))
+    return run_plan("off", root)
+
+
+def test_a_stack_with_overflow_off_and_nothing_pinned_neither_grants_nor_tells_it(off_plan: Plan) -> None:
+    resources, project = _resources(off_plan)
+
+    assert prove(resources, project).ok
     assert _vertex_grants(resources, project) == set()
-    routing = {contract.SchedulerEnv.VERTEX_TYPES, contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT}
+    routing = {contract.SchedulerEnv.VERTEX_TYPES, contract.SchedulerEnv.VERTEX_SPILL_AFTER_S,
+               contract.SchedulerEnv.VERTEX_SERVICE_ACCOUNT}
     assert not routing & scheduler_settings(resources).keys()
 
 
@@ -93,3 +121,23 @@ def test_an_unknown_job_type_is_refused_naming_the_key() -> None:
 
     with pytest.raises(ConfigError, match=r"vertex\.jobTypes.*unknown job types \['quantum_option'\]"):
         parse_stack_config(raw, config.project, config.region)
+
+
+def test_vertex_grants_in_a_stack_that_sends_nothing_there_are_unused(off_plan: Plan) -> None:
+    resources, project = _resources(off_plan)
+    scheduler, runtime = contract.SCHEDULER_SERVICE_ACCOUNT, contract.RUNTIME_SERVICE_ACCOUNT
+    member = f"serviceAccount:{scheduler.email(project)}"
+    extra = [
+        Resource("gcp:projects/iAMMember:IAMMember", "planted",
+                 {"project": project, "role": "roles/aiplatform.user", "member": member}),
+        Resource("gcp:serviceaccount/iAMMember:IAMMember", "planted", {
+            "serviceAccountId": f"projects/{project}/serviceAccounts/{runtime.email(project)}",
+            "role": "roles/iam.serviceAccountUser", "member": member}),
+    ]
+    proof = prove([*resources, *extra], project)
+
+    assert proof.unused == (
+        "gpu-scheduler holds roles/aiplatform.user on project, which no declared call needs",
+        "gpu-scheduler holds roles/iam.serviceAccountUser on service-account gpu-runtime, which no declared call "
+        "needs",
+    )

@@ -17,7 +17,7 @@ from components.quotas import quota_metric
 from runtime.protocol import contract
 from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
 from validation.adapters.pubsub import GooglePubSubAdmin
-from validation.adapters.vertex import GoogleVertexQuota
+from validation.adapters.vertex import GoogleVertexQuota, training_quota_metric
 from validation.checks.identity import service_account_roles
 from validation.checks.pubsub import service_agent_grants
 from validation.checks.vertex import vertex_and_quota
@@ -239,6 +239,59 @@ def _vertex(jobs_error: Exception | None = None) -> GoogleVertexQuota:
     regions.get.return_value = compute_v1.Region.from_json((GCP / "region_us-central1.json").read_text(),
                                                            ignore_unknown_fields=True)
     return GoogleVertexQuota(PROJECT, "us-central1", jobs, regions)
+
+
+class QuotaInfos:
+    """An authorized session answering the Cloud Quotas API's quotaInfos list with ``infos``."""
+
+    def __init__(self, infos: list[dict]) -> None:
+        self.infos = infos
+        self.urls: list[str] = []
+
+    def get(self, url: str, **_kwargs: object) -> mock.Mock:
+        self.urls.append(url)
+        return mock.Mock(json=lambda: {"quotaInfos": self.infos}, raise_for_status=lambda: None)
+
+
+T4_TRAINING = "aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus"
+
+
+def _t4_training_quota(default: str, in_region: str | None) -> QuotaInfos:
+    by_region = ([] if in_region is None
+                 else [{"dimensions": {"region": "us-central1"}, "details": {"value": in_region}}])
+    return QuotaInfos([{"metric": T4_TRAINING, "quotaId": "CustomModelTrainingNvidiaT4GPUsPerProjectPerRegion",
+                        "dimensionsInfos": [*by_region, {"dimensions": {}, "details": {"value": default}}]}])
+
+
+def test_training_quota_metric_names_follow_vertex_ai() -> None:
+    assert training_quota_metric("NVIDIA_TESLA_T4") == T4_TRAINING
+    prefix = "aiplatform.googleapis.com/custom_model_training_nvidia"
+    assert training_quota_metric("NVIDIA_TESLA_A100") == f"{prefix}_a100_gpus"
+    assert training_quota_metric("NVIDIA_L4") == f"{prefix}_l4_gpus"
+
+
+def test_the_overflow_machines_vertex_ai_quota_is_read_for_the_region() -> None:
+    vertex = _vertex()
+    vertex._session = _t4_training_quota(default="0", in_region="4")
+    result = run_check(vertex_and_quota(vertex, "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)],
+                                        [T4_TRAINING]))
+
+    assert result.status is Status.PASS, result
+    assert result.evidence.endswith(f"; {T4_TRAINING} limit 4")
+    assert vertex._session.urls == ["https://cloudquotas.googleapis.com/v1/projects/impulse-gpu-runtime-staging/"
+                                    "locations/global/services/aiplatform.googleapis.com/quotaInfos"]
+
+
+@pytest.mark.parametrize("quota", [_t4_training_quota(default="8", in_region="0"), QuotaInfos([])],
+                         ids=["zero-in-region", "absent"])
+def test_a_zero_vertex_ai_quota_fails_naming_it(quota: QuotaInfos) -> None:
+    vertex = _vertex()
+    vertex._session = quota
+    result = run_check(vertex_and_quota(vertex, "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)],
+                                        [T4_TRAINING]))
+
+    assert result.status is Status.FAIL
+    assert result.evidence == f"no Vertex AI custom-job GPU quota in us-central1: {T4_TRAINING} is 0"
 
 
 def test_quota_metric_names_follow_compute_engine() -> None:

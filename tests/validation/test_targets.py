@@ -32,7 +32,7 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
     pool_bounds = settings.pop("pool_bounds")
     assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1",
                         "quota_metrics": ["PREEMPTIBLE_NVIDIA_T4_GPUS"], "scales_from_zero": True,
-                        "routes_to_vertex": False}
+                        "routes_to_vertex": False, "training_quota_metrics": []}
     assert [(b.pool, b.minimum, b.maximum, b.queued) for b in pool_bounds] == [("t4-spot", 0, 4, False)]
 
 

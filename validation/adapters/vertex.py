@@ -9,6 +9,11 @@ from runtime.protocol import contract
 
 # A handful of recent jobs proves the API answers; listing all of them could page for a long time.
 CUSTOM_JOB_PAGE_SIZE = 5
+_AIPLATFORM = "aiplatform.googleapis.com"
+# The Cloud Quotas API: a service's quotas with their limit per dimension (region), one page of QuotaInfo.
+_QUOTA_INFOS = "https://cloudquotas.googleapis.com/v1/projects/{project}/locations/global/services/{service}/quotaInfos"
+QUOTA_PAGE_SIZE = 1000
+REQUEST_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -36,12 +41,25 @@ class VertexQuota(Protocol):
         """The region's Compute Engine quotas."""
         ...
 
+    def training_quota_limits(self) -> dict[str, float]:
+        """The region's Vertex AI custom-training quota limits, by metric
+        (``aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus``)."""
+        ...
+
+
+def training_quota_metric(accelerator: str) -> str:
+    """The Vertex AI custom-training quota metric of a Vertex accelerator type (its quota is Vertex AI's own, not
+    Compute Engine's): ``NVIDIA_TESLA_T4`` -> ``aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus``."""
+    model = accelerator.upper().removeprefix("NVIDIA_").removeprefix("TESLA_").lower()
+    return f"{_AIPLATFORM}/custom_model_training_nvidia_{model}_gpus"
+
 
 class GoogleVertexQuota:
     """``VertexQuota`` over the Vertex AI custom-jobs REST client and ``compute_v1.RegionsClient``."""
 
-    def __init__(self, project: str, region: str, jobs: Any = None, regions: Any = None) -> None:
+    def __init__(self, project: str, region: str, jobs: Any = None, regions: Any = None, session: Any = None) -> None:
         self._project, self._region = project, region
+        self._session = session  # an authorized HTTP session for the Cloud Quotas API, made on first use
         if jobs is None:
             from runtime.scheduler.backends.vertex_rest import RestCustomJobs
 
@@ -62,3 +80,25 @@ class GoogleVertexQuota:
         """The region's Compute Engine quotas."""
         region = self._regions.get(project=self._project, region=self._region)
         return [Quota(metric=q.metric, limit=q.limit, usage=q.usage) for q in region.quotas]
+
+    def training_quota_limits(self) -> dict[str, float]:
+        """The region's Vertex AI quota limits by metric, from the Cloud Quotas API's QuotaInfo (a limit that
+        varies by region is read for this one; one without a region dimension applies everywhere)."""
+        if self._session is None:
+            import google.auth
+            from google.auth.transport.requests import AuthorizedSession
+
+            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            self._session = AuthorizedSession(credentials)
+        url = _QUOTA_INFOS.format(project=self._project, service=_AIPLATFORM)
+        response = self._session.get(url, params={"pageSize": QUOTA_PAGE_SIZE}, timeout=REQUEST_TIMEOUT_S)
+        response.raise_for_status()
+        limits: dict[str, float] = {}
+        for info in response.json().get("quotaInfos", []):
+            for dimensions in info.get("dimensionsInfos", []):
+                region = dimensions.get("dimensions", {}).get("region")
+                if region in (None, self._region) and "value" in dimensions.get("details", {}):
+                    limits[info["metric"]] = float(dimensions["details"]["value"])
+                    if region == self._region:
+                        break  # the region's own limit wins over the default
+        return limits

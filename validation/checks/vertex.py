@@ -8,8 +8,11 @@ from validation.adapters.vertex import Quota, VertexQuota
 from validation.runner import Check, CheckFailed
 
 
-def vertex_and_quota(vertex: VertexQuota, region: str, required_metrics: Sequence[str]) -> Check:
-    """Vertex AI lists custom jobs; each of ``required_metrics`` (or, if empty, some GPU quota) has room."""
+def vertex_and_quota(vertex: VertexQuota, region: str, required_metrics: Sequence[str],
+                     training_metrics: Sequence[str] = ()) -> Check:
+    """Vertex AI lists custom jobs; each of ``required_metrics`` (Compute Engine, the pools' GPUs; if empty, some
+    GPU quota) has room, and each of ``training_metrics`` (Vertex AI custom training, the overflow machine's GPU)
+    has a limit above 0."""
 
     def run() -> str:
         try:
@@ -25,10 +28,28 @@ def vertex_and_quota(vertex: VertexQuota, region: str, required_metrics: Sequenc
             raise CheckFailed(f"no GPU quota left in {region}: {detail}",
                               f"request GPU quota for {region} (IAM & Admin > Quotas) or use another region")
         room = ", ".join(f"{m} {quotas[m].available:g}/{quotas[m].limit:g} free" for m in wanted)
-        return f"Vertex AI reachable ({len(jobs)} recent gpu-runtime job(s)); {room}"
+        training = _training_limits(vertex, region, training_metrics)
+        return f"Vertex AI reachable ({len(jobs)} recent gpu-runtime job(s)); {room}{training}"
 
     return Check("vertex.reachable-and-quota", run)
 
 
 def _describe(quota: Quota | None) -> str:
     return "absent" if quota is None else f"{quota.usage:g}/{quota.limit:g} used"
+
+
+def _training_limits(vertex: VertexQuota, region: str, metrics: Sequence[str]) -> str:
+    """``; <metric> limit N`` for each Vertex AI training quota; fails naming each one whose limit is 0."""
+    if not metrics:
+        return ""
+    try:
+        limits = vertex.training_quota_limits()
+    except Exception as exc:
+        raise CheckFailed(f"cannot read Vertex AI quotas in {region}: {type(exc).__name__}: {exc}",
+                          "enable cloudquotas.googleapis.com and grant roles/cloudquotas.viewer") from None
+    empty = [m for m in metrics if limits.get(m, 0) <= 0]
+    if empty:
+        raise CheckFailed(f"no Vertex AI custom-job GPU quota in {region}: {', '.join(empty)} is 0",
+                          f"request that quota for {region} (IAM & Admin > Quotas, service aiplatform.googleapis.com)"
+                          ", or set vertex.overflow: off")
+    return "".join(f"; {m} limit {limits[m]:g}" for m in metrics)

@@ -15,6 +15,7 @@ they are waited for.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -23,9 +24,25 @@ from typing import Protocol, runtime_checkable
 from kernels.jobs import JobOutput as Execution
 from runtime.protocol.messages import JobRequest
 
-__all__ = ["Execution", "ExecutionBackend", "Job", "PackingBackend", "RunWhenWaited", "Submission", "submission"]
+__all__ = ["Execution", "ExecutionBackend", "Job", "PackingBackend", "Placed", "RunWhenWaited", "Submission",
+           "placed", "submission"]
 
 Job = tuple[JobRequest, int]  # a request and its delivery attempt
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed(Execution):
+    """An ``Execution`` that says where it ran (``JobMetrics.backend``) and, if it spilled to Vertex AI, after how
+    many seconds of waiting for a GKE GPU (``JobMetrics.spilled_after_s``)."""
+
+    backend: str = ""
+    spilled_after_s: float | None = None
+
+
+def placed(execution: Execution, backend: str, spilled_after_s: float | None = None) -> Placed:
+    """``execution`` marked as run on ``backend``."""
+    own = {field.name: getattr(execution, field.name) for field in dataclasses.fields(Execution)}
+    return Placed(**own, backend=backend, spilled_after_s=spilled_after_s)
 
 
 class ExecutionBackend(Protocol):

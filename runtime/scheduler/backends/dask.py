@@ -24,7 +24,7 @@ from kernels.params import JobType
 from kernels.shards import shard_count
 from runtime.protocol import contract
 from runtime.protocol.messages import MAX_TIMEOUT_S, JobRequest
-from runtime.scheduler.backends.base import Execution, Job, Submission
+from runtime.scheduler.backends.base import Execution, Job
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.dask_sealed import submit_sealed
 from runtime.scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
@@ -68,7 +68,12 @@ class DaskBackend:
         """Run tiny jobs ``(request, attempt)`` (``runtime.scheduler.packing``) in turn in one task; an outcome each."""
         return self.submit(jobs).wait()
 
-    def submit(self, jobs: Sequence[Job]) -> Submission:
+    @property
+    def client(self) -> Any:
+        """The ``distributed.Client`` the jobs go through."""
+        return self._client
+
+    def submit(self, jobs: Sequence[Job], *, spill: tuple[str, str] | None = None) -> _TaskRun:
         """Hand ``jobs`` to the Dask scheduler now; the submission's ``wait`` gives an outcome per job.
 
         One job is one task, or its shards (``backends.shards``), which are submitted only when waited for:
@@ -77,7 +82,8 @@ class DaskBackend:
         ``Execution`` or its failure, exactly as ``run`` raises it: a job of a pack that fails fails alone.
         Each job keeps its own cancel event. A pack is waited for at most the sum of its jobs'
         ``timeout_s`` (they run one after another), and never longer than the longest job a request may ask
-        for; past it, or if the task itself is lost, every job of the pack fails transiently.
+        for; past it, or if the task itself is lost, every job of the pack fails transiently. ``spill``: the
+        events through which one unsharded job claims its start (``runtime.worker.task.claim_start``).
         """
         signals = [CancelSignal(self._client, cancel_event_name(request.job_id, attempt)) for request, attempt in jobs]
         resources = self._resources(jobs)
@@ -94,7 +100,7 @@ class DaskBackend:
             else:
                 def task() -> Any:
                     return submit_sealed(self._client, execute, first.type, first.params, self._device,
-                                         signals[0].name, key=key, resources=resources)
+                                         signals[0].name, spill, key=key, resources=resources)
                 run = _TaskRun(self, jobs, signals, task, first.timeout_s)
         else:
             key = task_key(first.job_id, attempt, f"pack{len(jobs)}-{uuid.uuid4().hex[:8]}")
@@ -190,6 +196,11 @@ class _TaskRun:
                 backend._untrack(self._jobs)
                 raise
             self._future.add_done_callback(self._mark_ended)
+
+    def abandon(self) -> None:
+        """Drop the task from the Dask scheduler (the job runs elsewhere now); ``wait`` then ends at once."""
+        if self._future is not None:
+            self._future.cancel()
 
     def _mark_ended(self, _future: Any) -> None:
         self._ended_at = self._ended_at or datetime.now(UTC)

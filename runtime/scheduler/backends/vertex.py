@@ -19,7 +19,7 @@ import fsspec
 from kernels.errors import JobCancelled, TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
-from runtime.scheduler.backends.base import Execution
+from runtime.scheduler.backends.base import Execution, Placed
 from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
 from runtime.worker.vertex_task import ARTIFACTS_FOLDER, ERROR_FILE, OUTPUT_FILE, VertexFailure, VertexOutput
 
@@ -58,10 +58,11 @@ class VertexBackend:
     @classmethod
     def from_settings(cls, settings: Any, store: Any) -> VertexBackend:
         """Build from the service settings, with the regional REST client."""
-        return cls(RestCustomJobs(settings.vertex_region), project=settings.project, region=settings.vertex_region,
-                   image=settings.vertex_image,
+        client = RestCustomJobs(settings.vertex_region, endpoint=settings.vertex_endpoint)
+        return cls(client, project=settings.project, region=settings.vertex_region, image=settings.vertex_image,
                    machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
-                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account)
+                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account,
+                   poll_interval_s=settings.vertex_poll_s)
 
     def custom_job(self, request: JobRequest, attempt: int) -> dict[str, Any]:
         """The CustomJob resource (REST JSON) for one delivery of ``request`` (pure; what ``run`` submits)."""
@@ -85,12 +86,18 @@ class VertexBackend:
         labels = {**contract.GCP_LABELS, "job-id": _LABEL_VALUE.sub("-", request.job_id.lower())[:63]}
         return {"displayName": f"{contract.VERTEX_JOB_PREFIX}{request.job_id}", "jobSpec": spec, "labels": labels}
 
-    def run(self, request: JobRequest, *, attempt: int) -> Execution:
-        """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``)."""
+    def run(self, request: JobRequest, *, attempt: int, cancelled: Callable[[], bool] | None = None) -> Execution:
+        """Create the custom job and wait for it (its own ``scheduling.timeout`` ends it at ``timeout_s``).
+
+        ``cancelled``: whether a cancel came while the job was being created, before ``cancel`` could find it
+        (the caller sets its flag, then calls ``cancel``; this registers the job, then reads the flag).
+        """
         created = self._client.create(self._parent, self.custom_job(request, attempt))
         name = created["name"]
         with self._lock:
             self._running[request.job_id] = name
+        if cancelled is not None and cancelled():
+            self._client.cancel(name)
         give_up_at = self._clock() + request.timeout_s + PROVISION_ALLOWANCE_S
         try:
             job = created
@@ -146,8 +153,8 @@ class VertexBackend:
         for name in body.artifacts:
             with fsspec.open(f"{output}/{ARTIFACTS_FOLDER}/{name}", "rb") as handle:
                 artifacts[name] = handle.read()
-        return Execution(summary=body.summary, artifacts=artifacts, device=body.device, elapsed_s=body.elapsed_s,
-                         paths=body.paths, kernel_s=body.kernel_s, load_s=body.load_s)
+        return Placed(summary=body.summary, artifacts=artifacts, device=body.device, elapsed_s=body.elapsed_s,
+                      paths=body.paths, kernel_s=body.kernel_s, load_s=body.load_s, backend=self.name)
 
     def _raise_failure(self, output: str, fallback: str) -> None:
         try:

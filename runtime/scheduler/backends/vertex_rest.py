@@ -45,15 +45,22 @@ class CustomJobs(Protocol):
 class RestCustomJobs:
     """``CustomJobs`` over an authorized HTTP session (``google.auth.transport.requests.AuthorizedSession``)."""
 
-    def __init__(self, region: str, session: Any = None, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
-        if session is None:
+    def __init__(self, region: str, session: Any = None, timeout_s: float = REQUEST_TIMEOUT_S,
+                 endpoint: str = "") -> None:
+        """``endpoint`` replaces the regional Google endpoint (the local stand-in, ``runtime.local.vertex_api``),
+        which takes no credentials: a plain session then."""
+        if session is None and endpoint:
+            import requests
+
+            session = requests.Session()
+        elif session is None:
             import google.auth
             from google.auth.transport.requests import AuthorizedSession
 
             credentials, _ = google.auth.default(scopes=[_SCOPE])
             session = AuthorizedSession(credentials)
         self._session = session
-        self._base = f"https://{region}-aiplatform.googleapis.com/v1/"
+        self._base = f"{endpoint.rstrip('/')}/v1/" if endpoint else f"https://{region}-aiplatform.googleapis.com/v1/"
         self._timeout = timeout_s
 
     def create(self, parent: str, custom_job: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernels.jobs import JobOutput
 from runtime.protocol.messages import MAX_RESULT_BYTES, ErrorKind, JobRequest, JobStatus
+from runtime.scheduler.backends.base import placed
 from runtime.scheduler.outcome import ended_result, publishable, succeeded_result
 
 REQUEST = JobRequest.model_validate({"job_id": "call-1", "type": "european_option"})
@@ -19,7 +20,13 @@ def test_a_run_maps_onto_a_succeeded_result_with_its_measurements() -> None:
     assert result.error is None
     # paths per second of kernel time: 1e6 paths in 0.5 s
     assert result.metrics.model_dump() == {"queue_wait_s": 1.5, "run_s": 2.0, "device": "cuda:0",
-                                           "paths_per_s": 2_000_000.0}
+                                           "paths_per_s": 2_000_000.0, "backend": None, "spilled_after_s": None}
+
+
+def test_a_spilled_run_says_where_it_ran_and_after_how_long() -> None:
+    output = placed(JobOutput(summary={"estimate": 10.4}, device="cuda:0", elapsed_s=2.0), "vertex", 301.5)
+    metrics = succeeded_result(REQUEST, output, {}).metrics
+    assert (metrics.backend, metrics.spilled_after_s, metrics.device, metrics.run_s) == ("vertex", 301.5, "cuda:0", 2.0)
 
 
 def test_a_run_in_process_has_the_first_attempt_and_no_queue_wait() -> None:

@@ -110,7 +110,8 @@ def test_the_kubernetes_manifest_sets_only_what_the_scheduler_reads(token_file: 
         vertex=manifest.VertexRouting(job_types=("portfolio_var", "asian_option"),
                                       service_account="gpu-runtime@impulse-gpu-runtime.iam.gserviceaccount.com",
                                       image="registry.example/worker:abc", region="us-central1",
-                                      machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4"),
+                                      machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4",
+                                      spill_after_s=900),
         queued_pools={"a100-flex": 86400, "h100": None},
     )
     for spec in (plain, routed):
@@ -121,11 +122,15 @@ def test_the_kubernetes_manifest_sets_only_what_the_scheduler_reads(token_file: 
 
 @pytest.mark.parametrize("replicas", (1, 2))
 def test_the_local_platform_sets_only_what_the_scheduler_reads(tmp_path: Path, replicas: int) -> None:
+    # One replica with Vertex AI overflow (the custom-jobs stand-in), the others without.
     config = LocalConfig(workers=3 if replicas == 1 else None, gpus=1 if replicas == 1 else None,
-                         replicas=replicas, scheduler_env={SchedulerEnv.SHARD_PATHS: "1000000"})
+                         replicas=replicas, scheduler_env={SchedulerEnv.SHARD_PATHS: "1000000"},
+                         spill_after_s=2.5 if replicas == 1 else None)
     lease_file = tmp_path / "lease.json" if replicas > 1 else None
     shared = scheduler_env(config, emulator_host="127.0.0.1:8085", result_store=(tmp_path / "results").as_uri(),
-                           token="local-token", lease_file=lease_file, emulator_admin_url="http://127.0.0.1:8090")
+                           token="local-token", lease_file=lease_file, emulator_admin_url="http://127.0.0.1:8090",
+                           vertex_url="http://127.0.0.1:8095")
+    assert (SchedulerEnv.VERTEX_SPILL_AFTER_S in shared) is (replicas == 1)
     for index in range(replicas):
         env = replica_env(shared, config.host, f"scheduler-{index + 1}", 8080 + index, 9000 + index,
                           elected=lease_file is not None)

@@ -131,6 +131,14 @@ def test_cancel_cancels_the_custom_job() -> None:
         backend.run(_request("c"), attempt=1)
 
 
+def test_a_cancel_that_came_while_the_job_was_created_cancels_it() -> None:
+    # The overflow's cancel sets its flag, then asks the backend, which knows no job yet: run cancels it once created.
+    client = RecordingJobService("JOB_STATE_CANCELLED")
+    with pytest.raises(JobCancelled):
+        _backend(client, "memory://vertex-cancel-early").run(_request("early"), attempt=1, cancelled=lambda: True)
+    assert [c[0] for c in client.calls][:2] == ["create", "cancel"]
+
+
 def test_a_job_stuck_in_provisioning_is_cancelled_and_transient() -> None:
     now = [0.0]
     client = RecordingJobService("JOB_STATE_PENDING")

@@ -1,10 +1,13 @@
-"""Per-type routing: GPURT_VERTEX_TYPES jobs go to Vertex AI, the rest to Dask."""
+"""Pinned types: GPURT_VERTEX_TYPES jobs always go to Vertex AI, the rest to Dask (no spill budget: never spilled)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from runtime.protocol.messages import JobRequest
-from runtime.scheduler.backends.base import Execution
-from runtime.scheduler.backends.routing import RoutingBackend
+from runtime.scheduler.backends.base import Execution, Job, RunWhenWaited
+from runtime.scheduler.backends.overflow import OverflowBackend
 
 
 class Named:
@@ -17,6 +20,9 @@ class Named:
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         self.ran.append(request.job_id)
         return Execution(summary={"by": self.name})
+
+    def submit(self, jobs: Sequence[Job], **_options: Any) -> RunWhenWaited:
+        return RunWhenWaited(self, jobs)
 
     def cancel(self, job_id: str) -> bool:
         return job_id in self.ran
@@ -31,15 +37,16 @@ class Named:
         self.closed = True
 
 
-def test_types_go_to_their_backend_and_the_rest_to_the_default() -> None:
+def test_pinned_types_go_to_vertex_ai_and_the_rest_to_dask() -> None:
     dask, vertex = Named("dask", 4), Named("vertex", 0)
-    router = RoutingBackend(default=dask, routes={"portfolio_var": vertex, "asian_option": vertex})
+    backend = OverflowBackend(dask, vertex, spill_after_s=None,  # type: ignore[arg-type]
+                              pinned=frozenset({"portfolio_var", "asian_option"}))
     var = JobRequest.model_validate({"job_id": "v", "type": "portfolio_var",
                                      "params": {"exposures": [1.0], "volatilities": [0.2]}})
     noop = JobRequest.model_validate({"job_id": "n", "type": "noop"})
-    assert router.run(var, attempt=1).summary == {"by": "vertex"}
-    assert router.run(noop, attempt=1).summary == {"by": "dask"}
-    assert router.cancel("v") and not router.cancel("unknown")
-    assert router.gpu_slots() == 4
-    router.close()
+    assert backend.run(var, attempt=1).summary == {"by": "vertex"}
+    assert backend.run(noop, attempt=1).summary == {"by": "dask"}
+    assert backend.cancel("v") and not backend.cancel("unknown")
+    assert backend.gpu_slots() == 4  # Vertex AI is overflow, not capacity the consumer plans for
+    backend.close()
     assert dask.closed and vertex.closed
