@@ -154,3 +154,11 @@ def submission(backend: ExecutionBackend, jobs: Sequence[Job]) -> Submission:
     """Hand ``jobs`` to ``backend``: submitted now if it can (``submit``), else run when waited for."""
     submit: Callable[[Sequence[Job]], Submission] | None = getattr(backend, "submit", None)
     return submit(jobs) if submit is not None else RunWhenWaited(backend, jobs)
+
+
+def outcome_of_one(submission: Submission) -> Execution:
+    """The execution of a submission of one job, or its failure raised: what ``run`` returns."""
+    outcome = submission.wait()[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome

@@ -24,7 +24,7 @@ from kernels.params import JobType
 from kernels.shards import shard_count
 from runtime.protocol import contract
 from runtime.protocol.messages import MAX_TIMEOUT_S, JobRequest
-from runtime.scheduler.backends.base import Execution, Job
+from runtime.scheduler.backends.base import Execution, Job, outcome_of_one
 from runtime.scheduler.backends.dask_cancel import CancelSignal
 from runtime.scheduler.backends.dask_sealed import submit_sealed
 from runtime.scheduler.backends.dask_spans import PRUNE_PERIOD_S, forget_finished_spans
@@ -59,10 +59,7 @@ class DaskBackend:
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Submit ``request`` and wait for it, at most ``request.timeout_s``."""
-        outcome = self.submit([(request, attempt)]).wait()[0]
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
+        return outcome_of_one(self.submit([(request, attempt)]))
 
     def run_pack(self, jobs: Sequence[Job]) -> list[Execution | Exception]:
         """Run tiny jobs ``(request, attempt)`` (``runtime.scheduler.packing``) in turn in one task; an outcome each."""

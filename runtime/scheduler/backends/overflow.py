@@ -24,7 +24,7 @@ from typing import Any
 
 from kernels.errors import JobCancelled
 from runtime.protocol.messages import JobRequest
-from runtime.scheduler.backends.base import Execution, Job, Submission, placed, submission
+from runtime.scheduler.backends.base import Execution, Job, Submission, outcome_of_one, placed, submission
 from runtime.scheduler.backends.dask import DaskBackend
 from runtime.scheduler.backends.vertex import VertexBackend
 from runtime.worker.task import SpillRefused, spill_event_names
@@ -50,10 +50,7 @@ class OverflowBackend:
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """Run ``request`` where it goes (see the module) and wait for it."""
-        outcome = self.submit([(request, attempt)]).wait()[0]
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
+        return outcome_of_one(self.submit([(request, attempt)]))
 
     def run_pack(self, jobs: Sequence[Job]) -> list[Execution | Exception]:
         """Tiny jobs run in turn in one Dask task; a pack never spills (each of its jobs is seconds of work)."""
