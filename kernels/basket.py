@@ -42,16 +42,21 @@ from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernel
 from numba.core.extending import register_jitable
 
 from kernels import heston
+from kernels.chunks import run_chunks, warm_up
 from kernels.closed_form import geometric_basket
 from kernels.context import RunContext
 from kernels.cuda_reduce import block_sums_kernel
+from kernels.device import CPU, GPU
 from kernels.estimators import SUM_WIDTH, add_sample
-from kernels.launch import BlockKernel, fill_paths, sum_blocks
+from kernels.launch import BlockKernel, sum_blocks, warm_key
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32, log32, normal_tail
 from protocol.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 
-PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
+# One path per GPU thread: a basket walk is hundreds of dependent steps, so a thread's paths run one after
+# another at the step's latency; at 8 a thread the 25,000 pricing paths of the STAC-shaped case were 13
+# blocks on a 132-multiprocessor GPU, and the pricing pass took a third of the job.
+PATHS_PER_BLOCK: Final = 256
 CPU_CHUNK_ASSET_STEPS: Final = 2**23  # paths x assets x steps per CPU chunk
 GPU_CHUNK_ASSET_STEPS: Final = 2**32
 # Rows of the per-asset parameter table ``assets[row, i]`` (float32) the kernels read.
@@ -360,9 +365,11 @@ def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, d
 
 
 @register_jitable
-def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, every, scratch):  # type: ignore[no-untyped-def]
+def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, every, scratch,  # type: ignore[no-untyped-def]
+               date_major):
     """Write the basket value of ``path`` at every exercise date into ``out[row, :dates]`` and, under Heston,
-    its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``)."""
+    its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``); with ``date_major`` into
+    ``out[:dates, row]`` and ``out[dates:, row]`` instead (``regression_states_on_device``)."""
     dates = steps // every
     cursor = 0
     _start(scratch, assets, n)
@@ -370,9 +377,16 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
         cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE)
         if (step + 1) % every == 0:
             date = (step + 1) // every - 1
-            out[row, date] = _basket(scratch, assets, n)
-            if mode == MODE_HESTON:
-                out[row, dates + date] = aggregate_variance(scratch, assets, n)
+            value = _basket(scratch, assets, n)
+            variance = aggregate_variance(scratch, assets, n) if mode == MODE_HESTON else _ZERO
+            if date_major:
+                out[date, row] = value
+                if mode == MODE_HESTON:
+                    out[dates + date, row] = variance
+            else:
+                out[row, date] = value
+                if mode == MODE_HESTON:
+                    out[row, dates + date] = variance
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
@@ -392,7 +406,7 @@ def _cpu_store(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, 
     for row in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
         store_path(out, row, stream + first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every,
-                   scratch)
+                   scratch, False)
 
 
 _CUDA_SUMS: Final = block_sums_kernel(path_sums, width=PRICE_WIDTH, items_per_block=PATHS_PER_BLOCK,
@@ -400,16 +414,16 @@ _CUDA_SUMS: Final = block_sums_kernel(path_sums, width=PRICE_WIDTH, items_per_bl
 
 
 @cache
-def _cuda_store() -> Any:
+def _cuda_store_columns() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
+    def kernel(out, first_path, count, stream, seed, n, mode, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
         scratch = cuda.local.array(SCRATCH, float32)
-        row = cuda.grid(1)
-        if row < out.shape[0]:
-            store_path(out, row, stream + first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every,
-                       scratch)
+        k = cuda.grid(1)
+        if k < count:
+            store_path(out, first_path + k, stream + first_path + k, seed, n, mode, chol, assets, dt, steps, draws,
+                       every, scratch, True)
 
     return kernel
 
@@ -520,14 +534,51 @@ def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, eve
 def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
                   ctx: RunContext) -> tuple[np.ndarray, np.ndarray | None]:
     """Basket values ``(n_paths, dates)`` of regression paths (independent of the pricing paths) at each
-    exercise date, and under Heston their aggregate variances there (same shape; None under GBM)."""
+    exercise date, and under Heston their aggregate variances there (same shape; None under GBM), on the
+    host (a GPU job keeps them on the device: ``regression_states_on_device``)."""
+    if device != CPU:
+        from kernels import gpu
+
+        by_date = gpu.to_host(regression_states_on_device(p, model, n_paths, every, dates, ctx))
+        gpu.release()
+        return by_date[:dates].T, (by_date[dates:].T if model.heston else None)
     states = np.empty((n_paths, 2 * dates if model.heston else dates), dtype=np.float32)  # store_path's rows
     per_block = PATHS_PER_BLOCK * model.n * p.steps
-    fill_paths(states, PATHS_PER_BLOCK, _cpu_store, _cuda_store,
-               (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every)), device, ctx,
-               cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
-               gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    args = (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every))
+
+    def compute(start: int, count: int) -> None:
+        first = start * PATHS_PER_BLOCK
+        _cpu_store(states[first:first + count * PATHS_PER_BLOCK], np.int64(first), *args)
+
+    warm_up(compute, ctx, warm_key(_cpu_store, CPU, args))
+    run_chunks(-(-n_paths // PATHS_PER_BLOCK), max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute, ctx)
     return states[:, :dates], (states[:, dates:] if model.heston else None)
+
+
+def regression_states_on_device(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int,
+                                ctx: RunContext) -> Any:
+    """``basket_values`` on a GPU, left there as one float32 device array, date-major: row ``date`` holds
+    every regression path's basket value at that date and, under Heston, row ``dates + date`` their
+    aggregate variances. The backward induction (``kernels.lsm``) runs date by date over all paths on the
+    device, so a date's row is read coalesced and the paths' ``4 x 2 x dates`` bytes never cross to the host
+    (50 MB in the STAC-shaped case)."""
+    from kernels import gpu
+
+    states = gpu.empty((2 * dates if model.heston else dates, n_paths), np.float32)
+    args = (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every))
+    device_args = gpu.to_device_all(args)
+    launch = _cuda_store_columns()
+
+    def compute(start: int, count: int) -> None:
+        first = start * PATHS_PER_BLOCK
+        size = min(count * PATHS_PER_BLOCK, n_paths - first)
+        launch[-(-size // gpu.THREADS), gpu.THREADS](states, np.int64(first), np.int64(size), *device_args)
+
+    # the states are allocated whole above: a chunk only bounds a launch, as GPU_CHUNK_ASSET_STEPS does elsewhere
+    per_block = PATHS_PER_BLOCK * model.n * p.steps
+    warm_up(compute, ctx, warm_key(launch, GPU, args))
+    run_chunks(-(-n_paths // PATHS_PER_BLOCK), max(1, GPU_CHUNK_ASSET_STEPS // per_block), compute, ctx)
+    return states
 
 
 def scheme(p: BasketOptionParams, sums: np.ndarray, n_paths: int, every: int, std_error: float) -> dict[str, Any]:

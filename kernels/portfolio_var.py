@@ -26,6 +26,7 @@ from kernels.closed_form import delta_normal_var
 from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.device import CPU
+from kernels.launch import warm_key
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.risk import HISTOGRAM_BINS, LossSummary, summarise, summarise_tail, tail_size
 from protocol.params import MAX_ASSETS, TRADING_DAYS_PER_YEAR, PortfolioVarParams
@@ -158,7 +159,7 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
             _cpu_chunk(chunk, np.int64(first + start), np.int64(count), *args)
             keep(start, chunk)
 
-        warm_up(compute_cpu, ctx)
+        warm_up(compute_cpu, ctx, warm_key(_cpu_chunk, device, args))
         run_chunks(n_blocks, max(1, CPU_CHUNK_DRAWS // draws_per_block), compute_cpu, ctx)
         return losses
 
@@ -174,7 +175,7 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
 
     chunk_blocks = gpu.budget_blocks(SCENARIOS_PER_BLOCK * 8, max(1, GPU_CHUNK_DRAWS // draws_per_block))
     try:
-        warm_up(compute_gpu, ctx)
+        warm_up(compute_gpu, ctx, warm_key(launch, device, args))
         run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()

@@ -277,7 +277,8 @@ def test_collinear_basis_falls_back_to_least_squares() -> None:
     flat = np.full(values.shape, 0.05, dtype=np.float32)  # v constant: its columns repeat 1 and u
     gram = lsm.basis(values[:, 5].astype(np.float64) / p.strike, flat[:, 5].astype(np.float64), 3)
     gram = gram.T @ gram
-    assert not lsm._cholesky_solve(np.tril(gram), np.ones(gram.shape[0]), np.zeros(gram.shape[0]))
+    t = gram.shape[0]
+    assert not lsm._cholesky_solve(np.tril(gram), np.ones(t), np.zeros(t), np.empty(t), np.zeros((t, t)))
     fast, reference = lsm.exercise_rule(values, p, flat), _lstsq_rule(values, p, flat)
     assert fast[:, -1].sum() == reference[:, -1].sum() > 5
     for date in np.flatnonzero(reference[:, -1]):  # the minimum-norm fits agree where it matters: the values
