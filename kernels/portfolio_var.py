@@ -238,7 +238,13 @@ def merge_parts(p: PortfolioVarParams, parts: Sequence[LossTail]) -> KernelResul
 def run(p: PortfolioVarParams, device: str, ctx: RunContext) -> KernelResult:
     """VaR and CVaR at ``p.confidence``; the summary's ``estimate`` is the VaR."""
     losses = simulate_losses(p, _Model(p), device, ctx, on_device=True)
-    return _result(p, summarise(losses, p.confidence, p.interval_confidence))
+    summary = summarise(losses, p.confidence, p.interval_confidence)
+    if device != CPU:  # the losses and the summary's device arrays go back to the driver, as every GPU job's do
+        from kernels import gpu
+
+        del losses
+        gpu.release()
+    return _result(p, summary)
 
 
 def _result(p: PortfolioVarParams, result: LossSummary) -> KernelResult:
