@@ -219,21 +219,25 @@ def heston_continuation(coeffs, date, value, strike, variance):  # type: ignore[
 @register_jitable
 def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
                 coeffs, log_geometric, total_weight, control_mean, scratch):
-    """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, and its control ``x``.
+    """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, the walk ending where the
+    path is exercised (no control, no European: a revaluation of ``kernels.fd_greeks`` needs neither).
 
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
-    y, x, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE)
-    return y, x
+    y, _, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE, False)
+    return y
 
 
 @register_jitable
 def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign):
-    """``path_sample`` and the same path's European cash flow (no exercise), or with ``coarse`` the same at
-    ``steps / 2`` double steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse
-    path can stop at the dates on its own grid. ``draws`` is the number of normals per step."""
+                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign, finish):
+    """The path's discounted cash flow ``y`` under the exercise rule ``coeffs``, its control ``x``, its European
+    cash flow (no exercise) and its control at maturity; or with ``coarse`` the same at ``steps / 2`` double
+    steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse path can stop at the
+    dates on its own grid. ``draws`` is the number of normals per step. Without ``finish`` the walk ends at
+    exercise and only ``y`` is meaningful (the others are 0): an exercised path's last steps, walked for the
+    European and the control, are then not walked at all."""
     stride = 2 if coarse else 1
     cursor = 0
     _start(scratch, assets, n)
@@ -252,6 +256,8 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
                     stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
                 if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
+                    if not finish:
+                        return y, _ZERO, _ZERO, _ZERO
                     # under GBM the control stops with the path; the other modes' control, and the European
                     # of every mode, need the path at maturity: finish it without exercise
                     stopped = _stopped_control(scratch, assets, chol, n, strike, call, rate, dt, steps, done,
@@ -325,10 +331,10 @@ def _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, ca
           coeffs, log_geometric, total_weight, control_mean, scratch, coarse, antithetic):
     """``_walk_sample`` of ``path``, or with ``antithetic`` the mean of it and its antithetic walk."""
     y, x, e, t = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE)
+                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE, True)
     if antithetic:
         y2, x2, e2, t2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE)
+                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE, True)
         y, x, e, t = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2), _HALF * (t + t2)
     return y, x, e, t
 
@@ -531,17 +537,11 @@ def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, eve
     return sum_blocks(kernel, -(-n_samples // PATHS_PER_BLOCK), args, device, ctx)
 
 
-def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
+def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int,
                   ctx: RunContext) -> tuple[np.ndarray, np.ndarray | None]:
     """Basket values ``(n_paths, dates)`` of regression paths (independent of the pricing paths) at each
-    exercise date, and under Heston their aggregate variances there (same shape; None under GBM), on the
-    host (a GPU job keeps them on the device: ``regression_states_on_device``)."""
-    if device != CPU:
-        from kernels import gpu
-
-        by_date = gpu.to_host(regression_states_on_device(p, model, n_paths, every, dates, ctx))
-        gpu.release()
-        return by_date[:dates].T, (by_date[dates:].T if model.heston else None)
+    exercise date, and under Heston their aggregate variances there (same shape; None under GBM), walked on
+    the host (a GPU job keeps them on the device: ``regression_states_on_device``)."""
     states = np.empty((n_paths, 2 * dates if model.heston else dates), dtype=np.float32)  # store_path's rows
     per_block = PATHS_PER_BLOCK * model.n * p.steps
     args = (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every))

@@ -157,9 +157,8 @@ def _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, s
     """The cash flow of output row ``row``: rows ``case * n_paths ..`` hold case ``case``'s paths."""
     case = (first_row + row) // n_paths
     path = first_row + row - case * n_paths
-    y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike, call,
+    return path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike, call,
                        rates[case], coeffs, log_geometrics[case], total_weights[case], control_means[case], scratch)
-    return y
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")

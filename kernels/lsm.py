@@ -33,8 +33,9 @@ from protocol.params import AmericanOptionParams, BasketModel, OptionKind
 MIN_POINTS_PER_COEFFICIENT: Final = 4
 # Binomial steps of the single-asset GBM reference reported with the price.
 REFERENCE_TREE_STEPS: Final = 2_000
-# Smallest Cholesky pivot of the unit-diagonal (Jacobi-scaled) Gram matrix accepted: below it the basis is
-# nearly collinear on that date's points (condition number past ~1e10) and the date is fitted by lstsq.
+# Smallest Cholesky pivot of the unit-diagonal (Jacobi-scaled) Gram matrix accepted: a column whose pivot
+# falls below it is, on that date's points, within ~1e-5 (relative) of the span of the columns before it
+# (condition number past ~1e10), and the date is fitted without it.
 MIN_SCALED_PIVOT: Final = 1e-10
 
 
@@ -71,10 +72,9 @@ def exercise_rule(values: np.ndarray, p: AmericanOptionParams, variance: np.ndar
     return rule
 
 
-def device_exercise_rule(by_date: Any, p: AmericanOptionParams, dates: int, heston: bool) -> np.ndarray | None:
+def device_exercise_rule(by_date: Any, p: AmericanOptionParams, dates: int, heston: bool) -> np.ndarray:
     """``exercise_rule`` on a GPU, from the date-major states ``basket.regression_states_on_device`` left
-    there; None where a date's normal equations are too ill-conditioned for Cholesky (the caller then fits
-    the rule on the host, which falls back to least squares by SVD on such dates).
+    there: the same rule as on the host, which solves each date alike (``_cholesky_solve``).
 
     One block runs the whole backward induction: every date's normal equations are a reduction over all the
     paths and each date needs the cash flows the later dates left, so the dates follow one another inside
@@ -84,11 +84,10 @@ def device_exercise_rule(by_date: Any, p: AmericanOptionParams, dates: int, hest
 
     rule = _empty_rule(p, dates, heston)
     device_rule = cuda.to_device(rule)
-    failed = cuda.to_device(np.zeros(1, dtype=np.int32))
     cash = gpu.empty((by_date.shape[1],), np.float64)
     _cuda_induction(rule.shape[1] - 1)[1, gpu.THREADS](by_date, np.int64(dates), heston,
-                                                       *_induction_inputs(p, dates, heston), cash, device_rule, failed)
-    return None if failed.copy_to_host()[0] else device_rule.copy_to_host()
+                                                       *_induction_inputs(p, dates, heston), cash, device_rule)
+    return device_rule.copy_to_host()
 
 
 def _empty_rule(p: AmericanOptionParams, dates: int, heston: bool) -> np.ndarray:
@@ -147,14 +146,17 @@ def _in_money(value, strike, call):  # type: ignore[no-untyped-def]
 @register_jitable
 def _cholesky_solve(gram, rhs, coeffs, scale, low):  # type: ignore[no-untyped-def]
     """Solve ``gram coeffs = rhs`` (lower triangle of ``gram`` filled) by Cholesky after scaling the
-    diagonal to 1, so columns of very different sizes (u^3 against v^2) are conditioned alike; False,
-    leaving ``coeffs``, where a scaled pivot falls below ``MIN_SCALED_PIVOT``. ``scale`` (terms) and ``low``
-    (terms x terms) are the caller's scratch: NumPy arrays on the host, local arrays in a CUDA kernel."""
+    diagonal to 1, so columns of very different sizes (u^3 against v^2) are conditioned alike.
+
+    A column whose scaled pivot falls below ``MIN_SCALED_PIVOT`` (all but in the span of the columns before
+    it on this date's points: early dates, where ``u`` and ``v`` barely spread, make ``v u`` and ``v u^2``
+    near copies of ``v``) is dropped: its coefficient is 0 and the others are the least-squares fit on the
+    rest, the same on the host and in a CUDA kernel, so no date needs another solver. ``scale`` (terms) and
+    ``low`` (terms x terms) are the caller's scratch: NumPy arrays on the host, local arrays in a kernel.
+    """
     t = rhs.size
     for j in range(t):
-        if gram[j, j] <= 0.0:
-            return False
-        scale[j] = 1.0 / math.sqrt(gram[j, j])
+        scale[j] = 1.0 / math.sqrt(gram[j, j]) if gram[j, j] > 0.0 else 0.0
     for j in range(t):
         for k in range(j + 1):
             low[j, k] = gram[j, k] * scale[j] * scale[k]
@@ -163,7 +165,15 @@ def _cholesky_solve(gram, rhs, coeffs, scale, low):  # type: ignore[no-untyped-d
         for k in range(j):
             pivot -= low[j, k] * low[j, k]
         if pivot < MIN_SCALED_PIVOT:
-            return False
+            # drop column j: a unit pivot with nothing below it, no right-hand side, so its coefficient is 0
+            # and the later columns factor as if it were not there
+            scale[j] = 0.0
+            low[j, j] = 1.0
+            for k in range(j):
+                low[j, k] = 0.0
+            for i in range(j + 1, t):
+                low[i, j] = 0.0
+            continue
         low[j, j] = math.sqrt(pivot)
         for i in range(j + 1, t):
             total = low[i, j]
@@ -183,7 +193,6 @@ def _cholesky_solve(gram, rhs, coeffs, scale, low):  # type: ignore[no-untyped-d
         y[i] = total / low[i, i]
     for i in range(t):
         coeffs[i] = y[i] * scale[i]
-    return True
 
 
 @register_jitable
@@ -246,20 +255,7 @@ def _backward_induction(by_date, dates, heston, strike, call, discount, degree, 
         count = _unpack(acc, gram, rhs)
         if count < min_points:
             continue
-        if not _cholesky_solve(gram, rhs, coeffs, scale, low):  # nearly collinear: least squares by SVD, as before
-            m = int(count)
-            design = np.empty((m, terms))
-            target = np.empty(m)
-            m = 0
-            for i in range(n):
-                value = np.float64(by_date[date, i])
-                if _in_money(value, strike, call) > 0.0:
-                    _row_basis(design[m], value / strike, np.float64(by_date[dates + date, i]) if heston else 0.0,
-                               degree, heston)
-                    target[m] = cash[i]
-                    m += 1
-            # numpy's default cut-off for small singular values (numba's default, -1, keeps them all)
-            coeffs[:] = np.linalg.lstsq(design, target, rcond=np.finfo(np.float64).eps * max(m, terms))[0]
+        _cholesky_solve(gram, rhs, coeffs, scale, low)
         _exercise(by_date, dates, heston, date, 0, 1, strike, call, degree, coeffs, cash, row)
         for j in range(terms):
             rule[date, j] = coeffs[j]
@@ -285,7 +281,7 @@ def _cuda_induction(terms: int) -> Any:
     padded = slices * REDUCE_ROWS
 
     @cuda.jit
-    def kernel(by_date, dates, heston, strike, call, discount, degree, min_points, cash, rule, failed):  # type: ignore[no-untyped-def]
+    def kernel(by_date, dates, heston, strike, call, discount, degree, min_points, cash, rule):  # type: ignore[no-untyped-def]
         tid = cuda.threadIdx.x
         shared = cuda.shared.array((REDUCE_ROWS, THREADS), float64)
         totals = cuda.shared.array((1, padded), float64)
@@ -310,14 +306,12 @@ def _cuda_induction(terms: int) -> Any:
             if tid == 0:
                 active[0] = 0.0
                 if _unpack(totals[0], gram, rhs) >= min_points:
-                    if _cholesky_solve(gram, rhs, solved, scale, low):
-                        active[0] = 1.0
-                        for j in range(terms):
-                            coeffs[j] = solved[j]
-                            rule[date, j] = solved[j]
-                        rule[date, terms] = 1.0
-                    else:
-                        failed[0] = 1
+                    _cholesky_solve(gram, rhs, solved, scale, low)
+                    active[0] = 1.0
+                    for j in range(terms):
+                        coeffs[j] = solved[j]
+                        rule[date, j] = solved[j]
+                    rule[date, terms] = 1.0
             cuda.syncthreads()
             if active[0] > 0.0:
                 _exercise(by_date, dates, heston, date, tid, THREADS, strike, call, degree, coeffs, cash, row)
@@ -372,11 +366,9 @@ def _fitted_rule(p: AmericanOptionParams, model: basket.Model, every: int, dates
                  ctx: RunContext) -> np.ndarray:
     """The exercise rule from the regression paths: on a GPU they stay on the device for the induction."""
     if device != CPU:
-        rule = device_exercise_rule(
+        return device_exercise_rule(
             basket.regression_states_on_device(p, model, p.regression_paths, every, dates, ctx), p, dates, model.heston)
-        if rule is not None:
-            return rule
-    values, variance = basket.basket_values(p, model, p.regression_paths, every, dates, device, ctx)
+    values, variance = basket.basket_values(p, model, p.regression_paths, every, dates, ctx)
     return exercise_rule(values, p, variance)
 
 
