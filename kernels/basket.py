@@ -103,8 +103,12 @@ def _start(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
-    """Normal ``k`` of the path's stream; read in order from ``k = 0`` (a new draw at every fourth)."""
+def _normal(scratch, path, k, seed, table):  # type: ignore[no-untyped-def]
+    """Normal ``k`` of the path's stream; read in order from ``k = 0`` (a new draw at every fourth), or
+    ``table[k, path]`` where the caller generated the stream once (``normal_table``). A caller without a
+    table passes None, which numba prunes at compile time."""
+    if table is not None:
+        return table[k, path]
     lane = k % NORMALS_PER_DRAW
     if lane == 0:
         z0, z1, z2, z3 = normals4(path, k // NORMALS_PER_DRAW, seed)
@@ -116,16 +120,17 @@ def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse, sign):  # type: ignore[no-untyped-def]
+def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse, sign, table):  # type: ignore[no-untyped-def]
     """Advance every asset of ``path`` by one step on normals ``cursor .. cursor + normals`` of its stream
     (times ``sign``: -1 walks the antithetic path), or with ``coarse`` by one double step (Heston) on
-    ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``; returns the cursor after them."""
+    ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``; returns the cursor after them. ``table``:
+    the stream generated ahead, or None (``_normal``)."""
     z = 2 * n  # the step's normals start after the log-growths and the variances
     for j in range(normals):
-        scratch[z + j] = sign * _normal(scratch, path, cursor + j, seed)
+        scratch[z + j] = sign * _normal(scratch, path, cursor + j, seed, table)
     if coarse:
         for j in range(normals):
-            second = sign * _normal(scratch, path, cursor + normals + j, seed)
+            second = sign * _normal(scratch, path, cursor + normals + j, seed, table)
             scratch[z + j] = (scratch[z + j] + second) * _ROOT_HALF
     for i in range(n):
         shock = _ZERO
@@ -218,31 +223,34 @@ def heston_continuation(coeffs, date, value, strike, variance):  # type: ignore[
 
 @register_jitable
 def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-                coeffs, log_geometric, total_weight, control_mean, scratch):
+                coeffs, log_geometric, total_weight, control_mean, scratch, table):
     """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, the walk ending where the
-    path is exercised (no control, no European: a revaluation of ``kernels.fd_greeks`` needs neither).
+    path is exercised (no control, no European: a revaluation of ``kernels.fd_greeks`` needs neither), on
+    the path's normals from ``table`` (``normal_table``; ``path`` is then the path's column there) or, with
+    None, drawn as it goes.
 
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
     y, _, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE, False)
+                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE, False, table)
     return y
 
 
 @register_jitable
 def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign, finish):
+                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign, finish, table):
     """The path's discounted cash flow ``y`` under the exercise rule ``coeffs``, its control ``x``, its European
     cash flow (no exercise) and its control at maturity; or with ``coarse`` the same at ``steps / 2`` double
     steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse path can stop at the
     dates on its own grid. ``draws`` is the number of normals per step. Without ``finish`` the walk ends at
     exercise and only ``y`` is meaningful (the others are 0): an exercised path's last steps, walked for the
-    European and the control, are then not walked at all."""
+    European and the control, are then not walked at all. ``table``: the path's normals generated ahead, or
+    None (``_normal``)."""
     stride = 2 if coarse else 1
     cursor = 0
     _start(scratch, assets, n)
     for step in range(0, steps, stride):
-        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign, table)
         done = step + stride
         if done < steps and done % every == 0:
             date = done // every - 1
@@ -263,7 +271,8 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
                     stopped = _stopped_control(scratch, assets, chol, n, strike, call, rate, dt, steps, done,
                                                log_geometric, total_weight, control_mean) if mode == MODE_GBM else _ZERO
                     for _ in range(done, steps, stride):
-                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
+                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign,
+                                       table)
                     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                     european = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
                     terminal = _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
@@ -331,10 +340,11 @@ def _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, ca
           coeffs, log_geometric, total_weight, control_mean, scratch, coarse, antithetic):
     """``_walk_sample`` of ``path``, or with ``antithetic`` the mean of it and its antithetic walk."""
     y, x, e, t = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE, True)
+                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE, True, None)
     if antithetic:
         y2, x2, e2, t2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE, True)
+                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE, True,
+                                      None)
         y, x, e, t = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2), _HALF * (t + t2)
     return y, x, e, t
 
@@ -380,7 +390,7 @@ def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, ev
     cursor = 0
     _start(scratch, assets, n)
     for step in range(steps):
-        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE, None)
         if (step + 1) % every == 0:
             date = (step + 1) // every - 1
             value = _basket(scratch, assets, n)
@@ -579,6 +589,40 @@ def regression_states_on_device(p: BasketOptionParams, model: Model, n_paths: in
     warm_up(compute, ctx, warm_key(launch, GPU, args))
     run_chunks(-(-n_paths // PATHS_PER_BLOCK), max(1, GPU_CHUNK_ASSET_STEPS // per_block), compute, ctx)
     return states
+
+
+def normal_table(seed: int, first_path: int, n_paths: int, normals: int) -> Any:
+    """The first ``normals`` normals of pricing paths ``first_path .. first_path + n_paths`` on a GPU, exactly
+    as ``_normal`` draws them, in a float32 device array: row ``k`` holds normal ``k`` of every path, so the
+    consecutive paths of a warp read neighbouring entries. Generated once, it serves every revaluation of
+    ``kernels.fd_greeks``, which walk the same paths on common random numbers."""
+    from kernels import gpu
+
+    draws = -(-normals // NORMALS_PER_DRAW)
+    table = gpu.empty((draws * NORMALS_PER_DRAW, n_paths), np.float32)
+    threads = draws * n_paths
+    _cuda_normal_table()[-(-threads // gpu.THREADS), gpu.THREADS](table, np.int64(first_path), np.int64(n_paths),
+                                                                   np.int64(seed))
+    return table
+
+
+@cache
+def _cuda_normal_table() -> Any:
+    # fastmath as the walks that draw these normals themselves are compiled, so the numbers are theirs
+    @cuda.jit(fastmath=True)
+    def kernel(table, first_path, n_paths, seed):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < (table.shape[0] // NORMALS_PER_DRAW) * n_paths:
+            draw = i // n_paths
+            column = i - draw * n_paths
+            z0, z1, z2, z3 = normals4(first_path + column, draw, seed)
+            row = draw * NORMALS_PER_DRAW
+            table[row, column] = z0
+            table[row + 1, column] = z1
+            table[row + 2, column] = z2
+            table[row + 3, column] = z3
+
+    return kernel
 
 
 def scheme(p: BasketOptionParams, sums: np.ndarray, n_paths: int, every: int, std_error: float) -> dict[str, Any]:
