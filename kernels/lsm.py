@@ -164,33 +164,28 @@ def _cholesky_solve(gram, rhs, coeffs, scale, low):  # type: ignore[no-untyped-d
         pivot = low[j, j]
         for k in range(j):
             pivot -= low[j, k] * low[j, k]
-        if pivot < MIN_SCALED_PIVOT:
-            # drop column j: a unit pivot with nothing below it, no right-hand side, so its coefficient is 0
-            # and the later columns factor as if it were not there
-            scale[j] = 0.0
-            low[j, j] = 1.0
-            for k in range(j):
-                low[j, k] = 0.0
-            for i in range(j + 1, t):
-                low[i, j] = 0.0
-            continue
-        low[j, j] = math.sqrt(pivot)
+        # a dropped column j gets a unit pivot, nothing below it (the later columns factor as if it were not
+        # there) and scale 0, so its coefficient is 0. Selects, not a branch that skips the column: with the
+        # branch, ptxas for sm_90 kept the induction kernel's small arrays in 640 B of local memory, not 64
+        keep = pivot >= MIN_SCALED_PIVOT
+        low[j, j] = math.sqrt(pivot) if keep else 1.0
+        scale[j] = scale[j] if keep else 0.0
         for i in range(j + 1, t):
             total = low[i, j]
             for k in range(j):
                 total -= low[i, k] * low[j, k]
-            low[i, j] = total / low[j, j]
-    y = coeffs  # solved in place
+            low[i, j] = total / low[j, j] if keep else 0.0
+    y = coeffs  # solved in place; a dropped column's entry stays 0 (its row of ``low`` is not cleared)
     for i in range(t):  # L y = D rhs
         total = rhs[i] * scale[i]
         for k in range(i):
             total -= low[i, k] * y[k]
-        y[i] = total / low[i, i]
+        y[i] = total / low[i, i] if scale[i] != 0.0 else 0.0
     for i in range(t - 1, -1, -1):  # L^T x = y, coeffs = D x
         total = y[i]
         for k in range(i + 1, t):
             total -= low[k, i] * y[k]
-        y[i] = total / low[i, i]
+        y[i] = total / low[i, i] if scale[i] != 0.0 else 0.0
     for i in range(t):
         coeffs[i] = y[i] * scale[i]
 
