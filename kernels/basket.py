@@ -42,16 +42,21 @@ from numba import cuda, njit, prange  # numba.cuda imports without a GPU; kernel
 from numba.core.extending import register_jitable
 
 from kernels import heston
+from kernels.chunks import run_chunks, warm_up
 from kernels.closed_form import geometric_basket
 from kernels.context import RunContext
 from kernels.cuda_reduce import block_sums_kernel
+from kernels.device import CPU, GPU
 from kernels.estimators import SUM_WIDTH, add_sample
-from kernels.launch import BlockKernel, fill_paths, sum_blocks
+from kernels.launch import BlockKernel, sum_blocks, warm_key
 from kernels.params import MAX_BASKET_ASSETS, BasketModel, BasketOptionParams, OptionKind
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.special import exp32, log32, normal_tail
 
-PATHS_PER_BLOCK: Final = 2048  # 8 paths per GPU thread
+# One path per GPU thread: a basket walk is hundreds of dependent steps, so a thread's paths run one after
+# another at the step's latency; at 8 a thread the 25,000 pricing paths of the STAC-shaped case were 13
+# blocks on a 132-multiprocessor GPU, and the pricing pass took a third of the job.
+PATHS_PER_BLOCK: Final = 256
 CPU_CHUNK_ASSET_STEPS: Final = 2**23  # paths x assets x steps per CPU chunk
 GPU_CHUNK_ASSET_STEPS: Final = 2**32
 # Rows of the per-asset parameter table ``assets[row, i]`` (float32) the kernels read.
@@ -98,8 +103,12 @@ def _start(scratch, assets, n):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
-    """Normal ``k`` of the path's stream; read in order from ``k = 0`` (a new draw at every fourth)."""
+def _normal(scratch, path, k, seed, table):  # type: ignore[no-untyped-def]
+    """Normal ``k`` of the path's stream; read in order from ``k = 0`` (a new draw at every fourth), or
+    ``table[k, path]`` where the caller generated the stream once (``normal_table``). A caller without a
+    table passes None, which numba prunes at compile time."""
+    if table is not None:
+        return table[k, path]
     lane = k % NORMALS_PER_DRAW
     if lane == 0:
         z0, z1, z2, z3 = normals4(path, k // NORMALS_PER_DRAW, seed)
@@ -111,16 +120,17 @@ def _normal(scratch, path, k, seed):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse, sign):  # type: ignore[no-untyped-def]
+def _step(scratch, path, cursor, normals, seed, n, mode, chol, assets, coarse, sign, table):  # type: ignore[no-untyped-def]
     """Advance every asset of ``path`` by one step on normals ``cursor .. cursor + normals`` of its stream
     (times ``sign``: -1 walks the antithetic path), or with ``coarse`` by one double step (Heston) on
-    ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``; returns the cursor after them."""
+    ``(Z_a + Z_b) / sqrt 2`` of those and the next ``normals``; returns the cursor after them. ``table``:
+    the stream generated ahead, or None (``_normal``)."""
     z = 2 * n  # the step's normals start after the log-growths and the variances
     for j in range(normals):
-        scratch[z + j] = sign * _normal(scratch, path, cursor + j, seed)
+        scratch[z + j] = sign * _normal(scratch, path, cursor + j, seed, table)
     if coarse:
         for j in range(normals):
-            second = sign * _normal(scratch, path, cursor + normals + j, seed)
+            second = sign * _normal(scratch, path, cursor + normals + j, seed, table)
             scratch[z + j] = (scratch[z + j] + second) * _ROOT_HALF
     for i in range(n):
         shock = _ZERO
@@ -213,27 +223,34 @@ def heston_continuation(coeffs, date, value, strike, variance):  # type: ignore[
 
 @register_jitable
 def path_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-                coeffs, log_geometric, total_weight, control_mean, scratch):
-    """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, and its control ``x``.
+                coeffs, log_geometric, total_weight, control_mean, scratch, table):
+    """Discounted cash flow ``y`` of one path under the exercise rule ``coeffs``, the walk ending where the
+    path is exercised (no control, no European: a revaluation of ``kernels.fd_greeks`` needs neither), on
+    the path's normals from ``table`` (``normal_table``; ``path`` is then the path's column there) or, with
+    None, drawn as it goes.
 
     Exercise is tested every ``every`` steps before maturity where ``coeffs[date, -1]`` is 1 (active).
     """
-    y, x, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE)
-    return y, x
+    y, _, _, _ = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
+                              coeffs, log_geometric, total_weight, control_mean, scratch, False, _ONE, False, table)
+    return y
 
 
 @register_jitable
 def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,  # type: ignore[no-untyped-def]
-                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign):
-    """``path_sample`` and the same path's European cash flow (no exercise), or with ``coarse`` the same at
-    ``steps / 2`` double steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse
-    path can stop at the dates on its own grid. ``draws`` is the number of normals per step."""
+                 coeffs, log_geometric, total_weight, control_mean, scratch, coarse, sign, finish, table):
+    """The path's discounted cash flow ``y`` under the exercise rule ``coeffs``, its control ``x``, its European
+    cash flow (no exercise) and its control at maturity; or with ``coarse`` the same at ``steps / 2`` double
+    steps (Heston, ``steps`` even): the clock still counts fine steps, so the coarse path can stop at the
+    dates on its own grid. ``draws`` is the number of normals per step. Without ``finish`` the walk ends at
+    exercise and only ``y`` is meaningful (the others are 0): an exercised path's last steps, walked for the
+    European and the control, are then not walked at all. ``table``: the path's normals generated ahead, or
+    None (``_normal``)."""
     stride = 2 if coarse else 1
     cursor = 0
     _start(scratch, assets, n)
     for step in range(0, steps, stride):
-        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign, table)
         done = step + stride
         if done < steps and done % every == 0:
             date = done // every - 1
@@ -247,12 +264,15 @@ def _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, str
                     stop = cash > _ZERO and cash >= continuation(coeffs, date, value, strike)
                 if stop:
                     y = exp32(-rate * dt * np.float32(done)) * cash
+                    if not finish:
+                        return y, _ZERO, _ZERO, _ZERO
                     # under GBM the control stops with the path; the other modes' control, and the European
                     # of every mode, need the path at maturity: finish it without exercise
                     stopped = _stopped_control(scratch, assets, chol, n, strike, call, rate, dt, steps, done,
                                                log_geometric, total_weight, control_mean) if mode == MODE_GBM else _ZERO
                     for _ in range(done, steps, stride):
-                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign)
+                        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, coarse, sign,
+                                       table)
                     value = _underlying(scratch, assets, n, mode, log_geometric, total_weight)
                     european = exp32(-rate * dt * np.float32(steps)) * _payoff(value, strike, call)
                     terminal = _control(scratch, assets, n, mode, strike, call, rate, dt, steps, log_geometric,
@@ -320,10 +340,11 @@ def _pair(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, ca
           coeffs, log_geometric, total_weight, control_mean, scratch, coarse, antithetic):
     """``_walk_sample`` of ``path``, or with ``antithetic`` the mean of it and its antithetic walk."""
     y, x, e, t = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate, coeffs,
-                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE)
+                              log_geometric, total_weight, control_mean, scratch, coarse, _ONE, True, None)
     if antithetic:
         y2, x2, e2, t2 = _walk_sample(path, seed, n, mode, chol, assets, dt, steps, draws, every, strike, call, rate,
-                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE)
+                                      coeffs, log_geometric, total_weight, control_mean, scratch, coarse, -_ONE, True,
+                                      None)
         y, x, e, t = _HALF * (y + y2), _HALF * (x + x2), _HALF * (e + e2), _HALF * (t + t2)
     return y, x, e, t
 
@@ -360,19 +381,28 @@ def path_sums(first_path, count, stride, n_paths, seed, n, mode, chol, assets, d
 
 
 @register_jitable
-def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, every, scratch):  # type: ignore[no-untyped-def]
+def store_path(out, row, path, seed, n, mode, chol, assets, dt, steps, draws, every, scratch,  # type: ignore[no-untyped-def]
+               date_major):
     """Write the basket value of ``path`` at every exercise date into ``out[row, :dates]`` and, under Heston,
-    its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``)."""
+    its aggregate variance into ``out[row, dates:]`` (``dates = steps // every``); with ``date_major`` into
+    ``out[:dates, row]`` and ``out[dates:, row]`` instead (``regression_states_on_device``)."""
     dates = steps // every
     cursor = 0
     _start(scratch, assets, n)
     for step in range(steps):
-        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE)
+        cursor = _step(scratch, path, cursor, draws, seed, n, mode, chol, assets, False, _ONE, None)
         if (step + 1) % every == 0:
             date = (step + 1) // every - 1
-            out[row, date] = _basket(scratch, assets, n)
-            if mode == MODE_HESTON:
-                out[row, dates + date] = aggregate_variance(scratch, assets, n)
+            value = _basket(scratch, assets, n)
+            variance = aggregate_variance(scratch, assets, n) if mode == MODE_HESTON else _ZERO
+            if date_major:
+                out[date, row] = value
+                if mode == MODE_HESTON:
+                    out[dates + date, row] = variance
+            else:
+                out[row, date] = value
+                if mode == MODE_HESTON:
+                    out[row, dates + date] = variance
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
@@ -392,7 +422,7 @@ def _cpu_store(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, 
     for row in prange(out.shape[0]):
         scratch = np.empty(SCRATCH, dtype=np.float32)
         store_path(out, row, stream + first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every,
-                   scratch)
+                   scratch, False)
 
 
 _CUDA_SUMS: Final = block_sums_kernel(path_sums, width=PRICE_WIDTH, items_per_block=PATHS_PER_BLOCK,
@@ -400,16 +430,16 @@ _CUDA_SUMS: Final = block_sums_kernel(path_sums, width=PRICE_WIDTH, items_per_bl
 
 
 @cache
-def _cuda_store() -> Any:
+def _cuda_store_columns() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_path, stream, seed, n, mode, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
+    def kernel(out, first_path, count, stream, seed, n, mode, chol, assets, dt, steps, draws, every):  # type: ignore[no-untyped-def]
         scratch = cuda.local.array(SCRATCH, float32)
-        row = cuda.grid(1)
-        if row < out.shape[0]:
-            store_path(out, row, stream + first_path + row, seed, n, mode, chol, assets, dt, steps, draws, every,
-                       scratch)
+        k = cuda.grid(1)
+        if k < count:
+            store_path(out, first_path + k, stream + first_path + k, seed, n, mode, chol, assets, dt, steps, draws,
+                       every, scratch, True)
 
     return kernel
 
@@ -517,17 +547,82 @@ def discounted_sums(p: BasketOptionParams, model: Model, coeffs: np.ndarray, eve
     return sum_blocks(kernel, -(-n_samples // PATHS_PER_BLOCK), args, device, ctx)
 
 
-def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int, device: str,
+def basket_values(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int,
                   ctx: RunContext) -> tuple[np.ndarray, np.ndarray | None]:
     """Basket values ``(n_paths, dates)`` of regression paths (independent of the pricing paths) at each
-    exercise date, and under Heston their aggregate variances there (same shape; None under GBM)."""
+    exercise date, and under Heston their aggregate variances there (same shape; None under GBM), walked on
+    the host (a GPU job keeps them on the device: ``regression_states_on_device``)."""
     states = np.empty((n_paths, 2 * dates if model.heston else dates), dtype=np.float32)  # store_path's rows
     per_block = PATHS_PER_BLOCK * model.n * p.steps
-    fill_paths(states, PATHS_PER_BLOCK, _cpu_store, _cuda_store,
-               (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every)), device, ctx,
-               cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
-               gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    args = (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every))
+
+    def compute(start: int, count: int) -> None:
+        first = start * PATHS_PER_BLOCK
+        _cpu_store(states[first:first + count * PATHS_PER_BLOCK], np.int64(first), *args)
+
+    warm_up(compute, ctx, warm_key(_cpu_store, CPU, args))
+    run_chunks(-(-n_paths // PATHS_PER_BLOCK), max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute, ctx)
     return states[:, :dates], (states[:, dates:] if model.heston else None)
+
+
+def regression_states_on_device(p: BasketOptionParams, model: Model, n_paths: int, every: int, dates: int,
+                                ctx: RunContext) -> Any:
+    """``basket_values`` on a GPU, left there as one float32 device array, date-major: row ``date`` holds
+    every regression path's basket value at that date and, under Heston, row ``dates + date`` their
+    aggregate variances. The backward induction (``kernels.lsm``) runs date by date over all paths on the
+    device, so a date's row is read coalesced and the paths' ``4 x 2 x dates`` bytes never cross to the host
+    (50 MB in the STAC-shaped case)."""
+    from kernels import gpu
+
+    states = gpu.empty((2 * dates if model.heston else dates, n_paths), np.float32)
+    args = (np.int64(REGRESSION_STREAM), *model.walk_args(p.seed, p.steps, every))
+    device_args = gpu.to_device_all(args)
+    launch = _cuda_store_columns()
+
+    def compute(start: int, count: int) -> None:
+        first = start * PATHS_PER_BLOCK
+        size = min(count * PATHS_PER_BLOCK, n_paths - first)
+        launch[-(-size // gpu.THREADS), gpu.THREADS](states, np.int64(first), np.int64(size), *device_args)
+
+    # the states are allocated whole above: a chunk only bounds a launch, as GPU_CHUNK_ASSET_STEPS does elsewhere
+    per_block = PATHS_PER_BLOCK * model.n * p.steps
+    warm_up(compute, ctx, warm_key(launch, GPU, args))
+    run_chunks(-(-n_paths // PATHS_PER_BLOCK), max(1, GPU_CHUNK_ASSET_STEPS // per_block), compute, ctx)
+    return states
+
+
+def normal_table(seed: int, first_path: int, n_paths: int, normals: int) -> Any:
+    """The first ``normals`` normals of pricing paths ``first_path .. first_path + n_paths`` on a GPU, exactly
+    as ``_normal`` draws them, in a float32 device array: row ``k`` holds normal ``k`` of every path, so the
+    consecutive paths of a warp read neighbouring entries. Generated once, it serves every revaluation of
+    ``kernels.fd_greeks``, which walk the same paths on common random numbers."""
+    from kernels import gpu
+
+    draws = -(-normals // NORMALS_PER_DRAW)
+    table = gpu.empty((draws * NORMALS_PER_DRAW, n_paths), np.float32)
+    threads = draws * n_paths
+    _cuda_normal_table()[-(-threads // gpu.THREADS), gpu.THREADS](table, np.int64(first_path), np.int64(n_paths),
+                                                                   np.int64(seed))
+    return table
+
+
+@cache
+def _cuda_normal_table() -> Any:
+    # fastmath as the walks that draw these normals themselves are compiled, so the numbers are theirs
+    @cuda.jit(fastmath=True)
+    def kernel(table, first_path, n_paths, seed):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < (table.shape[0] // NORMALS_PER_DRAW) * n_paths:
+            draw = i // n_paths
+            column = i - draw * n_paths
+            z0, z1, z2, z3 = normals4(first_path + column, draw, seed)
+            row = draw * NORMALS_PER_DRAW
+            table[row, column] = z0
+            table[row + 1, column] = z1
+            table[row + 2, column] = z2
+            table[row + 3, column] = z3
+
+    return kernel
 
 
 def scheme(p: BasketOptionParams, sums: np.ndarray, n_paths: int, every: int, std_error: float) -> dict[str, Any]:

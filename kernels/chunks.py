@@ -8,7 +8,7 @@ block order makes the total bit-for-bit independent of the chunk size, and of th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 import numpy as np
@@ -89,14 +89,24 @@ def run_chunks(
         ctx.checkpoint(start / n_blocks)
 
 
-def warm_up(compute: Callable[[int, int], object], ctx: RunContext) -> None:
+# Kernels (with their argument types) already warmed up in this process: see ``warm_up``.
+_WARMED: Final[set[Hashable]] = set()
+
+
+def warm_up(compute: Callable[[int, int], object], ctx: RunContext, key: Hashable | None = None) -> None:
     """Run block 0 once and discard it, and count that time as loading on ``ctx.clock``.
 
     The first call of a numba function loads it from the cache or compiles it (seconds); doing that on
-    one block (microseconds of work) keeps it out of the kernel time a job's rate is taken over.
+    one block (microseconds of work) keeps it out of the kernel time a job's rate is taken over. With a
+    ``key`` (the kernel and its argument types: ``kernels.launch.warm_key``) a kernel is warmed once per
+    process: a later job finds it compiled, and a second launch of block 0 would only add its latency
+    (a basket path's walk is latency-bound: one block costs as long as a whole revaluation).
     """
     began = time.perf_counter()
-    compute(0, 1)
+    if key is None or key not in _WARMED:
+        compute(0, 1)
+        if key is not None:
+            _WARMED.add(key)
     ctx.clock.warmed(began)
 
 

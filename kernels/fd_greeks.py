@@ -33,9 +33,12 @@ from numba.core.extending import register_jitable
 
 from kernels import basket, estimators
 from kernels.basket import PATHS_PER_BLOCK, SCRATCH, path_sample
+from kernels.chunks import run_chunks, warm_up
 from kernels.context import RunContext
-from kernels.launch import fill_paths
+from kernels.device import CPU, GPU
+from kernels.launch import warm_key
 from kernels.params import BasketModel, BasketOptionParams, Greek, OptionKind
+from kernels.philox import NORMALS_PER_DRAW
 
 SPOT_BUMP: Final = 0.01  # relative
 VOL_BUMP: Final = 0.01  # relative, of sigma_i (GBM) or sqrt(v0_i) (Heston)
@@ -152,23 +155,26 @@ def flat(greeks: Mapping[Greek, list[Any]]) -> dict[str, Any]:
 
 
 @register_jitable
-def _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike,  # type: ignore[no-untyped-def]
-                   call, rates, coeffs, log_geometrics, total_weights, control_means, scratch):
-    """The cash flow of output row ``row``: rows ``case * n_paths ..`` hold case ``case``'s paths."""
-    case = (first_row + row) // n_paths
-    path = first_row + row - case * n_paths
-    y, _ = path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike, call,
-                       rates[case], coeffs, log_geometrics[case], total_weights[case], control_means[case], scratch)
-    return y
+def _cash_flow(case, path, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call, rates, coeffs,  # type: ignore[no-untyped-def]
+               log_geometrics, total_weights, control_means, scratch, table):
+    """Case ``case``'s cash flow on pricing path ``path`` (with a ``table``, the path's column there)."""
+    return path_sample(path, seed, n, mode, chols[case], assets[case], dts[case], steps, draws, every, strike, call,
+                       rates[case], coeffs, log_geometrics[case], total_weights[case], control_means[case], scratch,
+                       table)
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def _cpu_case_cash_flows(out, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike,  # type: ignore[no-untyped-def]
-                         call, rates, coeffs, log_geometrics, total_weights, control_means):
-    for row in prange(out.shape[0]):
-        out[row] = _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every,
-                                  strike, call, rates, coeffs, log_geometrics, total_weights, control_means,
-                                  np.empty(SCRATCH, dtype=np.float32))
+def _cpu_case_cash_flows(out, first_path, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
+                         rates, coeffs, log_geometrics, total_weights, control_means):
+    """``out[case, k]``: case ``case``'s cash flow on path ``first_path + k``, the path's normals drawn as it
+    walks (on a CPU core, drawing them is about as cheap as reading them back)."""
+    cases, count = out.shape
+    for row in prange(cases * count):
+        case = row // count
+        k = row - case * count
+        out[case, k] = _cash_flow(case, first_path + k, seed, n, mode, chols, assets, dts, steps, draws, every, strike,
+                                  call, rates, coeffs, log_geometrics, total_weights, control_means,
+                                  np.empty(SCRATCH, dtype=np.float32), None)
 
 
 @cache
@@ -176,13 +182,18 @@ def _cuda_case_cash_flows() -> Any:
     from numba import float32
 
     @cuda.jit(fastmath=True)
-    def kernel(out, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call,  # type: ignore[no-untyped-def]
-               rates, coeffs, log_geometrics, total_weights, control_means):
-        row = cuda.grid(1)
-        if row < out.shape[0]:
-            out[row] = _row_cash_flow(row, first_row, n_paths, seed, n, mode, chols, assets, dts, steps, draws,
-                                      every, strike, call, rates, coeffs, log_geometrics, total_weights,
-                                      control_means, cuda.local.array(SCRATCH, float32))
+    def kernel(out, table, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call, rates, coeffs,  # type: ignore[no-untyped-def]
+               log_geometrics, total_weights, control_means):
+        # out[case, k] on the chunk's path k, whose normals are column k of ``table``: a warp is 32 paths of
+        # one case, so each of its reads of the table is one contiguous row segment
+        i = cuda.grid(1)
+        count = out.shape[1]
+        if i < out.shape[0] * count:
+            case = i // count
+            k = i - case * count
+            out[case, k] = _cash_flow(case, k, seed, n, mode, chols, assets, dts, steps, draws, every, strike, call,
+                                      rates, coeffs, log_geometrics, total_weights, control_means,
+                                      cuda.local.array(SCRATCH, float32), table)
 
     return kernel
 
@@ -192,9 +203,10 @@ def case_cash_flows(cases: list[Bump], coeffs: np.ndarray, every: int, n_paths: 
     """Each revaluation's discounted cash flow (float32) on each pricing path under the exercise rule
     ``coeffs``: one row per case, one column per path.
 
-    All cases run in one launch of ``len(cases) * n_paths`` threads (a case's paths are rows
-    ``case * n_paths ..``), not one launch per case: a revaluation alone is a few hundred blocks, too few to
-    fill a GPU whose threads each walk hundreds of latency-bound steps.
+    Chunks of paths run every case in one launch, not one launch per case: a revaluation alone is a few
+    hundred blocks, too few to fill a GPU whose threads each walk hundreds of latency-bound steps. The
+    cases walk the same paths (common random numbers), so on a GPU each chunk's normals are generated once,
+    into a table every case reads (``basket.normal_table``), instead of once per case.
     """
     models = [basket.Model.of(case.params) for case in cases]
     shared = {(m.n, m.mode, m.draws) for m in models}
@@ -205,17 +217,50 @@ def case_cash_flows(cases: list[Bump], coeffs: np.ndarray, every: int, n_paths: 
     def stacked(values: list[Any]) -> np.ndarray:
         return np.ascontiguousarray(np.stack([np.asarray(v, dtype=np.float32) for v in values]))
 
-    args = (np.int64(n_paths), np.int64(base.seed), np.int64(n), np.int64(mode), stacked([m.chol for m in models]),
+    args = (np.int64(base.seed), np.int64(n), np.int64(mode), stacked([m.chol for m in models]),
             stacked([m.assets for m in models]), stacked([m.dt for m in models]), np.int64(base.steps),
             np.int64(draws), np.int64(every), np.float32(base.strike), base.kind is OptionKind.CALL,
             stacked([case.params.rate for case in cases]), coeffs, stacked([m.log_geometric for m in models]),
             stacked([m.total_weight for m in models]), stacked([m.control_mean for m in models]))
-    per_block = PATHS_PER_BLOCK * n * base.steps
-    out = fill_paths(np.empty(len(cases) * n_paths, dtype=np.float32), PATHS_PER_BLOCK, _cpu_case_cash_flows,
-                     _cuda_case_cash_flows, args, device, ctx,
-                     cpu_chunk_blocks=max(1, CPU_CHUNK_ASSET_STEPS // per_block),
-                     gpu_chunk_blocks=max(1, GPU_CHUNK_ASSET_STEPS // per_block))
-    return out.reshape(len(cases), n_paths)
+    out = np.empty((len(cases), n_paths), dtype=np.float32)
+    n_blocks = -(-n_paths // PATHS_PER_BLOCK)
+    per_block = PATHS_PER_BLOCK * len(cases) * n * base.steps  # asset steps a block of paths walks
+
+    def paths(start: int, count: int) -> tuple[int, int]:
+        first = start * PATHS_PER_BLOCK
+        return first, min(count * PATHS_PER_BLOCK, n_paths - first)
+
+    if device == CPU:
+        def compute_cpu(start: int, count: int) -> None:
+            first, size = paths(start, count)
+            _cpu_case_cash_flows(out[:, first:first + size], np.int64(first), *args)
+
+        warm_up(compute_cpu, ctx, warm_key(_cpu_case_cash_flows, CPU, args))
+        run_chunks(n_blocks, max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute_cpu, ctx)
+        return out
+
+    from kernels import gpu
+
+    launch = _cuda_case_cash_flows()
+    device_args = gpu.to_device_all(args)
+    normals = base.steps * draws  # a revaluation never takes the Heston bias estimate's double steps
+
+    def compute_gpu(start: int, count: int) -> None:
+        first, size = paths(start, count)
+        table = basket.normal_table(base.seed, first, size, normals)
+        chunk = gpu.empty((len(cases), size), np.float32)
+        launch[-(-(len(cases) * size) // gpu.THREADS), gpu.THREADS](chunk, table, *device_args)
+        out[:, first:first + size] = gpu.to_host(chunk)
+
+    table_row = -(-normals // NORMALS_PER_DRAW) * NORMALS_PER_DRAW
+    budget = gpu.budget_blocks(PATHS_PER_BLOCK * 4 * (len(cases) + table_row),
+                               max(1, GPU_CHUNK_ASSET_STEPS // per_block))
+    try:
+        warm_up(compute_gpu, ctx, warm_key(launch, GPU, args))
+        run_chunks(n_blocks, budget, compute_gpu, ctx, on_oom=gpu.release)
+    finally:
+        gpu.release()
+    return out
 
 
 def _summary(samples: np.ndarray, greek: Greek, confidence: float, rounding: float) -> dict[str, Any]:

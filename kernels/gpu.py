@@ -54,11 +54,16 @@ def _cupy() -> Any | None:
     return cupy
 
 
+def pooled() -> bool:
+    """Whether device arrays are cupy's (a real GPU with the ``gpu`` extra), which NumPy-like code can read
+    on the device; in the simulator they are numba's."""
+    return not simulator_enabled() and _cupy() is not None
+
+
 def empty(shape: tuple[int, ...], dtype: type = np.float64) -> Any:
     """A device array from cupy's pool (or numba's allocator without cupy)."""
-    cupy = None if simulator_enabled() else _cupy()
-    if cupy is not None:
-        return cupy.empty(shape, dtype=dtype)
+    if pooled():
+        return _cupy().empty(shape, dtype=dtype)
     return cuda.device_array(shape, dtype=dtype)
 
 

@@ -33,6 +33,19 @@ class BlockKernel:
 ChunkArgs = tuple[Any, ...] | Callable[[int, int], tuple[Any, ...]]
 
 
+def warm_key(kernel: object, device: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What ``kernels.chunks.warm_up`` keys a warmed kernel by: the kernel, the device and the argument
+    types numba specialises on (an array's dtype, dimensions and contiguity; a scalar's type), so a job
+    whose arguments would compile a new specialisation warms it up again."""
+    def kind(a: Any) -> Any:
+        if hasattr(a, "dtype") and hasattr(a, "ndim"):
+            contiguous = a.flags.c_contiguous if hasattr(a, "flags") else None
+            return a.dtype.str, a.ndim, contiguous
+        return type(a)
+
+    return id(kernel), device, tuple(kind(a) for a in args)
+
+
 def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str, ctx: RunContext, *,
                first: int = 0) -> np.ndarray:
     """Per-block sums of ``kernel`` over blocks ``first .. first + n_blocks``, summed in block order, on ``device``.
@@ -52,7 +65,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
             kernel.cpu(out, first + start, *args_for(first + start, count))
             return out
 
-        warm_up(compute_cpu, ctx)
+        warm_up(compute_cpu, ctx, warm_key(kernel.cpu, device, args_for(first, 1)))
         return run_blocks(n_blocks, kernel.width, kernel.cpu_chunk_blocks, compute_cpu, ctx)
 
     from kernels import gpu
@@ -66,7 +79,7 @@ def sum_blocks(kernel: BlockKernel, n_blocks: int, args: ChunkArgs, device: str,
 
     chunk = gpu.budget_blocks(kernel.width * np.dtype(np.float64).itemsize, kernel.gpu_chunk_blocks)
     try:
-        warm_up(compute_gpu, ctx)
+        warm_up(compute_gpu, ctx, warm_key(launch, device, args_for(first, 1)))
         return run_blocks(n_blocks, kernel.width, chunk, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()
@@ -94,7 +107,7 @@ def fill_paths(out: np.ndarray, paths_per_block: int, cpu: Callable[..., None], 
             first, size = rows(start, count)
             cpu(out[first:first + size], np.int64(first), *args)
 
-        warm_up(compute_cpu, ctx)
+        warm_up(compute_cpu, ctx, warm_key(cpu, device, args))
         run_chunks(n_blocks, cpu_chunk_blocks, compute_cpu, ctx)
         return out
 
@@ -111,7 +124,7 @@ def fill_paths(out: np.ndarray, paths_per_block: int, cpu: Callable[..., None], 
 
     budget = gpu.budget_blocks(paths_per_block * out[:1].nbytes, gpu_chunk_blocks)
     try:
-        warm_up(compute_gpu, ctx)
+        warm_up(compute_gpu, ctx, warm_key(launch, device, args))
         run_chunks(n_blocks, budget, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 from numba import float64, njit, prange
@@ -26,6 +26,7 @@ from kernels.closed_form import delta_normal_var
 from kernels.context import KernelResult, RunContext
 from kernels.cuda_reduce import block_sums_kernel
 from kernels.device import CPU
+from kernels.launch import warm_key
 from kernels.params import MAX_ASSETS, TRADING_DAYS_PER_YEAR, PortfolioVarParams
 from kernels.philox import NORMALS_PER_DRAW, normals4
 from kernels.risk import HISTOGRAM_BINS, LossSummary, summarise, summarise_tail, tail_size
@@ -133,8 +134,12 @@ def block_count(p: PortfolioVarParams) -> int:
 
 
 def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunContext, first: int = 0,
-                    count: int | None = None) -> np.ndarray:
-    """One loss per scenario, scenario order, on ``device``: every scenario's, or blocks ``first .. first + count``."""
+                    count: int | None = None, on_device: bool = False) -> Any:
+    """One loss per scenario, scenario order, on ``device``: every scenario's, or blocks ``first .. first + count``.
+
+    With ``on_device`` a GPU job's losses stay there as one cupy array (``risk.summarise`` reads them there);
+    otherwise, and in the simulator, they come back as a NumPy array.
+    """
     n = p.paths
     n_blocks = block_count(p) - first if count is None else count
     offset = first * SCENARIOS_PER_BLOCK
@@ -158,7 +163,7 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
             _cpu_chunk(chunk, np.int64(first + start), np.int64(count), *args)
             keep(start, chunk)
 
-        warm_up(compute_cpu, ctx)
+        warm_up(compute_cpu, ctx, warm_key(_cpu_chunk, device, args))
         run_chunks(n_blocks, max(1, CPU_CHUNK_DRAWS // draws_per_block), compute_cpu, ctx)
         return losses
 
@@ -167,18 +172,24 @@ def simulate_losses(p: PortfolioVarParams, model: _Model, device: str, ctx: RunC
     launch = _CUDA()
     device_args = gpu.to_device_all(args)
 
+    resident = gpu.empty(losses.shape) if on_device and gpu.pooled() else None
+
     def compute_gpu(start: int, count: int) -> None:
+        if resident is not None:  # the chunk's own slice of the losses, written in place
+            at = start * SCENARIOS_PER_BLOCK
+            launch[count, gpu.THREADS](resident[at:at + chunk_len(start, count)], np.int64(first + start), device_args)
+            return
         chunk = gpu.empty((chunk_len(start, count),))
         launch[count, gpu.THREADS](chunk, np.int64(first + start), device_args)
         keep(start, gpu.to_host(chunk))
 
     chunk_blocks = gpu.budget_blocks(SCENARIOS_PER_BLOCK * 8, max(1, GPU_CHUNK_DRAWS // draws_per_block))
     try:
-        warm_up(compute_gpu, ctx)
+        warm_up(compute_gpu, ctx, warm_key(launch, device, args))
         run_chunks(n_blocks, chunk_blocks, compute_gpu, ctx, on_oom=gpu.release)
     finally:
         gpu.release()
-    return losses
+    return losses if resident is None else resident
 
 
 @dataclass(frozen=True)
@@ -226,8 +237,14 @@ def merge_parts(p: PortfolioVarParams, parts: Sequence[LossTail]) -> KernelResul
 
 def run(p: PortfolioVarParams, device: str, ctx: RunContext) -> KernelResult:
     """VaR and CVaR at ``p.confidence``; the summary's ``estimate`` is the VaR."""
-    losses = simulate_losses(p, _Model(p), device, ctx)
-    return _result(p, summarise(losses, p.confidence, p.interval_confidence))
+    losses = simulate_losses(p, _Model(p), device, ctx, on_device=True)
+    summary = summarise(losses, p.confidence, p.interval_confidence)
+    if device != CPU:  # the losses and the summary's device arrays go back to the driver, as every GPU job's do
+        from kernels import gpu
+
+        del losses
+        gpu.release()
+    return _result(p, summary)
 
 
 def _result(p: PortfolioVarParams, result: LossSummary) -> KernelResult:

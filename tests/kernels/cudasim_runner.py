@@ -15,7 +15,7 @@ import warnings
 def main() -> None:
     """Run every job of argv[1] with device ``gpu`` (the simulator) and print the summaries."""
     warnings.simplefilter("ignore")  # numba's simulator warns about object-mode fallbacks it makes itself
-    from kernels import asian, european, random_walk
+    from kernels import asian, european, fd_greeks, random_walk
     from tests.kernels.job_input import run_raw
 
     summaries = []
@@ -24,6 +24,7 @@ def main() -> None:
             european.KERNEL = dataclasses.replace(european.KERNEL, gpu_chunk_blocks=chunk)
             asian.GPU_CHUNK_PATH_STEPS = asian.PATHS_PER_BLOCK * params.get("steps", 1) * chunk
             random_walk.GPU_CHUNK_PATH_STEPS = random_walk.PATHS_PER_BLOCK * params.get("steps", 1) * chunk
+            fd_greeks.GPU_CHUNK_ASSET_STEPS = chunk  # at least one block of paths per chunk
         out = run_raw(job, params, device="gpu")
         summaries.append({"device": out.device, **out.summary})
     print(json.dumps(summaries))

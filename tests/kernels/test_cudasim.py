@@ -35,6 +35,11 @@ CASES = [
                        "correlation": [[1, 0.5], [0.5, 1]], "steps": 2, "paths": 101, "seed": 3}, None),
     ("basket_option", {"spots": [100, 90], "weights": [1, 1], "volatilities": [0.2, 0.3], "strike": 190,
                        "paths": 101, "seed": 3, "greeks": ["delta", "vega", "rho"]}, None),
+    # Greeks over 300 paths: one chunk, and (1) a chunk per block of paths, each with a normal table of its own
+    ("basket_option", {"spots": [100, 90], "weights": [1, 1], "volatilities": [0.2, 0.3], "strike": 190,
+                       "paths": 300, "seed": 3, "greeks": ["delta", "rho"]}, None),
+    ("basket_option", {"spots": [100, 90], "weights": [1, 1], "volatilities": [0.2, 0.3], "strike": 190,
+                       "paths": 300, "seed": 3, "greeks": ["delta", "rho"]}, 1),
     ("basket_option", {"spots": [100, 95], "weights": [1, -1], "volatilities": [0.25, 0.3], "strike": 0,
                        "paths": 101, "seed": 3}, None),
     ("basket_option", {"spots": [100, 95], "weights": [0.5, 0.5], "volatilities": [0.25, 0.3], "strike": 90,

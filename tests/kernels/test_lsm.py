@@ -213,12 +213,12 @@ def test_heston_regression_paths_carry_the_weight_averaged_variance() -> None:
 
     p = AmericanOptionParams.model_validate(two)
     model = basket.Model.of(p)
-    values, variance = basket.basket_values(p, model, 1_000, 2, 2, "cpu", _quiet())
+    values, variance = basket.basket_values(p, model, 1_000, 2, 2, _quiet())
     assert values.shape == variance.shape == (1_000, 2)
     # variances pinned near their long-run levels (tiny vol of vol), averaged with the weights 3/4 and 1/4
     np.testing.assert_allclose(variance, 0.04 * 3 / 4 + 0.09 / 4, rtol=0.02)  # equal weights: 0.065
     gbm = AmericanOptionParams.model_validate({**ONE, "steps": 4, "exercise_dates": 2, "regression_paths": 1_000})
-    assert basket.basket_values(gbm, basket.Model.of(gbm), 1_000, 2, 2, "cpu", _quiet())[1] is None
+    assert basket.basket_values(gbm, basket.Model.of(gbm), 1_000, 2, 2, _quiet())[1] is None
 
 
 def _quiet() -> object:
@@ -256,7 +256,7 @@ def test_normal_equations_fit_gives_the_lstsq_rule(heston: bool) -> None:
     params = {**HESTON_PUT, "steps": 24, "exercise_dates": 12} if heston else {**ONE, "kind": "put", "steps": 12}
     p = AmericanOptionParams.model_validate({**params, "regression_paths": 20_000, "seed": 4})
     model = basket.Model.of(p)
-    values, variance = basket.basket_values(p, model, p.regression_paths, p.steps // 12, 12, "cpu", _quiet())
+    values, variance = basket.basket_values(p, model, p.regression_paths, p.steps // 12, 12, _quiet())
     fast, reference = lsm.exercise_rule(values, p, variance), _lstsq_rule(values, p, variance)
     assert fast.shape == reference.shape and fast[:, -1].sum() == reference[:, -1].sum() > 5
     # the continuation values the two fits give on the regression paths' own states agree to the float32
@@ -269,20 +269,28 @@ def test_normal_equations_fit_gives_the_lstsq_rule(heston: bool) -> None:
         assert np.all(difference <= 2.0 * rounding), (date, float(np.max(difference / rounding)))
 
 
-def test_collinear_basis_falls_back_to_least_squares() -> None:
+def test_collinear_columns_are_dropped_and_the_fit_is_the_least_squares_one() -> None:
     from kernels.params import AmericanOptionParams
 
     p = AmericanOptionParams.model_validate({**HESTON_PUT, "steps": 24, "exercise_dates": 12, "seed": 4})
-    values, _ = basket.basket_values(p, basket.Model.of(p), 20_000, 2, 12, "cpu", _quiet())
-    flat = np.full(values.shape, 0.05, dtype=np.float32)  # v constant: its columns repeat 1 and u
-    gram = lsm.basis(values[:, 5].astype(np.float64) / p.strike, flat[:, 5].astype(np.float64), 3)
-    gram = gram.T @ gram
-    assert not lsm._cholesky_solve(np.tril(gram), np.ones(gram.shape[0]), np.zeros(gram.shape[0]))
+    values, _ = basket.basket_values(p, basket.Model.of(p), 20_000, 2, 12, _quiet())
+    flat = np.full(values.shape, 0.05, dtype=np.float32)  # v constant: its columns repeat 1, u and u^2
+    design = lsm.basis(values[:, 5].astype(np.float64) / p.strike, flat[:, 5].astype(np.float64), 3)
+    t = design.shape[1]
+    coeffs = np.full(t, np.nan)
+    lsm._cholesky_solve(np.tril(design.T @ design), design.T @ np.ones(len(design)), coeffs, np.empty(t),
+                        np.zeros((t, t)))
+    np.testing.assert_array_equal(coeffs[4:], 0.0)  # v, v^2, v u, v u^2 dropped; 1 fitted by the constant
+    np.testing.assert_allclose(design @ coeffs, 1.0, rtol=1e-9)
     fast, reference = lsm.exercise_rule(values, p, flat), _lstsq_rule(values, p, flat)
     assert fast[:, -1].sum() == reference[:, -1].sum() > 5
-    for date in np.flatnonzero(reference[:, -1]):  # the minimum-norm fits agree where it matters: the values
+    for date in np.flatnonzero(reference[:, -1]):
+        # lstsq's minimum-norm coefficients differ from these (which leave the dropped columns at 0), but the
+        # continuation values agree to the float32 rounding of either set of coefficients
         design = lsm.basis(values[:, date].astype(np.float64) / p.strike, flat[:, date].astype(np.float64), 3)
-        np.testing.assert_allclose(design @ fast[date, :-1], design @ reference[date, :-1], rtol=1e-4, atol=1e-4)
+        both = np.abs(reference[date, :-1].astype(np.float64)) + np.abs(fast[date, :-1].astype(np.float64))
+        rounding = 2.0**-23 * (np.abs(design) @ both)
+        assert np.all(np.abs(design @ fast[date, :-1] - design @ reference[date, :-1]) <= rounding), date
 
 
 @pytest.mark.parametrize(("params", "call"), [

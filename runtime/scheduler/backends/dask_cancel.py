@@ -1,9 +1,12 @@
 """A job's cancel signal on the Dask scheduler, created only when a job is actually told to stop.
 
-The worker polls a ``distributed.Event`` by name (``worker_task.execute``). The Dask scheduler only
+The worker watches a ``distributed.Event`` by name (``worker.task.stop_poller``). The Dask scheduler only
 keeps an event once someone sets it (asking whether an unknown event is set answers False without
 creating it), so a job that is never cancelled needs no event RPC at all: neither to make it nor, at
 the end, to clear (delete) it. Only a set event is cleared afterwards.
+
+Setting it also pushes its name to every worker (``worker.task.tell_stopped``): a running job learns of it
+there without asking the Dask scheduler, which it does only once early in the job and rarely after.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ class CancelSignal:
             event = Event(self.name, client=self._client)
             event.set()
             self._event = event
+        # After the set, so a job that starts watching later sees the event at its first look. On a thread:
+        # a worker that is slow to answer must not hold up the cancel's caller (the API, a slot).
+        threading.Thread(target=self._tell_workers, name="gpurt-cancel-push", daemon=True).start()
+
+    def _tell_workers(self) -> None:
+        from runtime.worker.task import tell_stopped
+
+        try:
+            self._client.run(tell_stopped, self.name, on_error="ignore")
+        except Exception as exc:  # the workers' rare looks at the event still stop the job
+            log.warning("could not push the cancel %s to the workers: %s", self.name, exc)
 
     def release(self) -> None:
         """The job has ended: delete the event from the Dask scheduler if it was set; later ``set`` calls do nothing."""

@@ -66,12 +66,28 @@ def test_a_job_asks_the_dask_scheduler_for_no_events_and_rarely_for_workers(
     assert calls["identity"] <= JOBS // 4
 
 
-def test_a_cancelled_job_stops_and_leaves_no_event_behind(
+def test_a_running_job_asks_the_dask_scheduler_once_whether_it_was_cancelled(
         dask: tuple[Any, Counter[str]], backends: DaskBackends) -> None:
+    # A job waiting on its GPU must not cost the Dask scheduler a round trip several times a second: the
+    # poll this replaced read the cancel event four times a second (about 12 reads over this job).
+    _, calls = dask
+    backend = backends.make(device="cpu")
+    calls.clear()
+    assert backend.run(_noop("waits-3s", sleep_s=3), attempt=1).summary is not None
+    assert calls["event_is_set"] == 1  # the one look a quarter second in; the next is 10 s in
+
+
+def test_a_cancelled_job_stops_and_leaves_no_event_behind(
+        dask: tuple[Any, Counter[str]], backends: DaskBackends, monkeypatch: pytest.MonkeyPatch) -> None:
     from distributed import Event
 
-    client, _ = dask
+    from worker import task as worker_task
+
+    client, calls = dask
     backend = backends.make(device="cpu")
+    # The worker runs in this process: with no look after its first, only the push can stop the job.
+    monkeypatch.setattr(worker_task, "CANCEL_RECHECK_S", 3600.0)
+    calls.clear()
     outcome: list[BaseException] = []
 
     def run() -> None:
@@ -82,9 +98,11 @@ def test_a_cancelled_job_stops_and_leaves_no_event_behind(
 
     runner = threading.Thread(target=run, daemon=True)
     runner.start()
-    wait_for(lambda: backend.cancel("long-1"), 30, "the job to be running")
+    wait_for(lambda: calls["event_is_set"] == 1, 30, "the job's first look at its cancel event")
+    assert backend.cancel("long-1")
     runner.join(30)
     assert not runner.is_alive() and len(outcome) == 1 and isinstance(outcome[0], JobCancelled)
+    assert calls["event_is_set"] == 1  # stopped by the push, not by a look
     assert not Event(cancel_event_name("long-1", 1), client=client).is_set()  # cleared, so deleted
     assert not backend.cancel("long-1")  # it no longer runs here
 
