@@ -21,3 +21,10 @@ def test_load_note_reports_the_load_average_and_the_core_count(monkeypatch) -> N
     monkeypatch.setattr(os, "getloadavg", lambda: (3.25, 0.0, 0.0))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert benchmarks_md.load_note() == "load average 3.2 on 2 cores when written"
+
+
+def test_the_writer_writes_the_repositorys_own_file() -> None:
+    from gpurt.bench import markdown
+
+    assert markdown.DEFAULT_PATH == Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+    assert markdown.DEFAULT_PATH.is_file()

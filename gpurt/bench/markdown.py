@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"  # the repository root
 _HEADER = "# Benchmarks\n\nFigures written by `gpurt bench … --write`; each section names its device and date.\n"
 
 

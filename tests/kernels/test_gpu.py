@@ -66,8 +66,12 @@ def test_gpu_risk_kernel_equals_cpu_twin(job: str, params: dict) -> None:
         rel = 1e-3 if job == "american_option" else 1e-5
         assert gpu_part["estimate"] == pytest.approx(cpu_part["estimate"], rel=rel, abs=1e-6), job
         if "discretisation_bias" in cpu_part:
+            # A difference of two prices, each from an exercise rule fitted in float32 in a different order on the
+            # GPU and the CPU: a path on the exercise boundary may go either way. Measured on an H200 (Heston
+            # American put, 100,003 paths): 4.2e-5 apart, 1 % of the bias's own standard error (4.3e-3).
+            bias = cpu_part["discretisation_bias"]
             assert gpu_part["discretisation_bias"]["estimate"] == pytest.approx(
-                cpu_part["discretisation_bias"]["estimate"], rel=1e-3, abs=1e-5), job
+                bias["estimate"], rel=1e-3, abs=max(1e-5, 0.02 * bias.get("std_error", 0.0))), job
         for name, greek in cpu_part.get("greeks", {}).items():
             entries = zip(*([g] if isinstance(g, dict) else g for g in (gpu_part["greeks"][name], greek)), strict=True)
             for gpu_entry, cpu_entry in entries:  # a basket's per-asset Greeks are lists
