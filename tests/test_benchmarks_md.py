@@ -26,5 +26,5 @@ def test_load_note_reports_the_load_average_and_the_core_count(monkeypatch) -> N
 def test_the_writer_writes_the_repositorys_own_file() -> None:
     from gpurt.bench import markdown
 
-    assert markdown.DEFAULT_PATH == Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+    assert Path(__file__).resolve().parents[1] / "BENCHMARKS.md" == markdown.DEFAULT_PATH
     assert markdown.DEFAULT_PATH.is_file()
