@@ -1,11 +1,11 @@
 """A job's cancel signal on the Dask scheduler, created only when a job is actually told to stop.
 
-The worker watches a ``distributed.Event`` by name (``worker.task.stop_poller``). The Dask scheduler only
+The worker watches a ``distributed.Event`` by name (``runtime.worker.task.stop_poller``). The Dask scheduler only
 keeps an event once someone sets it (asking whether an unknown event is set answers False without
 creating it), so a job that is never cancelled needs no event RPC at all: neither to make it nor, at
 the end, to clear (delete) it. Only a set event is cleared afterwards.
 
-Setting it also pushes its name to every worker (``worker.task.tell_stopped``): a running job learns of it
+Setting it also pushes its name to every worker (``runtime.worker.task.tell_stopped``): a running job learns of it
 there without asking the Dask scheduler, which it does only once early in the job and rarely after.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 from typing import Any
+
+from runtime.worker.task import tell_stopped
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +51,6 @@ class CancelSignal:
         threading.Thread(target=self._tell_workers, name="gpurt-cancel-push", daemon=True).start()
 
     def _tell_workers(self) -> None:
-        from runtime.worker.task import tell_stopped
-
         try:
             self._client.run(tell_stopped, self.name, on_error="ignore")
         except Exception as exc:  # the workers' rare looks at the event still stop the job
