@@ -27,6 +27,7 @@ from runtime.protocol.messages import JobStatus
 from runtime.scheduler.lease_file import FileLeaseStore
 from runtime.scheduler.service import LOCAL_POOL
 from validation.adapters.pubsub import GooglePubSubAdmin
+from validation.drills.alerts import NOT_DRILLED
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap
 from validation.drills.runner import DRILLS
@@ -131,6 +132,8 @@ def test_every_drill_passes_on_replicas_and_the_leader_drill_kills_real_processe
     for name, timing in rules.items():
         if name in gpu:
             assert "needs a GPU" in timing["reason"] and timing["fired_s"] is None
+        elif name in NOT_DRILLED:  # named, with the reason, never silently missing
+            assert timing["reason"] == NOT_DRILLED[name] and timing["fired_s"] is None
         else:  # the leader alerts too: only replicas elect, so they fire here
             assert timing["passed"] and timing["reason"] is None, timing
             assert 0 < timing["fired_s"] <= timing["notified_s"] + 1  # notified after firing (clock granularity)

@@ -80,6 +80,7 @@ def test_a_running_job_asks_the_dask_scheduler_once_whether_it_was_cancelled(
 def test_a_cancelled_job_stops_and_leaves_no_event_behind(
         dask: tuple[Any, Counter[str]], backends: DaskBackends, monkeypatch: pytest.MonkeyPatch) -> None:
     from distributed import Event
+
     from runtime.worker import task as worker_task
 
     client, calls = dask
