@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Callable
@@ -365,7 +366,9 @@ class Service:
 
         # For the whole process: its client and the nannies; the local Dask scheduler's process inherits it
         # as it starts, and each worker gets it from its nanny.
-        dask.config.set(DASK_SETTINGS)
+        # A copy: distributed appends a route to the configured list in place when a scheduler starts without
+        # bokeh (distributed.scheduler.Scheduler), which would otherwise change the platform's constant.
+        dask.config.set(copy.deepcopy(dict(DASK_SETTINGS)))
 
         if self.settings.dask_scheduler:
             client = PromptClient(self.settings.dask_scheduler, timeout="30s")
