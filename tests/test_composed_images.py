@@ -23,7 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,8 +67,16 @@ class Image:
 
 
 def _uv() -> list[str]:
+    """How to run uv: on PATH, else as a module of a Python that has it (the Makefile installs it with
+    ``python3 -m pip`` where none is on PATH, so ``make test`` on a fresh machine has it there)."""
     found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
+    if found:
+        return [found]
+    for python in (sys.executable, shutil.which("python3")):
+        if python and subprocess.run([python, "-m", "uv", "--version"], capture_output=True,
+                                     timeout=60, check=False).returncode == 0:
+            return [python, "-m", "uv"]
+    pytest.fail("uv is needed to build the images' environments: `python3 -m pip install uv` (make setup does)")
 
 
 def build_environment(image: Image, where: Path) -> Path:
@@ -194,7 +202,7 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Composed]:
         broker.stop()
 
 
-def _task_keys(dask_address: str, run: callable) -> list[str]:  # type: ignore[valid-type]
+def _task_keys(dask_address: str, run: Callable[[], None]) -> list[str]:
     """The Dask keys of the tasks that ran while ``run()`` did (the Dask scheduler's own task stream)."""
     from distributed import Client, get_task_stream
 
