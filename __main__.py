@@ -76,6 +76,7 @@ scheduler = SchedulerWorkload(
             region=config.region,
             machine_type=config.vertex.machine_type,
             accelerator=config.vertex.accelerator_type,
+            accelerator_count=config.vertex.accelerator_count,
             spill_after_s=config.vertex.overflow,
         ) if routes_to_vertex else None,
         control_token=control_token,

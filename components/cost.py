@@ -5,8 +5,10 @@ carries them), figures out. A pool costs nodes x (machine + GPUs + boot disk) x 
 nodes always on to every node at its maximum; node counts are per zone, so each is multiplied by the
 pool's zones. Spot is a range: the documented discount band on machine and GPU prices (disks are not
 discounted). The tables are ``components/pricing/<region>.yaml``, each with the date it was recorded and
-its sources. Not counted: network egress, Pub/Sub, storage, logging, Vertex AI jobs and any discount
-beyond spot (sustained or committed use).
+its sources. Vertex AI overflow is paid per job-hour, not per month: the estimate carries the hourly price of
+the stack's custom-job machine beside the pools (from the gpu-scheduler's rendered settings), outside the
+totals. Not counted: network egress, Pub/Sub, storage, logging, Vertex AI job-hours and any discount beyond
+spot (sustained or committed use).
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from components.iam_proof import scheduler_settings
 from components.rendered import CLUSTER, NODE_POOL, Resource, lookup
+from runtime.protocol.contract import SchedulerEnv
 
 PRICING_DIR: Final = Path(__file__).resolve().parent / "pricing"
 # GKE's default boot disk when a pool names none.
 DEFAULT_DISK_TYPE: Final = "pd-balanced"
 DEFAULT_DISK_GB: Final = 100
-EXCLUDED: Final = "network egress, Pub/Sub, storage, logging, Vertex AI jobs, sustained/committed-use discounts"
+EXCLUDED: Final = ("network egress, Pub/Sub, storage, logging, Vertex AI job-hours (priced per hour, apart), "
+                   "sustained/committed-use discounts")
 
 
 class CostError(ValueError):
@@ -51,6 +56,15 @@ class DiscountBand(_Model):
     max: float = Field(ge=0, lt=1)
 
 
+class VertexTrainingPrices(_Model):
+    """Vertex AI custom training's hourly list prices, and how an unlisted machine or GPU is estimated."""
+
+    sources: tuple[str, ...] = Field(min_length=1)
+    machines: dict[str, float] = Field(default_factory=dict, description="Listed machine prices per hour.")
+    markup: float = Field(gt=1, description="Vertex AI's price over the same Compute Engine resource, for "
+                          "machines and GPUs the table does not list.")
+
+
 class PriceTable(_Model):
     """One region's list prices, with where and when they were read."""
 
@@ -63,6 +77,7 @@ class PriceTable(_Model):
     disk_per_gb_month: dict[str, float]
     machines: dict[str, MachinePrice]
     gpus: dict[str, float]
+    vertex_training: VertexTrainingPrices | None = None
 
 
 def load_price_table(region: str, directory: Path = PRICING_DIR) -> PriceTable:
@@ -118,6 +133,27 @@ class PoolCost:
 
 
 @dataclass(frozen=True)
+class VertexCost:
+    """What one Vertex AI overflow job costs per hour on the stack's custom-job machine."""
+
+    machine_type: str
+    accelerator: str
+    accelerator_count: int
+    hourly: float
+    """Machine plus GPUs, USD per job-hour (zero when ``missing``)."""
+    estimated: tuple[str, ...] = ()
+    """Parts priced as Compute Engine's list price times Vertex AI's markup, not from Vertex AI's own list."""
+    missing: str = ""
+    """Why the machine could not be priced."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready view, USD per job-hour."""
+        return {"machine_type": self.machine_type, "accelerator": self.accelerator,
+                "accelerator_count": self.accelerator_count, "per_hour": round(self.hourly, 4),
+                "estimated": list(self.estimated), "missing": self.missing}
+
+
+@dataclass(frozen=True)
 class CostEstimate:
     """The plan's estimated monthly cost: per pool, the cluster fee, and the total as configured."""
 
@@ -128,6 +164,8 @@ class CostEstimate:
     pools: tuple[PoolCost, ...]
     cluster_fee: float
     """Monthly management fee of every cluster."""
+    vertex: VertexCost | None = None
+    """Vertex AI overflow's price per job-hour; None when the stack submits no custom jobs."""
 
     @property
     def total(self) -> Range:
@@ -164,6 +202,7 @@ class CostEstimate:
             "total": money(self.total),
             "total_on_demand": money(self.total_on_demand),
             "incomplete": list(self.incomplete),
+            "vertex_overflow": self.vertex.to_json() if self.vertex else None,
         }
 
 
@@ -217,8 +256,54 @@ def pool_cost(props: Mapping[str, Any], table: PriceTable) -> PoolCost:
     return PoolCost(name, machine_type, gpus, spot, nodes, on_demand, spot_range)
 
 
+def vertex_cost(machine_type: str, accelerator: str, count: int, table: PriceTable) -> VertexCost:
+    """The hourly price of one custom job on ``machine_type`` with ``count`` ``accelerator`` GPUs.
+
+    A machine price Vertex AI lists is taken as is; otherwise, and for every GPU, the Compute Engine list
+    price of the same machine or GPU times the table's markup, and the part is named in ``estimated``. An
+    accelerator-optimized machine (A2, A3, G2) priced from Compute Engine already includes its GPUs.
+    """
+    def unpriced(why: str) -> VertexCost:
+        return VertexCost(machine_type, accelerator, count, 0.0, missing=why)
+
+    prices = table.vertex_training
+    if prices is None:
+        return unpriced(f"no Vertex AI prices for region {table.region}")
+    estimated: list[str] = []
+    gpus_included = False
+    if machine_type in prices.machines:
+        hourly = prices.machines[machine_type]
+    elif machine_type in table.machines:
+        compute = table.machines[machine_type]
+        hourly, gpus_included = compute.hourly * prices.markup, compute.includes_gpus
+        estimated.append(machine_type)
+    else:
+        return unpriced(f"no price for machine type {machine_type!r}")
+    if not gpus_included:
+        compute_gpu = accelerator.lower().replace("_", "-")  # NVIDIA_TESLA_T4 is Compute Engine's nvidia-tesla-t4
+        if compute_gpu in table.gpus:
+            hourly += table.gpus[compute_gpu] * prices.markup * count
+            estimated.append(accelerator)
+        else:
+            return unpriced(f"no price for GPU {accelerator!r}")
+    return VertexCost(machine_type, accelerator, count, hourly, tuple(estimated))
+
+
+def stack_vertex_cost(resources: Iterable[Resource], table: PriceTable) -> VertexCost | None:
+    """The price per job-hour of the stack's Vertex AI custom jobs, read from the gpu-scheduler's rendered
+    settings (what it will ask Vertex AI for); None when the scheduler submits none."""
+    settings = scheduler_settings(list(resources))
+    machine_type = settings.get(SchedulerEnv.VERTEX_MACHINE_TYPE)
+    if not machine_type:
+        return None
+    count = int(settings.get(SchedulerEnv.VERTEX_ACCELERATOR_COUNT) or 1)
+    return vertex_cost(machine_type, settings.get(SchedulerEnv.VERTEX_ACCELERATOR, ""), count, table)
+
+
 def estimate(resources: Iterable[Resource], table: PriceTable) -> CostEstimate:
-    """The monthly cost of the node pools and clusters among ``resources`` (components are not billed)."""
+    """The monthly cost of the node pools and clusters among ``resources`` (components are not billed), and
+    the hourly price of its Vertex AI overflow jobs."""
+    resources = list(resources)
     billed = [r for r in resources if r.custom]
     pools = tuple(pool_cost(r.props, table) for r in billed if r.type == NODE_POOL)
     clusters = sum(1 for r in billed if r.type == CLUSTER)
@@ -226,4 +311,5 @@ def estimate(resources: Iterable[Resource], table: PriceTable) -> CostEstimate:
         region=table.region, recorded=table.recorded, sources=table.sources,
         spot_discount=(table.spot_discount.min, table.spot_discount.max), pools=pools,
         cluster_fee=clusters * table.cluster_fee_per_hour * table.hours_per_month,
+        vertex=stack_vertex_cost(resources, table),
     )

@@ -12,6 +12,7 @@ import typer
 if TYPE_CHECKING:  # heavy imports stay inside the command so `gpurt --help` stays fast
     from rich.console import Console
 
+    from components.cost import CostEstimate
     from components.plan import Plan
     from components.rendered import Resource
 
@@ -211,6 +212,22 @@ def _print_cost(console: Console, result: Plan) -> None:
     )
     for why in cost.incomplete:
         console.print(f"[yellow]not in the totals:[/yellow] {why}")
+    _print_vertex_cost(console, cost)
+
+
+def _print_vertex_cost(console: Console, cost: CostEstimate) -> None:
+    vertex = cost.vertex
+    if vertex is None:
+        console.print("Vertex AI overflow: off (no custom jobs, nothing billed there).")
+        return
+    machine = f"{vertex.machine_type} with {vertex.accelerator_count}x {vertex.accelerator}"
+    if vertex.missing:
+        console.print(f"[yellow]Vertex AI overflow ({machine}) unpriced:[/yellow] {vertex.missing}")
+        return
+    basis = (f"estimate: {', '.join(vertex.estimated)} priced as Compute Engine x Vertex AI's markup"
+             if vertex.estimated else "Vertex AI list price")
+    console.print(f"Vertex AI overflow: ${vertex.hourly:,.2f} per job-hour on {machine} ({basis}); paid only "
+                  "while a spilled job runs, so not in the monthly totals (docs/scheduler.md#overflow-to-vertex-ai).")
 
 
 # The settings worth a reviewer's eye, per resource type (engine property paths, dotted).

@@ -86,6 +86,7 @@ class VertexRouting:
     region: str
     machine_type: str
     accelerator: str
+    accelerator_count: int = 1
     spill_after_s: float | None = None
     """Overflow: seconds a job may wait for a Dask worker before it spills (``GPURT_VERTEX_SPILL_AFTER_S``)."""
 
@@ -101,6 +102,7 @@ class VertexRouting:
             SchedulerEnv.VERTEX_REGION: self.region,
             SchedulerEnv.VERTEX_MACHINE_TYPE: self.machine_type,
             SchedulerEnv.VERTEX_ACCELERATOR: self.accelerator,
+            SchedulerEnv.VERTEX_ACCELERATOR_COUNT: str(self.accelerator_count),
         }
 
 

@@ -180,6 +180,8 @@ class SchedulerEnv:
     VERTEX_IMAGE: Final = "GPURT_VERTEX_IMAGE"
     VERTEX_MACHINE_TYPE: Final = "GPURT_VERTEX_MACHINE_TYPE"
     VERTEX_ACCELERATOR: Final = "GPURT_VERTEX_ACCELERATOR"
+    # GPUs per custom job: a machine type fixes it (a2-highgpu-2g has 2); one kernel uses one of them.
+    VERTEX_ACCELERATOR_COUNT: Final = "GPURT_VERTEX_ACCELERATOR_COUNT"
     # Overflow: a job that has not started on a Dask worker this many seconds after its submission runs as a
     # Vertex AI custom job instead (docs/scheduler.md, "Overflow to Vertex AI"); unset, nothing spills.
     VERTEX_SPILL_AFTER_S: Final = "GPURT_VERTEX_SPILL_AFTER_S"

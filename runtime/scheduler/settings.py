@@ -93,6 +93,7 @@ class Settings(BaseModel):
     vertex_image: str = Field("", validation_alias=ENV.VERTEX_IMAGE)
     vertex_machine_type: str = Field(DEFAULT_VERTEX_MACHINE, validation_alias=ENV.VERTEX_MACHINE_TYPE)
     vertex_accelerator: str = Field(DEFAULT_VERTEX_ACCELERATOR, validation_alias=ENV.VERTEX_ACCELERATOR)
+    vertex_accelerator_count: int = Field(1, validation_alias=ENV.VERTEX_ACCELERATOR_COUNT, ge=1, le=16)
     vertex_service_account: str | None = Field(None, validation_alias=ENV.VERTEX_SERVICE_ACCOUNT)
     vertex_spill_after_s: float | None = Field(None, validation_alias=ENV.VERTEX_SPILL_AFTER_S, gt=0,
                                                description="Seconds a job may wait for a Dask worker before it "

@@ -11,7 +11,7 @@ import yaml
 from rich.console import Console
 
 from components.config import GpuPoolConfig, StackConfig, SystemPoolConfig
-from components.cost import PRICING_DIR, CostError, estimate, load_price_table
+from components.cost import PRICING_DIR, CostError, Range, estimate, load_price_table, vertex_cost
 from components.plan import STACKS
 from components.rendered import NODE_POOL, Resource
 from gpurt.cli import plan as plan_commands
@@ -128,3 +128,54 @@ def test_pricing_table_errors_are_clear(tmp_path: Path) -> None:
     (tmp_path / "us-west1.yaml").write_text(yaml.safe_dump(RAW))
     with pytest.raises(CostError, match="says region us-central1"):
         load_price_table("us-west1", tmp_path)
+
+
+VERTEX = RAW["vertexTraining"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stacks_vertex_overflow_is_priced_per_job_hour_by_hand(stack: str) -> None:
+    vertex_config, cost = stack_config(stack).vertex, stack_plan(stack).cost
+    assert cost is not None and cost.vertex is not None and cost.vertex.missing == ""
+    machine = RAW["machines"][vertex_config.machine_type]
+    if vertex_config.machine_type in VERTEX["machines"]:
+        hourly = VERTEX["machines"][vertex_config.machine_type]
+    else:
+        hourly = machine["hourly"] * VERTEX["markup"]
+    if not machine.get("includesGpus"):
+        compute_gpu = vertex_config.accelerator_type.lower().replace("_", "-")
+        hourly += RAW["gpus"][compute_gpu] * VERTEX["markup"] * vertex_config.accelerator_count
+    assert cost.vertex.hourly == pytest.approx(hourly)
+    assert (cost.vertex.machine_type, cost.vertex.accelerator_count) == (
+        vertex_config.machine_type, vertex_config.accelerator_count)
+    # Per job-hour, apart: the monthly totals are the pools' and the fee's alone.
+    assert cost.total == sum((p.billed for p in cost.pools), Range(cost.cluster_fee, cost.cluster_fee))
+
+
+def test_a_listed_vertex_price_wins_over_the_estimate() -> None:
+    table = load_price_table("us-central1")
+    listed = vertex_cost("n1-standard-4", "NVIDIA_TESLA_T4", 2, table)
+    assert listed.hourly == pytest.approx(VERTEX["machines"]["n1-standard-4"] + 2 * 0.35 * VERTEX["markup"])
+    assert listed.estimated == ("NVIDIA_TESLA_T4",)
+    # An accelerator-optimized machine priced from Compute Engine carries its GPUs; none is added.
+    a2 = vertex_cost("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2, table)
+    assert a2.hourly == pytest.approx(RAW["machines"]["a2-highgpu-2g"]["hourly"] * VERTEX["markup"])
+    assert vertex_cost("z9-mystery", "NVIDIA_TESLA_T4", 1, table).missing == "no price for machine type 'z9-mystery'"
+    assert vertex_cost("n1-standard-8", "NVIDIA_B999", 1, table).missing == "no price for GPU 'NVIDIA_B999'"
+
+
+def test_a_stack_without_vertex_ai_has_no_overflow_price() -> None:
+    # No gpu-scheduler settings naming a custom-job machine: nothing is priced, and the plan says overflow is off.
+    cost = estimate([_pool()], load_price_table("us-central1"))
+    assert cost.vertex is None and cost.to_json()["vertex_overflow"] is None
+
+
+def test_the_plan_prints_and_carries_the_vertex_price() -> None:
+    plan = stack_plan("production")
+    console = Console(record=True, width=300)
+    plan_commands._print_cost(console, plan)
+    text = console.export_text()
+    assert plan.cost is not None and plan.cost.vertex is not None
+    assert f"Vertex AI overflow: ${plan.cost.vertex.hourly:,.2f} per job-hour on a2-highgpu-1g" in text
+    assert "estimate: a2-highgpu-1g" in text
+    assert plan.to_json()["cost"]["vertex_overflow"]["per_hour"] == round(plan.cost.vertex.hourly, 4)

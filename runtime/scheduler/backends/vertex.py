@@ -37,7 +37,7 @@ class VertexBackend:
     name = "vertex"
 
     def __init__(self, client: CustomJobs, *, project: str, region: str, image: str, machine_type: str,
-                 accelerator: str, output_root: str, service_account: str | None = None,
+                 accelerator: str, output_root: str, accelerator_count: int = 1, service_account: str | None = None,
                  poll_interval_s: float = POLL_INTERVAL_S, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not image:
@@ -47,6 +47,7 @@ class VertexBackend:
         self._image = image
         self._machine_type = machine_type
         self._accelerator = accelerator
+        self._accelerator_count = accelerator_count
         self._output_root = output_root.rstrip("/")
         self._service_account = service_account
         self._poll = poll_interval_s
@@ -61,6 +62,7 @@ class VertexBackend:
         client = RestCustomJobs(settings.vertex_region, endpoint=settings.vertex_endpoint)
         return cls(client, project=settings.project, region=settings.vertex_region, image=settings.vertex_image,
                    machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
+                   accelerator_count=settings.vertex_accelerator_count,
                    output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account,
                    poll_interval_s=settings.vertex_poll_s)
 
@@ -72,7 +74,7 @@ class VertexBackend:
             "workerPoolSpecs": [{
                 "replicaCount": "1",  # int64 fields are strings in the JSON mapping
                 "machineSpec": {"machineType": self._machine_type, "acceleratorType": self._accelerator,
-                                "acceleratorCount": 1},
+                                "acceleratorCount": self._accelerator_count},
                 "containerSpec": {
                     "imageUri": self._image,
                     "command": ["python", "-m", "runtime.worker.vertex_task"],

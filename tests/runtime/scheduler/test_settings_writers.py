@@ -110,14 +110,17 @@ def test_the_kubernetes_manifest_sets_only_what_the_scheduler_reads(token_file: 
         vertex=manifest.VertexRouting(job_types=("portfolio_var", "asian_option"),
                                       service_account="gpu-runtime@impulse-gpu-runtime.iam.gserviceaccount.com",
                                       image="registry.example/worker:abc", region="us-central1",
-                                      machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4",
-                                      spill_after_s=900),
+                                      machine_type="a2-highgpu-2g", accelerator="NVIDIA_TESLA_A100",
+                                      accelerator_count=2, spill_after_s=900),
         queued_pools={"a100-flex": 86400, "h100": None},
     )
     for spec in (plain, routed):
         env = _manifest_env(spec, token_file)
         assert problems(env) == []
-    assert Settings.from_env(_manifest_env(routed, token_file)).control_token == "secret-token"
+    read_back = Settings.from_env(_manifest_env(routed, token_file))
+    assert read_back.control_token == "secret-token"
+    # The stack's GPU count reaches the custom jobs (a2-highgpu-2g is refused with any other count).
+    assert (read_back.vertex_machine_type, read_back.vertex_accelerator_count) == ("a2-highgpu-2g", 2)
 
 
 @pytest.mark.parametrize("replicas", (1, 2))

@@ -92,6 +92,14 @@ def test_custom_job_is_named_and_sized_from_settings() -> None:
     assert _schema_errors(spec, {"$ref": "GoogleCloudAiplatformV1CustomJob"}) == []
 
 
+def test_custom_job_asks_for_the_stacks_gpu_count() -> None:
+    backend = VertexBackend(RecordingJobService("JOB_STATE_SUCCEEDED"), project="p", region="r", image="img",
+                            machine_type="a2-highgpu-2g", accelerator="NVIDIA_TESLA_A100", accelerator_count=2,
+                            output_root="memory://v")
+    machine = backend.custom_job(_request("j1"), 1)["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]
+    assert machine == {"machineType": "a2-highgpu-2g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 2}
+
+
 def test_the_schema_check_catches_a_misspelt_field() -> None:
     spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(_request("j1"), 2)
     spec["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["accelerator_count"] = 1
