@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import pickle
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -46,7 +48,27 @@ def stack_config(stack: str, root: Path = REPO_ROOT) -> StackConfig:
     return parse_stack_config(raw, values["gcp:project"], values["gcp:region"])
 
 
+# Where the workers of a pytest-xdist run share rendered plans (tests/components/conftest.py sets it).
+SHARED_PLANS: list[Path | None] = [None]
+
+
 @cache
 def stack_plan(stack: str) -> Plan:
-    """The offline plan of a committed stack, run once per test session (it takes seconds)."""
-    return run_plan(stack)
+    """The offline plan of a committed stack, run once per test run (it takes seconds of CPU).
+
+    Under pytest-xdist the tests that read a plan are spread over every worker; the first worker to need a
+    stack's plan renders it and leaves it pickled in the run's shared folder for the others, instead of each
+    worker rendering it again.
+    """
+    folder = SHARED_PLANS[0]
+    if folder is None:
+        return run_plan(stack)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{stack}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one renders, the others wait for its file
+        stored = folder / f"{stack}.pickle"
+        if stored.exists():
+            return pickle.loads(stored.read_bytes())
+        plan = run_plan(stack)
+        stored.write_bytes(pickle.dumps(plan))
+        return plan
