@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.kernels.child import REPO, child_env
@@ -80,15 +81,19 @@ JOB_TYPES = sorted({job for job, _, _ in CASES})
 
 
 @pytest.fixture(scope="module")
-def simulations(request: pytest.FixtureRequest) -> dict[str, list[dict]]:
+def simulations(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
     """Summaries on the simulator of every case of the job types this session runs, by job type: one child
     process for them all (its start-up is seconds), however many are selected (``-k portfolio_var``: one)."""
+    from kernels.random_walk import jump_table
+
     selected = {item.callspec.params["job_type"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")}
     cases = [case for case in CASES if case[0] in selected]
+    table = tmp_path_factory.mktemp("cudasim") / "jump_table.npy"
+    np.save(table, jump_table())  # host code: compiled here, not interpreted there (cudasim_runner.py)
     env = child_env(simulated=True)
-    done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(cases)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run([sys.executable, "-m", "tests.kernels.cudasim_runner", json.dumps(cases), str(table)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     summaries: dict[str, list[dict]] = {job: [] for job in selected}
     for (job, _, _), summary in zip(cases, json.loads(done.stdout), strict=True):
