@@ -54,6 +54,7 @@ class Fault:
     whole_at: float = 0.0
     caught: list[str] = field(default_factory=list)  # jobs in flight (any replica) when it struck
     skipped: str | None = None  # why the fault could not be injected here
+    problems: list[str] = field(default_factory=list)  # what the fault itself found wrong; fails the drill
 
 
 def replica_apis(ctx: DrillContext, timeout_s: float = 5.0) -> dict[str, ApiClient]:
@@ -84,13 +85,13 @@ def consuming(ctx: DrillContext) -> list[str]:
     return open_
 
 
-def _strike(ctx: DrillContext, name: str) -> Fault:
+def strike(ctx: DrillContext, name: str) -> Fault:
     fault = Fault(name, caught=jobs_in_flight(ctx))
     fault.struck_at = time.monotonic()
     return fault
 
 
-def _replica(ctx: DrillContext) -> ProcessRecord:
+def target_replica(ctx: DrillContext) -> ProcessRecord:
     """The replica the faults hit: the last one, so the first (the CLI's default target) stays up."""
     state = ctx.platform.running_state()
     return state.schedulers()[-1]
@@ -121,12 +122,12 @@ def _pool_full(api: ApiClient) -> bool:
 
 def kill_worker(ctx: DrillContext) -> Fault:
     """SIGKILL one Dask worker process of the last replica; its nanny starts a new one."""
-    record = _replica(ctx)
+    record = target_replica(ctx)
     workers = _workers_of(record)
     if not workers:
         return Fault("Dask worker killed", skipped=f"no Dask worker process found under {record.name}")
     victim = workers[0]
-    fault = _strike(ctx, "Dask worker killed")
+    fault = strike(ctx, "Dask worker killed")
     os.kill(victim.pid, signal.SIGKILL)
     fault.detail = f"SIGKILL to worker pid {victim.pid} of {record.name}"
     with ApiClient(record.api_url or "", ctx.state.control_token, timeout_s=5.0) as api:
@@ -144,8 +145,8 @@ def kill_worker(ctx: DrillContext) -> Fault:
 
 def kill_replica(ctx: DrillContext) -> Fault:
     """SIGKILL the last scheduler replica (and its workers), then start it again."""
-    record = _replica(ctx)
-    fault = _strike(ctx, "scheduler replica killed")
+    record = target_replica(ctx)
+    fault = strike(ctx, "scheduler replica killed")
     pid = ctx.platform.kill_scheduler(record.name)
     restarted = ctx.platform.restart_scheduler(on_step=ctx.on_step, names=[record.name])
     fault.whole_at = time.monotonic()
@@ -159,7 +160,7 @@ def kill_replica(ctx: DrillContext) -> Fault:
 
 def drain_intake(ctx: DrillContext) -> Fault:
     """Put every replica in drain mode for ``DRAIN_HOLD_S``, then back to normal."""
-    fault = _strike(ctx, "intake drained and resumed")
+    fault = strike(ctx, "intake drained and resumed")
     apis = replica_apis(ctx)
     try:
         for api in apis.values():
@@ -280,7 +281,7 @@ def _store_outage(ctx: DrillContext, name: str, hold_s: float, watch: bool = Fal
         return Fault(name, skipped=f"the result store {ctx.state.result_store} is not a local folder")
     stopped: set[str] = set()
     with failing_store(folder) as how:
-        fault = _strike(ctx, name)
+        fault = strike(ctx, name)
         until = fault.struck_at + hold_s
         while (left := until - time.monotonic()) > 0:
             # The fault's own duration; meanwhile, which replicas stopped intake for it.
