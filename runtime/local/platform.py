@@ -43,6 +43,9 @@ VERTEX_API: Final = "vertex-api"  # the local stand-in of the Vertex AI custom-j
 LOCAL_VERTEX_POLL_S: Final = 0.5
 SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
 LEASE_FILE: Final = "leader-lease.json"
+# The control token for the scheduler replicas, as the Deployment mounts it: a file (0600) whose name they are
+# given, never the token in their environment, which their Dask scheduler and workers would inherit.
+TOKEN_FILE: Final = "control-token"
 # The builtin broker's data directory: what it holds survives its restarts and `down`/`up` (docs/local-platform.md).
 BROKER_DIR: Final = "broker"
 MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
@@ -58,8 +61,9 @@ MONITORING_DIR: Final = "monitoring"
 STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
-def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token: str, lease_file: Path | None,
-                  emulator_admin_url: str | None, vertex_url: str | None = None) -> dict[str, str]:
+def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token_file: Path,
+                  lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None
+                  ) -> dict[str, str]:
     """The settings every local gpu-scheduler replica gets (``replica_env`` adds each one's own).
 
     Empty values mean unset to the scheduler (``Settings.from_env``), so an unset option keeps its default.
@@ -80,7 +84,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
         SchedulerEnv.LOCAL_WORKERS: "" if cfg.workers is None else str(cfg.workers),
         SchedulerEnv.LOCAL_GPUS: "" if cfg.gpus is None else str(cfg.gpus),
         SchedulerEnv.RESULT_STORE: result_store,
-        SchedulerEnv.CONTROL_TOKEN: token,
+        SchedulerEnv.CONTROL_TOKEN_FILE: str(token_file),
         SchedulerEnv.HOST: cfg.host,
         SchedulerEnv.POOLS: "local",
         SchedulerEnv.LEADER: "always" if lease_file is None else "file",
@@ -91,12 +95,12 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
 
 
 def replica_env(settings: Mapping[str, str], host: str, name: str, port: int, dashboard_port: int, *,
-                elected: bool) -> dict[str, str]:
-    """One replica's settings: the shared ``settings``, its API port, its Dask dashboard (whose /metrics is a
-    scrape target) and, where replicas elect a leader, a name that tells it apart from the others on the lease."""
+                probe_port: int, elected: bool) -> dict[str, str]:
+    """One replica's settings: the shared ``settings``, its API port, its probes' port, its Dask dashboard (whose
+    /metrics is a scrape target) and, where replicas elect a leader, a name that tells it apart on the lease."""
     identity = {SchedulerEnv.LOCAL_POD_NAME: f"local-{name}"} if elected else {}
-    return {**settings, SchedulerEnv.PORT: str(port), SchedulerEnv.DASK_DASHBOARD: f"{host}:{dashboard_port}",
-            **identity}
+    return {**settings, SchedulerEnv.PORT: str(port), SchedulerEnv.PROBE_PORT: str(probe_port),
+            SchedulerEnv.DASK_DASHBOARD: f"{host}:{dashboard_port}", **identity}
 
 
 class LocalPlatformError(RuntimeError):
@@ -229,12 +233,13 @@ class LocalPlatform:
         if cfg.monitoring:
             _monitoring_binaries()  # before starting anything: a missing binary must not leave a half-up platform
         # Every port left to us is picked in one go, so no two of them can be the same; each replica's Dask
-        # dashboard gets a known one too (its /metrics is a scrape target).
-        wanted = [cfg.port, cfg.emulator_port, 0, 0, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
+        # dashboard gets a known one too (its /metrics is a scrape target), and so do its probes.
+        wanted = [cfg.port, cfg.emulator_port, 0, 0, 0] + [0] * (cfg.replicas - 1) + [0] * (2 * cfg.replicas)
         free = iter(processes.free_ports(cfg.host, wanted.count(0)))
         first, emulator_port, admin_port, rest_port, vertex_port, *rest = [port or next(free) for port in wanted]
         ports = [first, *rest[:cfg.replicas - 1]]
-        dashboards = rest[cfg.replicas - 1:]
+        dashboards = rest[cfg.replicas - 1:2 * cfg.replicas - 1]
+        probe_ports = rest[2 * cfg.replicas - 1:]
         processes.private_dir(self.directory)  # logs, results and state below are its user's alone
         logs = self.directory / "logs"
         # A fresh store per `up`: job ids (the contract's probe above all) are answered once per store, so a
@@ -242,6 +247,7 @@ class LocalPlatform:
         session = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         result_store = cfg.result_store or (self.directory / "results" / session).as_uri()
         token = secrets.token_urlsafe(32)
+        token_file = processes.write_private(self.directory / TOKEN_FILE, token)
         emulator_host = f"{cfg.host}:{emulator_port}"
         base_env = _base_env()
         lease_file = self.directory / LEASE_FILE if cfg.replicas > 1 else None
@@ -290,13 +296,14 @@ class LocalPlatform:
 
         on_step(f"starting {cfg.replicas} gpu-scheduler replica(s) and their Dask workers on port(s) "
                 f"{', '.join(map(str, ports))}")
-        settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token=token,
+        settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token_file=token_file,
                                  lease_file=lease_file, emulator_admin_url=state.emulator_admin_url,
                                  vertex_url=vertex_url)
         schedulers = []
         for index, port in enumerate(ports):
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
-            env = replica_env(settings, cfg.host, name, port, dashboards[index], elected=lease_file is not None)
+            env = replica_env(settings, cfg.host, name, port, dashboards[index], probe_port=probe_ports[index],
+                              elected=lease_file is not None)
             record = processes.start_process(name, [sys.executable, "-m", "runtime.scheduler"], {**base_env, **env},
                                              logs / f"{name}.log", cwd=Path.cwd())
             schedulers.append(record.model_copy(update={"env": env, "cwd": Path.cwd(),
@@ -444,6 +451,7 @@ class LocalPlatform:
                 _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
             drained = all(_drain(r.api_url or state.api_url, state.control_token, drain_timeout_s) for r in live)
         killed = self._stop_all(state, grace_s)
+        (self.directory / TOKEN_FILE).unlink(missing_ok=True)
         clear_state(self.directory)
         return DownResult(was_running=True, drained=drained, killed=killed)
 
@@ -546,9 +554,11 @@ def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: i
 
 
 def _base_env() -> dict[str, str]:
-    """The caller's environment for a child process, less anything that would point it at another emulator."""
+    """The caller's environment for a child process, less anything that would point it at another emulator, and
+    less a control token of the caller's (another platform's): no process of the platform gets one that way."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop(SchedulerEnv.PUBSUB_EMULATOR_HOST, None)
+    for name in (SchedulerEnv.PUBSUB_EMULATOR_HOST, SchedulerEnv.CONTROL_TOKEN, SchedulerEnv.CONTROL_TOKEN_FILE):
+        env.pop(name, None)
     return env
 
 
