@@ -23,7 +23,7 @@ import httpx
 from runtime.manifests.scheduler import PROBE_TIMEOUT_S
 from runtime.protocol import contract
 from runtime.scheduler import http_limits
-from validation.drills.base import DrillContext, wait_for
+from validation.drills.base import POLL_S, DrillContext, wait_for
 from validation.drills.faults import Fault, strike, target_replica
 
 CONNECTION_FLOOD: Final = "connection flood"
@@ -31,6 +31,8 @@ CONNECTION_FLOOD: Final = "connection flood"
 FLOOD_S: Final = 10.0
 # Connections beyond the API's cap: these are the ones the server closes at once and the flood reopens.
 EXTRA_CONNECTIONS: Final = 16
+# How long the flood may take to fill the API's cap (seconds): loopback connections take microseconds each.
+FILL_WAIT_S: Final = 10.0
 # How often the drill asks the probes during the flood (seconds); the kubelet asks each one every 5 to 10 s.
 PROBE_EVERY_S: Final = 0.5
 # A flood connection the server closes is reopened after this pause (seconds), so a flood of a port that
@@ -144,6 +146,10 @@ def connection_flood(ctx: DrillContext) -> Fault:
     api_refused = api_asked = 0
     fault = strike(ctx, CONNECTION_FLOOD)
     with ConnectionFlood(host, api_port, http_limits.MAX_CONNECTIONS + EXTRA_CONNECTIONS) as flood:
+        # Full once the API closes a connection past its cap; one that never fills is reported below.
+        filling = time.monotonic() + FILL_WAIT_S
+        while not flood.closed_by_server and time.monotonic() < filling:
+            time.sleep(POLL_S)
         end = time.monotonic() + FLOOD_S
         while time.monotonic() < end:
             for path, url in probes.items():
