@@ -8,10 +8,11 @@ elect their leader on a shared lease file, with the Kubernetes Lease's timing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,8 @@ LEASE_FILE: Final = "leader-lease.json"
 TOKEN_FILE: Final = "control-token"
 # The builtin broker's data directory: what it holds survives its restarts and `down`/`up` (docs/local-platform.md).
 BROKER_DIR: Final = "broker"
+# The builtin broker's durability option, as `up` starts it: a broker started without it keeps nothing.
+BROKER_DATA_DIR_FLAG: Final = "--data-dir"
 MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts its local Dask cluster; on a loaded 2-core box that
@@ -149,6 +152,15 @@ class Restarted:
     old_pid: int
     new_pid: int
     drained: bool  # False: it was not running, or its jobs outlived the drain (Pub/Sub redelivers them)
+
+
+@dataclass(frozen=True)
+class BrokerRestarted:
+    """What ``restart_broker`` did."""
+
+    old_pid: int
+    new_pid: int
+    durable: bool  # False: the official emulator, which lost every message it held
 
 
 @dataclass(frozen=True)
@@ -438,6 +450,58 @@ class LocalPlatform:
             clients.close()
         return new.pid
 
+    def broker_is_durable(self) -> bool:
+        """Whether the running broker keeps its messages across a restart (the builtin, on its data folder)."""
+        state = self.state
+        record = state.process(EMULATOR) if state is not None else None
+        return record is not None and BROKER_DATA_DIR_FLAG in record.command
+
+    @contextlib.contextmanager
+    def intake_drained(self, timeout_s: float = DRAIN_TIMEOUT_S, on_step: Step = _no_step) -> Iterator[LocalState]:
+        """Every live scheduler replica drained, its jobs finished and its stream closed, while the block runs.
+
+        Intake resumes on every replica afterwards, also when the block fails. Closed streams matter to a
+        broker restart: a stream closing while the broker goes away can lose the acknowledgements in it, and
+        the jobs they finished run again. Raises ``LocalPlatformError`` when a replica does not get there
+        within ``timeout_s`` or does not take intake back.
+        """
+        state = self.running_state()
+        replicas = [r for r in state.schedulers() if processes.is_alive(r)]
+        try:
+            on_step(f"draining {len(replicas)} scheduler replica(s)")
+            for record in replicas:
+                _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
+
+            def closed() -> bool:
+                return not any(_consuming(r.api_url or state.api_url, state.control_token) for r in replicas)
+
+            if not processes.wait_until(closed, timeout_s, interval_s=0.25):
+                raise LocalPlatformError(f"the scheduler replicas did not finish their jobs and stop consuming "
+                                         f"within {timeout_s:.0f} s; nothing was restarted")
+            yield state
+        finally:
+            on_step("resuming intake")
+            refused = [r.name for r in replicas
+                       if not _set_maintenance(r.api_url or state.api_url, state.control_token, "normal")]
+            if refused and sys.exc_info()[1] is None:  # else the block's own failure says more
+                raise LocalPlatformError(f"could not resume intake on {', '.join(refused)}: run "
+                                         "`gpurt local restart-scheduler` to start them afresh")
+
+    def restart_broker(self, on_step: Step = _no_step, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> BrokerRestarted:
+        """Restart only the Pub/Sub emulator, losing nothing: intake drained, the emulator restarted, intake resumed.
+
+        The schedulers keep running and reconnect on their own. On the builtin broker every message waiting
+        or unpulled is there again after the restart; the official emulator keeps nothing (``broker_is_durable``).
+        """
+        state = self.running_state()
+        old = state.process(EMULATOR)
+        if old is None:
+            raise LocalPlatformError("the local platform's state names no emulator process")
+        durable = self.broker_is_durable()
+        with self.intake_drained(drain_timeout_s, on_step):
+            new_pid = self.restart_emulator(on_step)
+        return BrokerRestarted(old_pid=old.pid, new_pid=new_pid, durable=durable)
+
     def down(self, drain_timeout_s: float = DRAIN_TIMEOUT_S, grace_s: float = STOP_GRACE_S) -> DownResult:
         """Drain the scheduler (in-flight jobs finish), stop every process, remove the state file."""
         state = self.state
@@ -540,7 +604,7 @@ def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: i
     if cfg.broker is Broker.BUILTIN:
         return [sys.executable, "-m", "runtime.local.broker", "--host", cfg.host, "--port", str(port),
                 "--admin-port", str(admin_port), "--rest-port", str(rest_port),
-                "--time-scale", str(cfg.emulator_time_scale), "--data-dir", str(data_dir)]
+                "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir)]
     from runtime.local.broker.official import OfficialEmulatorError, find_official_emulator
 
     try:
@@ -579,6 +643,15 @@ def _set_maintenance(api_url: str, token: str, mode: Literal["drain", "normal"])
         except ApiError:
             return False
     return True
+
+
+def _consuming(api_url: str, token: str) -> bool:
+    """Whether the replica's consumer still has a stream open (unreachable: False, it consumes nothing)."""
+    with ApiClient(api_url, token, timeout_s=5.0) as api:
+        try:
+            return bool(api.status().get("consuming"))
+        except ApiError:
+            return False
 
 
 def _drain(api_url: str, token: str, timeout_s: float) -> bool:

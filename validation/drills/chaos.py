@@ -40,7 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runtime.access.control_api import ApiError
 from runtime.access.transport import PubSubClients
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
@@ -236,22 +235,18 @@ def _account(ctx: DrillContext, tally: Tally, recoveries: dict[str, float | None
 
 def _broker_restart(ctx: DrillContext) -> int:
     """Requests waiting in the subscription when the emulator restarts: how many are lost. Only the
-    builtin broker (started with ``--data-dir``) is held to 0; the official one keeps nothing."""
-    from validation.drills.faults import replica_apis
+    builtin broker (started with ``--data-dir``) is held to 0; the official one keeps nothing.
 
+    The restart is the runbook's (``gpurt local restart-broker``: ``LocalPlatform.restart_broker``), with the
+    drill's requests published while intake is drained and its ledger subscribed before intake resumes.
+    """
     job_ids = [ctx.job_id("chaos-broker", i) for i in range(BROKER_RESTART_JOBS)]
-    durable = faults.durable_broker(ctx)
+    durable = ctx.platform.broker_is_durable()
     requests = [Planned(job_id, json.dumps({"job_id": job_id, "type": "noop"}).encode(),
                         {"job_id": job_id, "type": "noop"}, JobStatus.SUCCEEDED) for job_id in job_ids]
     probe = ctx.job_id("chaos-broker", BROKER_RESTART_JOBS)
     with contextlib.ExitStack() as stack:
-        apis = replica_apis(ctx)
-        try:
-            for api in apis.values():
-                api.set_maintenance("drain")
-            # Not only idle: each consumer must have closed its stream, or the restart lands in mid-close.
-            wait_for(lambda: not faults.consuming(ctx), ctx.timeout_s, "every replica to stop consuming before "
-                     "the broker restart")
+        with ctx.platform.intake_drained(ctx.timeout_s, on_step=ctx.on_step):
             clients = ctx.platform.pubsub()
             try:
                 publish(clients, requests)
@@ -262,14 +257,6 @@ def _broker_restart(ctx: DrillContext) -> int:
             stack.callback(clients.close)
             # Subscribed before intake resumes: the results of the requests that survived come at once.
             ledger = stack.enter_context(ResultLedger(clients, [*job_ids, probe]))
-        finally:
-            for api in apis.values():
-                try:
-                    api.set_maintenance("normal")
-                except ApiError as exc:
-                    raise DrillFailed(f"could not resume intake after the broker restart: {exc}") from exc
-                finally:
-                    api.close()
         publish(clients, [Planned(probe, json.dumps({"job_id": probe, "type": "noop"}).encode(),
                                   {"job_id": probe, "type": "noop"}, JobStatus.SUCCEEDED)])
         took = wait_for(lambda: ledger.first_at(probe) is not None, ctx.timeout_s,

@@ -24,7 +24,6 @@ import psutil
 
 from runtime.access.control_api import ApiClient, ApiError
 from runtime.access.local_state import ProcessRecord
-from runtime.local.platform import EMULATOR
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 
 # How long intake stays drained, and the store fails in the short store fault (seconds), at real time: a
@@ -35,7 +34,6 @@ STORE_FAULT_S: Final = 3.0
 # A Dask worker process of a LocalCluster: multiprocessing's spawn entry point in the scheduler's children.
 _WORKER_MARK: Final = "spawn_main"
 STORE_FAULT: Final = "result store fails"
-DATA_DIR_FLAG: Final = "--data-dir"  # the builtin broker's durability option, as the local platform starts it
 LONG_STORE_OUTAGE: Final = "long result store outage"
 LONG_STORE_OUTAGE_FIGURE: Final = "long store outage_s"  # the drill's figure: how long it lasted
 # During the long outage, how often the drill looks at the replicas' readiness (seconds).
@@ -73,16 +71,6 @@ def jobs_in_flight(ctx: DrillContext) -> list[str]:
             found = api.status().get("in_flight", [])
             running.extend(found if isinstance(found, list) else [])
     return running
-
-
-def consuming(ctx: DrillContext) -> list[str]:
-    """Replicas whose consumer still has a stream open (a drained one closes it once its jobs are done)."""
-    open_ = []
-    for name, api in replica_apis(ctx).items():
-        with api, contextlib.suppress(ApiError):
-            if api.status().get("consuming"):
-                open_.append(name)
-    return open_
 
 
 def strike(ctx: DrillContext, name: str) -> Fault:
@@ -256,12 +244,6 @@ def failing_store(root: Path) -> Iterator[str]:
             return
     with replaced_by_a_file(root) as how:
         yield how
-
-
-def durable_broker(ctx: DrillContext) -> bool:
-    """Whether the platform's broker keeps its messages on disk (the builtin, started with ``--data-dir``)."""
-    record = ctx.state.process(EMULATOR)
-    return record is not None and DATA_DIR_FLAG in record.command
 
 
 def store_fails(ctx: DrillContext) -> Fault:
