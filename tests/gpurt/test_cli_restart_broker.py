@@ -32,8 +32,15 @@ def _publish(platform: LocalPlatform, job_ids: list[str]) -> None:
     clients = platform.pubsub()
     try:
         topic = clients.topic(contract.REQUEST_TOPIC)
-        futures = [clients.publisher.publish(topic, json.dumps({"job_id": job_id, "type": "noop", "params": {
-            "sleep_s": JOB_SLEEP_S}}).encode(), job_id=job_id, type="noop") for job_id in job_ids]
+        futures = [
+            clients.publisher.publish(
+                topic,
+                json.dumps({"job_id": job_id, "type": "noop", "params": {"sleep_s": JOB_SLEEP_S}}).encode(),
+                job_id=job_id,
+                type="noop",
+            )
+            for job_id in job_ids
+        ]
         for future in futures:
             future.result(timeout=PUBLISH_TIMEOUT_S)
     finally:
@@ -57,8 +64,9 @@ def _pids(platform: LocalPlatform) -> dict[str, int]:
     return {record.name: record.pid for record in state.processes}
 
 
-def test_restart_broker_restarts_only_the_broker_and_loses_no_request(platform: LocalPlatform,
-                                                                       cli_env: dict[str, str]) -> None:
+def test_restart_broker_restarts_only_the_broker_and_loses_no_request(
+    platform: LocalPlatform, cli_env: dict[str, str]
+) -> None:
     before = _pids(platform)
     waiting = [f"restart-broker-{index}" for index in range(JOBS)]
     _publish(platform, waiting)
@@ -74,8 +82,11 @@ def test_restart_broker_restarts_only_the_broker_and_loses_no_request(platform: 
     late = ["restart-broker-after"]
     _publish(platform, late)
     jobs = [*waiting, *late]
-    poll(lambda: None not in (states := _states(platform, jobs)).values() and "running" not in states.values(),
-         RESULT_WAIT_S, "a result for every request")
+    poll(
+        lambda: None not in (states := _states(platform, jobs)).values() and "running" not in states.values(),
+        RESULT_WAIT_S,
+        "a result for every request",
+    )
     assert _states(platform, jobs) == dict.fromkeys(jobs, "succeeded")
     with platform.api() as api:
         assert api.status()["consuming"]  # intake resumed

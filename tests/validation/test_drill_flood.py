@@ -36,8 +36,9 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform
     local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
 
 
-def test_a_flooded_replica_answers_every_probe_and_loses_no_job(platform: LocalPlatform,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flooded_replica_answers_every_probe_and_loses_no_job(
+    platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(flood, "FLOOD_S", FLOOD_S)
     ctx = DrillContext(platform, timeout_s=RESULT_WAIT_S, run_id="t")
     jobs = [ctx.job_id("flood", index) for index in range(JOBS)]
