@@ -46,11 +46,13 @@ ENV PATH=/opt/gpurt/bin:$PATH \
     MPLCONFIGDIR=/tmp/matplotlib \
     NUMBA_CACHE_DIR=/tmp/numba \
     GPURT_HOST=0.0.0.0 \
-    GPURT_PORT=8080
+    GPURT_PORT=8080 \
+    GPURT_PROBE_PORT=8081
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8080
+EXPOSE 8080 8081
+# On the probes' own port, which a flood of the API's connections cannot starve (docs/scheduler.md#probes).
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8081/healthz', timeout=2)"]
 # A default command, not an entrypoint: the Dask scheduler's pod replaces it with `dask scheduler ...`.
 CMD ["python", "-m", "runtime.scheduler"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,6 +23,20 @@ os.environ.setdefault(SchedulerEnv.WARM_WORKERS, "false")
 # capture stream) is dropped, not printed with its traceback on stderr: that printing is noise in the report,
 # and on Python 3.11 it parses source lines on the thread, racing the AST parses of tests that read the code.
 logging.raiseExceptions = False
+
+# The usual umask: what the code writes is private only if it makes it so, not because the test runner's umask
+# (077 on some machines) happens to.
+OPEN_UMASK = 0o022
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """Run the test under umask 022, as most users' shells are, and restore the runner's afterwards."""
+    previous = os.umask(OPEN_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

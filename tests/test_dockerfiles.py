@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.protocol import contract
+
 DOCKER_DIR = Path(__file__).resolve().parents[1] / "docker"
 SECRET_NAMES = re.compile(r"(PASSWORD|SECRET|TOKEN|PRIVATE_KEY|CREDENTIALS|API_KEY)", re.IGNORECASE)
 
@@ -127,7 +129,10 @@ def test_dockerignore_excludes_everything_not_copied(dockerfile: tuple[str, list
 def test_scheduler_image_serves_and_checks_health() -> None:
     instructions = parse(DOCKER_DIR / "scheduler.Dockerfile")
     final = final_stage(instructions)
-    assert any(ins.keyword == "HEALTHCHECK" and "/healthz" in ins.args for ins in final)
+    probes = f"127.0.0.1:{contract.SCHEDULER_PROBE_PORT}{contract.HEALTH_PATH}"  # outside the API's connection cap
+    assert any(ins.keyword == "HEALTHCHECK" and probes in ins.args for ins in final)
+    probe_port = f"GPURT_PROBE_PORT={contract.SCHEDULER_PROBE_PORT}"
+    assert any(ins.keyword == "ENV" and probe_port in ins.args for ins in final)
     assert [ins.args for ins in final if ins.keyword in {"CMD", "ENTRYPOINT"}] == [
         '["python", "-m", "runtime.scheduler"]']  # a CMD: the Dask scheduler's pod replaces it
     assert all("slim" in base for base in resolved_bases(instructions))

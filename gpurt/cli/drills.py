@@ -71,10 +71,10 @@ DRILL_HELP: Final = {
     "alerts": "Provoke each alert's condition (backlog, failures, dead letters, workers down, evictions, "
               "reclaimer errors, no leader with --replicas 2+): time to fire, notify and resolve per rule.",
     # Last: it ends by restarting the broker (on the official emulator that drops whatever other drills left).
-    "chaos": "Mixed load while a worker, a replica, intake and the result store (for seconds, then for 5 "
-             "minutes) fail in turn: 0 lost, 0 differing duplicates, 0 dead-lettered, recovery times; then a "
-             "broker restart: 0 of the waiting requests lost; then hostile input (a slow-to-parse body, "
-             "messages under another job's attribute).",
+    "chaos": "Mixed load while a worker, a replica, intake, a replica's API (a connection flood: its probes "
+             "must all be answered) and the result store (for seconds, then for 5 minutes) fail in turn: 0 lost, "
+             "0 differing duplicates, 0 dead-lettered, recovery times; then a broker restart: 0 of the waiting "
+             "requests lost; then hostile input (a slow-to-parse body, messages under another job's attribute).",
 }
 CHAOS: Final = "chaos"
 

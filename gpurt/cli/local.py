@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from gpurt.cli.common import JsonOption, console, friendly_errors, print_json
+from gpurt.cli.common import JsonOption, UserError, console, friendly_errors, print_json
 from runtime.local.broker.brokers import Broker
 
 if TYPE_CHECKING:
@@ -196,3 +196,32 @@ def restart_scheduler(
     for r in restarted:
         note = "" if r.drained else " [yellow](not drained: its unfinished jobs are redelivered)[/]"
         console.print(f"[green]{r.name}[/] restarted: pid {r.old_pid} → {r.new_pid}{note}")
+
+
+@local_app.command("restart-broker")
+@friendly_errors
+def restart_broker(
+    drain_timeout: Annotated[float, typer.Option(
+        min=0, help="Seconds the replicas may take to finish their jobs before the broker stops.")] = 120.0,
+    accept_loss: Annotated[bool, typer.Option(
+        "--accept-loss", help="Restart the official emulator too, which loses every message it holds.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Restart only the Pub/Sub emulator, losing nothing: drain intake, restart the broker, resume intake."""
+    from runtime.local import LocalPlatform
+
+    platform = LocalPlatform()
+    platform.running_state()  # not running: says so, and how to start it
+    if not platform.broker_is_durable() and not accept_loss:
+        raise UserError("this platform runs the official emulator, which keeps messages in memory only: a restart "
+                        "loses every request and result it holds (docs/local-platform.md). Add --accept-loss to "
+                        "restart it anyway")
+    with console.status("restarting the broker…") as spinner:
+        restarted = platform.restart_broker(on_step=lambda step: spinner.update(step + "…"),
+                                            drain_timeout_s=drain_timeout)
+    if as_json:
+        print_json({"old_pid": restarted.old_pid, "new_pid": restarted.new_pid, "durable": restarted.durable})
+        return
+    kept = ("every message it held is back" if restarted.durable
+            else "[yellow]the official emulator lost every message it held[/]")
+    console.print(f"[green]broker restarted[/]: pid {restarted.old_pid} → {restarted.new_pid}; {kept}; intake resumed")

@@ -38,8 +38,8 @@ class ProcessRecord(BaseModel):
     log_path: Path
     command: list[str]
     # What it takes to start the process again (``gpurt local restart-scheduler``): the settings it was
-    # given on top of the caller's environment (they include the control token: the file is 0600) and
-    # its working directory.
+    # given on top of the caller's environment (the control token's file, never the token: a replica's
+    # environment is inherited by its Dask processes) and its working directory.
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     cwd: Path | None = None
     api_url: str | None = Field(None, description="The scheduler replica's API; None for other processes.")

@@ -8,10 +8,11 @@ elect their leader on a shared lease file, with the Kubernetes Lease's timing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,8 +44,13 @@ VERTEX_API: Final = "vertex-api"  # the local stand-in of the Vertex AI custom-j
 LOCAL_VERTEX_POLL_S: Final = 0.5
 SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
 LEASE_FILE: Final = "leader-lease.json"
+# The control token for the scheduler replicas, as the Deployment mounts it: a file (0600) whose name they are
+# given, never the token in their environment, which their Dask scheduler and workers would inherit.
+TOKEN_FILE: Final = "control-token"
 # The builtin broker's data directory: what it holds survives its restarts and `down`/`up` (docs/local-platform.md).
 BROKER_DIR: Final = "broker"
+# The builtin broker's durability option, as `up` starts it: a broker started without it keeps nothing.
+BROKER_DATA_DIR_FLAG: Final = "--data-dir"
 MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts its local Dask cluster; on a loaded 2-core box that
@@ -58,8 +64,9 @@ MONITORING_DIR: Final = "monitoring"
 STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
-def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token: str, lease_file: Path | None,
-                  emulator_admin_url: str | None, vertex_url: str | None = None) -> dict[str, str]:
+def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token_file: Path,
+                  lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None
+                  ) -> dict[str, str]:
     """The settings every local gpu-scheduler replica gets (``replica_env`` adds each one's own).
 
     Empty values mean unset to the scheduler (``Settings.from_env``), so an unset option keeps its default.
@@ -80,7 +87,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
         SchedulerEnv.LOCAL_WORKERS: "" if cfg.workers is None else str(cfg.workers),
         SchedulerEnv.LOCAL_GPUS: "" if cfg.gpus is None else str(cfg.gpus),
         SchedulerEnv.RESULT_STORE: result_store,
-        SchedulerEnv.CONTROL_TOKEN: token,
+        SchedulerEnv.CONTROL_TOKEN_FILE: str(token_file),
         SchedulerEnv.HOST: cfg.host,
         SchedulerEnv.POOLS: "local",
         SchedulerEnv.LEADER: "always" if lease_file is None else "file",
@@ -91,12 +98,12 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
 
 
 def replica_env(settings: Mapping[str, str], host: str, name: str, port: int, dashboard_port: int, *,
-                elected: bool) -> dict[str, str]:
-    """One replica's settings: the shared ``settings``, its API port, its Dask dashboard (whose /metrics is a
-    scrape target) and, where replicas elect a leader, a name that tells it apart from the others on the lease."""
+                probe_port: int, elected: bool) -> dict[str, str]:
+    """One replica's settings: the shared ``settings``, its API port, its probes' port, its Dask dashboard (whose
+    /metrics is a scrape target) and, where replicas elect a leader, a name that tells it apart on the lease."""
     identity = {SchedulerEnv.LOCAL_POD_NAME: f"local-{name}"} if elected else {}
-    return {**settings, SchedulerEnv.PORT: str(port), SchedulerEnv.DASK_DASHBOARD: f"{host}:{dashboard_port}",
-            **identity}
+    return {**settings, SchedulerEnv.PORT: str(port), SchedulerEnv.PROBE_PORT: str(probe_port),
+            SchedulerEnv.DASK_DASHBOARD: f"{host}:{dashboard_port}", **identity}
 
 
 class LocalPlatformError(RuntimeError):
@@ -145,6 +152,15 @@ class Restarted:
     old_pid: int
     new_pid: int
     drained: bool  # False: it was not running, or its jobs outlived the drain (Pub/Sub redelivers them)
+
+
+@dataclass(frozen=True)
+class BrokerRestarted:
+    """What ``restart_broker`` did."""
+
+    old_pid: int
+    new_pid: int
+    durable: bool  # False: the official emulator, which lost every message it held
 
 
 @dataclass(frozen=True)
@@ -229,12 +245,13 @@ class LocalPlatform:
         if cfg.monitoring:
             _monitoring_binaries()  # before starting anything: a missing binary must not leave a half-up platform
         # Every port left to us is picked in one go, so no two of them can be the same; each replica's Dask
-        # dashboard gets a known one too (its /metrics is a scrape target).
-        wanted = [cfg.port, cfg.emulator_port, 0, 0, 0] + [0] * (cfg.replicas - 1) + [0] * cfg.replicas
+        # dashboard gets a known one too (its /metrics is a scrape target), and so do its probes.
+        wanted = [cfg.port, cfg.emulator_port, 0, 0, 0] + [0] * (cfg.replicas - 1) + [0] * (2 * cfg.replicas)
         free = iter(processes.free_ports(cfg.host, wanted.count(0)))
         first, emulator_port, admin_port, rest_port, vertex_port, *rest = [port or next(free) for port in wanted]
         ports = [first, *rest[:cfg.replicas - 1]]
-        dashboards = rest[cfg.replicas - 1:]
+        dashboards = rest[cfg.replicas - 1:2 * cfg.replicas - 1]
+        probe_ports = rest[2 * cfg.replicas - 1:]
         processes.private_dir(self.directory)  # logs, results and state below are its user's alone
         logs = self.directory / "logs"
         # A fresh store per `up`: job ids (the contract's probe above all) are answered once per store, so a
@@ -242,6 +259,7 @@ class LocalPlatform:
         session = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         result_store = cfg.result_store or (self.directory / "results" / session).as_uri()
         token = secrets.token_urlsafe(32)
+        token_file = processes.write_private(self.directory / TOKEN_FILE, token)
         emulator_host = f"{cfg.host}:{emulator_port}"
         base_env = _base_env()
         lease_file = self.directory / LEASE_FILE if cfg.replicas > 1 else None
@@ -290,13 +308,14 @@ class LocalPlatform:
 
         on_step(f"starting {cfg.replicas} gpu-scheduler replica(s) and their Dask workers on port(s) "
                 f"{', '.join(map(str, ports))}")
-        settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token=token,
+        settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token_file=token_file,
                                  lease_file=lease_file, emulator_admin_url=state.emulator_admin_url,
                                  vertex_url=vertex_url)
         schedulers = []
         for index, port in enumerate(ports):
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
-            env = replica_env(settings, cfg.host, name, port, dashboards[index], elected=lease_file is not None)
+            env = replica_env(settings, cfg.host, name, port, dashboards[index], probe_port=probe_ports[index],
+                              elected=lease_file is not None)
             record = processes.start_process(name, [sys.executable, "-m", "runtime.scheduler"], {**base_env, **env},
                                              logs / f"{name}.log", cwd=Path.cwd())
             schedulers.append(record.model_copy(update={"env": env, "cwd": Path.cwd(),
@@ -431,6 +450,58 @@ class LocalPlatform:
             clients.close()
         return new.pid
 
+    def broker_is_durable(self) -> bool:
+        """Whether the running broker keeps its messages across a restart (the builtin, on its data folder)."""
+        state = self.state
+        record = state.process(EMULATOR) if state is not None else None
+        return record is not None and BROKER_DATA_DIR_FLAG in record.command
+
+    @contextlib.contextmanager
+    def intake_drained(self, timeout_s: float = DRAIN_TIMEOUT_S, on_step: Step = _no_step) -> Iterator[LocalState]:
+        """Every live scheduler replica drained, its jobs finished and its stream closed, while the block runs.
+
+        Intake resumes on every replica afterwards, also when the block fails. Closed streams matter to a
+        broker restart: a stream closing while the broker goes away can lose the acknowledgements in it, and
+        the jobs they finished run again. Raises ``LocalPlatformError`` when a replica does not get there
+        within ``timeout_s`` or does not take intake back.
+        """
+        state = self.running_state()
+        replicas = [r for r in state.schedulers() if processes.is_alive(r)]
+        try:
+            on_step(f"draining {len(replicas)} scheduler replica(s)")
+            for record in replicas:
+                _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
+
+            def closed() -> bool:
+                return not any(_consuming(r.api_url or state.api_url, state.control_token) for r in replicas)
+
+            if not processes.wait_until(closed, timeout_s, interval_s=0.25):
+                raise LocalPlatformError(f"the scheduler replicas did not finish their jobs and stop consuming "
+                                         f"within {timeout_s:.0f} s; nothing was restarted")
+            yield state
+        finally:
+            on_step("resuming intake")
+            refused = [r.name for r in replicas
+                       if not _set_maintenance(r.api_url or state.api_url, state.control_token, "normal")]
+            if refused and sys.exc_info()[1] is None:  # else the block's own failure says more
+                raise LocalPlatformError(f"could not resume intake on {', '.join(refused)}: run "
+                                         "`gpurt local restart-scheduler` to start them afresh")
+
+    def restart_broker(self, on_step: Step = _no_step, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> BrokerRestarted:
+        """Restart only the Pub/Sub emulator, losing nothing: intake drained, the emulator restarted, intake resumed.
+
+        The schedulers keep running and reconnect on their own. On the builtin broker every message waiting
+        or unpulled is there again after the restart; the official emulator keeps nothing (``broker_is_durable``).
+        """
+        state = self.running_state()
+        old = state.process(EMULATOR)
+        if old is None:
+            raise LocalPlatformError("the local platform's state names no emulator process")
+        durable = self.broker_is_durable()
+        with self.intake_drained(drain_timeout_s, on_step):
+            new_pid = self.restart_emulator(on_step)
+        return BrokerRestarted(old_pid=old.pid, new_pid=new_pid, durable=durable)
+
     def down(self, drain_timeout_s: float = DRAIN_TIMEOUT_S, grace_s: float = STOP_GRACE_S) -> DownResult:
         """Drain the scheduler (in-flight jobs finish), stop every process, remove the state file."""
         state = self.state
@@ -444,6 +515,7 @@ class LocalPlatform:
                 _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
             drained = all(_drain(r.api_url or state.api_url, state.control_token, drain_timeout_s) for r in live)
         killed = self._stop_all(state, grace_s)
+        (self.directory / TOKEN_FILE).unlink(missing_ok=True)
         clear_state(self.directory)
         return DownResult(was_running=True, drained=drained, killed=killed)
 
@@ -532,7 +604,7 @@ def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: i
     if cfg.broker is Broker.BUILTIN:
         return [sys.executable, "-m", "runtime.local.broker", "--host", cfg.host, "--port", str(port),
                 "--admin-port", str(admin_port), "--rest-port", str(rest_port),
-                "--time-scale", str(cfg.emulator_time_scale), "--data-dir", str(data_dir)]
+                "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir)]
     from runtime.local.broker.official import OfficialEmulatorError, find_official_emulator
 
     try:
@@ -546,9 +618,11 @@ def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: i
 
 
 def _base_env() -> dict[str, str]:
-    """The caller's environment for a child process, less anything that would point it at another emulator."""
+    """The caller's environment for a child process, less anything that would point it at another emulator, and
+    less a control token of the caller's (another platform's): no process of the platform gets one that way."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop(SchedulerEnv.PUBSUB_EMULATOR_HOST, None)
+    for name in (SchedulerEnv.PUBSUB_EMULATOR_HOST, SchedulerEnv.CONTROL_TOKEN, SchedulerEnv.CONTROL_TOKEN_FILE):
+        env.pop(name, None)
     return env
 
 
@@ -569,6 +643,15 @@ def _set_maintenance(api_url: str, token: str, mode: Literal["drain", "normal"])
         except ApiError:
             return False
     return True
+
+
+def _consuming(api_url: str, token: str) -> bool:
+    """Whether the replica's consumer still has a stream open (unreachable: False, it consumes nothing)."""
+    with ApiClient(api_url, token, timeout_s=5.0) as api:
+        try:
+            return bool(api.status().get("consuming"))
+        except ApiError:
+            return False
 
 
 def _drain(api_url: str, token: str, timeout_s: float) -> bool:

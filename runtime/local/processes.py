@@ -34,9 +34,31 @@ PRIVATE_UMASK: Final = 0o077
 
 
 def private_dir(path: Path) -> Path:
-    """Make ``path`` (and missing parents) and leave it readable by its owner only, even if it existed."""
+    """Make ``path`` and leave it readable by its owner only, even if it existed; parents it had to make too.
+
+    ``mkdir(parents=True)`` gives the parents it makes the default mode, whatever ``mode`` says; parents that
+    existed (the user's own folders) are left as they are.
+    """
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    path.chmod(PRIVATE_DIR_MODE)
+    for folder in (path, *missing):
+        folder.chmod(PRIVATE_DIR_MODE)
+    return path
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``, readable by its owner only from the moment the file exists; returns ``path``."""
+    private_file(path).write_text(text, encoding="utf-8")
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create ``path`` empty (or empty it) with mode 0600, for a writer that opens it by name: the mode stays."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # a file that existed keeps its mode through os.open
+    finally:
+        os.close(fd)
     return path
 
 

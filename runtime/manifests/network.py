@@ -57,7 +57,13 @@ def build_default_deny(namespace: str) -> Manifest:
 
 
 def build_runtime_policies() -> list[Manifest]:
-    """Namespace ``gpu-runtime``: the scheduler API from its own namespace, its metrics from the collectors."""
+    """Namespace ``gpu-runtime``: the scheduler API from its own namespace, its metrics from the collectors.
+
+    The probes' port (``contract.SCHEDULER_PROBE_PORT``) is opened to no one: the kubelet probes from the
+    pod's node, and "traffic to and from the node where a Pod is running is always allowed, regardless of
+    the IP address of the Pod or the node" (https://kubernetes.io/docs/concepts/services-networking/network-policies/).
+    So no pod, in this namespace or any other, can flood the probes as it can the API.
+    """
     allow_api = _policy(
         f"allow-{contract.SCHEDULER_DEPLOYMENT}-api",
         contract.RUNTIME_NAMESPACE,

@@ -39,6 +39,10 @@ PROBE_TIMEOUT_S: Final = 3
 # Replicas share the subscription, so one may be down at a time during voluntary disruptions.
 PDB_MAX_UNAVAILABLE: Final = 1
 PORT_NAME: Final = "http"
+# The kubelet probes this port, the probes' own listener (runtime/scheduler/probe_listener.py): a client that
+# fills the API's connection cap cannot fail them. Neither the Service nor any NetworkPolicy exposes it; the
+# kubelet reaches it from the node, which NetworkPolicy always admits (runtime/manifests/network.py).
+PROBE_PORT_NAME: Final = "probes"
 TMP_SIZE: Final = "256Mi"
 # The control token reaches the container as a file of the Secret, never as an environment variable: a
 # process's environment is inherited by every child it starts and shown by tools that dump it.
@@ -251,6 +255,7 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
         SchedulerEnv.LEADER: "kubernetes",
         SchedulerEnv.HOST: "0.0.0.0",
         SchedulerEnv.PORT: str(contract.SCHEDULER_PORT),
+        SchedulerEnv.PROBE_PORT: str(contract.SCHEDULER_PROBE_PORT),
         SchedulerEnv.CONTROL_TOKEN_FILE: TOKEN_FILE,
     }
     if spec.vertex is not None:
@@ -268,7 +273,7 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
 
 def _probe(path: str, period_s: int, failures: int) -> Manifest:
     return {
-        "httpGet": {"path": path, "port": PORT_NAME},
+        "httpGet": {"path": path, "port": PROBE_PORT_NAME},
         "periodSeconds": period_s,
         "timeoutSeconds": PROBE_TIMEOUT_S,
         "failureThreshold": failures,
@@ -297,7 +302,8 @@ def build_deployment(spec: SchedulerSpec) -> Manifest:
         "name": contract.SCHEDULER_DEPLOYMENT,
         "image": spec.image,
         "command": ["python", "-m", "runtime.scheduler"],
-        "ports": [{"name": PORT_NAME, "containerPort": contract.SCHEDULER_PORT, "protocol": "TCP"}],
+        "ports": [{"name": PORT_NAME, "containerPort": contract.SCHEDULER_PORT, "protocol": "TCP"},
+                  {"name": PROBE_PORT_NAME, "containerPort": contract.SCHEDULER_PROBE_PORT, "protocol": "TCP"}],
         "env": _env(spec),
         "resources": spec.resources.to_manifest(),
         "securityContext": container_security_context(),

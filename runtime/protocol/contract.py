@@ -161,6 +161,8 @@ class SchedulerEnv:
     RESULT_STORE: Final = "GPURT_RESULT_STORE"
     HOST: Final = "GPURT_HOST"
     PORT: Final = "GPURT_PORT"
+    # The kubelet's probes (/healthz, /readyz) on a listener of their own (SCHEDULER_PROBE_PORT).
+    PROBE_PORT: Final = "GPURT_PROBE_PORT"
     CONTROL_TOKEN: Final = "GPURT_CONTROL_TOKEN"
     # The file holding the token (the Secret mounted into the pod); wins over CONTROL_TOKEN when both are set.
     CONTROL_TOKEN_FILE: Final = "GPURT_CONTROL_TOKEN_FILE"
@@ -210,6 +212,9 @@ SCHEDULER_ENV_NAMES: Final = frozenset(
 SCHEDULER_DEPLOYMENT: Final = "gpu-scheduler"
 SCHEDULER_LABELS: Final = {"app": "gpu-scheduler"}
 SCHEDULER_PORT: Final = 8080
+# The kubelet's probes are served on a port of their own, outside the API's connection cap, so a client that
+# holds the API's connections cannot fail the probes and get the replica restarted (docs/scheduler.md#probes).
+SCHEDULER_PROBE_PORT: Final = 8081
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"

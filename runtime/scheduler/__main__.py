@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from runtime.protocol import contract
 from runtime.scheduler.settings import Settings, SettingsError
 
 # uvicorn's exit status for a server that could not start (uvicorn.main.STARTUP_FAILURE).
@@ -17,9 +18,10 @@ def main() -> int:
 
     from runtime.scheduler import logs
     from runtime.scheduler.allocator import pin_mmap_threshold
-    from runtime.scheduler.api import create_app
+    from runtime.scheduler.api import create_app, create_probe_app
     from runtime.scheduler.http_limits import server_options
     from runtime.scheduler.http_server import QuietServer
+    from runtime.scheduler.probe_listener import ProbeListener, listen
     from runtime.scheduler.service import Service
 
     # First, so every large block the service allocates goes back to the OS when freed (runtime.scheduler.allocator).
@@ -58,6 +60,18 @@ def main() -> int:
     # Listening holds the port against every other bind (a merely bound SO_REUSEADDR socket would not);
     # connections wait in the backlog until the server starts.
     listener.listen(config.backlog)
+    probes = None
+    if settings.probe_port is not None:
+        try:
+            probes = ProbeListener(create_probe_app(service), listen(settings.host, settings.probe_port,
+                                                                     config.backlog))
+        except OSError as exc:
+            print(f"gpu-scheduler: {contract.SchedulerEnv.PROBE_PORT}: cannot listen on "
+                  f"{settings.host}:{settings.probe_port}: {exc}", file=sys.stderr)
+            listener.close()
+            if tracer is not None:
+                tracer.stop()
+            return UVICORN_STARTUP_FAILURE
     try:
         service.start()
     except Exception as exc:
@@ -67,7 +81,7 @@ def main() -> int:
         if tracer is not None:
             tracer.stop()
         return 1
-    server = QuietServer(config)
+    server = QuietServer(config, probes=probes)
     try:
         server.run(sockets=[listener])
     except KeyboardInterrupt:  # the SIGINT uvicorn re-raises after its graceful shutdown, as uvicorn.run has it

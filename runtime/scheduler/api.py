@@ -64,16 +64,8 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
         return JSONResponse({"detail": f"the result store is unavailable: {exc}"},
                             status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
 
-    @app.get(contract.HEALTH_PATH, summary="Liveness: the process serves requests.")
-    def healthz() -> dict[str, str]:
-        return dict(contract.HEALTH_BODY)
-
-    @app.get(contract.READY_PATH, summary="Readiness: consuming (unless drained), the backend reachable and the "
-                                          "result store working (503 while a store outage stops intake).")
-    def readyz() -> JSONResponse:
-        reasons = service.readiness()
-        code = status.HTTP_200_OK if not reasons else status.HTTP_503_SERVICE_UNAVAILABLE
-        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=code)
+    # On the API too: on-call tools and `gpurt local status` ask the API's address; the kubelet asks the probes'.
+    _add_probes(app, service)
 
     @app.get(contract.METRICS_PATH, summary="Prometheus metrics (gpu_runtime_*).")
     def metrics() -> Response:
@@ -145,6 +137,26 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
         return {"mode": service.mode.value, "in_flight": service.registry.count()}
 
     return app
+
+
+def create_probe_app(service: Service) -> FastAPI:
+    """The kubelet's probes alone, for their own listener (``GPURT_PROBE_PORT``): open, nothing else served."""
+    app = FastAPI(title="gpu-scheduler probes", version="1", openapi_url=None, docs_url=None, redoc_url=None)
+    _add_probes(app, service)
+    return app
+
+
+def _add_probes(app: FastAPI, service: Service) -> None:
+    @app.get(contract.HEALTH_PATH, summary="Liveness: the process serves requests.")
+    def healthz() -> dict[str, str]:
+        return dict(contract.HEALTH_BODY)
+
+    @app.get(contract.READY_PATH, summary="Readiness: consuming (unless drained), the backend reachable and the "
+                                          "result store working (503 while a store outage stops intake).")
+    def readyz() -> JSONResponse:
+        reasons = service.readiness()
+        code = status.HTTP_200_OK if not reasons else status.HTTP_503_SERVICE_UNAVAILABLE
+        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=code)
 
 
 def _pools(service: Service) -> Any:

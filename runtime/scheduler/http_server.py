@@ -6,6 +6,8 @@ second were 2.5 ms of CPU per second of an otherwise idle server (measured on th
 docs/scheduler.md "Per-job cost"). ``QuietServer`` wakes once per ``tick_s`` for the header, and at once
 when anything sets ``should_exit`` (uvicorn's signal handler, a second SIGINT's forced exit included).
 uvicorn's request limit, which this service does not set, is looked at on the same tick.
+With a ``ProbeListener``, the kubelet's probes are served in the same loop on their own socket, from the
+server's start until after its shutdown (the drain included: the kubelet keeps probing a terminating pod).
 Everything else is uvicorn's: the sockets, the graceful shutdown, the lifespan (which drains the service),
 the signal re-raised after shutdown.
 """
@@ -14,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import Final
 
 import uvicorn
+
+from runtime.scheduler.probe_listener import ProbeListener
 
 # uvicorn refreshes the Date header every 10 ticks of its loop (on_tick's counter); one wake-up of this
 # server stands for that many.
@@ -30,8 +35,9 @@ TICK_S: Final = 1.0
 class QuietServer(uvicorn.Server):
     """``uvicorn.Server`` whose main loop sleeps ``tick_s`` between wake-ups unless told to exit."""
 
-    def __init__(self, config: uvicorn.Config, tick_s: float = TICK_S) -> None:
+    def __init__(self, config: uvicorn.Config, tick_s: float = TICK_S, probes: ProbeListener | None = None) -> None:
         self._tick_s = tick_s
+        self._probes = probes
         self._exit_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._should_exit = False
@@ -59,3 +65,17 @@ class QuietServer(uvicorn.Server):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._exit_event.wait(), self._tick_s)
 
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, then the probes' listener (once the API serves, so is the liveness probe)."""
+        await super().startup(sockets)
+        if self.started and self._probes is not None:
+            await self._probes.start()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown (the service's drain included), then the probes' listener."""
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._probes is not None:
+                await self._probes.stop()

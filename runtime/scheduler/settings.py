@@ -80,6 +80,10 @@ class Settings(BaseModel):
                                             "read at start, it wins over the variable.")
     host: str = Field("127.0.0.1", validation_alias=ENV.HOST)
     port: int = Field(contract.SCHEDULER_PORT, validation_alias=ENV.PORT, ge=0, le=65535)
+    probe_port: int | None = Field(None, validation_alias=ENV.PROBE_PORT, ge=0, le=65535,
+                                   description="Port of the probes' own listener (/healthz, /readyz), outside the "
+                                   "API's connection cap; 0: any free one; unset: none (the probes stay on the "
+                                   "API port only).")
     pools: PoolsBackend = Field(PoolsBackend.LOCAL, validation_alias=ENV.POOLS)
     leader: LeaderMode = Field(LeaderMode.ALWAYS, validation_alias=ENV.LEADER)
     lease_file: Path | None = Field(None, validation_alias=ENV.LEASE_FILE,
@@ -191,6 +195,13 @@ class Settings(BaseModel):
         if self.pools is PoolsBackend.EXTERNAL and not self.dask_scheduler:
             raise ValueError(f"{ENV.POOLS}=external needs {ENV.DASK_SCHEDULER}, the external Dask scheduler's "
                              "address (tcp://HOST:8786)")
+        return self
+
+    @model_validator(mode="after")
+    def _probe_port_is_not_the_api_port(self) -> Settings:
+        if self.probe_port and self.probe_port == self.port:
+            raise ValueError(f"{ENV.PROBE_PORT} must differ from {ENV.PORT} ({self.port}): the probes' listener "
+                             "exists to stay out of the API's connection cap")
         return self
 
     @field_validator("log_level")

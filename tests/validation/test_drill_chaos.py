@@ -29,9 +29,10 @@ from validation.drills.faults import (
     replaced_by_a_file,
     store_fails,
 )
+from validation.drills.flood import CONNECTION_FLOOD
 from validation.drills.ledger import ResultLedger
 
-JOBS = 42  # 7 per slice: the 4 long jobs that faults catch running, and a few of each kind
+JOBS = 49  # 7 per slice: the 4 long jobs that faults catch running, and a few of each kind
 SHORT_OUTAGE_S = 20.0  # the long store outage, shortened: --store-outage keeps the default at 5 minutes
 EMULATOR_TIME_SCALE = 0.1
 STOP_GRACE_S = 3.0
@@ -191,7 +192,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.timeout(480)  # six faults, one a 20 s store outage, on a loaded machine
+@pytest.mark.timeout(480)  # seven faults, one a 20 s store outage, one a 10 s connection flood, on a loaded machine
 def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from gpurt.cli.app import app
 
@@ -208,11 +209,12 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert sum(v for k, v in figures.items() if k.startswith("results ")) == JOBS
     assert figures["lost"] == 0 and figures["duplicated (differing)"] == 0 and figures["dead-lettered"] == 0
     assert figures["results rejected"] == rejected and figures["unexpected outcome"] == 0
-    for fault in ("Dask worker killed", "scheduler replica killed", "intake drained and resumed",
+    for fault in ("Dask worker killed", "scheduler replica killed", "intake drained and resumed", CONNECTION_FLOOD,
                   STORE_FAULT, LONG_STORE_OUTAGE):
         assert f"{fault}: " in evidence and "skipped" not in evidence
         assert isinstance(figures[f"recovery_s {fault}"], float)
     assert figures[LONG_STORE_OUTAGE_FIGURE] == SHORT_OUTAGE_S
+    assert figures["connection flood: probes unanswered"] == 0
     assert "2 replica(s) stopped intake" in evidence  # both held jobs when the store went
     assert figures["broker restart: waiting requests lost"] == f"0 of {BROKER_RESTART_JOBS}"  # the durable broker
     assert "a new job finished" in evidence

@@ -8,15 +8,18 @@ earlier slices are done and jobs are running:
 1. a Dask worker process is SIGKILLed (its nanny starts another);
 2. a scheduler replica is SIGKILLed with its workers, then started again;
 3. intake is drained on every replica, then resumed;
-4. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable);
-5. the result store fails for minutes (``--store-outage``, 5 by default, at real time): replicas must stop
+4. a replica's API is flooded with silent connections past its cap for seconds (``validation/drills/flood.py``):
+   its probes, on their own listener, must all be answered, and the API must answer again afterwards;
+5. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable);
+6. the result store fails for minutes (``--store-outage``, 5 by default, at real time): replicas must stop
    intake and keep the jobs they hold, so nothing is dead-lettered.
 
 The drill's own subscription on the result topic (``ResultLedger``) counts, per job id: lost (no
 result), duplicated (more than one result message; whether they differ), unexpected outcomes, and
-dead-lettered requests; and per fault the time from the strike until the platform was whole again and
-every job it caught running had its result. It passes with 0 lost, 0 differing duplicates, no
-unexpected outcome and nothing dead-lettered.
+dead-lettered requests; what a fault itself found wrong (a probe unanswered); and per fault the time
+from the strike until the platform was whole again and every job it caught running had its result. It
+passes with 0 lost, 0 differing duplicates, no unexpected outcome, nothing dead-lettered and no problem
+found by a fault.
 
 Then it restarts the local broker: with intake drained, a few requests wait in the subscription, the
 emulator is restarted, and every one of them must still get its result (the builtin broker keeps them on
@@ -37,16 +40,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runtime.access.control_api import ApiError
 from runtime.access.transport import PubSubClients
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
-from validation.drills import faults, hostile
+from validation.drills import faults, flood, hostile
 from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
 from validation.drills.ledger import ResultLedger, Tally
 
 FAULTS: Final[tuple[Callable[[DrillContext], faults.Fault], ...]] = (
-    faults.kill_worker, faults.kill_replica, faults.drain_intake, faults.store_fails, faults.long_store_outage)
+    faults.kill_worker, faults.kill_replica, faults.drain_intake, flood.connection_flood, faults.store_fails,
+    faults.long_store_outage)
 # The first jobs of every slice sleep this long (seconds), so a fault always finds jobs running.
 LONG_JOB_S: Final = 1.0
 LONG_PER_SLICE: Final = 4  # two replicas x two local workers
@@ -110,7 +113,7 @@ def publish(clients: PubSubClients, requests: list[Planned]) -> None:
 
 
 def run(ctx: DrillContext) -> None:
-    """Mixed load under four faults, accounted per job; then the broker restart's loss, reported."""
+    """Mixed load under the faults in turn, accounted per job; then the broker restart's loss, reported."""
     state = ctx.state
     replicas = len(state.schedulers())
     if replicas < 2:
@@ -148,7 +151,7 @@ def run(ctx: DrillContext) -> None:
     _account(ctx, tally, recoveries, dead, elapsed, replicas)
     lost_in_restart = _broker_restart(ctx)
     hostile.run(ctx)
-    _judge(tally, dead, lost_in_restart)
+    _judge(tally, dead, lost_in_restart, [problem for fault in struck for problem in fault.problems])
 
 
 def _wait_for_earlier_slices(ctx: DrillContext, ledger: ResultLedger, earlier: int, published: int) -> None:
@@ -232,22 +235,18 @@ def _account(ctx: DrillContext, tally: Tally, recoveries: dict[str, float | None
 
 def _broker_restart(ctx: DrillContext) -> int:
     """Requests waiting in the subscription when the emulator restarts: how many are lost. Only the
-    builtin broker (started with ``--data-dir``) is held to 0; the official one keeps nothing."""
-    from validation.drills.faults import replica_apis
+    builtin broker (started with ``--data-dir``) is held to 0; the official one keeps nothing.
 
+    The restart is the runbook's (``gpurt local restart-broker``: ``LocalPlatform.restart_broker``), with the
+    drill's requests published while intake is drained and its ledger subscribed before intake resumes.
+    """
     job_ids = [ctx.job_id("chaos-broker", i) for i in range(BROKER_RESTART_JOBS)]
-    durable = faults.durable_broker(ctx)
+    durable = ctx.platform.broker_is_durable()
     requests = [Planned(job_id, json.dumps({"job_id": job_id, "type": "noop"}).encode(),
                         {"job_id": job_id, "type": "noop"}, JobStatus.SUCCEEDED) for job_id in job_ids]
     probe = ctx.job_id("chaos-broker", BROKER_RESTART_JOBS)
     with contextlib.ExitStack() as stack:
-        apis = replica_apis(ctx)
-        try:
-            for api in apis.values():
-                api.set_maintenance("drain")
-            # Not only idle: each consumer must have closed its stream, or the restart lands in mid-close.
-            wait_for(lambda: not faults.consuming(ctx), ctx.timeout_s, "every replica to stop consuming before "
-                     "the broker restart")
+        with ctx.platform.intake_drained(ctx.timeout_s, on_step=ctx.on_step):
             clients = ctx.platform.pubsub()
             try:
                 publish(clients, requests)
@@ -258,14 +257,6 @@ def _broker_restart(ctx: DrillContext) -> int:
             stack.callback(clients.close)
             # Subscribed before intake resumes: the results of the requests that survived come at once.
             ledger = stack.enter_context(ResultLedger(clients, [*job_ids, probe]))
-        finally:
-            for api in apis.values():
-                try:
-                    api.set_maintenance("normal")
-                except ApiError as exc:
-                    raise DrillFailed(f"could not resume intake after the broker restart: {exc}") from exc
-                finally:
-                    api.close()
         publish(clients, [Planned(probe, json.dumps({"job_id": probe, "type": "noop"}).encode(),
                                   {"job_id": probe, "type": "noop"}, JobStatus.SUCCEEDED)])
         took = wait_for(lambda: ledger.first_at(probe) is not None, ctx.timeout_s,
@@ -289,8 +280,8 @@ def _broker_restart(ctx: DrillContext) -> int:
     return lost if durable else 0
 
 
-def _judge(tally: Tally, dead: int, lost_in_restart: int = 0) -> None:
-    problems = []
+def _judge(tally: Tally, dead: int, lost_in_restart: int = 0, fault_problems: list[str] | None = None) -> None:
+    problems = list(fault_problems or [])
     if lost_in_restart:
         problems.append(f"{lost_in_restart} of {BROKER_RESTART_JOBS} request(s) lost across the broker restart")
     if tally.lost:

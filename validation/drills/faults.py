@@ -24,7 +24,6 @@ import psutil
 
 from runtime.access.control_api import ApiClient, ApiError
 from runtime.access.local_state import ProcessRecord
-from runtime.local.platform import EMULATOR
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 
 # How long intake stays drained, and the store fails in the short store fault (seconds), at real time: a
@@ -35,7 +34,6 @@ STORE_FAULT_S: Final = 3.0
 # A Dask worker process of a LocalCluster: multiprocessing's spawn entry point in the scheduler's children.
 _WORKER_MARK: Final = "spawn_main"
 STORE_FAULT: Final = "result store fails"
-DATA_DIR_FLAG: Final = "--data-dir"  # the builtin broker's durability option, as the local platform starts it
 LONG_STORE_OUTAGE: Final = "long result store outage"
 LONG_STORE_OUTAGE_FIGURE: Final = "long store outage_s"  # the drill's figure: how long it lasted
 # During the long outage, how often the drill looks at the replicas' readiness (seconds).
@@ -54,6 +52,7 @@ class Fault:
     whole_at: float = 0.0
     caught: list[str] = field(default_factory=list)  # jobs in flight (any replica) when it struck
     skipped: str | None = None  # why the fault could not be injected here
+    problems: list[str] = field(default_factory=list)  # what the fault itself found wrong; fails the drill
 
 
 def replica_apis(ctx: DrillContext, timeout_s: float = 5.0) -> dict[str, ApiClient]:
@@ -74,23 +73,13 @@ def jobs_in_flight(ctx: DrillContext) -> list[str]:
     return running
 
 
-def consuming(ctx: DrillContext) -> list[str]:
-    """Replicas whose consumer still has a stream open (a drained one closes it once its jobs are done)."""
-    open_ = []
-    for name, api in replica_apis(ctx).items():
-        with api, contextlib.suppress(ApiError):
-            if api.status().get("consuming"):
-                open_.append(name)
-    return open_
-
-
-def _strike(ctx: DrillContext, name: str) -> Fault:
+def strike(ctx: DrillContext, name: str) -> Fault:
     fault = Fault(name, caught=jobs_in_flight(ctx))
     fault.struck_at = time.monotonic()
     return fault
 
 
-def _replica(ctx: DrillContext) -> ProcessRecord:
+def target_replica(ctx: DrillContext) -> ProcessRecord:
     """The replica the faults hit: the last one, so the first (the CLI's default target) stays up."""
     state = ctx.platform.running_state()
     return state.schedulers()[-1]
@@ -121,12 +110,12 @@ def _pool_full(api: ApiClient) -> bool:
 
 def kill_worker(ctx: DrillContext) -> Fault:
     """SIGKILL one Dask worker process of the last replica; its nanny starts a new one."""
-    record = _replica(ctx)
+    record = target_replica(ctx)
     workers = _workers_of(record)
     if not workers:
         return Fault("Dask worker killed", skipped=f"no Dask worker process found under {record.name}")
     victim = workers[0]
-    fault = _strike(ctx, "Dask worker killed")
+    fault = strike(ctx, "Dask worker killed")
     os.kill(victim.pid, signal.SIGKILL)
     fault.detail = f"SIGKILL to worker pid {victim.pid} of {record.name}"
     with ApiClient(record.api_url or "", ctx.state.control_token, timeout_s=5.0) as api:
@@ -144,8 +133,8 @@ def kill_worker(ctx: DrillContext) -> Fault:
 
 def kill_replica(ctx: DrillContext) -> Fault:
     """SIGKILL the last scheduler replica (and its workers), then start it again."""
-    record = _replica(ctx)
-    fault = _strike(ctx, "scheduler replica killed")
+    record = target_replica(ctx)
+    fault = strike(ctx, "scheduler replica killed")
     pid = ctx.platform.kill_scheduler(record.name)
     restarted = ctx.platform.restart_scheduler(on_step=ctx.on_step, names=[record.name])
     fault.whole_at = time.monotonic()
@@ -159,7 +148,7 @@ def kill_replica(ctx: DrillContext) -> Fault:
 
 def drain_intake(ctx: DrillContext) -> Fault:
     """Put every replica in drain mode for ``DRAIN_HOLD_S``, then back to normal."""
-    fault = _strike(ctx, "intake drained and resumed")
+    fault = strike(ctx, "intake drained and resumed")
     apis = replica_apis(ctx)
     try:
         for api in apis.values():
@@ -257,12 +246,6 @@ def failing_store(root: Path) -> Iterator[str]:
         yield how
 
 
-def durable_broker(ctx: DrillContext) -> bool:
-    """Whether the platform's broker keeps its messages on disk (the builtin, started with ``--data-dir``)."""
-    record = ctx.state.process(EMULATOR)
-    return record is not None and DATA_DIR_FLAG in record.command
-
-
 def store_fails(ctx: DrillContext) -> Fault:
     """Make the file result store read-only (else unavailable) for ``STORE_FAULT_S``: intake stops, none nacked."""
     return _store_outage(ctx, STORE_FAULT, STORE_FAULT_S)
@@ -280,7 +263,7 @@ def _store_outage(ctx: DrillContext, name: str, hold_s: float, watch: bool = Fal
         return Fault(name, skipped=f"the result store {ctx.state.result_store} is not a local folder")
     stopped: set[str] = set()
     with failing_store(folder) as how:
-        fault = _strike(ctx, name)
+        fault = strike(ctx, name)
         until = fault.struck_at + hold_s
         while (left := until - time.monotonic()) > 0:
             # The fault's own duration; meanwhile, which replicas stopped intake for it.

@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gpurt.demo.report.plots import DPI
+from runtime.local.processes import private_file
 from runtime.local.prometheus.series import Line, Panel, RunSeries
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def has_data(line: Line) -> bool:
 
 def run_series_png(series: RunSeries, path: Path) -> Path:
     """``run_series_figure`` written to ``path``."""
-    run_series_figure(series).savefig(path)
+    run_series_figure(series).savefig(private_file(path))  # 0600 first, as every file of the report
     return path
 
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Final
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from runtime.local.processes import private_file
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -22,5 +24,5 @@ def save_png(path: Path, draw: Callable[[Axes], Any], size: tuple[float, float] 
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     draw(fig.add_subplot())
-    fig.savefig(path)
+    fig.savefig(private_file(path))  # created 0600 first: savefig keeps the mode of the file it overwrites
     return path

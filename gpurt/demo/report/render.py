@@ -14,6 +14,7 @@ from gpurt.demo.report.live_plot import run_series_png
 from gpurt.demo.report.model import ReportFiles, ReportInput
 from gpurt.demo.report.plots import save_png
 from gpurt.demo.report.summary import headline
+from runtime.local.processes import private_dir, write_private
 from runtime.protocol.messages import JobResult, JobStatus, JobType
 
 LOSS_PNG = "loss_distribution.png"
@@ -24,8 +25,12 @@ _COLUMNS = ("job", "type", "status", "attempt", "run s", "queue s", "result")
 
 
 def write_report(report: ReportInput, directory: Path) -> ReportFiles:
-    """Draw the plots and write the Markdown and HTML versions of ``report`` into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Draw the plots and write the Markdown and HTML versions of ``report`` into ``directory``.
+
+    The report holds a user's prices and risk figures: the folder (and any parent it makes) is 0700, every
+    file 0600, as all the local platform writes.
+    """
+    private_dir(directory)
     plots: dict[str, Path] = {}
     notes = list(report.notes)
     var = _var_result(report)
@@ -52,9 +57,9 @@ def write_report(report: ReportInput, directory: Path) -> ReportFiles:
     report = report.model_copy(update={"notes": notes})
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     markdown = directory / "report.md"
-    markdown.write_text(_markdown(report, plots, generated))
+    write_private(markdown, _markdown(report, plots, generated))
     page = directory / "report.html"
-    page.write_text(_html(report, plots, generated))
+    write_private(page, _html(report, plots, generated))
     return ReportFiles(directory=directory, markdown=markdown, html=page, plots=plots)
 
 

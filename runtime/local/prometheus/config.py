@@ -16,6 +16,7 @@ from typing import Final
 
 import yaml
 
+from runtime.local.processes import private_dir, write_private
 from runtime.local.prometheus.timescale import format_duration, scale_rule_groups
 from runtime.manifests import alerts
 from runtime.manifests.common import Manifest
@@ -99,7 +100,7 @@ def build_alertmanager_config(receiver_url: str) -> Manifest:
 
 
 def write_yaml(document: Manifest, path: Path) -> Path:
-    """Write ``document`` as YAML to ``path`` (parents created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return path
+    """Write ``document`` as YAML to ``path``, private to its user (0600; parents made 0700) as all the platform
+    writes: the scrape configuration names every endpoint of the platform."""
+    private_dir(path.parent)
+    return write_private(path, yaml.safe_dump(document, sort_keys=False, allow_unicode=True))

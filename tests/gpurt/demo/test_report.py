@@ -11,6 +11,7 @@ from gpurt.demo.report import ReportInput, write_report
 from gpurt.demo.run import build_report
 from gpurt.demo.workload import build_workload
 from runtime.protocol.messages import JobError, JobResult, JobStatus, JobType
+from tests.file_modes import modes_open_to_others
 from tests.gpurt.client.kernel_results import convergence, var_by_horizon
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -47,6 +48,22 @@ def test_report_draws_the_loss_and_convergence_and_references_them(risk_results:
     assert f"VaR 99.0%: {summary['var']:,.2f}; CVaR 99.0%: {summary['cvar']:,.2f}" in markdown
     last = (calls[-1].result or {})
     assert f"Option at 16,000 paths: {last['estimate']:.5f}" in markdown and "Black-Scholes" in markdown
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_the_report_is_private_to_its_user(risk_results: list[JobResult], tmp_path: Path) -> None:
+    var, *calls = risk_results
+    report = ReportInput(title="t", results=risk_results, convergence_ids=[c.job_id for c in calls], var_id=var.job_id)
+    stale = tmp_path / "mine" / "demo-1" / "report.md"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("an earlier report, left readable\n")
+
+    rewritten = write_report(report, stale.parent)
+    fresh = write_report(report, tmp_path / "reports" / "demo-2")  # "reports" made here too
+
+    assert rewritten.plots and fresh.plots  # prices, VaR and their plots: all of it
+    assert modes_open_to_others(stale.parent) == {}
+    assert modes_open_to_others(tmp_path / "reports") == {}
 
 
 def test_report_without_data_for_plots_writes_documents_only(tmp_path: Path) -> None:

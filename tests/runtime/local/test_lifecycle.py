@@ -12,6 +12,7 @@ import pytest
 from runtime.local import LocalConfig, LocalPlatform, LocalPlatformError
 from runtime.local.processes import port_in_use
 from runtime.protocol.contract import SUBSCRIPTIONS
+from tests.file_modes import modes_open_to_others
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -34,6 +35,19 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def _carrying(procs: list[psutil.Process], secret: str) -> list[str]:
+    """The processes whose environment holds ``secret`` anywhere (a variable's value or part of one)."""
+    found = []
+    for proc in procs:
+        try:
+            if any(secret in value for value in proc.environ().values()):
+                found.append(" ".join(proc.cmdline()[:4]))
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.mark.usefixtures("open_umask")
 def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     platform = LocalPlatform(tmp_path / "local", LocalConfig(workers=1, port=0, emulator_port=0))
     steps: list[str] = []
@@ -54,6 +68,10 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
 
     tree = _tree([p.pid for p in state.processes])
     assert len(tree) >= 3  # emulator, scheduler, and the scheduler's Dask worker(s)
+    # The token is in no process's environment, the scheduler's Dask scheduler and workers above all (the
+    # scheduler reads it from its 0600 file), and nothing the platform wrote is open to others.
+    assert _carrying(tree, state.control_token) == []
+    assert modes_open_to_others(tmp_path / "local") == {}
     host, port = state.api_url.removeprefix("http://").split(":")
     emulator_port = int(state.emulator_host.split(":")[1])
 

@@ -13,6 +13,7 @@ import pytest
 
 from runtime.access.local_state import LocalState, StateError, clear_state, load_state, save_state
 from runtime.local import processes
+from tests.file_modes import modes_open_to_others
 
 
 def _state(tmp_path: Path, **changes: object) -> LocalState:
@@ -63,11 +64,26 @@ def test_logs_and_what_a_started_process_writes_are_private(tmp_path: Path) -> N
                      "store/results/job.json": 0o600}
 
 
-def test_private_dir_closes_a_folder_that_existed_open(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("open_umask")
+def test_private_dir_closes_a_folder_that_existed_open_and_every_parent_it_makes(tmp_path: Path) -> None:
     folder = tmp_path / "local"
     folder.mkdir(mode=0o755)
     assert stat.S_IMODE(processes.private_dir(folder).stat().st_mode) == 0o700
-    assert stat.S_IMODE(processes.private_dir(tmp_path / "new" / "dir").stat().st_mode) == 0o700
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)  # a folder of the user's own, above the one asked for: left as it was
+    processes.private_dir(mine / "new" / "dir")
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o755
+    assert modes_open_to_others(mine / "new") == {}
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_write_private_is_private_from_the_start_and_closes_a_file_left_open(tmp_path: Path) -> None:
+    left = tmp_path / "token"
+    left.write_text("an earlier run's\n")
+    left.chmod(0o644)
+    assert processes.write_private(left, "new").read_text() == "new"
+    assert stat.S_IMODE(left.stat().st_mode) == 0o600
+    assert stat.S_IMODE(processes.private_file(tmp_path / "plot.png").stat().st_mode) == 0o600
 
 
 SLEEPER_WITH_CHILD = (

@@ -75,6 +75,10 @@ EPHEMERAL_PORT = 40123
         (DASK_WORKER, GPU_SCHEDULER, contract.SCHEDULER_PORT, False),
         (COLLECTOR, GPU_SCHEDULER, 9090, False),
         (MONITORING_POD, GPU_SCHEDULER, contract.SCHEDULER_PORT, False),
+        # The probes' port: no pod at all, its own namespace's included (only the kubelet, from the node).
+        (OTHER_RUNTIME_POD, GPU_SCHEDULER, contract.SCHEDULER_PROBE_PORT, False),
+        (COLLECTOR, GPU_SCHEDULER, contract.SCHEDULER_PROBE_PORT, False),
+        (STRANGER, GPU_SCHEDULER, contract.SCHEDULER_PROBE_PORT, False),
         # The Dask scheduler's comm port: the gpu-scheduler and the compute namespace.
         (GPU_SCHEDULER, DASK_SCHEDULER, contract.DASK_SCHEDULER_PORT, True),
         (DASK_WORKER, DASK_SCHEDULER, contract.DASK_SCHEDULER_PORT, True),

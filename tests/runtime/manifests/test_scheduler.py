@@ -58,6 +58,14 @@ def test_probes_hit_health_and_readiness_and_startup_fits_the_two_minute_budget(
     container = _container(scheduler.build_deployment(SPEC))
     assert container["livenessProbe"]["httpGet"]["path"] == contract.HEALTH_PATH
     assert container["readinessProbe"]["httpGet"]["path"] == contract.READY_PATH
+    # On the probes' own listener, outside the API's connection cap; the Service exposes only the API.
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {scheduler.PORT_NAME: contract.SCHEDULER_PORT,
+                     scheduler.PROBE_PORT_NAME: contract.SCHEDULER_PROBE_PORT}
+    for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[kind]["httpGet"]["port"] == scheduler.PROBE_PORT_NAME
+    assert _env(container)["GPURT_PROBE_PORT"] == str(contract.SCHEDULER_PROBE_PORT)
+    assert [port["port"] for port in scheduler.build_service()["spec"]["ports"]] == [contract.SCHEDULER_PORT]
     startup = container["startupProbe"]
     assert startup["httpGet"]["path"] == contract.HEALTH_PATH
     assert startup["periodSeconds"] * startup["failureThreshold"] == contract.POD_READY_TIMEOUT_S

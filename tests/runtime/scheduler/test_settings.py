@@ -38,6 +38,14 @@ def test_bad_values_name_the_variable() -> None:
     assert Settings.from_env({"GPURT_WARM_WORKERS": "false"}).warm_workers is False
 
 
+def test_the_probes_listener_is_off_unless_asked_and_never_on_the_apis_port() -> None:
+    assert Settings.from_env({}).probe_port is None  # probes on the API's port only, as before
+    assert Settings.from_env({"GPURT_PROBE_PORT": "8081"}).probe_port == 8081
+    assert Settings.from_env({"GPURT_PORT": "0", "GPURT_PROBE_PORT": "0"}).probe_port == 0  # each any free port
+    with pytest.raises(SettingsError, match="GPURT_PROBE_PORT must differ from GPURT_PORT"):
+        Settings.from_env({"GPURT_PORT": "9000", "GPURT_PROBE_PORT": "9000"})
+
+
 def test_the_token_is_not_shown_in_repr() -> None:
     assert "s3cret" not in repr(Settings.from_env({"GPURT_CONTROL_TOKEN": "s3cret"}))
 

@@ -130,14 +130,19 @@ def test_the_local_platform_sets_only_what_the_scheduler_reads(tmp_path: Path, r
                          replicas=replicas, scheduler_env={SchedulerEnv.SHARD_PATHS: "1000000"},
                          spill_after_s=2.5 if replicas == 1 else None)
     lease_file = tmp_path / "lease.json" if replicas > 1 else None
+    token_file = tmp_path / "control-token"
+    token_file.write_text("local-token", encoding="utf-8")
     shared = scheduler_env(config, emulator_host="127.0.0.1:8085", result_store=(tmp_path / "results").as_uri(),
-                           token="local-token", lease_file=lease_file, emulator_admin_url="http://127.0.0.1:8090",
+                           token_file=token_file, lease_file=lease_file, emulator_admin_url="http://127.0.0.1:8090",
                            vertex_url="http://127.0.0.1:8095")
     assert (SchedulerEnv.VERTEX_SPILL_AFTER_S in shared) is (replicas == 1)
     for index in range(replicas):
         env = replica_env(shared, config.host, f"scheduler-{index + 1}", 8080 + index, 9000 + index,
-                          elected=lease_file is not None)
+                          probe_port=9100 + index, elected=lease_file is not None)
         assert problems(env) == []
+        # The token reaches a replica as a file: its environment, which its Dask processes inherit, has none.
+        assert SchedulerEnv.CONTROL_TOKEN not in env and "local-token" not in env.values()
+        assert Settings.from_env(env).control_token == "local-token"
 
 
 def test_a_misspelt_or_malformed_setting_is_caught(token_file: Path) -> None:

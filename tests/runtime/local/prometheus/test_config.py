@@ -11,6 +11,7 @@ import pytest
 from runtime.local.prometheus import config, stack
 from runtime.manifests import alerts
 from runtime.protocol import contract
+from tests.file_modes import modes_open_to_others
 
 TARGETS = config.ScrapeTargets(schedulers=("127.0.0.1:8080", "127.0.0.1:8081"), dask=("127.0.0.1:8787",),
                                emulator=("127.0.0.1:9999",))
@@ -38,6 +39,15 @@ def test_alertmanager_routes_each_severity_to_its_receiver() -> None:
     urls = {r["name"]: r["webhook_configs"][0]["url"] for r in doc["receivers"]}
     assert urls == {p.severity: f"http://127.0.0.1:7777/alerts/{p.severity}" for p in alerts.Priority}
     assert all(r["webhook_configs"][0]["send_resolved"] for r in doc["receivers"])
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_the_configuration_is_private_to_its_user(tmp_path: Path) -> None:
+    monitoring = tmp_path / "local" / "monitoring"
+    config.write_yaml(config.build_prometheus_config(TARGETS, "127.0.0.1:9093"), monitoring / config.PROMETHEUS_FILE)
+    (monitoring / config.RULES_FILE).write_text("left readable by an earlier run\n")
+    config.write_yaml(config.build_rules(0.05), monitoring / config.RULES_FILE)
+    assert modes_open_to_others(tmp_path / "local") == {}
 
 
 @pytest.mark.timeout(60)
