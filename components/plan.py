@@ -183,6 +183,16 @@ class RealisticMocks(pulumi.runtime.Mocks):
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId") or self.project
             return {"projectId": project, "number": self.project_number, "name": project, "id": f"projects/{project}"}
+        if args.token == "gcp:serviceaccount/getAccount:getAccount":
+            # The bootstrap's accounts, read by the main program: what the provider answers for one that exists.
+            project = args.args.get("project") or self.project
+            _, state = _service_account(self, "", project, {"accountId": args.args["accountId"]})
+            return {**dict(args.args), **state}
+        if args.token == "gcp:artifactregistry/getRepository:getRepository":
+            project = args.args.get("project") or self.project
+            return {**dict(args.args), "project": project,
+                    "name": f"projects/{project}/locations/{args.args['location']}/repositories/"
+                            f"{args.args['repositoryId']}"}
         return dict(args.args)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
@@ -249,6 +259,18 @@ def _repository(m: RealisticMocks, name: str, project: str, state: dict) -> tupl
     return path, {"name": repo_id, "project": project}
 
 
+def _workload_identity_pool(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    # Pools are named by project number: projects/<number>/locations/global/workloadIdentityPools/<id>.
+    path = f"projects/{m.project_number}/locations/global/workloadIdentityPools/{state['workloadIdentityPoolId']}"
+    return path, {"name": path}
+
+
+def _workload_identity_provider(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    path = (f"projects/{m.project_number}/locations/global/workloadIdentityPools/{state['workloadIdentityPoolId']}"
+            f"/providers/{state['workloadIdentityPoolProviderId']}")
+    return path, {"name": path}
+
+
 def _global(kind: str) -> Any:
     def build(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
         path = f"projects/{project}/global/{kind}/{name}"
@@ -272,6 +294,8 @@ _OUTPUTS: Final = {
     "gcp:container/nodePool:NodePool": _node_pool,
     "gcp:storage/bucket:Bucket": _bucket,
     "gcp:artifactregistry/repository:Repository": _repository,
+    "gcp:iam/workloadIdentityPool:WorkloadIdentityPool": _workload_identity_pool,
+    "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider": _workload_identity_provider,
     "gcp:compute/network:Network": _global("networks"),
     "gcp:compute/subnetwork:Subnetwork": _regional("subnetworks"),
     "gcp:compute/router:Router": _regional("routers"),
