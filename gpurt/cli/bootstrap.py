@@ -63,11 +63,14 @@ def bootstrap(
     for step in report.steps:
         mark = "[yellow]changed[/]" if step.changed else "[green]ok[/]"
         console.print(f"{mark:>20}  {step.name}: {step.detail}")
-    suffix = stack.upper()
-    console.print("\nRepository variables for the workflows (GitHub: Settings -> Secrets and variables -> Actions):")
-    for name, key in (
-        ("GCP_WORKLOAD_IDENTITY_PROVIDER", "workload_identity_provider"),
-        ("GCP_DEPLOY_SERVICE_ACCOUNT", "deploy_service_account"),
-        ("GCP_PREVIEW_SERVICE_ACCOUNT", "preview_service_account"),
-    ):
-        console.print(f"  gh variable set {name}_{suffix} --body '{report.outputs.get(key, '?')}'")
+    # The deploy job runs in the GitHub environment named after the stack and reads its variables there; the
+    # preview job serves both stacks from one environment, so its variables carry the stack's name.
+    provider, deploy, preview = (
+        report.outputs.get(key, "?")
+        for key in ("workload_identity_provider", "deploy_service_account", "preview_service_account")
+    )
+    console.print("\nVariables for the workflows (docs/infrastructure.md, step 4):")
+    console.print(f"  gh variable set GCP_WORKLOAD_IDENTITY_PROVIDER --env {stack} --body '{provider}'")
+    console.print(f"  gh variable set GCP_DEPLOY_SERVICE_ACCOUNT --env {stack} --body '{deploy}'")
+    console.print(f"  gh variable set GCP_WORKLOAD_IDENTITY_PROVIDER_{stack.upper()} --body '{provider}'")
+    console.print(f"  gh variable set GCP_PREVIEW_SERVICE_ACCOUNT_{stack.upper()} --body '{preview}'")
