@@ -168,6 +168,7 @@ def deploy_needs(main: Sequence[Resource]) -> tuple[list[Need], list[str]]:
         else:
             unknown.append(f"no permission list for {resource_type} in components/ci_proof.py (MANAGE)")
     needs += _reads_and_connects(d, main)
+    needs.append(Need(d, "serviceusage.services.list", Target.PROJECT, "", "lists the APIs (gpurt bootstrap --check)"))
     needs += [
         Need(d, p, Target.REGISTRY, "", "pushes the images (deploy workflow)")
         for p in ("artifactregistry.repositories.uploadArtifacts", "artifactregistry.repositories.downloadArtifacts")

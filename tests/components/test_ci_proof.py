@@ -10,6 +10,7 @@ import pytest
 from components.ci_access import PREVIEW_ROLE
 from components.ci_proof import prove_ci
 from components.iam_proof import Proof
+from components.plan import CI_PROOF_RULE
 from components.rendered import Resource
 from tests.components.infra import bootstrap_recording, stack_config, stack_plan
 
@@ -44,6 +45,12 @@ def test_both_ci_accounts_hold_exactly_what_their_commands_need(stack: str) -> N
     assert "gpu-runtime-preview: container.clusters.connect" in proven
     assert "preview: list secrets for the Helm release" in proven
     assert "preview: patch deployments for the dry-run apply of Deployment gpu-runtime/gpu-scheduler" in proven
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_gpurt_plan_carries_the_ci_proof_as_a_rule(stack: str) -> None:
+    [verdict] = [p for p in stack_plan(stack).policy if p.rule == CI_PROOF_RULE]
+    assert verdict.passed
 
 
 @pytest.mark.parametrize("role", ["roles/container.admin", "roles/pubsub.admin", "roles/aiplatform.viewer"])

@@ -176,7 +176,9 @@ class PulumiCloudPolicies:
 
     def create_group(self, org: str, name: str) -> None:
         """A preventative group for stacks: its mandatory policies stop a preview or update."""
-        self._call("POST", f"/api/orgs/{org}/policygroups", {"name": name, "entityType": "stacks"})
+        self._call(
+            "POST", f"/api/orgs/{org}/policygroups", {"name": name, "entityType": "stacks", "mode": "preventative"}
+        )
 
     def add_stack(self, org: str, group: str, project: str, stack: str) -> None:
         """Add ``project/stack`` to the group."""
