@@ -54,6 +54,10 @@ PREVIEW_ENVIRONMENT: Final = "preview"
 ACT_AS_ROLE: Final = "roles/iam.serviceAccountUser"
 REGISTRY_WRITER_ROLE: Final = "roles/artifactregistry.writer"
 REGISTRY_READER_ROLE: Final = "roles/artifactregistry.reader"
+# Untagged images pile up with every deploy: delete them after 30 days (seconds), but always keep the most
+# recent versions, which rollback may need.
+UNTAGGED_IMAGE_TTL_S: Final = 30 * 24 * 3600
+KEEP_RECENT_IMAGES: Final = 20
 
 # Project roles of the deploy account, each for the resources of the main program it manages (the proof in
 # components/ci_proof.py ties every role to a resource type of the rendered stack, and fails on a spare one).
@@ -142,12 +146,6 @@ def image_repository(
         ],
         opts=opts,
     )
-
-
-# Untagged images pile up with every deploy: delete them after 30 days (seconds), but always keep the most
-# recent versions, which rollback may need.
-UNTAGGED_IMAGE_TTL_S: Final = 30 * 24 * 3600
-KEEP_RECENT_IMAGES: Final = 20
 
 
 @dataclass(frozen=True)
