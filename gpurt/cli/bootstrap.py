@@ -59,7 +59,9 @@ def bootstrap(
         raise typer.BadParameter("both --github-repository and --pulumi-org are needed (or --check)")
     target = Target(stack, root, github_repository, pulumi_org)
     with tempfile.TemporaryDirectory(prefix="gpurt-policy-") as scratch:
-        report = run_steps(target, GcloudSetup(), PulumiCliStacks(), PulumiCloudPolicies(), Path(scratch) / "pack")
+        report = run_steps(
+            target, GcloudSetup(), PulumiCliStacks(org=pulumi_org), PulumiCloudPolicies(), Path(scratch) / "pack"
+        )
     for step in report.steps:
         mark = "[yellow]changed[/]" if step.changed else "[green]ok[/]"
         console.print(f"{mark:>20}  {step.name}: {step.detail}")

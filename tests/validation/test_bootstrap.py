@@ -222,6 +222,9 @@ def test_the_pulumi_adapter_never_puts_or_reads_a_secret_on_the_command_line(tmp
     args, cwd, stdin = run.calls[0]
     assert "s3cret" not in args and stdin == "s3cret" and "--secret" in args and cwd == tmp_path
     assert all("--show-secrets" not in call[0] for call in run.calls)
+    # A new stack is made in the organization whose policy group enforces the pack.
+    PulumiCliStacks(run, org="impulse").create(tmp_path, "production")
+    assert run.calls[-1][0][:5] == ["pulumi", "stack", "select", "--create", "impulse/production"]
 
 
 @dataclass

@@ -73,10 +73,15 @@ class GcloudSetup:
 
 
 class PulumiCliStacks:
-    """``Stacks`` over the Pulumi CLI, in the program's folder."""
+    """``Stacks`` over the Pulumi CLI, in the program's folder.
 
-    def __init__(self, run: Runner = run_command) -> None:
+    ``org``: the Pulumi Cloud organization new stacks are created in (the one whose policy group enforces the
+    pack); without it, the CLI's default organization.
+    """
+
+    def __init__(self, run: Runner = run_command, org: str = "") -> None:
         self._run = run
+        self._org = org
 
     def exists(self, work_dir: Path, stack: str) -> bool:
         """Whether ``stack`` is among the project's stacks."""
@@ -85,7 +90,8 @@ class PulumiCliStacks:
 
     def create(self, work_dir: Path, stack: str) -> None:
         """Create and select ``stack``."""
-        self._run(["pulumi", "stack", "select", "--create", stack, "--non-interactive"], work_dir, None)
+        name = f"{self._org}/{stack}" if self._org else stack
+        self._run(["pulumi", "stack", "select", "--create", name, "--non-interactive"], work_dir, None)
 
     def config_keys(self, work_dir: Path, stack: str) -> dict[str, str | None]:
         """The config of ``stack``; secrets are listed without their values (no --show-secrets)."""
