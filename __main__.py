@@ -7,6 +7,8 @@ provider. Everything else is in the components.
 
 import pulumi
 
+from components.bootstrap import PREVIEW_ACCOUNT_ID, account_email
+from components.ci_access import PreviewAccess, PreviewAccessArgs
 from components.config import load_control_token, load_stack_config
 from components.dask import DaskCluster, DaskClusterArgs, worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
@@ -87,6 +89,12 @@ scheduler = SchedulerWorkload(
     opts=in_cluster,
 )
 monitoring = Monitoring("monitoring", MonitoringArgs(), opts=in_cluster)
+# What the pull-request preview (the bootstrap's preview account) may dry-run in the cluster; the namespaces
+# its Roles live in come from the workloads above.
+preview_access = PreviewAccess(
+    "preview-access", PreviewAccessArgs(preview_account=account_email(PREVIEW_ACCOUNT_ID, config.project)),
+    opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[dask, scheduler]),
+)
 
 pulumi.export("cluster_name", gke.cluster.name)
 pulumi.export("kubeconfig", gke.kubeconfig)

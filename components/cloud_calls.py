@@ -53,6 +53,7 @@ class Target(StrEnum):
     TOPIC = "topic"
     SUBSCRIPTION = "subscription"
     SERVICE_ACCOUNT = "service-account"
+    REGISTRY = "registry"
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ the NetworkPolicies of the workloads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.bootstrap import NODE_ACCOUNT_ID
 from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
 from components.policy import rules
 from runtime.manifests import gpu_options
@@ -256,15 +258,13 @@ class GkeCluster(pulumi.ComponentResource):
         )
         return network, subnet, nat
 
-    def _node_service_account(self, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
+    def _node_service_account(self, opts: pulumi.ResourceOptions) -> pulumi.Output[Any]:
+        """The nodes' account, made by the bootstrap (which gives the deploy identity actAs on it alone); its
+        roles are granted here, with the rest of the cluster."""
         cfg, name = self._cfg, self._name
-        account = gcp.serviceaccount.Account(
-            f"{name}-nodes",
-            account_id="gpu-runtime-nodes",
-            display_name="GKE nodes of the GPU runtime (logs, metrics, image pulls)",
-            project=cfg.project,
-            opts=opts,
-        )
+        account = gcp.serviceaccount.get_account_output(
+            account_id=NODE_ACCOUNT_ID, project=cfg.project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=opts.depends_on))
         member = account.email.apply(lambda email: f"serviceAccount:{email}")
         for role in NODE_ROLES:
             gcp.projects.IAMMember(

@@ -22,9 +22,22 @@ SOURCES: Final = {
     "logging": f"{REFERENCE}/logging",
     "artifactregistry": f"{REFERENCE}/artifactregistry",
     "iam": f"{REFERENCE}/iam",
+    "serviceusage": f"{REFERENCE}/serviceusage",
+    "compute": f"{REFERENCE}/compute",
+    "container": f"{REFERENCE}/container",
+    "resourcemanager": f"{REFERENCE}/resourcemanager",
+    "cloudquotas": f"{REFERENCE}/cloudquotas",
 }
 
 _PROJECT_READ: Final = ("resourcemanager.projects.get", "resourcemanager.projects.list")
+
+# The permissions of the Kubernetes objects a stack declares, as GKE's IAM names them (container.<plural>.<verb>):
+# roles/container.admin holds ``container.*``; the table lists the families the deploy proof asks about.
+_K8S_PLURALS: Final = (
+    "namespaces", "serviceAccounts", "configMaps", "services", "secrets", "deployments", "daemonSets",
+    "podDisruptionBudgets", "networkPolicies", "roles", "roleBindings", "clusterRoles", "clusterRoleBindings",
+    "customResourceDefinitions", "thirdPartyObjects",
+)
 
 ROLE_PERMISSIONS: Final[dict[str, frozenset[str]]] = {
     "roles/pubsub.publisher": frozenset({"pubsub.topics.publish"}),
@@ -74,6 +87,72 @@ ROLE_PERMISSIONS: Final[dict[str, frozenset[str]]] = {
     }),
     "roles/iam.serviceAccountUser": frozenset({
         "iam.serviceAccounts.actAs", "iam.serviceAccounts.get", "iam.serviceAccounts.list", *_PROJECT_READ,
+    }),
+    # --- the CI identities' roles (components/ci_proof.py); excerpts in the families their calls use. ---
+    # Excerpt: enabling the stack's APIs and asking for a service agent.
+    "roles/serviceusage.serviceUsageAdmin": frozenset({
+        "serviceusage.services.disable", "serviceusage.services.enable", "serviceusage.services.get",
+        "serviceusage.services.list", "serviceusage.services.use",
+    }),
+    # Excerpt: topics, subscriptions and their IAM policies.
+    "roles/pubsub.admin": frozenset({
+        *(f"pubsub.topics.{verb}" for verb in ("attachSubscription", "create", "delete", "get", "getIamPolicy", "list",
+                                               "publish", "setIamPolicy", "update")),
+        *(f"pubsub.subscriptions.{verb}" for verb in ("consume", "create", "delete", "get", "getIamPolicy", "list",
+                                                      "setIamPolicy", "update")),
+    }),
+    # Excerpt: buckets, their IAM policies, and objects.
+    "roles/storage.admin": frozenset({
+        *(f"storage.buckets.{verb}" for verb in ("create", "delete", "get", "getIamPolicy", "list", "setIamPolicy",
+                                                 "update")),
+        *(f"storage.objects.{verb}" for verb in ("create", "delete", "get", "list", "update")),
+    }),
+    # Excerpt: networks, subnetworks, routers (a NAT is part of its router) and regions.
+    "roles/compute.networkAdmin": frozenset({
+        *(f"compute.{kind}.{verb}" for kind in ("networks", "subnetworks", "routers")
+          for verb in ("create", "delete", "get", "list", "update")),
+        "compute.networks.updatePolicy", "compute.subnetworks.use", "compute.regions.get", "compute.regions.list",
+    }),
+    # Excerpt of ``container.*``: clusters, node pools, the control plane's DNS endpoint, Kubernetes objects.
+    "roles/container.admin": frozenset({
+        *(f"container.clusters.{verb}" for verb in ("connect", "create", "delete", "get", "list", "update")),
+        "container.operations.get",
+        *(f"container.{plural}.{verb}" for plural in _K8S_PLURALS
+          for verb in ("create", "delete", "get", "list", "update")),
+        "container.roles.escalate", "container.roles.bind", "container.clusterRoles.escalate",
+        "container.clusterRoles.bind", "container.pods.list", "container.pods.portForward",
+        "container.replicaSets.list", "container.leases.get",
+    }),
+    # Reads the cluster and connects to its endpoints; no Kubernetes object (RBAC decides inside).
+    "roles/container.clusterViewer": frozenset({
+        "container.clusters.connect", "container.clusters.get", "container.clusters.list",
+    }),
+    # Excerpt: service accounts and their IAM policies.
+    "roles/iam.serviceAccountAdmin": frozenset({
+        *(f"iam.serviceAccounts.{verb}" for verb in ("create", "delete", "get", "getIamPolicy", "list",
+                                                     "setIamPolicy", "update")),
+        *_PROJECT_READ,
+    }),
+    "roles/iam.serviceAccountViewer": frozenset({
+        "iam.serviceAccountKeys.get", "iam.serviceAccountKeys.list", "iam.serviceAccounts.get",
+        "iam.serviceAccounts.getIamPolicy", "iam.serviceAccounts.list", *_PROJECT_READ,
+    }),
+    "roles/resourcemanager.projectIamAdmin": frozenset({
+        "iam.policybindings.get", "iam.policybindings.list", "resourcemanager.projects.get",
+        "resourcemanager.projects.getIamPolicy", "resourcemanager.projects.setIamPolicy",
+    }),
+    # Excerpt: custom jobs (gpurt validate lists them).
+    "roles/aiplatform.viewer": frozenset({*_PROJECT_READ, "aiplatform.customJobs.get", "aiplatform.customJobs.list"}),
+    "roles/cloudquotas.viewer": frozenset({
+        "cloudquotas.quotas.get", "cloudquotas.quotas.list", *_PROJECT_READ,
+    }),
+    # The reader's permissions, and pushing images.
+    "roles/artifactregistry.writer": frozenset({
+        "artifactregistry.dockerimages.get", "artifactregistry.dockerimages.list",
+        "artifactregistry.repositories.downloadArtifacts", "artifactregistry.repositories.get",
+        "artifactregistry.repositories.list", "artifactregistry.tags.get", "artifactregistry.tags.list",
+        "artifactregistry.versions.get", "artifactregistry.versions.list",
+        "artifactregistry.repositories.uploadArtifacts", "artifactregistry.tags.create", "artifactregistry.tags.update",
     }),
     "roles/iam.workloadIdentityUser": frozenset({
         "iam.serviceAccounts.get", "iam.serviceAccounts.getAccessToken", "iam.serviceAccounts.getOpenIdToken",

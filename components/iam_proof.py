@@ -36,7 +36,8 @@ ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 GSA_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
 # The scopes the IAM component binds on below the project: a project grant serving only these is too wide.
-_NARROWER: Final = frozenset({Target.RESULT_BUCKET, Target.SERVICE_ACCOUNT, Target.TOPIC, Target.SUBSCRIPTION})
+_NARROWER: Final = frozenset({Target.RESULT_BUCKET, Target.SERVICE_ACCOUNT, Target.TOPIC, Target.SUBSCRIPTION,
+                              Target.REGISTRY})
 _PUBLISH: Final = "pubsub.topics.publish"
 # The Pub/Sub service agent of any project number (contract.PUBSUB_SERVICE_AGENT).
 _SERVICE_AGENT_SUFFIX: Final = "@gcp-sa-pubsub.iam.gserviceaccount.com"
@@ -47,10 +48,11 @@ _MEMBER_TYPES: Final = {
     "gcp:pubsub/topicIAMMember:TopicIAMMember": Target.TOPIC,
     "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember": Target.SUBSCRIPTION,
     "gcp:serviceaccount/iAMMember:IAMMember": Target.SERVICE_ACCOUNT,
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": Target.REGISTRY,
 }
 _TARGET_FIELDS: Final = {
     Target.RESULT_BUCKET: "bucket", Target.TOPIC: "topic", Target.SUBSCRIPTION: "subscription",
-    Target.SERVICE_ACCOUNT: "serviceAccountId",
+    Target.SERVICE_ACCOUNT: "serviceAccountId", Target.REGISTRY: "repository",
 }
 
 

@@ -44,6 +44,14 @@ IAM_PROOF_DESCRIPTION: Final = (
     "every cloud call of the code (components/cloud_calls.py) is granted to the identity making it, "
     "and every grant to the platform's accounts is needed by one"
 )
+CI_PROOF_RULE: Final = "ci-least-privilege"
+CI_PROOF_DESCRIPTION: Final = (
+    "the bootstrap's deploy and preview accounts hold what pulumi up / preview of this stack need, and nothing "
+    "more (components/ci_proof.py)"
+)
+BOOTSTRAP_PROGRAM: Final = "bootstrap/__main__.py"
+# The bootstrap stack's one setting the plan cannot know; any OWNER/NAME renders the same grants.
+_PLAN_GITHUB_REPOSITORY: Final = "owner/repository"
 
 
 class PlanError(Exception):
@@ -183,6 +191,16 @@ class RealisticMocks(pulumi.runtime.Mocks):
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId") or self.project
             return {"projectId": project, "number": self.project_number, "name": project, "id": f"projects/{project}"}
+        if args.token == "gcp:serviceaccount/getAccount:getAccount":
+            # The bootstrap's accounts, read by the main program: what the provider answers for one that exists.
+            project = args.args.get("project") or self.project
+            _, state = _service_account(self, "", project, {"accountId": args.args["accountId"]})
+            return {**dict(args.args), **state}
+        if args.token == "gcp:artifactregistry/getRepository:getRepository":
+            project = args.args.get("project") or self.project
+            return {**dict(args.args), "project": project,
+                    "name": f"projects/{project}/locations/{args.args['location']}/repositories/"
+                            f"{args.args['repositoryId']}"}
         return dict(args.args)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
@@ -249,6 +267,18 @@ def _repository(m: RealisticMocks, name: str, project: str, state: dict) -> tupl
     return path, {"name": repo_id, "project": project}
 
 
+def _workload_identity_pool(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    # Pools are named by project number: projects/<number>/locations/global/workloadIdentityPools/<id>.
+    path = f"projects/{m.project_number}/locations/global/workloadIdentityPools/{state['workloadIdentityPoolId']}"
+    return path, {"name": path}
+
+
+def _workload_identity_provider(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
+    path = (f"projects/{m.project_number}/locations/global/workloadIdentityPools/{state['workloadIdentityPoolId']}"
+            f"/providers/{state['workloadIdentityPoolProviderId']}")
+    return path, {"name": path}
+
+
 def _global(kind: str) -> Any:
     def build(m: RealisticMocks, name: str, project: str, state: dict) -> tuple[str, dict]:
         path = f"projects/{project}/global/{kind}/{name}"
@@ -272,6 +302,8 @@ _OUTPUTS: Final = {
     "gcp:container/nodePool:NodePool": _node_pool,
     "gcp:storage/bucket:Bucket": _bucket,
     "gcp:artifactregistry/repository:Repository": _repository,
+    "gcp:iam/workloadIdentityPool:WorkloadIdentityPool": _workload_identity_pool,
+    "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider": _workload_identity_provider,
     "gcp:compute/network:Network": _global("networks"),
     "gcp:compute/subnetwork:Subnetwork": _regional("subnetworks"),
     "gcp:compute/router:Router": _regional("routers"),
@@ -414,6 +446,8 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
 
     # Components too: a stack rule reads the GKE component's input (the acknowledged pool replacements).
     policy = judge(recording.resources, stack_settings.config.get("gcp:project", ""))
+    if (root / BOOTSTRAP_PROGRAM).is_file():  # a revision from before the bootstrap has none to prove
+        policy = (*policy, _ci_proof(root, stack, stack_settings, recording.resources))
     cost, cost_note = plan_cost(recording.resources, stack_settings.config.get("gcp:region", ""))
     quotas = gpu_quota_needs(recording.resources, stack_settings.config.get("gcp:region", ""))
     return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders,
@@ -441,7 +475,13 @@ def judge_plan_json(plan: Mapping[str, Any]) -> tuple[RuleResult, ...]:
     except (KeyError, TypeError) as exc:
         raise PlanError(f"not a plan written by gpurt plan --json: no {exc} in its resources") from None
     accounts = [r.get("project") for r in resources if r.type == SERVICE_ACCOUNT]
-    return judge(resources, str(accounts[0]) if accounts else "")
+    verdicts = judge(resources, str(accounts[0]) if accounts else "")
+    stack = str(plan.get("stack") or "")
+    if (REPO_ROOT / BOOTSTRAP_PROGRAM).is_file() and (REPO_ROOT / f"Pulumi.{stack}.yaml").is_file():
+        # This checkout's bootstrap grants against the plan's needs: a pull request cannot widen the grants, and
+        # a resource it adds that the deploy account could not manage fails here.
+        verdicts = (*verdicts, _ci_proof(REPO_ROOT, stack, load_stack_settings(stack, REPO_ROOT), resources))
+    return verdicts
 
 
 def plan_cost(resources: Iterable[Resource], region: str) -> tuple[CostEstimate | None, str]:
@@ -451,6 +491,23 @@ def plan_cost(resources: Iterable[Resource], region: str) -> tuple[CostEstimate 
         return estimate(resources, load_price_table(region)), ""
     except CostError as exc:
         return None, str(exc)
+
+
+def _ci_proof(root: Path, stack: str, settings: StackSettings, main: Sequence[Resource]) -> RuleResult:
+    """The CI proof as one more verdict: the bootstrap program of ``stack`` recorded too, its grants proven."""
+    from components.ci_proof import prove_ci
+
+    project = settings.config.get("gcp:project", "")
+    try:
+        bootstrap = record(
+            lambda: runpy.run_path(str(root / BOOTSTRAP_PROGRAM), run_name="__main__"), project=project,
+            region=settings.config.get("gcp:region", ""), stack=stack, project_name="gpu-runtime-bootstrap",
+            config={"gpu-runtime-bootstrap:githubRepository": _PLAN_GITHUB_REPOSITORY})
+    except Exception as exc:
+        raise PlanError(f"the bootstrap program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
+    proof = prove_ci(main, bootstrap.resources, project)
+    return RuleResult(CI_PROOF_RULE, CI_PROOF_DESCRIPTION, tuple(
+        rules.Violation(CI_PROOF_RULE, "bootstrap", message) for message in proof.missing + proof.unused + proof.wider))
 
 
 def _iam_proof(resources: Sequence[Resource], project: str) -> RuleResult:

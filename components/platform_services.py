@@ -1,4 +1,4 @@
-"""Project services and storage: enabled APIs, the image registry, result and Vertex AI staging buckets.
+"""Project services and storage: enabled APIs, the image registry (read), result and Vertex AI staging buckets.
 
 Also carries the Vertex AI custom-job settings of the stack (display-name prefix, machine, accelerator,
 staging bucket) as outputs: Vertex custom jobs are created per job by the scheduler, not declared here,
@@ -35,10 +35,6 @@ REQUIRED_APIS = (
 NONCURRENT_VERSION_DAYS = 14
 # Vertex AI writes job packages and checkpoints to staging; nothing there matters after a week (days).
 STAGING_RETENTION_DAYS = 7
-# Untagged images pile up with every deploy: delete them after 30 days (seconds), but always keep the most
-# recent versions, which rollback may need.
-UNTAGGED_IMAGE_TTL_S = 30 * 24 * 3600
-KEEP_RECENT_IMAGES = 20
 
 
 @dataclass
@@ -68,7 +64,7 @@ class PlatformServicesArgs:
 
 
 class PlatformServices(pulumi.ComponentResource):
-    """APIs, Artifact Registry, result bucket, Vertex AI staging bucket and custom-job settings."""
+    """APIs, the bootstrap's registry (read), result bucket, Vertex AI staging bucket and custom-job settings."""
 
     apis: list[gcp.projects.Service]
 
@@ -95,35 +91,11 @@ class PlatformServices(pulumi.ComponentResource):
             f"{name}-pubsub-agent", project=args.project, service="pubsub.googleapis.com", opts=after_apis
         )
 
-        self.registry = gcp.artifactregistry.Repository(
-            f"{name}-registry",
-            project=args.project,
-            location=args.region,
-            repository_id=args.repository,
-            format="DOCKER",
-            description="gpu-scheduler and Dask GPU worker images",
-            labels=args.labels,
-            # A pushed tag can never be moved to other bytes: with the digests in the stack config, nodes pull
-            # exactly the image that was built and tested
-            # (https://cloud.google.com/artifact-registry/docs/container-concepts, "tags can be immutable").
-            docker_config=gcp.artifactregistry.RepositoryDockerConfigArgs(immutable_tags=True),
-            cleanup_policies=[
-                gcp.artifactregistry.RepositoryCleanupPolicyArgs(
-                    id="delete-untagged",
-                    action="DELETE",
-                    condition=gcp.artifactregistry.RepositoryCleanupPolicyConditionArgs(
-                        tag_state="UNTAGGED", older_than=f"{UNTAGGED_IMAGE_TTL_S}s"
-                    ),
-                ),
-                gcp.artifactregistry.RepositoryCleanupPolicyArgs(
-                    id="keep-recent",
-                    action="KEEP",
-                    most_recent_versions=gcp.artifactregistry.RepositoryCleanupPolicyMostRecentVersionsArgs(
-                        keep_count=KEEP_RECENT_IMAGES
-                    ),
-                ),
-            ],
-            opts=after_apis,
+        # The bootstrap creates the repository (the deploy pushes images before `pulumi up`); this program only
+        # reads it, so a missing bootstrap fails here with the repository's name, and nothing is created twice.
+        self.registry = gcp.artifactregistry.get_repository_output(
+            project=args.project, location=args.region, repository_id=args.repository,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self.apis),
         )
         self.registry_url = pulumi.Output.concat(
             args.region, "-docker.pkg.dev/", self.registry.project, "/", self.registry.repository_id

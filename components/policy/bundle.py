@@ -12,6 +12,7 @@ checked cannot weaken the rules it is checked against.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from importlib.metadata import version
 from pathlib import Path
@@ -69,5 +70,24 @@ def write_bundle(out: Path, root: Path = REPO_ROOT, virtualenv: str = DEFAULT_VI
     (out / "requirements.txt").write_text(f"pulumi-policy=={version('pulumi-policy')}\n", encoding="utf-8")
     project = yaml.safe_load((root / TEMPLATE).read_text())
     project["runtime"] = {"name": "python", "options": {"virtualenv": virtualenv}}
+    project["version"] = f"{project['version']}-g{_digest(out)}"
     (out / "PulumiPolicy.yaml").write_text(yaml.safe_dump(project, sort_keys=False), encoding="utf-8")
     return out
+
+
+def _digest(bundle: Path) -> str:
+    """12 hex digits of the SHA-256 of the pack's code and pins: equal bundles, equal versions."""
+    digest = hashlib.sha256()
+    for path in (*PACK_MODULES, "__main__.py", "requirements.txt"):
+        digest.update(path.encode() + b"\0" + (bundle / path).read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def bundle_version(bundle: Path) -> str:
+    """The version a bundle publishes as: the template's, with the digest of its code (``0.1.0-g1a2b3c4d5e6f``).
+
+    Pulumi Cloud refuses a second publish of one version, and the server-side gate must run exactly the rules
+    of the checkout that enabled it: a version per content gives both, and an unchanged pack is never
+    published twice.
+    """
+    return str(yaml.safe_load((bundle / "PulumiPolicy.yaml").read_text())["version"])

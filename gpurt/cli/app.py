@@ -18,6 +18,7 @@ import typer  # noqa: E402
 
 from gpurt.cli import (  # noqa: E402
     alerts,
+    bootstrap,
     demo,
     dlq,
     drills,
@@ -40,7 +41,9 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-# Platform engineers: the Pulumi program, its policy, checks after a deploy, and the way back.
+# Platform engineers: an empty project made ready, the Pulumi program, its policy, checks after a deploy, and
+# the way back.
+app.command("bootstrap")(bootstrap.bootstrap)
 app.command("plan")(plan.plan)
 app.add_typer(plan.policy_app, name="policy")
 app.add_typer(images.images_app, name="images")

@@ -72,3 +72,17 @@ def stack_plan(stack: str) -> Plan:
         plan = run_plan(stack)
         stored.write_bytes(pickle.dumps(plan))
         return plan
+
+
+GITHUB_REPOSITORY = "impulse-risk/gpu-runtime"
+
+
+@cache
+def bootstrap_recording(stack: str) -> Recording:
+    """The bootstrap program (``bootstrap/__main__.py``) of a committed stack, run as the CLI would, under mocks."""
+    import runpy
+
+    config = stack_config(stack)
+    return record(lambda: runpy.run_path(str(REPO_ROOT / "bootstrap" / "__main__.py"), run_name="__main__"),
+                  project=config.project, region=config.region, stack=stack, project_name="gpu-runtime-bootstrap",
+                  config={"gpu-runtime-bootstrap:githubRepository": GITHUB_REPOSITORY})

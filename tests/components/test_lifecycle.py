@@ -27,7 +27,9 @@ def test_production_protects_exactly_its_state() -> None:
                  if r.type == "gcp:container/nodePool:NodePool" and "guestAccelerators" in r.props["nodeConfig"]}
     # State by type, and the GPU pools (components/gke.py), whose replacement must be acknowledged.
     assert protected == {(r.type, r.name) for r in resources if r.type in STATEFUL_TYPES} | gpu_pools
-    assert {t for t, _ in protected} == STATEFUL_TYPES | {"gcp:container/nodePool:NodePool"}
+    # The registry is the bootstrap's (protected there: tests/components/test_bootstrap.py).
+    assert {t for t, _ in protected} == (STATEFUL_TYPES - {"gcp:artifactregistry/repository:Repository"}) | {
+        "gcp:container/nodePool:NodePool"}
 
 
 def test_the_plan_shows_the_options() -> None:

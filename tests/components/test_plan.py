@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 EXPECTED_TYPES = {
     "gcp:pubsub/topic:Topic", "gcp:pubsub/subscription:Subscription", "gcp:serviceaccount/account:Account",
     "gcp:projects/iAMMember:IAMMember", "gcp:serviceaccount/iAMMember:IAMMember", "gcp:container/cluster:Cluster",
-    "gcp:container/nodePool:NodePool", "gcp:storage/bucket:Bucket", "gcp:artifactregistry/repository:Repository",
+    "gcp:container/nodePool:NodePool", "gcp:storage/bucket:Bucket",
     "gcp:projects/service:Service", "gcp:compute/routerNat:RouterNat", "pulumi:providers:kubernetes",
 }
 EXPORTS = {

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.policy import rules
-from components.policy.bundle import PACK_MODULES, BundleError, write_bundle
+from components.policy.bundle import PACK_MODULES, BundleError, bundle_version, write_bundle
 
 # Runs the bundle's entry point as Pulumi would (its directory first on sys.path), with PolicyPack recording
 # what it is given instead of serving the engine.
@@ -68,3 +68,18 @@ def test_a_bundle_replaces_an_older_bundle_but_never_another_directory(tmp_path:
     assert not (tmp_path / "pack" / "stale.py").exists()
     with pytest.raises(BundleError, match="is not a policy pack bundle"):
         write_bundle(tmp_path / "docs")
+
+
+def test_the_version_follows_the_packs_code_not_where_it_runs(tmp_path: Path) -> None:
+    publishable = bundle_version(write_bundle(tmp_path / "publish"))
+    assert publishable == bundle_version(write_bundle(tmp_path / "run", virtualenv=sys.prefix))
+    template = yaml.safe_load((Path(__file__).resolve().parents[2] / "components/policy/PulumiPolicy.yaml").read_text())
+    assert publishable.startswith(f"{template['version']}-g")
+
+    root = tmp_path / "checkout"  # the same checkout with one rule changed publishes as a new version
+    for module in (*PACK_MODULES, "components/policy/PulumiPolicy.yaml"):
+        (root / module).parent.mkdir(parents=True, exist_ok=True)
+        (root / module).write_bytes((Path(__file__).resolve().parents[2] / module).read_bytes())
+    with (root / "components/policy/rules.py").open("a") as rules_file:
+        rules_file.write("\n# changed\n")
+    assert bundle_version(write_bundle(tmp_path / "changed", root=root)) != publishable

@@ -94,7 +94,7 @@ def test_pull_request_runs_tests_plan_and_a_preview_judged_by_the_base_branch() 
     assert preview["steps"][_index(preview, _checkout("base"))]["with"]["ref"] == BASE_REF
     bundle = preview["steps"][_index(preview, _runs("gpurt policy bundle"))]
     assert bundle["run"].startswith('base/.venv/bin/gpurt policy bundle --out "$RUNNER_TEMP/policy-pack"')
-    [pulumi] = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@")]
+    pulumi = preview["steps"][_index(preview, _previews)]
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["policyPacks"] == "${{ runner.temp }}/policy-pack" and pulumi["with"]["work-dir"] == "pr"
 
@@ -125,18 +125,24 @@ def test_the_offline_plans_are_judged_by_the_base_branchs_rules(job_name: str) -
         assert "|| [" not in job["steps"][judge]["run"] and "set +e" not in job["steps"][judge]["run"]
 
 
-def test_secrets_reach_only_the_approved_preview_step_after_the_base_pack_is_bundled() -> None:
+def _previews(step: dict) -> bool:
+    return str(step.get("uses", "")).startswith("pulumi/actions@") and step.get("with", {}).get("command") == "preview"
+
+
+def test_secrets_reach_only_the_approved_preview_steps_after_the_base_pack_is_bundled() -> None:
     text = (WORKFLOWS / "pull-request.yml").read_text()
     jobs = _load("pull-request.yml")["jobs"]
     users = [(name, i) for name, job in jobs.items() for i, step in enumerate(job["steps"])
              if "secrets." in yaml.safe_dump(step)]
     preview = jobs["preview"]
-    pulumi = _index(preview, lambda s: str(s.get("uses", "")).startswith("pulumi/actions@"))
-    assert users == [("preview", pulumi)]
+    ready, pulumi = _index(preview, lambda s: s.get("id") == "ready"), _index(preview, _previews)
+    assert users == [("preview", ready), ("preview", pulumi)]
     assert "secrets." not in yaml.safe_dump({k: v for k, v in preview.items() if k != "steps"})
-    assert _index(preview, _runs("gpurt policy bundle")) < _index(preview, _checkout("pr")) < pulumi
+    assert _index(preview, _runs("gpurt policy bundle")) < _index(preview, _checkout("pr")) < ready < pulumi
+    # The stack check runs the Pulumi CLI on the project file only, never the pull request's code.
+    assert "pr/.venv" not in preview["steps"][ready]["run"] and "uv run" not in preview["steps"][ready]["run"]
     assert preview["environment"] == "preview"  # its required reviewers approve running the PR with credentials
-    assert text.count("secrets.PULUMI_ACCESS_TOKEN") == 1
+    assert text.count("secrets.PULUMI_ACCESS_TOKEN") == 2
 
 
 def test_deploy_is_manual_approved_by_digest_validated_and_rolls_back() -> None:
@@ -194,3 +200,32 @@ def test_pull_request_comments_the_offline_plan_diff_without_running_its_code_wi
     assert "<!-- gpurt-plan-diff -->" in run["run"] and "<!-- gpurt-plan-diff -->" in post["run"]
     assert "--method PATCH" in post["run"] and "--method POST" in post["run"]
     assert "github.event.pull_request.head.repo.full_name == github.repository" in comment["if"]
+
+
+def test_a_stack_not_bootstrapped_is_reported_and_skipped_never_created_by_a_preview() -> None:
+    preview = _load("pull-request.yml")["jobs"]["preview"]
+    ready = preview["steps"][_index(preview, lambda s: s.get("id") == "ready")]
+    assert "pulumi stack ls" in ready["run"] and "--create" not in ready["run"] and "init" not in ready["run"]
+    assert "GITHUB_STEP_SUMMARY" in ready["run"] and "gpurt bootstrap --stack" in ready["run"]
+    # Everything that needs the stack or the cloud waits for the answer.
+    gated = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("google-github-actions/") or _previews(s)]
+    assert len(gated) == 3 and all(s["if"] == "steps.ready.outputs.ready == 'true'" for s in gated)
+    # Each stack's project has its own federation: provider and preview account come per stack.
+    legs = {leg["stack"]: leg for leg in preview["strategy"]["matrix"]["include"]}
+    assert set(legs) == {"staging", "production"}
+    for stack, leg in legs.items():
+        assert leg["provider"] == f"${{{{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER_{stack.upper()} }}}}"
+        assert leg["account"] == f"${{{{ vars.GCP_PREVIEW_SERVICE_ACCOUNT_{stack.upper()} }}}}"
+
+
+def test_deploy_checks_the_bootstrap_before_pushing_and_selects_the_stack_with_create() -> None:
+    deploy = _load("deploy.yml")["jobs"]["deploy"]
+    select = _index(deploy, _runs("pulumi stack select"))
+    check = _index(deploy, _runs("gpurt bootstrap --check --stack"))
+    push = _index(deploy, _runs("docker push"))
+    up = _index(deploy, _runs("pulumi up --yes"))
+    auth = _index(deploy, lambda s: str(s.get("uses", "")).startswith("google-github-actions/auth@"))
+    cli = _index(deploy, lambda s: str(s.get("uses", "")).startswith("pulumi/actions@"))
+    assert auth < cli < select < check < push < up
+    assert 'pulumi stack select --create "$STACK"' in deploy["steps"][select]["run"]
+    assert deploy["steps"][select]["id"] == "before"  # the rollback's --since still reads this step

@@ -1,0 +1,103 @@
+"""CI's deploy and preview accounts: every need of `pulumi up` / `pulumi preview` granted, nothing more."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from components.ci_access import PREVIEW_ROLE
+from components.ci_proof import prove_ci
+from components.iam_proof import Proof
+from components.plan import CI_PROOF_RULE
+from components.rendered import Resource
+from tests.components.infra import bootstrap_recording, stack_config, stack_plan
+
+pytestmark = pytest.mark.slow  # runs both programs of both stacks
+STACKS = ("staging", "production")
+PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+REGISTRY_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
+
+
+def _prove(stack: str, main: list[Resource] | None = None, bootstrap: list[Resource] | None = None) -> Proof:
+    return prove_ci(
+        main if main is not None else list(stack_plan(stack).resources),
+        bootstrap if bootstrap is not None else list(bootstrap_recording(stack).resources),
+        stack_config(stack).project,
+    )
+
+
+def _without(resources: list[Resource], pick: Callable[[Resource], bool]) -> list[Resource]:
+    kept = [r for r in resources if not pick(r)]
+    assert len(kept) < len(resources), "the test removed nothing"
+    return kept
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_both_ci_accounts_hold_exactly_what_their_commands_need(stack: str) -> None:
+    proof = _prove(stack)
+    assert proof.ok, proof.missing + proof.unused + proof.wider
+    proven = "\n".join(proof.proven)
+    assert "gpu-runtime-deploy: iam.serviceAccounts.actAs on service-account gpu-runtime-nodes" in proven
+    assert "gpu-runtime-deploy: container.customResourceDefinitions.create" in proven
+    assert "gpu-runtime-deploy: container.clusterRoles.escalate" in proven
+    assert "gpu-runtime-preview: container.clusters.connect" in proven
+    assert "preview: list secrets for the Helm release" in proven
+    assert "preview: patch deployments for the dry-run apply of Deployment gpu-runtime/gpu-scheduler" in proven
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_gpurt_plan_carries_the_ci_proof_as_a_rule(stack: str) -> None:
+    [verdict] = [p for p in stack_plan(stack).policy if p.rule == CI_PROOF_RULE]
+    assert verdict.passed
+
+
+@pytest.mark.parametrize("role", ["roles/container.admin", "roles/pubsub.admin", "roles/aiplatform.viewer"])
+def test_a_deploy_role_taken_away_fails_the_proof(role: str) -> None:
+    bootstrap = _without(
+        list(bootstrap_recording("staging").resources), lambda r: r.type == PROJECT_MEMBER and r.props["role"] == role
+    )
+    assert any(m.startswith("gpu-runtime-deploy lacks") for m in _prove("staging", bootstrap=bootstrap).missing)
+
+
+def test_actas_on_the_nodes_account_is_needed() -> None:
+    bootstrap = _without(
+        list(bootstrap_recording("staging").resources), lambda r: r.props.get("role") == "roles/iam.serviceAccountUser"
+    )
+    assert any(
+        "iam.serviceAccounts.actAs on service-account gpu-runtime-nodes" in m
+        for m in _prove("staging", bootstrap=bootstrap).missing
+    )
+
+
+def test_a_spare_or_wider_grant_fails_the_proof() -> None:
+    resources = list(bootstrap_recording("staging").resources)
+    member = next(r for r in resources if r.type == PROJECT_MEMBER and "gpu-runtime-preview" in r.props["member"])
+    spare = dataclasses.replace(member, name="spare", props={**member.props, "role": "roles/pubsub.admin"})
+    writer = next(r for r in resources if r.type == REGISTRY_MEMBER and "deploy" in r.props["member"])
+    project_wide = dataclasses.replace(writer, type=PROJECT_MEMBER, name="wide")
+    proof = _prove("staging", bootstrap=[*resources, spare, project_wide])
+    assert any(m.startswith("gpu-runtime-preview holds roles/pubsub.admin") for m in proof.unused)
+    assert any("roles/artifactregistry.writer on the whole project" in m for m in proof.wider)
+
+
+def test_the_preview_cannot_read_helm_state_without_its_role() -> None:
+    helm_state = f"{PREVIEW_ROLE}-helm-releases"
+    main = _without(
+        list(stack_plan("staging").resources),
+        lambda r: r.type.endswith(":Role") and r.props["metadata"]["name"] == helm_state,
+    )
+    assert any("may not list secrets" in m for m in _prove("staging", main=main).missing)
+
+
+def test_the_preview_may_not_dry_run_what_it_was_not_given() -> None:
+    main = list(stack_plan("staging").resources)
+    cluster_role = next(r for r in main if r.type.endswith(":ClusterRole"))
+    read_only = dataclasses.replace(
+        cluster_role,
+        props={**cluster_role.props, "rules": [{**rule, "verbs": ["get"]} for rule in cluster_role.props["rules"]]},
+    )
+    proof = _prove("staging", main=[read_only if r is cluster_role else r for r in main])
+    assert any("may not patch deployments" in m for m in proof.missing)
+    assert any("may not create namespaces" in m for m in proof.missing)

@@ -1,0 +1,271 @@
+"""`gpurt bootstrap`'s steps at their seams: in order, each changing only what is missing, twice a no-op."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.policy.pack import PACK_NAME
+from validation.bootstrap import (
+    CONTROL_TOKEN_KEY,
+    GITHUB_REPOSITORY_KEY,
+    MAIN_PROJECT,
+    POLICY_GROUP,
+    PolicyGroup,
+    Target,
+    bootstrap,
+    check,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = yaml.safe_load((ROOT / "Pulumi.staging.yaml").read_text())["config"]["gcp:project"]
+
+
+@dataclass
+class World:
+    """What the fakes hold: the cloud, the Pulumi backend and Pulumi Cloud, and every change made to them."""
+
+    services: set[str] = field(default_factory=set)
+    repositories: set[str] = field(default_factory=set)
+    stacks: dict[tuple[str, str], dict[str, str | None]] = field(default_factory=dict)
+    deployed: set[tuple[str, str]] = field(default_factory=set)
+    published: set[str] = field(default_factory=set)
+    groups: dict[str, PolicyGroup] = field(default_factory=dict)
+    changes: list[str] = field(default_factory=list)
+
+
+class FakeCloud:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    def enabled_services(self, project: str) -> set[str]:
+        return set(self.w.services)
+
+    def enable_services(self, project: str, services: Sequence[str]) -> None:
+        self.w.changes.append(f"enable {' '.join(services)}")
+        self.w.services |= set(services)
+
+    def repository_exists(self, project: str, region: str, repository: str) -> bool:
+        return repository in self.w.repositories
+
+
+class FakeStacks:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    def exists(self, work_dir: Path, stack: str) -> bool:
+        return (work_dir.name, stack) in self.w.stacks
+
+    def create(self, work_dir: Path, stack: str) -> None:
+        self.w.changes.append(f"create {work_dir.name}/{stack}")
+        self.w.stacks[(work_dir.name, stack)] = {}
+
+    def config_keys(self, work_dir: Path, stack: str) -> dict[str, str | None]:
+        return dict(self.w.stacks[(work_dir.name, stack)])
+
+    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool) -> None:
+        self.w.changes.append(f"config {work_dir.name}/{stack} {key}{' (secret)' if secret else ''}")
+        self.w.stacks[(work_dir.name, stack)][key] = None if secret else value
+
+    def up(self, work_dir: Path, stack: str) -> int:
+        assert {"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"} <= self.w.services
+        assert GITHUB_REPOSITORY_KEY in self.w.stacks[(work_dir.name, stack)]
+        if (work_dir.name, stack) in self.w.deployed:
+            return 0  # Pulumi's own idempotence: nothing differs from the state
+        self.w.changes.append(f"up {work_dir.name}/{stack}")
+        self.w.deployed.add((work_dir.name, stack))
+        self.w.repositories.add("gpu-runtime")
+        return 31
+
+    def outputs(self, work_dir: Path, stack: str) -> dict[str, str]:
+        return {"deploy_service_account": f"gpu-runtime-deploy@{PROJECT}.iam.gserviceaccount.com"}
+
+
+class FakePolicies:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    def published(self, org: str, pack: str) -> set[str]:
+        return set(self.w.published)
+
+    def publish(self, org: str, bundle: Path) -> None:
+        assert (bundle / "PulumiPolicy.yaml").is_file()
+        version = yaml.safe_load((bundle / "PulumiPolicy.yaml").read_text())["version"]
+        self.w.changes.append(f"publish {version}")
+        self.w.published.add(version)
+
+    def group(self, org: str, name: str) -> PolicyGroup | None:
+        return self.w.groups.get(name)
+
+    def create_group(self, org: str, name: str) -> None:
+        self.w.changes.append(f"group {name}")
+        self.w.groups[name] = PolicyGroup()
+
+    def add_stack(self, org: str, group: str, project: str, stack: str) -> None:
+        self.w.changes.append(f"add {project}/{stack}")
+        g = self.w.groups[group]
+        self.w.groups[group] = PolicyGroup(g.stacks | {(project, stack)}, g.packs)
+
+    def enable(self, org: str, group: str, pack: str, version: str) -> None:
+        assert version in self.w.published
+        self.w.changes.append(f"enable {pack} {version}")
+        g = self.w.groups[group]
+        self.w.groups[group] = PolicyGroup(g.stacks, g.packs | {(pack, version)})
+
+
+def _run(world: World, tmp_path: Path, tokens: list[str]) -> list[str]:
+    before = len(world.changes)
+    target = Target("staging", ROOT, "impulse-risk/gpu-runtime", "impulse")
+    report = bootstrap(
+        target,
+        FakeCloud(world),
+        FakeStacks(world),
+        FakePolicies(world),
+        tmp_path / "pack",
+        new_token=lambda: tokens.pop(),
+    )
+    assert report.changed == (len(world.changes) > before)
+    return world.changes[before:]
+
+
+def test_an_empty_project_is_bootstrapped_in_order(tmp_path: Path) -> None:
+    world = World()
+    changes = _run(world, tmp_path, ["first-token"])
+    version = next(c for c in changes if c.startswith("publish ")).split()[1]
+    assert changes == [
+        "enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com",
+        "create bootstrap/staging",
+        f"config bootstrap/staging {GITHUB_REPOSITORY_KEY}",
+        "up bootstrap/staging",
+        f"create {ROOT.name}/staging",
+        f"config {ROOT.name}/staging {CONTROL_TOKEN_KEY} (secret)",
+        f"publish {version}",
+        f"group {POLICY_GROUP}",
+        f"add {MAIN_PROJECT}/staging",
+        f"enable {PACK_NAME} {version}",
+    ]
+    assert version.startswith("0.1.0-g")  # one version per pack content
+
+
+def test_a_second_run_changes_nothing_and_keeps_the_token(tmp_path: Path) -> None:
+    world = World()
+    _run(world, tmp_path, ["first-token"])
+    tokens = ["would-rotate"]
+
+    assert _run(world, tmp_path, tokens) == []
+    assert tokens == ["would-rotate"]  # a deployed token is never replaced
+
+
+def test_a_changed_pack_is_published_and_enforced_again(tmp_path: Path) -> None:
+    world = World()
+    _run(world, tmp_path, ["t"])
+    world.published = {"0.1.0-gold"}
+    world.groups[POLICY_GROUP] = PolicyGroup(world.groups[POLICY_GROUP].stacks, frozenset({(PACK_NAME, "0.1.0-gold")}))
+
+    changes = _run(world, tmp_path, [])
+    assert [c.split()[0] for c in changes] == ["publish", "enable"]
+
+
+def test_the_deploy_check_names_every_missing_prerequisite_and_then_passes(tmp_path: Path) -> None:
+    world = World()
+    problems = check("staging", ROOT, FakeCloud(world), FakeStacks(world))
+    assert problems == [
+        f"API serviceusage.googleapis.com is not enabled in {PROJECT}",
+        f"API cloudresourcemanager.googleapis.com is not enabled in {PROJECT}",
+        "Artifact Registry repository gpu-runtime does not exist in us-central1",
+        "stack staging does not exist",
+    ]
+    _run(world, tmp_path, ["t"])
+    assert check("staging", ROOT, FakeCloud(world), FakeStacks(world)) == []
+    assert world.changes == _run(World(), tmp_path, ["t"])  # the check itself changed nothing
+
+
+def test_a_bootstrap_stack_must_be_named_after_a_main_stack(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"Pulumi\.qa\.yaml"):
+        check("qa", ROOT, FakeCloud(World()), FakeStacks(World()))
+
+
+# --- the adapters over recorded answers of the CLIs and Pulumi Cloud ---------------------------------------
+
+
+class Recorded:
+    """A command runner answering from a table, recording each command with its working folder and stdin."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[list[str], Path | None, str | None]] = []
+
+    def __call__(self, args: Sequence[str], cwd: Path | None, stdin: str | None) -> str:
+        self.calls.append((list(args), cwd, stdin))
+        return next((out for prefix, out in self.answers.items() if " ".join(args).startswith(prefix)), "")
+
+
+def test_the_pulumi_adapter_never_puts_or_reads_a_secret_on_the_command_line(tmp_path: Path) -> None:
+    from validation.adapters.bootstrap import PulumiCliStacks
+
+    run = Recorded(
+        {
+            "pulumi config --json": '{"gpu-runtime:controlToken": {"secret": true}, "gcp:project": '
+            '{"value": "p", "secret": false}}',
+            "pulumi stack ls": '[{"name": "impulse/staging"}]',
+        }
+    )
+    stacks = PulumiCliStacks(run)
+    stacks.set_config(tmp_path, "staging", CONTROL_TOKEN_KEY, "s3cret", secret=True)
+
+    assert stacks.config_keys(tmp_path, "staging") == {CONTROL_TOKEN_KEY: None, "gcp:project": "p"}
+    assert stacks.exists(tmp_path, "staging") and not stacks.exists(tmp_path, "production")
+    args, cwd, stdin = run.calls[0]
+    assert "s3cret" not in args and stdin == "s3cret" and "--secret" in args and cwd == tmp_path
+    assert all("--show-secrets" not in call[0] for call in run.calls)
+    # A new stack is made in the organization whose policy group enforces the pack.
+    PulumiCliStacks(run, org="impulse").create(tmp_path, "production")
+    assert run.calls[-1][0][:5] == ["pulumi", "stack", "select", "--create", "impulse/production"]
+
+
+@dataclass
+class Response:
+    status_code: int
+    body: dict | None = None
+
+    @property
+    def content(self) -> bytes:
+        return b"{}" if self.body is not None else b""
+
+    def json(self) -> dict:
+        return self.body or {}
+
+    def raise_for_status(self) -> None:
+        assert self.status_code < 400
+
+
+def test_the_pulumi_cloud_adapter_reads_and_changes_policy_groups_through_the_rest_api() -> None:
+    from validation.adapters.bootstrap import PulumiCloudPolicies
+
+    requests: list[tuple[str, str, dict | None]] = []
+    group = {
+        "stacks": [{"name": "staging", "routingProject": "gpu-runtime"}],
+        "appliedPolicyPacks": [{"name": PACK_NAME, "version": 3, "versionTag": "0.1.0-gabc"}],
+    }
+
+    def request(method: str, url: str, json: dict | None = None, **_: object) -> Response:
+        requests.append((method, url, json))
+        if url.endswith("/policygroups/missing"):
+            return Response(404)
+        return Response(200, group if method == "GET" else {})
+
+    cloud = PulumiCloudPolicies(Recorded({}), request=request, token="t")
+    assert cloud.group("impulse", "missing") is None
+    assert cloud.group("impulse", POLICY_GROUP) == PolicyGroup(
+        frozenset({("gpu-runtime", "staging")}), frozenset({(PACK_NAME, "0.1.0-gabc")})
+    )
+    cloud.add_stack("impulse", POLICY_GROUP, "gpu-runtime", "production")
+    assert requests[-1] == (
+        "PATCH",
+        f"https://api.pulumi.com/api/orgs/impulse/policygroups/{POLICY_GROUP}",
+        {"addStack": {"name": "production", "routingProject": "gpu-runtime"}},
+    )

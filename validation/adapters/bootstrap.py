@@ -1,0 +1,197 @@
+"""The bootstrap's seams over their real services: gcloud, the Pulumi CLI, and Pulumi Cloud's REST API.
+
+Each adapter runs one command or request per seam method and parses its answer, nothing more; the steps and
+their idempotence live in ``validation.bootstrap``. Commands go through an injectable runner so the parsing
+can be exercised without the tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from validation.bootstrap import PolicyGroup
+
+Runner = Callable[[Sequence[str], Path | None, str | None], str]
+PULUMI_API: Final = "https://api.pulumi.com"
+# Pulumi Cloud's REST API version header (its reference shows every request with it).
+_ACCEPT: Final = "application/vnd.pulumi+8"
+_TIMEOUT_S: Final = 60.0
+
+
+def run_command(args: Sequence[str], cwd: Path | None = None, stdin: str | None = None) -> str:
+    """Run a command, return its stdout; a failure raises with the command's own message."""
+    done = subprocess.run(list(args), cwd=cwd, input=stdin, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:3])} failed: {(done.stderr or done.stdout).strip()[-800:]}")
+    return done.stdout
+
+
+class GcloudSetup:
+    """``CloudSetup`` over the gcloud CLI (the caller's own credentials)."""
+
+    def __init__(self, run: Runner = run_command) -> None:
+        self._run = run
+
+    def enabled_services(self, project: str) -> set[str]:
+        """The APIs enabled in ``project``."""
+        out = self._run(
+            ["gcloud", "services", "list", "--enabled", "--project", project, "--format=value(config.name)"], None, None
+        )
+        return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def enable_services(self, project: str, services: Sequence[str]) -> None:
+        """Enable ``services`` (gcloud calls Service Usage on its own quota project, so this works first)."""
+        self._run(["gcloud", "services", "enable", *services, "--project", project], None, None)
+
+    def repository_exists(self, project: str, region: str, repository: str) -> bool:
+        """Whether the repository exists (describe fails when it does not)."""
+        try:
+            self._run(
+                [
+                    "gcloud",
+                    "artifacts",
+                    "repositories",
+                    "describe",
+                    repository,
+                    "--location",
+                    region,
+                    "--project",
+                    project,
+                    "--format=value(name)",
+                ],
+                None,
+                None,
+            )
+        except RuntimeError:
+            return False
+        return True
+
+
+class PulumiCliStacks:
+    """``Stacks`` over the Pulumi CLI, in the program's folder.
+
+    ``org``: the Pulumi Cloud organization new stacks are created in (the one whose policy group enforces the
+    pack); without it, the CLI's default organization.
+    """
+
+    def __init__(self, run: Runner = run_command, org: str = "") -> None:
+        self._run = run
+        self._org = org
+
+    def exists(self, work_dir: Path, stack: str) -> bool:
+        """Whether ``stack`` is among the project's stacks."""
+        listed = json.loads(self._run(["pulumi", "stack", "ls", "--json"], work_dir, None) or "[]")
+        return any(str(entry.get("name", "")).rsplit("/", 1)[-1] == stack for entry in listed)
+
+    def create(self, work_dir: Path, stack: str) -> None:
+        """Create and select ``stack``."""
+        name = f"{self._org}/{stack}" if self._org else stack
+        self._run(["pulumi", "stack", "select", "--create", name, "--non-interactive"], work_dir, None)
+
+    def config_keys(self, work_dir: Path, stack: str) -> dict[str, str | None]:
+        """The config of ``stack``; secrets are listed without their values (no --show-secrets)."""
+        config = json.loads(self._run(["pulumi", "config", "--json", "--stack", stack], work_dir, None) or "{}")
+        return {key: None if entry.get("secret") else str(entry.get("value")) for key, entry in config.items()}
+
+    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool) -> None:
+        """Set ``key``; the value goes through stdin, so a secret never shows in a process list."""
+        self._run(
+            ["pulumi", "config", "set", *(["--secret"] if secret else []), key, "--stack", stack, "--non-interactive"],
+            work_dir,
+            value,
+        )
+
+    def up(self, work_dir: Path, stack: str) -> int:
+        """Deploy; the number of resources changed, from the update's summary."""
+        self._run(["pulumi", "up", "--yes", "--stack", stack, "--non-interactive"], work_dir, None)
+        history = json.loads(
+            self._run(["pulumi", "stack", "history", "--json", "--page-size", "1", "--stack", stack], work_dir, None)
+            or "[]"
+        )
+        changes = (history[0].get("resourceChanges") or {}) if history else {}
+        return sum(int(count) for op, count in changes.items() if op != "same")
+
+    def outputs(self, work_dir: Path, stack: str) -> dict[str, str]:
+        """The stack's outputs (the bootstrap's are all plain names)."""
+        return {
+            key: str(value)
+            for key, value in json.loads(
+                self._run(["pulumi", "stack", "output", "--json", "--stack", stack], work_dir, None) or "{}"
+            ).items()
+        }
+
+
+class PulumiCloudPolicies:
+    """``PolicyService``: packs through the Pulumi CLI, policy groups through Pulumi Cloud's REST API."""
+
+    def __init__(
+        self,
+        run: Runner = run_command,
+        request: Callable[..., Any] | None = None,
+        token: str | None = None,
+        api: str = PULUMI_API,
+    ) -> None:
+        import httpx
+
+        self._run = run
+        self._request = request or httpx.request
+        self._token = token or os.environ.get("PULUMI_ACCESS_TOKEN", "")
+        self._api = api
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = self._request(
+            method,
+            f"{self._api}{path}",
+            json=body,
+            timeout=_TIMEOUT_S,
+            headers={"Accept": _ACCEPT, "Authorization": f"token {self._token}"},
+        )
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.json() if response.content else {}
+
+    def published(self, org: str, pack: str) -> set[str]:
+        """Version tags of ``pack`` in ``org``."""
+        listed = self._call("GET", f"/api/orgs/{org}/policypacks") or {}
+        return {
+            str(tag)
+            for entry in listed.get("policyPacks") or []
+            if entry.get("name") == pack
+            for tag in entry.get("versionTags") or []
+        }
+
+    def publish(self, org: str, bundle: Path) -> None:
+        """``pulumi policy publish ORG`` in the pack's folder."""
+        self._run(["pulumi", "policy", "publish", org], bundle, None)
+
+    def group(self, org: str, name: str) -> PolicyGroup | None:
+        """The group's stacks and enforced packs."""
+        found = self._call("GET", f"/api/orgs/{org}/policygroups/{name}")
+        if found is None:
+            return None
+        return PolicyGroup(
+            stacks=frozenset((s["routingProject"], s["name"]) for s in found.get("stacks") or []),
+            packs=frozenset((p["name"], str(p.get("versionTag", ""))) for p in found.get("appliedPolicyPacks") or []),
+        )
+
+    def create_group(self, org: str, name: str) -> None:
+        """A preventative group for stacks: its mandatory policies stop a preview or update."""
+        self._call(
+            "POST", f"/api/orgs/{org}/policygroups", {"name": name, "entityType": "stacks", "mode": "preventative"}
+        )
+
+    def add_stack(self, org: str, group: str, project: str, stack: str) -> None:
+        """Add ``project/stack`` to the group."""
+        self._call(
+            "PATCH", f"/api/orgs/{org}/policygroups/{group}", {"addStack": {"name": stack, "routingProject": project}}
+        )
+
+    def enable(self, org: str, group: str, pack: str, version: str) -> None:
+        """``pulumi policy enable ORG/PACK VERSION --policy-group GROUP``."""
+        self._run(["pulumi", "policy", "enable", f"{org}/{pack}", version, "--policy-group", group], None, None)

@@ -1,0 +1,253 @@
+"""``gpurt bootstrap``: the ordered, idempotent steps from an empty project to a stack ready for its first deploy.
+
+1. Enable Service Usage and Cloud Resource Manager with gcloud (the bootstrap program's provider enables APIs
+   through the first and changes IAM through the second, so it cannot enable them itself).
+2. ``pulumi up`` the bootstrap program (``bootstrap/``) for the stack: APIs, the image repository, the nodes'
+   account, the deploy and preview accounts with their roles, CI's Workload Identity Federation.
+3. Create the main stack (``pulumi stack select --create``) and give it a control token as a Pulumi secret,
+   only if it has none (a second run must not rotate a deployed token).
+4. The policy gate the pull request cannot forge: publish this checkout's policy pack to Pulumi Cloud, make a
+   policy group holding the stack, and enable the pack there, so Pulumi Cloud runs it on every preview and
+   update of the stack whatever the program or the command line says.
+
+Every step first reads what exists and changes only what is missing, so a second run changes nothing. The
+cloud and Pulumi are reached only through the three seams below (``validation/adapters/bootstrap.py`` holds the
+real ones); the tests run the steps against recording fakes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from components.bootstrap import main_stack_target
+from components.policy.bundle import bundle_version, write_bundle
+from components.policy.pack import PACK_NAME
+
+# Enabled by gcloud before the bootstrap program runs (see step 1).
+FIRST_APIS: Final = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
+BOOTSTRAP_DIR: Final = "bootstrap"
+MAIN_PROJECT: Final = "gpu-runtime"
+CONTROL_TOKEN_KEY: Final = "gpu-runtime:controlToken"
+GITHUB_REPOSITORY_KEY: Final = "gpu-runtime-bootstrap:githubRepository"
+POLICY_GROUP: Final = "gpu-runtime"
+# 32 random bytes, hex: what `openssl rand -hex 32` gives, as the docs suggest for a hand-set token.
+TOKEN_BYTES: Final = 32
+
+
+class CloudSetup(Protocol):
+    """What the bootstrap asks of Google Cloud directly (gcloud)."""
+
+    def enabled_services(self, project: str) -> set[str]:
+        """The APIs enabled in ``project``."""
+        ...
+
+    def enable_services(self, project: str, services: Sequence[str]) -> None:
+        """Enable ``services`` in ``project``."""
+        ...
+
+    def repository_exists(self, project: str, region: str, repository: str) -> bool:
+        """Whether the Artifact Registry repository exists."""
+        ...
+
+
+class Stacks(Protocol):
+    """The Pulumi stacks of the programs in this checkout (the Pulumi CLI)."""
+
+    def exists(self, work_dir: Path, stack: str) -> bool:
+        """Whether ``stack`` of the program in ``work_dir`` exists in the backend."""
+        ...
+
+    def create(self, work_dir: Path, stack: str) -> None:
+        """``pulumi stack select --create``."""
+        ...
+
+    def config_keys(self, work_dir: Path, stack: str) -> dict[str, str | None]:
+        """The stack's config: key -> value, secrets as None (never read back)."""
+        ...
+
+    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool) -> None:
+        """``pulumi config set [--secret]`` (a secret never on the command line)."""
+        ...
+
+    def up(self, work_dir: Path, stack: str) -> int:
+        """``pulumi up --yes``; returns how many resources it created, updated, replaced or deleted."""
+        ...
+
+    def outputs(self, work_dir: Path, stack: str) -> dict[str, str]:
+        """The stack's outputs."""
+        ...
+
+
+@dataclass(frozen=True)
+class PolicyGroup:
+    """A Pulumi Cloud policy group: its stacks as (project, stack) and its packs as (name, version tag)."""
+
+    stacks: frozenset[tuple[str, str]] = frozenset()
+    packs: frozenset[tuple[str, str]] = frozenset()
+
+
+class PolicyService(Protocol):
+    """Pulumi Cloud's policy packs and policy groups (server-side enforcement)."""
+
+    def published(self, org: str, pack: str) -> set[str]:
+        """Version tags of ``pack`` published in ``org``."""
+        ...
+
+    def publish(self, org: str, bundle: Path) -> None:
+        """``pulumi policy publish`` the pack directory ``bundle``."""
+        ...
+
+    def group(self, org: str, name: str) -> PolicyGroup | None:
+        """The policy group, or None when it does not exist."""
+        ...
+
+    def create_group(self, org: str, name: str) -> None:
+        """Create an empty preventative policy group for stacks."""
+        ...
+
+    def add_stack(self, org: str, group: str, project: str, stack: str) -> None:
+        """Add a stack to the group."""
+        ...
+
+    def enable(self, org: str, group: str, pack: str, version: str) -> None:
+        """Enforce ``pack`` at ``version`` on the group's stacks."""
+        ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the bootstrap: what it is about, whether it changed anything, and what it found or did."""
+
+    name: str
+    changed: bool
+    detail: str
+
+
+@dataclass
+class Report:
+    """The steps in the order they ran, and the bootstrap stack's outputs (what the workflows need)."""
+
+    steps: list[Step] = field(default_factory=list)
+    outputs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        """Whether any step changed anything."""
+        return any(step.changed for step in self.steps)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The stack to bootstrap and where its two programs are."""
+
+    stack: str
+    root: Path
+    github_repository: str
+    pulumi_org: str
+
+    @property
+    def bootstrap_dir(self) -> Path:
+        """The bootstrap program's folder."""
+        return self.root / BOOTSTRAP_DIR
+
+
+def bootstrap(
+    target: Target,
+    cloud: CloudSetup,
+    stacks: Stacks,
+    policies: PolicyService,
+    bundle_dir: Path,
+    new_token: Callable[[], str] = lambda: secrets.token_hex(TOKEN_BYTES),
+) -> Report:
+    """Run the steps for ``target``; each changes only what is missing."""
+    project = main_stack_target(target.stack, target.root).project
+    report = Report()
+    enabled = cloud.enabled_services(project)
+    missing = [api for api in FIRST_APIS if api not in enabled]
+    if missing:
+        cloud.enable_services(project, missing)
+    report.steps.append(
+        Step(
+            "base APIs",
+            bool(missing),
+            f"enabled {', '.join(missing)}" if missing else "Service Usage and Cloud Resource Manager already enabled",
+        )
+    )
+
+    report.steps.append(_ensure_stack(stacks, target.bootstrap_dir, target.stack, "bootstrap stack"))
+    config = stacks.config_keys(target.bootstrap_dir, target.stack)
+    wrong = config.get(GITHUB_REPOSITORY_KEY) != target.github_repository
+    if wrong:
+        stacks.set_config(
+            target.bootstrap_dir, target.stack, GITHUB_REPOSITORY_KEY, target.github_repository, secret=False
+        )
+    report.steps.append(Step("bootstrap config", wrong, f"githubRepository {target.github_repository}"))
+    changes = stacks.up(target.bootstrap_dir, target.stack)
+    report.steps.append(Step("bootstrap resources", changes > 0, f"pulumi up: {changes} resources changed"))
+    report.outputs = stacks.outputs(target.bootstrap_dir, target.stack)
+
+    report.steps.append(_ensure_stack(stacks, target.root, target.stack, "main stack"))
+    has_token = CONTROL_TOKEN_KEY in stacks.config_keys(target.root, target.stack)
+    if not has_token:
+        stacks.set_config(target.root, target.stack, CONTROL_TOKEN_KEY, new_token(), secret=True)
+    report.steps.append(
+        Step(
+            "control token",
+            not has_token,
+            "already set (kept)" if has_token else f"set as a secret in Pulumi.{target.stack}.yaml: commit it",
+        )
+    )
+    report.steps += _policy_gate(target, policies, bundle_dir)
+    return report
+
+
+def _ensure_stack(stacks: Stacks, work_dir: Path, stack: str, what: str) -> Step:
+    if stacks.exists(work_dir, stack):
+        return Step(what, False, f"{stack} exists")
+    stacks.create(work_dir, stack)
+    return Step(what, True, f"created {stack} (pulumi stack select --create)")
+
+
+def _policy_gate(target: Target, policies: PolicyService, bundle_dir: Path) -> list[Step]:
+    """Publish this checkout's pack (once per version), and enforce it on the stack through a policy group."""
+    org, steps = target.pulumi_org, []
+    bundle = write_bundle(bundle_dir)
+    version = bundle_version(bundle)
+    new = version not in policies.published(org, PACK_NAME)
+    if new:
+        policies.publish(org, bundle)
+    steps.append(Step("policy pack", new, f"{PACK_NAME} {version} {'published' if new else 'already published'}"))
+    group = policies.group(org, POLICY_GROUP)
+    created = group is None
+    if group is None:
+        policies.create_group(org, POLICY_GROUP)
+        group = PolicyGroup()
+    steps.append(Step("policy group", created, f"{org}/{POLICY_GROUP} {'created' if created else 'exists'}"))
+    add = (MAIN_PROJECT, target.stack) not in group.stacks
+    if add:
+        policies.add_stack(org, POLICY_GROUP, MAIN_PROJECT, target.stack)
+    steps.append(Step("policy group stack", add, f"{MAIN_PROJECT}/{target.stack}"))
+    enable = (PACK_NAME, version) not in group.packs
+    if enable:
+        policies.enable(org, POLICY_GROUP, PACK_NAME, version)
+    steps.append(Step("policy enforced", enable, f"{PACK_NAME} {version} on {POLICY_GROUP}"))
+    return steps
+
+
+def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks) -> list[str]:
+    """What the deploy needs from the bootstrap and is missing (read-only; the deploy workflow runs it first)."""
+    where = main_stack_target(stack, root)
+    problems = []
+    enabled = cloud.enabled_services(where.project)
+    problems += [f"API {api} is not enabled in {where.project}" for api in FIRST_APIS if api not in enabled]
+    if not cloud.repository_exists(where.project, where.region, where.repository):
+        problems.append(f"Artifact Registry repository {where.repository} does not exist in {where.region}")
+    if not stacks.exists(root, stack):
+        problems.append(f"stack {stack} does not exist")
+    elif CONTROL_TOKEN_KEY not in stacks.config_keys(root, stack):
+        problems.append(f"stack {stack} has no {CONTROL_TOKEN_KEY}")
+    return problems
