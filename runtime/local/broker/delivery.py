@@ -465,4 +465,4 @@ class SubscriptionQueue:
         entries = {id(e): e for e in self._log.values()}
         entries |= {id(item[0]): item[0] for item in self._ready}
         entries |= {id(item[2]): item[2] for heap in (self._delayed, self._leases) for item in heap}
-        return sum(entry.message.ByteSize() for entry in entries.values())
+        return sum(entry.size for entry in entries.values())  # the message's ByteSize, 0 once released
