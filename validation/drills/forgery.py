@@ -65,12 +65,15 @@ def forged_result(ctx: DrillContext) -> list[str]:
             requests, results = clients.topic(contract.REQUEST_TOPIC), clients.topic(contract.RESULT_TOPIC)
             attributes = {"job_id": victim, "type": "noop"}
             clients.publisher.publish(requests, body, **attributes).result(timeout=PUBLISH_TIMEOUT_S)
-            forged = JobResult(job_id=victim, status=JobStatus.SUCCEEDED, result={"estimate": FORGED_ESTIMATE},
-                               request_digest="0" * 64)
-            clients.publisher.publish(results, forged.model_dump_json().encode(), job_id=victim,
-                                      status="succeeded").result(timeout=PUBLISH_TIMEOUT_S)
-            clients.publisher.publish(requests, json.dumps({"job_id": victim, "type": "bogus"}).encode(),
-                                      **attributes).result(timeout=PUBLISH_TIMEOUT_S)
+            forged = JobResult(
+                job_id=victim, status=JobStatus.SUCCEEDED, result={"estimate": FORGED_ESTIMATE}, request_digest="0" * 64
+            )
+            clients.publisher.publish(
+                results, forged.model_dump_json().encode(), job_id=victim, status="succeeded"
+            ).result(timeout=PUBLISH_TIMEOUT_S)
+            clients.publisher.publish(
+                requests, json.dumps({"job_id": victim, "type": "bogus"}).encode(), **attributes
+            ).result(timeout=PUBLISH_TIMEOUT_S)
             own = client.wait({victim}, ANSWER_WAIT_S, digests={victim: digest}).get(victim)
     finally:
         clients.close()
@@ -82,9 +85,11 @@ def forged_result(ctx: DrillContext) -> list[str]:
         problems.append(f"forged result: the victim's client took a {own.status.value} result")
     problems += _stored(ctx, victim, digest, "forged result")
     ctx.figures["forged result: results on the topic for the victim"] = len(on_the_topic)
-    ctx.note(f"forged result: {len(on_the_topic)} result(s) for {victim} reached the result topic (a forged "
-             f"`succeeded` 42, the `rejected` answer to a bogus body, its own); the client matching its digest took "
-             f"{own.status.value + ' (its own)' if own else 'none'}")
+    ctx.note(
+        f"forged result: {len(on_the_topic)} result(s) for {victim} reached the result topic (a forged "
+        f"`succeeded` 42, the `rejected` answer to a bogus body, its own); the client matching its digest took "
+        f"{own.status.value + ' (its own)' if own else 'none'}"
+    )
     return problems
 
 
@@ -97,21 +102,29 @@ def forged_dead_letter(ctx: DrillContext) -> list[str]:
     problems: list[str] = []
     clients = ctx.platform.pubsub()
     try:
-        forged_id = str(clients.publisher.publish(clients.topic(contract.REQUEST_DLQ_TOPIC), body, **attributes)
-                        .result(timeout=PUBLISH_TIMEOUT_S))
+        forged_id = str(
+            clients.publisher.publish(clients.topic(contract.REQUEST_DLQ_TOPIC), body, **attributes).result(
+                timeout=PUBLISH_TIMEOUT_S
+            )
+        )
         # The leader's reclaimer looks at the DLQ every few seconds: the victim's request goes out only after it
         # refused the forgery, which is when a forgery would have stored `failed` for it.
-        refused_s = wait_for(lambda: _logged_refusal(ctx, forged_id), ANSWER_WAIT_S,
-                             f"the leader's reclaimer to refuse the forged dead letter {forged_id}")
+        refused_s = wait_for(
+            lambda: _logged_refusal(ctx, forged_id),
+            ANSWER_WAIT_S,
+            f"the leader's reclaimer to refuse the forged dead letter {forged_id}",
+        )
         with ResultCollector(clients) as client:
-            clients.publisher.publish(clients.topic(contract.REQUEST_TOPIC), body, **attributes) \
-                .result(timeout=PUBLISH_TIMEOUT_S)
+            clients.publisher.publish(clients.topic(contract.REQUEST_TOPIC), body, **attributes).result(
+                timeout=PUBLISH_TIMEOUT_S
+            )
             own = client.wait({victim}, ANSWER_WAIT_S, digests={victim: digest}).get(victim)
     finally:
         clients.close()
     if own is None or own.status is not JobStatus.SUCCEEDED:
-        problems.append(f"forged dead letter: the victim's own request ended "
-                        f"{own.status.value if own else 'without a result'}")
+        problems.append(
+            f"forged dead letter: the victim's own request ended {own.status.value if own else 'without a result'}"
+        )
     problems += _stored(ctx, victim, digest, "forged dead letter")
     # the reclaimer may hold the message for a moment (it pulls, then releases it): look until it is taken
     removed = 0
@@ -126,10 +139,12 @@ def forged_dead_letter(ctx: DrillContext) -> list[str]:
     if not removed:
         problems.append(f"forged dead letter: the drill could not take its message {forged_id} out of the DLQ")
     ctx.figures["forged dead letter: refused by the reclaimer after (s)"] = round(refused_s, 1)
-    ctx.note(f"forged dead letter: a valid request for {victim} published straight to "
-             f"{contract.REQUEST_DLQ_TOPIC} was refused by the reclaimer after {refused_s:.1f} s (no dead-letter "
-             f"attributes); the victim's own request then ended {own.status.value if own else 'without a result'}; "
-             f"{removed} forged message(s) taken out of the DLQ")
+    ctx.note(
+        f"forged dead letter: a valid request for {victim} published straight to "
+        f"{contract.REQUEST_DLQ_TOPIC} was refused by the reclaimer after {refused_s:.1f} s (no dead-letter "
+        f"attributes); the victim's own request then ended {own.status.value if own else 'without a result'}; "
+        f"{removed} forged message(s) taken out of the DLQ"
+    )
     return problems
 
 
@@ -142,8 +157,10 @@ def _stored(ctx: DrillContext, job_id: str, digest: str, row: str) -> list[str]:
             return [f"{row}: GET /jobs/{job_id} failed: {exc}"]
     result = state.result
     if result is None or result.status is not JobStatus.SUCCEEDED or result.request_digest != digest:
-        return [f"{row}: the store holds {result.status.value if result else 'no result'} for {job_id}, not the "
-                "victim's own success"]
+        return [
+            f"{row}: the store holds {result.status.value if result else 'no result'} for {job_id}, not the "
+            "victim's own success"
+        ]
     return []
 
 

@@ -47,7 +47,8 @@ def _gone_within(pubsub: PubSub, subscription: str, seconds: float) -> bool:
 
 
 def test_an_unused_subscription_expires_one_in_use_or_without_policy_does_not(
-        scaled: tuple[EmulatorHandle, PubSub]) -> None:
+    scaled: tuple[EmulatorHandle, PubSub],
+) -> None:
     _, pubsub = scaled
     topic = pubsub.topic("results")
     crashed = pubsub.subscription("client-crashed", topic, **ONE_DAY)

@@ -55,8 +55,10 @@ def test_acknowledged_messages_are_no_longer_held(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_broker_process_gives_back_what_acknowledged_and_refused_messages_took(tmp_path: Path) -> None:
-    with builtin_process("--data-dir", str(tmp_path)) as (process, address), \
-            default_clients(address) as (publisher, subscriber):
+    with (
+        builtin_process("--data-dir", str(tmp_path)) as (process, address),
+        default_clients(address) as (publisher, subscriber),
+    ):
         topic = publisher.topic_path(PROJECT, "requests")
         sub = subscriber.subscription_path(PROJECT, "requests-sub")
         publisher.create_topic(name=topic)
