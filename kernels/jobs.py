@@ -7,6 +7,8 @@ imported, so the scheduler process that submits jobs never touches a GPU.
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +31,14 @@ NOOP_POLL_S: Final = 0.05
 # lost workers and timeouts happen outside this process; MemoryError, OSError and CUDA driver errors are
 # left as they are: another attempt, on another worker, may succeed.
 DETERMINISTIC_ERRORS: Final = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AssertionError)
+# The figures a result answers with, wherever they sit in a summary. Diagnostics may be infinite by right (a
+# control's variance reduction when every path paid nothing is 0/0) and are not checked.
+FIGURES: Final = frozenset({"estimate", "std_error", "ci_low", "ci_high", "closed_form", "var", "cvar",
+                            "var_std_error", "cvar_std_error"})
+# An estimate with a zero error bar may differ from the exact price by rounding only: far less than this share
+# of the contract's size (the larger of spot and strike). A deep out-of-the-money option whose few paths all
+# paid nothing differs from its exact price by much less.
+DEGENERATE_SHARE: Final = 1e-3
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,18 @@ def failures_of_the_job(kind: JobType) -> Iterator[None]:
 
 def job_output(params: JobParams, result: KernelResult, device: str, *, elapsed_s: float, load_s: float,
                **extra: Any) -> JobOutput:
-    """A kernel's result as the job's output: the summary gains timings, rate, params and ``extra``."""
+    """A kernel's result as the job's output: the summary gains timings, rate, params and ``extra``.
+
+    Raises ``PermanentJobError`` for a summary with a NaN or infinite figure: the float32 paths overflowed or
+    underflowed somewhere the params' bounds did not foresee, and the same params would do it again. (JSON has
+    no NaN: the figure would have reached the client as a null estimate of a ``succeeded`` job.)
+    """
+    where = non_finite(result.summary)
+    if where is not None:
+        raise PermanentJobError(f"the result is not a number at {where}: the float32 paths overflowed or underflowed "
+                                "for these params; a narrower volatility x maturity, rate x maturity or price "
+                                "range avoids it")
+    _refuse_degenerate(params, result.summary)
     out = JobOutput(summary={}, artifacts=result.artifacts, device=device, elapsed_s=elapsed_s,
                     paths=result.paths, kernel_s=elapsed_s - load_s, load_s=load_s)
     # the resolved params (defaults filled in, seed included) make a result reproducible from itself
@@ -105,6 +126,35 @@ def job_output(params: JobParams, result: KernelResult, device: str, *, elapsed_
                "kernel_s": out.kernel_s, "paths_per_s": out.paths_per_s,
                "params": params.model_dump(mode="json"), **extra}
     return replace(out, summary=summary)
+
+
+def _refuse_degenerate(params: JobParams, summary: dict[str, Any]) -> None:
+    """Raise ``PermanentJobError`` when every path paid the same (a zero error bar) and yet the exact price the
+    summary carries differs from that by more than ``DEGENERATE_SHARE`` of the contract's size: the paths did
+    not sample the price's distribution (float32 saturated or flushed to zero, or its mass lies beyond every
+    draw), and the estimate would read as exact."""
+    estimate, error, exact = (summary.get(key) for key in ("estimate", "std_error", "closed_form"))
+    if not all(isinstance(v, numbers.Real) for v in (estimate, error, exact)) or error != 0:
+        return
+    scale = max(getattr(params, "spot", 1.0), getattr(params, "strike", 1.0))
+    if abs(estimate - exact) > DEGENERATE_SHARE * scale:
+        raise PermanentJobError(f"every path paid {estimate:.6g} (a zero error bar) where the exact price is "
+                                f"{exact:.6g}: the float32 paths cannot represent these params; a narrower "
+                                "volatility x maturity, rate x maturity or price range avoids it")
+
+
+def non_finite(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite figure (``FIGURES``) in ``value``, dicts and lists walked
+    (a contract of a book, a Greek), or None."""
+    if isinstance(value, numbers.Real):  # NumPy's floats too
+        name = path.rsplit(".", 1)[-1]
+        return None if name not in FIGURES or math.isfinite(value) else path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list | tuple) else ()
+    for key, item in items:
+        found = non_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def expect_params(kind: JobType, params: JobParams) -> None:

@@ -6,6 +6,7 @@ with them, the kernels run from them. A bad or oversized parameter is a clear ``
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -52,6 +53,16 @@ MIN_MATURITY: Final = 1e-3  # years: about 9 hours
 MIN_VARIANCE: Final = 1e-6  # Heston variances: a volatility of 0.1%
 MIN_VOL_OF_VOL: Final = 1e-3
 MIN_WEIGHT: Final = 1e-6  # basket weights, in absolute value
+
+
+# float32's range, in natural logs: the largest finite value (3.4e38) and the smallest normal one (1.2e-38;
+# kernels built with fastmath flush smaller ones to zero).
+FLOAT32_LOG_MAX: Final = math.log(3.4028234663852886e38)
+FLOAT32_LOG_MIN: Final = math.log(1.1754943508222875e-38)
+# The farthest a path's normal draw goes: Box-Muller of a uniform floored at 2**-33 (kernels.philox).
+NORMAL_DRAW_MAX: Final = math.sqrt(-2.0 * math.log(2.0**-33))
+# The largest |x| the kernels' float32 exp takes before clamping (kernels.special.exp32).
+EXP32_LIMIT: Final = 87.0
 
 
 class JobType(StrEnum):
@@ -191,6 +202,12 @@ class _ContractParams(_Params):
 class _OptionParams(_ContractParams):
     volatility: Volatility = 0.2
 
+    @model_validator(mode="after")
+    def _in_float32_range(self) -> _OptionParams:
+        check_float32_paths(spot=self.spot, strike=self.strike, rate=self.rate, carry=self.dividend_yield,
+                            maturity=self.maturity, volatility=self.volatility)
+        return self
+
 
 class EuropeanOptionParams(_OptionParams):
     """A European option under geometric Brownian motion."""
@@ -228,6 +245,9 @@ class HestonOptionParams(_ContractParams):
     def _bounded_work(self) -> HestonOptionParams:
         _check_path_steps(self.paths, self.steps)
         _check_gamma_correlation(self.greeks, self.correlation)
+        check_float32_paths(spot=self.spot, strike=self.strike, rate=self.rate, carry=self.dividend_yield,
+                            maturity=self.maturity, volatility=heston_volatility(self.initial_variance,
+                                                                                 self.long_variance))
         return self
 
 
@@ -378,6 +398,13 @@ class BasketOptionParams(_Params):
                              f"{'heston' if other == 'heston' else 'gbm'}")
         if self.correlation is not None:
             _check_correlation(self.correlation, n)
+        for i in range(n):
+            # each asset's price enters the float32 basket times its weight
+            volatility = (self.volatilities[i] if self.volatilities is not None else heston_volatility(
+                self.heston.initial_variance[i], self.heston.long_variance[i]) if self.heston is not None else 0.0)
+            check_float32_paths(spot=self.spots[i] * max(1.0, abs(self.weights[i])), strike=self.strike,
+                                rate=self.rate, carry=self.yields()[i], maturity=self.maturity,
+                                volatility=volatility, what=f"asset {i}")
         _check_path_steps(self.paths * n, self.steps)
         if self.greeks and self.paths > MAX_FD_GREEK_PATHS:
             raise ValueError(f"with greeks at most {MAX_FD_GREEK_PATHS:,} paths (every revaluation's per-path "
@@ -482,6 +509,11 @@ class OptionBookParams(_Params):
                                  f"{self.steps_per_year} steps per year")
         if self.model is BookModel.HESTON:
             _check_gamma_correlation(self.greeks, self.correlation)
+        volatility = (self.volatility if self.model is BookModel.BLACK_SCHOLES
+                      else heston_volatility(self.initial_variance, self.long_variance))
+        check_float32_paths(spot=self.spot, strike=max(c.strike for c in self.contracts), rate=self.rate,
+                            carry=self.dividend_yield, maturity=max(c.maturity for c in self.contracts),
+                            volatility=volatility)
         steps = self.steps()
         if max(steps) > MAX_STEPS:
             raise ValueError(f"the longest maturity needs {max(steps)} steps, the limit is {MAX_STEPS}")
@@ -522,6 +554,48 @@ def _check_gamma_correlation(greeks: list[Greek], correlation: float) -> None:
     if Greek.GAMMA in greeks and abs(correlation) == 1.0:
         raise ValueError(f"greeks: gamma needs |correlation| < 1 (at correlation = {correlation:g} the first step's "
                          "price has no density given its variance, so no likelihood-ratio weight)")
+
+
+def check_float32_paths(*, spot: float, strike: float, rate: float, carry: float, maturity: float,
+                        volatility: float, what: str = "") -> None:
+    """Refuse a contract whose simulated prices leave float32's range, with the first bound it breaks.
+
+    A path's price is ``F exp(volatility sqrt(maturity) z)`` with the median ``F = spot exp((rate - carry -
+    volatility^2 / 2) maturity)`` and ``|z|`` up to ``NORMAL_DRAW_MAX``; payoffs are discounted by
+    ``exp(-rate maturity)``, and the error bar sums their squares. Outside these bounds the float32 path
+    saturates or underflows, and the job would report a confident wrong answer (0.0 +/- 0.0 where the closed form
+    says 1e9). ``volatility`` is the annualised volatility the paths diffuse at (a Heston model's: the square root
+    of its larger variance level).
+    """
+    where = f"{what}: " if what else ""
+    spread = NORMAL_DRAW_MAX * volatility * math.sqrt(maturity)
+    if spread > EXP32_LIMIT:
+        # past this the mean of the terminal price also lies beyond the draws the paths take (sigma sqrt(T) > 2 z)
+        raise ValueError(f"{where}volatility x sqrt(maturity) = {volatility * math.sqrt(maturity):.3g} is beyond what "
+                         f"float32 paths can price: a draw {NORMAL_DRAW_MAX:.2f} standard deviations out moves the "
+                         f"price by e^{spread:.0f}, past float32's e^{EXP32_LIMIT:.0f}; at most "
+                         f"{EXP32_LIMIT / NORMAL_DRAW_MAX:.3g}")
+    if abs(rate * maturity) > EXP32_LIMIT:
+        raise ValueError(f"{where}rate x maturity = {rate * maturity:.3g}: the discount factor "
+                         f"e^{-rate * maturity:.0f} is outside float32's range (e^-{EXP32_LIMIT:.0f} to "
+                         f"e^{EXP32_LIMIT:.0f})")
+    median = math.log(spot) + (rate - carry - 0.5 * volatility**2) * maturity
+    if median < FLOAT32_LOG_MIN:
+        raise ValueError(f"{where}the median simulated price, e^{median:.0f}, underflows float32 (below "
+                         f"e^{FLOAT32_LOG_MIN:.0f}): every path would be worth 0")
+    if median + spread > FLOAT32_LOG_MAX:
+        raise ValueError(f"{where}the highest simulated prices, e^{median + spread:.0f}, overflow float32 (above "
+                         f"e^{FLOAT32_LOG_MAX:.0f})")
+    discounted = max(median + spread, math.log(strike) if strike > 0 else -math.inf) - rate * maturity
+    if discounted > FLOAT32_LOG_MAX / 2:
+        raise ValueError(f"{where}discounted payoffs up to e^{discounted:.0f} overflow float32 when the error bar "
+                         f"squares them (above e^{FLOAT32_LOG_MAX / 2:.0f})")
+
+
+def heston_volatility(initial_variance: float, long_variance: float) -> float:
+    """The volatility a Heston path diffuses at, for the float32 bounds: the larger of its variance levels (the
+    variance's mean moves from the first towards the second)."""
+    return math.sqrt(max(initial_variance, long_variance))
 
 
 def _check_path_steps(paths: int, steps: int) -> None:

@@ -124,17 +124,66 @@ class Client:
     # --- sessions ----------------------------------------------------------------------------------
 
     def jobs(self, session_id: str | None = None) -> dict[str, str]:
-        """Every job started for a session (default: this client's ``session_id``), by job id, with its state:
-        ``running``, ``unfinished`` (started, no result yet) or its result's status."""
+        """Every job labelled with a session (default: this client's ``session_id``), by job id, with its state:
+        ``running``, ``unfinished`` (started, no result yet) or its result's status.
+
+        A session is a label any publisher may put on a request, so the listing may hold jobs this client never
+        sent (docs/python-api.md, "Sessions").
+        """
         return {job.job_id: job.state or "unknown" for job in self._session(session_id)}
 
-    def collect(self, session_id: str | None = None) -> list[Result]:
-        """The results of a session's finished jobs (default: this client's), in job id order.
+    def collect(self, job_ids: Iterable[str] | None = None, *, session_id: str | None = None) -> list[Result]:
+        """The results of finished jobs, in job id order: by default of the requests this client sent; with
+        ``job_ids``, of those jobs; with ``session_id``, of every job labelled with that session, anyone's.
 
-        A notebook that reopens a session (``Client(session_id=...)``) picks up what it submitted before,
-        without the futures of the client that submitted it.
+        A result of this client's own request is taken only when it answers the body this client published
+        (its ``request_digest``). A notebook that reopens its work without the old futures names the ids it
+        kept (``collect(ids)``), or asks for the whole session knowing that anyone who may publish requests
+        can add a job to it.
         """
-        return [Result(job.result) for job in self._session(session_id) if job.result is not None]
+        if isinstance(job_ids, str):  # a lone id would be read as its characters
+            raise TypeError("collect takes a list of job ids; for a whole session: collect(session_id=...)")
+        if job_ids is not None and session_id is not None:
+            raise ValueError("collect takes job_ids or session_id, not both")
+        if session_id is not None:
+            return [Result(job.result) for job in self._session(session_id) if job.result is not None]
+        self._check_open()
+        with self._lock:
+            own = dict(self._futures)
+        wanted = sorted(set(job_ids) if job_ids is not None else own)
+        found: list[Result] = []
+        lookups: list[str] = []
+        for job_id in wanted:
+            future = own.get(job_id)
+            if future is not None and future.done():
+                found.append(future.outcome())
+            elif job_id not in own or job_ids is not None:
+                lookups.append(job_id)  # one of ours not yet answered is left to its future unless named
+        for job_id, raw in self._stored_results(lookups).items():
+            future = own.get(job_id)
+            # one of ours counts only if the stored result answers our own body (not, say, an earlier one's)
+            if future is None or future._complete(raw):
+                found.append(Result(raw))
+        return sorted(found, key=lambda result: result.job_id)
+
+    def _stored_results(self, job_ids: Sequence[str]) -> dict[str, JobResult]:
+        """The stored results of ``job_ids`` that have one (a running or unknown job has none yet)."""
+        from runtime.access.control_api import ApiClient, ApiError
+
+        if not job_ids:
+            return {}
+        results: dict[str, JobResult] = {}
+        with ApiClient(self.target.api_url, self.target.token) as api:
+            for job_id in job_ids:
+                try:
+                    state = api.get_job(job_id)
+                except ApiError as exc:
+                    if exc.status == 404:  # not started, or dropped: nothing to collect yet
+                        continue
+                    raise ClientError(f"cannot look up job {job_id}: {exc}") from None
+                if state.result is not None:
+                    results[job_id] = state.result
+        return results
 
     def _session(self, session_id: str | None) -> list[JobState]:
         from runtime.access.control_api import ApiClient, ApiError

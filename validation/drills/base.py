@@ -8,12 +8,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from pydantic import BaseModel, Field, SerializeAsAny
 
 from runtime.access.control_api import ApiClient
 from runtime.access.local_state import LocalState
 from runtime.local.platform import LocalPlatform
+from runtime.protocol import contract
 from validation.adapters.pubsub import GooglePubSubAdmin
 from validation.drills import DEFAULT_LOAD_JOBS, DEFAULT_STORE_OUTAGE_S
 
@@ -136,3 +138,23 @@ def counter_all(ctx: DrillContext, name: str) -> float:
         with ApiClient(record.api_url or "", state.control_token) as api:
             total += counter(api, name)
     return total
+
+
+# Dead letters looked at per pull when a drill takes its own out of the DLQ, and how long an empty pull waits.
+DLQ_PULL: Final = 100
+DLQ_PULL_WAIT_S: Final = 2.0
+
+
+def take_dead_letters(ctx: DrillContext, job_ids: set[str]) -> int:
+    """Acknowledge the messages on the request dead-letter subscription whose ``job_id`` attribute is one of
+    ``job_ids`` (a drill's own); release the others. Returns how many were taken."""
+    pubsub = ctx.pubsub()
+    subscription = contract.REQUEST_DLQ_SUBSCRIPTION
+    found, others = 0, []
+    while messages := pubsub.pull(subscription, DLQ_PULL, timeout_s=DLQ_PULL_WAIT_S):
+        mine = [m.ack_id for m in messages if m.attributes.get("job_id") in job_ids]
+        pubsub.acknowledge(subscription, mine)
+        found += len(mine)
+        others += [m.ack_id for m in messages if m.ack_id not in mine]  # held by us until released below
+    pubsub.release(subscription, others)
+    return found

@@ -29,6 +29,9 @@ drill also checks that the platform serves a new job.
 Then hostile input (``validation/drills/hostile.py``): a body built to be slow to parse and messages that
 name another job only in their attribute must be answered for their own ids, quickly, with every replica
 healthy throughout, and the other job must still run.
+
+Then forgeries (``validation/drills/forgery.py``): a forged result and a forged dead letter, each aimed at a
+victim's job, must leave the victim's client with its own result, and the store with it.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from typing import Any, Final
 from runtime.access.transport import PubSubClients
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
-from validation.drills import faults, flood, hostile
-from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
+from validation.drills import faults, flood, forgery, hostile
+from validation.drills.base import POLL_S, DrillContext, DrillFailed, take_dead_letters, wait_for
 from validation.drills.ledger import ResultLedger, Tally
 
 FAULTS: Final[tuple[Callable[[DrillContext], faults.Fault], ...]] = (
@@ -65,8 +68,6 @@ BROKER_GRACE_S: Final = 5.0
 SETTLE_S: Final = 2.0
 PUBLISH_TIMEOUT_S: Final = 120.0
 RUNNING_WAIT_S: Final = 30.0  # how long a fault waits for a job to be running before striking anyway
-DLQ_PULL: Final = 100  # dead letters looked at per pull
-DLQ_PULL_WAIT_S: Final = 2.0  # an empty pull ends the look
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def run(ctx: DrillContext) -> None:
     _account(ctx, tally, recoveries, dead, elapsed, replicas)
     lost_in_restart = _broker_restart(ctx)
     hostile.run(ctx)
+    forgery.run(ctx)
     _judge(tally, dead, lost_in_restart, [problem for fault in struck for problem in fault.problems])
 
 
@@ -200,16 +202,7 @@ def _describe(fault: faults.Fault) -> str:
 
 def _dead_letters(ctx: DrillContext, ours: set[str]) -> int:
     """How many of the load's requests sit on the dead-letter subscription; they are removed, others released."""
-    pubsub = ctx.pubsub()
-    subscription = contract.REQUEST_DLQ_SUBSCRIPTION
-    found, others = 0, []
-    while messages := pubsub.pull(subscription, DLQ_PULL, timeout_s=DLQ_PULL_WAIT_S):
-        mine = [m.ack_id for m in messages if m.attributes.get("job_id") in ours]
-        pubsub.acknowledge(subscription, mine)
-        found += len(mine)
-        others += [m.ack_id for m in messages if m.ack_id not in mine]  # held by us until released below
-    pubsub.release(subscription, others)
-    return found
+    return take_dead_letters(ctx, ours)
 
 
 def _account(ctx: DrillContext, tally: Tally, recoveries: dict[str, float | None], dead: int, elapsed: float,

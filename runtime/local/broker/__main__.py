@@ -64,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
     logging.captureWarnings(True)  # library warnings become JSON lines too
     # Imported after logging is set up: the Google libraries warn at import time.
+    from runtime.local.broker.memory import return_large_blocks
     from runtime.local.broker.server import start_emulator
+
+    return_large_blocks()  # this process is the broker's alone: its messages' memory goes back when freed
 
     try:
         emulator = start_emulator(args.host, args.port, time_scale=args.time_scale,

@@ -17,12 +17,16 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from runtime.local.broker import proto
 from runtime.local.broker.clock import Clock
 from runtime.local.broker.journal import Journal, StoredMessage
 from runtime.local.broker.ordering import KeyOrder
 from runtime.local.broker.snapshots import Retained
+
+# What an entry holds once its subscription is done with it: no payload (shared, never changed).
+_RELEASED: Final = proto.PubsubMessage()
 
 
 class EntryState(enum.Enum):
@@ -103,6 +107,7 @@ class QueueStats:
     acked_retained: int  # acked but kept because retain_acked_messages is set
     # Publish time of the oldest message not acked yet; a gauge for monitoring, left out of equality.
     oldest_unacked_wall: float | None = field(default=None, compare=False)
+    held_bytes: int = field(default=0, compare=False)  # see SubscriptionQueue.held_bytes
 
 
 @dataclass(eq=False)
@@ -211,11 +216,11 @@ class SubscriptionQueue:
             if entry is None or entry.state in (EntryState.ACKED, EntryState.GONE):
                 continue
             self._release(entry)
+            self._finish(entry)
             if self.policy.retain_acked:
                 self._mark_acked(entry)
             else:
                 self._forget(entry)
-            self._finish(entry)
         self.changed()
 
     def modify(self, ack_ids: Iterable[str], deadline_s: int) -> list[DeadLetter]:
@@ -243,11 +248,12 @@ class SubscriptionQueue:
         self._release(entry)
         limit = self.policy.max_delivery_attempts
         if limit is not None and entry.delivery_attempt >= limit and self.policy.dead_letter_topic:
-            self._forget(entry)
+            dead = DeadLetter(self.name, self.policy.dead_letter_topic, entry.message, entry.delivery_attempt)
             self._finish(entry)
+            self._forget(entry)
             self.dead_lettered += 1
             self.journal.dead_lettered(self.name, self.dead_lettered)
-            return [DeadLetter(self.name, self.policy.dead_letter_topic, entry.message, entry.delivery_attempt)]
+            return [dead]
         delay = self.clock.span(self.policy.backoff_s(entry.delivery_attempt))
         if delay <= 0:
             self._make_ready(entry)
@@ -279,8 +285,8 @@ class SubscriptionQueue:
             if oldest.published_mono + retention > now:
                 break
             self._release(oldest)
-            self._forget(oldest)
             self._finish(oldest)
+            self._forget(oldest)
         self.changed()
         return dead
 
@@ -377,6 +383,7 @@ class SubscriptionQueue:
             dead_lettered=self.dead_lettered,
             acked_retained=counts[EntryState.ACKED],
             oldest_unacked_wall=min(unacked, default=None),
+            held_bytes=self.held_bytes(),
         )
 
     def changed(self) -> None:
@@ -440,8 +447,22 @@ class SubscriptionQueue:
         self._set_state(entry, EntryState.ACKED)
 
     def _forget(self, entry: Entry) -> None:
+        """The subscription is done with ``entry`` (acked, dead-lettered, expired, dropped): let its message go.
+
+        The ready deque and the lease and backoff heaps drop stale references only when they reach them (a lease
+        heap holds an acked message until its deadline, up to 600 s); the entry keeps no payload meanwhile.
+        """
         if entry.state is not EntryState.GONE:
             self.journal.remove_entry(self.name, entry.message.message_id)
         self._set_state(entry, EntryState.GONE)
         self._by_ack_id.pop(entry.ack_id, None)
         self._log.pop(entry.message.message_id, None)
+        entry.message, entry.size = _RELEASED, 0
+
+    def held_bytes(self) -> int:
+        """Bytes of the messages this queue keeps alive: its log, and whatever its deque and heaps still point to
+        (the emulator's own accounting of what acknowledged or dropped messages still cost)."""
+        entries = {id(e): e for e in self._log.values()}
+        entries |= {id(item[0]): item[0] for item in self._ready}
+        entries |= {id(item[2]): item[2] for heap in (self._delayed, self._leases) for item in heap}
+        return sum(entry.size for entry in entries.values())  # the message's ByteSize, 0 once released

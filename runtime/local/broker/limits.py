@@ -28,12 +28,20 @@ def check_publish(request: proto.PublishRequest) -> None:
         raise invalid_argument("The request must contain at least one message.")
     if len(request.messages) > MAX_MESSAGES_PER_CALL:
         raise invalid_argument(f"The request contains more than {MAX_MESSAGES_PER_CALL} messages.")
-    size = request.ByteSize()
+    check_request_bytes(request.ByteSize())
+    for message in request.messages:
+        _check_message(message)
+
+
+def check_request_bytes(size: int) -> None:
+    """Refuse a request of ``size`` serialized bytes over the service's 10 MB request limit.
+
+    The gRPC layer asks this of every request's raw bytes before parsing them (runtime.local.broker.rpc), so a
+    request of any size is refused with INVALID_ARGUMENT, which no client retries, and is never parsed.
+    """
     if size > MAX_PUBLISH_REQUEST_BYTES:
         raise invalid_argument(f"Request payload size exceeds the limit: {MAX_PUBLISH_REQUEST_BYTES} bytes "
                                f"(this request has {size}).")
-    for message in request.messages:
-        _check_message(message)
 
 
 def _check_message(message: proto.PubsubMessage) -> None:

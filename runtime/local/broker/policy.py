@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.local.broker import proto
+from runtime.local.broker import expiry, proto
 from runtime.local.broker.delivery import DeliveryPolicy
 from runtime.local.broker.errors import invalid_argument, unimplemented
 
@@ -61,6 +61,9 @@ def normalize(subscription: proto.Subscription) -> None:
         subscription.message_retention_duration.FromSeconds(DEFAULT_RETENTION_S)
     retention_s = subscription.message_retention_duration.ToNanoseconds() / 1e9
     _check_range("message_retention_duration", retention_s, RETENTION_RANGE_S)
+    ttl = expiry.ttl_s(subscription)
+    if ttl is not None and ttl < expiry.MIN_TTL_S:
+        raise invalid_argument(f"Invalid expiration_policy.ttl: {ttl:g} s. The minimum is 1 day.")
     if subscription.HasField("dead_letter_policy"):
         dead_letter = subscription.dead_letter_policy
         if not dead_letter.dead_letter_topic:

@@ -1,6 +1,9 @@
 """gRPC plumbing shared by the servicers: generic method handlers for the asyncio server that speak raw
 protobuf and turn a refused request (PubSubError) into its status code.
 
+Every request arrives as raw bytes and is measured before it is parsed: one over the service's 10 MB limit
+is refused with INVALID_ARGUMENT (runtime.local.broker.limits), whatever its size, and costs no parse.
+
 Plain-function handlers (the quick broker calls) run in the server's small thread pool, so one that
 blocks (a slow lock holder) never stalls the event loop; coroutine handlers (Pull, which waits) and
 stream handlers (async generators) run on the loop and hold no thread while they wait.
@@ -14,6 +17,7 @@ from typing import Any
 
 import grpc
 
+from runtime.local.broker import limits, memory
 from runtime.local.broker.errors import PubSubError
 
 UnaryHandler = Callable[[Any, grpc.ServicerContext], Any]
@@ -28,37 +32,65 @@ def unary(handler: UnaryHandler, request_type: type, response_type: type, *,
     where waiting is harmless): the durable broker's flush, so a client is told only what is on disk.
     """
 
-    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+    def handle(raw: bytes, context: grpc.ServicerContext) -> Any:
+        refused = _refusal(len(raw))
+        if refused is not None:
+            del raw  # the refused bytes go now, not when gRPC drops the aborted call's traceback (this frame)
+            memory.trim()
+            context.abort(refused.code, refused.message)
         try:
-            response = handler(request, context)
+            response = handler(request_type.FromString(raw), context)
             if commit is not None:
                 commit()
             return response
         except PubSubError as error:
             context.abort(error.code, error.message)
 
-    async def handle_async(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def handle_async(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        refused = _refusal(len(raw))
+        if refused is not None:
+            del raw
+            memory.trim()
+            await context.abort(refused.code, refused.message)
         try:
-            return await handler(request, context)
+            return await handler(request_type.FromString(raw), context)
         except PubSubError as error:
             await context.abort(error.code, error.message)
 
     return grpc.unary_unary_rpc_method_handler(
         handle_async if inspect.iscoroutinefunction(handler) else handle,
-        request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString,
+        request_deserializer=None, response_serializer=response_type.SerializeToString,
     )
 
 
 def bidi(handler: StreamHandler, request_type: type, response_type: type) -> grpc.RpcMethodHandler:
     """A stream-stream method handler for ``handler`` (an async generator of responses)."""
 
-    async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            async for response in handler(requests, context):
+            async for response in handler(_parsed(requests, request_type), context):
                 yield response
         except PubSubError as error:
             await context.abort(error.code, error.message)
 
     return grpc.stream_stream_rpc_method_handler(
-        handle, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString
+        handle, request_deserializer=None, response_serializer=response_type.SerializeToString
     )
+
+
+def _refusal(size: int) -> PubSubError | None:
+    """The error a request of ``size`` bytes is refused with, or None: over the size limit, never parsed."""
+    try:
+        limits.check_request_bytes(size)
+    except PubSubError as error:
+        return error
+    return None
+
+
+async def _parsed(requests: AsyncIterator[bytes], request_type: type) -> AsyncIterator[Any]:
+    """The stream's requests parsed, each refused (PubSubError) first if it is over the size limit."""
+    async for raw in requests:
+        refused = _refusal(len(raw))
+        if refused is not None:
+            raise refused
+        yield request_type.FromString(raw)

@@ -34,11 +34,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# What gRPC reads in before a handler sees it (its default is 4 MiB). Publish requests are limited to
-# 10,000,000 bytes by runtime.local.broker.limits, which answers INVALID_ARGUMENT as the service does; gRPC's own
-# refusal of a larger message would be RESOURCE_EXHAUSTED, so its cap sits well above any request a
-# client sends by mistake. Beyond it (64 MiB) gRPC refuses before reading the request whole.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# What gRPC reads in before a handler sees it (its default is 4 MiB): no cap of its own. gRPC answers a message
+# over its cap with RESOURCE_EXHAUSTED, which the client library retries until its deadline (120 s for a
+# Publish); the service answers INVALID_ARGUMENT at once. So every request reaches runtime.local.broker.rpc,
+# which refuses one over the 10 MB request limit by its size, before parsing it. The cost of a huge request is
+# its bytes, held while it is refused (a client cannot serialize one of 2 GiB or more).
+MAX_RECEIVE_BYTES = -1
+# What the broker sends at most: a Pull or StreamingPull response is bounded by the messages it holds, each
+# accepted within the 10 MB request limit.
+MAX_SEND_BYTES = 64 * 1024 * 1024
 # On stop, in-flight RPCs get this long (s) to finish before they are cancelled.
 STOP_GRACE_S = 1.0
 # Threads for the quick unary RPCs (waiting ones and streams run on the event loop and need none).
@@ -151,8 +155,8 @@ async def _serve(broker: Broker, subscriber: SubscriberService, host: str, port:
     """Create, bind and start the gRPC server (on the loop it will serve from); returns it and its port."""
     server = grpc.aio.server(
         migration_thread_pool=pool,
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+                 ("grpc.max_send_message_length", MAX_SEND_BYTES),
                  # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
                  ("grpc.so_reuseport", 0)],
     )

@@ -33,6 +33,7 @@ from runtime.local.broker.errors import (
     not_found,
     shutting_down,
 )
+from runtime.local.broker.expiry import Expiry
 from runtime.local.broker.journal import Journal, Loaded, StoredMessage
 from runtime.local.broker.snapshots import UPDATABLE_SNAPSHOT_FIELDS, Retained, Snapshot
 from runtime.local.broker.stats import EmulatorStats, SubscriptionStats
@@ -70,7 +71,9 @@ class Broker:
         self._snapshots: dict[str, Snapshot] = {}
         self._topic_logs: dict[str, TopicLog] = {}  # topics with message retention: what they keep
         self._next_message_id = 1  # ids are never reused, across restarts too
-        self._sweeper = Sweeper(self.lock, self.clock, self._queues, self._forward_dead_letters)
+        self._expiry = Expiry(self.clock)
+        self._sweeper = Sweeper(self.lock, self.clock, self._queues, self._forward_dead_letters,
+                                self._expire_subscriptions)
         try:
             self._restore(self._journal.load())
         except BaseException:
@@ -115,6 +118,7 @@ class Broker:
                 queue.detach()
             queue.restore(loaded.entries.get(config.name, ()))
             self._subscriptions[config.name] = _Subscription(config, queue, matches)
+            self._expiry.track(config)
         for config, messages in loaded.snapshots:
             self._snapshots[config.name] = Snapshot(
                 config, OrderedDict((m.message.message_id, self._retained(m)) for m in messages))
@@ -245,6 +249,7 @@ class Broker:
             self._check_dead_letter_topic(stored)
             self._subscriptions[stored.name] = _Subscription(stored, self._new_queue(stored), matches)
             self._journal.save_subscription(stored)
+            self._sweeper.poke(self._expiry.track(stored))
         log.info("subscription created", extra={"subscription": stored.name, "topic": stored.topic})
         return stored
 
@@ -269,16 +274,30 @@ class Broker:
             self._journal.save_subscription(updated)
             current.queue.update_policy(policy.delivery_policy(updated))
             self._sweeper.poke(current.queue.next_due())
+            if "expiration_policy" in mask.paths:
+                self._sweeper.poke(self._expiry.track(updated))
             return updated
 
     def delete_subscription(self, subscription_name: str) -> None:
         """Delete a subscription and its messages; open streams on it end with NOT_FOUND."""
         with self.lock:
-            sub = self._subscription(subscription_name)
-            del self._subscriptions[subscription_name]
-            sub.queue.close()
-            self._journal.delete_subscription(subscription_name)
+            self._delete_locked(subscription_name)
         log.info("subscription deleted", extra={"subscription": subscription_name})
+
+    def _delete_locked(self, subscription_name: str) -> None:
+        sub = self._subscription(subscription_name)
+        del self._subscriptions[subscription_name]
+        sub.queue.close()
+        self._expiry.forget(subscription_name)
+        self._journal.delete_subscription(subscription_name)
+
+    def _expire_subscriptions(self, now: float) -> float | None:
+        """Delete the subscriptions unused past their ttl (the sweeper, lock held); returns when the next may be."""
+        expired, upcoming = self._expiry.due(now, lambda name: bool(self._subscriptions[name].queue.wakeups))
+        for name in expired:
+            self._delete_locked(name)
+            log.info("subscription expired", extra={"subscription": name})
+        return upcoming
 
     def detach_subscription(self, subscription_name: str) -> None:
         """Detach a subscription from its topic: its backlog is dropped, it gets no more messages, and
@@ -302,12 +321,14 @@ class Broker:
         with self.lock:
             queue = self._subscription(subscription_name).queue
             queue.wakeups.add(wakeup)
+            self._expiry.used(subscription_name)
             return queue
 
     def unwatch(self, queue: SubscriptionQueue, wakeup: Callable[[], None]) -> None:
         """Stop calling ``wakeup``."""
         with self.lock:
             queue.wakeups.discard(wakeup)
+            self._expiry.used(queue.name)  # its inactivity counts from the end of the Pull or stream
 
     # --- delivery -----------------------------------------------------------------------------------
 
@@ -317,6 +338,7 @@ class Broker:
             raise invalid_argument("max_messages must be greater than 0.")
         with self.lock:
             queue = self._subscription(subscription_name).queue
+            self._expiry.used(subscription_name)
             if self.closed:
                 raise shutting_down()
             if queue.detached:
@@ -338,12 +360,14 @@ class Broker:
         """Acknowledge messages of a subscription."""
         with self.lock:
             self._subscription(subscription_name).queue.ack(ack_ids)
+            self._expiry.used(subscription_name)
 
     def modify_ack_deadline(self, subscription_name: str, ack_ids: Iterable[str], deadline_s: int) -> None:
         """Extend (or, with 0, end) the leases of messages."""
         policy.check_modify_deadline(deadline_s)
         with self.lock:
             queue = self._subscription(subscription_name).queue
+            self._expiry.used(subscription_name)
             self._forward_dead_letters(queue.modify(ack_ids, deadline_s))
             self._sweeper.poke(queue.next_due())
 
@@ -353,6 +377,7 @@ class Broker:
         published before the subscription existed included."""
         with self.lock:
             sub = self._subscription(subscription_name)
+            self._expiry.used(subscription_name)
             log = self._topic_logs.get(sub.config.topic)
             replay = [r for r in self._expire(sub.config.topic, log).since(wall_time) if sub.wants(r.message)] \
                 if log is not None else []
@@ -407,6 +432,7 @@ class Broker:
         """Make the snapshot's messages the subscription's unacked ones; the topics must be the same."""
         with self.lock:
             sub = self._subscription(subscription_name)
+            self._expiry.used(subscription_name)
             snapshot = self._snapshot(snapshot_name)
             if snapshot.config.topic != sub.config.topic:
                 raise invalid_argument("The snapshot's topic and the subscription's topic must be the same.")
@@ -422,7 +448,8 @@ class Broker:
                 per_sub.append(SubscriptionStats(name=name, topic=sub.config.topic, undelivered=counts.undelivered,
                                                  outstanding=counts.outstanding, dead_lettered=counts.dead_lettered,
                                                  acked_retained=counts.acked_retained,
-                                                 oldest_unacked_wall=counts.oldest_unacked_wall))
+                                                 oldest_unacked_wall=counts.oldest_unacked_wall,
+                                                 held_bytes=counts.held_bytes))
             return EmulatorStats(subscriptions=tuple(per_sub), published=dict(self._published))
 
     # --- internals (lock held) ----------------------------------------------------------------------

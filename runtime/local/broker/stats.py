@@ -17,6 +17,8 @@ class SubscriptionStats:
     acked_retained: int
     # Publish time (epoch s) of the oldest unacked message; a gauge for monitoring, left out of equality.
     oldest_unacked_wall: float | None = field(default=None, compare=False)
+    # Bytes of the messages the subscription keeps alive (SubscriptionQueue.held_bytes), left out of equality.
+    held_bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

@@ -247,12 +247,40 @@ def test_a_reopened_session_lists_and_collects_what_it_submitted_before(platform
     with Client(session_id=session) as first:
         fine, failing = first.map([Noop(), Noop(fail="permanent")])
         wait([fine, failing], timeout=RESULT_TIMEOUT_S)
+    kept = [fine.job_id, failing.job_id]
     with Client(session_id=session) as reopened, Client() as stranger:
         assert reopened.jobs() == {fine.job_id: "succeeded", failing.job_id: "failed"}
-        collected = reopened.collect()
-        assert sorted(r.job_id for r in collected) == sorted([fine.job_id, failing.job_id])
-        assert {r.raw.session_id for r in collected} == {session}
+        assert reopened.collect() == []  # it sent nothing itself
+        by_ids, whole = reopened.collect(kept), reopened.collect(session_id=session)
+        assert [r.job_id for r in by_ids] == [r.job_id for r in whole] == sorted(kept)
+        assert {r.raw.session_id for r in whole} == {session}
         assert stranger.jobs() == {} and stranger.jobs(session) == reopened.jobs()
+        with pytest.raises(TypeError, match="list of job ids"):
+            reopened.collect(fine.job_id)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="not both"):
+            reopened.collect(kept, session_id=session)
+
+
+def test_collect_returns_this_clients_own_results_not_a_row_another_publisher_put_in_its_session(
+        platform: LocalPlatform, platform_env: LocalPlatform) -> None:
+    # issue #35: one publish with a victim's session id put an attacker's row into the victim's collect()
+    from runtime.access.transport import ResultCollector, publish_request
+
+    session = _id("desk-2026-11-25")
+    intruder = _id("noop")
+    clients = platform.pubsub()
+    try:
+        with Client(session_id=session) as victim, ResultCollector(clients) as spy:
+            own = victim.submit(Noop())
+            publish_request(clients, json.dumps({"job_id": intruder, "type": "noop", "session_id": session}).encode())
+            own.result(timeout=RESULT_TIMEOUT_S)
+            assert spy.wait({intruder}, RESULT_TIMEOUT_S)[intruder].status is JobStatus.SUCCEEDED
+            assert intruder in victim.jobs()  # the label is anyone's to use: the listing shows it
+            assert [r.job_id for r in victim.collect()] == [own.job_id]
+            assert [r.job_id for r in victim.collect([own.job_id, "never-submitted"])] == [own.job_id]
+            assert sorted(r.job_id for r in victim.collect(session_id=session)) == sorted([own.job_id, intruder])
+    finally:
+        clients.close()
 
 
 def test_a_forged_result_and_a_bogus_request_under_its_id_leave_a_future_to_its_own_result(

@@ -11,6 +11,9 @@ from tests.runtime.local.broker.conftest import PubSub
 
 pytestmark = pytest.mark.integration
 
+# Past the 64 MiB that gRPC's receive cap used to stop a request at, with RESOURCE_EXHAUSTED (bytes of data).
+OVER_GRPC_CAP_BYTES = 68_000_000
+
 
 def test_topic_lifecycle(pubsub: PubSub) -> None:
     topic = pubsub.topic("orders", create=False)
@@ -173,6 +176,19 @@ def test_publish_limits_are_the_services(pubsub: PubSub) -> None:
     _publish_raw(pubsub, topic, [{"data": _data_for_request_of(topic, _SERVER_PUBLISH_MAX_BYTES)}])
     _publish_raw(pubsub, topic, [{"data": b"x", "attributes": {f"k{i:03d}": "v" * 1024 for i in range(100)},
                                   "ordering_key": "o" * 1024}, {"data": b"y", "attributes": {"k" * 256: "v"}}])
+
+
+def test_a_publish_over_grpcs_usual_cap_is_refused_at_once_not_retried(builtin_pubsub: PubSub) -> None:
+    # issue #35: over 64 MB gRPC's own cap answered RESOURCE_EXHAUSTED, which the library retries until its
+    # deadline (120 s by default); the service's INVALID_ARGUMENT is not retried
+    from google.pubsub_v1.services.publisher import PublisherClient as GeneratedPublisherClient
+
+    topic = builtin_pubsub.topic("requests")
+    generated = GeneratedPublisherClient(transport=builtin_pubsub.publisher.transport)
+    with pytest.raises(exceptions.InvalidArgument, match="exceeds the limit: 10000000 bytes"):
+        # the library's default retry, as a user's call has it; the timeout bounds the old behaviour's retries
+        generated.publish(topic=topic, messages=[{"data": b"x" * OVER_GRPC_CAP_BYTES}], timeout=60)
+    assert builtin_pubsub.emulator is not None and builtin_pubsub.emulator.stats().published[topic] == 0
 
 
 def test_publish_refuses_too_many_or_empty_messages(pubsub: PubSub) -> None:
