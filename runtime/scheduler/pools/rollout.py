@@ -8,8 +8,12 @@ leader round (``KubernetesPools.reconcile``) the ``WorkerRollout``:
    made once from it and never updates;
 2. finds each group's stale workers: Deployments whose template digest (``DASK_WORKER_TEMPLATE_ANNOTATION``) or
    images differ from the group's template (the Dask worker is named like its Deployment);
-3. asks Dask to close up to ``ROLL_SHARE`` of a group's workers gracefully: they take no new job, their running
-   jobs finish and their results stay reachable (``Scheduler.retire_workers`` with neither close nor remove);
+3. asks Dask to close stale workers gracefully: they take no new job, their running jobs finish and their
+   results stay reachable (``Scheduler.retire_workers`` with neither close nor remove). A worker of another
+   image closes at once: it runs another commit's code, which the gpu-scheduler's new jobs may not find there
+   (docs/runbooks/drain-upgrade.md), so new jobs wait for new workers instead. A worker whose image is current
+   but whose template changed (resources, settings) runs the same code: up to ``ROLL_SHARE`` of the group close
+   at a time;
 4. retires each draining worker once it has no job left (or after ``drain_timeout_s``: a job still there is
    requeued on another worker, not lost), deletes its Deployment and lowers the group's replicas by as many.
    The group's desired size (the reconcile's) or the autoscaler brings them back, and the operator adds the
@@ -34,8 +38,9 @@ from runtime.scheduler.pools.base import PoolError
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, annotations_of, desired_of, replicas_of
 
-# Share of a group's workers that drain at once, at least one: the pool keeps three quarters of its capacity
-# while it rolls (Kubernetes' own default maxUnavailable for a rolling update), and no surge needs spare GPU quota.
+# Share of a group's workers of the current image that drain at once for a new template, at least one: the pool
+# keeps three quarters of its capacity while it rolls (Kubernetes' own default maxUnavailable for a rolling
+# update), and no surge needs spare GPU quota.
 ROLL_SHARE: Final = 0.25
 # A draining worker whose job is still running this long after the drain began is retired anyway (the job runs
 # again on another worker): a roll always ends. Two hours covers the platform's jobs (minutes) many times over.
@@ -206,7 +211,8 @@ class WorkerRollout:
     def _step_group(self, group: dict[str, Any], dask: dict[str, DaskWorker]) -> set[str]:
         """Drain and retire the group's stale workers; returns the names of those still rolling."""
         name = group["metadata"]["name"]
-        stale = [d for d in self._deployments(name) if _deployment_template(d) != _template(group)]
+        current = _template(group)
+        stale = [d for d in self._deployments(name) if _deployment_template(d) != current]
         if not stale:
             return set()
         stale_names = sorted(d["metadata"]["name"] for d in stale)
@@ -222,8 +228,11 @@ class WorkerRollout:
                 done.append(worker_name)  # nothing left to wait for (a worker not in Dask runs no job)
             else:
                 draining.append(worker_name)
+        waiting = [n for n in stale_names if n not in done and n not in draining]
+        other_image = {d["metadata"]["name"] for d in stale if _deployment_template(d)[1] != current[1]}
         room = max(1, math.ceil(ROLL_SHARE * max(replicas_of(group), len(stale_names)))) - len(draining) - len(done)
-        start = [n for n in stale_names if n not in done and n not in draining][: max(0, room)]
+        start = [n for n in waiting if n in other_image]
+        start += [n for n in waiting if n not in other_image][: max(0, room - len(start))]
         if start:
             log.info("worker group %s: draining %s (a new template)", name, ", ".join(start))
             self._dask.close_gracefully([dask[n].address for n in start])

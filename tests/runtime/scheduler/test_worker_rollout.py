@@ -252,31 +252,45 @@ def test_a_job_still_running_at_the_drain_timeout_is_requeued_on_a_new_worker(da
     assert stuck.result(timeout=GATE_WAIT_S) == NEW  # run again on the new worker: requeued, not lost
 
 
-def test_at_most_a_quarter_of_a_group_drains_at_once() -> None:
+class Busy:
+    """Dask workers that are all running a job, and record which were asked to close."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.workers_by_name = {n: DaskWorker(f"tcp://10.0.0.{i}:1", n, "running", 1) for i, n in enumerate(names)}
+        self.closed: list[str] = []
+
+    def workers(self) -> list[DaskWorker]:
+        return list(self.workers_by_name.values())
+
+    def close_gracefully(self, addresses: list[str]) -> None:
+        self.closed += addresses
+        for name, worker in self.workers_by_name.items():
+            if worker.address in addresses:
+                self.workers_by_name[name] = DaskWorker(worker.address, name, "closing_gracefully", 1)
+
+    def retire(self, addresses: list[str]) -> None:
+        raise AssertionError("nothing is idle")
+
+
+@pytest.mark.parametrize(
+    ("old", "closed"),
+    [
+        # Same code, another template (resources, settings): a quarter at a time keeps the pool's capacity.
+        (_template("worker@sha256:2", "t0"), 2),
+        # Another image is another commit's code, which new jobs may not find: every such worker closes at once.
+        (_template("worker@sha256:1", "t1"), 8),
+    ],
+)
+def test_a_new_template_drains_a_quarter_at_once_a_new_image_all(old: dict[str, Any], closed: int) -> None:
     names = [f"{GROUP}-worker-{i:010d}" for i in range(8)]
-    old, new = _template("worker@sha256:1", "t1"), _template("worker@sha256:2", "t1")
-    api = FakeKubernetes([_group(GROUP, 8, new)], [_deployment(n, GROUP, old) for n in names])
-    workers = {n: DaskWorker(f"tcp://10.0.0.{i}:1", n, "running", 1) for i, n in enumerate(names)}
-
-    class Busy:
-        closed: list[str] = []  # noqa: RUF012 - one test
-
-        def workers(self) -> list[DaskWorker]:
-            return list(workers.values())
-
-        def close_gracefully(self, addresses: list[str]) -> None:
-            Busy.closed += addresses
-            for name, worker in workers.items():
-                if worker.address in addresses:
-                    workers[name] = DaskWorker(worker.address, name, "closing_gracefully", 1)
-
-        def retire(self, addresses: list[str]) -> None:
-            raise AssertionError("nothing is idle")
-
-    rollout = WorkerRollout(api, Busy(), "gpu-dask", "compute", pool_of=lambda g: "t4")
+    api = FakeKubernetes(
+        [_group(GROUP, 8, _template("worker@sha256:2", "t1"))], [_deployment(n, GROUP, old) for n in names]
+    )
+    dask = Busy(names)
+    rollout = WorkerRollout(api, dask, "gpu-dask", "compute", pool_of=lambda g: "t4")
     rollout.step(list(api.groups.values()))
     rollout.step(list(api.groups.values()))
-    assert len(Busy.closed) == 2 and len(api.deployments) == 8
+    assert len(dask.closed) == closed and len(api.deployments) == 8
 
 
 def test_the_default_group_takes_the_clusters_worker_template_and_keeps_its_own_annotations() -> None:
