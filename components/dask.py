@@ -105,6 +105,9 @@ class DaskClusterArgs:
     """Dask scheduler CPU and memory (it never gets a GPU)."""
     operator_chart: Chart = field(default_factory=dask_operator_chart)
     """Operator chart and version; defaults to the locked dask-kubernetes version."""
+    operator_image_digest: str | None = None
+    """``sha256:…`` of the operator's image at that version (``images.operatorDigest``); without it the release
+    runs the chart's tag, which the deploy gate refuses."""
 
 
 class DaskCluster(pulumi.ComponentResource):
@@ -154,7 +157,7 @@ class DaskCluster(pulumi.ComponentResource):
             version=chart.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
             namespace=contract.DASK_OPERATOR_NAMESPACE,
-            values=dask_operator_values(),
+            values=dask_operator_values(args.operator_image_digest),
             skip_crds=True,
             atomic=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, operator_ns, *crds]),
