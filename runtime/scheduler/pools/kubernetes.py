@@ -24,7 +24,14 @@ from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, chec
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
 from runtime.scheduler.pools.rollout import DaskWorkers, WorkerRollout
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, pool_of, replicas_of
+from runtime.scheduler.pools.worker_group import (
+    DESIRED_ANNOTATION,
+    desired_of,
+    gpus_per_worker,
+    max_workers_of,
+    pool_of,
+    replicas_of,
+)
 
 DEFAULT_GROUP_SUFFIX: Final = "-default"  # the group the operator makes from the DaskCluster's own worker spec
 
@@ -173,14 +180,5 @@ class KubernetesPools:
         provisioning = None
         if pool_id in self._provisioner.pools and requests is not None:
             provisioning = self._provisioner.info(pool_id, group, requests)
-        return PoolInfo(id=pool_id, desired=desired, workers=ready, gpus_per_worker=_gpus_per_worker(group),
+        return PoolInfo(id=pool_id, desired=desired, workers=ready, gpus_per_worker=gpus_per_worker(group),
                         status=pool_status(desired, ready), provisioning=provisioning)
-
-
-def _gpus_per_worker(group: dict[str, Any]) -> int:
-    containers = group.get("spec", {}).get("worker", {}).get("spec", {}).get("containers", [])
-    for container in containers:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if contract.GPU_RESOURCE in limits:
-            return int(limits[contract.GPU_RESOURCE])
-    return 0

@@ -14,6 +14,9 @@ leader round (``KubernetesPools.reconcile``) the ``WorkerRollout``:
    (docs/runbooks/drain-upgrade.md), so new jobs wait for new workers instead. A worker whose image is current
    but whose template changed (resources, settings) runs the same code: up to ``ROLL_SHARE`` of the group close
    at a time;
+   A group whose workers hold no GPU (the always-up CPU worker) is surged instead: its replicas grow by its stale
+   workers first (``SURGE_ANNOTATION`` records by how many), and an old worker closes only once a new one runs,
+   so the jobs it serves (the post-deploy probe) never wait; such a worker costs no GPU quota;
 4. retires each draining worker once it has no job left (or after ``drain_timeout_s``: a job still there is
    requeued on another worker, not lost), deletes its Deployment and lowers the group's replicas by as many.
    The group's desired size (the reconcile's) or the autoscaler brings them back, and the operator adds the
@@ -36,7 +39,13 @@ from runtime.manifests import dask_operator
 from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolError
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, annotations_of, desired_of, replicas_of
+from runtime.scheduler.pools.worker_group import (
+    DESIRED_ANNOTATION,
+    annotations_of,
+    desired_of,
+    gpus_per_worker,
+    replicas_of,
+)
 
 # Share of a group's workers of the current image that drain at once for a new template, at least one: the pool
 # keeps three quarters of its capacity while it rolls (Kubernetes' own default maxUnavailable for a rolling
@@ -46,6 +55,8 @@ ROLL_SHARE: Final = 0.25
 # again on another worker): a roll always ends. Two hours covers the platform's jobs (minutes) many times over.
 DRAIN_TIMEOUT_S: Final = 2 * 3600.0
 RUNNING: Final = "running"
+# On a surged group: how many workers it has beyond its size until its old ones have left.
+SURGE_ANNOTATION: Final = "gpu-runtime.dev/roll-surge"
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +128,11 @@ def _deployment_template(deployment: dict[str, Any]) -> tuple[str | None, list[s
         annotations_of(template).get(contract.DASK_WORKER_TEMPLATE_ANNOTATION),
         images_of(template.get("spec") or {}),
     )
+
+
+def _surge_of(group: dict[str, Any]) -> int:
+    value = annotations_of(group).get(SURGE_ANNOTATION)
+    return int(value) if value is not None and str(value).isdigit() else 0
 
 
 def merge_replacing(old: Any, new: Any) -> Any:
@@ -212,10 +228,16 @@ class WorkerRollout:
         """Drain and retire the group's stale workers; returns the names of those still rolling."""
         name = group["metadata"]["name"]
         current = _template(group)
-        stale = [d for d in self._deployments(name) if _deployment_template(d) != current]
+        deployments = self._deployments(name)
+        stale = [d for d in deployments if _deployment_template(d) != current]
         if not stale:
             return set()
         stale_names = sorted(d["metadata"]["name"] for d in stale)
+        surged = _surge_of(group)
+        surging = gpus_per_worker(group) == 0 and name != self.default_group  # the autoscaler sizes that one
+        if surging and not surged:
+            self._surge(group, len(stale_names))
+            return set(stale_names)
         now = self._clock()
         done: list[str] = []
         draining = []
@@ -229,10 +251,17 @@ class WorkerRollout:
             else:
                 draining.append(worker_name)
         waiting = [n for n in stale_names if n not in done and n not in draining]
-        other_image = {d["metadata"]["name"] for d in stale if _deployment_template(d)[1] != current[1]}
-        room = max(1, math.ceil(ROLL_SHARE * max(replicas_of(group), len(stale_names)))) - len(draining) - len(done)
-        start = [n for n in waiting if n in other_image]
-        start += [n for n in waiting if n not in other_image][: max(0, room - len(start))]
+        if surged:
+            # One old worker closes for each new one running.
+            fresh = [d["metadata"]["name"] for d in deployments if d not in stale]
+            running = sum(1 for n in fresh if n in dask and dask[n].status == RUNNING)
+            start = waiting[: max(0, running - len(draining) - len(done))]
+        else:
+            other_image = {d["metadata"]["name"] for d in stale if _deployment_template(d)[1] != current[1]}
+            share = max(1, math.ceil(ROLL_SHARE * max(replicas_of(group), len(stale_names))))
+            room = share - len(draining) - len(done)
+            start = [n for n in waiting if n in other_image]
+            start += [n for n in waiting if n not in other_image][: max(0, room - len(start))]
         if start:
             log.info("worker group %s: draining %s (a new template)", name, ", ".join(start))
             self._dask.close_gracefully([dask[n].address for n in start])
@@ -259,12 +288,17 @@ class WorkerRollout:
         log.info("worker group %s: retired %s; the operator adds their replacements", group_name, ", ".join(names))
         # Deleted first, then fewer replicas: the operator, seeing as many Deployments as replicas, retires no
         # other worker. The resourceVersion makes a concurrent scale win; the reconcile puts the size back.
-        replicas = replicas_of(group)
+        replicas, desired, surged = replicas_of(group), desired_of(group), _surge_of(group)
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": group["metadata"].get("resourceVersion")},
             "spec": {"worker": {"replicas": max(0, replicas - len(names))}},
         }
-        if desired_of(group) is None and group_name != self.default_group:  # the autoscaler sizes the default one
+        if surged:  # the replacements run already: the group shrinks back to its size
+            left = max(0, surged - len(names))
+            body["metadata"]["annotations"] = {SURGE_ANNOTATION: str(left) if left else None}
+            if desired is not None:
+                body["metadata"]["annotations"][DESIRED_ANNOTATION] = str(max(0, desired - len(names)))
+        elif desired is None and group_name != self.default_group:  # the autoscaler sizes the default one
             body["metadata"]["annotations"] = {DESIRED_ANNOTATION: str(replicas)}
         try:
             self._api.patch_namespaced_custom_object(
@@ -280,6 +314,20 @@ class WorkerRollout:
                 raise PoolError(f"cannot update worker group {group_name}: {exc.reason}") from exc
             # Scaled meanwhile: the operator counted the Deployments left, so its size already stands.
             log.info("worker group %s was scaled while its workers rolled; its new size stands", group_name)
+
+    def _surge(self, group: dict[str, Any], workers: int) -> None:
+        """Grow the group by ``workers`` new workers before any old one drains (its recorded size too, so the
+        reconcile keeps them)."""
+        name = group["metadata"]["name"]
+        replicas = replicas_of(group)
+        annotations = {
+            SURGE_ANNOTATION: str(workers),
+            DESIRED_ANNOTATION: str((desired_of(group) or replicas) + workers),
+        }
+        log.info("worker group %s: %d new worker(s) first, then the old one(s) drain", name, workers)
+        self._patch(
+            name, {"metadata": {"annotations": annotations}, "spec": {"worker": {"replicas": replicas + workers}}}
+        )
 
     def _deployments(self, group_name: str) -> list[dict[str, Any]]:
         try:

@@ -16,7 +16,13 @@ from kubernetes.client.exceptions import ApiException
 
 from runtime.protocol import contract
 from runtime.scheduler.pools.kubernetes import KubernetesPools
-from runtime.scheduler.pools.rollout import ClientWorkers, DaskWorker, WorkerRollout, merge_replacing
+from runtime.scheduler.pools.rollout import (
+    SURGE_ANNOTATION,
+    ClientWorkers,
+    DaskWorker,
+    WorkerRollout,
+    merge_replacing,
+)
 from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
 
 pytestmark = [pytest.mark.integration]
@@ -38,13 +44,14 @@ def _job(gate: str, hold_on: str | None = None) -> str:
     return name
 
 
-def _template(image: str, digest: str) -> dict[str, Any]:
+def _template(image: str, digest: str, gpus: int = 1) -> dict[str, Any]:
+    limits = {contract.GPU_RESOURCE: str(gpus)} if gpus else {"cpu": "1"}
     return {
         "metadata": {
-            "labels": {contract.DASK_POOL_LABEL: "t4"},
+            "labels": {contract.DASK_POOL_LABEL: "t4" if gpus else contract.CPU_POOL},
             "annotations": {contract.DASK_WORKER_TEMPLATE_ANNOTATION: digest},
         },
-        "spec": {"containers": [{"name": "worker", "image": image}]},
+        "spec": {"containers": [{"name": "worker", "image": image, "resources": {"limits": limits}}]},
     }
 
 
@@ -134,16 +141,12 @@ def dask() -> Iterator[tuple[Any, Any]]:
                 cluster.sync(worker.close)
 
 
-def _start_worker(cluster: Any, name: str) -> str:
+def _start_worker(cluster: Any, name: str, resource: str = contract.DASK_GPU_RESOURCE) -> str:
     from distributed import Worker
 
     async def start() -> Any:
         return await Worker(
-            cluster.scheduler_address,
-            name=name,
-            nthreads=1,
-            resources={contract.DASK_GPU_RESOURCE: 1},
-            dashboard_address=None,
+            cluster.scheduler_address, name=name, nthreads=1, resources={resource: 1}, dashboard_address=None
         )
 
     worker = cluster.sync(start)
@@ -250,6 +253,36 @@ def test_a_job_still_running_at_the_drain_timeout_is_requeued_on_a_new_worker(da
     rollout.step(list(api.groups.values()))
     assert OLD not in api.deployments and _status(client, OLD) is None
     assert stuck.result(timeout=GATE_WAIT_S) == NEW  # run again on the new worker: requeued, not lost
+
+
+def test_the_cpu_worker_is_replaced_by_a_new_one_before_it_drains(dask: tuple[Any, Any]) -> None:
+    """The always-up CPU worker runs the post-deploy probe: its replacement runs before it stops taking jobs."""
+    cluster, client = dask
+    cpu, resource = "gpu-dask-cpu", contract.DASK_CPU_RESOURCE
+    old_name, new_name = f"{cpu}-worker-0000000old", f"{cpu}-worker-0000000new"
+    old, new = _template("worker@sha256:1", "c1", gpus=0), _template("worker@sha256:2", "c1", gpus=0)
+    api = FakeKubernetes([_group(cpu, 1, new)], [_deployment(old_name, cpu, old)])
+    _start_worker(cluster, old_name, resource)
+    rollout = _rollout(api, client)
+
+    rollout.step(list(api.groups.values()))
+    group = api.groups[cpu]
+    assert group["spec"]["worker"]["replicas"] == 2 and _status(client, old_name) == "running"
+    rollout.step(list(api.groups.values()))  # the new worker is not up yet: the old one keeps serving
+    probe = client.submit(_job, _gate("probe"), resources={resource: 1}, pure=False)
+    GATES["probe"].set()
+    assert probe.result(timeout=GATE_WAIT_S) == old_name
+
+    api.deployments[new_name] = _deployment(new_name, cpu, new)  # what the operator makes for replica 2
+    _start_worker(cluster, new_name, resource)
+    rollout.step(list(api.groups.values()))
+    assert _status(client, old_name) == "closing_gracefully"
+    rollout.step(list(api.groups.values()))
+    assert set(api.deployments) == {new_name} and _status(client, old_name) is None
+    group = api.groups[cpu]
+    assert group["spec"]["worker"]["replicas"] == 1
+    assert group["metadata"]["annotations"][DESIRED_ANNOTATION] == "1"
+    assert SURGE_ANNOTATION not in group["metadata"]["annotations"]
 
 
 class Busy:
