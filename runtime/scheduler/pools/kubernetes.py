@@ -15,6 +15,7 @@ ProvisioningRequest: ``KubernetesPools`` hands such pools to a ``QueuedProvision
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -32,6 +33,8 @@ from runtime.scheduler.pools.worker_group import (
     pool_of,
     replicas_of,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_GROUP_SUFFIX: Final = "-default"  # the group the operator makes from the DaskCluster's own worker spec
 
@@ -107,7 +110,10 @@ class KubernetesPools:
                 self._patch(group["metadata"]["name"], desired, record_desired=False)
         self._provisioner.sweep()
         if self._rollout is not None:
-            self._rollout.step(self._groups())  # as the size corrections above left them
+            try:
+                self._rollout.step(self._groups())  # as the size corrections above left them
+            except Exception:  # a Dask or API hiccup: the pools' own state above stands; the next round resumes
+                log.exception("rolling workers onto their current template failed; retrying next round")
 
     def gpu_slots(self) -> int:
         """GPUs the pools want: desired workers times GPUs per worker."""

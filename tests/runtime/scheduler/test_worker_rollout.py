@@ -389,3 +389,18 @@ def test_kubernetes_pools_roll_in_their_reconcile_only_with_dask(dask: tuple[Any
     KubernetesPools(api, dask=ClientWorkers(client)).reconcile()  # type: ignore[arg-type]
     # Idle: it drains at once and leaves in the next round.
     assert _status(client, OLD) == "closing_gracefully"
+
+
+def test_a_failing_roll_leaves_the_pools_reconcile_standing() -> None:
+    """The Dask scheduler away for a moment: the recorded size is still put back, and the next round rolls."""
+    old, new = _template("worker@sha256:1", "t1"), _template("worker@sha256:2", "t1")
+    group = _group(GROUP, 1, new)
+    group["metadata"]["annotations"] = {DESIRED_ANNOTATION: "3"}
+    api = FakeKubernetes([group], [_deployment(OLD, GROUP, old)])
+
+    class Away:
+        def workers(self) -> list[DaskWorker]:
+            raise OSError("Timed out trying to connect to tcp://gpu-dask-scheduler.compute:8786")
+
+    KubernetesPools(api, dask=Away()).reconcile()  # type: ignore[arg-type]
+    assert api.groups[GROUP]["spec"]["worker"]["replicas"] == 3 and OLD in api.deployments
