@@ -16,8 +16,10 @@ so what else changes is handled per object:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import pulumi
@@ -35,6 +37,7 @@ TYPE = "gpu-runtime:dask:DaskCluster"
 # (runtime.manifests.dask.scheduler_revision). The operator ignores later edits of the rest of its spec.
 CLUSTER_REPLACE_ON: Final = ["spec.scheduler.metadata"]
 GROUP_IGNORE: Final = ["spec.worker.replicas"]
+SCHEDULER_DOCKERFILE: Final = Path(__file__).resolve().parents[1] / "docker" / "scheduler.Dockerfile"
 
 
 def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoolSpec]:
@@ -87,6 +90,14 @@ def queued_node_selector(pool: GpuPoolConfig) -> dict[str, str]:
     return provisioning.node_selector(pool.name) if pool.queued_provisioning else {}
 
 
+def scheduler_python(dockerfile: Path = SCHEDULER_DOCKERFILE) -> str:
+    """The Python version (``3.11``) of the scheduler image's pinned base, which the Dask scheduler runs on."""
+    match = re.search(r"^ARG PYTHON_BASE=python:(\d+\.\d+)", dockerfile.read_text(), re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{dockerfile}: no `ARG PYTHON_BASE=python:<version>` to read the scheduler's Python from")
+    return match.group(1)
+
+
 @dataclass
 class DaskClusterArgs:
     """Inputs of the Dask cluster."""
@@ -105,6 +116,8 @@ class DaskClusterArgs:
     """Dask scheduler CPU and memory (it never gets a GPU)."""
     operator_chart: Chart = field(default_factory=dask_operator_chart)
     """Operator chart and version; defaults to the locked dask-kubernetes version."""
+    scheduler_python: str = field(default_factory=scheduler_python)
+    """Python version of the scheduler image's base; defaults to what its Dockerfile pins."""
     operator_image_digest: str | None = None
     """``sha256:…`` of the operator's image at that version (``images.operatorDigest``); without it the release
     runs the chart's tag, which the deploy gate refuses."""
@@ -128,6 +141,7 @@ class DaskCluster(pulumi.ComponentResource):
             pools=tuple(args.pools),
             name=args.name,
             scheduler_resources=args.scheduler_resources,
+            scheduler_python=args.scheduler_python,
         )
         child = pulumi.ResourceOptions(parent=self)
         ns = apply_manifest(name, common.namespace(contract.COMPUTE_NAMESPACE), child)

@@ -16,7 +16,6 @@ import hashlib
 import json
 import math
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -176,6 +175,9 @@ class DaskClusterSpec:
     """DaskCluster name; the scheduler Service is ``<name>-scheduler``."""
     scheduler_resources: Resources = SCHEDULER_RESOURCES
     """CPU and memory of the Dask scheduler (never a GPU)."""
+    scheduler_python: str = ""
+    """Python version (``3.11``) of the scheduler image's base, part of the scheduler's revision; the component
+    reads it from the image's Dockerfile (``components.dask.scheduler_python``)."""
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -313,14 +315,15 @@ def _mark_template(worker: Manifest) -> Manifest:
     return worker
 
 
-def scheduler_revision(scheduler: Manifest) -> str:
-    """What the running Dask scheduler depends on besides its image: the locked Dask and Python versions and a
-    digest of its template without the image (a label value: at most 63 characters)."""
-    python = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return f"dask-{version('distributed')}-{python}-{_digest(_without_images(scheduler['spec']))}"
+def scheduler_revision(scheduler: Manifest, python: str = "") -> str:
+    """What the running Dask scheduler depends on besides its image: the locked Dask version, the image's
+    ``python`` version when given, and a digest of its template without the image (a label value: at most 63
+    characters)."""
+    runtime = f"dask-{version('distributed')}" + (f"-py{python.replace('.', '')}" if python else "")
+    return f"{runtime}-{_digest(_without_images(scheduler['spec']))}"
 
 
-def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> None:
+def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str, python: str) -> None:
     pod_spec = scheduler["spec"]
     _harden(pod_spec, service_account=None)
     container = pod_spec["containers"][0]
@@ -348,8 +351,9 @@ def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> Non
     container["livenessProbe"]["timeoutSeconds"] = SCHEDULER_PROBE_TIMEOUT_S
     # The scheduler's image is the gpu-scheduler's, whose digest changes with every deploy; the scheduler needs
     # only the Dask in it. The revision names what it does depend on, and only its change replaces the cluster.
+    revision = scheduler_revision(scheduler, python)
     scheduler["metadata"] = {"labels": labels({**contract.DASK_SCHEDULER_LABELS,
-                                               contract.DASK_SCHEDULER_REVISION_LABEL: scheduler_revision(scheduler)})}
+                                               contract.DASK_SCHEDULER_REVISION_LABEL: revision})}
 
 
 def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
@@ -366,7 +370,8 @@ def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
     )
     cluster["metadata"] = metadata(spec.name, contract.COMPUTE_NAMESPACE)
     cluster["spec"]["worker"] = build_worker_spec(primary, spec.image)
-    _fix_scheduler(cluster["spec"]["scheduler"], spec.scheduler_resources, spec.scheduler_image)
+    _fix_scheduler(cluster["spec"]["scheduler"], spec.scheduler_resources, spec.scheduler_image,
+                   spec.scheduler_python)
     return cluster
 
 

@@ -39,7 +39,8 @@ class _OptionsMonitor(components.plan.RecordingMonitor):
         return response
 
 
-def _record(worker_image: str = "registry/worker:v1", scheduler_image: str = "registry/scheduler:v1") -> Recording:
+def _record(worker_image: str = "registry/worker:v1", scheduler_image: str = "registry/scheduler:v1",
+            **args: Any) -> Recording:
     pools = worker_pools(stack_config("production").gpu_pools)
     _OptionsMonitor.options = {}
     with pytest.MonkeyPatch.context() as patch:
@@ -47,7 +48,7 @@ def _record(worker_image: str = "registry/worker:v1", scheduler_image: str = "re
         return run(
             lambda: DaskCluster(
                 "dask", DaskClusterArgs(image=worker_image, scheduler_image=scheduler_image,
-                                        pools=pools, runtime_service_account_email=EMAIL)
+                                        pools=pools, runtime_service_account_email=EMAIL, **args)
             )
         )
 
@@ -127,18 +128,21 @@ def test_new_image_digests_update_the_cluster_in_place_and_mark_no_template_chan
         assert annotations[contract.DASK_WORKER_TEMPLATE_ANNOTATION]
 
 
-def test_a_new_dask_version_replaces_the_cluster(recording: Recording) -> None:
+def test_a_new_dask_or_python_version_replaces_the_cluster(recording: Recording) -> None:
     import runtime.manifests.dask as manifests
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(manifests, "version", lambda package: "2099.1.0")
-        after = _record()
-    (old_cluster,), (new_cluster,) = of_type(recording, DASK_CLUSTER), of_type(after, DASK_CLUSTER)
+        new_dask = _record()
+    new_python = _record(scheduler_python="3.12")
     label = contract.DASK_SCHEDULER_REVISION_LABEL
-    old_revision = old_cluster.props["spec"]["scheduler"]["metadata"]["labels"][label]
-    new_revision = new_cluster.props["spec"]["scheduler"]["metadata"]["labels"][label]
-    assert old_revision.startswith(f"dask-{version('distributed')}-") and new_revision.startswith("dask-2099.1.0-")
-    assert _changed_paths(old_cluster.props, new_cluster.props) == [f"spec.scheduler.metadata.labels.{label}"]
+    (old_cluster,) = of_type(recording, DASK_CLUSTER)
+    assert old_cluster.props["spec"]["scheduler"]["metadata"]["labels"][label].startswith(
+        f"dask-{version('distributed')}-py311-")  # docker/scheduler.Dockerfile's base
+    for after, start in ((new_dask, "dask-2099.1.0-py311-"), (new_python, f"dask-{version('distributed')}-py312-")):
+        (new_cluster,) = of_type(after, DASK_CLUSTER)
+        assert new_cluster.props["spec"]["scheduler"]["metadata"]["labels"][label].startswith(start)
+        assert _changed_paths(old_cluster.props, new_cluster.props) == [f"spec.scheduler.metadata.labels.{label}"]
 
 
 def test_cluster_has_a_cpu_scheduler_and_the_a100_pool_as_default_group(recording: Recording) -> None:
