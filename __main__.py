@@ -61,6 +61,7 @@ dask = DaskCluster(
         scheduler_image=scheduler_image,  # the Dask scheduler needs no kernels and no GPU
         pools=worker_pools(config.gpu_pools),
         runtime_service_account_email=identities.emails[contract.RUNTIME_SERVICE_ACCOUNT.account_id],
+        operator_image_digest=config.images.operator_digest,
     ),
     opts=in_cluster,
 )

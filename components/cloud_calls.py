@@ -121,6 +121,7 @@ _S = Workload.SCHEDULER
 _LEASES = ("coordination.k8s.io", "leases")
 _POOLS = "runtime.scheduler.pools.kubernetes:KubernetesPools"
 _QUEUED = "runtime.scheduler.pools.queued:QueuedProvisioner"
+_ROLLOUT = "runtime.scheduler.pools.rollout:WorkerRollout"
 _PROVREQS = ("autoscaling.x-k8s.io", "provisioningrequests")
 _STORE = "runtime.scheduler.store.store:ResultStore"
 # gcsfs's default filesystem first asks the Storage Control API for the bucket's layout (flat or
@@ -246,6 +247,19 @@ KUBE_CALLS: Final = (
     KubeCall(f"{_POOLS}._pin_autoscaler", "patch_namespaced_custom_object",
              _S, dask_operator.GROUP, dask_operator.AUTOSCALER_PLURAL, "patch", contract.COMPUTE_NAMESPACE,
              f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"),
+    # Rolling workers onto a new template (runtime.scheduler.pools.rollout): the DaskCluster's worker template for
+    # the operator's default group, and the worker Deployments it retires. Worker names are generated.
+    *(KubeCall(f"{_ROLLOUT}.{function}", method, _S, group, resource, verb, contract.COMPUTE_NAMESPACE)
+      for function, method, group, resource, verb in (
+          ("_sync_default", "list_namespaced_custom_object", dask_operator.GROUP, dask_operator.CLUSTER_PLURAL,
+           "list"),
+          ("_patch", "patch_namespaced_custom_object", dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL,
+           "patch"),
+          ("_retire", "patch_namespaced_custom_object", dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL,
+           "patch"),
+          ("_deployments", "list_namespaced_deployment", "apps", "deployments", "list"),
+          ("_retire", "delete_namespaced_deployment", "apps", "deployments", "delete"),
+      )),
     # Queued pools (GPURT_QUEUED_POOLS): ProvisioningRequests and their PodTemplates, and the worker
     # Deployments that consume them. Their names are generated, so no call names its object.
     *(KubeCall(f"{_QUEUED}.{function}", method, _S, group, resource, verb, contract.COMPUTE_NAMESPACE,
@@ -314,6 +328,7 @@ CLIENT_SITES: Final = {
     "runtime.scheduler.leader": ("self._api",),
     "runtime.scheduler.pools.kubernetes": ("self._api",),
     "runtime.scheduler.pools.queued": ("self._api",),
+    "runtime.scheduler.pools.rollout": ("self._api",),
 }
 # Modules that import a cloud library without calling a service through it.
 NO_CLIENT_CALLS: Final = {

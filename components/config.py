@@ -343,6 +343,10 @@ class ImageConfig(_Model):
     worker_tag: str = Field(description="Tag of the Dask GPU worker image.")
     scheduler_digest: str | None = Field(None, pattern=_DIGEST, description="sha256 digest of the scheduler image.")
     worker_digest: str | None = Field(None, pattern=_DIGEST, description="sha256 digest of the worker image.")
+    operator_digest: str | None = Field(
+        None, pattern=_DIGEST,
+        description="sha256 digest of the Dask operator's image at the locked dask-kubernetes version "
+                    "(`crane digest ghcr.io/dask/dask-kubernetes-operator:<version>`); the deploy gate requires it.")
 
     @field_validator("scheduler_tag", "worker_tag")
     @classmethod

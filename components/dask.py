@@ -2,14 +2,25 @@
 
 The operator is installed from its Helm chart; the DaskCluster, extra DaskWorkerGroups and the
 DaskAutoscaler are custom resources that wait for that release (it installs their CRDs). The operator
-reconciles only a few spec fields after creation (replica counts), so any other spec change replaces the
-object (deleted first, since the name is fixed) instead of being silently ignored.
+reconciles only replica counts after creation (https://kubernetes.dask.org/en/latest/operator_resources.html),
+so what else changes is handled per object:
+
+- The DaskCluster is replaced (deleted first: its name is fixed) only when its scheduler revision changes: the
+  locked Dask or Python version or the scheduler's settings, never the image digest alone. Replacing it stops
+  the scheduler and every worker; a deploy that changes only code leaves them running.
+- Worker groups are updated in place. A new template reaches the workers the operator adds from then on, and the
+  gpu-scheduler rolls the running ones, each after its jobs finish (runtime.scheduler.pools.rollout). Their
+  replica counts belong to the gpu-scheduler and the autoscaler once created, so the program never sets them again.
+- The DaskAutoscaler holds only bounds, which the gpu-scheduler pins; a bound changed in the stack replaces it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -22,6 +33,11 @@ from runtime.manifests.helm_values import Chart, dask_operator_chart, dask_opera
 from runtime.protocol import contract
 
 TYPE = "gpu-runtime:dask:DaskCluster"
+# The DaskCluster's only replacing change: the scheduler's template metadata, which carries its revision
+# (runtime.manifests.dask.scheduler_revision). The operator ignores later edits of the rest of its spec.
+CLUSTER_REPLACE_ON: Final = ["spec.scheduler.metadata"]
+GROUP_IGNORE: Final = ["spec.worker.replicas"]
+SCHEDULER_DOCKERFILE: Final = Path(__file__).resolve().parents[1] / "docker" / "scheduler.Dockerfile"
 
 
 def worker_pools(gpu_pools: Sequence[GpuPoolConfig]) -> list[manifests.WorkerPoolSpec]:
@@ -74,6 +90,14 @@ def queued_node_selector(pool: GpuPoolConfig) -> dict[str, str]:
     return provisioning.node_selector(pool.name) if pool.queued_provisioning else {}
 
 
+def scheduler_python(dockerfile: Path = SCHEDULER_DOCKERFILE) -> str:
+    """The Python version (``3.11``) of the scheduler image's pinned base, which the Dask scheduler runs on."""
+    match = re.search(r"^ARG PYTHON_BASE=python:(\d+\.\d+)", dockerfile.read_text(), re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{dockerfile}: no `ARG PYTHON_BASE=python:<version>` to read the scheduler's Python from")
+    return match.group(1)
+
+
 @dataclass
 class DaskClusterArgs:
     """Inputs of the Dask cluster."""
@@ -92,6 +116,11 @@ class DaskClusterArgs:
     """Dask scheduler CPU and memory (it never gets a GPU)."""
     operator_chart: Chart = field(default_factory=dask_operator_chart)
     """Operator chart and version; defaults to the locked dask-kubernetes version."""
+    scheduler_python: str = field(default_factory=scheduler_python)
+    """Python version of the scheduler image's base; defaults to what its Dockerfile pins."""
+    operator_image_digest: str | None = None
+    """``sha256:…`` of the operator's image at that version (``images.operatorDigest``); without it the release
+    runs the chart's tag, which the deploy gate refuses."""
 
 
 class DaskCluster(pulumi.ComponentResource):
@@ -112,6 +141,7 @@ class DaskCluster(pulumi.ComponentResource):
             pools=tuple(args.pools),
             name=args.name,
             scheduler_resources=args.scheduler_resources,
+            scheduler_python=args.scheduler_python,
         )
         child = pulumi.ResourceOptions(parent=self)
         ns = apply_manifest(name, common.namespace(contract.COMPUTE_NAMESPACE), child)
@@ -141,27 +171,29 @@ class DaskCluster(pulumi.ComponentResource):
             version=chart.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
             namespace=contract.DASK_OPERATOR_NAMESPACE,
-            values=dask_operator_values(),
+            values=dask_operator_values(args.operator_image_digest),
             skip_crds=True,
             atomic=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, operator_ns, *crds]),
         )
-        # The operator acts on these only at creation: replace them whole when their spec changes.
-        custom = pulumi.ResourceOptions(
-            parent=self, depends_on=[release, account], replace_on_changes=["spec"], delete_before_replace=True
-        )
-        cluster = apply_manifest(name, manifests.build_dask_cluster(spec), custom)
-        after_cluster = pulumi.ResourceOptions.merge(custom, pulumi.ResourceOptions(depends_on=[cluster]))
+        after_release = pulumi.ResourceOptions(parent=self, depends_on=[release, account])
+        cluster = apply_manifest(name, manifests.build_dask_cluster(spec), pulumi.ResourceOptions.merge(
+            after_release, pulumi.ResourceOptions(replace_on_changes=CLUSTER_REPLACE_ON, delete_before_replace=True)))
+        after_cluster = pulumi.ResourceOptions.merge(after_release, pulumi.ResourceOptions(depends_on=[cluster]))
+        # Under server-side apply a field another manager has set conflicts with the program's value: replicas
+        # are the gpu-scheduler's and the autoscaler's after creation (ignoreChanges, as the provider advises).
+        in_place = pulumi.ResourceOptions.merge(after_cluster, pulumi.ResourceOptions(ignore_changes=GROUP_IGNORE))
         groups = {spec.primary.name: manifests.worker_group_name(spec.name, spec.primary.name, primary=True)}
         for pool in spec.pools[1:]:
             group = manifests.build_worker_group(spec, pool)
-            apply_manifest(name, group, after_cluster)
+            apply_manifest(name, group, in_place)
             groups[pool.name] = group["metadata"]["name"]
         # Jobs that need no GPU (the post-deploy probe) run at once on an idle platform (docs/infrastructure.md).
         cpu_group = manifests.build_cpu_worker_group(spec)
-        apply_manifest(name, cpu_group, after_cluster)
+        apply_manifest(name, cpu_group, in_place)
         groups[contract.CPU_POOL] = cpu_group["metadata"]["name"]
-        apply_manifest(name, manifests.build_autoscaler(spec), after_cluster)
+        apply_manifest(name, manifests.build_autoscaler(spec), pulumi.ResourceOptions.merge(
+            after_cluster, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)))
 
         self.namespace = ns.metadata.apply(lambda meta: meta["name"])
         self.scheduler_address = cluster.id.apply(lambda _: manifests.scheduler_address(spec.name))

@@ -4,8 +4,9 @@ Deploy by digest: the deploy workflow pushes each image, reads back the digest t
 in the stack config (``images.*Digest``), and then refuses to run ``pulumi up`` unless every reference to an
 image of the stack's Artifact Registry repository (Deployments, the DaskCluster and its worker groups, the
 Vertex AI image setting) ends in ``@sha256:<digest>``. Together with the repository's immutable tags, a node
-pulls exactly the bytes that were built. Third-party images (the Dask operator's chart, the DCGM exporter) are
-not the stack's registry's and are left to their own pins.
+pulls exactly the bytes that were built. Third-party images are pinned the same way: the DCGM exporter in its
+builder (``runtime.manifests.dcgm``), the Dask operator by the stack's ``images.operatorDigest`` (its chart's
+``image.tag``); ``third_party`` finds them, and the gate refuses either without a digest.
 """
 
 from __future__ import annotations
@@ -43,6 +44,28 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _walk(item, f"{path}[{index}]")
     elif isinstance(value, str) and REGISTRY_IMAGE.match(value):
         yield path, value
+
+
+def _walk_third_party(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if key == "image" and isinstance(item, str) and not REGISTRY_IMAGE.match(item):
+                yield here, item  # a container's image
+            elif key == "image" and isinstance(item, Mapping) and "tag" in item:
+                yield f"{here}.tag", f"{item.get('name', '')}:{item['tag']}"  # a Helm chart's image value
+            else:
+                yield from _walk_third_party(item, here)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk_third_party(item, f"{path}[{index}]")
+
+
+def third_party(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[ImageReference]:
+    """Every image from another registry in the inputs of ``resources``: containers' ``image`` and Helm values'
+    ``image: {name, tag}``."""
+    return [ImageReference(name, path, image) for name, props in resources
+            for path, image in _walk_third_party(props, "")]
 
 
 def references(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[ImageReference]:

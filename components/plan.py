@@ -364,7 +364,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 parent=request.parent or None, custom=bool(request.custom),
                 dependencies=tuple(sorted(set(request.dependencies))), shown=_plain(inputs, mask=True),
                 protect=bool(request.protect), delete_before_replace=bool(request.deleteBeforeReplace),
-                ignore_changes=tuple(request.ignoreChanges), provider=request.provider,
+                ignore_changes=tuple(request.ignoreChanges), replace_on_changes=tuple(request.replaceOnChanges),
+                provider=request.provider,
             ))
         return response
 

@@ -8,7 +8,7 @@ older than the cost estimate still gets one and both sides use the same prices.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -129,6 +129,14 @@ def changed_paths(base: Mapping[str, Any], head: Mapping[str, Any]) -> tuple[str
     return tuple(paths)
 
 
+def option_replacing(replace_on_changes: Iterable[str], changed: tuple[str, ...]) -> tuple[str, ...]:
+    """Which of ``changed`` fall under a resource's own ``replaceOnChanges`` paths (the head program's: Pulumi
+    decides with the new options), e.g. the DaskCluster's ``spec.scheduler.metadata``."""
+    roots = tuple(replace_on_changes)
+    return tuple(path for path in changed
+                 if any(path == root or path.startswith((f"{root}.", f"{root}[")) for root in roots))
+
+
 def _policy(base: Mapping[str, Any], head: Mapping[str, Any]) -> tuple[RuleChange, ...]:
     before = {p["rule"]: bool(p["passed"]) for p in base.get("policy") or []}
     after = {p["rule"]: p for p in head.get("policy") or []}
@@ -170,7 +178,7 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any], ref: str) -> Pl
         paths = changed_paths(old[urn], new[urn])
         if paths:
             replace = replacing_paths(new[urn]["type"], old[urn].get("inputs") or {}, new[urn].get("inputs") or {},
-                                      paths)
+                                      paths) + option_replacing(new[urn].get("replace_on_changes") or (), paths)
             changed.append(record(new[urn], paths, replace, bool(old[urn].get("protect"))))
     return PlanDiff(
         stack=str(head.get("stack") or base.get("stack") or ""),

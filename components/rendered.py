@@ -50,6 +50,8 @@ class Resource:
     """A replacement deletes the old resource first (fixed names)."""
     ignore_changes: tuple[str, ...] = ()
     """Input properties whose changes Pulumi ignores."""
+    replace_on_changes: tuple[str, ...] = ()
+    """Input properties whose changes replace the resource (Pulumi's ``replaceOnChanges``), beyond the provider's."""
     provider: str = ""
     """Reference (``urn::id``) of the explicit provider; empty for a default provider."""
 
@@ -66,7 +68,7 @@ class Resource:
         return {"type": self.type, "name": self.name, "urn": self.urn, "parent": self.parent, "custom": self.custom,
                 "dependencies": list(self.dependencies), "inputs": self.shown, "protect": self.protect,
                 "delete_before_replace": self.delete_before_replace, "ignore_changes": list(self.ignore_changes),
-                "provider": self.provider}
+                "replace_on_changes": list(self.replace_on_changes), "provider": self.provider}
 
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> Resource:
@@ -78,7 +80,9 @@ class Resource:
                    custom=bool(entry["custom"]), urn=str(entry.get("urn") or ""), parent=entry.get("parent"),
                    dependencies=tuple(entry.get("dependencies") or ()),
                    delete_before_replace=bool(entry.get("delete_before_replace", False)),
-                   ignore_changes=tuple(entry.get("ignore_changes") or ()), provider=str(entry.get("provider") or ""))
+                   ignore_changes=tuple(entry.get("ignore_changes") or ()),
+                   replace_on_changes=tuple(entry.get("replace_on_changes") or ()),
+                   provider=str(entry.get("provider") or ""))
 
 
 def lookup(props: Mapping[str, Any] | None, *path: str) -> Any:

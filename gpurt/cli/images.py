@@ -11,12 +11,14 @@ images_app = typer.Typer(help="The platform's container images: digest pinning a
 def pinned(
     stack: str = typer.Option(..., "--stack", "-s", help="Stack (Pulumi.<stack>.yaml) whose objects are checked."),
 ) -> None:
-    """Exit 1 unless every image of the stack's registry is referenced by digest (``...@sha256:``).
+    """Exit 1 unless every image of the stack's registry, and every third-party image (the DCGM exporter, the Dask
+    operator), is referenced by digest (``...@sha256:``).
 
     The deploy workflow runs it after setting the pushed digests and before ``pulumi up``.
     """
-    from components.images import references
+    from components.images import references, third_party
     from components.plan import PlanError, run_plan
+    from runtime.manifests.helm_values import OPERATOR_IMAGE, operator_image_tag
 
     try:
         plan = run_plan(stack)
@@ -30,11 +32,19 @@ def pinned(
     if not found:
         typer.echo(f"error: stack {stack} references no image of its registry", err=True)
         raise typer.Exit(1)
+    others = third_party((r.name, r.props) for r in plan.resources if r.custom)
+    loose_others = [ref for ref in others if not ref.pinned]
+    for ref in loose_others:
+        typer.echo(f"{ref.resource} {ref.path}: {ref.image} has no digest", err=True)
     if loose:
         typer.echo(f"{len(loose)} of {len(found)} image references of stack {stack} are not pinned by digest: "
                    "set images.schedulerDigest and images.workerDigest", err=True)
+    if loose_others:
+        typer.echo(f"{len(loose_others)} third-party image(s) of stack {stack} are not pinned by digest: set "
+                   f"images.operatorDigest to `crane digest {OPERATOR_IMAGE}:{operator_image_tag(None)}`", err=True)
+    if loose or loose_others:
         raise typer.Exit(1)
-    typer.echo(f"all {len(found)} image references of stack {stack} are pinned by digest")
+    typer.echo(f"all {len(found) + len(others)} image references of stack {stack} are pinned by digest")
 
 
 @images_app.command("sizes")

@@ -12,10 +12,13 @@ pool and is the one a ``DaskAutoscaler`` can scale. Further pools are ``DaskWork
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Any, Final
 
 from runtime.manifests import dask_operator
@@ -64,6 +67,8 @@ CPU_WORKER_SCRATCH_SIZE: Final = "2Gi"
 # The scheduler's HTTP health endpoint answers in milliseconds; a 5 s budget tolerates a busy event loop.
 SCHEDULER_PROBE_TIMEOUT_S: Final = 5
 SCHEDULER_READINESS_PERIOD_S: Final = 5
+# Hex digits of a template digest: 64 bits tell a few hundred templates apart with no practical chance of a clash.
+DIGEST_HEX: Final = 16
 
 # vCPUs and GB of memory per GPU-capable machine family, as GCE defines its shapes.
 _MACHINE_SHAPES: Final = (
@@ -170,6 +175,9 @@ class DaskClusterSpec:
     """DaskCluster name; the scheduler Service is ``<name>-scheduler``."""
     scheduler_resources: Resources = SCHEDULER_RESOURCES
     """CPU and memory of the Dask scheduler (never a GPU)."""
+    scheduler_python: str = ""
+    """Python version (``3.11``) of the scheduler image's base, part of the scheduler's revision; the component
+    reads it from the image's Dockerfile (``components.dask.scheduler_python``)."""
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -284,10 +292,38 @@ def build_worker_spec(pool: WorkerPoolSpec, image: str, replicas: int | None = N
     }
     pod_spec["tolerations"] = [gpu_toleration()]
     worker["metadata"] = {"labels": _pool_labels(pool.name)}
+    return _mark_template(worker)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:DIGEST_HEX]
+
+
+def _without_images(pod_spec: Manifest) -> Manifest:
+    # The images are compared as they are (pinned by digest); they may also be Pulumi Outputs, which no digest reads.
+    return {**pod_spec, "containers": [{k: v for k, v in c.items() if k != "image"} for c in pod_spec["containers"]]}
+
+
+def template_digest(worker: Manifest) -> str:
+    """Digest of a worker template (its pod spec and labels) without its images."""
+    return _digest({"spec": _without_images(worker["spec"]), "labels": worker["metadata"].get("labels") or {}})
+
+
+def _mark_template(worker: Manifest) -> Manifest:
+    """Annotate ``worker`` with its template digest; the operator copies it onto every worker Deployment it makes."""
+    worker["metadata"]["annotations"] = {contract.DASK_WORKER_TEMPLATE_ANNOTATION: template_digest(worker)}
     return worker
 
 
-def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> None:
+def scheduler_revision(scheduler: Manifest, python: str = "") -> str:
+    """What the running Dask scheduler depends on besides its image: the locked Dask version, the image's
+    ``python`` version when given, and a digest of its template without the image (a label value: at most 63
+    characters)."""
+    runtime = f"dask-{version('distributed')}" + (f"-py{python.replace('.', '')}" if python else "")
+    return f"{runtime}-{_digest(_without_images(scheduler['spec']))}"
+
+
+def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str, python: str) -> None:
     pod_spec = scheduler["spec"]
     _harden(pod_spec, service_account=None)
     container = pod_spec["containers"][0]
@@ -313,7 +349,11 @@ def _fix_scheduler(scheduler: Manifest, resources: Resources, image: str) -> Non
         {"periodSeconds": SCHEDULER_READINESS_PERIOD_S, "timeoutSeconds": SCHEDULER_PROBE_TIMEOUT_S}
     )
     container["livenessProbe"]["timeoutSeconds"] = SCHEDULER_PROBE_TIMEOUT_S
-    scheduler["metadata"] = {"labels": labels(contract.DASK_SCHEDULER_LABELS)}
+    # The scheduler's image is the gpu-scheduler's, whose digest changes with every deploy; the scheduler needs
+    # only the Dask in it. The revision names what it does depend on, and only its change replaces the cluster.
+    revision = scheduler_revision(scheduler, python)
+    scheduler["metadata"] = {"labels": labels({**contract.DASK_SCHEDULER_LABELS,
+                                               contract.DASK_SCHEDULER_REVISION_LABEL: revision})}
 
 
 def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
@@ -330,7 +370,8 @@ def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
     )
     cluster["metadata"] = metadata(spec.name, contract.COMPUTE_NAMESPACE)
     cluster["spec"]["worker"] = build_worker_spec(primary, spec.image)
-    _fix_scheduler(cluster["spec"]["scheduler"], spec.scheduler_resources, spec.scheduler_image)
+    _fix_scheduler(cluster["spec"]["scheduler"], spec.scheduler_resources, spec.scheduler_image,
+                   spec.scheduler_python)
     return cluster
 
 
@@ -363,6 +404,7 @@ def build_cpu_worker_group(spec: DaskClusterSpec) -> Manifest:
                               worker_command=cpu_worker_command())
     _harden(worker["spec"], contract.RUNTIME_SERVICE_ACCOUNT.k8s_service_account, CPU_WORKER_SCRATCH_SIZE)
     worker["metadata"] = {"labels": _pool_labels(contract.CPU_POOL)}
+    _mark_template(worker)
     name = worker_group_name(spec.name, contract.CPU_POOL, primary=False)
     return _worker_group(spec, name, contract.CPU_POOL, worker, {contract.DASK_MAX_WORKERS_ANNOTATION: "1"})
 

@@ -14,7 +14,11 @@ from typing import Final
 from runtime.manifests.common import Manifest, Resources, gpu_toleration, metadata
 from runtime.protocol import contract
 
-DEFAULT_IMAGE: Final = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
+# By digest, as the project's own images are: a tag on nvcr.io can be pushed again. The digest is the one nodes
+# report for this tag (a kubelet's status.images lists it as the tag's repo digest); check it, and read the
+# digest of a new tag the same way, with `crane digest nvcr.io/nvidia/k8s/dcgm-exporter:<tag>`.
+DEFAULT_IMAGE: Final = ("nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
+                        "@sha256:3d4e0dfa5fc4d7d12689d29fc6b56cd6c610750e8d187a393882e341fbba6c12")
 NAME: Final = contract.DCGM_EXPORTER_JOB
 POD_LABELS: Final = {"app": NAME}
 PORT_NAME: Final = "metrics"

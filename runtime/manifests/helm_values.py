@@ -60,18 +60,31 @@ def dask_operator_crds() -> list[Manifest]:
     return crds
 
 
+# The operator's image as its chart names it (values.yaml: image.name); the chart renders `<name>:<tag>`.
+OPERATOR_IMAGE: Final = "ghcr.io/dask/dask-kubernetes-operator"
+
 OPERATOR_RESOURCES: Final = Resources(
     cpu_request="100m", memory_request="256Mi", cpu_limit="500m", memory_limit="512Mi"
 )
 
 
-def dask_operator_values() -> Manifest:
-    """Operator values: resource limits and a pod context that passes the ``restricted`` Pod Security level.
+def operator_image_tag(digest: str | None) -> str:
+    """The chart's ``image.tag``: the locked version, pinned to ``digest`` when given (``<version>@sha256:…``, which
+    the chart's ``<name>:<tag>`` turns into a reference by digest)."""
+    release = version("dask-kubernetes")
+    return f"{release}@{digest}" if digest else release
+
+
+def dask_operator_values(image_digest: str | None = None) -> Manifest:
+    """Operator values: its image (by digest when ``image_digest`` is given), resource limits and a pod context
+    that passes the ``restricted`` Pod Security level.
 
     The chart already drops capabilities and runs as non-root; it leaves the pod without a seccomp
-    profile, which ``restricted`` (enforced on ``compute``) refuses.
+    profile, which ``restricted`` (enforced on ``compute``) refuses. The image is always named, so the deploy
+    gate (``gpurt images pinned``) sees whether it is pinned.
     """
     return {
+        "image": {"name": OPERATOR_IMAGE, "tag": operator_image_tag(image_digest)},
         "resources": OPERATOR_RESOURCES.to_manifest(),
         "podSecurityContext": {
             "runAsNonRoot": True,

@@ -195,7 +195,6 @@ PROVISIONING_RULES: Final = (
     {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
      "verbs": ["create", "list", "delete"]},
     {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["create", "list", "delete"]},
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "delete"]},
 )
 
 
@@ -206,9 +205,10 @@ def build_rbac(
 
     ``create`` on leases cannot be limited by name (the object does not exist yet); get/update can, so
     the scheduler can touch no other Lease. Exactly the verbs the code calls (``components.cloud_calls``):
-    the lease is read and replaced, worker groups are listed and patched, never fetched one by one. Only a
+    the lease is read and replaced, worker groups are listed and patched, never fetched one by one; the
+    DaskCluster is listed and worker Deployments listed and deleted to roll workers onto a new template. Only a
     stack with a queued pool (``queued_provisioning``) grants ``PROVISIONING_RULES`` as well: names of the
-    requests, templates and worker Deployments are generated, so those rules cannot name them.
+    requests and templates are generated, so those rules cannot name them.
     """
     leader = f"{contract.SCHEDULER_DEPLOYMENT}-leader-election"
     pools = f"{contract.SCHEDULER_DEPLOYMENT}-pools"
@@ -234,6 +234,10 @@ def build_rbac(
             "resourceNames": [f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"],
             "verbs": ["patch"],
         },
+        # Rolling workers onto a new template (runtime.scheduler.pools.rollout): the DaskCluster's worker template
+        # for the operator's default group, and the worker Deployments it retires (their names are generated).
+        {"apiGroups": [dask_operator.GROUP], "resources": [dask_operator.CLUSTER_PLURAL], "verbs": ["list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "delete"]},
     ]
     if queued_provisioning:
         pool_rules += [{**rule, "verbs": list(rule["verbs"])} for rule in PROVISIONING_RULES]

@@ -340,6 +340,14 @@ CONTROL_TOKEN_SECRET_KEY: Final = "token"
 # name. The operator names the cluster's own group `<cluster>-default` whatever pool it serves, so code
 # that scales a pool looks its group up by this label rather than by name.
 DASK_POOL_LABEL: Final = "gpu-runtime.dev/pool"
+# On each worker template (a group's ``spec.worker.metadata``, which the operator copies onto every worker Deployment
+# it makes): a digest of the template without its images. The operator reads a template only when it adds a
+# worker, so the gpu-scheduler rolls a worker whose Deployment carries another digest or other images than its
+# group's template (runtime.scheduler.pools.rollout).
+DASK_WORKER_TEMPLATE_ANNOTATION: Final = "gpu-runtime.dev/worker-template"
+# On the Dask scheduler's template: what the running scheduler depends on besides its image (the locked Dask and
+# Python versions, its settings). The DaskCluster is replaced, and the scheduler restarted, only when it changes.
+DASK_SCHEDULER_REVISION_LABEL: Final = "gpu-runtime.dev/scheduler-revision"
 # The DaskAutoscaler of a cluster is named ``<cluster><suffix>``; pool scaling pins its bounds.
 DASK_AUTOSCALER_SUFFIX: Final = "-autoscaler"
 # A pool other than the primary one has no DaskAutoscaler: its DaskWorkerGroup carries the stack's

@@ -386,11 +386,13 @@ class Service:
         if self.settings.pools is PoolsBackend.KUBERNETES:
             from runtime.scheduler.pools.kubernetes import KubernetesPools
             from runtime.scheduler.pools.kubernetes_api import KubernetesClients
+            from runtime.scheduler.pools.rollout import ClientWorkers
 
             # Pools come before the elector; asked later, this says whether this replica leads now.
             return KubernetesPools(KubernetesClients.in_cluster(), cluster=self.settings.dask_cluster_name,
                                    on_evict=self.count_eviction, queued=self.settings.queued_pools,
-                                   is_leader=lambda: self._elector is not None and self._elector.is_leader)
+                                   is_leader=lambda: self._elector is not None and self._elector.is_leader,
+                                   dask=None if self._dask_client is None else ClientWorkers(self._dask_client))
         if self.settings.pools is PoolsBackend.EXTERNAL:
             from runtime.scheduler.pools.external import ExternalPools
 

@@ -96,6 +96,9 @@ def test_a_deployed_image_is_pinned_by_its_digest() -> None:
      "gpu-runtime:images.schedulerTag: 'latest-staging' is a moving tag"),
     ({"schedulerTag": "abc", "workerTag": "abc", "workerDigest": "sha256:abc"},
      "gpu-runtime:images.workerDigest: 'sha256:abc' does not have the form ^sha256:[0-9a-f]{64}$"),
+    # A tag pasted where the operator's digest belongs.
+    ({"schedulerTag": "abc", "workerTag": "abc", "operatorDigest": "2026.3.0"},
+     "gpu-runtime:images.operatorDigest: '2026.3.0' does not have the form ^sha256:[0-9a-f]{64}$"),
 ])
 def test_moving_tags_and_malformed_digests_are_refused(images: dict[str, str], problem: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(problem)):

@@ -1,5 +1,5 @@
 """The DaskCluster component under the plan's realistic mocks, built from the production stack's pools:
-operator release, custom resources that wait for it and are replaced on change, contract values."""
+operator release, custom resources that wait for it, a cluster that a new image never replaces, contract values."""
 
 from __future__ import annotations
 
@@ -34,22 +34,28 @@ class _OptionsMonitor(components.plan.RecordingMonitor):
             "depends_on": set(request.dependencies),
             "replace_on_changes": list(request.replaceOnChanges),
             "delete_before_replace": request.deleteBeforeReplace,
+            "ignore_changes": list(request.ignoreChanges),
         }
         return response
 
 
-@pytest.fixture(scope="module")
-def recording() -> Recording:
+def _record(worker_image: str = "registry/worker:v1", scheduler_image: str = "registry/scheduler:v1",
+            **args: Any) -> Recording:
     pools = worker_pools(stack_config("production").gpu_pools)
     _OptionsMonitor.options = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(components.plan, "RecordingMonitor", _OptionsMonitor)
         return run(
             lambda: DaskCluster(
-                "dask", DaskClusterArgs(image="registry/worker:v1", scheduler_image="registry/scheduler:v1",
-                                        pools=pools, runtime_service_account_email=EMAIL)
+                "dask", DaskClusterArgs(image=worker_image, scheduler_image=scheduler_image,
+                                        pools=pools, runtime_service_account_email=EMAIL, **args)
             )
         )
+
+
+@pytest.fixture(scope="module")
+def recording() -> Recording:
+    return _record()
 
 
 def test_every_resource_is_a_child_of_the_component(recording: Recording) -> None:
@@ -75,15 +81,68 @@ def test_operator_chart_is_installed_in_a_namespace_of_its_own(recording: Record
     assert contract.DASK_OPERATOR_NAMESPACE in denied
 
 
-def test_custom_resources_wait_for_the_release_and_are_replaced_on_change(recording: Recording) -> None:
+def test_custom_resources_wait_for_the_release_and_only_the_scheduler_revision_replaces(
+        recording: Recording) -> None:
     release_urn = named(recording, RELEASE, "dask-operator").urn
     crs = of_type(recording, DASK_CLUSTER) + of_type(recording, WORKER_GROUP) + of_type(recording, AUTOSCALER)
     assert len(crs) == 1 + 2 + 1 + 1  # the cluster, two GPU groups, the CPU group, the autoscaler
     for resource in crs:
-        options = _OptionsMonitor.options[resource.name]
-        assert release_urn in options["depends_on"], resource.name
-        assert options["replace_on_changes"] == ["spec"]
-        assert options["delete_before_replace"] is True
+        assert release_urn in _OptionsMonitor.options[resource.name]["depends_on"], resource.name
+    (cluster,) = of_type(recording, DASK_CLUSTER)
+    assert _OptionsMonitor.options[cluster.name]["replace_on_changes"] == ["spec.scheduler.metadata"]
+    assert _OptionsMonitor.options[cluster.name]["delete_before_replace"] is True
+    for group in of_type(recording, WORKER_GROUP):  # updated in place; their replicas are the gpu-scheduler's
+        options = _OptionsMonitor.options[group.name]
+        assert (options["replace_on_changes"], options["delete_before_replace"]) == ([], False), group.name
+        assert options["ignore_changes"] == ["spec.worker.replicas"]
+    (autoscaler,) = of_type(recording, AUTOSCALER)
+    assert _OptionsMonitor.options[autoscaler.name]["replace_on_changes"] == ["spec"]
+
+
+def _changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [p for key in sorted(set(old) | set(new))
+                for p in _changed_paths(old.get(key), new.get(key), f"{path}.{key}" if path else key)]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (a, b) in enumerate(zip(old, new, strict=True)) for p in _changed_paths(a, b, f"{path}[{i}]")]
+    return [] if old == new else [path]
+
+
+def test_new_image_digests_update_the_cluster_in_place_and_mark_no_template_changed(recording: Recording) -> None:
+    """A deploy changes both images' digests: the DaskCluster changes nowhere its replace_on_changes looks, so the
+    scheduler and the workers keep running; each group's template digest stays, so only the images tell the
+    gpu-scheduler which workers to roll."""
+    digest = "@sha256:" + "b" * 64
+    after = _record("registry/worker:v2" + digest, "registry/scheduler:v2" + digest)
+    (old_cluster,), (new_cluster,) = of_type(recording, DASK_CLUSTER), of_type(after, DASK_CLUSTER)
+    changed = _changed_paths(old_cluster.props, new_cluster.props)
+    assert changed == ["spec.scheduler.spec.containers[0].image", "spec.worker.spec.containers[0].image"]
+    replace_on = tuple(_OptionsMonitor.options[new_cluster.name]["replace_on_changes"])
+    assert not [path for path in changed if path.startswith(replace_on)]
+    before_groups, after_groups = ({r.name: r for r in of_type(rec, WORKER_GROUP)} for rec in (recording, after))
+    assert set(after_groups) == set(before_groups)  # the same objects, updated: no second group, no gap
+    for name, new_group in after_groups.items():
+        old_group = before_groups[name]
+        assert _changed_paths(old_group.props, new_group.props) == ["spec.worker.spec.containers[0].image"]
+        annotations = new_group.props["spec"]["worker"]["metadata"]["annotations"]
+        assert annotations[contract.DASK_WORKER_TEMPLATE_ANNOTATION]
+
+
+def test_a_new_dask_or_python_version_replaces_the_cluster(recording: Recording) -> None:
+    import runtime.manifests.dask as manifests
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifests, "version", lambda package: "2099.1.0")
+        new_dask = _record()
+    new_python = _record(scheduler_python="3.12")
+    label = contract.DASK_SCHEDULER_REVISION_LABEL
+    (old_cluster,) = of_type(recording, DASK_CLUSTER)
+    assert old_cluster.props["spec"]["scheduler"]["metadata"]["labels"][label].startswith(
+        f"dask-{version('distributed')}-py311-")  # docker/scheduler.Dockerfile's base
+    for after, start in ((new_dask, "dask-2099.1.0-py311-"), (new_python, f"dask-{version('distributed')}-py312-")):
+        (new_cluster,) = of_type(after, DASK_CLUSTER)
+        assert new_cluster.props["spec"]["scheduler"]["metadata"]["labels"][label].startswith(start)
+        assert _changed_paths(old_cluster.props, new_cluster.props) == [f"spec.scheduler.metadata.labels.{label}"]
 
 
 def test_cluster_has_a_cpu_scheduler_and_the_a100_pool_as_default_group(recording: Recording) -> None:

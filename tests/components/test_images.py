@@ -4,29 +4,33 @@ named; the deploy workflow's gate (``gpurt images pinned``) refuses a stack unti
 from __future__ import annotations
 
 import shutil
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.images import references, unpinned
+from components.images import references, third_party, unpinned
 from components.plan import REPO_ROOT, run_plan
+from runtime.manifests.dcgm import DEFAULT_IMAGE as DCGM_IMAGE
+from runtime.manifests.helm_values import OPERATOR_IMAGE
 from tests.components.infra import stack_plan
 
 DIGESTS = {"schedulerDigest": "sha256:" + "a" * 64, "workerDigest": "sha256:" + "b" * 64}
+OPERATOR_DIGEST = "sha256:" + "d" * 64
 
 
 def _rendered(plan: object) -> list[tuple[str, dict]]:
     return [(r.name, r.props) for r in plan.resources if r.custom]  # type: ignore[attr-defined]
 
 
-def _with_digests(root: Path, stack: str) -> Path:
+def _with_digests(root: Path, stack: str, digests: dict[str, str] = DIGESTS) -> Path:
     """A copy of the program whose stack file carries the digests the deploy workflow sets."""
     for name in ("Pulumi.yaml", "__main__.py"):
         shutil.copy(REPO_ROOT / name, root / name)
     document = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())
-    document["config"]["gpu-runtime:images"].update(DIGESTS)
+    document["config"]["gpu-runtime:images"].update(digests)
     (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
     return root
 
@@ -47,6 +51,19 @@ def test_with_the_pushed_digests_every_reference_is_pinned(tmp_path: Path) -> No
     assert {ref.image.rsplit("@", 1)[1] for ref in found} == set(DIGESTS.values())
     # The Deployment, the DaskCluster (scheduler and workers) and every extra worker group are covered.
     assert {"scheduler", "dask"} <= {ref.resource.split("-", 1)[0] for ref in found}
+
+
+def test_third_party_images_are_pinned_the_operator_by_the_stacks_digest(tmp_path: Path) -> None:
+    """The DCGM exporter is pinned in its builder; the operator's chart tag only once images.operatorDigest is set,
+    which a committed stack (like the project's own digests) leaves to the deploy."""
+    committed = {ref.image: ref.pinned for ref in third_party(_rendered(stack_plan("staging")))}
+    assert committed == {DCGM_IMAGE: True, f"{OPERATOR_IMAGE}:{version('dask-kubernetes')}": False}
+
+    root = _with_digests(tmp_path, "staging", {**DIGESTS, "operatorDigest": OPERATOR_DIGEST})
+    pinned = third_party(_rendered(run_plan("staging", root)))
+    operator = f"{OPERATOR_IMAGE}:{version('dask-kubernetes')}@{OPERATOR_DIGEST}"
+    assert {ref.image for ref in pinned} == {DCGM_IMAGE, operator}
+    assert all(ref.pinned for ref in pinned)
 
 
 def test_an_image_named_by_tag_or_a_short_digest_is_unpinned() -> None:
@@ -70,3 +87,5 @@ def test_the_gate_refuses_a_stack_without_digests() -> None:
 
     assert result.exit_code == 1
     assert "are not pinned by digest: set images.schedulerDigest and images.workerDigest" in result.output
+    assert (f"set images.operatorDigest to `crane digest {OPERATOR_IMAGE}:{version('dask-kubernetes')}`"
+            in result.output)

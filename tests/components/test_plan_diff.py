@@ -155,3 +155,23 @@ def test_long_diffs_are_cut_and_rules_only_on_one_side_are_shown() -> None:
     assert f"#### Added ({MAX_ROWS + 5})" in text and "| ... | 5 more" in text
     assert "| old-rule | pass | - | - |" in text and "| new-rule | - | pass | - |" in text
     assert "No pricing table" in text  # no cluster, so no region to price
+
+
+def test_a_change_under_a_resources_own_replace_on_changes_is_marked_replace() -> None:
+    """The DaskCluster is replaced when its scheduler revision changes (replace_on_changes, not the provider's
+    list); an image change elsewhere in its spec is an update."""
+    label = "spec.scheduler.metadata.labels.gpu-runtime.dev/scheduler-revision"
+    options = {"type": "kubernetes:kubernetes.dask.org/v1:DaskCluster",
+               "replace_on_changes": ["spec.scheduler.metadata"]}
+
+    def cluster(revision: str, image: str) -> dict[str, Any]:
+        inputs = {"spec": {"scheduler": {"metadata": {"labels": {"gpu-runtime.dev/scheduler-revision": revision}},
+                                         "spec": {"containers": [{"image": image}]}}}}
+        return _resource("gpu-dask", inputs=inputs, **options)
+
+    base = _plan([cluster("dask-1-py311-a", "s@sha256:1")], {})
+    new_image = diff_plans(base, _plan([cluster("dask-1-py311-a", "s@sha256:2")], {}), "main")
+    new_dask = diff_plans(base, _plan([cluster("dask-2-py311-a", "s@sha256:2")], {}), "main")
+    assert [c.replace for c in new_image.changed] == [()]
+    assert [c.replace for c in new_dask.changed] == [(label,)]
+    assert "**replace**" in to_markdown(new_dask)

@@ -15,6 +15,7 @@ ProvisioningRequest: ``KubernetesPools`` hands such pools to a ``QueuedProvision
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -23,7 +24,17 @@ from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, desired_of, max_workers_of, pool_of, replicas_of
+from runtime.scheduler.pools.rollout import DaskWorkers, WorkerRollout
+from runtime.scheduler.pools.worker_group import (
+    DESIRED_ANNOTATION,
+    desired_of,
+    gpus_per_worker,
+    max_workers_of,
+    pool_of,
+    replicas_of,
+)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_GROUP_SUFFIX: Final = "-default"  # the group the operator makes from the DaskCluster's own worker spec
 
@@ -32,7 +43,8 @@ class KubernetesPools:
     """Worker groups of the DaskCluster ``cluster`` in ``namespace``.
 
     ``queued`` maps each queued pool to its requests' maxRunDurationSeconds (None: GKE's default);
-    ``is_leader`` says whether this replica may create and delete ProvisioningRequests.
+    ``is_leader`` says whether this replica may create and delete ProvisioningRequests; with ``dask``, the
+    reconcile also rolls running workers onto their group's current template (``runtime.scheduler.pools.rollout``).
     """
 
     def __init__(self, api: KubernetesApi, cluster: str = contract.DASK_CLUSTER_NAME,
@@ -40,7 +52,8 @@ class KubernetesPools:
                  on_evict: Callable[[str], None] = lambda pool: None,
                  queued: Mapping[str, int | None] | None = None,
                  is_leader: Callable[[], bool] = lambda: True,
-                 token: Callable[[], str] = request_token) -> None:
+                 token: Callable[[], str] = request_token,
+                 dask: DaskWorkers | None = None) -> None:
         self._api = api
         self._cluster = cluster
         self._namespace = namespace
@@ -49,6 +62,8 @@ class KubernetesPools:
                                               patch_group=self._patch_group,
                                               pin_autoscaler=self._pin_if_default, is_leader=is_leader,
                                               token=token)
+        self._rollout = None if dask is None else WorkerRollout(api, dask, cluster, namespace,
+                                                                pool_of=self._pool_id, skip=self._provisioner.pools)
 
     def list(self) -> list[PoolInfo]:
         """Every worker group of the cluster, as pools; a queued pool with its ProvisioningRequests."""
@@ -82,8 +97,10 @@ class KubernetesPools:
 
     def reconcile(self) -> None:
         """Put back the recorded desired size where replicas drifted (an operator restart, a manual edit); on the
-        leader, move each queued pool's requests and workers one step towards its desired size."""
-        for group in self._groups():
+        leader, move each queued pool's requests and workers one step towards its desired size, and roll workers
+        onto their group's current template."""
+        groups = self._groups()
+        for group in groups:
             pool_id = self._pool_id(group)
             if pool_id in self._provisioner.pools:
                 self._provisioner.reconcile(pool_id)
@@ -92,6 +109,11 @@ class KubernetesPools:
             if desired is not None and replicas_of(group) != desired:
                 self._patch(group["metadata"]["name"], desired, record_desired=False)
         self._provisioner.sweep()
+        if self._rollout is not None:
+            try:
+                self._rollout.step(self._groups())  # as the size corrections above left them
+            except Exception:  # a Dask or API hiccup: the pools' own state above stands; the next round resumes
+                log.exception("rolling workers onto their current template failed; retrying next round")
 
     def gpu_slots(self) -> int:
         """GPUs the pools want: desired workers times GPUs per worker."""
@@ -164,14 +186,5 @@ class KubernetesPools:
         provisioning = None
         if pool_id in self._provisioner.pools and requests is not None:
             provisioning = self._provisioner.info(pool_id, group, requests)
-        return PoolInfo(id=pool_id, desired=desired, workers=ready, gpus_per_worker=_gpus_per_worker(group),
+        return PoolInfo(id=pool_id, desired=desired, workers=ready, gpus_per_worker=gpus_per_worker(group),
                         status=pool_status(desired, ready), provisioning=provisioning)
-
-
-def _gpus_per_worker(group: dict[str, Any]) -> int:
-    containers = group.get("spec", {}).get("worker", {}).get("spec", {}).get("containers", [])
-    for container in containers:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if contract.GPU_RESOURCE in limits:
-            return int(limits[contract.GPU_RESOURCE])
-    return 0

@@ -38,3 +38,13 @@ def pool_of(group: dict[str, Any], cluster: str) -> str:
     worker_labels = group.get("spec", {}).get("worker", {}).get("metadata", {}).get("labels") or {}
     labels = {**worker_labels, **(group.get("metadata", {}).get("labels") or {})}
     return str(labels.get(contract.DASK_POOL_LABEL) or str(group["metadata"]["name"]).removeprefix(f"{cluster}-"))
+
+
+def gpus_per_worker(group: dict[str, Any]) -> int:
+    """GPUs each of the group's workers claims (its template's ``nvidia.com/gpu`` limit); 0 for a CPU worker."""
+    containers = group.get("spec", {}).get("worker", {}).get("spec", {}).get("containers", [])
+    for container in containers:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if contract.GPU_RESOURCE in limits:
+            return int(limits[contract.GPU_RESOURCE])
+    return 0

@@ -208,7 +208,7 @@ def test_rbac_grants_only_the_leader_lease_and_worker_group_scaling() -> None:
         }
     ]
     assert all(rule["resources"] == ["leases"] for rule in lease_rules)
-    pool_rule, autoscaler_rule = objects[("Role", contract.COMPUTE_NAMESPACE)]["rules"]
+    pool_rule, autoscaler_rule, cluster_rule, deployment_rule = objects[("Role", contract.COMPUTE_NAMESPACE)]["rules"]
     assert pool_rule == {
         "apiGroups": ["kubernetes.dask.org"],
         "resources": ["daskworkergroups"],
@@ -220,6 +220,9 @@ def test_rbac_grants_only_the_leader_lease_and_worker_group_scaling() -> None:
         "resourceNames": ["gpu-dask-autoscaler"],
         "verbs": ["patch"],
     }
+    # Rolling workers onto a new template: the cluster's worker template is read, old workers' Deployments go.
+    assert cluster_rule == {"apiGroups": ["kubernetes.dask.org"], "resources": ["daskclusters"], "verbs": ["list"]}
+    assert deployment_rule == {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "delete"]}
     for namespace in (contract.RUNTIME_NAMESPACE, contract.COMPUTE_NAMESPACE):
         binding = objects[("RoleBinding", namespace)]
         assert binding["roleRef"]["name"] == objects[("Role", namespace)]["metadata"]["name"]

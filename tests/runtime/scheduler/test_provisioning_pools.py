@@ -264,6 +264,8 @@ def test_workers_are_added_with_the_consume_annotations_once_the_request_is_prov
     assert worker["metadata"]["annotations"] == {
         "autoscaling.x-k8s.io/consume-provisioning-request": name,
         "autoscaling.x-k8s.io/provisioning-class-name": "queued-provisioning.gke.io",
+        contract.DASK_WORKER_TEMPLATE_ANNOTATION: worker["metadata"]["annotations"][
+            contract.DASK_WORKER_TEMPLATE_ANNOTATION],  # the template's own, kept
     }
     assert api.group()["metadata"]["annotations"][CONSUMED_ANNOTATION] == name
     api.operator_sync()
