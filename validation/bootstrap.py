@@ -6,17 +6,21 @@
    account, the deploy and preview accounts with their roles, CI's Workload Identity Federation.
 3. Create the main stack (``pulumi stack select --create``) and give it a control token as a Pulumi secret,
    only if it has none (a second run must not rotate a deployed token).
-4. The policy gate the pull request cannot forge: publish this checkout's policy pack to Pulumi Cloud, make a
+4. Pin the Dask operator's image: the digest its registry serves for the locked version's tag, written into
+   the stack's ``images.operatorDigest`` once (a later tag move is not followed; an operator upgrade sets it
+   again with ``gpurt images digest``).
+5. The policy gate the pull request cannot forge: publish this checkout's policy pack to Pulumi Cloud, make a
    policy group holding the stack, and enable the pack there, so Pulumi Cloud runs it on every preview and
    update of the stack whatever the program or the command line says.
 
 Every step first reads what exists and changes only what is missing, so a second run changes nothing. The
-cloud and Pulumi are reached only through the three seams below (``validation/adapters/bootstrap.py`` holds the
-real ones); the tests run the steps against recording fakes.
+cloud, Pulumi and the image registry are reached only through the seams below (``validation/adapters/bootstrap.py``
+holds the real ones); the tests run the steps against recording fakes.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,12 +30,15 @@ from typing import Final, Protocol
 from components.bootstrap import main_stack_target
 from components.policy.bundle import bundle_version, write_bundle
 from components.policy.pack import PACK_NAME
+from runtime.manifests.helm_values import operator_image_reference
 
 # Enabled by gcloud before the bootstrap program runs (see step 1).
 FIRST_APIS: Final = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 BOOTSTRAP_DIR: Final = "bootstrap"
 MAIN_PROJECT: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "gpu-runtime:controlToken"
+IMAGES_KEY: Final = "gpu-runtime:images"
+OPERATOR_DIGEST: Final = "operatorDigest"
 GITHUB_REPOSITORY_KEY: Final = "gpu-runtime-bootstrap:githubRepository"
 POLICY_GROUP: Final = "gpu-runtime"
 # 32 random bytes, hex: what `openssl rand -hex 32` gives, as the docs suggest for a hand-set token.
@@ -69,8 +76,9 @@ class Stacks(Protocol):
         """The stack's config: key -> value, secrets as None (never read back)."""
         ...
 
-    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool) -> None:
-        """``pulumi config set [--secret]`` (a secret never on the command line)."""
+    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool, path: bool = False) -> None:
+        """``pulumi config set [--secret] [--path]`` (a secret never on the command line); ``path``: ``key`` is
+        ``namespace:object.field``, one field of an object value."""
         ...
 
     def up(self, work_dir: Path, stack: str) -> int:
@@ -79,6 +87,14 @@ class Stacks(Protocol):
 
     def outputs(self, work_dir: Path, stack: str) -> dict[str, str]:
         """The stack's outputs."""
+        ...
+
+
+class ImageDigests(Protocol):
+    """The digests container registries serve for image tags."""
+
+    def digest(self, reference: str) -> str:
+        """The ``sha256:…`` digest served for ``reference`` (``host/name:tag``) now."""
         ...
 
 
@@ -160,6 +176,7 @@ def bootstrap(
     cloud: CloudSetup,
     stacks: Stacks,
     policies: PolicyService,
+    images: ImageDigests,
     bundle_dir: Path,
     new_token: Callable[[], str] = lambda: secrets.token_hex(TOKEN_BYTES),
 ) -> Report:
@@ -201,8 +218,29 @@ def bootstrap(
             "already set (kept)" if has_token else f"set as a secret in Pulumi.{target.stack}.yaml: commit it",
         )
     )
+    report.steps.append(_pin_operator_image(target, stacks, images))
     report.steps += _policy_gate(target, policies, bundle_dir)
     return report
+
+
+def operator_digest(stacks: Stacks, root: Path, stack: str) -> str | None:
+    """The main stack's ``images.operatorDigest``, or None."""
+    images = stacks.config_keys(root, stack).get(IMAGES_KEY)
+    try:
+        value = json.loads(images) if images else {}
+    except json.JSONDecodeError:
+        return None
+    return value.get(OPERATOR_DIGEST) if isinstance(value, dict) else None
+
+
+def _pin_operator_image(target: Target, stacks: Stacks, images: ImageDigests) -> Step:
+    pinned = operator_digest(stacks, target.root, target.stack)
+    if pinned:
+        return Step("operator image", False, f"pinned at {pinned} (kept)")
+    reference = operator_image_reference()
+    digest = images.digest(reference)
+    stacks.set_config(target.root, target.stack, f"{IMAGES_KEY}.{OPERATOR_DIGEST}", digest, secret=False, path=True)
+    return Step("operator image", True, f"{reference} pinned at {digest} in Pulumi.{target.stack}.yaml: commit it")
 
 
 def _ensure_stack(stacks: Stacks, work_dir: Path, stack: str, what: str) -> Step:
@@ -248,6 +286,9 @@ def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks) -> list[str
         problems.append(f"Artifact Registry repository {where.repository} does not exist in {where.region}")
     if not stacks.exists(root, stack):
         problems.append(f"stack {stack} does not exist")
-    elif CONTROL_TOKEN_KEY not in stacks.config_keys(root, stack):
-        problems.append(f"stack {stack} has no {CONTROL_TOKEN_KEY}")
+    else:
+        if CONTROL_TOKEN_KEY not in stacks.config_keys(root, stack):
+            problems.append(f"stack {stack} has no {CONTROL_TOKEN_KEY}")
+        if not operator_digest(stacks, root, stack):
+            problems.append(f"stack {stack} has no {IMAGES_KEY}.{OPERATOR_DIGEST} (the Dask operator's image digest)")
     return problems

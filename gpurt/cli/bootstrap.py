@@ -36,11 +36,12 @@ def bootstrap(
     """Run the bootstrap's steps in order, each changing only what is missing (docs/infrastructure.md).
 
     Base APIs (gcloud), then the bootstrap program (bootstrap/: APIs, image repository, the nodes', deploy
-    and preview accounts, CI's Workload Identity Federation), then the main stack with its control token, then
-    the server-side policy gate. A second run changes nothing. Needs the gcloud and pulumi CLIs, logged in as
+    and preview accounts, CI's Workload Identity Federation), then the main stack with its control token and the
+    Dask operator's image digest, then the server-side policy gate.
+    A second run changes nothing. Needs the gcloud and pulumi CLIs, logged in as
     a project owner and a Pulumi organization admin.
     """
-    from validation.adapters.bootstrap import GcloudSetup, PulumiCliStacks, PulumiCloudPolicies
+    from validation.adapters.bootstrap import GcloudSetup, PulumiCliStacks, PulumiCloudPolicies, RegistryDigests
     from validation.bootstrap import Target
     from validation.bootstrap import bootstrap as run_steps
     from validation.bootstrap import check as check_prerequisites
@@ -60,7 +61,8 @@ def bootstrap(
     target = Target(stack, root, github_repository, pulumi_org)
     with tempfile.TemporaryDirectory(prefix="gpurt-policy-") as scratch:
         report = run_steps(
-            target, GcloudSetup(), PulumiCliStacks(org=pulumi_org), PulumiCloudPolicies(), Path(scratch) / "pack"
+            target, GcloudSetup(), PulumiCliStacks(org=pulumi_org), PulumiCloudPolicies(), RegistryDigests(),
+            Path(scratch) / "pack",
         )
     for step in report.steps:
         mark = "[yellow]changed[/]" if step.changed else "[green]ok[/]"

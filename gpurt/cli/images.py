@@ -18,7 +18,6 @@ def pinned(
     """
     from components.images import references, third_party
     from components.plan import PlanError, run_plan
-    from runtime.manifests.helm_values import OPERATOR_IMAGE, operator_image_tag
 
     try:
         plan = run_plan(stack)
@@ -41,10 +40,32 @@ def pinned(
                    "set images.schedulerDigest and images.workerDigest", err=True)
     if loose_others:
         typer.echo(f"{len(loose_others)} third-party image(s) of stack {stack} are not pinned by digest: set "
-                   f"images.operatorDigest to `crane digest {OPERATOR_IMAGE}:{operator_image_tag(None)}`", err=True)
+                   f"images.operatorDigest (`gpurt bootstrap` does; by hand: `pulumi config set --path "
+                   f"gpu-runtime:images.operatorDigest \"$(gpurt images digest)\" --stack {stack}`)", err=True)
     if loose or loose_others:
         raise typer.Exit(1)
     typer.echo(f"all {len(found) + len(others)} image references of stack {stack} are pinned by digest")
+
+
+@images_app.command("digest")
+def digest(
+    reference: str = typer.Argument(
+        "", help="host/name:tag of a public image; default: the Dask operator's at the locked dask-kubernetes "
+        "version."),
+) -> None:
+    """Print the digest the image's registry serves for the tag now (what a stack pins: images.operatorDigest).
+
+    Read once and committed, never at deploy time: a moved tag must not deploy unreviewed bytes. After an
+    operator upgrade: ``pulumi config set --path gpu-runtime:images.operatorDigest "$(gpurt images digest)"``.
+    """
+    from runtime.manifests.helm_values import operator_image_reference
+    from validation.adapters.registry import RegistryError, manifest_digest
+
+    try:
+        typer.echo(manifest_digest(reference or operator_image_reference()))
+    except RegistryError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @images_app.command("sizes")

@@ -75,6 +75,11 @@ def operator_image_tag(digest: str | None) -> str:
     return f"{release}@{digest}" if digest else release
 
 
+def operator_image_reference() -> str:
+    """The operator's image at the locked version, by tag: what its digest is looked up for."""
+    return f"{OPERATOR_IMAGE}:{operator_image_tag(None)}"
+
+
 def dask_operator_values(image_digest: str | None = None) -> Manifest:
     """Operator values: its image (by digest when ``image_digest`` is given), resource limits and a pod context
     that passes the ``restricted`` Pod Security level.

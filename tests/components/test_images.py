@@ -87,5 +87,5 @@ def test_the_gate_refuses_a_stack_without_digests() -> None:
 
     assert result.exit_code == 1
     assert "are not pinned by digest: set images.schedulerDigest and images.workerDigest" in result.output
-    assert (f"set images.operatorDigest to `crane digest {OPERATOR_IMAGE}:{version('dask-kubernetes')}`"
-            in result.output)
+    assert ("set images.operatorDigest (`gpurt bootstrap` does; by hand: `pulumi config set --path "
+            'gpu-runtime:images.operatorDigest "$(gpurt images digest)" --stack staging`)') in result.output

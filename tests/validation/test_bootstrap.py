@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,15 +11,18 @@ import pytest
 import yaml
 
 from components.policy.pack import PACK_NAME
+from runtime.manifests.helm_values import operator_image_reference
 from validation.bootstrap import (
     CONTROL_TOKEN_KEY,
     GITHUB_REPOSITORY_KEY,
+    IMAGES_KEY,
     MAIN_PROJECT,
     POLICY_GROUP,
     PolicyGroup,
     Target,
     bootstrap,
     check,
+    operator_digest,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +40,16 @@ class World:
     published: set[str] = field(default_factory=set)
     groups: dict[str, PolicyGroup] = field(default_factory=dict)
     changes: list[str] = field(default_factory=list)
+    # what the registry serves for each tag now
+    tags: dict[str, str] = field(default_factory=lambda: {operator_image_reference(): "sha256:" + "ab" * 32})
+
+
+class FakeRegistry:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    def digest(self, reference: str) -> str:
+        return self.w.tags[reference]
 
 
 class FakeCloud:
@@ -67,9 +81,14 @@ class FakeStacks:
     def config_keys(self, work_dir: Path, stack: str) -> dict[str, str | None]:
         return dict(self.w.stacks[(work_dir.name, stack)])
 
-    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool) -> None:
+    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool, path: bool = False) -> None:
         self.w.changes.append(f"config {work_dir.name}/{stack} {key}{' (secret)' if secret else ''}")
-        self.w.stacks[(work_dir.name, stack)][key] = None if secret else value
+        config = self.w.stacks[(work_dir.name, stack)]
+        if path:  # namespace:object.field, as `pulumi config --json` then shows the object: a JSON string
+            top, _, inner = key.partition(".")
+            config[top] = json.dumps({**json.loads(config.get(top) or "{}"), inner: value})
+        else:
+            config[key] = None if secret else value
 
     def up(self, work_dir: Path, stack: str) -> int:
         assert {"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"} <= self.w.services
@@ -125,6 +144,7 @@ def _run(world: World, tmp_path: Path, tokens: list[str]) -> list[str]:
         FakeCloud(world),
         FakeStacks(world),
         FakePolicies(world),
+        FakeRegistry(world),
         tmp_path / "pack",
         new_token=lambda: tokens.pop(),
     )
@@ -143,6 +163,7 @@ def test_an_empty_project_is_bootstrapped_in_order(tmp_path: Path) -> None:
         "up bootstrap/staging",
         f"create {ROOT.name}/staging",
         f"config {ROOT.name}/staging {CONTROL_TOKEN_KEY} (secret)",
+        f"config {ROOT.name}/staging {IMAGES_KEY}.operatorDigest",
         f"publish {version}",
         f"group {POLICY_GROUP}",
         f"add {MAIN_PROJECT}/staging",
@@ -156,8 +177,11 @@ def test_a_second_run_changes_nothing_and_keeps_the_token(tmp_path: Path) -> Non
     _run(world, tmp_path, ["first-token"])
     tokens = ["would-rotate"]
 
+    world.tags[operator_image_reference()] = "sha256:" + "cd" * 32  # the tag moved upstream
     assert _run(world, tmp_path, tokens) == []
     assert tokens == ["would-rotate"]  # a deployed token is never replaced
+    # the pinned digest stays: a moved tag is not followed without a review
+    assert json.loads(world.stacks[(ROOT.name, "staging")][IMAGES_KEY])["operatorDigest"] == "sha256:" + "ab" * 32
 
 
 def test_a_changed_pack_is_published_and_enforced_again(tmp_path: Path) -> None:
@@ -179,6 +203,10 @@ def test_the_deploy_check_names_every_missing_prerequisite_and_then_passes(tmp_p
         "Artifact Registry repository gpu-runtime does not exist in us-central1",
         "stack staging does not exist",
     ]
+    world.stacks[(ROOT.name, "staging")] = {CONTROL_TOKEN_KEY: None}  # made by hand, without the digest
+    assert check("staging", ROOT, FakeCloud(world), FakeStacks(world))[-1] == (
+        f"stack staging has no {IMAGES_KEY}.operatorDigest (the Dask operator's image digest)")
+    world.stacks.clear()
     _run(world, tmp_path, ["t"])
     assert check("staging", ROOT, FakeCloud(world), FakeStacks(world)) == []
     assert world.changes == _run(World(), tmp_path, ["t"])  # the check itself changed nothing
@@ -222,6 +250,15 @@ def test_the_pulumi_adapter_never_puts_or_reads_a_secret_on_the_command_line(tmp
     args, cwd, stdin = run.calls[0]
     assert "s3cret" not in args and stdin == "s3cret" and "--secret" in args and cwd == tmp_path
     assert all("--show-secrets" not in call[0] for call in run.calls)
+    # An object's field is set with --path, and read back from the object `pulumi config --json` shows as JSON.
+    stacks.set_config(tmp_path, "staging", f"{IMAGES_KEY}.operatorDigest", "sha256:" + "ab" * 32, secret=False,
+                      path=True)
+    assert run.calls[-1][0][:5] == ["pulumi", "config", "set", "--path", f"{IMAGES_KEY}.operatorDigest"]
+    digest = "sha256:" + "ab" * 32
+    run.answers["pulumi config --json"] = json.dumps({IMAGES_KEY: {
+        "value": json.dumps({"repository": "gpu-runtime", "operatorDigest": digest}),
+        "objectValue": {"repository": "gpu-runtime", "operatorDigest": digest}, "secret": False}})
+    assert operator_digest(stacks, tmp_path, "staging") == digest
     # A new stack is made in the organization whose policy group enforces the pack.
     PulumiCliStacks(run, org="impulse").create(tmp_path, "production")
     assert run.calls[-1][0][:5] == ["pulumi", "stack", "select", "--create", "impulse/production"]

@@ -98,13 +98,10 @@ class PulumiCliStacks:
         config = json.loads(self._run(["pulumi", "config", "--json", "--stack", stack], work_dir, None) or "{}")
         return {key: None if entry.get("secret") else str(entry.get("value")) for key, entry in config.items()}
 
-    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool) -> None:
+    def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool, path: bool = False) -> None:
         """Set ``key``; the value goes through stdin, so a secret never shows in a process list."""
-        self._run(
-            ["pulumi", "config", "set", *(["--secret"] if secret else []), key, "--stack", stack, "--non-interactive"],
-            work_dir,
-            value,
-        )
+        flags = [*(["--secret"] if secret else []), *(["--path"] if path else [])]
+        self._run(["pulumi", "config", "set", *flags, key, "--stack", stack, "--non-interactive"], work_dir, value)
 
     def up(self, work_dir: Path, stack: str) -> int:
         """Deploy; the number of resources changed, from the update's summary."""
@@ -195,3 +192,13 @@ class PulumiCloudPolicies:
     def enable(self, org: str, group: str, pack: str, version: str) -> None:
         """``pulumi policy enable ORG/PACK VERSION --policy-group GROUP``."""
         self._run(["pulumi", "policy", "enable", f"{org}/{pack}", version, "--policy-group", group], None, None)
+
+
+class RegistryDigests:
+    """``ImageDigests`` over the registries' distribution API (``validation/adapters/registry.py``)."""
+
+    def digest(self, reference: str) -> str:
+        """The digest served for ``reference`` now."""
+        from validation.adapters.registry import manifest_digest
+
+        return manifest_digest(reference)
