@@ -62,8 +62,9 @@ def test_pod_monitorings_scrape_the_pods_container_ports() -> None:
     for name, template in pods.items():
         spec = by_name[name]
         assert spec["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+        # every port of the pod but the kubelet's probes' own listener, which serves nothing else
         ports = {port["containerPort"] for c in template["spec"]["containers"] for port in c["ports"]}
-        assert [endpoint["port"] for endpoint in spec["endpoints"]] == [*ports]
+        assert [endpoint["port"] for endpoint in spec["endpoints"]] == sorted(ports - {contract.SCHEDULER_PROBE_PORT})
         assert spec["endpoints"][0]["path"] == contract.METRICS_PATH
     dask = by_name[f"{contract.DASK_CLUSTER_NAME}-scheduler"]
     assert dask["selector"]["matchLabels"][dask_operator.COMPONENT_LABEL] == "scheduler"
