@@ -40,11 +40,12 @@ def open_umask() -> Iterator[None]:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` starts one worker more than this process may use cores: much of the suite waits on real
-    time (drills, leases, alert windows, jobs that sleep, platforms starting) rather than on a core, and a
-    third worker on two cores fills those waits. Measured on the 2-core machine (2026-11-26): the full suite
-    in 521 s with three workers against 630 to 644 s with two, every test passing both ways."""
-    return len(os.sched_getaffinity(0)) + 1
+    """``-n auto`` starts two workers more than this process may use cores: much of the suite waits on real
+    time (drills, leases, alert windows, jobs that sleep, platforms starting) rather than on a core, and the
+    extra workers on two cores fill those waits. Measured on the 2-core machine, quiet: 521 s with three workers
+    against 630 to 644 s with two (2026-11-26); later, with more tests, 637 s with four against 677 s with
+    three (2026-11-27), every test passing each way."""
+    return len(os.sched_getaffinity(0)) + 2
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names a group it sees (see below)

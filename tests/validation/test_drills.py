@@ -4,7 +4,9 @@ tests/runtime/local/test_replicas.py runs ``drill all`` on two replicas: the dra
 and DLQ drills run there (with one replica they take the same path, the others merely not drained), and
 the alert drill too, where the leader alerts fire. Here, on one replica, run the two drills whose path
 differs: the leader drill (no lease between processes: two in-process candidates at the lease-store
-seam) and the chaos drill (killing the only replica stops all intake; test_drill_chaos.py runs it on two).
+seam) and the chaos drill with the faults whose path differs on one replica (killing or draining the only
+replica stops all intake); test_drill_chaos.py runs every fault on two replicas, where the others (a killed
+worker, the connection flood, the store's failures) take the same path.
 Emulator time scale 0.01 as on the replicas, so both platforms see the same redelivery timing.
 """
 
@@ -24,8 +26,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300
 EMULATOR_TIME_SCALE = 0.01
 DRILL_TIMEOUT_S = "90"
 CHAOS_JOBS = "10"  # the chaos drill's own test (test_drill_chaos.py) runs a bigger mixed load on two replicas
-# The chaos drill's long store outage, shortened: its 5-minute default alone would outlast this test.
-STORE_OUTAGE_S = "8"
 # run by test_replicas.py on two replicas, where the alert drill's leader alerts fire too
 SKIPPED = ("drain-upgrade", "evict-pool", "dlq", "alerts")
 STOP_GRACE_S = 3.0  # the platform is thrown away: no need to wait for a graceful Dask shutdown
@@ -59,10 +59,13 @@ def test_drill_all_refuses_to_skip_a_drill_that_does_not_exist() -> None:
     assert "no drill called alert" in result.output and "alerts" in result.output
 
 
-def test_the_one_replica_drills_pass_and_leave_the_platform_valid(platform) -> None:
+def test_the_one_replica_drills_pass_and_leave_the_platform_valid(platform, monkeypatch) -> None:
+    from validation.drills import chaos, faults
+
+    monkeypatch.setattr(chaos, "FAULTS", (faults.kill_replica, faults.drain_intake))
     skips = [arg for name in SKIPPED for arg in ("--skip", name)]
     result = _gpurt("drill", "all", "--local-dir", str(platform.directory), "--timeout", DRILL_TIMEOUT_S, "--json",
-                    "--jobs", CHAOS_JOBS, "--store-outage", STORE_OUTAGE_S, *skips)
+                    "--jobs", CHAOS_JOBS, *skips)
 
     assert result.exit_code == 0, result.output
     drills = {d["name"]: d for d in json.loads(result.stdout[result.stdout.index("["):])}
