@@ -22,8 +22,8 @@ from tests.runtime.local.prometheus.polling import poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
-JOBS = 8
-JOB_SLEEP_S = 0.5  # one local worker: a few seconds of work, so the restart finds some running, some waiting
+JOBS = 6
+JOB_SLEEP_S = 0.4  # one local worker: a few seconds of work, so the restart finds some running, some waiting
 PUBLISH_TIMEOUT_S = 30.0
 RESULT_WAIT_S = 90.0
 
