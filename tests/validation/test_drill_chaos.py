@@ -17,7 +17,7 @@ from gpurt.bench.chaos import SECTION, write_benchmarks
 from runtime.access.local_state import ProcessRecord
 from runtime.access.transport import PubSubClients
 from runtime.protocol.messages import InvalidRequest, JobResult, JobStatus, parse_request
-from validation.drills import forgery
+from validation.drills import forgery, hostile
 from validation.drills.base import DrillContext, DrillResult
 from validation.drills.chaos import BROKER_RESTART_JOBS, FAULTS, LONG_PER_SLICE, plan
 from validation.drills.faults import (
@@ -219,6 +219,8 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert "2 replica(s) stopped intake" in evidence  # both held jobs when the store went
     assert figures["broker restart: waiting requests lost"] == f"0 of {BROKER_RESTART_JOBS}"  # the durable broker
     assert "a new job finished" in evidence
+    assert figures["hostile input: answered within (s)"] < hostile.ANSWER_WAIT_S
+    assert "replicas stayed healthy" in evidence
     # the forged result, the bogus body's rejection and the victim's own all reached the topic: the client chose
     assert figures["forged result: results on the topic for the victim"] >= 3
     assert figures["forged dead letter: refused by the reclaimer after (s)"] < forgery.ANSWER_WAIT_S
