@@ -211,6 +211,11 @@ def _task_keys(dask_address: str, run: Callable[[], None]) -> list[str]:
     return [str(task["key"]) for task in stream.data]
 
 
+def _slots_held_by(api: httpx.Client, job_ids: set[str]) -> bool:
+    status = api.get("/status").json()
+    return len(job_ids & set(status["in_flight"])) >= status["slots"] > 0
+
+
 def test_six_jobs_through_the_composed_images(composed: Composed) -> None:
     publish, results = composed.requests, composed.results
     waited: dict[str, object] = {}
@@ -222,7 +227,11 @@ def test_six_jobs_through_the_composed_images(composed: Composed) -> None:
         publish.job("american", "american_option", spots=[100], weights=[1], volatilities=[0.25], strike=100,
                     kind="put", steps=25, paths=20_000, regression_paths=10_000, seed=4)
         publish.raw({"job_id": "invalid", "type": "european_option", "params": {"volatility": -1}})
-        for number in range(8):  # waiting together behind the jobs above: tiny ones run packed
+        # Tiny jobs run packed when they wait together behind busy slots: published once the jobs above hold
+        # every slot (Pub/Sub keeps no order, so published together a tiny one may find a slot free first).
+        big = {"plain", "sharded", "heston", "american"}
+        wait_for(lambda: _slots_held_by(composed.api, big), JOB_TIMEOUT_S, "the jobs above to hold every slot")
+        for number in range(8):
             publish.job(f"tiny-{number}", "noop", sleep_s=0.01)
         for job_id in ["plain", "sharded", "heston", "american", "invalid", *[f"tiny-{n}" for n in range(8)]]:
             waited[job_id] = results.wait(job_id, timeout_s=JOB_TIMEOUT_S)
