@@ -208,33 +208,20 @@ class Bootstrap(pulumi.ComponentResource):
         ]
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=self.apis)
         self.registry = image_repository(f"{name}-registry", args.project, args.region, args.repository, after_apis)
-        self.node_account = gcp.serviceaccount.Account(
-            f"{name}-{NODE_ACCOUNT_ID}",
-            account_id=NODE_ACCOUNT_ID,
-            project=args.project,
-            display_name="GKE nodes of the GPU runtime (logs, metrics, image pulls)",
-            opts=after_apis,
-        )
-        self.deploy_account = gcp.serviceaccount.Account(
-            f"{name}-{DEPLOY_ACCOUNT_ID}",
-            account_id=DEPLOY_ACCOUNT_ID,
-            project=args.project,
-            display_name="CI: pulumi up of the GPU runtime, image pushes, validation",
-            opts=after_apis,
-        )
-        self.preview_account = gcp.serviceaccount.Account(
-            f"{name}-{PREVIEW_ACCOUNT_ID}",
-            account_id=PREVIEW_ACCOUNT_ID,
-            project=args.project,
-            display_name="CI: pulumi preview of pull requests",
-            opts=after_apis,
-        )
+
+        def account(account_id: str, display_name: str) -> gcp.serviceaccount.Account:
+            return gcp.serviceaccount.Account(f"{name}-{account_id}", account_id=account_id, project=args.project,
+                                              display_name=display_name, opts=after_apis)
+
+        self.node_account = account(NODE_ACCOUNT_ID, "GKE nodes of the GPU runtime (logs, metrics, image pulls)")
+        self.deploy_account = account(DEPLOY_ACCOUNT_ID, "CI: pulumi up of the GPU runtime, image pushes, validation")
+        self.preview_account = account(PREVIEW_ACCOUNT_ID, "CI: pulumi preview of pull requests")
         deploy, preview = self.deploy_account.member, self.preview_account.member
-        for account, roles in ((DEPLOY_ACCOUNT_ID, DEPLOY_PROJECT_ROLES), (PREVIEW_ACCOUNT_ID, PREVIEW_PROJECT_ROLES)):
-            member = deploy if account == DEPLOY_ACCOUNT_ID else preview
+        for account_id, member, roles in ((DEPLOY_ACCOUNT_ID, deploy, DEPLOY_PROJECT_ROLES),
+                                          (PREVIEW_ACCOUNT_ID, preview, PREVIEW_PROJECT_ROLES)):
             for role in roles:
                 gcp.projects.IAMMember(
-                    f"{name}-{account}-{role_suffix(role)}",
+                    f"{name}-{account_id}-{role_suffix(role)}",
                     project=args.project,
                     role=role,
                     member=member,

@@ -20,6 +20,7 @@ from runtime.scheduler.pools.kubernetes import KubernetesPools
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import CONSUMED_ANNOTATION, FAILURE_ANNOTATION
 from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
+from tests.runtime.scheduler.merge_patch import merge_patch
 
 CLUSTER = "gpu-dask"
 QUEUED = dask_manifests.WorkerPoolSpec(
@@ -29,22 +30,12 @@ QUEUED = dask_manifests.WorkerPoolSpec(
 T4 = dask_manifests.WorkerPoolSpec(
     "t4", "nvidia-tesla-t4", 1, 0, 4, dask_manifests.worker_resources("n1-standard-8", 1)
 )
+
 SPEC = dask_manifests.DaskClusterSpec(
     image="registry.example/worker:abc123", scheduler_image="registry.example/scheduler:abc123", pools=(T4, QUEUED))
 GROUP = "gpu-dask-a100-flex"
 DEFAULT_GROUP = "gpu-dask-default"
 PROVREQS = prov.PLURAL
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    """JSON merge patch (RFC 7386), as the API server applies the client's dict bodies: null deletes."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 def _matches(obj: dict[str, Any], selector: str) -> bool:
@@ -95,7 +86,7 @@ class FakeKubernetes(KubernetesApi):
         self.calls.append(("patch", plural, name))
         if (plural, name) not in self.custom:
             raise _missing(name)
-        _merge(self.custom[(plural, name)], body)
+        merge_patch(self.custom[(plural, name)], body)
         return copy.deepcopy(self.custom[(plural, name)])
 
     def create_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,

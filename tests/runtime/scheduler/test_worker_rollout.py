@@ -24,6 +24,7 @@ from runtime.scheduler.pools.rollout import (
     merge_replacing,
 )
 from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
+from tests.runtime.scheduler.merge_patch import merge_patch
 
 pytestmark = [pytest.mark.integration]
 
@@ -97,7 +98,7 @@ class FakeKubernetes:
         if version_wanted is not None and version_wanted != target["metadata"]["resourceVersion"]:
             raise ApiException(status=409, reason="Conflict")
         self.patches.append((name, copy.deepcopy(body)))
-        _merge(target, {k: v for k, v in body.items()})
+        merge_patch(target, {k: v for k, v in body.items()})
         target["metadata"]["resourceVersion"] = str(int(target["metadata"]["resourceVersion"]) + 1)
         return copy.deepcopy(target)
 
@@ -114,16 +115,6 @@ class FakeKubernetes:
     def delete_namespaced_deployment(self, name, namespace):
         if self.deployments.pop(name, None) is None:
             raise ApiException(status=404, reason="Not Found")
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 @pytest.fixture()
