@@ -33,19 +33,25 @@ COPY runtime/protocol ./runtime/protocol
 COPY kernels ./kernels
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra gpu --no-editable
+# The CPU twins compiled once, here, into a numba cache each worker copies into its own as it starts
+# (runtime/worker/kernel_cache.py): a worker then loads them in seconds instead of compiling them for a minute
+# of CPU. Run outside /src, so the kernels compiled are the installed ones the workers import.
+RUN cd / && /opt/gpurt/bin/python -m runtime.worker.kernel_cache build /opt/gpurt/kernel-cache
 
 # ---- runtime: the virtualenv alone, run by an unprivileged user -----------------------------------------
 FROM ${PYTHON_BASE}
 RUN groupadd --gid 10001 gpurt \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin gpurt
 COPY --from=build /opt/gpurt /opt/gpurt
-# Kernels compile at first use; numba's cache and matplotlib's config live on a writable /tmp, so the
-# root filesystem can stay read-only. The node's driver libraries are found on LD_LIBRARY_PATH.
+# numba's cache and matplotlib's config live on a writable /tmp, so the root filesystem can stay read-only;
+# the warm-up copies the compiled CPU twins (GPURT_KERNEL_CACHE_SEED) there. CUDA kernels compile at start,
+# for the node's GPU. The node's driver libraries are found on LD_LIBRARY_PATH.
 ENV PATH=/opt/gpurt/bin:/usr/local/nvidia/bin:$PATH \
     LD_LIBRARY_PATH=/usr/local/nvidia/lib64 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     NUMBA_CACHE_DIR=/tmp/numba \
+    GPURT_KERNEL_CACHE_SEED=/opt/gpurt/kernel-cache \
     MPLCONFIGDIR=/tmp/matplotlib
 USER 10001:10001
 WORKDIR /tmp

@@ -2,7 +2,8 @@
 
 Each image's environment is made the way its Dockerfile makes it: the folders its ``COPY`` lines name, with
 ``pyproject.toml`` and ``uv.lock``, installed by the same ``uv sync --frozen --no-dev --extra … --no-editable``
-into a virtualenv outside the source tree; every process starts in an empty folder, so nothing of the checkout
+into a virtualenv outside the source tree (the image's ``/opt/gpurt``), then the Dockerfile's own build steps
+(the worker image's compiled CPU kernels); every process starts in an empty folder, so nothing of the checkout
 is importable. Then: the local broker (Pub/Sub), a Dask scheduler from the gpu-scheduler image, two
 ``dask worker``s from the gpu-worker image (the command and settings the DaskCluster manifest gives them,
 warm-up preload included, one ``GPU`` unit each with the kernels' CPU twins), and the gpu-scheduler from its
@@ -35,6 +36,7 @@ from runtime.manifests.dask import worker_command
 from runtime.manifests.dask_settings import dask_env
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
+from runtime.worker.kernel_cache import SEED_ENV
 from tests.runtime.scheduler.platform import Requests, ResultListener, create_topology, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -43,7 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "composed-images"
 TOKEN = "composed-token"
 SHARD_PATHS = 100_000
-# A cold worker compiles every kernel before it joins the jobs (its numba cache starts empty, as a new pod's).
+# The image's environment folder, which the tests put elsewhere.
+IMAGE_ENV = "/opt/gpurt"
+# A worker whose seed the build filled starts in seconds; one that must compile (a seed that does not load)
+# takes minutes on a loaded machine.
 START_TIMEOUT_S = 420.0
 JOB_TIMEOUT_S = 300.0
 
@@ -65,6 +70,18 @@ class Image:
         assert len(lines) == 1, f"{self.dockerfile.name}: expected one `uv sync ... --no-editable`, found {lines}"
         return lines[0].split()
 
+    def python_steps(self) -> list[list[str]]:
+        """Its ``RUN cd / && /opt/gpurt/bin/python -m …`` lines (the installed project run at build), as arguments."""
+        found = re.findall(rf"^RUN cd / && ({IMAGE_ENV}/bin/python -m .+)$", self.dockerfile.read_text(),
+                           flags=re.MULTILINE)
+        return [line.split() for line in found]
+
+    def env(self, name: str) -> str:
+        """The value its ``ENV`` gives ``name``."""
+        found = re.findall(rf"^\s*(?:ENV )?{name}=(\S+?)(?: \\)?$", self.dockerfile.read_text(), flags=re.MULTILINE)
+        assert len(found) == 1, f"{self.dockerfile.name}: expected one {name}=, found {found}"
+        return found[0]
+
 
 def _uv() -> list[str]:
     """How to run uv: on PATH, else as a module of a Python that has it (the Makefile installs it with
@@ -77,6 +94,11 @@ def _uv() -> list[str]:
                                      timeout=60, check=False).returncode == 0:
             return [python, "-m", "uv"]
     pytest.fail("uv is needed to build the images' environments: `python3 -m pip install uv` (make setup does)")
+
+
+def in_environment(argument: str, env: Path) -> str:
+    """``argument`` of the Dockerfile with the image's ``/opt/gpurt`` put where the test made it (``env``)."""
+    return argument.replace(IMAGE_ENV, str(env), 1) if argument.startswith(IMAGE_ENV) else argument
 
 
 def build_environment(image: Image, where: Path) -> Path:
@@ -99,6 +121,10 @@ def build_environment(image: Image, where: Path) -> Path:
                           capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     shutil.rmtree(source)  # the environment holds its own copy (no editable install): nothing points back here
+    for step in image.python_steps():
+        done = subprocess.run([in_environment(argument, where / "env") for argument in step], cwd=where,
+                              env=_clean_env(), capture_output=True, text=True, timeout=900, check=False)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return where / "env" / "bin"
 
 
@@ -110,6 +136,11 @@ def test_the_recipes_are_read_from_the_dockerfiles() -> None:
     assert WORKER_IMAGE.copies() == ["runtime/__init__.py", "runtime/worker", "runtime/protocol", "kernels"]
     assert "runtime/scheduler" in SCHEDULER_IMAGE.copies()
     assert WORKER_IMAGE.sync_command()[-3:] == ["--extra", "gpu", "--no-editable"]
+    seed = WORKER_IMAGE.env(SEED_ENV)
+    assert WORKER_IMAGE.python_steps() == [[f"{IMAGE_ENV}/bin/python", "-m", "runtime.worker.kernel_cache", "build",
+                                            seed]]
+    assert seed.startswith(f"{IMAGE_ENV}/")  # inside the folder the runtime stage copies from the build stage
+    assert SCHEDULER_IMAGE.python_steps() == []
 
 
 def _free_port() -> int:
@@ -127,6 +158,8 @@ class Composed:
     results: ResultListener
     dask_address: str
     logs: Path
+    kernel_seed: Path
+    numba_cache: Path
 
 
 class _Processes:
@@ -173,9 +206,11 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Composed]:
                         _clean_env(**dask_env()))
         command = worker_command(1)
         command[command.index("--local-directory") + 1] = str(base / "scratch")
-        for number in (1, 2):
+        kernel_seed = Path(in_environment(WORKER_IMAGE.env(SEED_ENV), worker_bin.parent))
+        for number in (1, 2):  # one cache folder for both, as the pods' /tmp/numba (each copies the seed there)
             processes.start(f"dask-worker-{number}", [str(worker_bin / "dask"), *command[1:], dask_address],
-                            _clean_env(**dask_env(), GPURT_DEVICE="cpu", NUMBA_CACHE_DIR=str(base / "numba")))
+                            _clean_env(**dask_env(), GPURT_DEVICE="cpu", NUMBA_CACHE_DIR=str(base / "numba"),
+                                       **{SEED_ENV: str(kernel_seed)}))
         port = _free_port()
         processes.start("gpu-scheduler", [str(scheduler_bin / "python"), "-m", "runtime.scheduler"], _clean_env(
             PUBSUB_EMULATOR_HOST=broker.address, GPURT_PROJECT=PROJECT, GPURT_PORT=str(port),
@@ -193,7 +228,7 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Composed]:
 
         wait_for(ready, START_TIMEOUT_S, f"the gpu-scheduler to be ready (logs in {logs})")
         results, requests = ResultListener(broker.address, PROJECT), Requests(broker.address, PROJECT)
-        yield Composed(api, requests, results, dask_address, logs)
+        yield Composed(api, requests, results, dask_address, logs, kernel_seed, base / "numba")
         requests.close()
         results.close()
         api.close()
@@ -250,6 +285,25 @@ def test_six_jobs_through_the_composed_images(composed: Composed) -> None:
     assert waited["american"].result["estimate"] > 0  # type: ignore[attr-defined]
     assert "volatility" in waited["invalid"].error.message  # type: ignore[attr-defined]
     assert any("pack" in key for key in keys), keys  # at least one pack of tiny jobs ran as one task
+
+
+def _indexes(folder: Path) -> dict[str, int]:
+    """numba's cache indexes under ``folder``, with their modification times: numba rewrites a kernel's index
+    when it compiles that kernel, and leaves it alone when it loads it."""
+    return {str(path.relative_to(folder)): path.stat().st_mtime_ns for path in folder.rglob("*.nbi")}
+
+
+def test_the_workers_load_the_kernels_the_image_build_compiled(composed: Composed) -> None:
+    from distributed import Client
+
+    from runtime.worker.warm import warm_seconds
+
+    seeded = _indexes(composed.kernel_seed)
+    with Client(composed.dask_address, timeout=60) as client:
+        wait_for(lambda: all(client.run(warm_seconds).values()), JOB_TIMEOUT_S, "both workers to be warm")
+    assert len(seeded) >= 10  # every kernel module's twins, built by the Dockerfile's step
+    # Loaded, not compiled: every kernel the warm-up and the jobs above ran found its index as the build left it
+    assert _indexes(composed.numba_cache) == seeded, f"logs in {composed.logs}"
 
 
 def test_the_images_hold_only_what_their_dockerfiles_copy(composed: Composed) -> None:

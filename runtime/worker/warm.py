@@ -10,7 +10,8 @@ meanwhile waits in ``wait_warm`` (``runtime.worker.task.execute``, ``runtime.wor
 until the compile is done, so no job's run time ever includes its kernel's compile; a ``noop`` job, which has
 no kernel, does not wait. Once compiled, each of the worker's task threads runs the smallest warm-up job itself
 (``kernels.warm.prime_thread``): the threading layer and CUDA's context are set up per thread, and the
-first job of each thread would otherwise pay for it.
+first job of each thread would otherwise pay for it. Before compiling, it copies the CPU kernels the image
+build compiled into the worker's numba cache (``runtime.worker.kernel_cache``), so that they load instead.
 
 The device is ``GPURT_DEVICE`` of the worker's environment (the local platform passes the scheduler's);
 unset, ``auto``: the GPU where there is one. The seconds each warm-up job took are kept on the worker
@@ -63,9 +64,14 @@ def dask_setup(worker: Any) -> None:
 
 def _warm(worker: Any) -> None:
     from kernels.warm import warm_kernels
+    from runtime.worker.kernel_cache import seed
 
     device = _WARMING.device
     started = time.perf_counter()
+    try:
+        seed()  # the image's compiled CPU twins, where it has them: loaded below instead of compiled
+    except OSError:  # a full or unwritable cache folder: the kernels compile, as without a seed
+        log.warning("could not copy the image's compiled kernels", exc_info=True)
     try:
         seconds = warm_kernels(device)
         setattr(worker, WARM_ATTRIBUTE, seconds)

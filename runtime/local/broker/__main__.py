@@ -7,14 +7,19 @@ can wait for that line.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
+# Stopping takes a second (the gRPC server's grace, the journal's last write); a stop that takes longer than this
+# is wedged: the process writes every thread's stack to stderr (its log) and exits with status 1.
+STOP_TIMEOUT_S = 30.0
 # LogRecord attributes that are not extra fields passed by the caller.
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -88,9 +93,22 @@ def main(argv: list[str] | None = None) -> int:
     if emulator.admin_port is not None:
         print(f"PUBSUB_EMULATOR_ADMIN=http://{args.host}:{emulator.admin_port}", flush=True)
     stop.wait()
+    faulthandler.dump_traceback_later(STOP_TIMEOUT_S, exit=True)
     emulator.stop()
+    faulthandler.cancel_dump_traceback_later()
     return 0
 
 
+def exit_now(status: int) -> None:
+    """Flush the logs and standard streams and end the process with ``status``, skipping the interpreter's
+    finalization: everything the broker holds is closed by then, and what finalization would add is gRPC's
+    asyncio shutdown run again while the interpreter tears down, which can hang a process that has nothing
+    left to do (https://github.com/grpc/grpc/pull/40447)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
