@@ -51,6 +51,8 @@ IMAGE_ENV = "/opt/gpurt"
 # takes minutes on a loaded machine.
 START_TIMEOUT_S = 420.0
 JOB_TIMEOUT_S = 300.0
+# How long the jobs that hold every slot run while the tiny jobs are published behind them (seconds).
+HOLD_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -262,13 +264,18 @@ def test_six_jobs_through_the_composed_images(composed: Composed) -> None:
         publish.job("american", "american_option", spots=[100], weights=[1], volatilities=[0.25], strike=100,
                     kind="put", steps=25, paths=20_000, regression_paths=10_000, seed=4)
         publish.raw({"job_id": "invalid", "type": "european_option", "params": {"volatility": -1}})
-        # Tiny jobs run packed when they wait together behind busy slots: published once the jobs above hold
-        # every slot (Pub/Sub keeps no order, so published together a tiny one may find a slot free first).
-        big = {"plain", "sharded", "heston", "american"}
-        wait_for(lambda: _slots_held_by(composed.api, big), JOB_TIMEOUT_S, "the jobs above to hold every slot")
+        for job_id in ["plain", "sharded", "heston", "american", "invalid"]:
+            waited[job_id] = results.wait(job_id, timeout_s=JOB_TIMEOUT_S)
+        # Tiny jobs run packed when they wait together behind busy slots: published once a job too long to
+        # pack holds every slot (Pub/Sub keeps no order, so published together a tiny one may find a slot free
+        # first; and the warm kernel jobs above end within a second).
+        holders = {f"holder-{n}" for n in range(composed.api.get("/status").json()["slots"])}
+        for job_id in sorted(holders):
+            publish.job(job_id, "noop", sleep_s=HOLD_S)
+        wait_for(lambda: _slots_held_by(composed.api, holders), JOB_TIMEOUT_S, "the holders to take every slot")
         for number in range(8):
             publish.job(f"tiny-{number}", "noop", sleep_s=0.01)
-        for job_id in ["plain", "sharded", "heston", "american", "invalid", *[f"tiny-{n}" for n in range(8)]]:
+        for job_id in [*sorted(holders), *[f"tiny-{n}" for n in range(8)]]:
             waited[job_id] = results.wait(job_id, timeout_s=JOB_TIMEOUT_S)
 
     keys = _task_keys(composed.dask_address, run)
