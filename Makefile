@@ -18,7 +18,16 @@ $(VENV)/.synced: uv.lock pyproject.toml
 	$(UV) sync --frozen --compile-bytecode
 	touch $@
 
-setup: $(VENV)/.synced
+# The kernels' CPU twins compiled once, into numba's cache beside their sources, as the worker image compiles
+# them at build (runtime/worker/kernel_cache.py, one process per core): every process of the tests and the demo
+# then loads them in a second instead of compiling them on first use (a minute of CPU), several processes at
+# once compiling the same kernels on a fresh checkout. Redone whenever a kernel's source changes; numba itself
+# recompiles only what changed.
+$(VENV)/.kernels: $(VENV)/.synced $(wildcard kernels/*.py)
+	$(BIN)/python -m runtime.worker.kernel_cache build
+	touch $@
+
+setup: $(VENV)/.synced $(VENV)/.kernels
 
 # System packages (Debian), each for one feature, installed only where that feature is used:
 #   prometheus               promtool, which checks the alert rules (tests), and the Prometheus server
@@ -47,7 +56,7 @@ demo-system-deps:
 	@( $(install_monitoring) ) || \
 	  echo "notice: no Prometheus/Alertmanager (needs root: sudo apt-get install $(MONITORING_PACKAGES)); the demo runs without live monitoring"
 
-lint: setup
+lint: $(VENV)/.synced
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 

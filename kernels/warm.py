@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from kernels.params import JobType, parse_params
@@ -50,8 +50,9 @@ PRIMER: Final = WARM_JOBS[1]
 log = logging.getLogger(__name__)
 
 
-def warm_kernels(device: str = "auto") -> dict[str, float]:
-    """Run each of ``WARM_JOBS`` once on ``device``; seconds each took (its compile or cache load, mostly).
+def warm_kernels(device: str = "auto", job_types: Collection[JobType] | None = None) -> dict[str, float]:
+    """Run each of ``WARM_JOBS`` (those of ``job_types`` only, where given) once on ``device``; seconds each
+    took (its compile or cache load, mostly).
 
     A warm-up job that fails is logged and left out: the jobs of its type will fail the same way, each
     with its own error in its result, while every other kernel is warm.
@@ -60,6 +61,8 @@ def warm_kernels(device: str = "auto") -> dict[str, float]:
 
     seconds: dict[str, float] = {}
     for name, job_type, params in WARM_JOBS:
+        if job_types is not None and job_type not in job_types:
+            continue
         started = time.perf_counter()
         try:
             run_job(job_type, parse_params(job_type, params), device=device)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from kernels.params import JobType
+from kernels.warm import WARM_JOBS
 from runtime.worker import kernel_cache
 from runtime.worker.kernel_cache import NUMBA_CACHE_ENV, SEED_ENV
 
@@ -62,27 +65,62 @@ def test_a_seed_that_is_not_a_folder_is_a_warning_not_a_failure(tmp_path: Path, 
     assert f"{SEED_ENV}={tmp_path / 'missing'} is not a folder" in caplog.text
 
 
-def test_build_refuses_a_process_whose_numba_reads_another_cache(tmp_path: Path, monkeypatch) -> None:
-    import numba  # noqa: F401  (imported, as in any process that ran a kernel before)
+class _InProcessPool(ThreadPoolExecutor):
+    """The build's process pool, run on threads here: what is handed to which process, without compiling."""
 
-    monkeypatch.delenv(NUMBA_CACHE_ENV, raising=False)
-    with pytest.raises(RuntimeError, match="numba was imported before NUMBA_CACHE_DIR could be set"):
-        kernel_cache.build(tmp_path / "seed")
+    def __init__(self, count: int, mp_context: object) -> None:
+        super().__init__(count)
+        POOLS.append(count)
 
 
-def test_build_fails_naming_each_kernel_it_could_not_compile(tmp_path: Path, monkeypatch, capsys) -> None:
-    from kernels import warm
+POOLS: list[int] = []
+CACHES: list[Path | None] = []
 
+
+@pytest.fixture
+def parts(monkeypatch) -> list[list[JobType]]:
+    handed: list[list[JobType]] = []
+
+    def compile_all_but_heston_greeks(job_types: list[JobType], cache: Path | None) -> list[str]:
+        handed.append(job_types)
+        CACHES.append(cache)
+        return [name for name, job_type, _ in WARM_JOBS
+                if job_type in job_types and name != "heston_option with Greeks"]
+
+    POOLS.clear()
+    CACHES.clear()
+    monkeypatch.setattr(kernel_cache, "ProcessPoolExecutor", _InProcessPool)
+    monkeypatch.setattr(kernel_cache, "_compile", compile_all_but_heston_greeks)
+    return handed
+
+
+def test_build_splits_the_job_types_over_the_processes_and_names_what_failed(tmp_path: Path, parts,
+                                                                             capsys) -> None:
     seed = tmp_path / "seed"
-    monkeypatch.setenv(NUMBA_CACHE_ENV, str(seed))  # as if this process had been started for the build
-    compiled = {name: 1.0 for name, _, _ in warm.WARM_JOBS if name != "heston_option with Greeks"}
-    monkeypatch.setattr(warm, "warm_kernels", lambda device: compiled if device == "cpu" else {})
 
-    assert kernel_cache.main(["build", str(seed)]) == 1
+    assert kernel_cache.main(["build", str(seed), "--processes", "3"]) == 1
     assert capsys.readouterr().err == ("error: could not compile the CPU kernels of: heston_option with Greeks "
                                        "(the log above says why)\n")
+    assert POOLS == [3] and len(parts) == 3
+    handed = [job_type for part in parts for job_type in part]
+    assert sorted(handed) == sorted({job_type for _, job_type, _ in WARM_JOBS})  # each type to one process only
+    assert seed.is_dir() and [seed] * 3 == CACHES  # each process caches there
 
 
-def test_the_build_command_says_how_to_call_it(capsys) -> None:
-    assert kernel_cache.main(["compile"]) == 2
-    assert capsys.readouterr().err == "usage: python -m runtime.worker.kernel_cache build DIR\n"
+def test_build_without_a_folder_leaves_numbas_default_and_one_process_per_core(parts, monkeypatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.raises(RuntimeError, match="heston_option with Greeks"):
+        kernel_cache.build()
+    assert POOLS == [2] and CACHES == [None, None]  # numba's default folder
+
+
+@pytest.mark.parametrize(("arguments", "says"), [
+    (["compile"], "invalid choice: 'compile'"),
+    (["build", "--processes", "0"], "--processes must be at least 1"),
+])
+def test_the_build_command_refuses_bad_arguments_with_its_usage(arguments: list[str], says: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        kernel_cache.main(arguments)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m runtime.worker.kernel_cache") and says in err
