@@ -145,6 +145,10 @@ def merge_replacing(old: Any, new: Any) -> Any:
     }
 
 
+class _GroupChangedMeanwhile(PoolError):
+    """A worker-group patch whose ``resourceVersion`` another writer (a scale) overtook."""
+
+
 class WorkerRollout:
     """Rolls the workers of the DaskCluster ``cluster``'s groups in ``namespace`` (leader only).
 
@@ -301,17 +305,8 @@ class WorkerRollout:
         elif desired is None and group_name != self.default_group:  # the autoscaler sizes the default one
             body["metadata"]["annotations"] = {DESIRED_ANNOTATION: str(replicas)}
         try:
-            self._api.patch_namespaced_custom_object(
-                dask_operator.GROUP,
-                dask_operator.VERSION,
-                self._namespace,
-                dask_operator.WORKER_GROUP_PLURAL,
-                group_name,
-                body,
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise PoolError(f"cannot update worker group {group_name}: {exc.reason}") from exc
+            self._patch(group_name, body)
+        except _GroupChangedMeanwhile:
             # Scaled meanwhile: the operator counted the Deployments left, so its size already stands.
             log.info("worker group %s was scaled while its workers rolled; its new size stands", group_name)
 
@@ -339,6 +334,10 @@ class WorkerRollout:
         return [d for d in listing.get("items", []) if not (d.get("metadata") or {}).get("deletionTimestamp")]
 
     def _patch(self, group_name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``body`` into the worker group. Raises ``PoolError``: ``_GroupChangedMeanwhile`` where the
+        body's ``resourceVersion`` is no longer the group's (409)."""
+        from kubernetes.client.exceptions import ApiException
+
         try:
             return self._api.patch_namespaced_custom_object(
                 dask_operator.GROUP,
@@ -348,5 +347,9 @@ class WorkerRollout:
                 group_name,
                 body,
             )
+        except ApiException as exc:
+            error = _GroupChangedMeanwhile if exc.status == 409 else PoolError
+            raise error(f"cannot update worker group {group_name}: {exc.reason}") from exc
         except Exception as exc:
             raise PoolError(f"cannot update worker group {group_name}: {exc}") from exc
+
