@@ -255,8 +255,6 @@ KUBE_CALLS: Final = (
            "list"),
           ("_patch", "patch_namespaced_custom_object", dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL,
            "patch"),
-          ("_retire", "patch_namespaced_custom_object", dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL,
-           "patch"),
           ("_deployments", "list_namespaced_deployment", "apps", "deployments", "list"),
           ("_retire", "delete_namespaced_deployment", "apps", "deployments", "delete"),
       )),
