@@ -7,10 +7,12 @@ form, never against the platform's own output. Jobs are small: the machine runni
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
 import signal
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -161,15 +163,42 @@ def test_a_timeout_names_the_pending_jobs_and_leaves_them_running(client: Client
     assert slow.result(timeout=0).status is JobStatus.SUCCEEDED
 
 
-def test_ctrl_c_interrupts_the_wait_not_the_job(client: Client) -> None:
-    future = client.submit(Noop(sleep_s=2))
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+@contextlib.contextmanager
+def _ctrl_c_once_waiting(function: str) -> Iterator[None]:
+    """Send this process SIGINT (Ctrl-C) once the main thread is blocked inside ``function``, never before,
+    and never after the block ends.
+
+    A timer that fires after a fixed delay races the main thread on a loaded machine: a SIGINT that lands
+    before the wait begins, or after it, interrupts the test run itself, and on an xdist worker that stops
+    every worker's run. Polling the main thread's stack makes the interrupt hit the wait under test."""
+    main = threading.main_thread()
+    done = threading.Event()
+
+    def interrupt_when_waiting() -> None:
+        while not done.wait(0.01):
+            frame = sys._current_frames().get(main.ident or -1)
+            names = []
+            while frame is not None:
+                names.append(frame.f_code.co_name)
+                frame = frame.f_back
+            # Inside ``function`` and blocked in its condition's wait (threading's ``wait`` innermost).
+            if function in names and names[0] == "wait":
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
+    sender = threading.Thread(target=interrupt_when_waiting, name="ctrl-c", daemon=True)
+    sender.start()
     try:
-        with pytest.raises(KeyboardInterrupt) as caught:
-            future.result(timeout=RESULT_TIMEOUT_S)
+        yield
     finally:
-        timer.cancel()
+        done.set()
+        sender.join()
+
+
+def test_ctrl_c_interrupts_the_wait_not_the_job(client: Client) -> None:
+    future = client.submit(Noop(sleep_s=3))
+    with pytest.raises(KeyboardInterrupt) as caught, _ctrl_c_once_waiting("_wait"):
+        future.result(timeout=RESULT_TIMEOUT_S)
     assert "go on running" in " ".join(getattr(caught.value, "__notes__", []))
     assert future.result(timeout=RESULT_TIMEOUT_S).status is JobStatus.SUCCEEDED
 
