@@ -63,8 +63,18 @@ lint: $(VENV)/.synced
 # Everything, on every core (meant to stay within 10 minutes on a quiet 2-core machine: README.md,
 # Development). Each module of integration or slow tests runs on one worker, so its platform or plan is made
 # once (tests/conftest.py groups them); the modules and the unit tests spread over the workers.
+# The run's whole output is kept in reports/pytest.log. When an xdist worker fails outside a test (an
+# "INTERNALERROR"), the controller's last words are a generic "assert not crashitem" from xdist itself, and the
+# worker's own traceback scrolls away far above; the tail of that first worker traceback is printed again
+# last, where a CI log's tail shows it.
 test: setup system-deps lint
-	$(BIN)/pytest -n auto --dist loadgroup --durations=25
+	@mkdir -p reports
+	@set -o pipefail; $(BIN)/pytest -n auto --dist loadgroup --durations=25 2>&1 | tee reports/pytest.log || { \
+	  status=$$?; \
+	  cause=$$(awk '/def worker_internal_error/{on=1; next} on && /^INTERNALERROR> E/{seen=1; print; next} \
+	    on && seen{exit}' reports/pytest.log | tail -15); \
+	  [ -z "$$cause" ] || printf '\nA worker failed outside any test; the end of its traceback:\n%s\n' "$$cause"; \
+	  exit $$status; }
 
 # The inner loop (meant to stay under 3 minutes on a quiet 2-core machine): unit tests only, on every core;
 # nothing that starts a process, nothing marked slow (numerical reference tests, benches, simulator runs).
