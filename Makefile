@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 GPURT := $(BIN)/gpurt
 
-.PHONY: setup system-deps demo-system-deps lint test test-fast demo bench lock clean
+.PHONY: setup bytecode system-deps demo-system-deps lint test test-fast demo bench lock clean
 
 # uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes. Bytecode is compiled
 # at install, as in the images: every process of the platform imports Dask, numba and the Google clients, and
@@ -27,7 +27,16 @@ $(VENV)/.kernels: $(VENV)/.synced $(wildcard kernels/*.py)
 	$(BIN)/python -m runtime.worker.kernel_cache build
 	touch $@
 
-setup: $(VENV)/.synced $(VENV)/.kernels
+# The project's own modules compiled to bytecode beside their sources. `uv sync --compile-bytecode` compiles
+# the installed packages only, and where nothing writes .pyc files (PYTHONDONTWRITEBYTECODE, as on the CI
+# machine) every process the tests and the demo start (schedulers, brokers, Dask workers, the test workers'
+# collection) would compile the project's modules from source again. A second or two, and a no-op when
+# nothing changed; a module edited later is compiled from source until the next `make setup`, as before.
+PROJECT_SOURCES := components runtime kernels validation gpurt tests __main__.py
+bytecode: $(VENV)/.synced
+	$(BIN)/python -m compileall -q -j 0 $(PROJECT_SOURCES) >/dev/null
+
+setup: $(VENV)/.synced $(VENV)/.kernels bytecode
 
 # System packages (Debian), each for one feature, installed only where that feature is used:
 #   prometheus               promtool, which checks the alert rules (tests), and the Prometheus server
