@@ -51,8 +51,8 @@ IMAGE_ENV = "/opt/gpurt"
 # takes minutes on a loaded machine.
 START_TIMEOUT_S = 420.0
 JOB_TIMEOUT_S = 300.0
-# How long the jobs that hold every slot run while the tiny jobs are published behind them (seconds).
-HOLD_S = 5.0
+# The jobs that hold every slot while the tiny jobs gather behind them run until the test cancels them.
+HOLD_S = JOB_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -253,6 +253,11 @@ def _slots_held_by(api: httpx.Client, job_ids: set[str]) -> bool:
     return len(job_ids & set(status["in_flight"])) >= status["slots"] > 0
 
 
+def _taken(api: httpx.Client, job_ids: list[str]) -> int:
+    """How many of ``job_ids`` the gpu-scheduler has taken: running, or finished with a stored result."""
+    return sum(api.get(f"/jobs/{job_id}").status_code == httpx.codes.OK for job_id in job_ids)
+
+
 def test_six_jobs_through_the_composed_images(composed: Composed) -> None:
     publish, results = composed.requests, composed.results
     waited: dict[str, object] = {}
@@ -266,22 +271,36 @@ def test_six_jobs_through_the_composed_images(composed: Composed) -> None:
         publish.raw({"job_id": "invalid", "type": "european_option", "params": {"volatility": -1}})
         for job_id in ["plain", "sharded", "heston", "american", "invalid"]:
             waited[job_id] = results.wait(job_id, timeout_s=JOB_TIMEOUT_S)
-        # Tiny jobs run packed when they wait together behind busy slots: published once a job too long to
-        # pack holds every slot (Pub/Sub keeps no order, so published together a tiny one may find a slot free
-        # first; and the warm kernel jobs above end within a second).
-        holders = {f"holder-{n}" for n in range(composed.api.get("/status").json()["slots"])}
-        for job_id in sorted(holders):
+        # Tiny jobs run packed when they wait together for a slot. Jobs too long to pack hold every slot; each
+        # slot takes one tiny job ahead (submitted behind its holder) and the others wait in the gpu-scheduler.
+        # Once two wait, one holder is cancelled: its slot alone frees, and takes every waiting tiny job as one
+        # task; then the other holders are cancelled. Letting the holders end on a timer instead raced the
+        # slots: both freed at once, each took one waiting job, and no pack formed.
+        slots = composed.api.get("/status").json()["slots"]
+        assert slots >= 2, "one slot must stay held while another takes the tiny jobs"
+        holders = [f"holder-{n}" for n in range(slots)]
+        for job_id in holders:
             publish.job(job_id, "noop", sleep_s=HOLD_S)
-        wait_for(lambda: _slots_held_by(composed.api, holders), JOB_TIMEOUT_S, "the holders to take every slot")
-        for number in range(8):
-            publish.job(f"tiny-{number}", "noop", sleep_s=0.01)
-        for job_id in [*sorted(holders), *[f"tiny-{n}" for n in range(8)]]:
+        wait_for(lambda: _slots_held_by(composed.api, set(holders)), JOB_TIMEOUT_S, "the holders to take every slot")
+        tiny = [f"tiny-{n}" for n in range(8)]
+        for job_id in tiny:
+            publish.job(job_id, "noop", sleep_s=0.01)
+        wait_for(lambda: composed.api.get("/status").json()["waiting"] >= 2, JOB_TIMEOUT_S,
+                 "two tiny jobs to wait for a slot")
+        taken_ahead = _taken(composed.api, tiny)
+        composed.api.delete(f"/jobs/{holders[0]}").raise_for_status()
+        wait_for(lambda: _taken(composed.api, tiny) >= taken_ahead + 2, JOB_TIMEOUT_S,
+                 "the freed slot to take the waiting tiny jobs")
+        for job_id in holders[1:]:
+            composed.api.delete(f"/jobs/{job_id}").raise_for_status()
+        for job_id in [*holders, *tiny]:
             waited[job_id] = results.wait(job_id, timeout_s=JOB_TIMEOUT_S)
 
     keys = _task_keys(composed.dask_address, run)
     outcome = {job_id: result.status for job_id, result in waited.items()}  # type: ignore[attr-defined]
-    assert outcome == {**{job_id: JobStatus.SUCCEEDED for job_id in waited}, "invalid": JobStatus.REJECTED}, (
-        f"logs in {composed.logs}")
+    expected = {job_id: JobStatus.CANCELLED if job_id.startswith("holder-") else JobStatus.SUCCEEDED
+                for job_id in waited}
+    assert outcome == {**expected, "invalid": JobStatus.REJECTED}, f"logs in {composed.logs}"
 
     sharded = waited["sharded"].result  # type: ignore[attr-defined]
     assert sharded["shards"] == 10 and sharded["paths"] >= 1_000_000  # merged on a worker from ten shards

@@ -126,6 +126,7 @@ def _print_status(report: PlatformStatus) -> None:
         leader = scheduler.get("leader") or {}
         console.print(f"  mode: {scheduler.get('mode', '?')}, in flight: "
                       f"{len(in_flight) if isinstance(in_flight, list) else in_flight}, "
+                      f"waiting for a slot: {scheduler.get('waiting', '?')}, "
                       f"consuming: {scheduler.get('consuming', '?')}, leader: {leader.get('holder', '?')}")
     if report.pools:
         pools = Table(title="pools")

@@ -125,6 +125,13 @@ class Consumer:
         return self._slots * self._window.places_per_slot
 
     @property
+    def waiting(self) -> int:
+        """Messages received and waiting for a slot, in the open stream and in those still draining."""
+        with self._lock:
+            streams = [*self._draining, *([self._stream] if self._stream is not None else [])]
+        return sum(stream.slots.waiting for stream in streams)
+
+    @property
     def running(self) -> bool:
         """Whether the stream is open and pulling."""
         with self._lock:

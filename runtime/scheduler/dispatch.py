@@ -149,6 +149,12 @@ class SlotScheduler(Scheduler):
             thread.start()
 
     @property
+    def waiting(self) -> int:
+        """Messages received and waiting for a slot's thread to take them."""
+        with self._cond:
+            return len(self._waiting)
+
+    @property
     def queue(self) -> RequestQueue:
         """The queue the subscriber client uses to talk back to its dispatcher."""
         return self._requests

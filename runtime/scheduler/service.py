@@ -254,6 +254,7 @@ class Service:
             "slots": self.consumer.slots if self.consumer else 0,
             "places": self.consumer.places if self.consumer else 0,
             "in_flight": [e.request.job_id for e in self.registry.snapshot()],
+            "waiting": self.consumer.waiting if self.consumer else 0,
             "backend": self.backend.name if self.backend else None,
             "overflow": self._overflow_status(),
             "leader": self.leader_status(),

@@ -43,6 +43,8 @@ def job_state(env: dict[str, str], job_id: str) -> str | None:
 def test_local_status_reports_a_healthy_platform(cli_env: dict[str, str]) -> None:
     status = as_json(gpurt(cli_env, "local", "status", "--json"))
     assert status["running"] and status["healthy"] and status["ready"]
+    text = gpurt(cli_env, "local", "status").stdout
+    assert "in flight: 0" in text and "waiting for a slot: 0" in text  # an idle scheduler, as people read it
 
 
 def test_submit_wait_then_get(cli_env: dict[str, str]) -> None:

@@ -104,6 +104,20 @@ def test_without_awaiting_the_waiting_messages_are_handed_back() -> None:
     assert waiting not in callback.ran
 
 
+def test_waiting_counts_the_messages_no_slot_has_taken_yet() -> None:
+    callback, scheduler = _Gate(), SlotScheduler(1)
+    scheduler.schedule(callback, _message())
+    assert callback.started.wait(RELEASE_TIMEOUT_S)
+    assert scheduler.waiting == 0  # the running one is not waiting
+    for _ in range(2):
+        scheduler.schedule(callback, _message())
+    assert scheduler.waiting == 2
+    callback.release.set()
+    wait_for(lambda: len(callback.ran) == 3, RELEASE_TIMEOUT_S, "the waiting messages to run")
+    assert scheduler.waiting == 0
+    assert scheduler.shutdown(await_msg_callbacks=True) == []
+
+
 def test_slots_run_in_parallel() -> None:
     barrier = threading.Barrier(3, timeout=RELEASE_TIMEOUT_S)
     scheduler = SlotScheduler(3)
