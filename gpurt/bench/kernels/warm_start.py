@@ -4,18 +4,24 @@ Each measurement runs in a process of its own, as a new worker is: ``warmed`` co
 numba's cache) every kernel the way a worker's preload does (``kernels.warm.warm_kernels``), readies its
 task thread (``prime_thread``), then times its first job on that thread; ``cold`` times the first job with
 no warm-up at all. Both then time the same job warm. The warm-up's own seconds are what a new worker pays
-before it takes jobs (docs/scheduler.md, "Warm workers").
+before it takes jobs (docs/scheduler.md, "Warm workers"). Both find numba's disk cache as the run does: the
+worker image fills it at build. ``empty_cache`` (opt-in: it compiles every kernel, a minute of CPU on two
+cores) adds a warmed process whose numba cache starts empty, as a worker's would without the image's cache.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from kernels.params import JobType, parse_params
@@ -25,6 +31,8 @@ FIRST_JOB: Final[dict[str, Any]] = {"paths": 1_000_000, "seed": 1}
 WARM_REPEATS: Final = 5
 CHILD_TIMEOUT_S: Final = 600.0  # a cold numba cache compiles every kernel: minutes on a small CPU
 MODES: Final = ("warmed", "cold")
+# What the empty-cache process warms: None is every job type, as a worker's warm-up does.
+EMPTY_CACHE_JOB_TYPES: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class WarmStart:
     warmed_first_s: float  # the first job's run time after it
     cold_first_s: float  # the first job's run time in a process without warm-up
     warm_s: float  # the same job warm (median of WARM_REPEATS, in the warmed process)
+    empty_cache_warm_up_s: float | None = None  # the warm-up of a warmed process whose numba cache starts empty
+    empty_cache_first_s: float | None = None  # and its first job's run time
 
     @property
     def warmed_ratio(self) -> float:
@@ -53,21 +63,39 @@ class WarmStart:
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """The table, terminal and BENCHMARKS.md alike: what ran, the warm-up, the first job, against warm."""
+        empty = []
+        if self.empty_cache_warm_up_s is not None and self.empty_cache_first_s is not None:
+            empty = [("warmed worker, empty numba cache", f"{self.empty_cache_warm_up_s:.2f} s",
+                      f"{self.empty_cache_first_s * 1000:.2f} ms", f"{self.empty_cache_first_s / self.warm_s:.1f}x")]
         return [("warmed worker", f"{self.warm_up_s:.2f} s", f"{self.warmed_first_s * 1000:.2f} ms",
                  f"{self.warmed_ratio:.1f}x"),
+                *empty,
                 ("no warm-up", "—", f"{self.cold_first_s * 1000:.2f} ms", f"{self.cold_ratio:.1f}x"),
                 ("warm", "", f"{self.warm_s * 1000:.2f} ms", "1.0x")]
 
 
-def measure(device: str) -> WarmStart:
-    """Run the warmed and the cold process on ``device``, one after the other."""
+def measure(device: str, empty_cache: bool = False) -> WarmStart:
+    """Run the warmed and the cold process on ``device``, one after the other; with ``empty_cache``, then a
+    warmed process whose numba cache starts empty."""
     warmed, cold = (_child(mode, device) for mode in MODES)
-    return WarmStart(device, warmed["warm_up_s"], warmed["first_s"], cold["first_s"], warmed["warm_s"])
+    empty: dict[str, float] = {}
+    if empty_cache:
+        with tempfile.TemporaryDirectory(prefix="gpurt-empty-numba-cache-") as folder:
+            empty = warm_up_in(Path(folder), device, EMPTY_CACHE_JOB_TYPES)
+    return WarmStart(device, warmed["warm_up_s"], warmed["first_s"], cold["first_s"], warmed["warm_s"],
+                     empty.get("warm_up_s"), empty.get("first_s"))
 
 
-def _child(mode: str, device: str) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-m", __name__, mode, device], capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT_S, check=False)
+def warm_up_in(cache: Path, device: str, job_types: Sequence[str] | None = None) -> dict[str, float]:
+    """A warmed process's figures with ``cache`` as its numba cache (``job_types``: what it warms; None for
+    every job type): an empty folder times the compile a worker without the image's cache pays."""
+    return _child("warmed", device, job_types, {"NUMBA_CACHE_DIR": str(cache)})
+
+
+def _child(mode: str, device: str, job_types: Sequence[str] | None = None,
+           env: dict[str, str] | None = None) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-m", __name__, mode, device, *(job_types or ())], capture_output=True,
+                          text=True, timeout=CHILD_TIMEOUT_S, check=False, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise RuntimeError(f"the {mode} process failed: {done.stderr.strip()[-2000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -82,15 +110,15 @@ def _timed_job(device: str) -> float:
     return time.perf_counter() - started
 
 
-def run_child(mode: str, device: str) -> dict[str, float]:
-    """In this (fresh) process: the optional warm-up on this thread, then the first job and the warm ones on a
-    task thread of its own, as a worker runs them."""
+def run_child(mode: str, device: str, job_types: Sequence[str] | None = None) -> dict[str, float]:
+    """In this (fresh) process: the optional warm-up on this thread (of ``job_types``, None for every one),
+    then the first job and the warm ones on a task thread of its own, as a worker runs them."""
     from kernels.warm import prime_thread, warm_kernels
 
     warm_up_s = 0.0
     if mode == "warmed":
         started = time.perf_counter()
-        warm_kernels(device)
+        warm_kernels(device, None if job_types is None else [JobType(name) for name in job_types])
         warm_up_s = time.perf_counter() - started
     figures: dict[str, float] = {"warm_up_s": warm_up_s}
 
@@ -115,7 +143,8 @@ def markdown(f: WarmStart, where: str, date: str) -> str:
         "thread as a worker runs it: after the warm-up a worker runs before it takes jobs (every kernel "
         "compiled or loaded from numba's cache, the task thread readied), and with no warm-up; against the same "
         f"job warm (median of {WARM_REPEATS}). numba's disk cache as the run found it (docs/scheduler.md, "
-        "\"Warm workers\").",
+        "\"Warm workers\"); the empty-cache row, where measured, warms in a process whose numba cache starts "
+        "empty, as a worker's would without the one the image fills at build.",
         "",
         "| | warm-up before the first job | first job's run time | against warm |",
         "| --- | ---: | ---: | ---: |",
@@ -124,4 +153,4 @@ def markdown(f: WarmStart, where: str, date: str) -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_child(sys.argv[1], sys.argv[2])))
+    print(json.dumps(run_child(sys.argv[1], sys.argv[2], sys.argv[3:] or None)))

@@ -28,6 +28,9 @@ def bench_kernels(
         "Also time all Greeks of the STAC-A2-shaped case (5-asset Heston basket, early exercise), cold and warm.")),
     warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help=(
         "Also time a fresh worker's first job, after the warm-up a worker runs and without it, against warm.")),
+    empty_cache: bool = typer.Option(False, "--empty-cache", help=(
+        "With the warm start, also time the warm-up of a worker whose numba cache starts empty (every kernel "
+        "compiled: a minute of CPU on two cores), against one that finds the cache the worker image fills.")),
     vs_quantlib: bool = typer.Option(False, "--vs-quantlib", help=(
         "Instead, time the American put against QuantLib's MCAmericanEngine: CPU-seconds at equal standard "
         "error (CPU only; QuantLib is a development dependency).")),
@@ -75,7 +78,7 @@ def bench_kernels(
                           f"{f.ratio:.1f}x")
         Console().print(table)
     stac_figures = _bench_stac(device, scale, as_json) if stac else None
-    warm_figures = _bench_warm_start(device, as_json) if warm_start else None
+    warm_figures = _bench_warm_start(device, as_json, empty_cache) if warm_start else None
     window = start.window()
     if as_json:
         payload: dict[str, Any] = {"device": device, "figures": runner.figures_json(figures),
@@ -157,16 +160,18 @@ def _bench_stac(device: str, scale: float, as_json: bool) -> Any:
     return figures
 
 
-def _bench_warm_start(device: str, as_json: bool) -> Any:
-    """Time a fresh worker's first job, warmed and cold; print its table unless ``as_json``."""
+def _bench_warm_start(device: str, as_json: bool, empty_cache: bool) -> Any:
+    """Time a fresh worker's first job, warmed and cold (and warmed from an empty numba cache with
+    ``empty_cache``); print its table unless ``as_json``."""
     from rich.console import Console
     from rich.table import Table
 
     from gpurt.bench.kernels import warm_start
 
-    with Console(stderr=True).status("timing a fresh worker's first job, warmed then cold"):
+    what = "warmed, cold, then warmed from an empty numba cache" if empty_cache else "warmed then cold"
+    with Console(stderr=True).status(f"timing a fresh worker's first job, {what}"):
         try:
-            figures = warm_start.measure(device)
+            figures = warm_start.measure(device, empty_cache)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             raise UserError(f"could not time a fresh worker's first job: {exc}") from None
     if not as_json:
