@@ -352,4 +352,3 @@ class WorkerRollout:
             raise error(f"cannot update worker group {group_name}: {exc.reason}") from exc
         except Exception as exc:
             raise PoolError(f"cannot update worker group {group_name}: {exc}") from exc
-
