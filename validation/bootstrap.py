@@ -64,8 +64,12 @@ class CloudSetup(Protocol):
 class Stacks(Protocol):
     """The Pulumi stacks of the programs in this checkout (the Pulumi CLI)."""
 
+    def qualified(self, work_dir: Path, stack: str) -> str:
+        """``ORG/PROJECT/STACK``: the one name every command uses for ``stack`` of the program in ``work_dir``."""
+        ...
+
     def exists(self, work_dir: Path, stack: str) -> bool:
-        """Whether ``stack`` of the program in ``work_dir`` exists in the backend."""
+        """Whether ``stack`` of the program in ``work_dir`` exists in the backend, in the stacks' organization."""
         ...
 
     def create(self, work_dir: Path, stack: str) -> None:
@@ -244,10 +248,11 @@ def _pin_operator_image(target: Target, stacks: Stacks, images: ImageDigests) ->
 
 
 def _ensure_stack(stacks: Stacks, work_dir: Path, stack: str, what: str) -> Step:
+    name = stacks.qualified(work_dir, stack)
     if stacks.exists(work_dir, stack):
-        return Step(what, False, f"{stack} exists")
+        return Step(what, False, f"{name} exists")
     stacks.create(work_dir, stack)
-    return Step(what, True, f"created {stack} (pulumi stack select --create)")
+    return Step(what, True, f"created {name} (pulumi stack select --create)")
 
 
 def _policy_gate(target: Target, policies: PolicyService, bundle_dir: Path) -> list[Step]:
@@ -285,7 +290,8 @@ def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks) -> list[str
     if not cloud.repository_exists(where.project, where.region, where.repository):
         problems.append(f"Artifact Registry repository {where.repository} does not exist in {where.region}")
     if not stacks.exists(root, stack):
-        problems.append(f"stack {stack} does not exist")
+        # a stack of the same name in another organization (the caller's default one) is not this stack
+        problems.append(f"stack {stacks.qualified(root, stack)} does not exist")
     else:
         if CONTROL_TOKEN_KEY not in stacks.config_keys(root, stack):
             problems.append(f"stack {stack} has no {CONTROL_TOKEN_KEY}")

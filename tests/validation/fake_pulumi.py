@@ -117,6 +117,13 @@ class FakePulumi:
             self.save("stacks.json", [*stacks, qualified])
         self.save("selected.json", qualified)
 
+    def list_stacks(self) -> list[dict[str, Any]]:
+        """``stack ls --json [--organization ORG] [--project NAME]``: pkg/cmd/pulumi/stack/stack_list.go; without
+        ``--organization`` every organization's stacks of the current project are listed."""
+        org, project = _flag(self.argv, "--organization"), _flag(self.argv, "--project") or _project_name()
+        return [{"name": name} for name in self.load("stacks.json")
+                if name.split("/")[1] == project and org in (None, name.split("/")[0])]
+
     # -- config -------------------------------------------------------------------------------------------
 
     def stack_file(self, qualified: str) -> Path:
@@ -138,6 +145,33 @@ class FakePulumi:
     def config_key(self, key: str) -> str:
         """pkg/cmd/pulumi/config/config.go ``ParseConfigKey``: a key without a namespace is the project's."""
         return key if ":" in key else f"{_project_name()}:{key}"
+
+    def show_config(self) -> dict[str, Any]:
+        """``config --json``: each key as ``{value, secret, objectValue}``, a secret's value only with
+        ``--show-secrets`` (pkg/cmd/pulumi/config/config.go ``listConfig``)."""
+        shown = {}
+        for key, value in self.read_config(self.stack()).items():
+            entry = history_entry(value)
+            if entry["secret"] and "--show-secrets" not in self.argv:
+                entry.pop("value")
+            shown[key] = entry
+        return shown
+
+    def set_one(self, stdin: str) -> None:
+        """``config set [--secret] [--path] KEY [VALUE]``, the value from stdin when not given."""
+        qualified = self.stack()
+        words = [a for i, a in enumerate(self.argv[2:], 2)
+                 if not a.startswith("--") and self.argv[i - 1] != "--stack"]
+        key, value = self.config_key(words[0]), words[1] if len(words) > 1 else stdin
+        stored: Any = _encrypt(value) if "--secret" in self.argv else value
+        config = self.read_config(qualified)
+        if "--path" in self.argv and "." in key:
+            # config.Map.Set with path: one field of an object value (the only path form the project uses)
+            top, _, field = key.partition(".")
+            config[top] = {**(config.get(top) or {}), field: stored}
+        else:
+            config[key] = stored
+        self.write_config(qualified, config)
 
     def set_all(self) -> None:
         """``config set-all``: pkg/cmd/pulumi/config/config.go ``newConfigSetAllCmd``."""
@@ -245,8 +279,14 @@ class FakePulumi:
             elif argv[:2] == ["stack", "output"]:
                 self.stack()
                 print(json.dumps(self.load("outputs.json")))
+            elif argv[:2] == ["stack", "ls"]:
+                print(json.dumps(self.list_stacks()))
             elif argv[:2] == ["config", "set-all"]:
                 self.set_all()
+            elif argv[:2] == ["config", "set"]:
+                self.set_one(sys.stdin.read() if not sys.stdin.isatty() else "")
+            elif argv[:1] == ["config"] and "--json" in argv:
+                print(json.dumps(self.show_config()))
             elif argv[:1] in (["up"], ["preview"]):
                 qualified = self.stack()
                 call["config"] = config = self.validate_config(qualified)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from components.policy.bundle import write_bundle
 from tests.validation.conftest import git
 from tests.validation.fake_pulumi import history_entry
-from tests.validation.recording_pulumi_cli import FIXTURES, ORG, REPO, RecordingPulumiCli
+from tests.validation.recording_pulumi_cli import FIXTURES, ORG, REPO, STACK, RecordingPulumiCli
 from validation.adapters.pulumi_stack import SECRET_MASK, AutomationStack
 from validation.rollback.execute import execute
 from validation.rollback.plan import ConfigChange, NothingToUndo, RollbackError, choose_target
@@ -128,7 +128,7 @@ def test_cli_dry_run_shows_commit_and_config_and_changes_nothing(program, pulumi
     from gpurt.cli.app import app
 
     repo, _, _ = program
-    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--dry-run", "--work-dir", str(repo)],
+    result = CliRunner().invoke(app, ["rollback", "--stack", STACK, "--dry-run", "--work-dir", str(repo)],
                                 env={"COLUMNS": "200"})
 
     assert result.exit_code == 0, result.output
@@ -143,7 +143,7 @@ def test_cli_with_since_and_no_newer_update_changes_nothing_and_succeeds(program
     from gpurt.cli.app import app
 
     repo, _, _ = program
-    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--yes", "--since", "7",
+    result = CliRunner().invoke(app, ["rollback", "--stack", STACK, "--yes", "--since", "7",
                                       "--work-dir", str(repo)], env={"COLUMNS": "200"})
 
     assert result.exit_code == 0, result.output
@@ -155,11 +155,27 @@ def test_cli_with_since_and_no_newer_update_changes_nothing_and_succeeds(program
 def test_cli_rejects_a_folder_without_a_pulumi_program(tmp_path) -> None:
     from gpurt.cli.app import app
 
-    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--work-dir", str(tmp_path)],
+    result = CliRunner().invoke(app, ["rollback", "--stack", STACK, "--work-dir", str(tmp_path)],
                                 env={"COLUMNS": "200"})
 
     assert result.exit_code == 2
     assert "holds no Pulumi.yaml" in result.output
+
+
+@pytest.mark.parametrize("command", [["rollback", "--dry-run"], ["state", "backup"], ["validate"]])
+def test_stack_commands_refuse_a_bare_stack_name(program, tmp_path, monkeypatch, command) -> None:
+    """The caller's default organization holds a ``staging`` of its own: a bare name would open that one."""
+    from gpurt.cli.app import app
+
+    cli = RecordingPulumiCli(tmp_path / "cli", stacks=(STACK, "alice/gpu-runtime/staging"), default_org="alice")
+    monkeypatch.setenv("PATH", f"{cli.bin_dir}:{os.environ['PATH']}")
+    repo, _, _ = program
+    result = CliRunner().invoke(app, [*command, "--stack", "staging", "--work-dir", str(repo)],
+                                env={"COLUMNS": "200"})
+
+    assert result.exit_code == 2, result.output
+    assert "give the fully qualified stack, ORG/gpu-runtime/STACK" in " ".join(result.output.split())
+    assert cli.calls() == []  # nothing was opened
 
 
 def _deploy(repo: Path, stack: str, message: str, **config: object) -> None:
