@@ -40,6 +40,8 @@ CONTROL_TOKEN_KEY: Final = "gpu-runtime:controlToken"
 IMAGES_KEY: Final = "gpu-runtime:images"
 OPERATOR_DIGEST: Final = "operatorDigest"
 GITHUB_REPOSITORY_KEY: Final = "gpu-runtime-bootstrap:githubRepository"
+GITHUB_REPOSITORY_ID_KEY: Final = "gpu-runtime-bootstrap:githubRepositoryId"
+GITHUB_OWNER_ID_KEY: Final = "gpu-runtime-bootstrap:githubOwnerId"
 POLICY_GROUP: Final = "gpu-runtime"
 # 32 random bytes, hex: what `openssl rand -hex 32` gives, as the docs suggest for a hand-set token.
 TOKEN_BYTES: Final = 32
@@ -168,6 +170,8 @@ class Target:
     root: Path
     github_repository: str
     pulumi_org: str
+    # GitHub's numeric ids of the repository and its owner: the federation admits tokens by these, not names.
+    github_ids: tuple[str, str]
 
     @property
     def bootstrap_dir(self) -> Path:
@@ -201,12 +205,13 @@ def bootstrap(
 
     report.steps.append(_ensure_stack(stacks, target.bootstrap_dir, target.stack, "bootstrap stack"))
     config = stacks.config_keys(target.bootstrap_dir, target.stack)
-    wrong = config.get(GITHUB_REPOSITORY_KEY) != target.github_repository
-    if wrong:
-        stacks.set_config(
-            target.bootstrap_dir, target.stack, GITHUB_REPOSITORY_KEY, target.github_repository, secret=False
-        )
-    report.steps.append(Step("bootstrap config", wrong, f"githubRepository {target.github_repository}"))
+    wanted = {GITHUB_REPOSITORY_KEY: target.github_repository, GITHUB_REPOSITORY_ID_KEY: target.github_ids[0],
+              GITHUB_OWNER_ID_KEY: target.github_ids[1]}
+    wrong = {key: value for key, value in wanted.items() if config.get(key) != value}
+    for key, value in wrong.items():
+        stacks.set_config(target.bootstrap_dir, target.stack, key, value, secret=False)
+    report.steps.append(Step("bootstrap config", bool(wrong), f"githubRepository {target.github_repository} "
+                             f"(repository id {target.github_ids[0]}, owner id {target.github_ids[1]})"))
     changes = stacks.up(target.bootstrap_dir, target.stack)
     report.steps.append(Step("bootstrap resources", changes > 0, f"pulumi up: {changes} resources changed"))
     report.outputs = stacks.outputs(target.bootstrap_dir, target.stack)

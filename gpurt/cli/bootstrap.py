@@ -45,7 +45,13 @@ def bootstrap(
     A second run changes nothing. Needs the gcloud and pulumi CLIs, logged in as
     a project owner and a Pulumi organization admin.
     """
-    from validation.adapters.bootstrap import GcloudSetup, PulumiCliStacks, PulumiCloudPolicies, RegistryDigests
+    from validation.adapters.bootstrap import (
+        GcloudSetup,
+        GithubRepositories,
+        PulumiCliStacks,
+        PulumiCloudPolicies,
+        RegistryDigests,
+    )
     from validation.bootstrap import Target
     from validation.bootstrap import bootstrap as run_steps
     from validation.bootstrap import check as check_prerequisites
@@ -66,10 +72,11 @@ def bootstrap(
         return
     if not github_repository:
         raise typer.BadParameter("--github-repository is needed (or --check)", param_hint="--github-repository")
-    target = Target(stack, root, github_repository, pulumi_org)
+    policies = PulumiCloudPolicies()  # first: without a Pulumi Cloud login nothing else should run
+    target = Target(stack, root, github_repository, pulumi_org, GithubRepositories().ids(github_repository))
     with tempfile.TemporaryDirectory(prefix="gpurt-policy-") as scratch:
         report = run_steps(
-            target, GcloudSetup(), PulumiCliStacks(pulumi_org), PulumiCloudPolicies(), RegistryDigests(),
+            target, GcloudSetup(), PulumiCliStacks(pulumi_org), policies, RegistryDigests(),
             Path(scratch) / "pack",
         )
     for step in report.steps:

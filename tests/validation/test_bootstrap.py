@@ -15,6 +15,8 @@ from components.policy.pack import PACK_NAME
 from runtime.manifests.helm_values import operator_image_reference
 from validation.bootstrap import (
     CONTROL_TOKEN_KEY,
+    GITHUB_OWNER_ID_KEY,
+    GITHUB_REPOSITORY_ID_KEY,
     GITHUB_REPOSITORY_KEY,
     IMAGES_KEY,
     MAIN_PROJECT,
@@ -142,7 +144,7 @@ class FakePolicies:
 
 def _run(world: World, tmp_path: Path, tokens: list[str]) -> list[str]:
     before = len(world.changes)
-    target = Target("staging", ROOT, "impulse-risk/gpu-runtime", "impulse")
+    target = Target("staging", ROOT, "impulse-risk/gpu-runtime", "impulse", ("812345678", "98765"))
     report = bootstrap(
         target,
         FakeCloud(world),
@@ -164,6 +166,8 @@ def test_an_empty_project_is_bootstrapped_in_order(tmp_path: Path) -> None:
         "enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com",
         "create bootstrap/staging",
         f"config bootstrap/staging {GITHUB_REPOSITORY_KEY}",
+        f"config bootstrap/staging {GITHUB_REPOSITORY_ID_KEY}",
+        f"config bootstrap/staging {GITHUB_OWNER_ID_KEY}",
         "up bootstrap/staging",
         f"create {ROOT.name}/staging",
         f"config {ROOT.name}/staging {CONTROL_TOKEN_KEY} (secret)",
@@ -411,3 +415,12 @@ def test_the_pulumi_adapter_uses_the_stack_of_its_org_whatever_the_callers_defau
     assert stacks.config_keys(program, "staging") == {CONTROL_TOKEN_KEY: None}
     assert all(call["argv"][call["argv"].index("--stack") + 1] == "impulse/gpu-runtime/staging"
                for call in cli.calls() if "--stack" in call["argv"])
+
+
+def test_the_repository_ids_come_from_githubs_api() -> None:
+    from validation.adapters.bootstrap import GithubRepositories
+
+    run = Recorded({"gh api repos/impulse-risk/gpu-runtime": json.dumps(
+        {"id": 812345678, "full_name": "impulse-risk/gpu-runtime", "owner": {"login": "impulse-risk", "id": 98765}})})
+
+    assert GithubRepositories(run).ids("impulse-risk/gpu-runtime") == ("812345678", "98765")

@@ -72,6 +72,18 @@ class GcloudSetup:
         return True
 
 
+class GithubRepositories:
+    """GitHub's numeric ids of a repository and its owner, through the ``gh`` CLI (the caller's login)."""
+
+    def __init__(self, run: Runner = run_command) -> None:
+        self._run = run
+
+    def ids(self, repository: str) -> tuple[str, str]:
+        """``(repository id, owner id)`` of ``OWNER/NAME`` (GitHub REST: ``GET /repos/{owner}/{repo}``)."""
+        found = json.loads(self._run(["gh", "api", f"repos/{repository}"], None, None) or "{}")
+        return str(found["id"]), str(found["owner"]["id"])
+
+
 class PulumiCliStacks:
     """``Stacks`` over the Pulumi CLI, in the program's folder, each stack named ``ORG/PROJECT/STACK``.
 
