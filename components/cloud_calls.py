@@ -177,16 +177,27 @@ GCP_CALLS: Final = (
     # custom jobs that run as gpu-runtime and write their output to the result store.
     *(GcpCall(f"{_VERTEX}.{function}", method, workload, permissions, target, name, why, only_with=VERTEX_AI)
       for function, method, workload, permissions, target, name, why in (
-          ("run", "create", _S, ("aiplatform.customJobs.create",), Target.PROJECT, "", "starts a custom job"),
-          ("run", "create", _S, ("iam.serviceAccounts.actAs",), Target.SERVICE_ACCOUNT,
+          ("_run", "create", _S, ("aiplatform.customJobs.create",), Target.PROJECT, "", "starts a custom job"),
+          ("_run", "create", _S, ("iam.serviceAccounts.actAs",), Target.SERVICE_ACCOUNT,
            contract.RUNTIME_SERVICE_ACCOUNT.account_id, "the job runs as gpu-runtime"),
-          ("run", "get", _S, ("aiplatform.customJobs.get",), Target.PROJECT, "", "polls the job"),
-          ("run", "cancel", _S, ("aiplatform.customJobs.cancel",), Target.PROJECT, "",
+          ("_run", "get", _S, ("aiplatform.customJobs.get",), Target.PROJECT, "", "polls the job"),
+          ("_run", "cancel", _S, ("aiplatform.customJobs.cancel",), Target.PROJECT, "",
            "cancels a job past its deadline"),
           ("cancel", "cancel", _S, ("aiplatform.customJobs.cancel",), Target.PROJECT, "", "cancels on request"),
           ("_read_output", "open", _S, _GET, Target.RESULT_BUCKET, "", "reads the job's output and artifacts"),
           ("_raise_failure", "open", _S, _GET, Target.RESULT_BUCKET, "", "reads the job's error record"),
       )),
+    # The job's params travel by reference (one argument is capped at 128 KiB): the scheduler writes them into the
+    # job's folder before creating it and removes them once it has ended; the job, as gpu-runtime, reads them.
+    *(GcpCall(f"runtime.scheduler.backends.vertex:{function}", method, _S, permissions, Target.RESULT_BUCKET,
+              why=why, only_with=VERTEX_AI)
+      for function, method, permissions, why in (
+          ("_put_params", "makedirs", (), "no-op on gs://"),
+          ("_put_params", "pipe_file", _WRITE, "writes the job's params beside its output"),
+          ("_remove_params", "rm", _DELETE, "removes the params of an ended job"),
+      )),
+    GcpCall("runtime.worker.vertex_task:_read", "open", Workload.VERTEX_TASK, _GET,
+            Target.RESULT_BUCKET, why="the job reads its params from the result store", only_with=VERTEX_AI),
     GcpCall("runtime.worker.vertex_task:_write", "open", Workload.VERTEX_TASK, _WRITE,
             Target.RESULT_BUCKET, why="the job writes its output under the result store", only_with=VERTEX_AI),
     *(GcpCall(site, method, Workload.OPERATOR, permissions, Target.PROJECT, why=why)
@@ -321,7 +332,7 @@ CLIENT_SITES: Final = {
     "runtime.scheduler.messaging.publisher": ("self._client",),
     "runtime.scheduler.messaging.depth": ("self._client",),
     "runtime.scheduler.store.store": ("self._fs",),
-    "runtime.scheduler.backends.vertex": ("self._client", "fsspec"),
+    "runtime.scheduler.backends.vertex": ("self._client", "fsspec", "fs"),
     "runtime.worker.vertex_task": ("fsspec",),
     "runtime.scheduler.leader": ("self._api",),
     "runtime.scheduler.pools.kubernetes": ("self._api",),

@@ -34,6 +34,7 @@ from runtime.local import processes
 from runtime.local.broker.brokers import Broker
 from runtime.local.prometheus.config import ScrapeTargets
 from runtime.local.status import PlatformStatus, collect_status
+from runtime.local.vertex_api import LOCAL_IMAGE
 from runtime.protocol.contract import SCHEDULER_PORT, SchedulerEnv
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
     """
     overflow = {
         SchedulerEnv.VERTEX_ENDPOINT: vertex_url,
-        SchedulerEnv.VERTEX_IMAGE: "local",  # the stand-in runs the job here, with this machine's python
+        SchedulerEnv.VERTEX_IMAGE: LOCAL_IMAGE,  # the stand-in runs the job here, with this machine's python
         SchedulerEnv.VERTEX_SPILL_AFTER_S: str(float(cfg.spill_after_s)),  # as the scheduler reads it back
         SchedulerEnv.VERTEX_POLL_S: str(LOCAL_VERTEX_POLL_S),
     } if vertex_url and cfg.spill_after_s else {}
@@ -297,7 +298,8 @@ class LocalPlatform:
             on_step(f"starting the Vertex AI custom-jobs stand-in on {cfg.host}:{vertex_port}")
             vertex = processes.start_process(
                 VERTEX_API, [sys.executable, "-m", "runtime.local.vertex_api", "--host", cfg.host, "--port",
-                             str(vertex_port), "--log-dir", str(logs / "custom-jobs")],
+                             str(vertex_port), "--log-dir", str(logs / "custom-jobs"), "--result-store",
+                             result_store, "--token-file", str(token_file)],
                 base_env, logs / "vertex-api.log", cwd=Path.cwd())
             started.append(vertex)
             state = state.model_copy(update={"processes": started})

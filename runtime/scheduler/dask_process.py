@@ -49,6 +49,9 @@ INHERIT_CONFIG_ENV: Final = "DASK_INTERNAL_INHERIT_CONFIG"
 # (its silence_logs); INFO would log every client and worker connection.
 DASK_LOG_LEVEL: Final = logging.WARNING
 
+# The option of the child's JSON that carries its ``Security`` keyword arguments (the rest go to ``Scheduler``).
+SECURITY_OPTION: Final = "security"
+
 log = logging.getLogger(__name__)
 
 
@@ -67,10 +70,15 @@ class DaskSchedulerProcess(SubprocessScheduler):
     ``scheduler_kwargs`` go to the ``Scheduler`` (JSON values only: they travel on the command line).
     """
 
-    def __init__(self, scheduler_kwargs: dict[str, Any] | None = None, timeout: int = START_TIMEOUT_S) -> None:
+    def __init__(self, scheduler_kwargs: dict[str, Any] | None = None, timeout: int = START_TIMEOUT_S,
+                 security: dict[str, Any] | None = None) -> None:
+        """``security``: the keyword arguments of the ``distributed.security.Security`` the child listens and
+        connects with (file names: they travel on its command line with the other options)."""
         super().__init__(scheduler_kwargs, timeout)
         # The base class learns the address from a scheduler file it polls; this one reads it from a pipe.
         self.scheduler_kwargs.pop("scheduler_file", None)
+        if security:
+            self.scheduler_kwargs[SECURITY_OPTION] = security
 
     async def _start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
@@ -108,7 +116,10 @@ def _exit_with_parent(stdin_fd: int) -> None:
 
 async def _serve(options: dict[str, Any], address_out: IO[str]) -> None:
     from distributed import Scheduler
+    from distributed.security import Security
 
+    if SECURITY_OPTION in options:
+        options = {**options, SECURITY_OPTION: Security(**options[SECURITY_OPTION])}
     async with Scheduler(**options) as scheduler:
         address_out.write(scheduler.address + "\n")
         address_out.close()

@@ -4,11 +4,26 @@ What a ``LocalCluster(processes=True)`` would start, except that its Dask schedu
 its own (``runtime.scheduler.dask_process``) instead of the gpu-scheduler's, as the DaskCluster's scheduler pod does
 on GKE. The workers are Nanny processes as LocalCluster makes them; none start here: ``LocalPools`` adds
 them per pool from the cluster's worker template (``new_spec``).
+
+**TLS, with credentials of its own.** A Dask scheduler runs whatever a connected client sends
+(``Client(address).run_on_scheduler(...)``), so a plain TCP port on loopback would run code for any process
+of the machine. Every connection of the local cluster is therefore TLS with mutual authentication
+(Dask's ``distributed.security.Security``, https://distributed.dask.org/en/stable/tls.html): as the cluster
+starts, a key and a self-signed certificate that is its own CA are made for it (``Security.temporary``'s
+recipe) and written 0600 into a fresh 0700 folder, which goes when the cluster goes. The Dask scheduler
+process, the workers (through their nannies) and the gpu-scheduler's client present that certificate and
+accept only peers that present it too; a client without it cannot complete the handshake. The files, not
+their contents, are what the Dask scheduler process is given: its options travel on its command line.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
 from typing import Any, Final
 
 from runtime.protocol import contract
@@ -26,24 +41,46 @@ SILENCE_LOGS: Final = logging.WARNING
 LOCAL_MEMORY_MONITOR: Final = {"distributed.worker.memory.monitor-interval": "1s"}
 
 
-def worker_template(settings: Settings) -> dict[str, Any]:
+CERT_FILE: Final = "dask-cert.pem"
+KEY_FILE: Final = "dask-key.pem"
+_ROLES: Final = ("client", "scheduler", "worker")
+
+
+def write_credentials(folder: Path) -> dict[str, Any]:
+    """Make a key and a self-signed certificate (its own CA) and write them 0600 into ``folder``; the keyword
+    arguments of ``distributed.security.Security`` (plain strings, for every role) that use them."""
+    from distributed.security import Security
+
+    made = Security.temporary()  # Dask's own recipe: one RSA key, a certificate it signs itself
+    for name, text in ((CERT_FILE, made.tls_ca_file), (KEY_FILE, made.tls_scheduler_key)):
+        descriptor = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(text)
+    cert, key = str(folder / CERT_FILE), str(folder / KEY_FILE)
+    return {"require_encryption": True, "tls_ca_file": cert,
+            **{f"tls_{role}_cert": cert for role in _ROLES}, **{f"tls_{role}_key": key for role in _ROLES}}
+
+
+def worker_template(settings: Settings, security: Any) -> dict[str, Any]:
     """The spec of one worker: a Nanny process with one thread (one job at a time) on the loopback
-    interface, the scheduler's device, and the kernels compiled as it starts when ``warm_workers``
-    (``runtime.worker.warm``, docs/scheduler.md "Warm workers")."""
+    interface, the scheduler's device, the cluster's TLS ``security``, and the kernels compiled as it starts
+    when ``warm_workers`` (``runtime.worker.warm``, docs/scheduler.md "Warm workers")."""
     from distributed import Nanny
 
     preload = [contract.DASK_WORKER_PRELOAD] if settings.warm_workers else []
     return {"cls": Nanny, "options": {"host": LOCAL_HOST, "nthreads": 1, "dashboard": False,
-                                      "silence_logs": SILENCE_LOGS, "preload": preload,
+                                      "silence_logs": SILENCE_LOGS, "preload": preload, "security": security,
                                       "env": {contract.SchedulerEnv.DEVICE: settings.device}}}
 
 
-def scheduler_spec(settings: Settings) -> dict[str, Any]:
-    """The spec of the Dask scheduler process: loopback, any free port, its dashboard (which also serves
-    Dask's Prometheus /metrics) at ``settings.dask_dashboard``."""
+def scheduler_spec(settings: Settings, credentials: dict[str, Any]) -> dict[str, Any]:
+    """The spec of the Dask scheduler process: loopback, any free port, TLS with ``credentials``
+    (``write_credentials``), its dashboard (which also serves Dask's Prometheus /metrics) at
+    ``settings.dask_dashboard``."""
     return {"cls": DaskSchedulerProcess,
             "options": {"scheduler_kwargs": {"host": LOCAL_HOST, "port": 0, "dashboard": True,
-                                             "dashboard_address": settings.dask_dashboard}}}
+                                             "dashboard_address": settings.dask_dashboard},
+                        "security": credentials}}
 
 
 def start_local_cluster(settings: Settings) -> Any:
@@ -54,7 +91,20 @@ def start_local_cluster(settings: Settings) -> Any:
     """
     import dask
     from distributed import SpecCluster
+    from distributed.security import Security
 
     dask.config.set(LOCAL_MEMORY_MONITOR)  # for the process: the nannies start later, as pools grow
-    return SpecCluster(scheduler=scheduler_spec(settings), worker=worker_template(settings), workers={},
-                       silence_logs=SILENCE_LOGS)
+    folder = Path(tempfile.mkdtemp(prefix="gpurt-dask-tls-"))  # 0700, this user's alone
+    try:
+        credentials = write_credentials(folder)
+        security = Security(**credentials)
+        cluster = SpecCluster(scheduler=scheduler_spec(settings, credentials),
+                              worker=worker_template(settings, security), workers={}, security=security,
+                              silence_logs=SILENCE_LOGS)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    # The credentials go with the cluster (or with this process, at its exit); a SIGKILL leaves the folder
+    # in the temporary directory, readable by this user only.
+    weakref.finalize(cluster, shutil.rmtree, folder, ignore_errors=True)
+    return cluster

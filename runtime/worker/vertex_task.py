@@ -1,9 +1,14 @@
 """``python -m runtime.worker.vertex_task``: the entry point of a Vertex AI custom job.
 
-It runs one job with ``kernels.jobs.run_job`` and writes what the scheduler reads back under the
+It reads the job's params from ``--params-url`` (``params.json``, which the scheduler writes under the output
+folder), runs the job with ``kernels.jobs.run_job`` and writes what the scheduler reads back under the
 output URL: ``output.json`` (a ``VertexOutput``) and each artifact on success, ``error.json`` (a
-``VertexFailure``) on failure. Those two models are the whole wire form between the custom job and
-``runtime.scheduler.backends.vertex``: written here, read there, declared once.
+``VertexFailure``) on failure. Those models, the file names and ``task_args`` are the whole wire form between
+the custom job and ``runtime.scheduler.backends.vertex``: written on one side, read on the other, declared once.
+
+The params travel by reference, never as an argument: Linux caps one argument at 128 KiB (``MAX_ARG_STRLEN``),
+which a valid 256-asset ``portfolio_var`` exceeds, and a process's arguments are readable by anyone on the
+machine (``ps``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernels.errors import PermanentJobError, TransientJobError
 
+# The custom job's container command: the worker image's entry point (this module).
+ENTRY_POINT: Final = ("python", "-m", "runtime.worker.vertex_task")
+PARAMS_FILE: Final = "params.json"
 OUTPUT_FILE: Final = "output.json"
 ERROR_FILE: Final = "error.json"
 ARTIFACTS_FOLDER: Final = "artifacts"
@@ -63,6 +71,12 @@ class VertexFailure(BaseModel):
         return (PermanentJobError if self.kind is FailureKind.PERMANENT else TransientJobError)(self.message)
 
 
+def task_args(job_type: str, output: str) -> list[str]:
+    """The container args of the custom job that runs one job of ``job_type`` with its folder at ``output``
+    (an fsspec URL): the params are read from ``output``/``PARAMS_FILE``, the result written beside them."""
+    return ["--job-type", job_type, "--params-url", f"{output}/{PARAMS_FILE}", "--output", output]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the job described by the arguments; exit 0, 1 (permanent) or 75 (transient)."""
     from kernels.jobs import run_job
@@ -70,15 +84,15 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="Run one GPU Runtime job and write its output.")
     parser.add_argument("--job-type", required=True)
-    parser.add_argument("--params", required=True, help="JSON object of the job's params.")
+    parser.add_argument("--params-url", required=True, help="fsspec URL of the job's params (a JSON object).")
     parser.add_argument("--output", required=True, help="fsspec URL of the job's output folder.")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
     out = args.output.rstrip("/")
     try:
-        # the job as the scheduler wrote it into the custom job's arguments: parsed here, once
+        # the job as the scheduler wrote it beside the output: parsed here, once
         kind = JobType(args.job_type)
-        output = run_job(kind, parse_params(kind, json.loads(args.params)), device=args.device)
+        output = run_job(kind, parse_params(kind, json.loads(_read(args.params_url))), device=args.device)
     except Exception as exc:
         failure = VertexFailure.of(exc)
         _write(f"{out}/{ERROR_FILE}", failure.model_dump_json().encode())
@@ -90,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
                            artifacts=sorted(output.artifacts))
     _write(f"{out}/{OUTPUT_FILE}", written.model_dump_json().encode())
     return 0
+
+
+def _read(url: str) -> bytes:
+    with fsspec.open(url, "rb") as handle:
+        return handle.read()
 
 
 def _write(url: str, data: bytes) -> None:

@@ -121,13 +121,13 @@ def test_the_old_project_wide_object_admin_of_gpu_runtime_fails(rendered: tuple[
         "project": project, "role": "roles/storage.objectAdmin",
         "member": _member(contract.RUNTIME_SERVICE_ACCOUNT, project)})
 
-    # gpu-runtime's calls (a Vertex AI job's output) need object roles on the result bucket only, and less
-    # than objectAdmin: the old grant is too wide twice over.
+    # gpu-runtime's calls (a Vertex AI job's params and output) need object roles on the result bucket only, and
+    # less than objectAdmin: the old grant is too wide twice over.
     assert prove([*resources, old], project).wider == (
         "gpu-runtime holds roles/storage.objectAdmin on the whole project, but its calls need it only on "
         "result-bucket: bind it there",
         "gpu-runtime holds roles/storage.objectAdmin, but roles/storage.objectUser covers every call it serves "
-        "(storage.objects.create, storage.objects.delete, storage.objects.list)",
+        "(storage.objects.create, storage.objects.delete, storage.objects.get, storage.objects.list)",
     )
 
 
@@ -156,7 +156,8 @@ def test_a_role_wider_than_its_calls_fails(rendered: tuple[list[Resource], str])
                            "call it serves (storage.objects.create, storage.objects.delete, storage.objects.get, "
                            "storage.objects.list)",
                            "gpu-runtime holds roles/storage.objectAdmin, but roles/storage.objectUser covers every "
-                           "call it serves (storage.objects.create, storage.objects.delete, storage.objects.list)")
+                           "call it serves (storage.objects.create, storage.objects.delete, storage.objects.get, "
+                           "storage.objects.list)")
 
 
 def test_workload_identity_for_anything_but_the_platforms_own_pods_fails(

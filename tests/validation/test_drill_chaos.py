@@ -225,4 +225,6 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert figures["forged result: results on the topic for the victim"] >= 3
     assert figures["forged dead letter: refused by the reclaimer after (s)"] < forgery.ANSWER_WAIT_S
     assert "1 forged message(s) taken out of the DLQ" in evidence
+    # every replica's Dask scheduler refused a stranger's client (the drill found at least one per replica)
+    assert "loopback: " in evidence and "Dask port(s) refused a client without the cluster's credentials" in evidence
     assert all(p.alive for p in replicas.status().processes)  # the killed replica is back, the emulator too

@@ -32,6 +32,9 @@ healthy throughout, and the other job must still run.
 
 Then forgeries (``validation/drills/forgery.py``): a forged result and a forged dead letter, each aimed at a
 victim's job, must leave the victim's client with its own result, and the store with it.
+
+Last, strangers on loopback (``validation/drills/loopback.py``): every replica's Dask scheduler must refuse a
+client without the cluster's credentials, and the Vertex AI stand-in (when running) a command.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from typing import Any, Final
 from runtime.access.transport import PubSubClients
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
-from validation.drills import faults, flood, forgery, hostile
+from validation.drills import faults, flood, forgery, hostile, loopback
 from validation.drills.base import POLL_S, DrillContext, DrillFailed, take_dead_letters, wait_for
 from validation.drills.ledger import ResultLedger, Tally
 
@@ -153,6 +156,7 @@ def run(ctx: DrillContext) -> None:
     lost_in_restart = _broker_restart(ctx)
     hostile.run(ctx)
     forgery.run(ctx)
+    loopback.run(ctx)
     _judge(tally, dead, lost_in_restart, [problem for fault in struck for problem in fault.problems])
 
 

@@ -1,13 +1,16 @@
 """Run jobs as Vertex AI custom jobs named ``gpu-runtime-<job_id>``.
 
 The custom job runs the worker image's ``vertex_task`` entry point on one GPU machine and writes its
-output under the result store (``vertex/<job_id>/<attempt>/``); this backend creates the job, polls
-it to a terminal state and reads the output back. The ``CustomJobs`` client is passed in: tests give
-it a recording stand-in that answers with the service's JSON.
+output under the result store (``vertex/<job_id>/<attempt>/``); this backend writes the job's params there
+first (``params.json``: by reference, since one argument is capped at 128 KiB and arguments show in ``ps``),
+creates the job, polls it to a terminal state, reads the output back and removes the params. The
+``CustomJobs`` client is passed in: tests give it a recording stand-in that answers with the service's JSON.
 """
 
 from __future__ import annotations
 
+import logging
+import posixpath
 import re
 import threading
 import time
@@ -21,7 +24,17 @@ from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution, Placed
 from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
-from runtime.worker.vertex_task import ARTIFACTS_FOLDER, ERROR_FILE, OUTPUT_FILE, VertexFailure, VertexOutput
+from runtime.scheduler.store.filesystems import url_to_fs
+from runtime.worker.vertex_task import (
+    ARTIFACTS_FOLDER,
+    ENTRY_POINT,
+    ERROR_FILE,
+    OUTPUT_FILE,
+    PARAMS_FILE,
+    VertexFailure,
+    VertexOutput,
+    task_args,
+)
 
 # Vertex jobs take minutes to provision: polling faster only spends API quota.
 POLL_INTERVAL_S: Final = 15.0
@@ -29,6 +42,10 @@ POLL_INTERVAL_S: Final = 15.0
 # before that. Past timeout + allowance the job is cancelled and the delivery counts as transient.
 PROVISION_ALLOWANCE_S: Final = 1800.0
 _LABEL_VALUE: Final = re.compile(r"[^a-z0-9_-]")
+# The folder of the result store under which each custom job has its own (``<job_id>/<attempt>``).
+VERTEX_FOLDER: Final = "vertex"
+
+log = logging.getLogger(__name__)
 
 
 class VertexBackend:
@@ -59,17 +76,18 @@ class VertexBackend:
     @classmethod
     def from_settings(cls, settings: Any, store: Any) -> VertexBackend:
         """Build from the service settings, with the regional REST client."""
-        client = RestCustomJobs(settings.vertex_region, endpoint=settings.vertex_endpoint)
+        # The local stand-in takes the platform's control token where Google takes an OAuth token.
+        client = RestCustomJobs(settings.vertex_region, endpoint=settings.vertex_endpoint,
+                                token=settings.control_token)
         return cls(client, project=settings.project, region=settings.vertex_region, image=settings.vertex_image,
                    machine_type=settings.vertex_machine_type, accelerator=settings.vertex_accelerator,
                    accelerator_count=settings.vertex_accelerator_count,
-                   output_root=f"{store.url}/vertex", service_account=settings.vertex_service_account,
+                   output_root=f"{store.url}/{VERTEX_FOLDER}", service_account=settings.vertex_service_account,
                    poll_interval_s=settings.vertex_poll_s)
 
     def custom_job(self, request: JobRequest, attempt: int) -> dict[str, Any]:
         """The CustomJob resource (REST JSON) for one delivery of ``request`` (pure; what ``run`` submits)."""
         output = self._output_url(request.job_id, attempt)
-        params = request.params.model_dump_json() if request.params is not None else "{}"
         spec: dict[str, Any] = {
             "workerPoolSpecs": [{
                 "replicaCount": "1",  # int64 fields are strings in the JSON mapping
@@ -77,8 +95,8 @@ class VertexBackend:
                                 "acceleratorCount": self._accelerator_count},
                 "containerSpec": {
                     "imageUri": self._image,
-                    "command": ["python", "-m", "runtime.worker.vertex_task"],
-                    "args": ["--job-type", request.type.value, "--params", params, "--output", output],
+                    "command": list(ENTRY_POINT),
+                    "args": task_args(request.type.value, output),
                 },
             }],
             "scheduling": {"timeout": f"{int(request.timeout_s)}s"},
@@ -93,7 +111,16 @@ class VertexBackend:
 
         ``cancelled``: whether a cancel came while the job was being created, before ``cancel`` could find it
         (the caller sets its flag, then calls ``cancel``; this registers the job, then reads the flag).
+        The params go to the job's folder first and are removed once the job has ended, however it ended.
         """
+        params = f"{self._output_url(request.job_id, attempt)}/{PARAMS_FILE}"
+        _put_params(params, request.params.model_dump_json().encode() if request.params is not None else b"{}")
+        try:
+            return self._run(request, attempt, cancelled)
+        finally:
+            _remove_params(params)
+
+    def _run(self, request: JobRequest, attempt: int, cancelled: Callable[[], bool] | None) -> Execution:
         created = self._client.create(self._parent, self.custom_job(request, attempt))
         name = created["name"]
         with self._lock:
@@ -165,3 +192,24 @@ class VertexBackend:
         except (OSError, ValueError):
             raise TransientJobError(fallback) from None  # no verdict from the job: worth another try
         raise failure.error()
+
+
+def _put_params(url: str, data: bytes) -> None:
+    """Write the job's params where its task reads them; a store that cannot take them makes the delivery
+    transient, as any store outage does."""
+    fs, path = url_to_fs(url)
+    try:
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)  # a local store's folder; nothing on gs://
+        fs.pipe_file(path, data)
+    except OSError as exc:
+        raise TransientJobError(f"cannot write the job's params to {url}: {exc}") from exc
+
+
+def _remove_params(url: str) -> None:
+    """Remove the params of an ended job: positions do not stay in the bucket. A failure is logged, not raised:
+    the job's outcome stands, and the object sits under the job's own folder."""
+    fs, path = url_to_fs(url)
+    try:
+        fs.rm(path)
+    except OSError as exc:
+        log.warning("could not remove the params of an ended Vertex AI job at %s: %s", url, exc)

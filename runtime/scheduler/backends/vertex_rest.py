@@ -46,13 +46,16 @@ class RestCustomJobs:
     """``CustomJobs`` over an authorized HTTP session (``google.auth.transport.requests.AuthorizedSession``)."""
 
     def __init__(self, region: str, session: Any = None, timeout_s: float = REQUEST_TIMEOUT_S,
-                 endpoint: str = "") -> None:
+                 endpoint: str = "", token: str | None = None) -> None:
         """``endpoint`` replaces the regional Google endpoint (the local stand-in, ``runtime.local.vertex_api``),
-        which takes no credentials: a plain session then."""
+        which takes the platform's ``token`` as its bearer token where Google takes an OAuth token: a plain
+        session with that header then."""
         if session is None and endpoint:
             import requests
 
             session = requests.Session()
+            if token:
+                session.headers["Authorization"] = f"Bearer {token}"
         elif session is None:
             import google.auth
             from google.auth.transport.requests import AuthorizedSession

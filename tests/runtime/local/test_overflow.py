@@ -11,6 +11,8 @@ import pytest
 from gpurt.demo.run import overflow_requests, run_requests
 from runtime.local import LocalConfig, LocalPlatform
 from runtime.local.platform import VERTEX_API
+from validation.drills import loopback
+from validation.drills.base import DrillContext
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -29,6 +31,13 @@ def test_a_full_local_pool_overflows_to_the_stand_in_and_down_stops_it(tmp_path:
         assert holder.backend == "dask" and holder.spilled_after_s is None
         assert waiter.backend == "vertex" and waiter.spilled_after_s is not None and waiter.spilled_after_s >= 2
         assert list((tmp_path / "local" / "logs" / "custom-jobs").glob("*.log"))  # the custom job's own log
+
+        # The chaos drill's loopback rows on the platform as `make demo` runs it: the stand-in and the Dask
+        # scheduler refuse a stranger.
+        ctx = DrillContext(platform, timeout_s=30)
+        loopback.run(ctx)
+        assert ctx.evidence == ["loopback: 1 Dask port(s) refused a client without the cluster's credentials; "
+                                "the Vertex AI stand-in refused a command (401 without the token, 400 with it)"]
     finally:
         platform.down()
     assert not psutil.pid_exists(stand_in.pid) or psutil.Process(stand_in.pid).status() == psutil.STATUS_ZOMBIE

@@ -81,6 +81,32 @@ def test_the_scheduler_process_ignores_the_groups_signals_and_ends_with_the_clus
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_client_without_the_clusters_credentials_cannot_run_code_on_its_scheduler(cluster: Any) -> None:
+    # Any process of the machine reaches the port; before TLS, Client(address).run_on_scheduler ran its code.
+    from distributed import Client
+    from distributed.security import Security
+
+    address = cluster.scheduler_address
+    plain = address.replace("tls://", "tcp://")
+    # Plain TCP to the port, as before; TLS with credentials of its own (a certificate the cluster's CA did not sign).
+    for target, security in ((plain, None), (address, Security.temporary())):
+        with pytest.raises((OSError, TimeoutError)), Client(target, timeout="3s", security=security) as client:
+            client.run_on_scheduler(os.getpid)
+    assert address.startswith("tls://127.0.0.1:")
+    # The platform's own client, with the cluster's credentials, still can.
+    with Client(cluster, timeout="30s") as client:
+        assert client.run_on_scheduler(os.getpid) == cluster.scheduler.process.pid
+    folder = Path(cluster.security.tls_ca_file).parent
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()} == {
+        "dask-cert.pem": 0o600, "dask-key.pem": 0o600}
+    # The Dask scheduler process was given the files' names, never the key itself.
+    command = " ".join(psutil.Process(cluster.scheduler.process.pid).cmdline())
+    assert "PRIVATE KEY" not in command and str(folder) in command
+
+
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_a_scheduler_process_that_dies_at_start_up_is_a_clear_error() -> None:
     with socket.socket() as taken:

@@ -74,22 +74,31 @@ def emulator() -> Iterator[EmulatorHandle]:
     handle.stop()
 
 
+TOKEN = "t"
+
+
 @pytest.fixture(scope="module")
-def vertex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VertexApiHandle]:
-    handle = start_vertex_api("127.0.0.1", 0, tmp_path_factory.mktemp("custom-jobs"))
+def result_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return tmp_path_factory.mktemp("results").as_uri()
+
+
+@pytest.fixture(scope="module")
+def vertex(tmp_path_factory: pytest.TempPathFactory, result_store: str) -> Iterator[VertexApiHandle]:
+    handle = start_vertex_api("127.0.0.1", 0, tmp_path_factory.mktemp("custom-jobs"), token=TOKEN,
+                              result_store=result_store)
     yield handle
     handle.stop()
 
 
 @pytest.fixture(scope="module")
-def scheduler(emulator: EmulatorHandle, vertex: VertexApiHandle,
+def scheduler(emulator: EmulatorHandle, vertex: VertexApiHandle, result_store: str,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scheduler]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": PROJECT,
-           "GPURT_PORT": str(port), "GPURT_LOCAL_WORKERS": "1", "GPURT_CONTROL_TOKEN": "t",
-           "GPURT_RESULT_STORE": tmp_path_factory.mktemp("results").as_uri(), "GPURT_DEVICE": "cpu",
+           "GPURT_PORT": str(port), "GPURT_LOCAL_WORKERS": "1", "GPURT_CONTROL_TOKEN": TOKEN,
+           "GPURT_RESULT_STORE": result_store, "GPURT_DEVICE": "cpu",
            contract.SchedulerEnv.VERTEX_ENDPOINT: vertex.url, contract.SchedulerEnv.VERTEX_IMAGE: "local",
            contract.SchedulerEnv.VERTEX_SPILL_AFTER_S: str(SPILL_AFTER_S),
            contract.SchedulerEnv.VERTEX_POLL_S: "0.2"}

@@ -15,6 +15,7 @@ from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.vertex import VertexBackend
 from runtime.scheduler.backends.vertex_rest import RestCustomJobs, VertexApiError
 from runtime.worker.vertex_task import main as vertex_task_main
+from runtime.worker.vertex_task import task_args
 
 JOB_NAME = "projects/123/locations/us-central1/customJobs/4567"
 # Google's published description of the v1 REST surface (shipped with google-api-python-client).
@@ -38,6 +39,10 @@ class RecordingJobService:
 
     def create(self, parent: str, custom_job: dict) -> dict[str, Any]:
         self.calls.append(("create", {"parent": parent, "custom_job": custom_job}))
+        # What the job will read: the params the backend wrote before creating it.
+        params_url = custom_job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"][3]
+        with fsspec.open(params_url, "rb") as handle:
+            self.params_seen = json.loads(handle.read())
         return self._job("JOB_STATE_QUEUED", custom_job["displayName"])
 
     def get(self, name: str) -> dict[str, Any]:
@@ -81,6 +86,14 @@ def _request(job_id: str, **params: object) -> JobRequest:
     return JobRequest.model_validate({"job_id": job_id, "type": "noop", "params": params, "timeout_s": 120})
 
 
+def _task(output: str, params: dict[str, Any]) -> int:
+    """Run the custom job's entry point as Vertex AI would, with ``params`` where the scheduler puts them."""
+    args = task_args("noop", output)
+    with fsspec.open(args[3], "w") as handle:
+        handle.write(json.dumps(params))
+    return vertex_task_main(args)
+
+
 def test_custom_job_is_named_and_sized_from_settings() -> None:
     spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(_request("j1"), 2)
     assert spec["displayName"] == "gpu-runtime-j1"
@@ -111,24 +124,49 @@ def test_the_schema_check_catches_a_misspelt_field() -> None:
 
 def test_success_reads_back_what_the_task_wrote() -> None:
     root = "memory://vertex-ok"
-    assert vertex_task_main(["--job-type", "noop", "--params", "{}", "--output", f"{root}/j2/1"]) == 0
+    assert _task(f"{root}/j2/1", {}) == 0
     client = RecordingJobService("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED")
-    execution = _backend(client, root).run(_request("j2"), attempt=1)
+    execution = _backend(client, root).run(_request("j2", sleep_s=0.0), attempt=1)
     assert execution.summary["slept_s"] == 0.0
     assert [c[0] for c in client.calls] == ["create", "get", "get", "get"]
+    # The job found its params beside its output, and they are gone once it has ended.
+    assert client.params_seen == {"sleep_s": 0.0, "fail": None}
+    assert not fsspec.filesystem("memory").exists("/vertex-ok/j2/1/params.json")
+
+
+def test_params_travel_by_reference_not_as_an_argument() -> None:
+    # 256 assets' positions: ~390 KB of JSON, three times what Linux allows one argument (MAX_ARG_STRLEN).
+    assets = 256
+    params = {"exposures": [1e6] * assets, "volatilities": [0.2] * assets,
+              "correlation": [[1.0 if i == j else 0.25 for j in range(assets)] for i in range(assets)]}
+    request = JobRequest.model_validate({"job_id": "big", "type": "portfolio_var", "params": params, "timeout_s": 60})
+    spec = _backend(RecordingJobService("JOB_STATE_SUCCEEDED"), "memory://v").custom_job(request, 1)
+    args = spec["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"]
+    assert args == ["--job-type", "portfolio_var", "--params-url", "memory://v/big/1/params.json",
+                    "--output", "memory://v/big/1"]
+    assert len(json.dumps(spec)) < 1024
+
+
+def test_params_are_removed_when_the_job_cannot_even_be_created() -> None:
+    class Refusing(RecordingJobService):
+        def create(self, parent: str, custom_job: dict) -> dict[str, Any]:
+            raise VertexApiError("Vertex AI POST failed with PERMISSION_DENIED")
+
+    with pytest.raises(VertexApiError):
+        _backend(Refusing("JOB_STATE_SUCCEEDED"), "memory://vertex-refused").run(_request("r"), attempt=1)
+    assert not fsspec.filesystem("memory").exists("/vertex-refused/r/1/params.json")
 
 
 def test_failures_map_to_permanent_and_transient() -> None:
     root = "memory://vertex-fail"
-    assert vertex_task_main(["--job-type", "noop", "--params", json.dumps({"fail": "permanent"}),
-                             "--output", f"{root}/p/1"]) == 1
+    assert _task(f"{root}/p/1", {"fail": "permanent"}) == 1
     with pytest.raises(PermanentJobError, match="simulated permanent"):
         _backend(RecordingJobService("JOB_STATE_FAILED"), root).run(_request("p"), attempt=1)
     # No error file (the machine was preempted): worth another delivery.
     with pytest.raises(TransientJobError, match="preempted"):
         _backend(RecordingJobService("JOB_STATE_FAILED", error="preempted"), root).run(
             _request("gone"), attempt=1)
-    assert not fsspec.filesystem("memory").exists("/vertex-fail/gone")
+    assert fsspec.filesystem("memory").find("/vertex-fail/gone") == []  # no error file, and no params left
 
 
 def test_cancel_cancels_the_custom_job() -> None:
