@@ -9,9 +9,6 @@ from typing import Any, Protocol
 from runtime.protocol import contract
 from validation.adapters.kube import KubeApi
 
-# Bounds the connection to a local Dask scheduler (seconds).
-DASK_CONNECT_TIMEOUT_S = 10.0
-
 
 @dataclass(frozen=True)
 class WorkerInfo:
@@ -33,20 +30,6 @@ def workers_from_identity(identity: dict[str, Any]) -> list[WorkerInfo]:
     """Workers out of a scheduler identity (``Scheduler.identity()`` / ``/json/identity.json``)."""
     return [WorkerInfo(address=address, resources=dict(worker.get("resources") or {}))
             for address, worker in identity.get("workers", {}).items()]
-
-
-class SchedulerAddressDask:
-    """``DaskInfo`` asking a Dask scheduler at ``tcp://host:port`` directly (the local platform)."""
-
-    def __init__(self, address: str) -> None:
-        self._address = address
-
-    def workers(self) -> list[WorkerInfo]:
-        """Registered workers, from ``Client.scheduler_info()``."""
-        from distributed import Client
-
-        with Client(self._address, timeout=DASK_CONNECT_TIMEOUT_S, set_as_default=False) as client:
-            return workers_from_identity(client.scheduler_info(n_workers=-1))
 
 
 class KubeServiceDask:
