@@ -29,12 +29,16 @@ import yaml
 from components.iam import WORKLOAD_IDENTITY_ROLE, role_suffix
 from runtime.protocol import contract
 
-# The first two are what every later call needs: Service Usage enables APIs, Cloud Resource Manager reads and
-# changes the project's IAM policy. `gpurt bootstrap` enables them with gcloud before this program runs (the
+# The first three are what every later call needs: Service Usage enables APIs, Cloud Resource Manager reads and
+# changes the project's IAM policy, Cloud Billing tells whether the project can run anything that costs money.
+# `gpurt bootstrap` enables them with gcloud before this program runs (the
 # provider cannot enable the API it enables APIs with); they are declared here too, so the stack owns them.
 BASE_APIS: Final = (
     "serviceusage.googleapis.com",
     "cloudresourcemanager.googleapis.com",
+    # `gpurt bootstrap --check` reads the project's billing with the deploy account, whose calls are billed to
+    # (and need the API enabled in) this project.
+    "cloudbilling.googleapis.com",
     "iam.googleapis.com",
     # Workload Identity Federation: STS exchanges the GitHub token, IAM Credentials mints the account's token.
     "iamcredentials.googleapis.com",

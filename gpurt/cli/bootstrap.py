@@ -28,8 +28,9 @@ def bootstrap(
     check: bool = typer.Option(
         False,
         "--check",
-        help="Change nothing: exit 1 naming each prerequisite of a "
-        "deploy that is missing (the deploy workflow runs this before pushing images).",
+        help="Change nothing: exit 1 naming each prerequisite of a deploy that is missing (tools, APIs, "
+        "billing, registry, stack, quotas below what the pools start with), and name each quota below the stack's "
+        "need at its maxima (the deploy workflow runs this before pushing images).",
     ),
     work_dir: WorkDirOption = Path("."),
 ) -> None:
@@ -48,13 +49,25 @@ def bootstrap(
 
     root = work_dir.resolve()
     if check:
-        problems = check_prerequisites(stack, root, GcloudSetup(), PulumiCliStacks())
-        for problem in problems:
+        from components.plan import PlanError, run_plan
+
+        try:
+            needs = run_plan(stack, root).quotas  # the quotas the stack reaches, as `gpurt plan` reports them
+        except PlanError as exc:
+            err_console.print(f"[red]error:[/] cannot render stack {stack} to read the quotas it needs: {exc}")
+            raise typer.Exit(EXIT_FAILED) from None
+        readiness = check_prerequisites(stack, root, GcloudSetup(), PulumiCliStacks(), needs)
+        for problem in readiness.missing:
             err_console.print(f"[red]missing:[/] {problem}")
-        if problems:
-            err_console.print(f"run `gpurt bootstrap --stack {stack}` as a project owner first")
+        for short in readiness.short:
+            err_console.print(f"[yellow]no capacity:[/] {short}")
+        if readiness.missing:
+            err_console.print(f"run `gpurt bootstrap --stack {stack}` as a project owner first "
+                              "(docs/infrastructure.md, steps 1 to 3)")
             raise typer.Exit(EXIT_FAILED)
-        console.print(f"stack {stack}: every prerequisite of a deploy is there")
+        console.print(f"stack {stack}: every prerequisite of a deploy is there"
+                      + (" (the pools cannot reach their maxima until the quotas above are raised)"
+                         if readiness.short else ""))
         return
     if not github_repository or not pulumi_org:
         raise typer.BadParameter("both --github-repository and --pulumi-org are needed (or --check)")
