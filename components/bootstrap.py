@@ -81,7 +81,7 @@ def grants_condition(roles: tuple[str, ...]) -> str:
 DEPLOY_PROJECT_ROLES: Final = (
     "roles/serviceusage.serviceUsageAdmin",  # the main program's APIs and the Pub/Sub service identity
     "roles/pubsub.admin",  # topics, subscriptions and their IAM members
-    "roles/storage.admin",  # the result and staging buckets and their IAM members
+    "roles/storage.admin",  # the result bucket and its IAM members
     "roles/compute.networkAdmin",  # VPC, subnet, router, NAT
     # The cluster and node pools, and inside the cluster what Helm and server-side apply create: CRDs,
     # ClusterRoles and their bindings (RBAC escalation), Helm's release Secrets. container.developer has no
