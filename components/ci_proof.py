@@ -179,6 +179,12 @@ def deploy_needs(main: Sequence[Resource]) -> tuple[list[Need], list[str]]:
             unknown.append(f"no permission list for {resource_type} in components/ci_proof.py (MANAGE)")
     needs += _reads_and_connects(d, main)
     needs.append(Need(d, "serviceusage.services.list", Target.PROJECT, "", "lists the APIs (gpurt bootstrap --check)"))
+    # gpurt bootstrap --check's other gcloud calls: the project's billing (Cloud Billing's getBillingInfo asks for
+    # resourcemanager.projects.get, https://cloud.google.com/billing/docs/reference/rest/v1/projects/getBillingInfo)
+    # and Compute Engine's regional and global quotas (regions.get, projects.get).
+    needs += [Need(d, p, Target.PROJECT, "", f"reads {what} (gpurt bootstrap --check)") for p, what in (
+        ("resourcemanager.projects.get", "the project's billing"), ("compute.regions.get", "the region's quotas"),
+        ("compute.projects.get", "the project's global quotas"))]
     needs += [
         Need(d, p, Target.REGISTRY, "", "pushes the images (deploy workflow)")
         for p in ("artifactregistry.repositories.uploadArtifacts", "artifactregistry.repositories.downloadArtifacts")

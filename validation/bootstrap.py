@@ -343,7 +343,7 @@ def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks, needs: Sequ
         if not operator_digest(stacks, root, stack):
             problems.append(f"stack {stack} has no {IMAGES_KEY}.{OPERATOR_DIGEST} (the Dask operator's image digest)")
     compute = [n for n in needs if n.service == COMPUTE]
-    if not compute:
+    if not compute or problems:  # quotas are read once the bootstrap's work is there (it enables Compute Engine)
         return Readiness(problems)
     limits = cloud.compute_quota_limits(where.project, where.region)
     short = []
