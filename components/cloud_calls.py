@@ -144,6 +144,8 @@ _VERTEX = "runtime.scheduler.backends.vertex:VertexBackend"
 GCP_CALLS: Final = (
     GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
             contract.REQUEST_SUBSCRIPTION, "streaming pull of job requests (pull, ack, modify deadline)"),
+    GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
+            contract.PROBE_SUBSCRIPTION, "streaming pull of the deploy probe, apart from the request backlog"),
     GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "pull", _S, _CONSUME, Target.SUBSCRIPTION,
             contract.REQUEST_DLQ_SUBSCRIPTION, "reads dead letters to publish their terminal result"),
     GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
