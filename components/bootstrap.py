@@ -26,15 +26,19 @@ import pulumi
 import pulumi_gcp as gcp
 import yaml
 
-from components.iam import WORKLOAD_IDENTITY_ROLE, role_suffix
+from components.iam import WORKLOAD_IDENTITY_ROLE, granted_project_roles, role_suffix
 from runtime.protocol import contract
 
-# The first two are what every later call needs: Service Usage enables APIs, Cloud Resource Manager reads and
-# changes the project's IAM policy. `gpurt bootstrap` enables them with gcloud before this program runs (the
+# The first three are what every later call needs: Service Usage enables APIs, Cloud Resource Manager reads and
+# changes the project's IAM policy, Cloud Billing tells whether the project can run anything that costs money.
+# `gpurt bootstrap` enables them with gcloud before this program runs (the
 # provider cannot enable the API it enables APIs with); they are declared here too, so the stack owns them.
 BASE_APIS: Final = (
     "serviceusage.googleapis.com",
     "cloudresourcemanager.googleapis.com",
+    # `gpurt bootstrap --check` reads the project's billing with the deploy account, whose calls are billed to
+    # (and need the API enabled in) this project.
+    "cloudbilling.googleapis.com",
     "iam.googleapis.com",
     # Workload Identity Federation: STS exchanges the GitHub token, IAM Credentials mints the account's token.
     "iamcredentials.googleapis.com",
@@ -59,19 +63,33 @@ REGISTRY_READER_ROLE: Final = "roles/artifactregistry.reader"
 UNTAGGED_IMAGE_TTL_S: Final = 30 * 24 * 3600
 KEEP_RECENT_IMAGES: Final = 20
 
+PROJECT_IAM_ADMIN_ROLE: Final = "roles/resourcemanager.projectIamAdmin"
+# The deploy account's project IAM admin may grant and revoke only the roles the main program grants: an IAM
+# condition on role grants (https://cloud.google.com/iam/docs/setting-limits-on-granting-roles). For its other
+# permissions (reading the policy) the attribute is empty, and hasOnly of nothing holds.
+GRANTS_ATTRIBUTE: Final = "iam.googleapis.com/modifiedGrantsByRole"
+GRANTS_CONDITION_TITLE: Final = "only-the-main-programs-roles"
+
+
+def grants_condition(roles: tuple[str, ...]) -> str:
+    """The CEL expression allowing a policy change only when every role it grants or revokes is in ``roles``."""
+    return f"api.getAttribute('{GRANTS_ATTRIBUTE}', []).hasOnly([{', '.join(repr(r) for r in roles)}])"
+
+
 # Project roles of the deploy account, each for the resources of the main program it manages (the proof in
 # components/ci_proof.py ties every role to a resource type of the rendered stack, and fails on a spare one).
 DEPLOY_PROJECT_ROLES: Final = (
     "roles/serviceusage.serviceUsageAdmin",  # the main program's APIs and the Pub/Sub service identity
     "roles/pubsub.admin",  # topics, subscriptions and their IAM members
-    "roles/storage.admin",  # the result and staging buckets and their IAM members
+    "roles/storage.admin",  # the result bucket and its IAM members
     "roles/compute.networkAdmin",  # VPC, subnet, router, NAT
     # The cluster and node pools, and inside the cluster what Helm and server-side apply create: CRDs,
     # ClusterRoles and their bindings (RBAC escalation), Helm's release Secrets. container.developer has no
     # RBAC or CRD rights and container.clusterAdmin no Kubernetes object rights; container.admin has both.
     "roles/container.admin",
     "roles/iam.serviceAccountAdmin",  # the workload accounts and their Workload Identity bindings
-    "roles/resourcemanager.projectIamAdmin",  # the project IAM members of the workload and node accounts
+    # The project IAM members of the workload and node accounts, and only their roles (grants_condition).
+    PROJECT_IAM_ADMIN_ROLE,
     # `gpurt validate` after the deploy: the Vertex AI custom jobs it lists and the quotas it reads.
     "roles/aiplatform.viewer",
     "roles/cloudquotas.viewer",
@@ -232,11 +250,17 @@ class Bootstrap(pulumi.ComponentResource):
         for account_id, member, roles in ((DEPLOY_ACCOUNT_ID, deploy, DEPLOY_PROJECT_ROLES),
                                           (PREVIEW_ACCOUNT_ID, preview, PREVIEW_PROJECT_ROLES)):
             for role in roles:
+                limited = account_id == DEPLOY_ACCOUNT_ID and role == PROJECT_IAM_ADMIN_ROLE
                 gcp.projects.IAMMember(
                     f"{name}-{account_id}-{role_suffix(role)}",
                     project=args.project,
                     role=role,
                     member=member,
+                    condition=gcp.projects.IAMMemberConditionArgs(
+                        title=GRANTS_CONDITION_TITLE,
+                        description="grant and revoke only the roles the main program grants (components/iam.py)",
+                        expression=grants_condition(granted_project_roles()),
+                    ) if limited else None,
                     opts=after_apis,
                 )
         # Pushing is the only write the deploy needs on the registry, and on this repository only; the preview

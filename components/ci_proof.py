@@ -14,18 +14,28 @@ a used grant wider than its needs (a project role for registry-only needs) fails
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from components import cloud_calls
-from components.bootstrap import DEPLOY_ACCOUNT_ID, NODE_ACCOUNT_ID, PREVIEW_ACCOUNT_ID, account_email
+from components.bootstrap import (
+    DEPLOY_ACCOUNT_ID,
+    GRANTS_ATTRIBUTE,
+    NODE_ACCOUNT_ID,
+    PREVIEW_ACCOUNT_ID,
+    PROJECT_IAM_ADMIN_ROLE,
+    account_email,
+)
 from components.cloud_calls import Target, Workload
 from components.iam_permissions import ROLE_PERMISSIONS
 from components.iam_proof import Grant, Proof, grants
 from components.rendered import Resource, lookup
+from runtime.protocol import contract
 
 HELM_RELEASE: Final = "kubernetes:helm.sh/v3:Release"
+PROJECT_IAM_MEMBER: Final = "gcp:projects/iAMMember:IAMMember"
 CLUSTER_ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 CLUSTER_ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 ROLE_BINDING: Final = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
@@ -169,6 +179,12 @@ def deploy_needs(main: Sequence[Resource]) -> tuple[list[Need], list[str]]:
             unknown.append(f"no permission list for {resource_type} in components/ci_proof.py (MANAGE)")
     needs += _reads_and_connects(d, main)
     needs.append(Need(d, "serviceusage.services.list", Target.PROJECT, "", "lists the APIs (gpurt bootstrap --check)"))
+    # gpurt bootstrap --check's other gcloud calls: the project's billing (Cloud Billing's getBillingInfo asks for
+    # resourcemanager.projects.get, https://cloud.google.com/billing/docs/reference/rest/v1/projects/getBillingInfo)
+    # and Compute Engine's regional and global quotas (regions.get, projects.get).
+    needs += [Need(d, p, Target.PROJECT, "", f"reads {what} (gpurt bootstrap --check)") for p, what in (
+        ("resourcemanager.projects.get", "the project's billing"), ("compute.regions.get", "the region's quotas"),
+        ("compute.projects.get", "the project's global quotas"))]
     needs += [
         Need(d, p, Target.REGISTRY, "", "pushes the images (deploy workflow)")
         for p in ("artifactregistry.repositories.uploadArtifacts", "artifactregistry.repositories.downloadArtifacts")
@@ -254,9 +270,39 @@ def prove_ci(main: Sequence[Resource], bootstrap: Sequence[Resource], project: s
                 f"{', '.join(sorted(t.value for t in targets))}: bind it there"
             )
     missing_rbac, unused_rbac, proven_rbac = prove_preview_rbac(main, account_email(PREVIEW_ACCOUNT_ID, project))
+    missing_limit, unused_limit = prove_grant_limit(main, bootstrap, project)
     return Proof(
-        tuple(missing + missing_rbac), tuple(unused + unused_rbac), tuple(proven + proven_rbac), (), tuple(wider)
+        tuple(missing + missing_rbac + missing_limit), tuple(unused + unused_rbac + unused_limit),
+        tuple(proven + proven_rbac), (), tuple(wider)
     )
+
+
+_HAS_ONLY: Final = re.compile(
+    rf"^api\.getAttribute\('{re.escape(GRANTS_ATTRIBUTE)}', \[\]\)\.hasOnly\(\[(?P<roles>[^\]]*)\]\)$")
+
+
+def prove_grant_limit(main: Sequence[Resource], bootstrap: Sequence[Resource], project: str) -> tuple[list[str],
+                                                                                                     list[str]]:
+    """The deploy account's project IAM admin is conditioned to the roles the main stack grants on the project:
+    every one of them allowed (else ``pulumi up`` is refused), and none it never grants (else the deploy account,
+    which runs pull-request-approved code, could hand out more). Returns (missing, unused)."""
+    deploy = f"serviceAccount:{account_email(DEPLOY_ACCOUNT_ID, project)}"
+    [binding] = [r for r in bootstrap if r.type == PROJECT_IAM_MEMBER and lookup(r.props, "member") == deploy
+                 and lookup(r.props, "role") == PROJECT_IAM_ADMIN_ROLE] or [None]
+    if binding is None:
+        return [], []
+    expression = str(lookup(binding.props, "condition", "expression") or "")
+    limit = _HAS_ONLY.match(expression)
+    if limit is None:
+        return [f"{DEPLOY_ACCOUNT_ID} holds {PROJECT_IAM_ADMIN_ROLE} without a condition limiting the roles it may "
+                f"grant ({GRANTS_ATTRIBUTE} hasOnly): it could grant any role, owner included"], []
+    allowed = {r.strip().strip("'\"") for r in limit["roles"].split(",") if r.strip()}
+    granted = {str(lookup(r.props, "role")) for r in main if r.type == PROJECT_IAM_MEMBER}
+    vertex_only = {g.role for g in contract.SCOPED_GRANTS if g.vertex_only}  # granted by a stack routing there
+    return ([f"the main stack grants {role} on the project, which {DEPLOY_ACCOUNT_ID}'s condition does not allow"
+             for role in sorted(granted - allowed)],
+            [f"{DEPLOY_ACCOUNT_ID} may grant {role} on the project, which the main stack never grants"
+             for role in sorted(allowed - granted - vertex_only)])
 
 
 @dataclass(frozen=True)

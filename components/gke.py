@@ -21,23 +21,11 @@ import pulumi_kubernetes as k8s
 
 from components.bootstrap import NODE_ACCOUNT_ID
 from components.config import GpuPoolConfig, NetworkConfig, ReservationConfig, StackConfig, SystemPoolConfig
+from components.iam import NODE_ROLES
 from components.policy import rules
 from runtime.manifests import gpu_options
 from runtime.protocol import contract
 
-# Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
-# (Workload Identity gives them their own), so nothing more is granted.
-NODE_ROLES = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
-    "roles/monitoring.viewer",
-    "roles/stackdriver.resourceMetadata.writer",
-    "roles/artifactregistry.reader",
-    "roles/autoscaling.metricsWriter",
-    # Image streaming with a node account of our own: the account must be a Service Usage Consumer of the
-    # project holding the images (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming).
-    "roles/serviceusage.serviceUsageConsumer",
-)
 # GKE system metrics (nodes, pods, containers) to Cloud Monitoring; GPU metrics come from our DCGM exporter.
 MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS",)
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"

@@ -19,6 +19,27 @@ import pulumi_gcp as gcp
 from runtime.protocol import contract
 
 WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
+# Least privilege for the nodes' own identity: ship logs and metrics, pull images. Pods never use it
+# (Workload Identity gives them their own), so nothing more is granted.
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/artifactregistry.reader",
+    "roles/autoscaling.metricsWriter",
+    # Image streaming with a node account of our own: the account must be a Service Usage Consumer of the
+    # project holding the images (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming).
+    "roles/serviceusage.serviceUsageConsumer",
+)
+
+
+def granted_project_roles() -> tuple[str, ...]:
+    """Every role the main program may grant on the project: the nodes' (``components.gke``), each workload
+    account's, and the project-scoped grants, those of Vertex AI routing included (the deploy account serves a
+    stack whichever way its routing is set). The deploy account's project IAM admin is limited to these."""
+    return tuple(sorted({*NODE_ROLES, *(role for spec in contract.SERVICE_ACCOUNTS for role in spec.roles),
+                         *(g.role for g in contract.SCOPED_GRANTS if g.scope is contract.GrantScope.PROJECT)}))
 
 
 def role_suffix(role: str) -> str:

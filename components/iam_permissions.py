@@ -107,11 +107,13 @@ ROLE_PERMISSIONS: Final[dict[str, frozenset[str]]] = {
                                                  "update")),
         *(f"storage.objects.{verb}" for verb in ("create", "delete", "get", "list", "update")),
     }),
-    # Excerpt: networks, subnetworks, routers (a NAT is part of its router) and regions.
+    # Excerpt: networks, subnetworks, routers (a NAT is part of its router), regions and the project (its
+    # global quotas).
     "roles/compute.networkAdmin": frozenset({
         *(f"compute.{kind}.{verb}" for kind in ("networks", "subnetworks", "routers")
           for verb in ("create", "delete", "get", "list", "update")),
         "compute.networks.updatePolicy", "compute.subnetworks.use", "compute.regions.get", "compute.regions.list",
+        "compute.projects.get",
     }),
     # Excerpt of ``container.*``: clusters, node pools, the control plane's DNS endpoint, Kubernetes objects.
     "roles/container.admin": frozenset({

@@ -29,9 +29,10 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await  # what the SDK's own pulumi.runtime.test drives programs with
 
+from components.config import PROJECT_NAMESPACE, VertexConfig
 from components.cost import CostError, CostEstimate, estimate, load_price_table
 from components.policy import rules
-from components.quotas import QuotaNeed, gpu_quota_needs
+from components.quotas import QuotaNeed, quota_needs
 from components.rendered import SERVICE_ACCOUNT, Resource
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -89,7 +90,9 @@ class Plan:
     cost_note: str = ""
     """Why there is no cost estimate."""
     quotas: tuple[QuotaNeed, ...] = ()
-    """GPUs per quota metric the pools reach at their maximum (a fresh project's GPU quotas are 0)."""
+    project: str = ""
+    """The stack's Google Cloud project (``gcp:project``)."""
+    """Every quota the pools and the Vertex AI overflow reach at their maxima (a fresh project's GPU quotas are 0)."""
 
     @property
     def ok(self) -> bool:
@@ -105,7 +108,7 @@ class Plan:
             "resources": [r.to_json() for r in self.resources],
             "outputs": self.outputs,
             "cost": self.cost.to_json() if self.cost else {"unavailable": self.cost_note},
-            "gpu_quotas": [need.to_json() for need in self.quotas],
+            "quotas": [need.to_json() for need in self.quotas],
             "policy": [
                 {"rule": p.rule, "description": p.description, "passed": p.passed,
                  "violations": [{"resource": v.resource, "message": v.message} for v in p.violations]}
@@ -453,9 +456,20 @@ def run_plan(stack: str, root: Path | None = None) -> Plan:
     if (root / BOOTSTRAP_PROGRAM).is_file():  # a revision from before the bootstrap has none to prove
         policy = (*policy, _ci_proof(root, stack, stack_settings, recording.resources))
     cost, cost_note = plan_cost(recording.resources, stack_settings.config.get("gcp:region", ""))
-    quotas = gpu_quota_needs(recording.resources, stack_settings.config.get("gcp:region", ""))
+    try:
+        quotas = quota_needs(recording.resources, stack_settings.config.get("gcp:region", ""),
+                             _vertex_ai(stack_settings.config))
+    except ValueError as exc:  # a machine type whose vCPUs the quota table cannot tell
+        raise PlanError(f"stack {stack}: {exc}") from None
     return Plan(stack, recording.resources, recording.outputs, policy, stack_settings.placeholders,
-                cost, cost_note, quotas)
+                cost, cost_note, quotas, stack_settings.config.get("gcp:project", ""))
+
+
+def _vertex_ai(config: Mapping[str, Any]) -> VertexConfig | None:
+    """The stack's Vertex AI settings when it submits custom jobs (then their GPUs need Vertex AI's quota)."""
+    raw = config.get(f"{PROJECT_NAMESPACE}:vertex")
+    vertex = VertexConfig.model_validate(json.loads(raw) if isinstance(raw, str) else raw) if raw else None
+    return vertex if vertex is not None and vertex.uses_vertex_ai else None
 
 
 def judge(resources: Sequence[Resource], project: str) -> tuple[RuleResult, ...]:

@@ -1,8 +1,9 @@
-"""Project services and storage: enabled APIs, the image registry (read), result and Vertex AI staging buckets.
+"""Project services and storage: enabled APIs, the image registry (read), the result bucket.
 
-Also carries the Vertex AI custom-job settings of the stack (display-name prefix, machine, accelerator,
-staging bucket) as outputs: Vertex custom jobs are created per job by the scheduler, not declared here,
-so what the program owns is their defaults.
+Also carries the Vertex AI custom-job settings of the stack (display-name prefix, machine, accelerator) as
+outputs: Vertex custom jobs are created per job by the scheduler, not declared here, so what the program owns is
+their defaults. No Vertex AI staging bucket: the scheduler submits container custom jobs, which stage nothing
+(a staging bucket serves Python-package jobs and the SDK's uploads), and their output goes to the result bucket.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ REQUIRED_APIS = (
 )
 # Old versions of overwritten results are kept this long (days) so a bad write can be undone.
 NONCURRENT_VERSION_DAYS = 14
-# Vertex AI writes job packages and checkpoints to staging; nothing there matters after a week (days).
-STAGING_RETENTION_DAYS = 7
 
 
 @dataclass
@@ -64,7 +63,7 @@ class PlatformServicesArgs:
 
 
 class PlatformServices(pulumi.ComponentResource):
-    """APIs, the bootstrap's registry (read), result bucket, Vertex AI staging bucket and custom-job settings."""
+    """APIs, the bootstrap's registry (read), the result bucket and the Vertex AI custom-job settings."""
 
     apis: list[gcp.projects.Service]
 
@@ -112,30 +111,18 @@ class PlatformServices(pulumi.ComponentResource):
             versioning=True,
             opts=after_apis,
         )
-        self.staging_bucket = self._bucket(
-            f"{name}-vertex-staging",
-            pulumi.Output.concat(args.project, "-gpu-runtime-vertex-staging"),
-            args,
-            lifecycle=[_delete_after(age_days=STAGING_RETENTION_DAYS)],
-            versioning=False,
-            opts=after_apis,
-        )
         self.result_store_url = self.result_bucket.url.apply(lambda url: f"{url}/results")
-        self.vertex_job_settings = pulumi.Output.all(self.staging_bucket.url).apply(
-            lambda urls: {
-                "display_name_prefix": contract.VERTEX_JOB_PREFIX,
-                "region": args.region,
-                "machine_type": args.vertex.machine_type,
-                "accelerator_type": args.vertex.accelerator_type,
-                "accelerator_count": args.vertex.accelerator_count,
-                "staging_bucket": urls[0],
-            }
-        )
+        self.vertex_job_settings = {
+            "display_name_prefix": contract.VERTEX_JOB_PREFIX,
+            "region": args.region,
+            "machine_type": args.vertex.machine_type,
+            "accelerator_type": args.vertex.accelerator_type,
+            "accelerator_count": args.vertex.accelerator_count,
+        }
         self.register_outputs({
             "registry_url": self.registry_url,
             "result_bucket": self.result_bucket.name,
             "result_store_url": self.result_store_url,
-            "staging_bucket": self.staging_bucket.name,
             "vertex_job_settings": self.vertex_job_settings,
         })
 

@@ -117,6 +117,7 @@ class PubSub(pulumi.ComponentResource):
             dead_letter_policy=dead_letter,
             retry_policy=retry,
             expiration_policy=gcp.pubsub.SubscriptionExpirationPolicyArgs(ttl=_NEVER_EXPIRE),
+            filter=spec.filter or None,
             labels=labels,
             opts=opts,
         )

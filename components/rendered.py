@@ -71,6 +71,14 @@ class Resource:
                 "replace_on_changes": list(self.replace_on_changes), "provider": self.provider}
 
     @classmethod
+    def from_state(cls, entry: Mapping[str, Any]) -> Resource:
+        """A resource of a deployed stack's state (``pulumi stack export``: ``deployment.resources[]``), with the
+        inputs it was last deployed with."""
+        urn = str(entry.get("urn") or "")
+        return cls(str(entry.get("type") or ""), urn.rsplit("::", 1)[-1], entry.get("inputs") or {},
+                   custom=bool(entry.get("custom")), urn=urn, parent=entry.get("parent"))
+
+    @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> Resource:
         """A resource of a plan ``gpurt plan --json`` wrote; KeyError or TypeError names what is missing."""
         inputs = entry["inputs"] or {}

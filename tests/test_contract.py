@@ -24,6 +24,7 @@ def test_service_account_project_roles_hold_nothing_only_some_stacks_or_one_buck
         ("roles/pubsub.publisher", contract.GrantScope.TOPIC, contract.RESULT_TOPIC),
         ("roles/pubsub.subscriber", contract.GrantScope.SUBSCRIPTION, contract.REQUEST_SUBSCRIPTION),
         ("roles/pubsub.subscriber", contract.GrantScope.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION),
+        ("roles/pubsub.subscriber", contract.GrantScope.SUBSCRIPTION, contract.PROBE_SUBSCRIPTION),
     }
     assert set(contract.RUNTIME_SERVICE_ACCOUNT.roles) == {"roles/artifactregistry.reader"}
     # Vertex AI's roles, and gpu-runtime's objects on the result bucket (the only bucket it writes), are granted

@@ -1,7 +1,8 @@
 """``gpurt bootstrap``: the ordered, idempotent steps from an empty project to a stack ready for its first deploy.
 
-1. Enable Service Usage and Cloud Resource Manager with gcloud (the bootstrap program's provider enables APIs
-   through the first and changes IAM through the second, so it cannot enable them itself).
+1. Enable Service Usage, Cloud Resource Manager and Cloud Billing with gcloud (the bootstrap program's provider
+   enables APIs through the first and changes IAM through the second, so it cannot enable them itself), and
+   stop unless the project is linked to a billing account (the APIs of step 2 refuse a project without one).
 2. ``pulumi up`` the bootstrap program (``bootstrap/``) for the stack: APIs, the image repository, the nodes'
    account, the deploy and preview accounts with their roles, CI's Workload Identity Federation.
 3. Create the main stack (``pulumi stack select --create``) and give it a control token as a Pulumi secret,
@@ -22,18 +23,28 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
-from components.bootstrap import main_stack_target
+from components.bootstrap import BASE_APIS, main_stack_target
 from components.policy.bundle import bundle_version, write_bundle
 from components.policy.pack import PACK_NAME
+from components.quotas import COMPUTE, QuotaNeed
 from runtime.manifests.helm_values import operator_image_reference
 
-# Enabled by gcloud before the bootstrap program runs (see step 1).
-FIRST_APIS: Final = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
+# Enabled by gcloud before the bootstrap program runs (see step 1); none of them needs billing.
+FIRST_APIS: Final = BASE_APIS[:3]
+# What the deploy runs besides this package, each with how to install it (docs/infrastructure.md, step 1).
+# kubectl's and the Kubernetes client's access to GKE goes through gke-gcloud-auth-plugin since GKE 1.26
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl#install_plugin).
+DEPLOY_TOOLS: Final = {
+    "gcloud": "install the gcloud CLI (https://cloud.google.com/sdk/docs/install)",
+    "gke-gcloud-auth-plugin": "gcloud components install gke-gcloud-auth-plugin",
+    "pulumi": "install the Pulumi CLI at PULUMI_VERSION of .github/workflows/deploy.yml (get.pulumi.com)",
+}
 BOOTSTRAP_DIR: Final = "bootstrap"
 MAIN_PROJECT: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "gpu-runtime:controlToken"
@@ -45,6 +56,10 @@ GITHUB_OWNER_ID_KEY: Final = "gpu-runtime-bootstrap:githubOwnerId"
 POLICY_GROUP: Final = "gpu-runtime"
 # 32 random bytes, hex: what `openssl rand -hex 32` gives, as the docs suggest for a hand-set token.
 TOKEN_BYTES: Final = 32
+
+
+class BootstrapError(RuntimeError):
+    """A step cannot go on; the message says what to do."""
 
 
 class CloudSetup(Protocol):
@@ -59,7 +74,15 @@ class CloudSetup(Protocol):
         ...
 
     def repository_exists(self, project: str, region: str, repository: str) -> bool:
-        """Whether the Artifact Registry repository exists."""
+        """Whether the Artifact Registry repository exists (raises when that cannot be told)."""
+        ...
+
+    def billing_enabled(self, project: str) -> bool:
+        """Whether ``project`` is linked to an open Cloud Billing account."""
+        ...
+
+    def compute_quota_limits(self, project: str, region: str) -> dict[tuple[str, str], float]:
+        """Compute Engine quota limits by (scope, metric), scope the region or ``global``."""
         ...
 
 
@@ -199,9 +222,15 @@ def bootstrap(
         Step(
             "base APIs",
             bool(missing),
-            f"enabled {', '.join(missing)}" if missing else "Service Usage and Cloud Resource Manager already enabled",
+            f"enabled {', '.join(missing)}" if missing else "Service Usage, Cloud Resource Manager and Cloud Billing "
+            "already enabled",
         )
     )
+    # Compute Engine, GKE and Artifact Registry, which the bootstrap program enables next, refuse a project
+    # without billing (https://cloud.google.com/billing/docs/how-to/modify-project).
+    if not cloud.billing_enabled(project):
+        raise BootstrapError(billing_missing(project))
+    report.steps.append(Step("billing", False, f"{project} is linked to a billing account"))
 
     report.steps.append(_ensure_stack(stacks, target.bootstrap_dir, target.stack, "bootstrap stack"))
     config = stacks.config_keys(target.bootstrap_dir, target.stack)
@@ -286,12 +315,34 @@ def _policy_gate(target: Target, policies: PolicyService, bundle_dir: Path) -> l
     return steps
 
 
-def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks) -> list[str]:
-    """What the deploy needs from the bootstrap and is missing (read-only; the deploy workflow runs it first)."""
+def billing_missing(project: str) -> str:
+    """What to do about ``project`` having no billing account."""
+    return (f"billing is not enabled on {project}: link it to a billing account first "
+            f"(`gcloud billing accounts list`, then `gcloud billing projects link {project} "
+            "--billing-account=ACCOUNT_ID`)")
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What ``check`` found: ``missing`` stops a deploy; ``short`` (a quota below the stack's need at its maxima)
+    does not, since the platform works up to the quota, but says which quota to request."""
+
+    missing: list[str] = field(default_factory=list)
+    short: list[str] = field(default_factory=list)
+
+
+def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks, needs: Sequence[QuotaNeed] = (),
+          which: Callable[[str], str | None] = shutil.which) -> Readiness:
+    """What the deploy needs from the bootstrap and is missing (read-only; the deploy workflow runs it first):
+    the tools, the base APIs, billing, the registry, the stack with its token and operator digest, and the Compute
+    Engine quotas of ``needs`` (the stack's, from ``gpurt plan``). Vertex AI's quota is read by ``gpurt validate``
+    after the first deploy, which enables the Cloud Quotas API it is read through."""
     where = main_stack_target(stack, root)
-    problems = []
+    problems = [f"{tool} is not on PATH: {how}" for tool, how in DEPLOY_TOOLS.items() if which(tool) is None]
     enabled = cloud.enabled_services(where.project)
     problems += [f"API {api} is not enabled in {where.project}" for api in FIRST_APIS if api not in enabled]
+    if all(api in enabled for api in FIRST_APIS) and not cloud.billing_enabled(where.project):
+        problems.append(billing_missing(where.project))
     if not cloud.repository_exists(where.project, where.region, where.repository):
         problems.append(f"Artifact Registry repository {where.repository} does not exist in {where.region}")
     if not stacks.exists(root, stack):
@@ -302,4 +353,20 @@ def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks) -> list[str
             problems.append(f"stack {stack} has no {CONTROL_TOKEN_KEY}")
         if not operator_digest(stacks, root, stack):
             problems.append(f"stack {stack} has no {IMAGES_KEY}.{OPERATOR_DIGEST} (the Dask operator's image digest)")
-    return problems
+    compute = [n for n in needs if n.service == COMPUTE]
+    if not compute or problems:  # quotas are read once the bootstrap's work is there (it enables Compute Engine)
+        return Readiness(problems)
+    limits = cloud.compute_quota_limits(where.project, where.region)
+    short = []
+    for need in compute:
+        limit = limits.get((need.scope, need.metric), 0.0)
+        if limit < need.minimum:  # the pools cannot even be created at their least nodes
+            problems.append(f"{_quota(need, limit)}, below the {need.minimum} its pools start with: "
+                            f"`{need.request_command(where.project)}`")
+        elif limit < need.amount:
+            short.append(f"{_quota(need, limit)}: `{need.request_command(where.project)}`")
+    return Readiness(problems, short)
+
+
+def _quota(need: QuotaNeed, limit: float) -> str:
+    return f"quota {need.metric} ({need.scope}) is {limit:g} {need.unit}, the stack needs {need.amount}"

@@ -59,8 +59,8 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     default (``daskWorkersMin``, say) has one home: ``components.config``.
     """
     from components.config import PROJECT_NAMESPACE, GpuPoolConfig, VertexConfig
-    from components.quotas import quota_metric
-    from validation.adapters.vertex import training_quota_metric
+    from components.quotas import quota_needs
+    from components.rendered import Resource
 
     updates = [entry for entry in stack.history() if entry.kind == "update"]
     if not updates:
@@ -77,17 +77,18 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         vertex = _config_value(config, f"{PROJECT_NAMESPACE}:vertex")
         vertex_config = VertexConfig.model_validate(vertex) if vertex else None
         uses_vertex_ai = vertex_config is not None and vertex_config.uses_vertex_ai
+        # What the stack reaches at its maxima, from the node pools as deployed (their inputs in the stack's
+        # state): the same derivation `gpurt plan` reports before the deploy.
+        deployed = [Resource.from_state(r) for r in (stack.export().get("deployment") or {}).get("resources") or []]
+        needs = quota_needs(deployed, region, vertex_config if uses_vertex_ai else None)
     except ValueError as exc:
         raise TargetError(f"stack {stack.name}'s last update holds config this program cannot read: {exc}") from None
     return {
         "project": project,
         "region": region,
-        "quota_metrics": sorted({quota_metric(p.accelerator_type, p.spot) for p in pools}),
+        "quota_needs": needs,
         "scales_from_zero": bool(pools) and all(p.dask_workers_min == 0 for p in pools),
         "routes_to_vertex": uses_vertex_ai,
-        # The overflow machine's GPU has a Vertex AI quota of its own, separate from the pools' Compute quota.
-        "training_quota_metrics": [training_quota_metric(vertex_config.accelerator_type)]
-        if vertex_config is not None and uses_vertex_ai else [],
         "pool_bounds": [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
                         for p in pools],
     }
@@ -112,8 +113,7 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         resource_iam=GoogleResourceIam(settings["project"]),
         kube=kube, dask=KubeServiceDask(kube),
         vertex=GoogleVertexQuota(settings["project"], settings["region"]),
-        gpu_quota_metrics=settings["quota_metrics"],
-        training_quota_metrics=settings["training_quota_metrics"],
+        quota_needs=settings["quota_needs"],
         pools_scale_from_zero=settings["scales_from_zero"],
         routes_to_vertex=settings["routes_to_vertex"],
         pool_bounds=settings["pool_bounds"],

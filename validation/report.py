@@ -16,7 +16,18 @@ class Status(StrEnum):
 
     PASS = "pass"
     FAIL = "fail"
+    """Broken: what the deploy changed does not work (the deploy workflow rolls back)."""
+    NO_CAPACITY = "no-capacity"
+    """Works, but a quota is below the stack's need: request it; nothing to roll back."""
     SKIP = "skip"
+
+
+class Verdict(StrEnum):
+    """A whole run's outcome, which decides the deploy workflow's rollback (``gpurt validate``'s exit status)."""
+
+    OK = "ok"
+    NO_CAPACITY = "no-capacity"
+    BROKEN = "broken"
 
 
 class CheckResult(BaseModel):
@@ -42,9 +53,19 @@ class Report(BaseModel):
         return [r for r in self.results if r.status is Status.FAIL]
 
     @property
+    def short(self) -> list[CheckResult]:
+        """The checks that found a quota below the stack's need."""
+        return [r for r in self.results if r.status is Status.NO_CAPACITY]
+
+    @property
     def ok(self) -> bool:
-        """True when no check failed (skips do not fail a run)."""
-        return not self.failed
+        """True when no check failed or came up short (skips do not fail a run)."""
+        return not self.failed and not self.short
+
+    @property
+    def verdict(self) -> Verdict:
+        """Broken when any check failed; else no capacity when a quota is short; else ok."""
+        return Verdict.BROKEN if self.failed else Verdict.NO_CAPACITY if self.short else Verdict.OK
 
     def result(self, name: str) -> CheckResult:
         """The result of the check called ``name``."""
@@ -55,7 +76,7 @@ class Report(BaseModel):
 
     def to_json(self) -> str:
         """The report as JSON (a stable shape: target, started_at, ok, results[])."""
-        return json.dumps({"ok": self.ok, **self.model_dump(mode="json")}, indent=2)
+        return json.dumps({"ok": self.ok, "verdict": self.verdict.value, **self.model_dump(mode="json")}, indent=2)
 
     def to_junit(self) -> str:
         """The report as JUnit XML: one testcase per check, failures and skips marked."""
@@ -63,7 +84,7 @@ class Report(BaseModel):
             "testsuite",
             name=f"gpurt validate {self.target}",
             tests=str(len(self.results)),
-            failures=str(len(self.failed)),
+            failures=str(len(self.failed) + len(self.short)),
             skipped=str(sum(r.status is Status.SKIP for r in self.results)),
             time=f"{sum(r.duration_s for r in self.results):.3f}",
             timestamp=self.started_at.isoformat(),
@@ -71,8 +92,8 @@ class Report(BaseModel):
         for result in self.results:
             case = ET.SubElement(suite, "testcase", classname=f"validate.{self.target}", name=result.name,
                                  time=f"{result.duration_s:.3f}")
-            if result.status is Status.FAIL:
-                failure = ET.SubElement(case, "failure", message=result.evidence)
+            if result.status in (Status.FAIL, Status.NO_CAPACITY):
+                failure = ET.SubElement(case, "failure", message=result.evidence, type=result.status.value)
                 failure.text = f"{result.evidence}\nfix: {result.fix or 'see docs/validation.md'}"
             elif result.status is Status.SKIP:
                 ET.SubElement(case, "skipped", message=result.evidence)

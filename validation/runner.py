@@ -1,7 +1,8 @@
 """Runs checks one after another, timing each and turning every outcome into a ``CheckResult``.
 
-A check is a plain function returning its evidence on success. It raises ``CheckFailed`` (with the fix)
-or ``CheckSkipped`` (with the reason); any other exception is a failure too, reported with its message,
+A check is a plain function returning its evidence on success. It raises ``CheckFailed`` (with the fix),
+``NoCapacity`` (the platform works but a quota is below what it needs: request it, nothing to undo) or
+``CheckSkipped`` (with the reason); any other exception is a failure too, reported with its message,
 so one broken client never hides the results of the other checks.
 """
 
@@ -23,6 +24,11 @@ class CheckFailed(Exception):
         self.fix = fix
 
 
+class NoCapacity(CheckFailed):
+    """The platform works, but a quota is below what it needs at its maxima: not broken, so nothing is rolled
+    back; ``fix`` names the quota to request and how."""
+
+
 class CheckSkipped(Exception):
     """The check does not apply to this target; the message says why."""
 
@@ -40,6 +46,8 @@ def run_check(check: Check) -> CheckResult:
     start = time.monotonic()
     try:
         evidence, status, fix = check.run(), Status.PASS, None
+    except NoCapacity as exc:
+        evidence, status, fix = exc.evidence, Status.NO_CAPACITY, exc.fix
     except CheckFailed as exc:
         evidence, status, fix = exc.evidence, Status.FAIL, exc.fix
     except CheckSkipped as exc:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from components.quotas import QuotaNeed
 from runtime.protocol import contract
 from validation.adapters.dask_info import DaskInfo
 from validation.adapters.iam import ProjectIam, ResourceIam
 from validation.adapters.kube import KubeApi
 from validation.adapters.pubsub import PubSubAdmin
 from validation.adapters.vertex import VertexQuota
-from validation.checks import alerts, dask, identity, probe, pubsub, scheduler, vertex
+from validation.checks import alerts, dask, identity, probe, pubsub, quota, scheduler, vertex
 from validation.runner import Check, skip
 
 CLOUD_ONLY = "cloud only: the local platform has no {what}"
@@ -46,9 +47,8 @@ class CloudTarget:
     kube: KubeApi
     dask: DaskInfo
     vertex: VertexQuota
-    gpu_quota_metrics: Sequence[str] = ()
-    training_quota_metrics: Sequence[str] = ()
-    """Vertex AI custom-training quotas the stack's overflow machine needs (``vertex.acceleratorType``)."""
+    quota_needs: Sequence[QuotaNeed] = ()
+    """Every quota the deployed pools and the Vertex AI overflow reach at their maxima (``components.quotas``)."""
     pools_scale_from_zero: bool = False
     rules_yaml: Callable[[], str] | None = None
     resource_iam: ResourceIam | None = None
@@ -76,7 +76,8 @@ def local_checks(target: LocalTarget) -> list[Check]:
         probe.probe_round_trip(target.pubsub, target.probe_timeout_s),
         dask.gpu_workers(target.dask, gpu_expected=False),
         Check("dask.autoscaler-bounds", skip(CLOUD_ONLY.format(what="DaskAutoscaler (a LocalCluster)"))),
-        Check("vertex.reachable-and-quota", skip(CLOUD_ONLY.format(what="Vertex AI or GPU quota"))),
+        Check("vertex.reachable", skip(CLOUD_ONLY.format(what="Vertex AI"))),
+        Check("quota.capacity", skip(CLOUD_ONLY.format(what="Compute Engine or Vertex AI quota"))),
         alerts.rules_pass_promtool(**_rules(target.rules_yaml)),
     ]
 
@@ -95,6 +96,7 @@ def cloud_checks(target: CloudTarget) -> list[Check]:
         probe.probe_round_trip(target.pubsub),
         dask.gpu_workers(target.dask, gpu_expected=True, scales_from_zero=target.pools_scale_from_zero),
         dask.autoscaler_bounds(target.kube, target.pool_bounds),
-        vertex.vertex_and_quota(target.vertex, target.region, target.gpu_quota_metrics, target.training_quota_metrics),
+        vertex.vertex_reachable(target.vertex, target.region),
+        quota.quota_capacity(target.vertex, target.project, target.region, target.quota_needs),
         alerts.rules_in_cluster(target.kube, **_rules(target.rules_yaml)),
     ]

@@ -32,8 +32,9 @@ def bootstrap(
     check: bool = typer.Option(
         False,
         "--check",
-        help="Change nothing: exit 1 naming each prerequisite of a "
-        "deploy that is missing (the deploy workflow runs this before pushing images).",
+        help="Change nothing: exit 1 naming each prerequisite of a deploy that is missing (tools, APIs, "
+        "billing, registry, stack, quotas below what the pools start with), and name each quota below the stack's "
+        "need at its maxima (the deploy workflow runs this before pushing images).",
     ),
     work_dir: WorkDirOption = Path("."),
 ) -> None:
@@ -61,14 +62,25 @@ def bootstrap(
         raise typer.BadParameter("--pulumi-org is needed: the stack is ORG/gpu-runtime/STACK, and a bare name would "
                                  "be resolved in your default Pulumi organization", param_hint="--pulumi-org")
     if check:
-        problems = check_prerequisites(stack, root, GcloudSetup(), PulumiCliStacks(pulumi_org))
-        for problem in problems:
+        from components.plan import PlanError, run_plan
+
+        try:
+            needs = run_plan(stack, root).quotas  # the quotas the stack reaches, as `gpurt plan` reports them
+        except PlanError as exc:
+            err_console.print(f"[red]error:[/] cannot render stack {stack} to read the quotas it needs: {exc}")
+            raise typer.Exit(EXIT_FAILED) from None
+        readiness = check_prerequisites(stack, root, GcloudSetup(), PulumiCliStacks(pulumi_org), needs)
+        for problem in readiness.missing:
             err_console.print(f"[red]missing:[/] {problem}")
-        if problems:
+        for short in readiness.short:
+            err_console.print(f"[yellow]no capacity:[/] {short}")
+        if readiness.missing:
             err_console.print(f"run `gpurt bootstrap --stack {stack} --pulumi-org {pulumi_org}` as a project owner "
-                              "first")
+                              "first (docs/infrastructure.md, steps 1 to 3)")
             raise typer.Exit(EXIT_FAILED)
-        console.print(f"stack {pulumi_org}/gpu-runtime/{stack}: every prerequisite of a deploy is there")
+        console.print(f"stack {pulumi_org}/gpu-runtime/{stack}: every prerequisite of a deploy is there"
+                      + (" (the pools cannot reach their maxima until the quotas above are raised)"
+                         if readiness.short else ""))
         return
     if not github_repository:
         raise typer.BadParameter("--github-repository is needed (or --check)", param_hint="--github-repository")

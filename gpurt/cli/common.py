@@ -33,6 +33,7 @@ err_console = Console(stderr=True)
 EXIT_FAILED: Final = 1  # the operation ran and failed (job failed/rejected, API refused)
 EXIT_USAGE: Final = 2  # bad input (Typer's own convention)
 EXIT_TIMEOUT: Final = 3  # gave up waiting; the operation may still complete
+EXIT_NO_CAPACITY: Final = 4  # `gpurt validate`: the platform works, but a quota is below the stack's need
 
 ApiUrlOption = Annotated[str | None, typer.Option("--api-url", help="Scheduler API URL "
                          "(default: $GPURT_API_URL, the local platform's state, http://127.0.0.1:8080).")]

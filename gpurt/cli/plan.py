@@ -159,21 +159,25 @@ def _print_plan(console: Console, result: Plan) -> None:
         shown = value if isinstance(value, str) else json.dumps(value)
         console.print(f"[bold]{name}[/bold] = {escape(shown)}")
     _print_cost(console, result)
-    _print_quotas(console, result)
+    _print_quotas(console, result, result.project)
 
 
-def _print_quotas(console: Console, result: Plan) -> None:
+def _print_quotas(console: Console, result: Plan, project: str) -> None:
     if not result.quotas:
         return
     from rich.table import Table
 
-    table = Table(title="GPU quota the pools reach at their maximum (a new project's GPU quotas are 0: request "
-                  "these per region before the first deploy)")
-    for column in ("quota", "region", "GPUs", "pools"):
+    table = Table(title="Quotas the stack reaches at its maxima (a new project's GPU quotas, often GPUS_ALL_REGIONS "
+                  "too, are 0: request each below its need before the first deploy, e.g. with the command shown)")
+    for column in ("service", "quota", "scope", "need", "at least", "pools"):
         table.add_column(column, overflow="fold")
     for need in result.quotas:
-        table.add_row(need.metric, need.region, str(need.gpus), ", ".join(need.pools))
+        table.add_row(need.service, need.metric, need.scope, f"{need.amount} {need.unit}", str(need.minimum),
+                      ", ".join(need.pools))
     console.print(table)
+    console.print("Request a quota below its need with (or in the console, IAM & Admin > Quotas):")
+    for need in result.quotas:
+        console.print(f"  {need.request_command(project)}", soft_wrap=True)
 
 
 def _usd(low: float, high: float) -> str:

@@ -13,7 +13,7 @@ from gpurt.demo.report.summary import headline, number
 from runtime.access.control_api import JobState
 from runtime.protocol.messages import JobResult, JobStatus
 from validation.drills.base import DrillResult
-from validation.report import Report, Status
+from validation.report import Report, Status, Verdict
 
 STATUS_STYLE = {
     JobStatus.SUCCEEDED: "green",
@@ -87,7 +87,7 @@ def result_detail(result: JobResult) -> Table:
     return table
 
 
-_CHECK_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}
+_CHECK_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.NO_CAPACITY: "bold yellow", Status.SKIP: "yellow"}
 
 
 def print_validation(report: Report, console: Console) -> None:
@@ -104,8 +104,13 @@ def print_validation(report: Report, console: Console) -> None:
     console.print(table)
     for result in report.failed:
         console.print(f"[bold red]✗ {result.name}[/]: {result.fix or result.evidence}")
-    summary = "all checks passed" if report.ok else f"{len(report.failed)} check(s) failed"
-    console.print(f"[{'green' if report.ok else 'bold red'}]{summary}[/]")
+    for result in report.short:
+        console.print(f"[bold yellow]! {result.name}[/] (no capacity, not broken): {result.fix or result.evidence}")
+    summary = {Verdict.OK: "[green]all checks passed[/]",
+               Verdict.NO_CAPACITY: f"[bold yellow]no capacity: {len(report.short)} check(s) found a quota below "
+                                    "the stack's need (the platform works; nothing to roll back)[/]",
+               Verdict.BROKEN: f"[bold red]{len(report.failed)} check(s) failed[/]"}[report.verdict]
+    console.print(summary)
 
 
 def figures_table(result: DrillResult) -> Table:

@@ -78,12 +78,13 @@ def rollback(
 def _validate_stack(stack: str, work_dir: Path, kube_context: str | None) -> bool:
     from gpurt.cli.render import print_validation
     from validation.build import cloud_target
+    from validation.report import Verdict
     from validation.runner import run_checks
     from validation.targets import cloud_checks
 
     report = run_checks(f"stack {stack}", cloud_checks(cloud_target(open_stack(stack, work_dir), kube_context)))
     print_validation(report, console)
-    return report.ok
+    return report.verdict is not Verdict.BROKEN  # a quota short of the stack's need is not the rollback's to fix
 
 
 def _show_plan(plan: RollbackPlan) -> None:

@@ -32,6 +32,7 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         from components.git_worktree import WorktreeError
+        from validation.bootstrap import BootstrapError
         from validation.build import TargetError
         from validation.leader import LeaderError
         from validation.rollback.kubernetes import RolloutError
@@ -41,7 +42,7 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return inner(*args, **kwargs)
         except (TargetError, RollbackError, RolloutError, WorktreeError, CheckpointError, LeaderError,
-                ValueError) as exc:
+                BootstrapError, ValueError) as exc:
             err_console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(EXIT_FAILED) from None
         except Exception as exc:

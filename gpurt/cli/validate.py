@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpurt.cli.common import LocalDirOption, console, err_console
+from gpurt.cli.common import EXIT_FAILED, EXIT_NO_CAPACITY, LocalDirOption, console, err_console
 from gpurt.cli.stacks import STACK_HELP, WorkDirOption, handled
 
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Also write a JUnit XML report to this file.")]
@@ -23,10 +23,12 @@ def validate(
     kube_context: Annotated[str | None, typer.Option("--kube-context", help="kubeconfig context.")] = None,
     local_dir: LocalDirOption = None,
 ) -> None:
-    """Run the post-deploy checklist (docs/validation.md); exit 1 if any check fails."""
+    """Run the post-deploy checklist (docs/validation.md): exit 1 if any check finds the platform broken, 4 if it
+    works but a quota is below the stack's need (request it: nothing to roll back), 0 if all is well."""
     from gpurt.cli.render import print_validation
     from gpurt.cli.stacks import open_stack
     from validation.build import cloud_target, local_target
+    from validation.report import Verdict
     from validation.runner import run_checks
     from validation.targets import cloud_checks, local_checks
 
@@ -45,5 +47,7 @@ def validate(
         typer.echo(report.to_json())
     else:
         print_validation(report, console)
-    if not report.ok:
-        raise typer.Exit(1)
+    if report.verdict is Verdict.BROKEN:
+        raise typer.Exit(EXIT_FAILED)
+    if report.verdict is Verdict.NO_CAPACITY:
+        raise typer.Exit(EXIT_NO_CAPACITY)

@@ -21,6 +21,10 @@ REQUEST_DLQ_TOPIC: Final = "gpu-job-request-dlq"
 REQUEST_SUBSCRIPTION: Final = "gpu-job-request-sub"
 RESULT_SUBSCRIPTION: Final = "gpu-job-result-sub"
 REQUEST_DLQ_SUBSCRIPTION: Final = "gpu-job-request-dlq-sub"
+# The deploy probe's own way in: a subscription of the request topic that admits only messages carrying the probe
+# attribute, consumed by the gpu-scheduler apart from the request subscription, so no backlog there delays it.
+PROBE_SUBSCRIPTION: Final = "gpu-job-probe-sub"
+PROBE_ATTRIBUTE: Final = "probe"
 
 # The queue contract fixes these three; a GPU job may run for minutes, hence the long ack deadline.
 ACK_DEADLINE_S: Final = 600
@@ -45,6 +49,8 @@ class SubscriptionSpec:
     max_delivery_attempts: int | None = None
     retry_min_backoff_s: int | None = None
     retry_max_backoff_s: int | None = None
+    filter: str = ""
+    """Pub/Sub's subscription filter (immutable once created): only matching messages are delivered."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,17 @@ RESULT_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=RESULT_SUBSCRIPTION, top
 # A dead-letter topic without a subscription drops what it receives: every DLQ gets one.
 REQUEST_DLQ_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=REQUEST_DLQ_SUBSCRIPTION, topic=REQUEST_DLQ_TOPIC)
 
-SUBSCRIPTIONS: Final = (REQUEST_SUBSCRIPTION_SPEC, RESULT_SUBSCRIPTION_SPEC, REQUEST_DLQ_SUBSCRIPTION_SPEC)
+# Every message of the request topic reaches every subscription: the probe also lands on the request
+# subscription, behind its backlog, where the scheduler answers it from the result store (same job id). A filter
+# on attributes is Pub/Sub's own (https://cloud.google.com/pubsub/docs/subscription-message-filter); the probe
+# is a noop, so a short ack deadline and a day's retention are plenty, and it needs no dead-letter topic.
+PROBE_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
+    name=PROBE_SUBSCRIPTION, topic=REQUEST_TOPIC, ack_deadline_s=60, retention_s=24 * 3600,
+    filter=f'attributes.{PROBE_ATTRIBUTE} = "true"',
+)
+
+SUBSCRIPTIONS: Final = (REQUEST_SUBSCRIPTION_SPEC, RESULT_SUBSCRIPTION_SPEC, REQUEST_DLQ_SUBSCRIPTION_SPEC,
+                        PROBE_SUBSCRIPTION_SPEC)
 
 # The Pub/Sub service agent forwards dead letters; without these two grants dead-lettering silently
 # does nothing.
@@ -435,6 +451,8 @@ SCOPED_GRANTS: Final = (
                 "pulls, acks and nacks job requests", target=REQUEST_SUBSCRIPTION),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
                 "the DLQ reclaimer reads and releases dead letters", target=REQUEST_DLQ_SUBSCRIPTION),
+    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
+                "pulls and acks the deploy probe apart from the request backlog", target=PROBE_SUBSCRIPTION),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/storage.objectUser", GrantScope.RESULT_BUCKET,
                 "reads and writes results, artifacts and markers; replaces objects (create + delete)"),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/monitoring.viewer", GrantScope.PROJECT,

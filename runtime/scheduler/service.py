@@ -41,6 +41,8 @@ LOCAL_POOL: Final = "local"
 STORE_SWEEP_PERIOD_S: Final = 600.0
 # Graceful shutdown waits this long for in-flight jobs (Kubernetes' grace period should exceed it).
 SHUTDOWN_DRAIN_S: Final = 60.0
+# Probes are noops answered in well under a second; one at a time is plenty for a deploy's validation.
+PROBE_SLOTS: Final = 1
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class Service:
         self._unwrapped_backend: ExecutionBackend | None = None  # the built one, before any test's wrapper
         self.pools: PoolBackend | None = None
         self.consumer: Consumer | None = None
+        self.probe_consumer: Consumer | None = None
         self._loop: SingletonLoop | None = None
         self._clients: tuple[Any, Any] | None = None
         self._cancel_watch: CancelWatcher | None = None
@@ -120,6 +123,11 @@ class Service:
         self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
                                  lambda delivery: processor.start([delivery]), slots, finish=processor.finish,
                                  pack=processor.start if processor.packs else None)
+        # The deploy probe's own stream and slot: a backlog on the request subscription fills that stream's
+        # flow control, never this one (docs/validation.md, "The probe's own path").
+        self.probe_consumer = Consumer(subscriber, subscription_path(s.project, contract.PROBE_SUBSCRIPTION),
+                                       lambda delivery: processor.start([delivery]), PROBE_SLOTS,
+                                       finish=processor.finish)
         reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
         self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run)
@@ -128,6 +136,7 @@ class Service:
         self._store_sweep = Periodic("gpurt-store-sweep", self._sweep_store, STORE_SWEEP_PERIOD_S)
         self._sweep_store()  # what a crash or a full disk left before this start
         self.consumer.start()
+        self.probe_consumer.start()
         self._loop.start()
         self._cancel_watch.start()
         self._slot_follower.start()
@@ -144,6 +153,10 @@ class Service:
                 consumer, self.consumer = self.consumer, None  # a store recovery must not reopen intake now
             if not consumer.stop(timeout_s):
                 log.warning("in-flight jobs did not finish within %.0f s; Pub/Sub will redeliver them", timeout_s)
+        if self.probe_consumer is not None:
+            with self._intake_lock:
+                probes, self.probe_consumer = self.probe_consumer, None
+            probes.stop(timeout_s)
         self.store_health.close()  # jobs still waiting for the store give their message back
         if self._loop is not None:
             self._loop.stop()
@@ -207,10 +220,13 @@ class Service:
         with self._intake_lock:
             if self.consumer is None:
                 return
-            if self.mode is Mode.NORMAL and self.store_health.available:
-                self.consumer.resume()
-            else:
-                self.consumer.drain()
+            for consumer in (self.consumer, self.probe_consumer):
+                if consumer is None:
+                    continue
+                if self.mode is Mode.NORMAL and self.store_health.available:
+                    consumer.resume()
+                else:
+                    consumer.drain()
 
     def job(self, job_id: str) -> JobView | None:
         """A running job, else its stored result, else ``None``."""

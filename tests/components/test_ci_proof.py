@@ -101,3 +101,39 @@ def test_the_preview_may_not_dry_run_what_it_was_not_given() -> None:
     proof = _prove("staging", main=[read_only if r is cluster_role else r for r in main])
     assert any("may not patch deployments" in m for m in proof.missing)
     assert any("may not create namespaces" in m for m in proof.missing)
+
+
+def _with_condition(resources: list[Resource], condition: dict | None) -> list[Resource]:
+    """The bootstrap with the deploy account's project IAM admin binding under ``condition`` (None: none)."""
+    def swap(r: Resource) -> Resource:
+        if r.type == PROJECT_MEMBER and r.props["role"] == "roles/resourcemanager.projectIamAdmin":
+            props = {k: v for k, v in r.props.items() if k != "condition"}
+            return dataclasses.replace(r, props=props | ({"condition": condition} if condition else {}), shown=None)
+        return r
+    return [swap(r) for r in resources]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_deploy_account_may_grant_only_the_roles_the_main_program_grants(stack: str) -> None:
+    """issue #42: projectIamAdmin let the deploy account (which runs approved pull-request code) grant anything,
+    owner included; it is now conditioned on the roles it grants (IAM's modifiedGrantsByRole)."""
+    bootstrap = list(bootstrap_recording(stack).resources)
+    [admin] = [r for r in bootstrap if r.type == PROJECT_MEMBER and r.props["role"] ==
+               "roles/resourcemanager.projectIamAdmin"]
+    granted = sorted({r.props["role"] for r in stack_plan(stack).resources if r.type == PROJECT_MEMBER})
+    assert admin.props["condition"]["expression"] == (
+        "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', [])"
+        f".hasOnly([{', '.join(repr(role) for role in granted)}])")
+
+    unconditioned = _prove(stack, bootstrap=_with_condition(bootstrap, None))
+    assert any("without a condition limiting the roles it may grant" in m for m in unconditioned.missing)
+
+
+def test_a_role_the_condition_does_not_allow_or_never_needed_fails_the_proof() -> None:
+    bootstrap = list(bootstrap_recording("staging").resources)
+    narrow = {"title": "t", "expression": "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', [])"
+              ".hasOnly(['roles/logging.logWriter', 'roles/owner'])"}
+    proof = _prove("staging", bootstrap=_with_condition(bootstrap, narrow))
+    assert ("the main stack grants roles/monitoring.viewer on the project, which gpu-runtime-deploy's condition "
+            "does not allow") in proof.missing
+    assert "gpu-runtime-deploy may grant roles/owner on the project, which the main stack never grants" in proof.unused

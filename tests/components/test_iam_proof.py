@@ -300,7 +300,7 @@ def test_a_site_naming_no_function_of_its_module_is_refused(site: str, why: str)
 
 
 def test_a_call_moved_out_of_its_declared_site_is_caught() -> None:
-    [(site, method)] = [(c.site, c.method) for c in cloud_calls.GCP_CALLS if c.site.endswith("Consumer._open")]
+    [(site, method)] = {(c.site, c.method) for c in cloud_calls.GCP_CALLS if c.site.endswith("Consumer._open")}
     assert _makes_call(site, method)
     # The same call declared on a sibling method that does not make it: what a moved call leaves behind.
     assert not _makes_call(site.replace("Consumer._open", "Consumer.stop"), method)

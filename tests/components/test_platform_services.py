@@ -62,8 +62,9 @@ def test_the_registry_is_read_never_created_and_vertex_settings(recording: Recor
         "machine_type": "a2-highgpu-1g",
         "accelerator_type": "NVIDIA_TESLA_A100",
         "accelerator_count": 1,
-        "staging_bucket": f"gs://{PROJECT}-gpu-runtime-vertex-staging",
     }
+    # issue #42: a Vertex AI staging bucket was created and used by nothing (container custom jobs stage nothing)
+    assert [b.props["name"] for b in of_type(recording, BUCKET)] == [f"{PROJECT}-gpu-runtime-results"]
 
 
 def test_everything_is_parented(recording: Recording) -> None:

@@ -66,6 +66,15 @@ def test_service_agent_can_forward_dead_letters(recording: Recording) -> None:
 
 def test_every_resource_is_parented_and_labelled(recording: Recording) -> None:
     children = children_of(recording, "pubsub")
-    assert len(children) == len([r for r in recording.resources if r.custom]) == 8
+    assert len(children) == len([r for r in recording.resources if r.custom]) == 9
     for resource in of_type(recording, SUB) + of_type(recording, "gcp:pubsub/topic:Topic"):
         assert resource.props["labels"]["part-of"] == "gpu-runtime"
+
+
+def test_the_probe_subscription_admits_only_the_probe(recording: Recording) -> None:
+    """issue #42: the deploy probe's own subscription of the request topic, filtered on its attribute."""
+    sub = named(recording, SUB, f"pubsub-{contract.PROBE_SUBSCRIPTION}").props
+    assert sub["topic"] == contract.REQUEST_TOPIC
+    assert sub["filter"] == 'attributes.probe = "true"'
+    assert "deadLetterPolicy" not in sub or sub["deadLetterPolicy"] is None
+    assert sub["labels"][contract.NO_DEAD_LETTER_LABEL[0]] == contract.NO_DEAD_LETTER_LABEL[1]

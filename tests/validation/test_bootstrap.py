@@ -12,6 +12,7 @@ import yaml
 
 from components.policy.bundle import write_bundle
 from components.policy.pack import PACK_NAME
+from components.quotas import QuotaNeed
 from runtime.manifests.helm_values import operator_image_reference
 from validation.bootstrap import (
     CONTROL_TOKEN_KEY,
@@ -21,7 +22,9 @@ from validation.bootstrap import (
     IMAGES_KEY,
     MAIN_PROJECT,
     POLICY_GROUP,
+    BootstrapError,
     PolicyGroup,
+    Readiness,
     Target,
     bootstrap,
     check,
@@ -38,6 +41,8 @@ class World:
 
     services: set[str] = field(default_factory=set)
     repositories: set[str] = field(default_factory=set)
+    billing: bool = True
+    quota_limits: dict[tuple[str, str], float] = field(default_factory=dict)
     stacks: dict[tuple[str, str], dict[str, str | None]] = field(default_factory=dict)
     deployed: set[tuple[str, str]] = field(default_factory=set)
     published: set[str] = field(default_factory=set)
@@ -68,6 +73,12 @@ class FakeCloud:
 
     def repository_exists(self, project: str, region: str, repository: str) -> bool:
         return repository in self.w.repositories
+
+    def billing_enabled(self, project: str) -> bool:
+        return self.w.billing
+
+    def compute_quota_limits(self, project: str, region: str) -> dict[tuple[str, str], float]:
+        return dict(self.w.quota_limits)
 
 
 class FakeStacks:
@@ -163,7 +174,7 @@ def test_an_empty_project_is_bootstrapped_in_order(tmp_path: Path) -> None:
     changes = _run(world, tmp_path, ["first-token"])
     version = next(c for c in changes if c.startswith("publish ")).split()[1]
     assert changes == [
-        "enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com",
+        "enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com cloudbilling.googleapis.com",
         "create bootstrap/staging",
         f"config bootstrap/staging {GITHUB_REPOSITORY_KEY}",
         f"config bootstrap/staging {GITHUB_REPOSITORY_ID_KEY}",
@@ -202,22 +213,65 @@ def test_a_changed_pack_is_published_and_enforced_again(tmp_path: Path) -> None:
     assert [c.split()[0] for c in changes] == ["publish", "enable"]
 
 
+def _check(world: World, needs: Sequence[QuotaNeed] = (), which=lambda tool: f"/usr/bin/{tool}") -> Readiness:
+    return check("staging", ROOT, FakeCloud(world), FakeStacks(world), needs, which)
+
+
 def test_the_deploy_check_names_every_missing_prerequisite_and_then_passes(tmp_path: Path) -> None:
     world = World()
-    problems = check("staging", ROOT, FakeCloud(world), FakeStacks(world))
-    assert problems == [
+    assert _check(world).missing == [
         f"API serviceusage.googleapis.com is not enabled in {PROJECT}",
         f"API cloudresourcemanager.googleapis.com is not enabled in {PROJECT}",
+        f"API cloudbilling.googleapis.com is not enabled in {PROJECT}",
         "Artifact Registry repository gpu-runtime does not exist in us-central1",
         f"stack impulse/{ROOT.name}/staging does not exist",
     ]
     world.stacks[(ROOT.name, "staging")] = {CONTROL_TOKEN_KEY: None}  # made by hand, without the digest
-    assert check("staging", ROOT, FakeCloud(world), FakeStacks(world))[-1] == (
+    assert _check(world).missing[-1] == (
         f"stack staging has no {IMAGES_KEY}.operatorDigest (the Dask operator's image digest)")
     world.stacks.clear()
     _run(world, tmp_path, ["t"])
-    assert check("staging", ROOT, FakeCloud(world), FakeStacks(world)) == []
+    assert _check(world) == Readiness([], [])
     assert world.changes == _run(World(), tmp_path, ["t"])  # the check itself changed nothing
+
+
+def test_the_deploy_check_names_a_missing_tool_and_how_to_install_it(tmp_path: Path) -> None:
+    """issue #42: the deploy's Kubernetes access needs gke-gcloud-auth-plugin besides gcloud and pulumi."""
+    world = World()
+    _run(world, tmp_path, ["t"])
+    missing = _check(world, which=lambda tool: None if tool == "gke-gcloud-auth-plugin" else f"/bin/{tool}").missing
+    assert missing == ["gke-gcloud-auth-plugin is not on PATH: gcloud components install gke-gcloud-auth-plugin"]
+
+
+def test_a_project_without_billing_stops_the_bootstrap_and_fails_the_check(tmp_path: Path) -> None:
+    """issue #42: compute, container and artifactregistry refuse a project without billing, so the bootstrap
+    stops right after the base APIs (which need none), naming the command that links one."""
+    world = World(billing=False)
+    with pytest.raises(BootstrapError, match=rf"gcloud billing projects link {PROJECT} --billing-account="):
+        _run(world, tmp_path, ["t"])
+    assert world.changes == [
+        "enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com cloudbilling.googleapis.com"]
+    assert any(p.startswith(f"billing is not enabled on {PROJECT}") for p in _check(world).missing)
+
+
+def test_quotas_below_the_stacks_need_are_no_capacity_and_below_its_start_missing(tmp_path: Path) -> None:
+    world = World()
+    _run(world, tmp_path, ["t"])
+    needs = (QuotaNeed("GPUS_ALL_REGIONS", "global", 4, 0, "GPUs", ("gpu-t4-spot",)),
+             QuotaNeed("CPUS", "us-central1", 40, 4, "vCPUs", ("system", "gpu-t4-spot")),
+             QuotaNeed("SSD_TOTAL_GB", "us-central1", 500, 50, "GB", ("system", "gpu-t4-spot")))
+    world.quota_limits = {("global", "GPUS_ALL_REGIONS"): 0, ("us-central1", "CPUS"): 2,
+                          ("us-central1", "SSD_TOTAL_GB"): 500}
+    readiness = _check(world, needs)
+
+    assert readiness.short == [
+        "quota GPUS_ALL_REGIONS (global) is 0 GPUs, the stack needs 4: `gcloud quotas preferences create "
+        f"--project={PROJECT} --service=compute.googleapis.com --quota-id=GPUS-ALL-REGIONS-per-project "
+        "--preferred-value=4`"]
+    assert readiness.missing == [
+        "quota CPUS (us-central1) is 2 vCPUs, the stack needs 40, below the 4 its pools start with: `gcloud quotas "
+        f"preferences create --project={PROJECT} --service=compute.googleapis.com --quota-id=CPUS-per-project-region "
+        "--preferred-value=40 --dimensions=region=us-central1`"]
 
 
 def test_a_bootstrap_stack_must_be_named_after_a_main_stack(tmp_path: Path) -> None:
@@ -424,3 +478,60 @@ def test_the_repository_ids_come_from_githubs_api() -> None:
         {"id": 812345678, "full_name": "impulse-risk/gpu-runtime", "owner": {"login": "impulse-risk", "id": 98765}})})
 
     assert GithubRepositories(run).ids("impulse-risk/gpu-runtime") == ("812345678", "98765")
+
+
+# --- the gcloud adapter against a gcloud that answers and fails as the real one does -----------------------------
+
+
+def test_only_not_found_means_the_repository_is_missing() -> None:
+    """issue #42: a disabled API (or a missing permission) said "missing" before; it says nothing about the
+    repository, so the adapter raises with gcloud's own message instead."""
+    from tests.validation.fake_gcloud import FakeGcloud
+    from validation.adapters.bootstrap import GcloudSetup
+
+    gcloud = FakeGcloud(PROJECT, repositories={"gpu-runtime"})
+    assert GcloudSetup(gcloud).repository_exists(PROJECT, "us-central1", "gpu-runtime")
+    assert not GcloudSetup(gcloud).repository_exists(PROJECT, "us-central1", "other")
+
+    gcloud.disabled_apis.add("artifactregistry.googleapis.com")
+    with pytest.raises(BootstrapError, match=r"cannot tell whether Artifact Registry repository gpu-runtime exists "
+                                             r"in us-central1: .*PERMISSION_DENIED: Artifact Registry API has not"):
+        GcloudSetup(gcloud).repository_exists(PROJECT, "us-central1", "gpu-runtime")
+
+
+def test_billing_is_read_from_the_project_billing_info_whose_false_fields_are_absent() -> None:
+    from tests.validation.fake_gcloud import FakeGcloud
+    from validation.adapters.bootstrap import GcloudSetup
+
+    assert GcloudSetup(FakeGcloud(PROJECT)).billing_enabled(PROJECT)
+    unlinked = FakeGcloud(PROJECT, billing_account=None)
+    assert not GcloudSetup(unlinked).billing_enabled(PROJECT)
+    assert unlinked.calls == [["gcloud", "billing", "projects", "describe", PROJECT, "--format=json"]]
+
+
+def test_compute_quota_limits_come_from_regions_get_and_projects_get() -> None:
+    from tests.validation.fake_gcloud import FakeGcloud
+    from validation.adapters.bootstrap import GcloudSetup
+
+    limits = GcloudSetup(FakeGcloud(PROJECT)).compute_quota_limits(PROJECT, "us-central1")
+    assert limits[("us-central1", "PREEMPTIBLE_NVIDIA_T4_GPUS")] == 4 and limits[("us-central1", "CPUS")] == 2400
+    assert limits[("global", "GPUS_ALL_REGIONS")] == 4 and ("us-central1", "GPUS_ALL_REGIONS") not in limits
+
+
+def test_the_check_cli_reports_each_missing_prerequisite_without_a_traceback(monkeypatch) -> None:
+    """A gcloud that cannot run the check's calls (the API off) gives one red line and exit 1."""
+    from typer.testing import CliRunner
+
+    import validation.adapters.bootstrap as adapters
+    from gpurt.cli.app import app
+    from tests.validation.fake_gcloud import FakeGcloud
+
+    gcloud = FakeGcloud(PROJECT, disabled_apis={"artifactregistry.googleapis.com"})
+    real = adapters.GcloudSetup
+    monkeypatch.setattr(adapters, "GcloudSetup", lambda: real(gcloud))
+    result = CliRunner().invoke(app, ["bootstrap", "--check", "--stack", "staging", "--pulumi-org", "impulse",
+                                      "--work-dir", str(ROOT)],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 1, result.output
+    assert "error: cannot tell whether Artifact Registry repository gpu-runtime exists" in " ".join(
+        result.output.split())

@@ -13,18 +13,22 @@ from unittest import mock
 import pytest
 from google.protobuf import json_format
 
-from components.quotas import quota_metric
+from components.config import VertexConfig
+from components.quotas import QuotaNeed, quota_metric, quota_needs, training_quota_metric
+from components.rendered import Resource
 from runtime.protocol import contract
 from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
 from validation.adapters.pubsub import GooglePubSubAdmin
-from validation.adapters.vertex import GoogleVertexQuota, training_quota_metric
+from validation.adapters.vertex import GoogleVertexQuota
 from validation.checks.identity import service_account_roles
 from validation.checks.pubsub import service_agent_grants
-from validation.checks.vertex import vertex_and_quota
+from validation.checks.quota import quota_capacity
+from validation.checks.vertex import vertex_reachable
 from validation.report import Status
 from validation.runner import run_check
 
 GCP = Path(__file__).parent / "fixtures" / "gcp"
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "impulse-gpu-runtime-staging"
 
 
@@ -225,7 +229,11 @@ def test_missing_publisher_grant_on_the_dlq_topic_fails() -> None:
     assert "silently does nothing" in result.fix
 
 
-def _vertex(jobs_error: Exception | None = None) -> GoogleVertexQuota:
+def _vertex(jobs_error: Exception | None = None, region: dict | None = None,
+            project: dict | None = None) -> GoogleVertexQuota:
+    """The adapter over autospecced clients answering Compute's ``regions.get`` and ``projects.get`` (their
+    ``quotas[]`` of {metric, limit, usage}: https://cloud.google.com/compute/docs/reference/rest/v1/regions/get,
+    .../projects/get) and Vertex AI's custom-job list with the recorded fixtures, or with ``region``/``project``."""
     from google.cloud import compute_v1
 
     from runtime.scheduler.backends.vertex_rest import RestCustomJobs
@@ -236,9 +244,12 @@ def _vertex(jobs_error: Exception | None = None) -> GoogleVertexQuota:
     else:
         jobs.list.return_value = json.loads((GCP / "custom_jobs.json").read_text())["customJobs"]
     regions = mock.create_autospec(compute_v1.RegionsClient, instance=True)
-    regions.get.return_value = compute_v1.Region.from_json((GCP / "region_us-central1.json").read_text(),
-                                                           ignore_unknown_fields=True)
-    return GoogleVertexQuota(PROJECT, "us-central1", jobs, regions)
+    regions.get.return_value = compute_v1.Region.from_json(
+        json.dumps(region or json.loads((GCP / "region_us-central1.json").read_text())), ignore_unknown_fields=True)
+    projects = mock.create_autospec(compute_v1.ProjectsClient, instance=True)
+    projects.get.return_value = compute_v1.Project.from_json(
+        json.dumps(project or json.loads((GCP / "compute_project.json").read_text())), ignore_unknown_fields=True)
+    return GoogleVertexQuota(PROJECT, "us-central1", jobs, regions, projects=projects)
 
 
 class QuotaInfos:
@@ -263,35 +274,25 @@ def _t4_training_quota(default: str, in_region: str | None) -> QuotaInfos:
                         "dimensionsInfos": [*by_region, {"dimensions": {}, "details": {"value": default}}]}])
 
 
+def _staging_needs(vertex: bool = False) -> tuple[QuotaNeed, ...]:
+    """What the staging stack's deployed pools (the recorded state) reach, and one T4 overflow job if ``vertex``."""
+    state = json.loads((ROOT / "tests" / "fixtures" / "pulumi" / "stack_export_current.json").read_text())
+    pools = [Resource.from_state(r) for r in state["deployment"]["resources"]]
+    overflow = VertexConfig(machine_type="n1-standard-8", accelerator_type="NVIDIA_TESLA_T4") if vertex else None
+    return quota_needs(pools, "us-central1", overflow)
+
+
+def _with_quota(document: str, metric: str, limit: float) -> dict:
+    fixture = json.loads((GCP / document).read_text())
+    fixture["quotas"] = [{**q, "limit": limit} if q["metric"] == metric else q for q in fixture["quotas"]]
+    return fixture
+
+
 def test_training_quota_metric_names_follow_vertex_ai() -> None:
     assert training_quota_metric("NVIDIA_TESLA_T4") == T4_TRAINING
     prefix = "aiplatform.googleapis.com/custom_model_training_nvidia"
     assert training_quota_metric("NVIDIA_TESLA_A100") == f"{prefix}_a100_gpus"
     assert training_quota_metric("NVIDIA_L4") == f"{prefix}_l4_gpus"
-
-
-def test_the_overflow_machines_vertex_ai_quota_is_read_for_the_region() -> None:
-    vertex = _vertex()
-    vertex._session = _t4_training_quota(default="0", in_region="4")
-    result = run_check(vertex_and_quota(vertex, "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)],
-                                        [T4_TRAINING]))
-
-    assert result.status is Status.PASS, result
-    assert result.evidence.endswith(f"; {T4_TRAINING} limit 4")
-    assert vertex._session.urls == ["https://cloudquotas.googleapis.com/v1/projects/impulse-gpu-runtime-staging/"
-                                    "locations/global/services/aiplatform.googleapis.com/quotaInfos"]
-
-
-@pytest.mark.parametrize("quota", [_t4_training_quota(default="8", in_region="0"), QuotaInfos([])],
-                         ids=["zero-in-region", "absent"])
-def test_a_zero_vertex_ai_quota_fails_naming_it(quota: QuotaInfos) -> None:
-    vertex = _vertex()
-    vertex._session = quota
-    result = run_check(vertex_and_quota(vertex, "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)],
-                                        [T4_TRAINING]))
-
-    assert result.status is Status.FAIL
-    assert result.evidence == f"no Vertex AI custom-job GPU quota in us-central1: {T4_TRAINING} is 0"
 
 
 def test_quota_metric_names_follow_compute_engine() -> None:
@@ -300,24 +301,11 @@ def test_quota_metric_names_follow_compute_engine() -> None:
     assert quota_metric("nvidia-a100-80gb") == "NVIDIA_A100_80GB_GPUS"
 
 
-def test_vertex_reachable_and_quota_left() -> None:
-    result = run_check(vertex_and_quota(_vertex(), "us-central1", [quota_metric("nvidia-tesla-t4", spot=True)]))
+def test_vertex_reachable() -> None:
+    result = run_check(vertex_reachable(_vertex(), "us-central1"))
 
     assert result.status is Status.PASS, result
-    assert result.evidence == ("Vertex AI reachable (1 recent gpu-runtime job(s)); "
-                               "PREEMPTIBLE_NVIDIA_T4_GPUS 14/16 free")
-
-
-@pytest.mark.parametrize(("metric", "detail"), [
-    ("NVIDIA_V100_GPUS", "NVIDIA_V100_GPUS 4/4 used"),
-    ("NVIDIA_A100_GPUS", "NVIDIA_A100_GPUS 0/0 used"),
-    ("NVIDIA_H100_GPUS", "NVIDIA_H100_GPUS absent"),
-])
-def test_exhausted_or_absent_quota_fails(metric: str, detail: str) -> None:
-    result = run_check(vertex_and_quota(_vertex(), "us-central1", [metric]))
-
-    assert result.status is Status.FAIL
-    assert result.evidence == f"no GPU quota left in us-central1: {detail}"
+    assert result.evidence == "Vertex AI reachable in us-central1 (1 recent gpu-runtime job(s))"
 
 
 def test_vertex_api_error_fails_with_the_reason() -> None:
@@ -325,10 +313,71 @@ def test_vertex_api_error_fails_with_the_reason() -> None:
 
     vertex = _vertex(VertexApiError("Vertex AI GET projects/p/locations/us-central1/customJobs failed with "
                                     "PERMISSION_DENIED: Vertex AI API has not been used in project 284716533902"))
-    result = run_check(vertex_and_quota(vertex, "us-central1", []))
+    result = run_check(vertex_reachable(vertex, "us-central1"))
 
     assert result.status is Status.FAIL
     assert "PERMISSION_DENIED" in result.evidence and "aiplatform.googleapis.com" in result.fix
+
+
+def test_pools_busy_up_to_their_quota_pass() -> None:
+    """issue #42: the spot T4 pool runs 4 of its 4 GPUs (usage == limit) and GPUS_ALL_REGIONS is used up by the
+    same nodes: the capacity the stack needs exists, which is all a deploy's validation may ask."""
+    vertex = _vertex()
+    vertex._session = _t4_training_quota(default="0", in_region="4")
+    result = run_check(quota_capacity(vertex, PROJECT, "us-central1", _staging_needs(vertex=True)))
+
+    assert result.status is Status.PASS, result
+    assert "PREEMPTIBLE_NVIDIA_T4_GPUS need 4 GPUs, limit 4" in result.evidence
+    assert "GPUS_ALL_REGIONS (global) need 4 GPUs, limit 4" in result.evidence
+    assert f"{T4_TRAINING} need 1 GPUs, limit 4" in result.evidence
+    assert vertex._session.urls == ["https://cloudquotas.googleapis.com/v1/projects/impulse-gpu-runtime-staging/"
+                                    "locations/global/services/aiplatform.googleapis.com/quotaInfos"]
+
+
+@pytest.mark.parametrize(("document", "metric", "request_flags"), [
+    ("compute_project.json", "GPUS_ALL_REGIONS", "--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value=4`"),
+    ("region_us-central1.json", "CPUS",
+     "--quota-id=CPUS-per-project-region --preferred-value=40 --dimensions=region=us-central1`"),
+    ("region_us-central1.json", "SSD_TOTAL_GB",
+     "--quota-id=SSD-TOTAL-GB-per-project-region --preferred-value=500 --dimensions=region=us-central1`"),
+])
+def test_a_quota_below_the_stacks_need_is_no_capacity_naming_the_request(document: str, metric: str,
+                                                                         request_flags: str) -> None:
+    """A new project's GPUS_ALL_REGIONS is 0: the platform runs (nothing to roll back), but cannot scale."""
+    fixture = _with_quota(document, metric, 0)
+    vertex = _vertex(project=fixture) if document == "compute_project.json" else _vertex(region=fixture)
+    result = run_check(quota_capacity(vertex, PROJECT, "us-central1", _staging_needs()))
+
+    assert result.status is Status.NO_CAPACITY, result
+    assert result.evidence.startswith(f"below the stack's need: {metric}")
+    assert "limit 0" in result.evidence
+    assert f"`gcloud quotas preferences create --project={PROJECT} --service=compute.googleapis.com " \
+           f"{request_flags}" in result.fix
+    assert f"iam-admin/quotas?project={PROJECT}" in result.fix
+
+
+@pytest.mark.parametrize("quota", [_t4_training_quota(default="8", in_region="0"), QuotaInfos([])],
+                         ids=["zero-in-region", "absent"])
+def test_a_zero_vertex_ai_quota_is_no_capacity_naming_it(quota: QuotaInfos) -> None:
+    vertex = _vertex()
+    vertex._session = quota
+    result = run_check(quota_capacity(vertex, PROJECT, "us-central1", _staging_needs(vertex=True)))
+
+    assert result.status is Status.NO_CAPACITY
+    assert f"{T4_TRAINING} need 1 GPUs, limit" in result.evidence
+    assert "--quota-id=CustomModelTrainingNvidiaT4GPUsPerProjectPerRegion" in result.fix
+
+
+def test_quotas_that_cannot_be_read_are_a_failure() -> None:
+    from google.api_core.exceptions import Forbidden
+
+    vertex = _vertex()
+    vertex._projects.get.side_effect = Forbidden("Required 'compute.projects.get' permission for "
+                                                 "'projects/impulse-gpu-runtime-staging'")
+    result = run_check(quota_capacity(vertex, PROJECT, "us-central1", _staging_needs()))
+
+    assert result.status is Status.FAIL
+    assert "compute.projects.get" in result.evidence and "roles/compute.networkViewer" in result.fix
 
 
 def test_a_project_wide_pubsub_role_of_the_scheduler_fails() -> None:

@@ -18,14 +18,15 @@ from validation.runner import run_check
 pytestmark = pytest.mark.timeout(60)
 
 
-def _answer(pubsub, status: JobStatus, stop: threading.Event) -> None:
-    """Consume requests and publish a result for each, as the scheduler would."""
+def _answer(pubsub, status: JobStatus, stop: threading.Event,
+            subscription: str = contract.REQUEST_SUBSCRIPTION) -> None:
+    """Consume requests on ``subscription`` and publish a result for each, as the scheduler would."""
     while not stop.is_set():
-        for message in pubsub.pull(contract.REQUEST_SUBSCRIPTION, 10, timeout_s=0.5):
+        for message in pubsub.pull(subscription, 10, timeout_s=0.5):
             request = json.loads(message.data)
             result = JobResult(job_id=request["job_id"], status=status)
             pubsub.publish(contract.RESULT_TOPIC, result.model_dump_json().encode(), result.attributes())
-            pubsub.acknowledge(contract.REQUEST_SUBSCRIPTION, [message.ack_id])
+            pubsub.acknowledge(subscription, [message.ack_id])
 
 
 @pytest.fixture
@@ -80,3 +81,25 @@ def test_each_probe_carries_the_contract_message_with_a_fresh_job_id() -> None:
     assert first["job_id"] != second["job_id"]
     assert {k: v for k, v in first.items() if k != "job_id"} == {
         k: v for k, v in contract.PROBE_MESSAGE.items() if k != "job_id"}
+
+
+def test_the_probe_reaches_its_own_subscription_where_no_request_waits(pubsub) -> None:
+    """issue #42: answered from the probe subscription alone (the scheduler's probe stream, which no backlog
+    holds), the probe passes; an ordinary request never reaches that subscription, as Pub/Sub applies the
+    subscription's filter (the emulator does too: docs/emulator.md, "filters")."""
+    pubsub.publish(contract.REQUEST_TOPIC, json.dumps({"job_id": "ordinary", "type": "noop"}).encode(),
+                   {"job_id": "ordinary", "type": "noop"})
+    stop = threading.Event()
+    thread = threading.Thread(target=_answer, args=(pubsub, JobStatus.SUCCEEDED, stop, contract.PROBE_SUBSCRIPTION),
+                              daemon=True)
+    thread.start()
+    try:
+        result = run_check(probe_round_trip(pubsub))
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+    assert result.status is Status.PASS, result
+    assert pubsub.pull(contract.PROBE_SUBSCRIPTION, 10, timeout_s=0.5) == []
+    assert [json.loads(m.data)["job_id"] for m in pubsub.pull(contract.REQUEST_SUBSCRIPTION, 10, timeout_s=0.5)][:1] \
+        == ["ordinary"]  # the request subscription holds both; the probe's copy there is answered from the store

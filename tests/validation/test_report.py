@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 
 from gpurt.cli.render import print_validation
-from validation.report import Status
-from validation.runner import Check, CheckFailed, CheckSkipped, run_checks
+from validation.report import Status, Verdict
+from validation.runner import Check, CheckFailed, CheckSkipped, NoCapacity, run_checks
 
 
 def _fails() -> str:
@@ -69,3 +69,42 @@ def test_table_names_each_failure_and_its_fix() -> None:
 
     assert "✗ b.fail: set it to 600" in text
     assert "2 check(s) failed" in text
+
+
+def _short() -> str:
+    raise NoCapacity("below the stack's need: GPUS_ALL_REGIONS (global) need 4 GPUs, limit 0",
+                     "request it: `gcloud quotas preferences create ...`")
+
+
+def test_a_quota_short_of_the_need_is_no_capacity_not_broken() -> None:
+    """issue #42: "no capacity" is a verdict of its own, which the deploy workflow does not roll back."""
+    short = run_checks("stack staging", [Check("a.pass", lambda: "fine"), Check("quota.capacity", _short)])
+    broken = run_checks("stack staging", [Check("quota.capacity", _short), Check("b.fail", _fails)])
+
+    assert short.result("quota.capacity").status is Status.NO_CAPACITY and not short.failed
+    assert short.verdict is Verdict.NO_CAPACITY and not short.ok
+    assert broken.verdict is Verdict.BROKEN  # one broken check outweighs any shortage
+    assert json.loads(short.to_json())["verdict"] == "no-capacity"
+    failure = ET.fromstring(short.to_junit()).find("testsuite/testcase[@name='quota.capacity']/failure")
+    assert failure is not None and failure.get("type") == "no-capacity"
+    console = Console(record=True, width=200)
+    print_validation(short, console)
+    text = " ".join(console.export_text().split())
+    assert "! quota.capacity (no capacity, not broken): request it" in text
+    assert "nothing to roll back" in text
+
+
+def test_validate_exits_4_on_no_capacity_and_1_when_broken(monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    import validation.build
+    import validation.targets
+    from gpurt.cli.app import app
+
+    checks = {"short": [Check("quota.capacity", _short)], "broken": [Check("quota.capacity", _short),
+                                                                      Check("b.fail", _fails)]}
+    monkeypatch.setattr(validation.build, "local_target", lambda _dir: None)
+    for verdict, code in (("short", 4), ("broken", 1)):
+        monkeypatch.setattr(validation.targets, "local_checks", lambda _target, v=verdict: checks[v])
+        result = CliRunner().invoke(app, ["validate", "--local"], env={"COLUMNS": "200"})
+        assert result.exit_code == code, result.output

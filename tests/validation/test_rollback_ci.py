@@ -3,6 +3,7 @@ whenever the stack started changing and something failed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -91,7 +92,28 @@ def test_rollback_fires_when_pulumi_up_or_the_checklist_fails() -> None:
 
     assert up.get("id") == "up" and "validate" in ids
     assert ids.index("up") < ids.index("validate") < steps.index(rollback)
-    assert condition == "failure() && (steps.up.outcome == 'failure' || steps.validate.outcome == 'failure')"
+    assert condition == "failure() && (steps.up.outcome == 'failure' || steps.validate.outputs.exit == '1')"
+
+
+@pytest.mark.parametrize(("validate_exit", "rolls_back"), [(1, True), (4, False), (0, False)])
+def test_only_a_broken_verdict_rolls_back(tmp_path: Path, validate_exit: int, rolls_back: bool) -> None:
+    """issue #42: a stack short of quota ("no capacity", exit 4) fails the job but is not rolled back. The step's
+    own script runs with a stand-in `gpurt validate`; its recorded exit is what the rollback's condition reads."""
+    steps = _deploy_job()["steps"]
+    [validate] = [s for s in steps if s.get("id") == "validate"]
+    [rollback] = [s for s in steps if "gpurt rollback --stack" in str(s.get("run", ""))]
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    gpurt = tmp_path / ".venv" / "bin" / "gpurt"
+    gpurt.write_text(f"#!/bin/sh\nexit {validate_exit}\n")
+    gpurt.chmod(0o755)
+    outputs = tmp_path / "github_output"
+    # GitHub runs a `run:` block with `bash -e {0}` (docs: "Workflow syntax", jobs.<job_id>.steps[*].shell).
+    done = subprocess.run(["bash", "-e", "-c", validate["run"]], cwd=tmp_path, check=False, timeout=30,
+                          env={**os.environ, "STACK": "staging", "GITHUB_OUTPUT": str(outputs)})
+
+    assert done.returncode == validate_exit
+    recorded = dict(line.split("=", 1) for line in outputs.read_text().split())
+    assert ("steps.validate.outputs.exit == '1'" in rollback["if"]) and (recorded["exit"] == "1") is rolls_back
 
 
 def test_the_up_step_runs_only_pulumi_up_and_the_rollback_undoes_only_a_newer_update() -> None:

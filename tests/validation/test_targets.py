@@ -19,7 +19,7 @@ def test_local_and_cloud_run_the_same_checks_in_the_same_order() -> None:
 
     names = [c.name for c in cloud]
     assert [c.name.replace("process-running", "pods-running") for c in local] == names
-    assert len(set(names)) == len(names) == 13
+    assert len(set(names)) == len(names) == 14
 
 
 def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
@@ -29,10 +29,14 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
 
     settings = stack_settings(AutomationStack.select("staging", program))
 
-    pool_bounds = settings.pop("pool_bounds")
-    assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1",
-                        "quota_metrics": ["PREEMPTIBLE_NVIDIA_T4_GPUS"], "scales_from_zero": True,
-                        "routes_to_vertex": False, "training_quota_metrics": []}
+    pool_bounds, needs = settings.pop("pool_bounds"), settings.pop("quota_needs")
+    assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1", "scales_from_zero": True,
+                        "routes_to_vertex": False}
+    # Every quota the deployed node pools (the stack's state) reach; no Vertex AI one: nothing is routed there.
+    assert {(n.metric, n.scope, n.amount) for n in needs} == {
+        ("CPUS", "us-central1", 40), ("SSD_TOTAL_GB", "us-central1", 500),
+        ("PREEMPTIBLE_NVIDIA_T4_GPUS", "us-central1", 4), ("GPUS_ALL_REGIONS", "global", 4),
+        ("CPUS_ALL_REGIONS", "global", 40)}
     assert [(b.pool, b.minimum, b.maximum, b.queued) for b in pool_bounds] == [("t4-spot", 0, 4, False)]
 
 

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from validation.bootstrap import PolicyGroup
+from components.quotas import GLOBAL
+from validation.bootstrap import BootstrapError, PolicyGroup
 
 Runner = Callable[[Sequence[str], Path | None, str | None], str]
 PULUMI_API: Final = "https://api.pulumi.com"
@@ -23,11 +24,22 @@ _ACCEPT: Final = "application/vnd.pulumi+8"
 _TIMEOUT_S: Final = 60.0
 
 
+class CommandFailed(BootstrapError):
+    """A command exited non-zero; ``stderr`` holds what it said (the seam reads its error code there)."""
+
+    def __init__(self, args: Sequence[str], stderr: str) -> None:
+        super().__init__(f"{' '.join(args[:4])} failed: {stderr.strip()[-800:]}")
+        self.stderr = stderr
+
+
 def run_command(args: Sequence[str], cwd: Path | None = None, stdin: str | None = None) -> str:
-    """Run a command, return its stdout; a failure raises with the command's own message."""
-    done = subprocess.run(list(args), cwd=cwd, input=stdin, capture_output=True, text=True, check=False)
+    """Run a command, return its stdout; a failure raises ``CommandFailed`` with the command's own message."""
+    try:
+        done = subprocess.run(list(args), cwd=cwd, input=stdin, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise CommandFailed(args, f"{args[0]} is not on PATH (docs/infrastructure.md, step 1)") from None
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[:3])} failed: {(done.stderr or done.stdout).strip()[-800:]}")
+        raise CommandFailed(args, done.stderr or done.stdout)
     return done.stdout
 
 
@@ -49,27 +61,35 @@ class GcloudSetup:
         self._run(["gcloud", "services", "enable", *services, "--project", project], None, None)
 
     def repository_exists(self, project: str, region: str, repository: str) -> bool:
-        """Whether the repository exists (describe fails when it does not)."""
+        """Whether the repository exists: describe answers it, or fails with NOT_FOUND when it does not. Any
+        other failure (the API disabled, a permission missing) says nothing about the repository and is raised."""
         try:
-            self._run(
-                [
-                    "gcloud",
-                    "artifacts",
-                    "repositories",
-                    "describe",
-                    repository,
-                    "--location",
-                    region,
-                    "--project",
-                    project,
-                    "--format=value(name)",
-                ],
-                None,
-                None,
-            )
-        except RuntimeError:
-            return False
+            self._run(["gcloud", "artifacts", "repositories", "describe", repository, "--location", region,
+                       "--project", project, "--format=value(name)"], None, None)
+        except CommandFailed as exc:
+            # gcloud prints the API's status: "ERROR: (gcloud.artifacts.repositories.describe) NOT_FOUND: ..."
+            if " NOT_FOUND: " in exc.stderr:
+                return False
+            raise BootstrapError(f"cannot tell whether Artifact Registry repository {repository} exists in "
+                                 f"{region}: {exc.stderr.strip()[-400:]}") from None
         return True
+
+    def billing_enabled(self, project: str) -> bool:
+        """Whether ``project`` is linked to an open billing account (its ProjectBillingInfo's ``billingEnabled``,
+        which the API leaves out when false, as proto3 JSON omits default values)."""
+        info = json.loads(self._run(["gcloud", "billing", "projects", "describe", project, "--format=json"],
+                                    None, None) or "{}")
+        return bool(info.get("billingEnabled", False))
+
+    def compute_quota_limits(self, project: str, region: str) -> dict[tuple[str, str], float]:
+        """Compute Engine's quota limits by (scope, metric): the region's (``regions.get``) and the project's
+        global ones (``projects.get``, scope ``global``), each ``quotas[]`` entry a {metric, limit, usage}."""
+        regional = json.loads(self._run(["gcloud", "compute", "regions", "describe", region, "--project", project,
+                                         "--format=json"], None, None) or "{}")
+        overall = json.loads(self._run(["gcloud", "compute", "project-info", "describe", "--project", project,
+                                        "--format=json"], None, None) or "{}")
+        return {**{(region, q["metric"]): float(q.get("limit", 0)) for q in regional.get("quotas") or []},
+                **{(GLOBAL, q["metric"]): float(q.get("limit", 0)) for q in overall.get("quotas") or []}}
 
 
 class GithubRepositories:

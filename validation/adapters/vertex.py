@@ -31,7 +31,8 @@ class Quota:
 
 
 class VertexQuota(Protocol):
-    """Vertex AI reachability and the region's GPU quotas."""
+    """Vertex AI reachability, and the quotas the stack counts against: Compute Engine's (regional and global)
+    and Vertex AI's custom training."""
 
     def custom_job_names(self) -> list[str]:
         """Display names of recent ``gpu-runtime-*`` custom jobs (raises when Vertex AI is unreachable)."""
@@ -41,23 +42,22 @@ class VertexQuota(Protocol):
         """The region's Compute Engine quotas."""
         ...
 
+    def project_quotas(self) -> list[Quota]:
+        """The project's global Compute Engine quotas (``GPUS_ALL_REGIONS``, ``CPUS_ALL_REGIONS``, ...)."""
+        ...
+
     def training_quota_limits(self) -> dict[str, float]:
         """The region's Vertex AI custom-training quota limits, by metric
         (``aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus``)."""
         ...
 
 
-def training_quota_metric(accelerator: str) -> str:
-    """The Vertex AI custom-training quota metric of a Vertex accelerator type (its quota is Vertex AI's own, not
-    Compute Engine's): ``NVIDIA_TESLA_T4`` -> ``aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus``."""
-    model = accelerator.upper().removeprefix("NVIDIA_").removeprefix("TESLA_").lower()
-    return f"{_AIPLATFORM}/custom_model_training_nvidia_{model}_gpus"
-
-
 class GoogleVertexQuota:
-    """``VertexQuota`` over the Vertex AI custom-jobs REST client and ``compute_v1.RegionsClient``."""
+    """``VertexQuota`` over the Vertex AI custom-jobs REST client, ``compute_v1.RegionsClient`` and
+    ``compute_v1.ProjectsClient`` (Compute's ``regions.get`` and ``projects.get``, each with its ``quotas[]``)."""
 
-    def __init__(self, project: str, region: str, jobs: Any = None, regions: Any = None, session: Any = None) -> None:
+    def __init__(self, project: str, region: str, jobs: Any = None, regions: Any = None, session: Any = None,
+                 projects: Any = None) -> None:
         self._project, self._region = project, region
         self._session = session  # an authorized HTTP session for the Cloud Quotas API, made on first use
         if jobs is None:
@@ -68,7 +68,11 @@ class GoogleVertexQuota:
             from google.cloud import compute_v1
 
             regions = compute_v1.RegionsClient()
-        self._jobs, self._regions = jobs, regions
+        if projects is None:
+            from google.cloud import compute_v1
+
+            projects = compute_v1.ProjectsClient()
+        self._jobs, self._regions, self._projects = jobs, regions, projects
 
     def custom_job_names(self) -> list[str]:
         """Display names of recent ``gpu-runtime-*`` custom jobs."""
@@ -80,6 +84,11 @@ class GoogleVertexQuota:
         """The region's Compute Engine quotas."""
         region = self._regions.get(project=self._project, region=self._region)
         return [Quota(metric=q.metric, limit=q.limit, usage=q.usage) for q in region.quotas]
+
+    def project_quotas(self) -> list[Quota]:
+        """The project's global Compute Engine quotas."""
+        project = self._projects.get(project=self._project)
+        return [Quota(metric=q.metric, limit=q.limit, usage=q.usage) for q in project.quotas]
 
     def training_quota_limits(self) -> dict[str, float]:
         """The region's Vertex AI quota limits by metric, from the Cloud Quotas API's QuotaInfo (a limit that

@@ -1,5 +1,9 @@
 """The deploy probe of the post-deploy checklist: a noop request must come back as a result within 30 seconds.
 
+It is published to the request topic with the probe attribute, so besides the request subscription it reaches
+the probe subscription, which the scheduler consumes on a stream and slot of its own: a backlog of requests
+(load, not breakage) cannot hold it back.
+
 The result is read on a temporary subscription of the result topic, created before the publish (so the
 result cannot slip past) and deleted afterwards, so the probe never steals results from real consumers.
 
@@ -36,8 +40,10 @@ def probe_round_trip(pubsub: PubSubAdmin, timeout_s: float = contract.PROBE_TIME
         pubsub.create_subscription(temp, contract.RESULT_TOPIC, ack_deadline_s=60)
         try:
             start = time.monotonic()
+            # The probe attribute routes it to the scheduler's probe subscription too, which no request backlog
+            # delays (contract.PROBE_SUBSCRIPTION_SPEC).
             pubsub.publish(contract.REQUEST_TOPIC, json.dumps(probe).encode(),
-                           {"job_id": probe["job_id"], "type": probe["type"]})
+                           {"job_id": probe["job_id"], "type": probe["type"], contract.PROBE_ATTRIBUTE: "true"})
             result = _await_result(pubsub, temp, probe["job_id"], start + timeout_s)
             elapsed = time.monotonic() - start
         finally:

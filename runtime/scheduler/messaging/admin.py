@@ -35,6 +35,8 @@ def subscription_body(project: str, spec: SubscriptionSpec) -> dict[str, object]
             "dead_letter_topic": topic_path(project, spec.dead_letter_topic),
             "max_delivery_attempts": spec.max_delivery_attempts or contract.MAX_DELIVERY_ATTEMPTS,
         }
+    if spec.filter:
+        body["filter"] = spec.filter
     if spec.retry_min_backoff_s is not None:
         body["retry_policy"] = {
             "minimum_backoff": {"seconds": spec.retry_min_backoff_s},

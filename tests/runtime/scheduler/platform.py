@@ -158,6 +158,10 @@ def create_topology(emulator_host: str, project: str) -> None:
         subscriber.close()
 
 
+# The longest a held job keeps its slot, should a test forget to release it (seconds).
+HOLD_MAX_S = 60.0
+
+
 class ScriptedBackend:
     """Wraps the real backend at its seam: counts runs per job, fails chosen attempts transiently."""
 
@@ -168,6 +172,8 @@ class ScriptedBackend:
         self.runs: dict[str, list[int]] = defaultdict(list)
         self.fail_attempts: dict[str, set[int]] = {}
         self.packs: list[list[str]] = []  # the job ids of each pack, as submitted
+        # Jobs whose submission waits until their event is set: each holds its slot (a backlog that is load).
+        self.held: dict[str, threading.Event] = {}
 
     def run(self, request: JobRequest, *, attempt: int) -> Execution:
         """``submit`` one job and wait for it."""
@@ -181,7 +187,8 @@ class ScriptedBackend:
         return self.submit(jobs).wait()
 
     def submit(self, jobs: Sequence[tuple[JobRequest, int]]) -> Submission:
-        """Record the jobs (and a pack); scripted failures fail alone; the others are submitted for real."""
+        """Record the jobs (and a pack); scripted failures fail alone; the others are submitted for real, a held
+        one once it is released."""
         failures: dict[int, Exception] = {}
         real: list[int] = []
         with self._lock:
@@ -193,6 +200,10 @@ class ScriptedBackend:
                     failures[index] = TransientJobError(f"scripted transient failure at attempt {attempt}")
                 else:
                     real.append(index)
+        for request, _ in jobs:
+            hold = self.held.get(request.job_id)
+            if hold is not None:
+                hold.wait(HOLD_MAX_S)
         inner = submission(self._inner, [jobs[index] for index in real]) if real else None
         return _ScriptedSubmission(len(jobs), failures, real, inner)
 

@@ -42,6 +42,31 @@ def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> Non
     assert platform.service.store.get(result.job_id) == result
 
 
+def test_the_probe_is_answered_past_a_request_backlog(platform: Platform) -> None:
+    """issue #42: with every slot busy and requests waiting behind them (load, not breakage), the deploy probe,
+    published with the probe attribute, comes back through the probe subscription's own stream and slot."""
+    release = threading.Event()
+    consumer = platform.service.consumer
+    backlog = [f"backlog-{i}" for i in range(consumer.places + consumer.slots)]  # more than the stream holds
+    platform.backend.held.update({job_id: release for job_id in backlog})
+    try:
+        for job_id in backlog:  # not tiny, so they leave the stream's window narrow for the tests after this one
+            platform.requests.job(job_id, sleep_s=2 * PACK_MAX_SLEEP_S)
+        wait_for(lambda: sum(bool(platform.backend.runs[j]) for j in backlog) >= consumer.slots,
+                 30, "every slot to hold a backlog job")
+        probe = {**contract.PROBE_MESSAGE, "job_id": "deploy-probe-past-backlog"}
+        platform.requests.raw(probe, job_id=probe["job_id"], type=probe["type"], **{contract.PROBE_ATTRIBUTE: "true"})
+        result = platform.results.wait(probe["job_id"], timeout_s=contract.PROBE_TIMEOUT_S)
+        assert result.status is JobStatus.SUCCEEDED
+        assert all(platform.service.store.get(j) is None for j in backlog)  # the backlog is still waiting
+    finally:
+        release.set()
+        for job_id in backlog:
+            platform.results.wait(job_id, timeout_s=60)
+        for job_id in backlog:
+            platform.backend.held.pop(job_id, None)
+
+
 def test_health_is_open_and_control_needs_the_token(platform: Platform) -> None:
     assert platform.api.anonymous.get(contract.HEALTH_PATH).json() == contract.HEALTH_BODY
     refused = platform.api.anonymous.post("/control/maintenance", json={"mode": "drain"})
