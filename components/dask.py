@@ -206,6 +206,8 @@ class DaskCluster(pulumi.ComponentResource):
         apply_manifest(name, manifests.build_autoscaler(spec), pulumi.ResourceOptions.merge(
             after_cluster, pulumi.ResourceOptions(replace_on_changes=["spec"])))
 
+        apply_manifest(name, manifests.build_scheduler_disruption_budget(spec), in_ns)
+
         self.namespace = ns.metadata.apply(lambda meta: meta["name"])
         self.scheduler_address = cluster.id.apply(lambda _: manifests.scheduler_address(spec.name))
         self.worker_groups = pulumi.Output.from_input(groups)

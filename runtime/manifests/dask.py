@@ -447,6 +447,27 @@ def build_autoscaler(spec: DaskClusterSpec) -> Manifest:
     }
 
 
+def build_scheduler_disruption_budget(spec: DaskClusterSpec) -> Manifest:
+    """A PodDisruptionBudget ``<cluster>-scheduler`` refusing voluntary evictions of the single Dask scheduler.
+
+    It holds every task's state in memory: evicting it fails every running job at once. With one replica,
+    ``minAvailable: 1`` and ``maxUnavailable: 0`` both allow no eviction at all, and ``maxUnavailable: 1`` allows
+    every one (it guards nothing). So: no eviction of a healthy scheduler (the cluster autoscaler never empties its
+    node; a GKE node upgrade waits for it up to GKE's limit, then evicts it; a manual drain needs the budget
+    removed: docs/runbooks/drain-upgrade.md), but an unready one may always be evicted
+    (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a broken scheduler never pins its node.
+    (https://kubernetes.io/docs/tasks/run-application/configure-pdb/#think-about-how-your-application-reacts-to-disruptions)
+    """
+    selector = {dask_operator.CLUSTER_LABEL: spec.name, dask_operator.COMPONENT_LABEL: "scheduler"}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(f"{spec.name}-scheduler", contract.COMPUTE_NAMESPACE),
+        "spec": {"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                 "selector": {"matchLabels": selector}},
+    }
+
+
 def build_runtime_service_account(gcp_service_account_email: str) -> Manifest:
     """The ``gpu-runtime`` Kubernetes account of the workers, bound to its Google account (Workload Identity)."""
     return workload_identity_service_account(contract.RUNTIME_SERVICE_ACCOUNT, gcp_service_account_email)

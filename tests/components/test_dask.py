@@ -318,3 +318,9 @@ def test_the_operators_crds_are_the_locked_packages_applied_before_the_operator(
     release = named(recording, RELEASE, "dask-operator")
     assert release.props["skipCrds"] is True
     assert {crd.urn for crd in crds.values()} <= set(_OptionsMonitor.options[release.name]["depends_on"])
+
+
+def test_the_dask_scheduler_has_a_disruption_budget_in_compute(recording: Recording) -> None:
+    (budget,) = of_type(recording, "kubernetes:policy/v1:PodDisruptionBudget")
+    assert budget.props["metadata"]["namespace"] == contract.COMPUTE_NAMESPACE
+    assert budget.props["spec"]["maxUnavailable"] == 0
