@@ -229,3 +229,18 @@ def test_deploy_checks_the_bootstrap_before_pushing_and_selects_the_stack_with_c
     assert auth < cli < select < check < push < up
     assert 'pulumi stack select --create "$STACK"' in deploy["steps"][select]["run"]
     assert deploy["steps"][select]["id"] == "before"  # the rollback's --since still reads this step
+
+
+def test_deploy_checks_the_deploy_window_right_before_up_with_an_explicit_override_input() -> None:
+    """A production deploy outside its window is refused unless the run says why (a workflow input, passed through
+    the environment, never spliced into the script); the check runs after the approval, right before `up`."""
+    workflow = _load("deploy.yml")
+    deploy = workflow["jobs"]["deploy"]
+    reason = workflow[True]["workflow_dispatch"]["inputs"]["outside_window_reason"]  # YAML reads `on` as True
+    assert reason["type"] == "string" and reason["default"] == "" and not reason["required"]
+    window = _index(deploy, _runs("gpurt deploy-window --stack"))
+    up = _index(deploy, _runs("pulumi up --yes"))
+    assert window == up - 1
+    step = deploy["steps"][window]
+    assert step["env"]["OUTSIDE_WINDOW_REASON"] == "${{ inputs.outside_window_reason }}"
+    assert step["run"] == '.venv/bin/gpurt deploy-window --stack "$STACK" --override "$OUTSIDE_WINDOW_REASON"'
