@@ -98,6 +98,9 @@ class Service:
         self._replica_drain = False
         self._modes: ModeStore = InMemoryModeStore()
         self._maintenance: Periodic | None = None
+        # A follow round's read and an operator's write of the mode apply one at a time: a round that read the
+        # record just before a drain was written must not apply the older mode after it.
+        self._mode_lock = threading.Lock()
         # Intake is open while the mode is normal and the result store works (docs/scheduler.md#store-outages).
         self.store_health = self._new_store_health()
         self._intake_lock = threading.Lock()
@@ -210,20 +213,22 @@ class Service:
         """
         if self.consumer is None:
             raise RuntimeError("the service is not started")
-        if replica_only:
-            self._replica_drain = mode is Mode.DRAIN
-        else:
-            self._modes.set_mode(mode)
-            self.mode = mode
-        self._apply_intake()
+        with self._mode_lock:
+            if replica_only:
+                self._replica_drain = mode is Mode.DRAIN
+            else:
+                self._modes.set_mode(mode)
+                self.mode = mode
+            self._apply_intake()
 
     def follow_maintenance(self) -> None:
         """Follow the platform's mode and report this replica's (one round of the maintenance poller)."""
-        shared = self._modes.read()
-        if shared.mode is not self.mode:
-            log.info("maintenance mode %s -> %s (shared)", self.mode.value, shared.mode.value)
-            self.mode = shared.mode
-            self._apply_intake()
+        with self._mode_lock:
+            shared = self._modes.read()
+            if shared.mode is not self.mode:
+                log.info("maintenance mode %s -> %s (shared)", self.mode.value, shared.mode.value)
+                self.mode = shared.mode
+                self._apply_intake()
         # Messages it holds count too: a drain lets them start when a slot frees (runtime.scheduler.dispatch).
         pending = self.registry.count() + (self.consumer.waiting if self.consumer else 0)
         self._modes.report(self.settings.pod_name, ReplicaReport(self.mode, pending, now()))

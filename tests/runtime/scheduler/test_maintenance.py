@@ -136,3 +136,92 @@ def test_a_missing_configmap_is_a_store_error_naming_it() -> None:
             server.store().set_mode(Mode.DRAIN)
     finally:
         server.api.close()
+
+
+class _Consumer:
+    """The consumer's intake switch, as the service drives it."""
+
+    def __init__(self) -> None:
+        self.running = True
+        self.waiting = 0
+
+    def drain(self) -> None:
+        self.running = False
+
+    def resume(self) -> None:
+        self.running = True
+
+
+def _service(store: Any) -> Any:
+    from runtime.scheduler.service import Service
+    from runtime.scheduler.settings import Settings
+
+    service = Service(Settings.from_env({"GPURT_RESULT_STORE": "memory://maintenance",
+                                         contract.SchedulerEnv.CONTROL_TOKEN: "t"}))
+    service.consumer = _Consumer()
+    service._modes = store
+    return service
+
+
+def test_a_replica_following_a_drained_record_stops_intake_and_reports_it() -> None:
+    store = InMemoryModeStore()
+    store.set_mode(Mode.DRAIN)
+    service = _service(store)
+    service.follow_maintenance()
+    assert service.mode is Mode.DRAIN and not service.consumer.running
+    (report,) = store.read().replicas.values()
+    assert report.mode is Mode.DRAIN and report.in_flight == 0
+
+
+def test_a_replica_only_drain_leaves_the_shared_mode_alone() -> None:
+    store = InMemoryModeStore()
+    service = _service(store)
+    service.set_mode(Mode.DRAIN, replica_only=True)
+    assert not service.consumer.running and store.read().mode is Mode.NORMAL
+    service.follow_maintenance()  # the shared mode is normal: this replica stays drained until it restarts
+    assert not service.consumer.running
+
+
+def test_a_follow_round_that_read_before_a_drain_does_not_undo_it() -> None:
+    """The round read `normal`, then an operator drained: the round must not apply its older read afterwards."""
+    import threading
+
+    class SlowRead(InMemoryModeStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reading, self.release = threading.Event(), threading.Event()
+
+        def read(self) -> SharedMode:
+            shared = super().read()
+            if threading.current_thread().name == "follow":
+                self.reading.set()
+                self.release.wait(10)
+            return shared
+
+    store = SlowRead()
+    service = _service(store)
+    follow = threading.Thread(target=service.follow_maintenance, name="follow")
+    follow.start()
+    assert store.reading.wait(10)
+    drain = threading.Thread(target=service.set_mode, args=(Mode.DRAIN,))
+    drain.start()
+    drain.join(0.5)  # without the lock the drain is done by now; with it, it waits for the round
+    store.release.set()
+    follow.join(10)
+    drain.join(10)
+    assert service.mode is Mode.DRAIN and not service.consumer.running
+    assert store.read().mode is Mode.DRAIN
+
+
+def test_a_drain_the_record_cannot_take_is_a_503_not_half_a_drain(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from runtime.scheduler.api import create_app
+
+    blocked = tmp_path / "maintenance.json"
+    blocked.mkdir()  # a directory where the file should be: every write fails
+    service = _service(FileModeStore(blocked))
+    response = TestClient(create_app(service)).post("/control/maintenance", json={"mode": "drain"},
+                                                    headers={"Authorization": "Bearer t"})
+    assert response.status_code == 503 and "maintenance mode" in response.json()["detail"]
+    assert service.mode is Mode.NORMAL and service.consumer.running
