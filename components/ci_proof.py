@@ -348,7 +348,8 @@ def _bound_rules(main: Iterable[Resource], user: str) -> list[_Rule]:
 
 
 def _preview_k8s_needs(main: Sequence[Resource]) -> list[tuple[str, str, str, str, str, str]]:
-    """(group, resource, verb, namespace, name, why) for a server-side-apply dry run of every object of ``main``."""
+    """(group, resource, verb, namespace, name, why) of ``pulumi preview`` for every object of ``main``: a read of
+    the live object, and for a CRD the dry-run PUT that changes it (components.ci_access says why no more)."""
     needs = []
     for resource in main:
         if resource.type == HELM_RELEASE:
@@ -361,20 +362,38 @@ def _preview_k8s_needs(main: Sequence[Resource]) -> list[tuple[str, str, str, st
         if not resource.type.startswith("kubernetes:"):
             continue
         kind = _kind(resource.type)
+        if kind == "Secret":  # previewed from its inputs: a read of the live Secret would hand out its value
+            continue
         group, plural = K8S_RBAC.get(kind, ("?", kind.lower()))
         namespace = str(lookup(resource.props, "metadata", "namespace") or "")
         name = str(lookup(resource.props, "metadata", "name") or "")
-        why = f"dry-run apply of {kind} {namespace + '/' if namespace else ''}{name}"
-        verbs = ("get", "patch") if kind == "Secret" else ("get", "patch", "create")
-        needs += [(group, plural, verb, namespace, name, why) for verb in verbs]
-        if kind in _RBAC_ESCALATION:
-            verb = "bind" if kind.endswith("Binding") else "escalate"
-            needs.append(("rbac.authorization.k8s.io", _RBAC_ESCALATION[kind], verb, namespace, "", why))
+        needs.append((group, plural, "get", namespace, name, f"read of the live {kind} "
+                                                                f"{namespace + '/' if namespace else ''}{name}"))
+        if kind == "CustomResourceDefinition":
+            needs.append((group, plural, "update", namespace, name, f"dry-run update of CRD {name}"))
     return needs
 
 
+def _writes(rules: Sequence[_Rule]) -> list[str]:
+    """Grants that let pull-request code change the cluster for real (a dry run is authorized as the request):
+    any verb but reads, except ``update`` on CRDs by name."""
+    reads = {"get", "list", "watch"}
+    return [
+        f"{r.role} grants {verb} on {res} ({g or 'core'})"
+        f"{' in ' + r.namespace if r.namespace else ' cluster-wide'}"
+        f"{'' if r.rule.get('resourceNames') else ' on every object'}: pull-request code could use it for real"
+        for r in rules
+        for g in r.rule.get("apiGroups") or []
+        for res in r.rule.get("resources") or []
+        for verb in r.rule.get("verbs") or []
+        if verb not in reads
+        and not (verb == "update" and res == "customresourcedefinitions" and r.rule.get("resourceNames"))
+    ]
+
+
 def prove_preview_rbac(main: Sequence[Resource], user: str) -> tuple[list[str], list[str], list[str]]:
-    """The preview's RBAC against every object of ``main``: (missing, unused, proven)."""
+    """The preview's RBAC against every object of ``main``: (missing, unused, proven); a grant that could write
+    for real counts as missing too, whether or not a need uses it."""
     rules = _bound_rules(main, user)
     missing, proven = [], []
     used: set[tuple[str, int, str, str, str]] = set()
@@ -393,4 +412,4 @@ def prove_preview_rbac(main: Sequence[Resource], user: str) -> tuple[list[str], 
         for verb in r.rule.get("verbs") or []
         if (r.role, id(r.rule), g, res, verb) not in used
     ]
-    return missing, unused, proven
+    return missing + _writes(rules), unused, proven

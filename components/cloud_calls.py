@@ -255,6 +255,12 @@ KUBE_CALLS: Final = (
              "create", contract.RUNTIME_NAMESPACE),
     KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
              "update", contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
+    # The maintenance mode every replica follows, and their reports (runtime.scheduler.maintenance): the deploy
+    # creates the ConfigMap, the scheduler reads and patches it by name.
+    KubeCall("runtime.scheduler.maintenance:ConfigMapModeStore.read", "read_namespaced_config_map", _S, "",
+             "configmaps", "get", contract.RUNTIME_NAMESPACE, contract.MAINTENANCE_CONFIGMAP),
+    KubeCall("runtime.scheduler.maintenance:ConfigMapModeStore._patch", "patch_namespaced_config_map", _S, "",
+             "configmaps", "patch", contract.RUNTIME_NAMESPACE, contract.MAINTENANCE_CONFIGMAP),
     KubeCall("runtime.scheduler.pools.kubernetes:KubernetesPools._groups", "list_namespaced_custom_object", _S,
              dask_operator.GROUP, dask_operator.WORKER_GROUP_PLURAL, "list", contract.COMPUTE_NAMESPACE),
     KubeCall(f"{_POOLS}._patch_group", "patch_namespaced_custom_object", _S,
@@ -339,6 +345,7 @@ CLIENT_SITES: Final = {
     "runtime.scheduler.backends.vertex": ("self._client", "fsspec", "fs"),
     "runtime.worker.vertex_task": ("fsspec",),
     "runtime.scheduler.leader": ("self._api",),
+    "runtime.scheduler.maintenance": ("self._api",),
     "runtime.scheduler.pools.kubernetes": ("self._api",),
     "runtime.scheduler.pools.queued": ("self._api",),
     "runtime.scheduler.pools.rollout": ("self._api",),

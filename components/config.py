@@ -26,7 +26,7 @@ CONTROL_TOKEN_KEY: Final = "controlToken"
 
 # Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
 _OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools",
-                       "maintenanceWindow", "requestPublishers")
+                       "maintenanceWindow", "deployWindow", "requestPublishers")
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
@@ -185,11 +185,11 @@ MIN_WINDOW_HOURS_PER_32_DAYS: Final = 48
 _WEEKDAYS: Final = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 
 
-class MaintenanceWindowConfig(_Model):
-    """When GKE may upgrade the control plane and the nodes on its own: a weekly recurring window (UTC)."""
+class WeeklyWindow(_Model):
+    """A weekly recurring window (UTC): ``hours`` from ``start`` on each of ``days``."""
 
     start: str = Field("02:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="Start of each day's window, UTC.")
-    hours: int = Field(6, ge=MIN_WINDOW_BLOCK_H, le=24, description="Length of each day's window.")
+    hours: int = Field(6, ge=1, le=24, description="Length of each day's window.")
     days: tuple[str, ...] = Field(("SA", "SU"), min_length=1, description="Weekdays of the window (MO..SU).")
 
     @field_validator("days")
@@ -199,6 +199,28 @@ class MaintenanceWindowConfig(_Model):
         if unknown:
             raise ValueError(f"{unknown} are not weekdays; use {', '.join(_WEEKDAYS)}")
         return value
+
+    def minutes_of_week(self) -> set[int]:
+        """Every minute of the week (0 = Monday 00:00 UTC) the window covers, wrapping past Sunday midnight."""
+        hour, minute = (int(part) for part in self.start.split(":"))
+        week = 7 * 24 * 60
+        return {(_WEEKDAYS.index(day) * 24 * 60 + hour * 60 + minute + offset) % week
+                for day in set(self.days) for offset in range(self.hours * 60)}
+
+    def contains(self, when: datetime) -> bool:
+        """Whether ``when`` (aware) falls inside the window."""
+        utc = when.astimezone(UTC)
+        return utc.weekday() * 24 * 60 + utc.hour * 60 + utc.minute in self.minutes_of_week()
+
+    def describe(self) -> str:
+        """The window as people read it: ``TU,WE 09:00 UTC for 4 h``."""
+        return f"{','.join(self.days)} {self.start} UTC for {self.hours} h"
+
+
+class MaintenanceWindowConfig(WeeklyWindow):
+    """When GKE may upgrade the control plane and the nodes on its own: a weekly recurring window (UTC)."""
+
+    hours: int = Field(6, ge=MIN_WINDOW_BLOCK_H, le=24, description="Length of each day's window.")
 
     @model_validator(mode="after")
     def _enough_for_gke(self) -> MaintenanceWindowConfig:
@@ -420,6 +442,9 @@ class StackConfig(_Model):
     release_channel: str = Field("REGULAR", description="GKE release channel.")
     maintenance_window: MaintenanceWindowConfig = Field(
         MaintenanceWindowConfig(), description="When GKE may upgrade on its own (the stack's maintenance window).")
+    deploy_window: WeeklyWindow | None = Field(
+        None, description="When the deploy workflow may deploy the stack without an explicit override; never "
+        "inside the maintenance window, where GKE's own upgrades hold cluster operations. None: any time.")
     result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
     request_publishers: tuple[Annotated[str, Field(pattern=r"^(user|group|serviceAccount|domain):\S+$")], ...] = Field(
         default=(), description="IAM members who may publish job requests (roles/pubsub.publisher on "
@@ -467,6 +492,10 @@ class StackConfig(_Model):
         stray = set(self.system_pool.zones) - set(self.zones)
         if stray:
             raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")
+        if self.deploy_window is not None and (
+                self.deploy_window.minutes_of_week() & self.maintenance_window.minutes_of_week()):
+            raise ValueError(f"deployWindow ({self.deploy_window.describe()}) overlaps maintenanceWindow "
+                             f"({self.maintenance_window.describe()}), when GKE upgrades on its own: move one")
         return self
 
     def queued_pools(self) -> dict[str, int | None]:

@@ -12,6 +12,10 @@ so what else changes is handled per object:
   gpu-scheduler rolls the running ones, each after its jobs finish (runtime.scheduler.pools.rollout). Their
   replica counts belong to the gpu-scheduler and the autoscaler once created, so the program never sets them again.
 - The DaskAutoscaler holds only bounds, which the gpu-scheduler pins; a bound changed in the stack replaces it.
+- The operator adopts every worker group and the autoscaler (owner references to the DaskCluster), so deleting
+  the cluster garbage-collects them. Each carries the cluster's scheduler revision as a label and is replaced
+  (deleted first) when it changes: the same ``pulumi up`` that replaces the cluster makes them afresh, instead of
+  updating objects Kubernetes has already deleted (the provider's update fails NotFound).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ TYPE = "gpu-runtime:dask:DaskCluster"
 # The DaskCluster's only replacing change: the scheduler's template metadata, which carries its revision
 # (runtime.manifests.dask.scheduler_revision). The operator ignores later edits of the rest of its spec.
 CLUSTER_REPLACE_ON: Final = ["spec.scheduler.metadata"]
+# The cluster's children (worker groups, autoscaler) carry that revision in their labels, and are replaced with it.
+CHILD_REPLACE_ON: Final = ["metadata.labels"]
 GROUP_IGNORE: Final = ["spec.worker.replicas"]
 SCHEDULER_DOCKERFILE: Final = Path(__file__).resolve().parents[1] / "docker" / "scheduler.Dockerfile"
 
@@ -179,7 +185,12 @@ class DaskCluster(pulumi.ComponentResource):
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release, account])
         cluster = apply_manifest(name, manifests.build_dask_cluster(spec), pulumi.ResourceOptions.merge(
             after_release, pulumi.ResourceOptions(replace_on_changes=CLUSTER_REPLACE_ON, delete_before_replace=True)))
-        after_cluster = pulumi.ResourceOptions.merge(after_release, pulumi.ResourceOptions(depends_on=[cluster]))
+        # The operator adopts the groups and the autoscaler (controller.py: daskworkergroup_create and
+        # daskautoscaler_create call `cluster.adopt`), so Kubernetes' garbage collector deletes them with the cluster;
+        # their revision label changes with the cluster's, which replaces them in the same update (deleted first:
+        # fixed names; the provider's delete of an object already gone succeeds).
+        after_cluster = pulumi.ResourceOptions.merge(after_release, pulumi.ResourceOptions(
+            depends_on=[cluster], replace_on_changes=CHILD_REPLACE_ON, delete_before_replace=True))
         # Under server-side apply a field another manager has set conflicts with the program's value: replicas
         # are the gpu-scheduler's and the autoscaler's after creation (ignoreChanges, as the provider advises).
         in_place = pulumi.ResourceOptions.merge(after_cluster, pulumi.ResourceOptions(ignore_changes=GROUP_IGNORE))
@@ -193,7 +204,9 @@ class DaskCluster(pulumi.ComponentResource):
         apply_manifest(name, cpu_group, in_place)
         groups[contract.CPU_POOL] = cpu_group["metadata"]["name"]
         apply_manifest(name, manifests.build_autoscaler(spec), pulumi.ResourceOptions.merge(
-            after_cluster, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)))
+            after_cluster, pulumi.ResourceOptions(replace_on_changes=["spec"])))
+
+        apply_manifest(name, manifests.build_scheduler_disruption_budget(spec), in_ns)
 
         self.namespace = ns.metadata.apply(lambda meta: meta["name"])
         self.scheduler_address = cluster.id.apply(lambda _: manifests.scheduler_address(spec.name))

@@ -13,7 +13,7 @@ the NetworkPolicies of the workloads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pulumi
 import pulumi_gcp as gcp
@@ -75,6 +75,9 @@ def render_kubeconfig(name: str, dns_endpoint: str) -> str:
     credentials)."""
     return _KUBECONFIG_TEMPLATE.format(name=name, endpoint=dns_endpoint)
 
+# The cluster's name (`gpurt deploy-window` looks for GKE's operations on it).
+CLUSTER_NAME: Final = "gpu-scheduler"
+
 
 @dataclass
 class GkeClusterArgs:
@@ -83,7 +86,7 @@ class GkeClusterArgs:
     config: StackConfig
     """The stack's validated config: project, region, zones, network, pools, release channel, protection."""
 
-    cluster_name: str = "gpu-scheduler"
+    cluster_name: str = CLUSTER_NAME
     """Cluster name; the runbooks' kubectl context is gke_<project>_<region>_gpu-scheduler."""
 
     depends_on: list[pulumi.Resource] | None = None

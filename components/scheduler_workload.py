@@ -85,10 +85,13 @@ class SchedulerWorkload(pulumi.ComponentResource):
                 for manifest in manifests.build_rbac(args.compute_namespace, bool(args.queued_pools))]
         for policy in network.build_runtime_policies():
             apply_manifest(name, policy, in_ns)
+        # The replicas write its data (the maintenance mode and their reports): a deploy never resets a drain.
+        modes = apply_manifest(name, manifests.build_maintenance_config_map(), pulumi.ResourceOptions.merge(
+            in_ns, pulumi.ResourceOptions(ignore_changes=["data"])))
         deployment = apply_manifest(
             name,
             manifests.build_deployment(spec),
-            pulumi.ResourceOptions(parent=self, depends_on=[ns, account, secret, *rbac]),
+            pulumi.ResourceOptions(parent=self, depends_on=[ns, account, secret, modes, *rbac]),
         )
         service = apply_manifest(name, manifests.build_service(), in_ns)
         apply_manifest(name, manifests.build_pod_disruption_budget(), in_ns)

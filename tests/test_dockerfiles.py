@@ -135,6 +135,8 @@ def test_scheduler_image_serves_and_checks_health() -> None:
     assert any(ins.keyword == "ENV" and probe_port in ins.args for ins in final)
     assert [ins.args for ins in final if ins.keyword in {"CMD", "ENTRYPOINT"}] == [
         '["python", "-m", "runtime.scheduler"]']  # a CMD: the Dask scheduler's pod replaces it
+    assert "the gpu-scheduler (`python -m runtime.scheduler`, its default command" in (
+        DOCKER_DIR / "README.md").read_text()
     assert all("slim" in base for base in resolved_bases(instructions))
     assert len(resolved_bases(instructions)) >= 2  # multi-stage: no build tools in the final image
 
@@ -152,3 +154,18 @@ def test_worker_image_has_one_cuda_stack() -> None:
 
     [cmd] = [ins.args for ins in final_stage(instructions) if ins.keyword in {"CMD", "ENTRYPOINT"}]
     assert json.loads(cmd) == worker_command(1)[:2]
+
+
+def test_every_python_m_command_in_the_docs_names_a_module_that_runs() -> None:
+    """``python -m X`` in a document runs ``X``: a module, or a package with a ``__main__``."""
+    root = DOCKER_DIR.parent
+    documents = [root / "README.md", DOCKER_DIR / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    missing = [f"{doc.relative_to(root)}: python -m {module}"
+               for doc in documents for module in re.findall(r"python -m ([A-Za-z_][\w.]*\w)", doc.read_text())
+               if not _runnable(root, module)]
+    assert missing == []
+
+
+def _runnable(root: Path, module: str) -> bool:
+    path = root.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()

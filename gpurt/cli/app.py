@@ -20,6 +20,7 @@ from gpurt.cli import (  # noqa: E402
     alerts,
     bootstrap,
     demo,
+    deploy_window,
     dlq,
     drills,
     images,
@@ -47,6 +48,7 @@ app.command("bootstrap")(bootstrap.bootstrap)
 app.command("plan")(plan.plan)
 app.add_typer(plan.policy_app, name="policy")
 app.add_typer(images.images_app, name="images")
+app.command("deploy-window")(deploy_window.deploy_window)
 app.command("validate")(validate.validate)
 app.command("rollback")(rollback.rollback)
 app.add_typer(rollback.state_app, name="state")

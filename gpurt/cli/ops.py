@@ -84,23 +84,37 @@ def drain(
     timeout: Annotated[float, typer.Option(min=1, help="Seconds --wait waits.")] = 600.0,
     api_url: ApiUrlOption = None,
 ) -> None:
-    """Stop taking new jobs (nothing is nacked); in-flight jobs finish."""
-    from runtime.local.platform import in_flight
-
+    """Stop taking new jobs on every replica (nothing is nacked); in-flight jobs finish. The mode holds across
+    restarts until `gpurt maintenance normal`."""
     with api_client(api_url) as api:
         api.set_maintenance("drain")
-        console.print("intake stopped (drain)")
+        console.print("intake stopped (drain) on every replica")
         if not wait:
             return
         deadline = time.monotonic() + timeout
         with console.status("waiting for in-flight jobs…") as spinner:
-            while (running := in_flight(api.status())) > 0:
+            while waiting := not_drained(api.status()):
                 if time.monotonic() >= deadline:
-                    err_console.print(f"[yellow]{running} job(s) still in flight after {timeout:.0f} s[/]")
+                    err_console.print(f"[yellow]not drained after {timeout:.0f} s: {waiting}[/]")
                     raise typer.Exit(EXIT_TIMEOUT)
-                spinner.update(f"waiting for {running} in-flight job(s)…")
+                spinner.update(f"waiting for {waiting}…")
                 time.sleep(DRAIN_POLL_S)
-    console.print("[green]drained: no job in flight[/]")
+    console.print("[green]drained: every replica in drain mode, no job in flight[/]")
+
+
+def not_drained(status: dict) -> str:
+    """What a drain still waits for, from a ``GET /status`` body (empty once done): every replica's own report
+    (``replicas``: the mode it follows and its jobs in flight), or, from a scheduler without them, its own jobs."""
+    from runtime.local.platform import in_flight
+
+    replicas = status.get("replicas")
+    if not replicas:
+        running = in_flight(status)
+        return f"{running} in-flight job(s)" if running else ""
+    pending = [f"{name} ({report['mode']}, {report['in_flight']} in flight)"
+               for name, report in sorted(replicas.items())
+               if report.get("mode") != "drain" or report.get("in_flight")]
+    return ", ".join(pending)
 
 
 @maintenance_app.command("normal")
@@ -122,13 +136,17 @@ def maintenance_status(api_url: ApiUrlOption = None, as_json: JsonOption = False
         status = api.status()
     mode = maintenance_mode(status)
     store = status.get("result_store_available")  # absent from a scheduler older than store outages
+    replicas = status.get("replicas") or {}  # every live replica's own report (absent from older schedulers)
     if as_json:
-        print_json({"mode": mode, "in_flight": in_flight(status), "result_store_available": store})
+        print_json({"mode": mode, "in_flight": in_flight(status), "result_store_available": store,
+                    "replicas": replicas})
     else:
         line = f"mode: [bold]{mode}[/], in flight: {in_flight(status)}"
         if store is False:
             line += ", [bold red]result store unavailable: intake stopped until it is back[/]"
         console.print(line)
+        for name, report in sorted(replicas.items()):
+            console.print(f"  replica {name}: {report['mode']}, {report['in_flight']} in flight")
 
 
 def maintenance_mode(status: dict) -> str:

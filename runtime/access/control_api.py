@@ -135,9 +135,11 @@ class ApiClient:
         """``POST /pools/stop-all``."""
         return self._call("POST", "/pools/stop-all")
 
-    def set_maintenance(self, mode: Literal["drain", "normal"]) -> dict[str, Any]:
-        """``POST /control/maintenance``: ``drain`` stops intake, ``normal`` resumes it."""
-        return self._call("POST", "/control/maintenance", json={"mode": mode})
+    def set_maintenance(self, mode: Literal["drain", "normal"], *, replica_only: bool = False) -> dict[str, Any]:
+        """``POST /control/maintenance``: ``drain`` stops intake, ``normal`` resumes it, on every replica (a restarted
+        one too); ``replica_only`` on the replica answering alone, until it restarts."""
+        body: dict[str, Any] = {"mode": mode, "replica_only": True} if replica_only else {"mode": mode}
+        return self._call("POST", "/control/maintenance", json=body)
 
     # --- plumbing ----------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from runtime.local.prometheus.config import ScrapeTargets
 from runtime.local.status import PlatformStatus, collect_status
 from runtime.local.vertex_api import LOCAL_IMAGE
 from runtime.protocol.contract import SCHEDULER_PORT, SchedulerEnv
+from runtime.scheduler.maintenance import MAINTENANCE_FILE
 
 if TYPE_CHECKING:
     from runtime.local.prometheus.stack import Binaries
@@ -266,6 +267,8 @@ class LocalPlatform:
         lease_file = self.directory / LEASE_FILE if cfg.replicas > 1 else None
         if lease_file is not None:
             lease_file.unlink(missing_ok=True)  # a lease from an earlier run names holders that are gone
+            # A new platform starts in the normal mode, whatever mode the last one was left in.
+            lease_file.with_name(MAINTENANCE_FILE).unlink(missing_ok=True)
 
         on_step(f"starting the Pub/Sub emulator ({cfg.broker}) on {emulator_host}")
         command = _emulator_command(cfg, emulator_port, admin_port, rest_port, self.directory / BROKER_DIR)
@@ -639,9 +642,11 @@ def _replica_ready(record: ProcessRecord, token: str) -> bool:
 
 
 def _set_maintenance(api_url: str, token: str, mode: Literal["drain", "normal"]) -> bool:
+    """Drain or resume the replica at ``api_url`` alone (the platform's own steps), leaving the maintenance mode
+    every replica follows as the operator set it; False if it did not answer."""
     with ApiClient(api_url, token, timeout_s=5.0) as api:
         try:
-            api.set_maintenance(mode)
+            api.set_maintenance(mode, replica_only=True)
         except ApiError:
             return False
     return True

@@ -375,6 +375,16 @@ def build_dask_cluster(spec: DaskClusterSpec) -> Manifest:
     return cluster
 
 
+def cluster_revision(spec: DaskClusterSpec) -> str:
+    """The scheduler revision of ``spec``'s DaskCluster (``scheduler_revision``), which its worker groups and
+    autoscaler carry too: the operator makes them the cluster's children, so they are replaced with it."""
+    return build_dask_cluster(spec)["spec"]["scheduler"]["metadata"]["labels"][contract.DASK_SCHEDULER_REVISION_LABEL]
+
+
+def _revision_label(spec: DaskClusterSpec) -> dict[str, str]:
+    return {contract.DASK_SCHEDULER_REVISION_LABEL: cluster_revision(spec)}
+
+
 def build_worker_group(spec: DaskClusterSpec, pool: WorkerPoolSpec) -> Manifest:
     """A DaskWorkerGroup ``<cluster>-<pool>`` for a pool other than the primary one."""
     name = worker_group_name(spec.name, pool.name, primary=False)
@@ -414,7 +424,8 @@ def _worker_group(spec: DaskClusterSpec, name: str, pool: str, worker: Manifest,
     return {
         "apiVersion": dask_operator.API_VERSION,
         "kind": dask_operator.WORKER_GROUP_KIND,
-        "metadata": metadata(name, contract.COMPUTE_NAMESPACE, {contract.DASK_POOL_LABEL: pool}, annotations),
+        "metadata": metadata(name, contract.COMPUTE_NAMESPACE,
+                             {**_revision_label(spec), contract.DASK_POOL_LABEL: pool}, annotations),
         "spec": {"cluster": spec.name, "worker": worker},
     }
 
@@ -430,8 +441,30 @@ def build_autoscaler(spec: DaskClusterSpec) -> Manifest:
     return {
         "apiVersion": dask_operator.API_VERSION,
         "kind": dask_operator.AUTOSCALER_KIND,
-        "metadata": metadata(f"{spec.name}{contract.DASK_AUTOSCALER_SUFFIX}", contract.COMPUTE_NAMESPACE),
+        "metadata": metadata(f"{spec.name}{contract.DASK_AUTOSCALER_SUFFIX}", contract.COMPUTE_NAMESPACE,
+                             _revision_label(spec)),
         "spec": {"cluster": spec.name, "minimum": primary.min_workers, "maximum": maximum},
+    }
+
+
+def build_scheduler_disruption_budget(spec: DaskClusterSpec) -> Manifest:
+    """A PodDisruptionBudget ``<cluster>-scheduler`` refusing voluntary evictions of the single Dask scheduler.
+
+    It holds every task's state in memory: evicting it fails every running job at once. With one replica,
+    ``minAvailable: 1`` and ``maxUnavailable: 0`` both allow no eviction at all, and ``maxUnavailable: 1`` allows
+    every one (it guards nothing). So: no eviction of a healthy scheduler (the cluster autoscaler never empties its
+    node; a GKE node upgrade waits for it up to GKE's limit, then evicts it; a manual drain needs the budget
+    removed: docs/runbooks/drain-upgrade.md), but an unready one may always be evicted
+    (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a broken scheduler never pins its node.
+    (https://kubernetes.io/docs/tasks/run-application/configure-pdb/#think-about-how-your-application-reacts-to-disruptions)
+    """
+    selector = {dask_operator.CLUSTER_LABEL: spec.name, dask_operator.COMPONENT_LABEL: "scheduler"}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(f"{spec.name}-scheduler", contract.COMPUTE_NAMESPACE),
+        "spec": {"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                 "selector": {"matchLabels": selector}},
     }
 
 

@@ -220,6 +220,9 @@ def build_rbac(
             "resourceNames": [contract.LEADER_LEASE_NAME],
             "verbs": ["get", "update"],
         },
+        # The maintenance mode every replica follows (runtime.scheduler.maintenance): the deploy creates it.
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [contract.MAINTENANCE_CONFIGMAP],
+         "verbs": ["get", "patch"]},
     ]
     pool_rules = [
         {
@@ -360,6 +363,13 @@ def build_service() -> Manifest:
             ],
         },
     }
+
+
+def build_maintenance_config_map() -> Manifest:
+    """The ConfigMap holding the maintenance mode every scheduler replica follows, created empty: the replicas
+    write its data (the component ignores changes to it, so a deploy never resets a drain)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(contract.MAINTENANCE_CONFIGMAP, contract.RUNTIME_NAMESPACE, contract.SCHEDULER_LABELS)}
 
 
 def build_pod_disruption_budget() -> Manifest:

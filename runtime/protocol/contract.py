@@ -238,6 +238,8 @@ HEALTH_BODY: Final = {"status": "ok"}
 # The deploy checklist: all scheduler pods Running within two minutes of a rollout.
 POD_READY_TIMEOUT_S: Final = 120
 LEADER_LEASE_NAME: Final = "gpu-scheduler-leader"
+# The maintenance mode every scheduler replica follows, and each replica's report of it (runtime.scheduler.maintenance).
+MAINTENANCE_CONFIGMAP: Final = "gpu-scheduler-maintenance"
 CONTROL_TOKEN_SECRET: Final = "gpu-scheduler-control-token"
 
 DASK_CLUSTER_NAME: Final = "gpu-dask"

@@ -16,6 +16,7 @@ from runtime.protocol import contract
 from runtime.protocol.messages import SESSION_ID_MAX_LENGTH, is_job_id
 from runtime.scheduler.auth import RequireToken
 from runtime.scheduler.http_limits import LimitBody
+from runtime.scheduler.maintenance import ModeStoreError
 from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
 from runtime.scheduler.service import JobView, Mode, Service
 from runtime.scheduler.store import StoreError
@@ -24,6 +25,8 @@ from runtime.scheduler.thread_cpu import ThreadCpu, thread_cpu
 
 class MaintenanceRequest(BaseModel):
     mode: Literal["drain", "normal"] = Field(description="drain: stop intake, in-flight jobs finish; normal: resume.")
+    replica_only: bool = Field(False, description="Only this replica, until it restarts; by default every replica, "
+                                                  "a restarted one included, follows the mode.")
 
 
 class ScaleRequest(BaseModel):
@@ -133,8 +136,13 @@ def create_app(service: Service, on_shutdown: Callable[[], None] | None = None) 
     @app.post("/control/maintenance",
               summary="drain: stop pulling without nacking, in-flight jobs finish; normal: resume intake.")
     def maintenance(body: MaintenanceRequest) -> dict[str, Any]:
-        service.set_mode(Mode(body.mode))
-        return {"mode": service.mode.value, "in_flight": service.registry.count()}
+        try:
+            service.set_mode(Mode(body.mode), replica_only=body.replica_only)
+        except ModeStoreError as exc:  # the shared record cannot be written: say so instead of half a drain
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                                f"could not write the maintenance mode every replica follows: {exc}") from None
+        return {"mode": service.mode.value, "replica_drained": body.replica_only and body.mode == "drain",
+                "in_flight": service.registry.count()}
 
     return app
 

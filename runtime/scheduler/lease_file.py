@@ -28,7 +28,6 @@ class FileLeaseStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._lock_path = self.path.with_name(self.path.name + LOCK_SUFFIX)
 
     def get(self) -> LeaseRecord | None:
         """The current record, or ``None`` when no candidate has created it yet."""
@@ -53,22 +52,32 @@ class FileLeaseStore:
                 raise LeaseConflict("lease changed since it was read")
             return self._write(record, version=int(current.version or 0) + 1)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if the holder dies mid-write
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return locked(self.path)
 
     def _write(self, record: LeaseRecord, version: int) -> LeaseRecord:
         written = replace(record, version=str(version))
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(_encode(written)))
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(_encode(written)))
         return written
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the exclusive ``flock`` on ``path``'s sibling lock file: one writer at a time across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + LOCK_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if the holder dies mid-write
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Land ``text`` in ``path`` with ``os.replace``: readers see the old file or the new one, never half."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _encode(record: LeaseRecord) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Final
 
 from pydantic import BaseModel, Field
@@ -21,6 +20,15 @@ from runtime.protocol.messages import JobResult
 from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
+from runtime.scheduler.maintenance import (
+    FOLLOW_PERIOD_S,
+    InMemoryModeStore,
+    Mode,
+    ModeStore,
+    ModeStoreError,
+    ReplicaReport,
+    now,
+)
 from runtime.scheduler.messaging.admin import subscription_path
 from runtime.scheduler.messaging.depth import DepthSource, MonitoringDepth, NoDepth
 from runtime.scheduler.messaging.publisher import ResultPublisher
@@ -45,11 +53,6 @@ SHUTDOWN_DRAIN_S: Final = 60.0
 PROBE_SLOTS: Final = 1
 
 log = logging.getLogger(__name__)
-
-
-class Mode(StrEnum):
-    NORMAL = "normal"
-    DRAIN = "drain"
 
 
 # A session's job that started and has no result yet, and does not run on this replica.
@@ -92,7 +95,15 @@ class Service:
         self._cancel_watch: CancelWatcher | None = None
         self._slot_follower: SlotFollower | None = None
         self._store_sweep: Periodic | None = None
+        # The platform's mode, which every replica follows (runtime.scheduler.maintenance), and this replica's own
+        # drain (the local platform stops one replica this way before restarting it).
         self.mode = Mode.NORMAL
+        self._replica_drain = False
+        self._modes: ModeStore = InMemoryModeStore()
+        self._maintenance: Periodic | None = None
+        # A follow round's read and an operator's write of the mode apply one at a time: a round that read the
+        # record just before a drain was written must not apply the older mode after it.
+        self._mode_lock = threading.Lock()
         # Intake is open while the mode is normal and the result store works (docs/scheduler.md#store-outages).
         self.store_health = self._new_store_health()
         self._intake_lock = threading.Lock()
@@ -135,12 +146,19 @@ class Service:
         self._slot_follower = SlotFollower(self.follow_slots)
         self._store_sweep = Periodic("gpurt-store-sweep", self._sweep_store, STORE_SWEEP_PERIOD_S)
         self._sweep_store()  # what a crash or a full disk left before this start
-        self.consumer.start()
-        self.probe_consumer.start()
+        self._modes = self._build_mode_store()
+        self._maintenance = Periodic("gpurt-maintenance", self.follow_maintenance, FOLLOW_PERIOD_S)
+        try:
+            self.follow_maintenance()  # a replica started during a drain (a rolling restart's) starts drained
+        except ModeStoreError as exc:  # take no job until the record is read: a drain must survive a restart
+            log.warning("could not read the maintenance mode, intake stays stopped until it is read: %s", exc)
+            self.mode = Mode.DRAIN
+        self._apply_intake()
         self._loop.start()
         self._cancel_watch.start()
         self._slot_follower.start()
         self._store_sweep.start()
+        self._maintenance.start()
         log.info("gpu-scheduler started", extra={"slots": slots, "backend": s.backend.value, "project": s.project})
 
     def stop(self, timeout_s: float = SHUTDOWN_DRAIN_S) -> None:
@@ -148,6 +166,9 @@ class Service:
         if self._slot_follower is not None:
             self._slot_follower.stop()
             self._slot_follower = None
+        if self._maintenance is not None:
+            self._maintenance.stop()
+            self._maintenance = None
         if self.consumer is not None:
             with self._intake_lock:
                 consumer, self.consumer = self.consumer, None  # a store recovery must not reopen intake now
@@ -189,19 +210,63 @@ class Service:
             reasons.append("not started")
         elif not self.store_health.available:
             reasons.append(f"the result store is unavailable, intake stopped: {self.store_health.reason}")
-        elif self.mode is Mode.NORMAL and not self.consumer.running:
+        elif self.mode is Mode.NORMAL and not self._replica_drain and not self.consumer.running:
             reasons.append("the Pub/Sub consumer is not running")
         if self.backend is not None and not self.backend.ready():
             reasons.append(f"the {self.backend.name} backend is not reachable")
         return reasons
 
-    def set_mode(self, mode: Mode) -> None:
-        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it (once the store works)."""
+    def set_mode(self, mode: Mode, *, replica_only: bool = False) -> None:
+        """``drain`` stops intake (no nacks, in-flight jobs finish); ``normal`` resumes it (once the store works).
+
+        The mode is the platform's: written to the shared record, which every replica follows within
+        ``FOLLOW_PERIOD_S`` and a restarted one reads first. ``replica_only`` drains or resumes this replica alone
+        and for its lifetime only (the local platform's step before restarting it).
+        """
         if self.consumer is None:
             raise RuntimeError("the service is not started")
-        self.mode = mode
-        self._apply_intake()
-        self.metrics.maintenance.set(1 if mode is Mode.DRAIN else 0)
+        with self._mode_lock:
+            if replica_only:
+                self._replica_drain = mode is Mode.DRAIN
+            else:
+                self._modes.set_mode(mode)
+                self.mode = mode
+            self._apply_intake()
+
+    def follow_maintenance(self) -> None:
+        """Follow the platform's mode and report this replica's (one round of the maintenance poller)."""
+        with self._mode_lock:
+            shared = self._modes.read()
+            if shared.mode is not self.mode:
+                log.info("maintenance mode %s -> %s (shared)", self.mode.value, shared.mode.value)
+                self.mode = shared.mode
+                self._apply_intake()
+        # Messages it holds count too: a drain lets them start when a slot frees (runtime.scheduler.dispatch).
+        pending = self.registry.count() + (self.consumer.waiting if self.consumer else 0)
+        self._modes.report(self.settings.pod_name, ReplicaReport(self.mode, pending, now()))
+
+    def maintenance_replicas(self) -> dict[str, dict[str, Any]]:
+        """Every live replica's last report (mode and jobs in flight), for ``GET /status``; empty if unreadable."""
+        try:
+            shared = self._modes.read()
+        except ModeStoreError as exc:  # the status still answers
+            log.warning("could not read the maintenance record: %s", exc)
+            return {}
+        return {name: report.to_json() for name, report in sorted(shared.fresh(now()).items())}
+
+    def _build_mode_store(self) -> ModeStore:
+        if self.settings.leader is LeaderMode.KUBERNETES:
+            from kubernetes import client, config
+
+            from runtime.scheduler.maintenance import ConfigMapModeStore
+
+            config.load_incluster_config()
+            return ConfigMapModeStore(client.CoreV1Api(), self.settings.pod_namespace)
+        if self.settings.leader is LeaderMode.FILE and self.settings.lease_file is not None:
+            from runtime.scheduler.maintenance import MAINTENANCE_FILE, FileModeStore
+
+            return FileModeStore(self.settings.lease_file.with_name(MAINTENANCE_FILE))
+        return self._modes  # one replica: nothing to share, and a restart starts normal
 
     def _sweep_store(self) -> None:
         try:
@@ -220,13 +285,15 @@ class Service:
         with self._intake_lock:
             if self.consumer is None:
                 return
+            intake_open = self.mode is Mode.NORMAL and not self._replica_drain and self.store_health.available
             for consumer in (self.consumer, self.probe_consumer):
                 if consumer is None:
                     continue
-                if self.mode is Mode.NORMAL and self.store_health.available:
+                if intake_open:
                     consumer.resume()
                 else:
                     consumer.drain()
+            self.metrics.maintenance.set(1 if self.mode is Mode.DRAIN or self._replica_drain else 0)
 
     def job(self, job_id: str) -> JobView | None:
         """A running job, else its stored result, else ``None``."""
@@ -265,6 +332,8 @@ class Service:
         """A summary for ``GET /status``."""
         return {
             "mode": self.mode.value,
+            "replica_drained": self._replica_drain,
+            "replicas": self.maintenance_replicas(),
             "consuming": bool(self.consumer and self.consumer.running),
             "result_store_available": self.store_health.available,
             "slots": self.consumer.slots if self.consumer else 0,

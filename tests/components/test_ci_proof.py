@@ -44,7 +44,9 @@ def test_both_ci_accounts_hold_exactly_what_their_commands_need(stack: str) -> N
     assert "gpu-runtime-deploy: container.clusterRoles.escalate" in proven
     assert "gpu-runtime-preview: container.clusters.connect" in proven
     assert "preview: list secrets for the Helm release" in proven
-    assert "preview: patch deployments for the dry-run apply of Deployment gpu-runtime/gpu-scheduler" in proven
+    assert "preview: get deployments for the read of the live Deployment gpu-runtime/gpu-scheduler" in proven
+    assert ("preview: update customresourcedefinitions for the dry-run update of CRD "
+            "daskclusters.kubernetes.dask.org") in proven
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -91,16 +93,46 @@ def test_the_preview_cannot_read_helm_state_without_its_role() -> None:
     assert any("may not list secrets" in m for m in _prove("staging", main=main).missing)
 
 
-def test_the_preview_may_not_dry_run_what_it_was_not_given() -> None:
+def _preview_cluster_role(main: list[Resource]) -> Resource:
+    return next(r for r in main if r.type.endswith(":ClusterRole") and r.props["metadata"]["name"] == PREVIEW_ROLE)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_preview_reads_and_may_write_only_the_stacks_crds_by_name(stack: str) -> None:
+    """Pull-request code runs with this identity, and a dry run is authorized as the real request: no write on
+    workloads, Secrets or RBAC, no bind or escalate; only the CRD update a CRD change's preview makes."""
+    main = list(stack_plan(stack).resources)
+    bound = [r for r in main if r.type.endswith((":ClusterRole", ":Role"))
+             and r.props["metadata"]["name"].startswith(PREVIEW_ROLE)]
+    rules = [rule for role in bound for rule in role.props["rules"]]
+    writes = [rule for rule in rules if set(rule["verbs"]) - {"get", "list"}]
+    crds = sorted(r.props["metadata"]["name"] for r in main if r.type.endswith(":CustomResourceDefinition"))
+    assert writes == [{"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                       "resourceNames": crds, "verbs": ["update"]}]
+    assert not [rule for rule in rules if "secrets" in rule["resources"] and rule.get("resourceNames")]
+
+
+def test_a_write_or_escalation_grant_fails_the_proof() -> None:
     main = list(stack_plan("staging").resources)
-    cluster_role = next(r for r in main if r.type.endswith(":ClusterRole"))
-    read_only = dataclasses.replace(
-        cluster_role,
-        props={**cluster_role.props, "rules": [{**rule, "verbs": ["get"]} for rule in cluster_role.props["rules"]]},
-    )
-    proof = _prove("staging", main=[read_only if r is cluster_role else r for r in main])
-    assert any("may not patch deployments" in m for m in proof.missing)
-    assert any("may not create namespaces" in m for m in proof.missing)
+    cluster_role = _preview_cluster_role(main)
+    writer = dataclasses.replace(cluster_role, props={**cluster_role.props, "rules": [
+        *cluster_role.props["rules"],
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch", "create"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "clusterroles"],
+         "verbs": ["escalate", "bind"]}]})
+    proof = _prove("staging", main=[writer if r is cluster_role else r for r in main])
+    for verb, resource in (("patch", "deployments"), ("create", "deployments"), ("bind", "clusterroles"),
+                           ("escalate", "roles")):
+        assert any(f"grants {verb} on {resource}" in m and "for real" in m for m in proof.missing), (verb, resource)
+
+
+def test_the_preview_may_not_dry_run_a_crd_change_without_update_on_it() -> None:
+    main = list(stack_plan("staging").resources)
+    cluster_role = _preview_cluster_role(main)
+    no_update = dataclasses.replace(cluster_role, props={**cluster_role.props, "rules": [
+        rule for rule in cluster_role.props["rules"] if "update" not in rule["verbs"]]})
+    proof = _prove("staging", main=[no_update if r is cluster_role else r for r in main])
+    assert any("may not update customresourcedefinitions" in m for m in proof.missing)
 
 
 def _with_condition(resources: list[Resource], condition: dict | None) -> list[Resource]:

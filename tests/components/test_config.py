@@ -349,3 +349,31 @@ def test_a_pool_upgrade_that_cannot_proceed_is_refused() -> None:
 
     with pytest.raises(ValueError, match="cannot both be 0"):
         UpgradeConfig.model_validate({"maxSurge": 0, "maxUnavailable": 0})
+
+
+def test_a_deploy_window_overlapping_gkes_maintenance_window_is_refused() -> None:
+    """GKE upgrades on its own in the maintenance window (cluster operations held, the Dask scheduler evicted):
+    the deploy window must lie elsewhere in the week, wrapping past Sunday midnight included."""
+    overlapping = {"start": "07:00", "hours": 4, "days": ["SA"]}  # the maintenance window is SA/SU 02:00-08:00
+    with pytest.raises(ConfigError, match=r"deployWindow \(SA 07:00 UTC for 4 h\) overlaps maintenanceWindow"):
+        parse_stack_config(_raw(deployWindow=overlapping), "p", "us-central1")
+    wrapping = {"start": "23:00", "hours": 4, "days": ["SU"]}  # into Monday 03:00
+    with pytest.raises(ConfigError, match="overlaps"):
+        parse_stack_config(_raw(deployWindow=wrapping, maintenanceWindow={"start": "01:00", "hours": 4,
+                                                                          "days": ["MO", "TU", "WE"]}),
+                           "p", "us-central1")
+    apart = parse_stack_config(_raw(deployWindow={"start": "09:00", "hours": 5, "days": ["TU"]}), "p", "us-central1")
+    assert apart.deploy_window is not None and apart.deploy_window.hours == 5
+
+
+def test_each_stack_deploys_in_a_window_of_its_own() -> None:
+    from datetime import UTC, datetime
+
+    production = stack_config("production")
+    assert production.deploy_window is not None
+    assert not production.deploy_window.minutes_of_week() & production.maintenance_window.minutes_of_week()
+    assert production.deploy_window.contains(datetime(2026, 12, 1, 10, 0, tzinfo=UTC))  # a Tuesday
+    assert not production.deploy_window.contains(datetime(2026, 12, 5, 3, 0, tzinfo=UTC))  # Saturday, GKE's
+    staging = stack_config("staging")
+    assert staging.deploy_window is not None
+    assert not staging.deploy_window.minutes_of_week() & staging.maintenance_window.minutes_of_week()

@@ -14,6 +14,7 @@ from components.plan import Recording
 from runtime.manifests import dask_operator
 from runtime.protocol import contract
 from tests.components.infra import children_of, named, of_type, run, stack_config
+from tests.components.kube_deploy import FakeKubeApi, deploy
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 DASK_CLUSTER = "kubernetes:kubernetes.dask.org/v1:DaskCluster"
@@ -91,12 +92,58 @@ def test_custom_resources_wait_for_the_release_and_only_the_scheduler_revision_r
     (cluster,) = of_type(recording, DASK_CLUSTER)
     assert _OptionsMonitor.options[cluster.name]["replace_on_changes"] == ["spec.scheduler.metadata"]
     assert _OptionsMonitor.options[cluster.name]["delete_before_replace"] is True
+    label = contract.DASK_SCHEDULER_REVISION_LABEL
+    revision = cluster.props["spec"]["scheduler"]["metadata"]["labels"][label]
     for group in of_type(recording, WORKER_GROUP):  # updated in place; their replicas are the gpu-scheduler's
         options = _OptionsMonitor.options[group.name]
-        assert (options["replace_on_changes"], options["delete_before_replace"]) == ([], False), group.name
+        # ... but replaced with the cluster, which the operator makes their owner
+        assert (options["replace_on_changes"], options["delete_before_replace"]) == (["metadata.labels"], True)
+        assert group.props["metadata"]["labels"][label] == revision
         assert options["ignore_changes"] == ["spec.worker.replicas"]
     (autoscaler,) = of_type(recording, AUTOSCALER)
-    assert _OptionsMonitor.options[autoscaler.name]["replace_on_changes"] == ["spec"]
+    assert _OptionsMonitor.options[autoscaler.name]["replace_on_changes"] == ["metadata.labels", "spec"]
+    assert autoscaler.props["metadata"]["labels"][label] == revision
+
+
+def _kube_objects(api: FakeKubeApi) -> set[tuple[str, str, str]]:
+    return {key for key in api.objects if key[0] in (dask_operator.CLUSTER_KIND, dask_operator.WORKER_GROUP_KIND,
+                                                     dask_operator.AUTOSCALER_KIND)}
+
+
+def test_a_scheduler_revision_deploy_replaces_the_groups_and_autoscaler_the_cluster_owns(
+        recording: Recording) -> None:
+    """A Dask or Python bump (with new images, as every deploy has) on a running stack: the cluster is deleted
+    first, Kubernetes collects the groups and the autoscaler the operator adopted, and the same update makes all
+    of them afresh, each owned by the new cluster, instead of failing to update groups that are gone."""
+    api = FakeKubeApi()
+    first = deploy(api, {}, recording.resources)
+    assert first.error is None
+    declared = _kube_objects(api)
+    assert len(declared) == 1 + 3 + 1
+    digest = "@sha256:" + "c" * 64
+    bump = _record("registry/worker:v2" + digest, "registry/scheduler:v2" + digest, scheduler_python="3.12")
+    second = deploy(api, first.state, bump.resources)
+    assert second.error is None, second.steps
+    assert _kube_objects(api) == declared
+    cluster_uid = api.get((dask_operator.CLUSTER_KIND, contract.COMPUTE_NAMESPACE, contract.DASK_CLUSTER_NAME))[
+        "metadata"]["uid"]
+    for key in declared - {(dask_operator.CLUSTER_KIND, contract.COMPUTE_NAMESPACE, contract.DASK_CLUSTER_NAME)}:
+        (owner,) = api.get(key)["metadata"]["ownerReferences"]
+        assert owner["uid"] == cluster_uid, key
+    assert {name for step, name in second.steps if step == "replace"} == {
+        r.name for r in [*of_type(bump, DASK_CLUSTER), *of_type(bump, WORKER_GROUP), *of_type(bump, AUTOSCALER)]}
+
+
+def test_new_images_alone_update_the_groups_in_place_on_the_fake_api(recording: Recording) -> None:
+    api = FakeKubeApi()
+    first = deploy(api, {}, recording.resources)
+    uids = {key: api.get(key)["metadata"]["uid"] for key in _kube_objects(api)}
+    digest = "@sha256:" + "d" * 64
+    images = _record("registry/worker:v2" + digest, "registry/scheduler:v2" + digest)
+    second = deploy(api, first.state, images.resources)
+    assert second.error is None
+    assert {step for step, _ in second.steps} == {"update"}
+    assert {key: api.get(key)["metadata"]["uid"] for key in _kube_objects(api)} == uids  # the same objects
 
 
 def _changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
@@ -271,3 +318,9 @@ def test_the_operators_crds_are_the_locked_packages_applied_before_the_operator(
     release = named(recording, RELEASE, "dask-operator")
     assert release.props["skipCrds"] is True
     assert {crd.urn for crd in crds.values()} <= set(_OptionsMonitor.options[release.name]["depends_on"])
+
+
+def test_the_dask_scheduler_has_a_disruption_budget_in_compute(recording: Recording) -> None:
+    (budget,) = of_type(recording, "kubernetes:policy/v1:PodDisruptionBudget")
+    assert budget.props["metadata"]["namespace"] == contract.COMPUTE_NAMESPACE
+    assert budget.props["spec"]["maxUnavailable"] == 0

@@ -44,9 +44,20 @@ def _one(recording: Recording, kind: str) -> dict:
 def test_every_resource_is_a_child_of_the_component(recording: Recording) -> None:
     (component,) = [r for r in recording.resources if r.type == TYPE]
     custom = [r for r in recording.resources if r.custom]
-    # namespace, account, secret, 2 roles + 2 bindings, 2 policies, deployment, service, PDB
-    assert len(custom) == 12
+    # namespace, account, secret, 2 roles + 2 bindings, 2 policies, maintenance ConfigMap, deployment, service, PDB
+    assert len(custom) == 13
     assert children_of(recording, component.name) == custom
+
+
+def test_the_maintenance_configmap_is_created_empty_and_a_deploy_never_resets_its_mode(recording: Recording) -> None:
+    """The replicas write the mode and their reports into it (runtime.scheduler.maintenance); their RBAC cannot
+    create it, so the deploy does, before the Deployment, and ignores its data ever after."""
+    (config_map,) = of_type(recording, "kubernetes:core/v1:ConfigMap")
+    assert config_map.props["metadata"]["name"] == contract.MAINTENANCE_CONFIGMAP
+    assert config_map.props["metadata"]["namespace"] == contract.RUNTIME_NAMESPACE
+    assert "data" not in config_map.props and config_map.ignore_changes == ("data",)
+    (deployment,) = of_type(recording, "kubernetes:apps/v1:Deployment")
+    assert config_map.urn in deployment.dependencies
 
 
 def test_deployment_runs_the_contract_service(recording: Recording) -> None:

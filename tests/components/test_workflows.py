@@ -303,3 +303,18 @@ def test_the_documented_variables_and_secrets_are_the_workflows() -> None:
     assert used <= to_set, f"read by a workflow, no `gh ... set` step in the docs: {sorted(used - to_set)}"
     assert to_set <= used, f"documented, read by no workflow: {sorted(to_set - used)}"
     assert {n for n in named if n.startswith("GCP_")} <= used  # no stale name of a variable
+
+
+def test_deploy_checks_the_deploy_window_right_before_up_with_an_explicit_override_input() -> None:
+    """A production deploy outside its window is refused unless the run says why (a workflow input, passed through
+    the environment, never spliced into the script); the check runs after the approval, right before `up`."""
+    workflow = _load("deploy.yml")
+    deploy = workflow["jobs"]["deploy"]
+    reason = workflow[True]["workflow_dispatch"]["inputs"]["outside_window_reason"]  # YAML reads `on` as True
+    assert reason["type"] == "string" and reason["default"] == "" and not reason["required"]
+    window = _index(deploy, _runs("gpurt deploy-window --stack"))
+    up = _index(deploy, _runs("pulumi up --yes"))
+    assert window == up - 1
+    step = deploy["steps"][window]
+    assert step["env"]["OUTSIDE_WINDOW_REASON"] == "${{ inputs.outside_window_reason }}"
+    assert step["run"] == '.venv/bin/gpurt deploy-window --stack "$STACK" --override "$OUTSIDE_WINDOW_REASON"'

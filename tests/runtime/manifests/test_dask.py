@@ -220,3 +220,20 @@ def test_the_operator_reads_the_adaptive_target_from_the_rendered_scheduler(tmp_
     finally:
         os.killpg(scheduler.pid, signal.SIGKILL)
         scheduler.wait(timeout=30)
+
+
+def test_the_single_dask_scheduler_has_a_budget_refusing_its_eviction_while_healthy() -> None:
+    """The budget selects the pod the operator makes from the cluster's scheduler template (its own builder, with
+    its labels), and allows no eviction of it unless it is unready."""
+    from dask_kubernetes.operator.controller.controller import build_scheduler_deployment_spec
+
+    scheduler = d.build_dask_cluster(SPEC)["spec"]["scheduler"]
+    deployment = build_scheduler_deployment_spec(SPEC.name, scheduler["spec"], {}, scheduler["metadata"]["labels"])
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    budget = d.build_scheduler_disruption_budget(SPEC)
+    assert budget["metadata"]["namespace"] == contract.COMPUTE_NAMESPACE
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert deployment["spec"]["replicas"] == 1
+    # One replica: maxUnavailable 0 (minAvailable 1 alike) refuses every voluntary eviction; 1 would refuse none.
+    assert budget["spec"]["maxUnavailable"] == 0 and "minAvailable" not in budget["spec"]
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"

@@ -205,9 +205,12 @@ def test_rbac_grants_only_the_leader_lease_and_worker_group_scaling() -> None:
             "resources": ["leases"],
             "resourceNames": [contract.LEADER_LEASE_NAME],
             "verbs": ["get", "update"],
-        }
+        },
+        # The maintenance mode every replica follows: read and patched by name, never created (the deploy does).
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [contract.MAINTENANCE_CONFIGMAP],
+         "verbs": ["get", "patch"]},
     ]
-    assert all(rule["resources"] == ["leases"] for rule in lease_rules)
+    assert all(rule["resources"] == ["leases"] for rule in lease_rules if "resourceNames" not in rule)
     pool_rule, autoscaler_rule, cluster_rule, deployment_rule = objects[("Role", contract.COMPUTE_NAMESPACE)]["rules"]
     assert pool_rule == {
         "apiGroups": ["kubernetes.dask.org"],
