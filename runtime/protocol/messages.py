@@ -246,9 +246,15 @@ def parse_request(data: bytes, defaults: Mapping[str, Any] | None = None) -> Job
     try:
         return JobRequest.model_validate({**(defaults or {}), **raw})
     except ValidationError as exc:
-        raise InvalidRequest(_describe(exc), job_id) from None
+        reason = _describe(exc)
     except ValueError as exc:
-        raise InvalidRequest(str(exc), job_id) from None
+        reason = str(exc)
+    # Raised outside the handler, so the rejection does not hold the pydantic error as its ``__context__``
+    # (``from None`` only hides it): that error keeps each validator's ValueError with its traceback in
+    # pydantic-core's own storage, which the garbage collector does not traverse (``gc.get_referents`` of a
+    # ValidationError shows its traceback only), so a cycle through it was never freed (issue 43: 8 KB per
+    # rejected request, 8 MB per 0.9 MB body).
+    raise InvalidRequest(reason, job_id)
 
 
 def _describe(exc: ValidationError, within: str = "") -> str:
