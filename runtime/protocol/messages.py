@@ -7,6 +7,7 @@ attributes repeat ``job_id`` and ``type`` so subscribers can filter without pars
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -70,6 +71,7 @@ class ErrorKind(StrEnum):
     """Why a job did not succeed, which decides whether it is retried."""
 
     INVALID = "invalid"          # bad JSON, unknown type, bad params: never retried
+    CONFLICT = "conflict"        # the job id already finished another computation: never run, never stored
     TRANSIENT = "transient"      # worker lost, CUDA OOM, timeout: redelivered
     PERMANENT = "permanent"      # the job itself cannot succeed
     CANCELLED = "cancelled"
@@ -151,6 +153,19 @@ class JobRequest(BaseModel):
         """The ``request_digest`` a result answering this request carries: of the body ``to_message`` encodes."""
         return request_digest(self.to_message()[0])
 
+    def computation_digest(self) -> str:
+        """SHA-256 (hex) of what this request computes: its type and validated params, as canonical JSON.
+
+        Two bodies that differ only in spelling (key order, whitespace, ``100`` for ``100.0``, a default left
+        out) or in what does not change the answer (``session_id``, ``timeout_s``) compute the same; the result
+        of one may answer the other. Any other difference is another computation (docs/scheduler.md, "What a
+        result's digest proves").
+        """
+        params = self.params.model_dump(mode="json") if self.params is not None else None
+        canonical = json.dumps({"type": self.type.value, "params": params}, sort_keys=True, separators=(",", ":"),
+                               allow_nan=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
 
 def request_digest(data: bytes) -> str:
     """SHA-256 of a request body, in hex: what a result names as the request it answers (``JobResult.answering``)."""
@@ -207,6 +222,9 @@ class JobResult(BaseModel):
         "SHA-256 (hex) of the request body this result answers: a client takes a result only when it names "
         "the body the client published (docs/scheduler.md, \"What a result's digest proves\")."))
     request_message_id: str | None = Field(None, description="The Pub/Sub message id of the request it answers.")
+    computation_digest: str | None = Field(None, description=(
+        "SHA-256 (hex) of the computation this result is the outcome of (``JobRequest.computation_digest``): "
+        "a stored result answers a later request for its job id only when it names the same computation."))
 
     def attributes(self) -> dict[str, str]:
         """Pub/Sub message attributes for this result."""

@@ -225,4 +225,14 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert figures["forged result: results on the topic for the victim"] >= 3
     assert figures["forged dead letter: refused by the reclaimer after (s)"] < forgery.ANSWER_WAIT_S
     assert "1 forged message(s) taken out of the DLQ" in evidence
+    assert "request was answered rejected (conflict)" in evidence  # the relabel row
     assert all(p.alive for p in replicas.status().processes)  # the killed replica is back, the emulator too
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_relabel_row_gets_the_victim_a_conflict_not_the_other_strikes_price(replicas) -> None:  # type: ignore[no-untyped-def]
+    ctx = DrillContext(replicas, timeout_s=120.0)
+    assert forgery.relabelled_result(ctx) == []
+    assert "request was answered rejected (conflict)" in ctx.evidence[-1]
