@@ -20,13 +20,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from kernels.params import JobParams, JobType, NoopParams, below_floor, parse_params
+from kernels.params import BY_VALUE, Integer, JobParams, JobType, NoopParams, below_floor, parse_params
 from runtime.protocol import strict_json
 
 MAX_MESSAGE_BYTES: Final = 1_000_000  # well under Pub/Sub's 10 MB so a request never fails to publish
@@ -50,7 +51,7 @@ MAX_ERROR_CHARS: Final = 2_000
 # caps at 10 MB; a result over this is replaced by a short permanent failure (``runtime.scheduler.outcome``).
 MAX_RESULT_BYTES: Final = 1_000_000
 # What the retired `priority` field accepted: older clients' requests that carry it stay valid.
-_RETIRED_PRIORITY: Final = TypeAdapter(Annotated[int, Field(ge=0, le=9)])
+_RETIRED_PRIORITY: Final = TypeAdapter(Annotated[Integer, Strict(), Field(ge=0, le=9)])
 
 
 def is_job_id(value: object) -> bool:
@@ -77,6 +78,14 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"
 
 
+def _printable(value: str | None) -> str | None:
+    # A session id is echoed on results, listed by the API and written into logs and terminals: a NUL, an
+    # escape sequence or a line break there would cut or forge what people read (issue 43).
+    if value is not None and not value.isprintable():
+        raise ValueError("must be printable text (no control characters, escapes or line breaks)")
+    return value
+
+
 def _timeout_floor(value: float) -> float:
     if value < MIN_TIMEOUT_S:
         raise ValueError(below_floor(MIN_TIMEOUT_S, "a job's round trip to a worker takes longer, so it would time "
@@ -87,14 +96,16 @@ def _timeout_floor(value: float) -> float:
 class JobRequest(BaseModel):
     """One job request. ``job_id`` is the client's idempotency key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Strict, as the params' models are (kernels.params): a number is a JSON number, a name a string.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     job_id: str = Field(pattern=JOB_ID_PATTERN)
-    type: JobType
+    type: Annotated[JobType, BY_VALUE]
     params: JobParams = Field(default=None, validate_default=False)  # type: ignore[assignment]
-    session_id: str | None = Field(None, max_length=SESSION_ID_MAX_LENGTH, description=(
-        "The client's session: echoed on the result, and the key to list and collect a session's jobs "
-        "(GET /jobs?session_id=, gpurt jobs list --session)."))
+    session_id: Annotated[str | None, AfterValidator(_printable)] = Field(
+        None, max_length=SESSION_ID_MAX_LENGTH, description=(
+            "The client's session, printable text: echoed on the result, and the key to list and collect a "
+            "session's jobs (GET /jobs?session_id=, gpurt jobs list --session)."))
     timeout_s: Annotated[float, Field(le=MAX_TIMEOUT_S), AfterValidator(_timeout_floor)] = DEFAULT_TIMEOUT_S
 
     @model_validator(mode="before")
