@@ -236,3 +236,13 @@ def test_the_relabel_row_gets_the_victim_a_conflict_not_the_other_strikes_price(
     ctx = DrillContext(replicas, timeout_s=120.0)
     assert forgery.relabelled_result(ctx) == []
     assert "request was answered rejected (conflict)" in ctx.evidence[-1]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_store_outage_rows_see_whether_readyz_tells_a_stranger_why(replicas) -> None:  # type: ignore[no-untyped-def]
+    from validation.drills.faults import _readiness_told_anyone
+
+    # issue 43: /readyz named the store's path and a job id to anyone during an outage; the store-outage rows ask
+    # it without the token throughout. A ready replica says no more than a failing one: {"ready": true}.
+    assert _readiness_told_anyone(DrillContext(replicas, timeout_s=10.0)) == set()
