@@ -137,18 +137,28 @@ Variance = Annotated[float, Field(le=4.0), _floor(MIN_VARIANCE, _VARIANCE_WHY)]
 VolOfVol = Annotated[float, Field(le=5.0), _floor(MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)]
 
 
+def _as_list(value: object) -> object:
+    """A tuple or a numpy array from a Python caller (``gpurt.client``) as a list; anything else unchanged. JSON
+    only ever gives lists; strict mode would refuse these, which lax mode took."""
+    if isinstance(value, tuple):
+        return list(value)
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) and not isinstance(value, (str, bytes, dict)) else value
+
+
 def vector(max_items: int, description: str | None = None) -> Any:
     """A list of floats of 1 to ``max_items`` entries: one per asset a kernel can take. A long list is one short
     refusal (pydantic stops at the length), and so is a list of bad entries (``fail_fast``: the first one),
     instead of one error per entry."""
-    return Annotated[list[float], Field(min_length=1, max_length=max_items, fail_fast=True, description=description)]
+    return Annotated[list[float], Field(min_length=1, max_length=max_items, fail_fast=True, description=description),
+                     BeforeValidator(_as_list)]
 
 
 def matrix(size: int, description: str | None = None) -> Any:
     """A square matrix of at most ``size`` x ``size`` floats, both dimensions bounded (see ``vector``)."""
-    row = Annotated[list[float], Field(max_length=size, fail_fast=True)]
-    return Annotated[list[row], Field(max_length=size, fail_fast=True,  # type: ignore[valid-type]
-                                      description=description)]
+    row = Annotated[list[float], Field(max_length=size, fail_fast=True), BeforeValidator(_as_list)]
+    return Annotated[list[row], Field(max_length=size, fail_fast=True, description=description),  # type: ignore[valid-type]
+                     BeforeValidator(_as_list)]
 
 
 Seed = Annotated[Integer, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]

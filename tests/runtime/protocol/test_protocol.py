@@ -384,3 +384,13 @@ def test_every_example_job_file_is_still_a_valid_request() -> None:
     assert len(examples) >= 9
     for path in examples:
         assert parse_request(path.read_bytes()).job_id, path.name
+
+
+def test_a_python_caller_may_still_pass_tuples_and_numpy_values() -> None:
+    # strict mode is for the wire; gpurt.client's params classes are built from Python values, which lax mode took
+    import numpy as np
+
+    params = PARAMS_BY_TYPE[JobType.PORTFOLIO_VAR](exposures=np.array([1e6, 2e6]), volatilities=(0.2, 0.3),
+                                                   correlation=np.eye(2), paths=np.int64(1000))
+    assert params.exposures == [1e6, 2e6] and params.volatilities == [0.2, 0.3]
+    assert params.correlation == [[1.0, 0.0], [0.0, 1.0]] and type(params.paths) is int and params.paths == 1000
