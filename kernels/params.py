@@ -7,10 +7,11 @@ with them, the kernels run from them. A bad or oversized parameter is a clear ``
 from __future__ import annotations
 
 import math
+import numbers
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
 
 # Limits: large enough for the accuracy SLO (1.3e7 paths on the reference call), small enough that a
 # single request cannot monopolise a GPU for hours.
@@ -79,10 +80,33 @@ class JobType(StrEnum):
     OPTION_BOOK = "option_book"
 
 
+def _whole(value: object) -> object:
+    """An integral number as an ``int`` (``1e6`` from ``gpurt submit -p paths=1e6``, numpy's integers); anything
+    else unchanged, for strict validation to refuse (a bool, a string, ``1.5``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return value
+
+
+# An integer a user writes: a JSON integer, or a number with nothing after the point, and nothing else. Strict
+# mode alone would refuse the ``1e6`` users write for paths; lax mode took ``true`` for 1 and ``" 1_000 "``
+# for 1000 (issue 43).
+Integer = Annotated[int, BeforeValidator(_whole)]
+# An enum's field arrives as its value, a JSON string: strict mode would take only the Python enum member.
+# Lax on that field alone accepts exactly the members' values, nothing coerced.
+BY_VALUE: Final = Strict(False)
+
+
 class _Params(BaseModel):
     # NaN and infinities are refused in every float field, a list's entries included: pydantic takes the
     # strings "NaN" and "Infinity" for floats, and a bound such as ``le`` only guards a scalar.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Strict: a number is a JSON number (an int may stand for a float), a flag a JSON boolean, a name a string;
+    # lax mode took `"yes"` for true and `true` for 1 path (issue 43). Enums are lax (``BY_VALUE``), ints ``Integer``.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 def below_floor(minimum: float, why: str) -> str:
@@ -113,22 +137,32 @@ Variance = Annotated[float, Field(le=4.0), _floor(MIN_VARIANCE, _VARIANCE_WHY)]
 VolOfVol = Annotated[float, Field(le=5.0), _floor(MIN_VOL_OF_VOL, _VOL_OF_VOL_WHY)]
 
 
+def _as_list(value: object) -> object:
+    """A tuple or a numpy array from a Python caller (``gpurt.client``) as a list; anything else unchanged. JSON
+    only ever gives lists; strict mode would refuse these, which lax mode took."""
+    if isinstance(value, tuple):
+        return list(value)
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) and not isinstance(value, (str, bytes, dict)) else value
+
+
 def vector(max_items: int, description: str | None = None) -> Any:
     """A list of floats of 1 to ``max_items`` entries: one per asset a kernel can take. A long list is one short
     refusal (pydantic stops at the length), and so is a list of bad entries (``fail_fast``: the first one),
     instead of one error per entry."""
-    return Annotated[list[float], Field(min_length=1, max_length=max_items, fail_fast=True, description=description)]
+    return Annotated[list[float], Field(min_length=1, max_length=max_items, fail_fast=True, description=description),
+                     BeforeValidator(_as_list)]
 
 
 def matrix(size: int, description: str | None = None) -> Any:
     """A square matrix of at most ``size`` x ``size`` floats, both dimensions bounded (see ``vector``)."""
-    row = Annotated[list[float], Field(max_length=size, fail_fast=True)]
-    return Annotated[list[row], Field(max_length=size, fail_fast=True,  # type: ignore[valid-type]
-                                      description=description)]
+    row = Annotated[list[float], Field(max_length=size, fail_fast=True), BeforeValidator(_as_list)]
+    return Annotated[list[row], Field(max_length=size, fail_fast=True, description=description),  # type: ignore[valid-type]
+                     BeforeValidator(_as_list)]
 
 
-Seed = Annotated[int, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]
-Paths = Annotated[int, Field(ge=1, le=MAX_PATHS, description="Monte Carlo paths (scenarios).")]
+Seed = Annotated[Integer, Field(ge=0, lt=2**63, description="Random seed; same seed, same result.")]
+Paths = Annotated[Integer, Field(ge=1, le=MAX_PATHS, description="Monte Carlo paths (scenarios).")]
 
 
 class NoopParams(_Params):
@@ -149,7 +183,7 @@ class RandomWalkParams(_Params):
     """The platform's smoke-test random walk: each path averages ``steps`` standard normal increments."""
 
     paths: Paths = 1_000_000
-    steps: int = Field(1_000, ge=1, le=MAX_STEPS)
+    steps: Integer = Field(1_000, ge=1, le=MAX_STEPS)
     seed: Seed = 42
     confidence: Confidence = DEFAULT_CONFIDENCE
 
@@ -180,7 +214,7 @@ def _distinct(greeks: list[Greek]) -> list[Greek]:
     return greeks
 
 
-Greeks = Annotated[list[Greek], Field(max_length=len(Greek), description=(
+Greeks = Annotated[list[Annotated[Greek, BY_VALUE]], Field(max_length=len(Greek), description=(
     "Greeks to estimate with the price, each with its standard error (see docs/kernels.md for the method).")),
     AfterValidator(_distinct)]
 
@@ -191,7 +225,7 @@ class _ContractParams(_Params):
     rate: float = Field(0.05, ge=-1.0, le=1.0, description="Continuously compounded risk-free rate.")
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0, description="Continuous dividend (or repo) yield.")
     maturity: Maturity = 1.0
-    kind: OptionKind = OptionKind.CALL
+    kind: Annotated[OptionKind, BY_VALUE] = OptionKind.CALL
     paths: Paths = 1_000_000
     seed: Seed = 42
     control_variate: bool = True
@@ -218,7 +252,7 @@ class EuropeanOptionParams(_OptionParams):
 class AsianOptionParams(_OptionParams):
     """An arithmetic-average Asian option, monitored at ``steps`` equally spaced dates."""
 
-    steps: int = Field(64, ge=1, le=MAX_STEPS)
+    steps: Integer = Field(64, ge=1, le=MAX_STEPS)
 
     @model_validator(mode="after")
     def _bounded_work(self) -> AsianOptionParams:
@@ -238,7 +272,7 @@ class HestonOptionParams(_ContractParams):
     mean_reversion: float = Field(1.5, gt=0, le=50.0, description="Speed kappa, per year.")
     vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0, description="Of the price and variance shocks.")
-    steps: int = Field(128, ge=1, le=MAX_STEPS, description=(
+    steps: Integer = Field(128, ge=1, le=MAX_STEPS, description=(
         "QE steps to maturity; an even count also reports the step-halving estimate of the discretisation bias."))
 
     @model_validator(mode="after")
@@ -336,15 +370,15 @@ class BasketOptionParams(_Params):
     heston: HestonAssets | None = Field(None, description="Heston: variance process per asset.")
     dividend_yields: vector(MAX_BASKET_ASSETS, "Continuous yield per asset; default zero.") | None = None
     correlation: matrix(MAX_BASKET_ASSETS, "Of the assets' price shocks; default identity.") | None = None
-    model: BasketModel = BasketModel.GBM
+    model: Annotated[BasketModel, BY_VALUE] = BasketModel.GBM
     payoff: Literal["arithmetic", "geometric"] = Field("arithmetic", description=(
         "On sum w_i S_i, or on the geometric basket W prod S_i^(w_i/W), W = sum w_i (gbm, positive weights)."))
     strike: float = Field(100.0, ge=0, le=1e9, description=(
         f"0 (an exchange option, e.g. weights [1, -1]) or at least {MIN_PRICE:g}."))
     rate: float = Field(0.05, ge=-1.0, le=1.0)
     maturity: Maturity = 1.0
-    kind: OptionKind = OptionKind.CALL
-    steps: int = Field(1, ge=1, le=MAX_STEPS)
+    kind: Annotated[OptionKind, BY_VALUE] = OptionKind.CALL
+    steps: Integer = Field(1, ge=1, le=MAX_STEPS)
     paths: Paths = 1_000_000
     seed: Seed = 42
     control_variate: bool = True
@@ -424,10 +458,10 @@ class AmericanOptionParams(BasketOptionParams):
     ``regression_paths`` paths independent of the ``paths`` that price it, so the price is a low-biased bound.
     """
 
-    steps: int = Field(50, ge=1, le=MAX_STEPS)
-    exercise_dates: int | None = Field(None, ge=1, le=MAX_EXERCISE_DATES)
-    regression_paths: int = Field(100_000, ge=MIN_REGRESSION_PATHS, le=MAX_REGRESSION_PATHS)
-    basis_degree: int = Field(3, ge=1, le=MAX_BASIS_DEGREE, description="Polynomial degree in the basket value.")
+    steps: Integer = Field(50, ge=1, le=MAX_STEPS)
+    exercise_dates: Integer | None = Field(None, ge=1, le=MAX_EXERCISE_DATES)
+    regression_paths: Integer = Field(100_000, ge=MIN_REGRESSION_PATHS, le=MAX_REGRESSION_PATHS)
+    basis_degree: Integer = Field(3, ge=1, le=MAX_BASIS_DEGREE, description="Polynomial degree in the basket value.")
 
     @model_validator(mode="after")
     def _dates(self) -> AmericanOptionParams:
@@ -466,7 +500,7 @@ class BookContract(_Params):
 
     strike: Price
     maturity: Maturity = Field(description="Years; a whole number of steps (see steps_per_year).")
-    kind: OptionKind = OptionKind.CALL
+    kind: Annotated[OptionKind, BY_VALUE] = OptionKind.CALL
 
 
 class OptionBookParams(_Params):
@@ -480,14 +514,14 @@ class OptionBookParams(_Params):
     spot: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0)
     dividend_yield: float = Field(0.0, ge=-1.0, le=1.0)
-    model: BookModel = BookModel.BLACK_SCHOLES
+    model: Annotated[BookModel, BY_VALUE] = BookModel.BLACK_SCHOLES
     volatility: Volatility = Field(0.2, description="black_scholes: annualised volatility.")
     initial_variance: Variance = Field(0.04, description="heston: as in heston_option.")
     long_variance: Variance = 0.04
     mean_reversion: float = Field(1.5, gt=0, le=50.0)
     vol_of_vol: VolOfVol = 0.5
     correlation: float = Field(-0.7, ge=-1.0, le=1.0)
-    steps_per_year: int = Field(252, ge=1, le=MAX_STEPS)
+    steps_per_year: Integer = Field(252, ge=1, le=MAX_STEPS)
     contracts: list[BookContract] = Field(min_length=1, max_length=MAX_BOOK_CONTRACTS)
     paths: Paths = 1_000_000
     seed: Seed = 42

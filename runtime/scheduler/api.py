@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from runtime.protocol import contract
 from runtime.protocol.messages import SESSION_ID_MAX_LENGTH, is_job_id
-from runtime.scheduler.auth import RequireToken
+from runtime.scheduler.auth import RequireToken, authorized
 from runtime.scheduler.http_limits import LimitBody
 from runtime.scheduler.maintenance import ModeStoreError
 from runtime.scheduler.pools.base import MAX_POOL_WORKERS, PoolError, PoolInfo, PoolNotFound
@@ -159,12 +159,20 @@ def _add_probes(app: FastAPI, service: Service) -> None:
     def healthz() -> dict[str, str]:
         return dict(contract.HEALTH_BODY)
 
+    token = service.settings.control_token.encode() if service.settings.control_token else None
+
     @app.get(contract.READY_PATH, summary="Readiness: consuming (unless drained), the backend reachable and the "
-                                          "result store working (503 while a store outage stops intake).")
-    def readyz() -> JSONResponse:
+                                          "result store working (503 while a store outage stops intake); the "
+                                          "reasons only with the control token.")
+    def readyz(request: Request) -> JSONResponse:
         reasons = service.readiness()
         code = status.HTTP_200_OK if not reasons else status.HTTP_503_SERVICE_UNAVAILABLE
-        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=code)
+        # The status is open (the kubelet sends no token); the reasons name the result store's path and job ids
+        # (issue 43), which are the token holder's to read, as /status is.
+        body: dict[str, Any] = {"ready": not reasons}
+        if authorized(request.scope, token):
+            body["reasons"] = reasons
+        return JSONResponse(body, status_code=code)
 
 
 def _pools(service: Service) -> Any:

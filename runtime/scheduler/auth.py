@@ -43,12 +43,19 @@ class RequireToken:
             await refuse(send, 503,
                          f"the control API is disabled: set {contract.SchedulerEnv.CONTROL_TOKEN} to enable it")
             return
-        if not self._authorized(scope):
+        if not authorized(scope, self._token):
             await refuse(send, 401, "a valid bearer token is required", [(b"www-authenticate", b"Bearer")])
             return
         await self._app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
-        scheme, _, given = header.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token or b"")
+
+def authorized(scope: Scope, token: bytes | None) -> bool:
+    """Whether the request of ``scope`` carries ``Authorization: Bearer <token>`` (never, with no token set).
+
+    Also for an open path that answers more to the token's holder: ``/readyz`` names its reasons only to them.
+    """
+    if token is None:
+        return False
+    header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+    scheme, _, given = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token)

@@ -29,15 +29,29 @@ def succeeded_result(request: JobRequest, output: Execution, artifacts: Mapping[
                          spilled_after_s=where.spilled_after_s if where else None)
     return JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type,
                      session_id=request.session_id, attempt=attempt,
-                     result=output.summary, metrics=metrics, artifacts=dict(artifacts))
+                     result=output.summary, metrics=metrics, artifacts=dict(artifacts),
+                     computation_digest=request.computation_digest())
 
 
 def ended_result(request: JobRequest, status: JobStatus, kind: ErrorKind, message: str, *, attempt: int = 1,
                  queue_wait_s: float | None = None) -> JobResult:
     """The result of ``request`` when it did not succeed (``failed`` or ``cancelled``), with its error."""
     return JobResult(job_id=request.job_id, status=status, type=request.type, session_id=request.session_id,
-                     attempt=attempt,
+                     attempt=attempt, computation_digest=request.computation_digest(),
                      metrics=JobMetrics(queue_wait_s=queue_wait_s), error=JobError(kind=kind, message=message))
+
+
+def conflict_result(request: JobRequest, stored: JobResult) -> JobResult:
+    """The ``rejected`` answer to ``request`` when its job id already ended (``stored``) for another computation.
+
+    Never stored: the id's result stays the one that ran; this only tells the sender, whose client waits for
+    a result naming its own body, that the id is taken.
+    """
+    message = (f"job id {request.job_id} already ended ({stored.status.value}) for a different computation "
+               f"(job type or params differ); send this request under a new job id")
+    return JobResult(job_id=request.job_id, status=JobStatus.REJECTED, type=request.type,
+                     session_id=request.session_id, computation_digest=request.computation_digest(),
+                     error=JobError(kind=ErrorKind.CONFLICT, message=message))
 
 
 def publishable(result: JobResult) -> JobResult:

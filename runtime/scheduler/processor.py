@@ -29,7 +29,7 @@ from runtime.protocol.messages import (
 from runtime.scheduler.backends.base import Execution, ExecutionBackend, PackingBackend, Submission, submission
 from runtime.scheduler.messaging.publisher import ResultSink
 from runtime.scheduler.metrics import SchedulerMetrics
-from runtime.scheduler.outcome import ended_result, publishable, succeeded_result
+from runtime.scheduler.outcome import conflict_result, ended_result, publishable, succeeded_result
 from runtime.scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle, Started
 from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.store import ResultStore
@@ -232,17 +232,29 @@ class Processor:
         so the stored result is published again, which is what makes the post-deploy probe's fixed ``deploy-probe``
         answerable on every deploy. A redelivery of a message whose result is already out stays quiet. The
         answer names ``delivery``'s body (``JobResult.answering``): the job id's result answers each request
-        for that id, whichever body ran.
+        for that id that asks for the same computation, whatever its spelling. A request for another
+        computation under a finished id gets a ``rejected`` conflict instead, never the stored result under its
+        digest (docs/scheduler.md, "What a result's digest proves").
         """
         stored = self._store.get(request.job_id)
         if stored is None or (replay and stored.status is JobStatus.FAILED):
             return None
+        if stored.computation_digest is not None and stored.computation_digest != request.computation_digest():
+            return self._conflict(request, delivery, stored)
         answer = stored.answering(delivery.data, delivery.message_id)
         if asked_again or not self._store.is_published(request.job_id):
             self._sink.publish_result(answer)  # the earlier run may also have stopped between store and publish
             self._store.mark_published(request.job_id)
         log.info("duplicate delivery answered from the result store", extra={"job_id": request.job_id})
         return Decision(Settle.ACK, request.job_id, answer, reason="duplicate")
+
+    def _conflict(self, request: JobRequest, delivery: Delivery, stored: JobResult) -> Decision:
+        answer = conflict_result(request, stored).answering(delivery.data, delivery.message_id)
+        self._sink.publish_result(answer)
+        self._metrics.jobs.labels(request.type.value, JobStatus.REJECTED.value).inc()
+        log.warning("a request for another computation under a finished job id: rejected as a conflict",
+                    extra={"job_id": request.job_id})
+        return Decision(Settle.ACK, request.job_id, answer, reason="conflict")
 
     def _running_elsewhere_here(self, request: JobRequest, delivery: Delivery, replay: bool) -> Decision:
         # Acking now could lose the job if the running delivery then fails transiently; nacking now

@@ -30,9 +30,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from runtime.protocol import contract
-from runtime.protocol.messages import ErrorKind, InvalidRequest, JobError, JobResult, JobStatus, parse_request
+from runtime.protocol.messages import ErrorKind, InvalidRequest, JobStatus, parse_request
 from runtime.scheduler.messaging.admin import subscription_path
 from runtime.scheduler.messaging.publisher import ResultSink
+from runtime.scheduler.outcome import ended_result
 from runtime.scheduler.store import ResultStore
 
 # Dead letters looked at per run; a storm is worked through over several runs.
@@ -90,11 +91,10 @@ class DlqReclaimer:
                         self._store.mark_published(job_id)
                         reclaimed.append(job_id)
                     continue
-                result = JobResult(job_id=job_id, status=JobStatus.FAILED, session_id=request.session_id,
-                                   attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
-                                   error=JobError(kind=ErrorKind.TRANSIENT,
-                                                  message="dead-lettered without a result (found by the reclaimer)"),
-                                   ).answering(item.message.data, None)  # a dead letter has an id of its own
+                result = ended_result(request, JobStatus.FAILED, ErrorKind.TRANSIENT,
+                                      "dead-lettered without a result (found by the reclaimer)",
+                                      attempt=max(1, item.delivery_attempt or contract.MAX_DELIVERY_ATTEMPTS),
+                                      ).answering(item.message.data, None)  # a dead letter has an id of its own
                 self._store.put(result)
                 self._sink.publish_result(result)
                 self._store.mark_published(job_id)

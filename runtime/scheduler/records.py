@@ -31,7 +31,10 @@ class Delivery:
         try:
             return parse_request(self.data)
         except InvalidRequest as exc:
-            return exc
+            reason, job_id = str(exc), exc.job_id
+        # Kept is only the rendered reason, in an exception never raised: the one caught holds a traceback,
+        # whose frames reach back to this delivery, and whatever they hold stays as long as the delivery does.
+        return InvalidRequest(reason, job_id)
 
 
 class Settle(StrEnum):

@@ -271,11 +271,14 @@ class Service:
     def _sweep_store(self) -> None:
         try:
             removed = self.store.sweep_temporary()
+            expired = self.store.sweep_cancel_markers()
         except StoreError as exc:  # the store is down: the next round sweeps
-            log.warning("could not sweep the result store's temporary files: %s", exc)
+            log.warning("could not sweep the result store's temporary files and cancel markers: %s", exc)
             return
         if removed:
             log.info("removed %d temporary file(s) that failed writes left in the result store", removed)
+        if expired:
+            log.info("removed %d expired cancel marker(s) from the result store", expired)
 
     def _new_store_health(self) -> StoreHealth:
         return StoreHealth(lambda: self.store.probe(), on_change=self._apply_intake)

@@ -28,6 +28,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     (("dlq", "replay", "--yes"), "--sample N or --all"),
     (("bench", "runtime", "--soak", "5"), "--soak needs --csv"),
     (("bench", "runtime", "--tracemalloc"), "--tracemalloc goes with --soak"),
+    (("bench", "runtime", "--rejected-every", "10"), "--rejected-every goes with --soak"),
 ])
 def test_bad_input_is_one_clear_line(env: dict[str, str], args: tuple[str, ...], message: str) -> None:
     result = runner.invoke(app, list(args), env=env)

@@ -227,4 +227,24 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert "1 forged message(s) taken out of the DLQ" in evidence
     # every replica's Dask scheduler refused a stranger's client (the drill found at least one per replica)
     assert "loopback: " in evidence and "Dask port(s) refused a client without the cluster's credentials" in evidence
+    assert "request was answered rejected (conflict)" in evidence  # the relabel row
     assert all(p.alive for p in replicas.status().processes)  # the killed replica is back, the emulator too
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_relabel_row_gets_the_victim_a_conflict_not_the_other_strikes_price(replicas) -> None:  # type: ignore[no-untyped-def]
+    ctx = DrillContext(replicas, timeout_s=120.0)
+    assert forgery.relabelled_result(ctx) == []
+    assert "request was answered rejected (conflict)" in ctx.evidence[-1]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_store_outage_rows_see_whether_readyz_tells_a_stranger_why(replicas) -> None:  # type: ignore[no-untyped-def]
+    from validation.drills.faults import _readiness_told_anyone
+
+    # issue 43: /readyz named the store's path and a job id to anyone during an outage; the store-outage rows ask
+    # it without the token throughout. A ready replica says no more than a failing one: {"ready": true}.
+    assert _readiness_told_anyone(DrillContext(replicas, timeout_s=10.0)) == set()

@@ -31,7 +31,8 @@ name another job only in their attribute must be answered for their own ids, qui
 healthy throughout, and the other job must still run.
 
 Then forgeries (``validation/drills/forgery.py``): a forged result and a forged dead letter, each aimed at a
-victim's job, must leave the victim's client with its own result, and the store with it.
+victim's job, must leave the victim's client with its own result, and the store with it; another computation
+run under a victim's id first must leave the victim's client with a conflict, never that computation's result.
 
 Last, strangers on loopback (``validation/drills/loopback.py``): every replica's Dask scheduler must refuse a
 client without the cluster's credentials, and the Vertex AI stand-in (when running) a command.

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote, urlparse
 
+import httpx
 import psutil
 
 from runtime.access.control_api import ApiClient, ApiError
 from runtime.access.local_state import ProcessRecord
+from runtime.protocol import contract
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 
 # How long intake stays drained, and the store fails in the short store fault (seconds), at real time: a
@@ -36,8 +38,9 @@ _WORKER_MARK: Final = "spawn_main"
 STORE_FAULT: Final = "result store fails"
 LONG_STORE_OUTAGE: Final = "long result store outage"
 LONG_STORE_OUTAGE_FIGURE: Final = "long store outage_s"  # the drill's figure: how long it lasted
-# During the long outage, how often the drill looks at the replicas' readiness (seconds).
+# During a store outage, how often the drill looks at the replicas' readiness (seconds).
 OUTAGE_LOOK_S: Final = 5.0
+READY_LOOK_TIMEOUT_S: Final = 5.0  # one /readyz asked without the token, during a store outage
 # Folders of the result store (runtime/scheduler/store) that writes go to.
 _STORE_FOLDERS: Final = ("results", "published", "artifacts", "cancel")
 
@@ -262,19 +265,35 @@ def _store_outage(ctx: DrillContext, name: str, hold_s: float, watch: bool = Fal
     if folder is None:
         return Fault(name, skipped=f"the result store {ctx.state.result_store} is not a local folder")
     stopped: set[str] = set()
+    told: set[str] = set()
     with failing_store(folder) as how:
         fault = strike(ctx, name)
         until = fault.struck_at + hold_s
         while (left := until - time.monotonic()) > 0:
-            # The fault's own duration; meanwhile, which replicas stopped intake for it.
-            time.sleep(min(left, OUTAGE_LOOK_S) if watch else left)
+            # The fault's own duration; meanwhile, which replicas stopped intake for it, and which told a caller
+            # without the token why (the store's path, a job id: issue 43).
+            time.sleep(min(left, OUTAGE_LOOK_S))
+            told |= _readiness_told_anyone(ctx)
             if watch:
                 stopped |= _stopped_for_the_store(ctx)
     fault.whole_at = time.monotonic()
+    if told:
+        fault.problems.append(f"{name}: /readyz gave its reasons to a caller without the token on {sorted(told)}")
     fault.detail = f"{folder.name} {how} for {hold_s:.0f}s"
     if watch:
         fault.detail += f"; {len(stopped)} replica(s) stopped intake for it (not ready)"
     return fault
+
+
+def _readiness_told_anyone(ctx: DrillContext) -> set[str]:
+    """Replicas whose ``/readyz``, asked without the token, says more than whether they are ready."""
+    told = set()
+    for record in ctx.state.schedulers():
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            body = httpx.get(f"{record.api_url}{contract.READY_PATH}", timeout=READY_LOOK_TIMEOUT_S).json()
+            if set(body) - {"ready"}:
+                told.add(record.name)
+    return told
 
 
 def _stopped_for_the_store(ctx: DrillContext) -> set[str]:

@@ -13,6 +13,10 @@ result digests and the reclaimer's attribute check must stop (docs/scheduler.md,
   leader's reclaimer has refused it (its log names the message), the victim's own request must run and
   succeed. The drill then takes its forged message out of the dead-letter queue.
 
+- **relabelled result**: a european call at strike 1 runs under a third victim's id first; then the victim's
+  own request for strike 100 goes out. The victim's client must get the ``rejected`` conflict naming its own
+  body (the id already ended for another computation), never the strike-1 price under its digest.
+
 Nothing may be lost (each victim gets a result) and no client may see a wrong answer.
 """
 
@@ -28,20 +32,23 @@ from typing import Final
 from runtime.access.control_api import ApiError
 from runtime.access.transport import ResultCollector
 from runtime.protocol import contract
-from runtime.protocol.messages import JobResult, JobStatus, request_digest
+from runtime.protocol.messages import ErrorKind, JobResult, JobStatus, request_digest
 from validation.drills.base import DrillContext, DrillFailed, take_dead_letters, wait_for
 
 VICTIM_SLEEP_S: Final = 2.0  # long enough that the forgeries arrive while the victim's job runs
 FORGED_ESTIMATE: Final = 42.0
 ANSWER_WAIT_S: Final = 60.0
 PUBLISH_TIMEOUT_S: Final = 30.0
+# The relabel: the same option at two strikes; few paths, a kernel the chaos load has already compiled.
+RELABEL_STRIKES: Final = (1.0, 100.0)
+RELABEL_PATHS: Final = 2_000
 # What the reclaimer logs when it refuses a dead letter (runtime/scheduler/reclaimer.py).
 REFUSAL_LOG: Final = "not a valid request or not Pub/Sub's"
 
 
 def run(ctx: DrillContext) -> None:
     """Both forgeries in turn; raises ``DrillFailed`` with every problem found."""
-    problems = forged_result(ctx) + forged_dead_letter(ctx)
+    problems = forged_result(ctx) + forged_dead_letter(ctx) + relabelled_result(ctx)
     if problems:
         raise DrillFailed("forgeries: " + "; ".join(problems))
 
@@ -145,6 +152,41 @@ def forged_dead_letter(ctx: DrillContext) -> list[str]:
         f"attributes); the victim's own request then ended {own.status.value if own else 'without a result'}; "
         f"{removed} forged message(s) taken out of the DLQ"
     )
+    return problems
+
+
+def relabelled_result(ctx: DrillContext) -> list[str]:
+    """Another computation run under a victim's id before the victim's own request; returns the problems."""
+    victim = ctx.job_id("relabel-victim", 0)
+    attacker_strike, victim_strike = RELABEL_STRIKES
+    bodies = [json.dumps({"job_id": victim, "type": "european_option",
+                          "params": {"strike": strike, "paths": RELABEL_PATHS, "seed": 1}}).encode()
+              for strike in RELABEL_STRIKES]
+    attributes = {"job_id": victim, "type": "european_option"}
+    answers: list[JobResult | None] = []
+    clients = ctx.platform.pubsub()
+    try:
+        for body in bodies:  # the attacker's first: it must have ended before the victim asks
+            # A collector of its own for each: one keeps the first result it took for the id.
+            with ResultCollector(clients) as client:
+                clients.publisher.publish(clients.topic(contract.REQUEST_TOPIC), body, **attributes).result(
+                    timeout=PUBLISH_TIMEOUT_S)
+                answers.append(client.wait({victim}, ANSWER_WAIT_S, digests={victim: request_digest(body)}).get(victim))
+    finally:
+        clients.close()
+    ran, own = answers
+    problems = []
+    if ran is None or ran.status is not JobStatus.SUCCEEDED:
+        problems.append(f"relabel: the strike-{attacker_strike:g} job under {victim} ended "
+                        f"{ran.status.value if ran else 'without a result'}")
+    if own is None:
+        problems.append(f"relabel: the victim {victim} got no result of its own in {ANSWER_WAIT_S:.0f} s")
+    elif own.status is not JobStatus.REJECTED or own.error is None or own.error.kind is not ErrorKind.CONFLICT:
+        problems.append(f"relabel: the victim's strike-{victim_strike:g} request was answered {own.status.value} "
+                        f"{own.result or ''} (the strike-{attacker_strike:g} result under its digest), not a conflict")
+    answered = "never" if own is None else own.status.value + (f" ({own.error.kind.value})" if own.error else "")
+    ctx.note(f"relabel: strike {attacker_strike:g} ran under {victim} first; the victim's strike-{victim_strike:g} "
+             f"request was answered {answered}")
     return problems
 
 

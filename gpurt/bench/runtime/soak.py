@@ -7,12 +7,15 @@ over the run (both read every 2 s). The summary says whether memory stayed flat:
 jobs over the second half of the run (the first half warms caches and the allocator up), fitted by least
 squares. With ``--tracemalloc`` the scheduler writes tracemalloc snapshots through the run
 (runtime/scheduler/memory_trace.py) and the soak names the allocation sites that grew from the middle of
-the run to its end: where a growth the trend shows comes from.
+the run to its end: where a growth the trend shows comes from. With ``rejected_every`` N, every Nth message is
+a request the scheduler rejects (``rejected_body``), so the trend covers the rejection path too: each rejected
+request once kept about 5 KB plus its body for ever (issue 43).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import threading
 import time
@@ -49,6 +52,9 @@ TRACE_PERIOD_BOUNDS_S: Final = (5.0, 60.0)
 # A traced scheduler starts its Dask cluster several times slower (every allocation is recorded): on a
 # loaded 2-core machine it missed the platform's usual start-up budget.
 TRACE_READY_TIMEOUT_S: Final = 600.0
+# Characters of the unknown params key a rejected request carries: enough that a rejection kept for ever shows
+# in the scheduler's resident memory within a thousand requests, far below the 1 MB body limit.
+REJECTED_PADDING: Final = 32_000
 
 
 @dataclass(frozen=True)
@@ -112,9 +118,18 @@ class SoakSummary:
     rss: RssTrend
 
 
+def rejected_body(job_id: str, padding: int = REJECTED_PADDING) -> bytes:
+    """A noop request the scheduler rejects under ``job_id``: its params carry an unknown key of ``padding``
+    characters, refused by the params model (the validation path whose error once leaked, with the body)."""
+    return json.dumps({"job_id": job_id, "type": "noop", "params": {"padding": "x" * padding}}).encode()
+
+
 def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: Path, sleep_s: float = 0.0,
-         on_progress: Callable[[int, int], None] | None = None) -> SoakSummary:
-    """Publish noop jobs at ``rate_per_s`` for ``seconds``; write one CSV row per result to ``csv_path``."""
+         on_progress: Callable[[int, int], None] | None = None, rejected_every: int = 0) -> SoakSummary:
+    """Publish noop jobs at ``rate_per_s`` for ``seconds``; write one CSV row per result to ``csv_path``.
+
+    With ``rejected_every`` N > 0, every Nth message is a ``rejected_body`` instead, answered ``rejected``.
+    """
     state = platform.running_state()
     run = uuid.uuid4().hex[:8]
     published: dict[str, float] = {}
@@ -171,8 +186,11 @@ def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: P
                     job_id = f"soak-{run}-{len(published)}"
                     with lock:
                         published[job_id] = time.perf_counter()
-                    publish_request(clients, JobRequest.model_validate(
-                        {"job_id": job_id, "type": "noop", "params": {"sleep_s": sleep_s}}))
+                    if rejected_every and len(published) % rejected_every == 0:
+                        publish_request(clients, rejected_body(job_id), {"job_id": job_id, "type": "noop"})
+                    else:
+                        publish_request(clients, JobRequest.model_validate(
+                            {"job_id": job_id, "type": "noop", "params": {"sleep_s": sleep_s}}))
                     on_tick()
                     next_at += interval
                     # Pacing to the requested rate, not waiting for an outcome.
@@ -185,6 +203,12 @@ def soak(platform: LocalPlatform, seconds: float, rate_per_s: float, csv_path: P
     return SoakSummary(published=len(published), completed=completed, retries=retries, dlq_count=dlq_count,
                        duration_s=time.perf_counter() - start, latency_p50_s=percentile(latencies, 50),
                        latency_p95_s=percentile(latencies, 95), rss=rss_trend(rss_samples))
+
+
+def scheduler_rss_mb(platform: LocalPlatform) -> float | None:
+    """The resident memory of the platform's scheduler replicas together (MB); None when none is found."""
+    processes = _scheduler_processes(platform)
+    return _rss_mb(processes) if processes else None
 
 
 def _scheduler_processes(platform: LocalPlatform) -> list[psutil.Process]:

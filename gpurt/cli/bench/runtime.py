@@ -42,6 +42,9 @@ def bench_runtime(
     trace: Annotated[bool, typer.Option(
         "--tracemalloc", help="Soak: trace the scheduler's allocations and print the sites that grew "
         "from the middle of the run to its end (slows the scheduler).")] = False,
+    rejected_every: Annotated[int, typer.Option(
+        "--rejected-every", min=0, help="Soak: make every Nth message a request the scheduler rejects (32 KB), "
+        "so the memory trend covers rejections too; 0: none.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures and goals as JSON.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Write the figures to BENCHMARKS.md.")] = False,
     profile: Annotated[bool, typer.Option(
@@ -56,10 +59,13 @@ def bench_runtime(
         raise UserError("--soak needs --csv FILE")
     if trace and soak_s is None:
         raise UserError("--tracemalloc goes with --soak")
+    if rejected_every and soak_s is None:
+        raise UserError("--rejected-every goes with --soak")
     if soak_s is not None and csv_path is not None:
         if workers is not None and len(workers) > 1:
             raise UserError("--soak runs one platform: give --workers at most once")
-        _soak_run(workers[0] if workers else None, soak_s, rate, csv_path, write=write, trace=trace)
+        _soak_run(workers[0] if workers else None, soak_s, rate, csv_path, write=write, trace=trace,
+                  rejected_every=rejected_every)
         return
     _throughput(jobs, sorted(set(workers or DEFAULT_WORKER_COUNTS)),
                 _Options(as_json, write, profile, baseline, baseline_label))
@@ -261,7 +267,8 @@ def _runtime_markdown(runs: list[RuntimeFigures], goals: list[Goal], baseline: L
     return "\n".join(lines)
 
 
-def _soak_run(workers: int | None, seconds: float, rate: float, csv_path: Path, *, write: bool, trace: bool) -> None:
+def _soak_run(workers: int | None, seconds: float, rate: float, csv_path: Path, *, write: bool, trace: bool,
+              rejected_every: int = 0) -> None:
     from gpurt.bench.runtime.soak import TRACE_READY_TIMEOUT_S, soak_growth, tracemalloc_env
 
     def trace_dir(tmp: Path) -> Path:
@@ -269,7 +276,7 @@ def _soak_run(workers: int | None, seconds: float, rate: float, csv_path: Path, 
 
     env = (lambda tmp: tracemalloc_env(trace_dir(tmp), seconds)) if trace else None
     with bench_platform(workers, console, env, TRACE_READY_TIMEOUT_S if trace else None) as platform:
-        _soak(platform, seconds, rate, csv_path, write)
+        _soak(platform, seconds, rate, csv_path, write, rejected_every)
         if trace:  # while the scheduler still runs: its exit snapshot comes after Dask's state is gone
             report = soak_growth(trace_dir(platform.directory))
             console.print(report, markup=False, highlight=False, soft_wrap=True)
@@ -278,13 +285,14 @@ def _soak_run(workers: int | None, seconds: float, rate: float, csv_path: Path, 
             console.print(f"tracemalloc growth: {report_path}")
 
 
-def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, write: bool) -> None:
+def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, write: bool,
+          rejected_every: int = 0) -> None:
     from gpurt.bench.runtime.measure import fmt_duration as fmt
     from gpurt.bench.runtime.soak import soak
 
     with progress_bar() as progress:
         task = progress.add_task(f"soak at {rate:g} jobs/s", total=None)
-        summary = soak(platform, seconds, rate, csv_path,
+        summary = soak(platform, seconds, rate, csv_path, rejected_every=rejected_every,
                        on_progress=lambda sent, done: progress.update(task, completed=done,
                                                                       description=f"soak: {sent} sent"))
     rows = [("duration", f"{summary.duration_s:.0f} s"), ("published", str(summary.published)),
@@ -298,7 +306,8 @@ def _soak(platform: LocalPlatform, seconds: float, rate: float, csv_path: Path, 
         from gpurt.bench.markdown import write_section
 
         date = bench_date()
-        lines = ["## Runtime: soak", "", f"{device_line(date)} Soak: noop jobs at {rate:g}/s for {seconds:g} s.", "",
+        lines = ["## Runtime: soak", "", f"{device_line(date)} Soak: noop jobs at {rate:g}/s for {seconds:g} s"
+                 f"{f', every {rejected_every}th rejected' if rejected_every else ''}.", "",
                  "| figure | value |", "| --- | --- |", *(f"| {name} | {value} |" for name, value in rows)]
         write_section("runtime-soak", "\n".join(lines))
         console.print("written to BENCHMARKS.md (section runtime-soak)")

@@ -221,7 +221,7 @@ class _TaskRun:
         self._future.add_done_callback(lambda _future: callback())
 
     def wait(self) -> list[Execution | Exception]:
-        """The jobs' outcomes; a task lost, timed out or dropped is every job's transient failure."""
+        """The jobs' outcomes; a task lost or dropped is every job's transient failure, one timed out ``_timed_out``."""
         from distributed import KilledWorker
 
         task_may_run_on = False
@@ -237,8 +237,7 @@ class _TaskRun:
                 signal.set()  # jobs still running stop at their next checkpoint; the events must outlive this call
             self._future.cancel()
             task_may_run_on = True
-            what = "timed out" if len(self._jobs) == 1 else "its pack timed out"
-            outcomes = [TransientJobError(f"{what} after {self._timeout_s:g} s")] * len(self._jobs)
+            outcomes = [_timed_out(len(self._jobs), self._timeout_s)] * len(self._jobs)
         except CancelledError:
             # Cancel requests go through the Event, never future.cancel(): a cancelled future means the
             # client lost the Dask scheduler (restart, network), which another delivery can survive.
@@ -255,6 +254,20 @@ class _TaskRun:
         self.started = _starts(outcomes, waited_from, self._ended_at or datetime.now(UTC))
         # run_job raises ValueError for params it cannot accept: retrying cannot help.
         return [PermanentJobError(str(o)) if isinstance(o, ValueError) else o for o in outcomes]
+
+
+def _timed_out(jobs: int, timeout_s: float) -> Exception:
+    """The failure of a task that ran out of time: permanent for one job, transient for a pack.
+
+    One job had its own ``timeout_s``, counted from when its slot turned to it: another delivery would run
+    the same work against the same budget and time out alike, five times into the dead-letter queue (issue
+    43: ``sleep_s`` 0.99 in ``timeout_s`` 1.0). A pack's budget is the sum of its jobs', and no job of it
+    asked for it: each is worth another delivery, where it may run alone.
+    """
+    if jobs == 1:
+        return PermanentJobError(f"timed out after {timeout_s:g} s, its timeout_s: another delivery would time out "
+                                 f"alike; ask for a longer timeout_s")
+    return TransientJobError(f"its pack timed out after {timeout_s:g} s")
 
 
 def _starts(outcomes: Sequence[Any], waited_from: datetime, ended_at: datetime) -> list[datetime]:

@@ -5,7 +5,8 @@ Layout under the root URL::
     results/<job_id>.json          the terminal JobResult (the idempotency record of a job)
     artifacts/<job_id>/<name>      larger outputs (distributions, plots)
     published/<job_id>             marker: the result was published on gpu-job-result
-    cancel/<job_id>                marker: cancellation was requested (seen by every replica)
+    cancel/<job_id>                marker: cancellation was requested (seen by every replica), holding when
+                                   (epoch seconds); it expires after ``CANCEL_MARKER_TTL_S``
     sessions/<session>/<job_id>    marker: the job was started for this session (the request's session_id)
 
 Writes go to a temporary name and are then moved into place, so a reader never sees half a result on a
@@ -35,6 +36,7 @@ from urllib.parse import quote
 
 from fsspec.spec import AbstractFileSystem
 
+from runtime.protocol.contract import MESSAGE_RETENTION_S
 from runtime.protocol.messages import JobResult, is_job_id
 from runtime.scheduler.store.filesystems import url_to_fs
 
@@ -47,7 +49,7 @@ _JOB_FOLDERS: Final = ("results", "published", "artifacts")
 # failed and could not remove its file leaves one in one of these places.
 _TEMPORARY: Final = ".tmp"
 # Where: each folder, and how many levels of subfolders below it (a job's artifact folder).
-_TEMPORARY_PLACES: Final = (("results", 0), ("published", 0), ("artifacts", 1))
+_TEMPORARY_PLACES: Final = (("results", 0), ("published", 0), ("artifacts", 1), ("cancel", 0))
 # The sweep removes temporaries older than this (seconds): far beyond the milliseconds a write takes.
 STALE_TEMPORARY_S: Final = 900.0
 # A session's folder is its id, %-escaped, up to this length (a file name's limit is 255 bytes); longer, its hash.
@@ -56,6 +58,11 @@ _MAX_SESSION_KEY: Final = 128
 # (one per job, so remembering them all grew with every job the scheduler ran). Past it, the memory
 # starts again: the next write to each folder asks the filesystem once more.
 MAX_KNOWN_FOLDERS: Final = 256
+# How long a cancel marker stands (seconds): as long as the request subscription keeps a message. A cancel may
+# come before its job's request is received (it waits in the subscription, or is still being published), so a
+# marker for a job no replica knows is kept; past this, no request it could stop is left, and the sweep
+# removes it (issue 43: `DELETE /jobs/<any id>` left a marker for ever).
+CANCEL_MARKER_TTL_S: Final = float(MESSAGE_RETENTION_S)
 
 _T = TypeVar("_T")
 
@@ -77,7 +84,7 @@ OutageHandler = Callable[[StoreUnavailable], None]
 class ResultStore:
     """Results and artifacts of jobs under ``url``; safe to share between threads."""
 
-    def __init__(self, url: str, fs: AbstractFileSystem | None = None) -> None:
+    def __init__(self, url: str, fs: AbstractFileSystem | None = None, clock: Callable[[], float] = time.time) -> None:
         if fs is None:
             fs, root = url_to_fs(url)
         else:
@@ -89,6 +96,7 @@ class ResultStore:
         # Folders known to exist: a job's writes need not ask the filesystem again (set add is atomic).
         self._made_dirs: set[str] = set()
         self._on_outage: OutageHandler | None = None
+        self._clock = clock  # wall-clock seconds: a cancel marker's time is read by every replica
 
     def waiting_out_outages(self, handler: OutageHandler) -> ResultStore:
         """This store, but every operation that fails with ``StoreUnavailable`` calls ``handler`` and tries again.
@@ -141,13 +149,50 @@ class ResultStore:
     # --- cancellation marker ----------------------------------------------------------------------
 
     def request_cancel(self, job_id: str) -> None:
-        """Record that ``job_id`` should stop (or never start), for whichever replica has it."""
+        """Record that ``job_id`` should stop (or never start), for whichever replica has it, for
+        ``CANCEL_MARKER_TTL_S`` from now."""
         path = self._cancel_path(job_id)
-        self._riding(lambda: self._write(path, b"", atomic=False))
+        stamp = f"{self._clock():.3f}".encode()
+        self._riding(lambda: self._write(path, stamp))
 
     def cancel_requested(self, job_id: str) -> bool:
-        """Whether cancellation of ``job_id`` was requested."""
-        return self._riding(lambda: self._exists(self._cancel_path(job_id)))
+        """Whether cancellation of ``job_id`` was requested less than ``CANCEL_MARKER_TTL_S`` ago."""
+        path = self._cancel_path(job_id)
+        stamp = self._riding(lambda: self._read(path))
+        return stamp is not None and not self._expired(stamp)
+
+    def sweep_cancel_markers(self) -> int:
+        """Remove the cancel markers older than ``CANCEL_MARKER_TTL_S``; returns how many.
+
+        One listing of ``cancel/`` and one read per marker: markers are written only by ``DELETE /jobs/{id}``
+        (token holders) and live a week at most, so the folder stays small.
+        """
+        folder = f"{self._root}/cancel"
+        try:
+            paths = self._fs.ls(folder, detail=False)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot list {self._url_of(folder)}: {exc}") from exc
+        removed = 0
+        for path in paths:
+            if path.endswith(_TEMPORARY):
+                continue  # a write under way (the temporary sweep takes a stale one)
+            stamp = self._read(path)
+            # Gone already (another replica's sweep was first) or not removable now: the next sweep tries.
+            if stamp is not None and self._expired(stamp):
+                with contextlib.suppress(OSError):
+                    self._fs.rm(path)
+                    removed += 1
+        return removed
+
+    def _expired(self, stamp: bytes) -> bool:
+        # A marker without a readable time (an empty one, from before markers held it) counts as expired.
+        try:
+            requested_at = float(stamp)
+        except ValueError:
+            return True
+        return not self._clock() - requested_at < CANCEL_MARKER_TTL_S
 
     # --- sessions ----------------------------------------------------------------------------------
 

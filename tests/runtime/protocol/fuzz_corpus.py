@@ -192,6 +192,21 @@ def _wrong_types(job_id: str, rng: random.Random) -> bytes:
     return _dumps(body)
 
 
+def _loose_types(job_id: str, rng: random.Random) -> bytes:
+    """A value of another JSON type than its field's, which lax validation coerced (issue 43), or a session id
+    with a control character (sent as its JSON escape: ``\\u0000``, ``\\n``, ``\\u001b``)."""
+    job_type, key, value = rng.choice([
+        ("european_option", "paths", True), ("european_option", "antithetic", "yes"),
+        ("random_walk", "paths", " 1_000 "), ("random_walk", "seed", "7"), ("european_option", "spot", "100"),
+        ("noop", "sleep_s", False), ("european_option", "control_variate", 1), ("random_walk", "steps", 2.5),
+        ("noop", "session_id", "desk\x00"), ("noop", "session_id", "a\nb"), ("noop", "session_id", "\x1b[2J"),
+        ("noop", "timeout_s", "60"),
+    ])
+    if key in ("session_id", "timeout_s"):
+        return _dumps({"job_id": job_id, "type": job_type, key: value})
+    return _dumps({"job_id": job_id, "type": job_type, "params": {key: value}})
+
+
 def _unknown_type(job_id: str, rng: random.Random) -> bytes:
     return _dumps({"job_id": job_id, "type": rng.choice(["quantum_annealing", "", "NOOP", "noop ", "\u0000"])})
 
@@ -256,8 +271,8 @@ def _oversize(job_id: str, rng: random.Random) -> bytes:
 KINDS: Final[dict[str, Callable[[str, random.Random], bytes]]] = {
     fn.__name__.lstrip("_"): fn for fn in (
         _random_bytes, _truncated, _deep_array, _deep_object, _non_finite, _huge_integer, _duplicate_keys,
-        _bad_utf8, _other_encoding, _lone_surrogate, _not_an_object, _wrong_types, _unknown_type, _bad_params,
-        _bad_fields, _missing_fields, _mutated, _adversarial, _amplification, _forged_attribute)
+        _bad_utf8, _other_encoding, _lone_surrogate, _not_an_object, _wrong_types, _loose_types, _unknown_type,
+        _bad_params, _bad_fields, _missing_fields, _mutated, _adversarial, _amplification, _forged_attribute)
 }
 
 

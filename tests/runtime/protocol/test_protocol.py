@@ -329,11 +329,68 @@ _BASKET = '"type": "basket_option", "params": {"spots": [100], "weights": [1], "
     '{"job_id": "n", "type": "noop", "params": {"sleep_s": "NaN"}}',
 ])
 def test_non_finite_strings_are_refused_in_every_field_scalar_or_listed(body: str) -> None:
-    # issue #35: "NaN" inside a list passed validation; baskets then succeeded with a null estimate
-    with pytest.raises(InvalidRequest, match="finite number"):
+    # issue #35: "NaN" inside a list passed validation; baskets then succeeded with a null estimate. Since issue 43
+    # a string is no number at all (strict types), "NaN" and "Infinity" included.
+    with pytest.raises(InvalidRequest, match="valid number"):
         parse_request(body.encode())
 
 
 def test_every_float_field_of_the_protocol_refuses_non_finite_values() -> None:
     for model in (*PARAMS_BY_TYPE.values(), HestonAssets, BookContract, JobRequest):
         assert model.model_config.get("allow_inf_nan") is False, model.__name__
+
+
+_LOOSE = [  # issue 43: each was coerced into a valid request
+    ({"type": "european_option", "params": {"paths": True}}, "params.paths: Input should be a valid integer"),
+    ({"type": "european_option", "params": {"antithetic": "yes"}}, "params.antithetic: Input should be a valid bool"),
+    ({"type": "european_option", "params": {"control_variate": 1}}, "params.control_variate: Input should be a valid"),
+    ({"type": "random_walk", "params": {"paths": " 1_000 "}}, "params.paths: Input should be a valid integer"),
+    ({"type": "random_walk", "params": {"seed": "7"}}, "params.seed: Input should be a valid integer"),
+    ({"type": "random_walk", "params": {"steps": 2.5}}, "params.steps: Input should be a valid integer"),
+    ({"type": "european_option", "params": {"spot": "100"}}, "params.spot: Input should be a valid number"),
+    ({"type": "noop", "params": {"sleep_s": False}}, "params.sleep_s: Input should be a valid number"),
+    ({"type": "noop", "timeout_s": "60"}, "timeout_s: Input should be a valid number"),
+    ({"type": "noop", "priority": True}, "priority: Input should be a valid integer"),
+    ({"type": "noop", "session_id": 7}, "session_id: Input should be a valid string"),
+    ({"type": "noop", "session_id": "desk\u0000"}, "session_id: must be printable text"),
+    ({"type": "noop", "session_id": "desk\n200 OK"}, "session_id: must be printable text"),
+    ({"type": "noop", "session_id": "\u001b[2Jdesk"}, "session_id: must be printable text"),
+    ({"type": "noop", "session_id": "desk\u202e"}, "session_id: must be printable text"),
+]
+
+
+@pytest.mark.parametrize("body, reason", _LOOSE)
+def test_a_value_of_the_wrong_json_type_is_refused_not_coerced(body: dict[str, Any], reason: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_request(json.dumps({"job_id": "loose", **body}).encode())
+    assert reason in str(refused.value) and refused.value.job_id == "loose"
+
+
+def test_json_numbers_keep_their_meaning_an_int_for_a_float_and_a_whole_float_for_an_int() -> None:
+    # what users write today: `"spot": 100` (examples/), `gpurt submit -p paths=1e6`, `"timeout_s": 60`
+    request = parse_request(b'{"job_id": "n", "type": "european_option", "session_id": "desk 7 \xc3\xa9",'
+                            b' "timeout_s": 60, "params": {"spot": 100, "paths": 1e6, "seed": 7.0, "kind": "put",'
+                            b' "greeks": ["delta"], "antithetic": false}}')
+    params = request.params
+    assert isinstance(params.spot, float) and params.spot == 100.0 and request.timeout_s == 60.0
+    assert type(params.paths) is int and params.paths == 1_000_000 and type(params.seed) is int
+    assert params.kind == "put" and params.greeks == ["delta"] and params.antithetic is False
+
+
+def test_every_example_job_file_is_still_a_valid_request() -> None:
+    from pathlib import Path
+
+    examples = sorted((Path(__file__).resolve().parents[3] / "examples").glob("*.json"))
+    assert len(examples) >= 9
+    for path in examples:
+        assert parse_request(path.read_bytes()).job_id, path.name
+
+
+def test_a_python_caller_may_still_pass_tuples_and_numpy_values() -> None:
+    # strict mode is for the wire; gpurt.client's params classes are built from Python values, which lax mode took
+    import numpy as np
+
+    params = PARAMS_BY_TYPE[JobType.PORTFOLIO_VAR](exposures=np.array([1e6, 2e6]), volatilities=(0.2, 0.3),
+                                                   correlation=np.eye(2), paths=np.int64(1000))
+    assert params.exposures == [1e6, 2e6] and params.volatilities == [0.2, 0.3]
+    assert params.correlation == [[1.0, 0.0], [0.0, 1.0]] and type(params.paths) is int and params.paths == 1000

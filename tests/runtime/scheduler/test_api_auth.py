@@ -41,12 +41,25 @@ def test_with_a_token_a_missing_or_wrong_one_is_401(method: str, path: str, body
         assert response.status_code == 401, (path, headers)
 
 
-def test_health_is_open_and_readiness_says_why_not() -> None:
-    client = _client({})
+def test_health_is_open_and_readiness_says_why_not_only_to_the_tokens_holder() -> None:
+    client = _client({contract.SchedulerEnv.CONTROL_TOKEN: "right"})
     assert client.get(contract.HEALTH_PATH).json() == contract.HEALTH_BODY
-    ready = client.get(contract.READY_PATH)
+    ready = client.get(contract.READY_PATH, headers={"Authorization": "Bearer right"})
     assert ready.status_code == 503 and ready.json()["reasons"] == ["not started"]
     assert "/control/maintenance" in client.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.parametrize("env", [{}, {contract.SchedulerEnv.CONTROL_TOKEN: "right"}])
+def test_readiness_tells_an_unauthenticated_caller_its_status_alone(env: dict[str, str]) -> None:
+    # issue 43: during a store outage /readyz named the result store's path and a job id to anyone
+    service = Service(Settings.from_env({"GPURT_RESULT_STORE": "memory://api-auth", **env}))
+    secret = "the result store is unavailable, intake stopped: write of /srv/results/job-7/result.json failed"
+    service.readiness = lambda: [secret]  # type: ignore[method-assign]
+    client = TestClient(create_app(service))
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        ready = client.get(contract.READY_PATH, headers=headers)
+        assert ready.status_code == 503 and ready.json() == {"ready": False}, headers
+        assert "/srv/results" not in ready.text and "job-7" not in ready.text
 
 
 def test_probes_metrics_and_the_api_description_stay_open_with_a_token_configured() -> None:

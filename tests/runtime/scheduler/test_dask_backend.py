@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kernels.errors import JobCancelled
+from kernels.errors import JobCancelled, PermanentJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.dask_workers import DaskWorkers
@@ -216,3 +216,12 @@ def test_a_noop_runs_on_the_cpu_worker_and_a_kernel_job_waits_for_a_gpu() -> Non
             assert state == {"no-worker"}  # held for a worker with a GPU: none runs it here
         finally:
             made.close()
+
+
+def test_a_job_that_runs_out_of_its_own_timeout_fails_permanently(backends: DaskBackends) -> None:
+    # issue 43: sleep_s 0.99 in timeout_s 1.0 timed out on each of five deliveries into the dead-letter queue.
+    # The request model refuses a sleep not shorter than the timeout; a copy skips it, so the timeout is certain.
+    backend = backends.make(device="cpu")
+    request = _noop("over-budget", sleep_s=30).model_copy(update={"timeout_s": 1.0})
+    with pytest.raises(PermanentJobError, match=r"timed out after 1 s, its timeout_s"):
+        backend.run(request, attempt=1)

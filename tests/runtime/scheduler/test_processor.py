@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import uuid
 
@@ -309,3 +311,57 @@ def test_every_result_names_the_body_and_message_it_answers_and_a_bogus_body_nev
     answer = processor.process(again).result
     assert answer.request_digest == request_digest(again.data) != ran.request_digest
     assert answer.result == ran.result and sink.published[-1] == answer
+
+
+def _option(job_id: str, strike: object, message_id: str, **extra: object) -> Delivery:
+    params = {"spot": 100, "strike": strike, "rate": 0.05, "volatility": 0.2, "maturity": 1.0, "kind": "call",
+              "paths": 1000, "seed": 7, **extra}
+    body = json.dumps({"job_id": job_id, "type": "european_option", "params": params}).encode()
+    return Delivery(message_id=message_id, data=body, attributes={}, delivery_attempt=1, publish_time=None)
+
+
+def test_a_stored_result_never_answers_another_computation_under_its_id() -> None:
+    """Issue 43's relabel: strike 1 run under the victim's id must not answer the victim's strike 100 as its own."""
+    processor, backend, store, sink = _setup()
+    backend.summary = {"estimate": 99.05}
+    assert processor.process(_option("victim", 1, "m-attacker")).result.status is JobStatus.SUCCEEDED
+    victim = _option("victim", 100, "m-victim")
+    decision = processor.process(victim)
+    answer = decision.result
+    assert decision.settle is Settle.ACK and decision.reason == "conflict"
+    assert answer.status is JobStatus.REJECTED and answer.error.kind is ErrorKind.CONFLICT
+    assert answer.result is None and "different computation" in answer.error.message
+    # it names the victim's body, so the victim's client takes it (and sees the conflict, not a price)
+    assert answer.request_digest == request_digest(victim.data) and sink.published[-1] == answer
+    assert backend.calls == ["victim"]  # nothing ran for it
+    assert store.get("victim").result == {"estimate": 99.05}  # the id's result stays the one that ran
+    assert store.get("victim").request_digest != answer.request_digest
+
+
+def test_the_same_computation_spelled_otherwise_is_answered_from_the_store() -> None:
+    processor, backend, _, _ = _setup()
+    ran = processor.process(_option("same", 100, "m-1")).result
+    # 100.0 for 100, a default given explicitly, a session and a timeout: the same computation
+    respelled = _option("same", 100.0, "m-2", antithetic=True)
+    respelled = dataclasses.replace(
+        respelled, data=respelled.data.replace(b"{", b'{"session_id": "s", "timeout_s": 60, ', 1))
+    decision = processor.process(respelled)
+    assert decision.reason == "duplicate" and decision.result.status is JobStatus.SUCCEEDED
+    assert decision.result.result == ran.result and decision.result.computation_digest == ran.computation_digest
+    assert backend.calls == ["same"]
+
+
+def test_a_twin_for_another_computation_waits_for_the_running_one_then_gets_a_conflict() -> None:
+    processor, backend, _, _ = _setup()
+    backend.hold.add("held")
+    first = threading.Thread(target=processor.process, args=(_option("held", 100, "m-1"),))
+    first.start()
+    assert backend.started.wait(10)
+    other: list[Decision] = []
+    twin = threading.Thread(target=lambda: other.append(processor.process(_option("held", 1, "m-2"))))
+    twin.start()
+    backend.gate.set()
+    first.join(10)
+    twin.join(10)
+    assert other[0].reason == "conflict" and other[0].result.error.kind is ErrorKind.CONFLICT
+    assert backend.calls == ["held"]

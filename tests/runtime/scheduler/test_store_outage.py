@@ -39,6 +39,7 @@ JOBS = SLOTS * NARROW_PLACES_PER_SLOT + 1
 # subscriptions' 1 s redelivery backoffs.
 OUTAGE_PROBES = 3
 WAIT_S = 60.0
+TOKEN = "outage-token"  # /readyz names its reasons (the store's error) only to the token's holder
 
 
 @dataclass
@@ -61,6 +62,7 @@ def outage(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory) -
     settings = Settings.from_env({
         "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": PROJECT, "GPURT_LOCAL_WORKERS": "1",
         "GPURT_MAX_IN_FLIGHT": str(SLOTS), "GPURT_RESULT_STORE": folder.as_uri(), "GPURT_DEVICE": "cpu",
+        contract.SchedulerEnv.CONTROL_TOKEN: TOKEN,
     })
     service = Service(settings, metrics=SchedulerMetrics())
     fs = FailingFileSystem()
@@ -70,7 +72,8 @@ def outage(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory) -
     try:
         requests.job("outage-warm-up")
         assert results.wait("outage-warm-up", WAIT_S).status is JobStatus.SUCCEEDED
-        yield Outage(emulator, service, fs, results, requests, TestClient(create_app(service)))
+        yield Outage(emulator, service, fs, results, requests,
+                     TestClient(create_app(service), headers={"Authorization": f"Bearer {TOKEN}"}))
     finally:
         fs.mode = None
         requests.close()
@@ -92,6 +95,7 @@ def test_a_store_outage_stops_intake_and_costs_no_delivery_attempt(outage: Outag
     wait_for(lambda: not service.consumer.running, WAIT_S, "intake to stop")  # type: ignore[union-attr]
     ready = outage.http.get(contract.READY_PATH)
     assert ready.status_code == 503 and "result store is unavailable" in " ".join(ready.json()["reasons"])
+    assert TestClient(create_app(service)).get(contract.READY_PATH).json() == {"ready": False}  # no token: no reasons
 
     failures = fs.failures
     wait_for(lambda: fs.failures >= failures + OUTAGE_PROBES, WAIT_S, "the probe to fail a few times")

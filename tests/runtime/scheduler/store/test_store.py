@@ -11,6 +11,7 @@ import pytest
 from runtime.protocol.messages import JobResult, JobStatus
 from runtime.scheduler.store import ResultStore, StoreError, StoreUnavailable
 from runtime.scheduler.store.filesystems import GCS_EMULATOR_ENV
+from runtime.scheduler.store.store import CANCEL_MARKER_TTL_S
 from tests.runtime.scheduler.store.failing_fs import FailingFileSystem
 from tests.runtime.scheduler.store.gcs_server import fake_gcs_server
 
@@ -62,6 +63,27 @@ def test_artifacts_and_publication_marker(store: ResultStore) -> None:
     assert not store.cancel_requested("job-2")
     store.request_cancel("job-2")
     assert store.cancel_requested("job-2")
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_a_cancel_marker_expires_and_the_sweep_removes_it(kind: str, tmp_path: Path) -> None:
+    # issue 43: `DELETE /jobs/<id>` of a job that never comes left its marker for ever. A cancel may precede its
+    # job's request (queued in the subscription), so the marker stands as long as a message may wait there.
+    now = [1_000_000.0]
+    url = f"memory://cancel-{tmp_path.name}" if kind == "memory" else tmp_path.as_uri()
+    store = ResultStore(url, clock=lambda: now[0])
+    store.request_cancel("never-comes")
+    now[0] += CANCEL_MARKER_TTL_S / 2
+    store.request_cancel("queued")
+    assert store.cancel_requested("never-comes") and store.cancel_requested("queued")
+    assert store.sweep_cancel_markers() == 0
+    now[0] += CANCEL_MARKER_TTL_S / 2  # the first marker is as old as the subscription's retention now
+    assert not store.cancel_requested("never-comes") and store.cancel_requested("queued")
+    assert store.sweep_cancel_markers() == 1
+    assert store._fs.ls(f"{store._root}/cancel", detail=False) == [f"{store._root}/cancel/queued"]
+    store._fs.pipe_file(f"{store._root}/cancel/legacy", b"")  # a marker from before markers held their time
+    assert not store.cancel_requested("legacy") and store.sweep_cancel_markers() == 1
+    assert ResultStore(f"memory://cancel-none-{tmp_path.name}").sweep_cancel_markers() == 0  # no folder yet
 
 
 def test_a_session_lists_the_jobs_started_for_it(store: ResultStore) -> None:
