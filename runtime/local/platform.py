@@ -210,6 +210,16 @@ class LocalPlatform:
                                      "start it with `gpurt local up`")
         return state
 
+    def recorded_state(self) -> LocalState:
+        """The state of a platform that was started and not taken down, whether or not every process still
+        runs: what the recovery commands (``restart_broker``, ``restart_scheduler``) start from. Raises
+        ``LocalPlatformError`` when there is none."""
+        state = self.state
+        if state is None:
+            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
+                                     "start it with `gpurt local up`")
+        return state
+
     def up(self, on_step: Step = _no_step) -> UpResult:
         """Start everything and wait until the scheduler is ready. Idempotent."""
         existing = self.state
@@ -374,16 +384,19 @@ class LocalPlatform:
                           grace_s: float = STOP_GRACE_S, names: Collection[str] | None = None) -> list[Restarted]:
         """Replace every scheduler replica in turn (a rolling upgrade) and leave the emulator alone.
 
-        Each replica is drained (it takes no new job; the others keep consuming), its in-flight jobs
-        finish, it stops, and it starts again with the same settings and port; the next one is only
-        touched once this one is ready. A replica that is already dead is simply started again.
-        ``names`` limits the restart to those replicas.
+        Dead replicas come back first: they consume nothing, so starting them costs no capacity, and a
+        live one is stopped only once another replica is ready to take its jobs (with a single replica
+        there is none, so its jobs wait in the subscription while it restarts). Each live replica is
+        drained (it takes no new job; the others keep consuming), its in-flight jobs finish, it stops,
+        and it starts again with the same settings and port; the next one is only touched once this one
+        is ready. ``names`` limits the restart to those replicas.
         """
-        state = self.state
-        emulator = state.process(EMULATOR) if state is not None else None
-        if state is None or emulator is None or not processes.is_alive(emulator):
-            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
-                                     "start it with `gpurt local up`")
+        state = self.recorded_state()
+        emulator = state.process(EMULATOR)
+        if emulator is None or not processes.is_alive(emulator):
+            # A replica cannot become ready without its broker: bring the broker back first.
+            raise LocalPlatformError("the Pub/Sub emulator is not running: run `gpurt local restart-broker` first, "
+                                     "then `gpurt local restart-scheduler`")
         replicas = [p for p in state.schedulers() if names is None or p.name in names]
         unknown = set(names or ()) - {p.name for p in replicas}
         if unknown:
@@ -391,10 +404,12 @@ class LocalPlatform:
         if any(not p.env for p in replicas):
             raise LocalPlatformError("this platform was started by an older gpurt that did not record the "
                                      "scheduler's settings; restart it with `gpurt local down` and `gpurt local up`")
+        # sorted() is stable: dead replicas first, each group in the platform's order.
         done = []
-        for old in replicas:
+        for old in sorted(replicas, key=processes.is_alive):
             drained = False
             if processes.is_alive(old):
+                self._wait_for_another_ready(state, old, on_step)
                 on_step(f"draining {old.name} (pid {old.pid})")
                 drained = _drain(old.api_url or state.api_url, state.control_token, drain_timeout_s)
                 on_step(f"stopping {old.name}")
@@ -410,6 +425,23 @@ class LocalPlatform:
                        self.config.ready_timeout_s, [emulator, new], f"{old.name} did not become ready again")
             done.append(Restarted(old.name, old.pid, new.pid, drained))
         return done
+
+    def _wait_for_another_ready(self, state: LocalState, replica: ProcessRecord, on_step: Step) -> None:
+        """Wait until a replica other than ``replica`` is ready, so stopping it leaves a consumer. A platform
+        of one replica has no other, and its restart goes ahead."""
+        others = [p for p in state.schedulers() if p.name != replica.name]
+        if not others:
+            return
+        on_step(f"waiting for a replica other than {replica.name} to be ready")
+
+        def another_ready() -> bool:
+            return any(processes.is_alive(p) and _replica_ready(p, state.control_token) for p in others)
+
+        if not processes.wait_until(another_ready, self.config.ready_timeout_s, interval_s=0.5):
+            raise LocalPlatformError(
+                f"no replica other than {replica.name} became ready within {self.config.ready_timeout_s:.0f} s, "
+                f"so stopping {replica.name} would leave no consumer; {replica.name} was left running. Restart "
+                f"the others first: `gpurt local status` shows which")
 
     def kill_scheduler(self, name: str) -> int:
         """SIGKILL one scheduler replica and its Dask workers, as a crash would (drills). Returns its pid."""
@@ -427,11 +459,10 @@ class LocalPlatform:
         delivery attempts; the official emulator keeps everything in memory, so on it all of that is gone
         (docs/local-platform.md). The schedulers reconnect on their own. Returns the new pid.
         """
-        state = self.state
-        old = state.process(EMULATOR) if state is not None else None
-        if state is None or old is None:
-            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
-                                     "start it with `gpurt local up`")
+        state = self.recorded_state()
+        old = state.process(EMULATOR)
+        if old is None:
+            raise LocalPlatformError("the local platform's state names no emulator process")
         on_step(f"stopping the emulator (pid {old.pid})")
         processes.stop_process(old, STOP_GRACE_S)
         on_step("starting the emulator again")
@@ -465,7 +496,8 @@ class LocalPlatform:
         the jobs they finished run again. Raises ``LocalPlatformError`` when a replica does not get there
         within ``timeout_s`` or does not take intake back.
         """
-        state = self.running_state()
+        # Only live replicas are drained: a dead one consumes nothing (restart_scheduler brings it back).
+        state = self.recorded_state()
         replicas = [r for r in state.schedulers() if processes.is_alive(r)]
         try:
             on_step(f"draining {len(replicas)} scheduler replica(s)")
@@ -492,8 +524,10 @@ class LocalPlatform:
 
         The schedulers keep running and reconnect on their own. On the builtin broker every message waiting
         or unpulled is there again after the restart; the official emulator keeps nothing (``broker_is_durable``).
+        The broker may have died already (the state it crashed in is what the runbooks recover from): then it
+        is simply started again on its ports and data folder.
         """
-        state = self.running_state()
+        state = self.recorded_state()
         old = state.process(EMULATOR)
         if old is None:
             raise LocalPlatformError("the local platform's state names no emulator process")
