@@ -32,6 +32,7 @@ from runtime.access.target import DEFAULT_PROJECT, Target
 from runtime.access.transport import PubSubClients, make_clients
 from runtime.local import processes
 from runtime.local.broker.brokers import Broker
+from runtime.local.broker_credentials import CREDENTIALS_FILE, SCHEDULER_TOKEN_FILE, BrokerTokens, write_credentials
 from runtime.local.prometheus.config import ScrapeTargets
 from runtime.local.status import PlatformStatus, collect_status
 from runtime.protocol.contract import SCHEDULER_PORT, SchedulerEnv
@@ -51,6 +52,8 @@ TOKEN_FILE: Final = "control-token"
 BROKER_DIR: Final = "broker"
 # The builtin broker's durability option, as `up` starts it: a broker started without it keeps nothing.
 BROKER_DATA_DIR_FLAG: Final = "--data-dir"
+# The builtin broker's access control, as `up` starts it: a broker started without it answers everyone.
+BROKER_CREDENTIALS_FLAG: Final = "--credentials"
 MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts its local Dask cluster; on a loaded 2-core box that
@@ -65,12 +68,13 @@ STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
 def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token_file: Path,
-                  lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None
-                  ) -> dict[str, str]:
+                  lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None,
+                  broker_token_file: Path | None = None) -> dict[str, str]:
     """The settings every local gpu-scheduler replica gets (``replica_env`` adds each one's own).
 
     Empty values mean unset to the scheduler (``Settings.from_env``), so an unset option keeps its default.
     ``vertex_url``: the custom-jobs stand-in, to which jobs overflow after ``cfg.spill_after_s``.
+    ``broker_token_file``: the scheduler principal's token for the builtin broker.
     """
     overflow = {
         SchedulerEnv.VERTEX_ENDPOINT: vertex_url,
@@ -88,6 +92,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
         SchedulerEnv.LOCAL_GPUS: "" if cfg.gpus is None else str(cfg.gpus),
         SchedulerEnv.RESULT_STORE: result_store,
         SchedulerEnv.CONTROL_TOKEN_FILE: str(token_file),
+        SchedulerEnv.PUBSUB_EMULATOR_TOKEN_FILE: "" if broker_token_file is None else str(broker_token_file),
         SchedulerEnv.HOST: cfg.host,
         SchedulerEnv.POOLS: "local",
         SchedulerEnv.LEADER: "always" if lease_file is None else "file",
@@ -270,6 +275,11 @@ class LocalPlatform:
         result_store = cfg.result_store or (self.directory / "results" / session).as_uri()
         token = secrets.token_urlsafe(32)
         token_file = processes.write_private(self.directory / TOKEN_FILE, token)
+        # The broker's principals, fresh each `up` (docs/local-platform.md, "Trust"). Google's emulator takes no
+        # credentials: with it the tokens are sent and ignored.
+        broker_tokens = BrokerTokens()
+        credentials = write_credentials(self.directory / CREDENTIALS_FILE, cfg.project, broker_tokens)
+        broker_token_file = processes.write_private(self.directory / SCHEDULER_TOKEN_FILE, broker_tokens.scheduler)
         emulator_host = f"{cfg.host}:{emulator_port}"
         base_env = _base_env()
         lease_file = self.directory / LEASE_FILE if cfg.replicas > 1 else None
@@ -277,7 +287,8 @@ class LocalPlatform:
             lease_file.unlink(missing_ok=True)  # a lease from an earlier run names holders that are gone
 
         on_step(f"starting the Pub/Sub emulator ({cfg.broker}) on {emulator_host}")
-        command = _emulator_command(cfg, emulator_port, admin_port, rest_port, self.directory / BROKER_DIR)
+        command = _emulator_command(cfg, emulator_port, admin_port, rest_port, self.directory / BROKER_DIR,
+                                    credentials)
         emulator = processes.start_process(EMULATOR, command, base_env, logs / "emulator.log")
         # Only the builtin has the admin view; without it the backlog and DLQ-depth metrics stay empty. The
         # official emulator answers REST on its gRPC port, the builtin on a port of its own.
@@ -287,7 +298,8 @@ class LocalPlatform:
         state = LocalState(
             project=cfg.project, api_url=_url(cfg.host, ports[0]), emulator_host=emulator_host,
             emulator_admin_url=admin_url, emulator_rest_url=rest_url, control_token=token,
-            result_store=result_store, workers=cfg.workers, processes=[emulator], lease_file=lease_file)
+            broker_token=broker_tokens.operator, broker_user_token=broker_tokens.user, result_store=result_store,
+            workers=cfg.workers, processes=[emulator], lease_file=lease_file)
         save_state(state, self.directory)
         self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
                    [emulator], "the emulator did not open its port")
@@ -295,7 +307,7 @@ class LocalPlatform:
         on_step("creating the contract's topics and subscriptions")
         from runtime.scheduler.messaging.admin import ensure_topology
 
-        clients = make_clients(cfg.project, emulator_host)
+        clients = make_clients(cfg.project, emulator_host, broker_tokens.operator)
         try:
             created = ensure_topology(cfg.project, clients.publisher, clients.subscriber)
         finally:
@@ -320,7 +332,7 @@ class LocalPlatform:
                 f"{', '.join(map(str, ports))}")
         settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token_file=token_file,
                                  lease_file=lease_file, emulator_admin_url=state.emulator_admin_url,
-                                 vertex_url=vertex_url)
+                                 vertex_url=vertex_url, broker_token_file=broker_token_file)
         schedulers = []
         for index, port in enumerate(ports):
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
@@ -474,12 +486,19 @@ class LocalPlatform:
                    "the emulator did not open its port again")
         from runtime.scheduler.messaging.admin import ensure_topology
 
-        clients = make_clients(state.project, state.emulator_host)
+        clients = make_clients(state.project, state.emulator_host, state.broker_token)
         try:
             ensure_topology(state.project, clients.publisher, clients.subscriber)
         finally:
             clients.close()
         return new.pid
+
+    def broker_checks_credentials(self) -> bool:
+        """Whether the running broker refuses a call without a token its principals allow (the builtin, started
+        with its credentials file); Google's emulator answers everyone."""
+        state = self.state
+        record = state.process(EMULATOR) if state is not None else None
+        return record is not None and BROKER_CREDENTIALS_FLAG in record.command
 
     def broker_is_durable(self) -> bool:
         """Whether the running broker keeps its messages across a restart (the builtin, on its data folder)."""
@@ -549,7 +568,8 @@ class LocalPlatform:
                 _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
             drained = all(_drain(r.api_url or state.api_url, state.control_token, drain_timeout_s) for r in live)
         killed = self._stop_all(state, grace_s)
-        (self.directory / TOKEN_FILE).unlink(missing_ok=True)
+        for secret in (TOKEN_FILE, CREDENTIALS_FILE, SCHEDULER_TOKEN_FILE):
+            (self.directory / secret).unlink(missing_ok=True)
         clear_state(self.directory)
         return DownResult(was_running=True, drained=drained, killed=killed)
 
@@ -564,17 +584,20 @@ class LocalPlatform:
         state = self.running_state()
         return Target(api_url=state.api_url, project=state.project, token=state.control_token,
                       emulator_host=state.emulator_host, emulator_admin_url=state.emulator_admin_url,
-                      source="local state")
+                      source="local state", emulator_token=state.broker_token,
+                      emulator_user_token=state.broker_user_token)
 
     def api(self) -> ApiClient:
         """An authenticated API client of the running scheduler (close it, or use ``with``)."""
         state = self.running_state()
         return ApiClient(state.api_url, state.control_token)
 
-    def pubsub(self) -> PubSubClients:
-        """Pub/Sub clients bound to the platform's emulator (close them when done)."""
+    def pubsub(self, as_user: bool = False) -> PubSubClients:
+        """Pub/Sub clients bound to the platform's emulator (close them when done), as its operator (everything)
+        or, with ``as_user``, as a user (publish requests, read results on subscriptions of its own)."""
         state = self.running_state()
-        return make_clients(state.project, state.emulator_host)
+        return make_clients(state.project, state.emulator_host,
+                            state.broker_user_token if as_user else state.broker_token)
 
     # --- helpers -------------------------------------------------------------------------------------
 
@@ -633,12 +656,15 @@ def _host_port(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
-def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int, data_dir: Path) -> list[str]:
-    """The command line of the configured broker on ``cfg.host:port`` (the builtin durable in ``data_dir``)."""
+def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int, data_dir: Path,
+                      credentials: Path) -> list[str]:
+    """The command line of the configured broker on ``cfg.host:port`` (the builtin durable in ``data_dir``, taking
+    calls only with a token of ``credentials``)."""
     if cfg.broker is Broker.BUILTIN:
         return [sys.executable, "-m", "runtime.local.broker", "--host", cfg.host, "--port", str(port),
                 "--admin-port", str(admin_port), "--rest-port", str(rest_port),
-                "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir)]
+                "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir),
+                BROKER_CREDENTIALS_FLAG, str(credentials)]
     from runtime.local.broker.official import OfficialEmulatorError, find_official_emulator
 
     try:
@@ -655,7 +681,8 @@ def _base_env() -> dict[str, str]:
     """The caller's environment for a child process, less anything that would point it at another emulator, and
     less a control token of the caller's (another platform's): no process of the platform gets one that way."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    for name in (SchedulerEnv.PUBSUB_EMULATOR_HOST, SchedulerEnv.CONTROL_TOKEN, SchedulerEnv.CONTROL_TOKEN_FILE):
+    for name in (SchedulerEnv.PUBSUB_EMULATOR_HOST, SchedulerEnv.CONTROL_TOKEN, SchedulerEnv.CONTROL_TOKEN_FILE,
+                 SchedulerEnv.PUBSUB_EMULATOR_TOKEN_FILE):
         env.pop(name, None)
     return env
 

@@ -199,6 +199,9 @@ class SchedulerEnv:
     # Names fixed by others: the Pub/Sub client libraries' emulator switch, and the pod's identity, which
     # Kubernetes' downward API gives (a local replica, which has no pod, is named by LOCAL_POD_NAME).
     PUBSUB_EMULATOR_HOST: Final = "PUBSUB_EMULATOR_HOST"
+    # A file holding the scheduler's token for an emulator that takes credentials (the local platform's broker);
+    # the token itself is never in the environment, which the Dask processes inherit.
+    PUBSUB_EMULATOR_TOKEN_FILE: Final = "GPURT_PUBSUB_EMULATOR_TOKEN_FILE"
     POD_NAME: Final = "POD_NAME"
     LOCAL_POD_NAME: Final = "GPURT_POD_NAME"
     POD_NAMESPACE: Final = "POD_NAMESPACE"

@@ -64,6 +64,10 @@ class Settings(BaseModel):
             raise SettingsError(f"invalid gpu-scheduler settings: {reasons}") from None
 
     pubsub_emulator_host: str | None = Field(None, validation_alias=ENV.PUBSUB_EMULATOR_HOST)
+    pubsub_emulator_token_file: Path | None = Field(
+        None, validation_alias=ENV.PUBSUB_EMULATOR_TOKEN_FILE,
+        description="A file holding this scheduler's bearer token for the emulator (the local broker's "
+        "credentials); read at start. Unset: no token is sent.")
     project: str = Field(DEFAULT_PROJECT, validation_alias=ENV.PROJECT, min_length=1)
     dask_scheduler: str = Field("", validation_alias=ENV.DASK_SCHEDULER,
                                 description="Dask scheduler address; empty starts a local Dask cluster (a Dask "

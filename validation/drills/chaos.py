@@ -30,8 +30,9 @@ Then hostile input (``validation/drills/hostile.py``): a body built to be slow t
 name another job only in their attribute must be answered for their own ids, quickly, with every replica
 healthy throughout, and the other job must still run.
 
-Then forgeries (``validation/drills/forgery.py``): a forged result and a forged dead letter, each aimed at a
-victim's job, must leave the victim's client with its own result, and the store with it.
+Then forgeries (``validation/drills/forgery.py``): the broker must refuse a user's token and a caller without one
+every call a forger needs (reading requests, publishing a result); then a forged result and a forged dead
+letter, each aimed at a victim's job, must leave the victim's client with its own result, and the store with it.
 """
 
 from __future__ import annotations

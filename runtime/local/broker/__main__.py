@@ -57,6 +57,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="keep topics, subscriptions, snapshots and unacknowledged messages in "
                              "DATA_DIR/broker.sqlite3 and start from what it holds (default: memory only)")
+    parser.add_argument("--credentials", type=Path, default=None,
+                        help="a JSON file of tokens and Pub/Sub role bindings: every call must then carry "
+                             "'authorization: Bearer <token>' and be allowed by a binding (default: open to "
+                             "every caller, as Google's emulator is); see runtime/local/broker/access.py")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -77,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         emulator = start_emulator(args.host, args.port, time_scale=args.time_scale,
                                   lease_time_scale=args.lease_time_scale, admin_port=args.admin_port,
-                                  rest_port=args.rest_port, data_dir=args.data_dir)
+                                  rest_port=args.rest_port, data_dir=args.data_dir,
+                                  credentials=args.credentials)
     except ValueError as error:
         logging.getLogger(__name__).error("invalid option", extra={"error": str(error)})
         return 2

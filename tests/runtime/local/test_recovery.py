@@ -39,7 +39,7 @@ def platform(tmp_path_factory) -> Iterator[LocalPlatform]:
 def _round_trip(platform: LocalPlatform, job_id: str) -> None:
     """One no-op job published and answered ``succeeded``: the platform consumes and answers again."""
     state = platform.running_state()
-    pubsub = GooglePubSubAdmin.for_emulator(state.emulator_host, state.project)
+    pubsub = GooglePubSubAdmin.for_emulator(state.emulator_host, state.project, state.broker_token)
     with ResultTap(pubsub, [job_id]) as tap:
         publish_noop(pubsub, job_id)
         assert tap.wait_all(RESULT_WAIT_S), f"{job_id} got no result"
