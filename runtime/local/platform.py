@@ -54,6 +54,8 @@ BROKER_DIR: Final = "broker"
 BROKER_DATA_DIR_FLAG: Final = "--data-dir"
 # The builtin broker's access control, as `up` starts it: a broker started without it answers everyone.
 BROKER_CREDENTIALS_FLAG: Final = "--credentials"
+# Each process keeps its log under this size (its newest half kept past it): a flood once wrote 44 MB in 96 s.
+LOG_MAX_BYTES: Final = 64 * 1024 * 1024
 MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts its local Dask cluster; on a loaded 2-core box that
@@ -98,6 +100,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
         SchedulerEnv.LEADER: "always" if lease_file is None else "file",
         SchedulerEnv.LEASE_FILE: "" if lease_file is None else str(lease_file),
         SchedulerEnv.EMULATOR_ADMIN_URL: emulator_admin_url or "",
+        SchedulerEnv.LOG_MAX_BYTES: str(LOG_MAX_BYTES),
         **cfg.scheduler_env,
     }
 
@@ -664,7 +667,7 @@ def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: i
         return [sys.executable, "-m", "runtime.local.broker", "--host", cfg.host, "--port", str(port),
                 "--admin-port", str(admin_port), "--rest-port", str(rest_port),
                 "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir),
-                BROKER_CREDENTIALS_FLAG, str(credentials)]
+                BROKER_CREDENTIALS_FLAG, str(credentials), "--log-max-bytes", str(LOG_MAX_BYTES)]
     from runtime.local.broker.official import OfficialEmulatorError, find_official_emulator
 
     try:

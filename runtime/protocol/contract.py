@@ -191,6 +191,8 @@ class SchedulerEnv:
     VERTEX_ENDPOINT: Final = "GPURT_VERTEX_ENDPOINT"
     VERTEX_POLL_S: Final = "GPURT_VERTEX_POLL_S"  # seconds between polls of a running custom job
     LOG_LEVEL: Final = "GPURT_LOG_LEVEL"
+    # Bytes a log file written through stderr may reach before its oldest half is dropped (the local platform's).
+    LOG_MAX_BYTES: Final = "GPURT_LOG_MAX_BYTES"
     EMULATOR_ADMIN_URL: Final = "GPURT_EMULATOR_ADMIN_URL"
     # a leak hunt (docs/runbooks/scheduler-memory.md): tracemalloc snapshots, how often, how many kept
     TRACEMALLOC_DIR: Final = "GPURT_TRACEMALLOC_DIR"

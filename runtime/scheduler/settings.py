@@ -131,6 +131,10 @@ class Settings(BaseModel):
                           validation_alias=AliasChoices(ENV.POD_NAME, ENV.LOCAL_POD_NAME))
     pod_namespace: str = Field(contract.RUNTIME_NAMESPACE, validation_alias=ENV.POD_NAMESPACE)
     log_level: str = Field("INFO", validation_alias=ENV.LOG_LEVEL)
+    log_max_bytes: int | None = Field(None, validation_alias=ENV.LOG_MAX_BYTES, ge=64 * 1024,
+                                      description="When stderr is a file, keep it under this many bytes (its "
+                                      "newest half kept); unset: no cap (in the cloud the logs go to Cloud "
+                                      "Logging, not a file).")
     emulator_admin_url: str = Field("", validation_alias=ENV.EMULATOR_ADMIN_URL,
                                     description="The local emulator's admin URL, for backlog and DLQ depth.")
     tracemalloc_dir: Path | None = Field(None, validation_alias=ENV.TRACEMALLOC_DIR,

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from runtime.scheduler.logs import CappedStreamHandler
+
 # Stopping takes a second (the gRPC server's grace, the journal's last write); a stop that takes longer than this
 # is wedged: the process writes every thread's stack to stderr (its log) and exits with status 1.
 STOP_TIMEOUT_S = 30.0
@@ -61,6 +63,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a JSON file of tokens and Pub/Sub role bindings: every call must then carry "
                              "'authorization: Bearer <token>' and be allowed by a binding (default: open to "
                              "every caller, as Google's emulator is); see runtime/local/broker/access.py")
+    parser.add_argument("--log-max-bytes", type=int, default=None,
+                        help="when stderr is a file, keep it under this many bytes, dropping its oldest half "
+                             "past that (default: no cap)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -68,7 +73,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run until SIGTERM/SIGINT; return the exit status."""
     args = _parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = (logging.StreamHandler(sys.stderr) if args.log_max_bytes is None
+               else CappedStreamHandler(sys.stderr, args.log_max_bytes))
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
     logging.captureWarnings(True)  # library warnings become JSON lines too
