@@ -9,6 +9,7 @@ elect their leader on a shared lease file, with the Kubernetes Lease's timing.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import secrets
 import sys
@@ -258,6 +259,11 @@ class LocalPlatform:
             raise LocalPlatformError(f"--replicas must be between 1 and {MAX_REPLICAS}")
         if not 0 < cfg.alert_time_scale <= 1:
             raise LocalPlatformError("the alert time scale must be in (0, 1]: 1 is the cloud's timing, less is faster")
+        if not _is_loopback(cfg.host):
+            # The Dask scheduler, Prometheus and the broker's admin port take no credentials, and Google's emulator
+            # none at all: the platform's trust model (docs/local-platform.md) holds on loopback only.
+            raise LocalPlatformError(f"the local platform listens on loopback only (127.0.0.1, ::1, localhost), "
+                                     f"not {cfg.host!r}: some of its ports take no credentials")
         self._check_port(cfg.port, "scheduler")
         self._check_port(cfg.emulator_port, "emulator")
         if cfg.monitoring:
@@ -631,6 +637,16 @@ class LocalPlatform:
             if processes.stop_process(record, grace_s):
                 killed.append(record.name)
         return killed
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _url(host: str, port: int) -> str:

@@ -15,8 +15,8 @@ be able to starve them. The limits:
 
 The probes' listener (``probe_listener.py``) has limits of its own, for the one client it serves: the kubelet
 opens a connection per probe, sends its request at once and gives up after the probe's ``timeoutSeconds``
-(1 s by default, https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/
-#configure-probes). ``PROBE_MAX_CONNECTIONS`` and ``PROBE_HEADER_TIMEOUT_S`` bound it. Past its cap a new
+(https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/
+#configure-probes; 3 s in the Deployment, ``runtime.manifests.scheduler.PROBE_TIMEOUT_S``). ``PROBE_MAX_CONNECTIONS`` and ``PROBE_HEADER_TIMEOUT_S`` bound it. Past its cap a new
 connection is admitted and the oldest connection that has sent nothing (none of its bytes read or waiting in
 its socket) is closed to make room. A flood of silent connections on the probes' own port then only ever
 closes its own oldest sockets, while a probe, whose request follows its connection at once, is never the
@@ -50,7 +50,8 @@ MAX_CONNECTIONS: Final = 128
 KEEP_ALIVE_S: Final = 5
 # The kubelet's probes: liveness, readiness and startup, one connection each at a time; room for a few late ones.
 PROBE_MAX_CONNECTIONS: Final = 16
-# The kubelet sends its request with the connection; one that has not within a second has given up already.
+# The kubelet sends its request with the connection (microseconds later on the node); a second is ample, and a
+# third of the Deployment's probe timeout.
 PROBE_HEADER_TIMEOUT_S: Final = 1.0
 # A refused or timed-out connection is logged at most this often (seconds), with the count since the last line.
 LOG_EVERY_S: Final = 10.0
