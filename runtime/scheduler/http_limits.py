@@ -16,11 +16,12 @@ be able to starve them. The limits:
 The probes' listener (``probe_listener.py``) has limits of its own, for the one client it serves: the kubelet
 opens a connection per probe, sends its request at once and gives up after the probe's ``timeoutSeconds``
 (https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/
-#configure-probes; 3 s in the Deployment, ``runtime.manifests.scheduler.PROBE_TIMEOUT_S``). ``PROBE_MAX_CONNECTIONS`` and ``PROBE_HEADER_TIMEOUT_S`` bound it. Past its cap a new
-connection is admitted and the oldest connection that has sent nothing (none of its bytes read or waiting in
-its socket) is closed to make room. A flood of silent connections on the probes' own port then only ever
-closes its own oldest sockets, while a probe, whose request follows its connection at once, is never the
-oldest silent one (a cap that refused every newcomer failed 106 probes of 106 under such a flood).
+#configure-probes; 3 s in the Deployment, ``runtime.manifests.scheduler.PROBE_TIMEOUT_S``).
+``PROBE_MAX_CONNECTIONS`` and ``PROBE_HEADER_TIMEOUT_S`` bound it. Past its cap a new connection is admitted
+and the oldest connection that has sent nothing (none of its bytes read or waiting in its socket) is closed to
+make room. A flood of silent connections on the probes' own port then only ever closes its own oldest sockets,
+while a probe, whose request follows its connection at once, is never the oldest silent one (a cap that
+refused every newcomer failed 106 probes of 106 under such a flood).
 
 A refused or timed-out connection is logged at most once per ``LOG_EVERY_S``, with how many there were
 (a flood logged one line per connection: 265,407 lines, 44 MB, in 96 s).

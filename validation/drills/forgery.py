@@ -88,8 +88,9 @@ def local_forgery(ctx: DrillContext) -> list[str]:
         stranger.close()
     ctx.figures["local forgery: calls refused"] = f"{len(attempts) - len(allowed)} of {len(attempts)}"
     if not ctx.platform.broker_checks_credentials():
-        ctx.note(f"local forgery: the official emulator takes no credentials, so it let through: "
-                 f"{', '.join(allowed) or 'nothing'} (the platform trusts everyone on this machine)")
+        ctx.note(f"local forgery: this broker takes no credentials (Google's emulator, or a platform started by an "
+                 f"older gpurt), so it let through: {', '.join(allowed) or 'nothing'} (the platform trusts "
+                 f"everyone on this machine)")
         return []
     ctx.note(f"local forgery: the broker refused {len(attempts) - len(allowed)} of {len(attempts)} calls "
              f"a forger needs ({'; '.join(attempts)})")

@@ -19,8 +19,9 @@ import pytest
 from google.api_core import exceptions
 
 from runtime.access.transport import TEMP_SUBSCRIPTION_PREFIX, PubSubClients, make_clients
-from runtime.local.broker import EmulatorHandle, start_emulator
+from runtime.local.broker import EmulatorHandle, proto, start_emulator
 from runtime.local.broker.access import AccessPolicy
+from runtime.local.broker.errors import PubSubError
 from runtime.local.broker_credentials import CLIENT_SUBSCRIPTION_PREFIX, BrokerTokens, write_credentials
 from runtime.protocol import contract
 
@@ -185,9 +186,12 @@ def test_the_status_codes_are_the_services() -> None:
     # Pub/Sub answers a missing or unknown credential UNAUTHENTICATED, a missing permission PERMISSION_DENIED
     # (https://cloud.google.com/pubsub/docs/reference/error-codes).
     policy = AccessPolicy({"t": "user"}, [])
-    with pytest.raises(Exception) as unknown:
+    with pytest.raises(PubSubError) as unknown:
         policy.principal("Bearer other")
-    assert unknown.value.code == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+    assert unknown.value.code == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(PubSubError) as denied:
+        policy.check("Bearer t", "Publish", proto.PublishRequest(topic=_topic(contract.RESULT_TOPIC)))
+    assert denied.value.code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_the_users_subscription_prefixes_are_the_clients() -> None:
