@@ -1,4 +1,5 @@
-"""The chaos drill's connection flood: one replica's API held full of silent connections while its probes are asked.
+"""The chaos drill's connection flood: one replica's API and its probes' own port held full of silent connections
+while its probes are asked.
 
 An attacker who can reach the API opens connections and sends nothing, and opens a new one as soon as the
 server closes one. The API keeps its cap on open connections (``runtime/scheduler/http_limits.py``), so
@@ -6,7 +7,9 @@ while the flood lasts the API refuses everyone, its own on-call tools included. 
 own listener, 500 such sockets for 60 s failed 88% of the replica's ``/healthz`` probes, and a kubelet
 would have restarted it. Now the kubelet's probes (``GPURT_PROBE_PORT``) must all be answered within the
 kubelet's timeout throughout, the load's jobs must run on (the ledger counts them: nothing lost, no wrong
-answer), and the API must answer again once the flood stops.
+answer), and the API must answer again once the flood stops. The probes' own port is flooded past its cap at
+the same time: before it closed the oldest silent connection to admit a new one, such a flood failed every
+probe (``runtime/scheduler/http_limits.py``).
 """
 
 from __future__ import annotations
@@ -145,10 +148,11 @@ def connection_flood(ctx: DrillContext) -> Fault:
     answered: dict[str, list[int | None]] = {path: [] for path in probes}
     api_refused = api_asked = 0
     fault = strike(ctx, CONNECTION_FLOOD)
-    with ConnectionFlood(host, api_port, http_limits.MAX_CONNECTIONS + EXTRA_CONNECTIONS) as flood:
-        # Full once the API closes a connection past its cap; one that never fills is reported below.
+    with (ConnectionFlood(host, api_port, http_limits.MAX_CONNECTIONS + EXTRA_CONNECTIONS) as flood,
+          ConnectionFlood(host, int(probe_port), http_limits.PROBE_MAX_CONNECTIONS + EXTRA_CONNECTIONS) as probe_flood):
+        # Full once each port closes a connection past its cap; one that never fills is reported below.
         filling = time.monotonic() + FILL_WAIT_S
-        while not flood.closed_by_server and time.monotonic() < filling:
+        while not (flood.closed_by_server and probe_flood.closed_by_server) and time.monotonic() < filling:
             time.sleep(POLL_S)
         end = time.monotonic() + FLOOD_S
         while time.monotonic() < end:
@@ -164,7 +168,8 @@ def connection_flood(ctx: DrillContext) -> Fault:
     fault.detail = (
         f"{flood.opened} silent connections to {record.name}'s API in {FLOOD_S:.0f}s "
         f"({flood.closed_by_server} closed by it; the API refused {api_refused} of {api_asked} health "
-        f"checks meanwhile); probes answered: /healthz {live.count(200)} of {len(live)}, /readyz "
+        f"checks meanwhile), and {probe_flood.opened} to its probes' own port ({probe_flood.closed_by_server} "
+        f"closed by it); probes answered: /healthz {live.count(200)} of {len(live)}, /readyz "
         f"{sum(s is not None for s in ready)} of {len(ready)} ({ready.count(200)} ready)"
     )
     ctx.figures["connection flood: probes unanswered"] = len(live) - live.count(200) + sum(s is None for s in ready)
@@ -174,5 +179,9 @@ def connection_flood(ctx: DrillContext) -> Fault:
     if not api_refused:
         fault.problems.append(
             f"the connection flood never filled {record.name}'s API (it proves nothing): {fault.detail}"
+        )
+    if not probe_flood.closed_by_server:
+        fault.problems.append(
+            f"the connection flood never filled {record.name}'s probes' port (it proves nothing): {fault.detail}"
         )
     return fault
