@@ -49,8 +49,12 @@ BODY_TIMEOUT_S: Final = 10.0
 # The API's clients are the kubelet, Prometheus and on-call tools: a handful of connections at a time.
 MAX_CONNECTIONS: Final = 128
 KEEP_ALIVE_S: Final = 5
-# The kubelet's probes: liveness, readiness and startup, one connection each at a time; room for a few late ones.
-PROBE_MAX_CONNECTIONS: Final = 16
+# The kubelet needs a connection or three at a time (liveness, readiness, startup). The cap is set far above that
+# because, under a flood, a probe's connection is safe from eviction only once its request is read, and until
+# then it survives as many newer connections as the cap holds: 256 gives a probe whose request lags its
+# connection by a loaded machine's scheduling delay (tens of ms) room against a flood that reconnects a
+# thousand times a second. Each silent connection costs a descriptor and a few KB for at most a second.
+PROBE_MAX_CONNECTIONS: Final = 256
 # The kubelet sends its request with the connection (microseconds later on the node); a second is ample, and a
 # third of the Deployment's probe timeout.
 PROBE_HEADER_TIMEOUT_S: Final = 1.0
@@ -127,11 +131,15 @@ class BoundedH11Protocol(H11Protocol):
         """Accept the connection, or close it at once when ``max_connections()`` are open already."""
         super().connection_made(transport)
         self._opened_at = self.loop.time()
-        if len(self.connections) > self.max_connections() and not self._make_room():
+        if self._open_connections() > self.max_connections() and not self._make_room():
             _REFUSED.warning(self.logger, "closed connections past the cap of %d open ones", self.max_connections())
             transport.close()
             return
         self._await_head()
+
+    def _open_connections(self) -> int:
+        """The connections counted against the cap, this one included."""
+        return len(self.connections)
 
     def _make_room(self) -> bool:
         """Free a place for this connection past the cap; False: refuse it (the API keeps its cap that way)."""
@@ -190,6 +198,11 @@ class ProbeH11Protocol(BoundedH11Protocol):
     def header_timeout_s() -> float:
         """How long a probe's connection may take to send its request head."""
         return PROBE_HEADER_TIMEOUT_S
+
+    def _open_connections(self) -> int:
+        """Connections not closing yet: one this listener closed to make room leaves the set only once the
+        loop has seen it go, and must not count against the room it made (under a flood there are many)."""
+        return sum(1 for c in self.connections if not c.transport.is_closing())
 
     def _make_room(self) -> bool:
         """Close the oldest other connection that has sent nothing; False: refuse this one (every other connection

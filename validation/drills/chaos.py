@@ -8,7 +8,7 @@ earlier slices are done and jobs are running:
 1. a Dask worker process is SIGKILLed (its nanny starts another);
 2. a scheduler replica is SIGKILLed with its workers, then started again;
 3. intake is drained on every replica, then resumed;
-4. a replica's API and its probes' own port are flooded with silent connections past their caps for seconds
+4. a replica's API, then its probes' own port, is flooded with silent connections past its cap for seconds
    (``validation/drills/flood.py``): its probes must all be answered, and the API must answer again afterwards;
 5. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable);
 6. the result store fails for minutes (``--store-outage``, 5 by default, at real time): replicas must stop
