@@ -35,7 +35,7 @@ def local_target(directory: Path | None = None) -> LocalTarget:
         return True, ", ".join(f"{p.name} pid {p.pid}" for p in state.processes) + " running"
 
     return LocalTarget(
-        pubsub=GooglePubSubAdmin.for_emulator(state.emulator_host, state.project),
+        pubsub=GooglePubSubAdmin.for_emulator(state.emulator_host, state.project, state.broker_token),
         api_url=state.api_url,
         dask=ApiPoolsDask(state.api_url, state.control_token),
         processes_alive=alive,

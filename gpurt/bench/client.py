@@ -73,7 +73,7 @@ class PathFigures:
 def measure(target: Target, jobs: int, timeout_s: float, progress: Progress | None = None) -> list[PathFigures]:
     """Run ``jobs`` noop jobs through each path against ``target`` (an emulator or a project), raw first."""
     report = progress or (lambda path, done: None)
-    clients = make_clients(target.project, target.emulator_host)
+    clients = make_clients(target.project, target.emulator_host, target.emulator_token)
     try:
         with _open(target) as client:
             gather(client.map([Noop()] * WARM_UP_JOBS), timeout=timeout_s, progress=False)

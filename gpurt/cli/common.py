@@ -95,15 +95,19 @@ def target(api_url: str | None) -> Target:
     return resolve_target(api_url=api_url)
 
 
-def pubsub_clients(api_url: str | None) -> PubSubClients:
-    """Pub/Sub clients for the target platform; a clear error when none is configured."""
+def pubsub_clients(api_url: str | None, operator: bool = False) -> PubSubClients:
+    """Pub/Sub clients for the target platform; a clear error when none is configured.
+
+    On the local platform they carry the user's broker token (submit and collect), or with ``operator`` the
+    operator's (everything: the dead-letter tools)."""
     from runtime.access.target import NO_PLATFORM, PROJECT_ENV
     from runtime.access.transport import make_clients
 
     resolved = target(api_url)
     if resolved.emulator_host is None and not os.environ.get(PROJECT_ENV):
         raise NoPlatform(NO_PLATFORM)
-    return make_clients(resolved.project, resolved.emulator_host)
+    token = resolved.emulator_token if operator else resolved.emulator_user_token
+    return make_clients(resolved.project, resolved.emulator_host, token)
 
 
 def api_client(api_url: str | None) -> ApiClient:

@@ -29,7 +29,7 @@ dlq_app = typer.Typer(help="Dead-letter queue: list, inspect, replay (nothing is
 def _queue(api_url: str | None) -> tuple[DeadLetterQueue, PubSubClients]:
     from validation.dlq import DeadLetterQueue
 
-    clients = pubsub_clients(api_url)
+    clients = pubsub_clients(api_url, operator=True)
     return DeadLetterQueue(clients), clients
 
 

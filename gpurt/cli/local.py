@@ -212,7 +212,7 @@ def restart_broker(
     from runtime.local import LocalPlatform
 
     platform = LocalPlatform()
-    platform.running_state()  # not running: says so, and how to start it
+    platform.recorded_state()  # never started: says so, and how to start it (a dead broker is what this mends)
     if not platform.broker_is_durable() and not accept_loss:
         raise UserError("this platform runs the official emulator, which keeps messages in memory only: a restart "
                         "loses every request and result it holds (docs/local-platform.md). Add --accept-loss to "

@@ -11,6 +11,7 @@ no other reader of results loses a message to it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -60,13 +61,14 @@ class Client:
                                      f"{LOCAL_DIR_ENV} names another folder)")
         if emulator is not None:
             _check_listening(emulator, found)
-        self.target = Target(found.api_url, found.project, found.token, emulator, found.emulator_admin_url,
-                             found.source)
+        if emulator != found.emulator_host:  # the state's broker tokens are for the state's broker alone
+            found = dataclasses.replace(found, emulator_host=emulator, emulator_token=None, emulator_user_token=None)
+        self.target = found
         self.session_id = session_id or f"client-{uuid.uuid4().hex[:12]}"
         self._lock = threading.Lock()
         self._futures: dict[str, JobFuture] = {}
         self._closed = False
-        self._clients = make_clients(self.target.project, emulator)
+        self._clients = make_clients(self.target.project, emulator, self.target.emulator_user_token)
         self._subscription = ResultSubscription(self._clients, self._on_result, prefix=SUBSCRIPTION_PREFIX)
         try:
             self._subscription.__enter__()

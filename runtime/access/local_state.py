@@ -56,6 +56,12 @@ class LocalState(BaseModel):
     emulator_admin_url: str | None = None
     emulator_rest_url: str | None = Field(None, description="The broker's Pub/Sub REST (v1 JSON) root.")
     control_token: str = Field(repr=False)
+    # The builtin broker's tokens (runtime/local/broker_credentials.py); None from a platform started before
+    # the broker took credentials, whose broker answers everyone.
+    broker_token: str | None = Field(None, repr=False, description="The operator's: every broker call.")
+    broker_user_token: str | None = Field(None, repr=False,
+                                          description="A user's: publish requests, read results on its own "
+                                          "subscriptions.")
     result_store: str
     workers: int | None = Field(None, description="Requested Dask workers; None: the scheduler's default.")
     processes: list[ProcessRecord]

@@ -36,6 +36,10 @@ class Target:
     emulator_host: str | None = None
     emulator_admin_url: str | None = None
     source: str = "defaults"  # where the settings came from, for `--help`-style diagnostics
+    # The local broker's tokens from the state file (operator: everything; user: submit and collect); None
+    # for an emulator named by PUBSUB_EMULATOR_HOST or a cloud project.
+    emulator_token: str | None = field(default=None, repr=False)
+    emulator_user_token: str | None = field(default=None, repr=False)
 
 
 def resolve_target(api_url: str | None = None, token: str | None = None, project: str | None = None,
@@ -52,6 +56,9 @@ def resolve_target(api_url: str | None = None, token: str | None = None, project
         emulator_host=os.environ.get(EMULATOR_ENV) or (state.emulator_host if state else None),
         emulator_admin_url=state.emulator_admin_url if state else None,
         source=source,
+        # Only for the state's own emulator: a token is never sent to one the environment names.
+        emulator_token=state.broker_token if state and not os.environ.get(EMULATOR_ENV) else None,
+        emulator_user_token=state.broker_user_token if state and not os.environ.get(EMULATOR_ENV) else None,
     )
 
 

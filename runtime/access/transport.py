@@ -58,11 +58,12 @@ class PubSubClients:
             self.subscriber.close()
 
 
-def make_clients(project: str, emulator_host: str | None) -> PubSubClients:
-    """Clients for ``project``: on the emulator at ``emulator_host``, else real Pub/Sub with ambient credentials."""
+def make_clients(project: str, emulator_host: str | None, token: str | None = None) -> PubSubClients:
+    """Clients for ``project``: on the emulator at ``emulator_host`` (sending ``token``, for a broker that takes
+    credentials), else real Pub/Sub with ambient credentials."""
     from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
 
-    return PubSubClients(project, publisher_client(emulator_host), subscriber_client(emulator_host))
+    return PubSubClients(project, publisher_client(emulator_host, token), subscriber_client(emulator_host, token))
 
 
 def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, object] | bytes,

@@ -9,6 +9,7 @@ elect their leader on a shared lease file, with the Kubernetes Lease's timing.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import secrets
 import sys
@@ -32,6 +33,7 @@ from runtime.access.target import DEFAULT_PROJECT, Target
 from runtime.access.transport import PubSubClients, make_clients
 from runtime.local import processes
 from runtime.local.broker.brokers import Broker
+from runtime.local.broker_credentials import CREDENTIALS_FILE, SCHEDULER_TOKEN_FILE, BrokerTokens, write_credentials
 from runtime.local.prometheus.config import ScrapeTargets
 from runtime.local.status import PlatformStatus, collect_status
 from runtime.local.vertex_api import LOCAL_IMAGE
@@ -53,6 +55,10 @@ TOKEN_FILE: Final = "control-token"
 BROKER_DIR: Final = "broker"
 # The builtin broker's durability option, as `up` starts it: a broker started without it keeps nothing.
 BROKER_DATA_DIR_FLAG: Final = "--data-dir"
+# The builtin broker's access control, as `up` starts it: a broker started without it answers everyone.
+BROKER_CREDENTIALS_FLAG: Final = "--credentials"
+# Each process keeps its log under this size (its newest half kept past it): a flood once wrote 44 MB in 96 s.
+LOG_MAX_BYTES: Final = 64 * 1024 * 1024
 MAX_REPLICAS: Final = 4  # each replica starts its own local Dask cluster: more would swamp one machine
 DEFAULT_EMULATOR_PORT: Final = 8085  # the official emulator's default, so habits carry over
 # Start-up budget: the scheduler imports Dask and starts its local Dask cluster; on a loaded 2-core box that
@@ -67,12 +73,13 @@ STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
 def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token_file: Path,
-                  lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None
-                  ) -> dict[str, str]:
+                  lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None,
+                  broker_token_file: Path | None = None) -> dict[str, str]:
     """The settings every local gpu-scheduler replica gets (``replica_env`` adds each one's own).
 
     Empty values mean unset to the scheduler (``Settings.from_env``), so an unset option keeps its default.
     ``vertex_url``: the custom-jobs stand-in, to which jobs overflow after ``cfg.spill_after_s``.
+    ``broker_token_file``: the scheduler principal's token for the builtin broker.
     """
     overflow = {
         SchedulerEnv.VERTEX_ENDPOINT: vertex_url,
@@ -90,11 +97,13 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
         SchedulerEnv.LOCAL_GPUS: "" if cfg.gpus is None else str(cfg.gpus),
         SchedulerEnv.RESULT_STORE: result_store,
         SchedulerEnv.CONTROL_TOKEN_FILE: str(token_file),
+        SchedulerEnv.PUBSUB_EMULATOR_TOKEN_FILE: "" if broker_token_file is None else str(broker_token_file),
         SchedulerEnv.HOST: cfg.host,
         SchedulerEnv.POOLS: "local",
         SchedulerEnv.LEADER: "always" if lease_file is None else "file",
         SchedulerEnv.LEASE_FILE: "" if lease_file is None else str(lease_file),
         SchedulerEnv.EMULATOR_ADMIN_URL: emulator_admin_url or "",
+        SchedulerEnv.LOG_MAX_BYTES: str(LOG_MAX_BYTES),
         **cfg.scheduler_env,
     }
 
@@ -212,6 +221,16 @@ class LocalPlatform:
                                      "start it with `gpurt local up`")
         return state
 
+    def recorded_state(self) -> LocalState:
+        """The state of a platform that was started and not taken down, whether or not every process still
+        runs: what the recovery commands (``restart_broker``, ``restart_scheduler``) start from. Raises
+        ``LocalPlatformError`` when there is none."""
+        state = self.state
+        if state is None:
+            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
+                                     "start it with `gpurt local up`")
+        return state
+
     def up(self, on_step: Step = _no_step) -> UpResult:
         """Start everything and wait until the scheduler is ready. Idempotent."""
         existing = self.state
@@ -242,6 +261,11 @@ class LocalPlatform:
             raise LocalPlatformError(f"--replicas must be between 1 and {MAX_REPLICAS}")
         if not 0 < cfg.alert_time_scale <= 1:
             raise LocalPlatformError("the alert time scale must be in (0, 1]: 1 is the cloud's timing, less is faster")
+        if not _is_loopback(cfg.host):
+            # The Dask scheduler, Prometheus and the broker's admin port take no credentials, and Google's emulator
+            # none at all: the platform's trust model (docs/local-platform.md) holds on loopback only.
+            raise LocalPlatformError(f"the local platform listens on loopback only (127.0.0.1, ::1, localhost), "
+                                     f"not {cfg.host!r}: some of its ports take no credentials")
         self._check_port(cfg.port, "scheduler")
         self._check_port(cfg.emulator_port, "emulator")
         if cfg.monitoring:
@@ -262,6 +286,11 @@ class LocalPlatform:
         result_store = cfg.result_store or (self.directory / "results" / session).as_uri()
         token = secrets.token_urlsafe(32)
         token_file = processes.write_private(self.directory / TOKEN_FILE, token)
+        # The broker's principals, fresh each `up` (docs/local-platform.md, "Trust"). Google's emulator takes no
+        # credentials: with it the tokens are sent and ignored.
+        broker_tokens = BrokerTokens()
+        credentials = write_credentials(self.directory / CREDENTIALS_FILE, cfg.project, broker_tokens)
+        broker_token_file = processes.write_private(self.directory / SCHEDULER_TOKEN_FILE, broker_tokens.scheduler)
         emulator_host = f"{cfg.host}:{emulator_port}"
         base_env = _base_env()
         lease_file = self.directory / LEASE_FILE if cfg.replicas > 1 else None
@@ -271,7 +300,8 @@ class LocalPlatform:
             lease_file.with_name(MAINTENANCE_FILE).unlink(missing_ok=True)
 
         on_step(f"starting the Pub/Sub emulator ({cfg.broker}) on {emulator_host}")
-        command = _emulator_command(cfg, emulator_port, admin_port, rest_port, self.directory / BROKER_DIR)
+        command = _emulator_command(cfg, emulator_port, admin_port, rest_port, self.directory / BROKER_DIR,
+                                    credentials)
         emulator = processes.start_process(EMULATOR, command, base_env, logs / "emulator.log")
         # Only the builtin has the admin view; without it the backlog and DLQ-depth metrics stay empty. The
         # official emulator answers REST on its gRPC port, the builtin on a port of its own.
@@ -281,7 +311,8 @@ class LocalPlatform:
         state = LocalState(
             project=cfg.project, api_url=_url(cfg.host, ports[0]), emulator_host=emulator_host,
             emulator_admin_url=admin_url, emulator_rest_url=rest_url, control_token=token,
-            result_store=result_store, workers=cfg.workers, processes=[emulator], lease_file=lease_file)
+            broker_token=broker_tokens.operator, broker_user_token=broker_tokens.user, result_store=result_store,
+            workers=cfg.workers, processes=[emulator], lease_file=lease_file)
         save_state(state, self.directory)
         self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
                    [emulator], "the emulator did not open its port")
@@ -289,7 +320,7 @@ class LocalPlatform:
         on_step("creating the contract's topics and subscriptions")
         from runtime.scheduler.messaging.admin import ensure_topology
 
-        clients = make_clients(cfg.project, emulator_host)
+        clients = make_clients(cfg.project, emulator_host, broker_tokens.operator)
         try:
             created = ensure_topology(cfg.project, clients.publisher, clients.subscriber)
         finally:
@@ -315,7 +346,7 @@ class LocalPlatform:
                 f"{', '.join(map(str, ports))}")
         settings = scheduler_env(cfg, emulator_host=emulator_host, result_store=result_store, token_file=token_file,
                                  lease_file=lease_file, emulator_admin_url=state.emulator_admin_url,
-                                 vertex_url=vertex_url)
+                                 vertex_url=vertex_url, broker_token_file=broker_token_file)
         schedulers = []
         for index, port in enumerate(ports):
             name = SCHEDULER if index == 0 else f"{SCHEDULER}-{index + 1}"
@@ -379,16 +410,19 @@ class LocalPlatform:
                           grace_s: float = STOP_GRACE_S, names: Collection[str] | None = None) -> list[Restarted]:
         """Replace every scheduler replica in turn (a rolling upgrade) and leave the emulator alone.
 
-        Each replica is drained (it takes no new job; the others keep consuming), its in-flight jobs
-        finish, it stops, and it starts again with the same settings and port; the next one is only
-        touched once this one is ready. A replica that is already dead is simply started again.
-        ``names`` limits the restart to those replicas.
+        Dead replicas come back first: they consume nothing, so starting them costs no capacity, and a
+        live one is stopped only once another replica is ready to take its jobs (with a single replica
+        there is none, so its jobs wait in the subscription while it restarts). Each live replica is
+        drained (it takes no new job; the others keep consuming), its in-flight jobs finish, it stops,
+        and it starts again with the same settings and port; the next one is only touched once this one
+        is ready. ``names`` limits the restart to those replicas.
         """
-        state = self.state
-        emulator = state.process(EMULATOR) if state is not None else None
-        if state is None or emulator is None or not processes.is_alive(emulator):
-            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
-                                     "start it with `gpurt local up`")
+        state = self.recorded_state()
+        emulator = state.process(EMULATOR)
+        if emulator is None or not processes.is_alive(emulator):
+            # A replica cannot become ready without its broker: bring the broker back first.
+            raise LocalPlatformError("the Pub/Sub emulator is not running: run `gpurt local restart-broker` first, "
+                                     "then `gpurt local restart-scheduler`")
         replicas = [p for p in state.schedulers() if names is None or p.name in names]
         unknown = set(names or ()) - {p.name for p in replicas}
         if unknown:
@@ -396,10 +430,12 @@ class LocalPlatform:
         if any(not p.env for p in replicas):
             raise LocalPlatformError("this platform was started by an older gpurt that did not record the "
                                      "scheduler's settings; restart it with `gpurt local down` and `gpurt local up`")
+        # sorted() is stable: dead replicas first, each group in the platform's order.
         done = []
-        for old in replicas:
+        for old in sorted(replicas, key=processes.is_alive):
             drained = False
             if processes.is_alive(old):
+                self._wait_for_another_ready(state, old, on_step)
                 on_step(f"draining {old.name} (pid {old.pid})")
                 drained = _drain(old.api_url or state.api_url, state.control_token, drain_timeout_s)
                 on_step(f"stopping {old.name}")
@@ -415,6 +451,23 @@ class LocalPlatform:
                        self.config.ready_timeout_s, [emulator, new], f"{old.name} did not become ready again")
             done.append(Restarted(old.name, old.pid, new.pid, drained))
         return done
+
+    def _wait_for_another_ready(self, state: LocalState, replica: ProcessRecord, on_step: Step) -> None:
+        """Wait until a replica other than ``replica`` is ready, so stopping it leaves a consumer. A platform
+        of one replica has no other, and its restart goes ahead."""
+        others = [p for p in state.schedulers() if p.name != replica.name]
+        if not others:
+            return
+        on_step(f"waiting for a replica other than {replica.name} to be ready")
+
+        def another_ready() -> bool:
+            return any(processes.is_alive(p) and _replica_ready(p, state.control_token) for p in others)
+
+        if not processes.wait_until(another_ready, self.config.ready_timeout_s, interval_s=0.5):
+            raise LocalPlatformError(
+                f"no replica other than {replica.name} became ready within {self.config.ready_timeout_s:.0f} s, "
+                f"so stopping {replica.name} would leave no consumer; {replica.name} was left running. Restart "
+                f"the others first: `gpurt local status` shows which")
 
     def kill_scheduler(self, name: str) -> int:
         """SIGKILL one scheduler replica and its Dask workers, as a crash would (drills). Returns its pid."""
@@ -432,11 +485,10 @@ class LocalPlatform:
         delivery attempts; the official emulator keeps everything in memory, so on it all of that is gone
         (docs/local-platform.md). The schedulers reconnect on their own. Returns the new pid.
         """
-        state = self.state
-        old = state.process(EMULATOR) if state is not None else None
-        if state is None or old is None:
-            raise LocalPlatformError(f"the local platform is not running (state: {self.directory}); "
-                                     "start it with `gpurt local up`")
+        state = self.recorded_state()
+        old = state.process(EMULATOR)
+        if old is None:
+            raise LocalPlatformError("the local platform's state names no emulator process")
         on_step(f"stopping the emulator (pid {old.pid})")
         processes.stop_process(old, STOP_GRACE_S)
         on_step("starting the emulator again")
@@ -448,12 +500,19 @@ class LocalPlatform:
                    "the emulator did not open its port again")
         from runtime.scheduler.messaging.admin import ensure_topology
 
-        clients = make_clients(state.project, state.emulator_host)
+        clients = make_clients(state.project, state.emulator_host, state.broker_token)
         try:
             ensure_topology(state.project, clients.publisher, clients.subscriber)
         finally:
             clients.close()
         return new.pid
+
+    def broker_checks_credentials(self) -> bool:
+        """Whether the running broker refuses a call without a token its principals allow (the builtin, started
+        with its credentials file); Google's emulator answers everyone."""
+        state = self.state
+        record = state.process(EMULATOR) if state is not None else None
+        return record is not None and BROKER_CREDENTIALS_FLAG in record.command
 
     def broker_is_durable(self) -> bool:
         """Whether the running broker keeps its messages across a restart (the builtin, on its data folder)."""
@@ -470,7 +529,8 @@ class LocalPlatform:
         the jobs they finished run again. Raises ``LocalPlatformError`` when a replica does not get there
         within ``timeout_s`` or does not take intake back.
         """
-        state = self.running_state()
+        # Only live replicas are drained: a dead one consumes nothing (restart_scheduler brings it back).
+        state = self.recorded_state()
         replicas = [r for r in state.schedulers() if processes.is_alive(r)]
         try:
             on_step(f"draining {len(replicas)} scheduler replica(s)")
@@ -497,8 +557,10 @@ class LocalPlatform:
 
         The schedulers keep running and reconnect on their own. On the builtin broker every message waiting
         or unpulled is there again after the restart; the official emulator keeps nothing (``broker_is_durable``).
+        The broker may have died already (the state it crashed in is what the runbooks recover from): then it
+        is simply started again on its ports and data folder.
         """
-        state = self.running_state()
+        state = self.recorded_state()
         old = state.process(EMULATOR)
         if old is None:
             raise LocalPlatformError("the local platform's state names no emulator process")
@@ -520,7 +582,8 @@ class LocalPlatform:
                 _set_maintenance(record.api_url or state.api_url, state.control_token, "drain")
             drained = all(_drain(r.api_url or state.api_url, state.control_token, drain_timeout_s) for r in live)
         killed = self._stop_all(state, grace_s)
-        (self.directory / TOKEN_FILE).unlink(missing_ok=True)
+        for secret in (TOKEN_FILE, CREDENTIALS_FILE, SCHEDULER_TOKEN_FILE):
+            (self.directory / secret).unlink(missing_ok=True)
         clear_state(self.directory)
         return DownResult(was_running=True, drained=drained, killed=killed)
 
@@ -535,17 +598,20 @@ class LocalPlatform:
         state = self.running_state()
         return Target(api_url=state.api_url, project=state.project, token=state.control_token,
                       emulator_host=state.emulator_host, emulator_admin_url=state.emulator_admin_url,
-                      source="local state")
+                      source="local state", emulator_token=state.broker_token,
+                      emulator_user_token=state.broker_user_token)
 
     def api(self) -> ApiClient:
         """An authenticated API client of the running scheduler (close it, or use ``with``)."""
         state = self.running_state()
         return ApiClient(state.api_url, state.control_token)
 
-    def pubsub(self) -> PubSubClients:
-        """Pub/Sub clients bound to the platform's emulator (close them when done)."""
+    def pubsub(self, as_user: bool = False) -> PubSubClients:
+        """Pub/Sub clients bound to the platform's emulator (close them when done), as its operator (everything)
+        or, with ``as_user``, as a user (publish requests, read results on subscriptions of its own)."""
         state = self.running_state()
-        return make_clients(state.project, state.emulator_host)
+        return make_clients(state.project, state.emulator_host,
+                            state.broker_user_token if as_user else state.broker_token)
 
     # --- helpers -------------------------------------------------------------------------------------
 
@@ -578,6 +644,16 @@ class LocalPlatform:
         return killed
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
@@ -604,12 +680,15 @@ def _host_port(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
-def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int, data_dir: Path) -> list[str]:
-    """The command line of the configured broker on ``cfg.host:port`` (the builtin durable in ``data_dir``)."""
+def _emulator_command(cfg: LocalConfig, port: int, admin_port: int, rest_port: int, data_dir: Path,
+                      credentials: Path) -> list[str]:
+    """The command line of the configured broker on ``cfg.host:port`` (the builtin durable in ``data_dir``, taking
+    calls only with a token of ``credentials``)."""
     if cfg.broker is Broker.BUILTIN:
         return [sys.executable, "-m", "runtime.local.broker", "--host", cfg.host, "--port", str(port),
                 "--admin-port", str(admin_port), "--rest-port", str(rest_port),
-                "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir)]
+                "--time-scale", str(cfg.emulator_time_scale), BROKER_DATA_DIR_FLAG, str(data_dir),
+                BROKER_CREDENTIALS_FLAG, str(credentials), "--log-max-bytes", str(LOG_MAX_BYTES)]
     from runtime.local.broker.official import OfficialEmulatorError, find_official_emulator
 
     try:
@@ -626,7 +705,8 @@ def _base_env() -> dict[str, str]:
     """The caller's environment for a child process, less anything that would point it at another emulator, and
     less a control token of the caller's (another platform's): no process of the platform gets one that way."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    for name in (SchedulerEnv.PUBSUB_EMULATOR_HOST, SchedulerEnv.CONTROL_TOKEN, SchedulerEnv.CONTROL_TOKEN_FILE):
+    for name in (SchedulerEnv.PUBSUB_EMULATOR_HOST, SchedulerEnv.CONTROL_TOKEN, SchedulerEnv.CONTROL_TOKEN_FILE,
+                 SchedulerEnv.PUBSUB_EMULATOR_TOKEN_FILE):
         env.pop(name, None)
     return env
 

@@ -70,7 +70,8 @@ def start_process(name: str, command: Sequence[str], env: Mapping[str, str], log
     077, so whatever it creates is private too.
     """
     private_dir(log_path.parent)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+    # Read and write: a process caps its own log by keeping its newest part (runtime.scheduler.logs.cap_file).
+    fd = os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
     os.fchmod(fd, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(

@@ -207,6 +207,8 @@ class SchedulerEnv:
     VERTEX_ENDPOINT: Final = "GPURT_VERTEX_ENDPOINT"
     VERTEX_POLL_S: Final = "GPURT_VERTEX_POLL_S"  # seconds between polls of a running custom job
     LOG_LEVEL: Final = "GPURT_LOG_LEVEL"
+    # Bytes a log file written through stderr may reach before its oldest half is dropped (the local platform's).
+    LOG_MAX_BYTES: Final = "GPURT_LOG_MAX_BYTES"
     EMULATOR_ADMIN_URL: Final = "GPURT_EMULATOR_ADMIN_URL"
     # a leak hunt (docs/runbooks/scheduler-memory.md): tracemalloc snapshots, how often, how many kept
     TRACEMALLOC_DIR: Final = "GPURT_TRACEMALLOC_DIR"
@@ -215,6 +217,9 @@ class SchedulerEnv:
     # Names fixed by others: the Pub/Sub client libraries' emulator switch, and the pod's identity, which
     # Kubernetes' downward API gives (a local replica, which has no pod, is named by LOCAL_POD_NAME).
     PUBSUB_EMULATOR_HOST: Final = "PUBSUB_EMULATOR_HOST"
+    # A file holding the scheduler's token for an emulator that takes credentials (the local platform's broker);
+    # the token itself is never in the environment, which the Dask processes inherit.
+    PUBSUB_EMULATOR_TOKEN_FILE: Final = "GPURT_PUBSUB_EMULATOR_TOKEN_FILE"
     POD_NAME: Final = "POD_NAME"
     LOCAL_POD_NAME: Final = "GPURT_POD_NAME"
     POD_NAMESPACE: Final = "POD_NAMESPACE"

@@ -31,7 +31,7 @@ def main() -> int:
     except SettingsError as exc:
         print(f"gpu-scheduler: {exc}", file=sys.stderr)
         return 2
-    logs.configure(settings.log_level)
+    logs.configure(settings.log_level, settings.log_max_bytes)
     tracer = None
     if settings.tracemalloc_dir is not None:
         from runtime.scheduler.memory_trace import MemoryTracer

@@ -3,9 +3,10 @@
 The API caps its open connections (``http_limits.MAX_CONNECTIONS``) and closes any connection past the cap
 at once. The kubelet opens a new connection for every probe, so a client holding the API's connections
 (half-open sockets, reconnecting as fast as they are closed) failed most probes and would have had the
-replica restarted. Here the probes get a socket and a uvicorn server state of their own: the same limits
-per connection (head deadline, body cap), but their own count of open connections, which a flood of the
-API's port does not touch.
+replica restarted. Here the probes get a socket and a uvicorn server state of their own, which a flood of the
+API's port does not touch, with limits of their own (``http_limits.ProbeH11Protocol``): a small cap, a short
+head deadline, and past the cap the oldest silent connection is closed instead of the new one, so a flood of
+the probes' own port does not keep the kubelet out either.
 
 The listener runs in the API server's loop, not a thread of its own, so ``/healthz`` still says that the
 loop serving the API turns. The probes' socket is admitted only from the node (the kubelet): the
@@ -19,7 +20,7 @@ import socket
 import uvicorn
 from starlette.types import ASGIApp
 
-from runtime.scheduler.http_limits import server_options
+from runtime.scheduler.http_limits import probe_server_options
 
 
 def listen(host: str, port: int, backlog: int) -> socket.socket:
@@ -37,7 +38,7 @@ class ProbeListener:
 
     def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
         # No lifespan: the API's app owns the service's start and drain; the probes only read it.
-        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, **server_options())
+        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, **probe_server_options())
         self._server = uvicorn.Server(config)
         self._socket = sock
 

@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel, Field
@@ -117,8 +118,9 @@ class Service:
         from runtime.scheduler.messaging.clients import direct_publisher_client, subscriber_client
 
         s = self.settings
-        publisher = direct_publisher_client(s.pubsub_emulator_host)
-        subscriber = subscriber_client(s.pubsub_emulator_host)
+        token = _read_token(s.pubsub_emulator_token_file) if s.pubsub_emulator_token_file else None
+        publisher = direct_publisher_client(s.pubsub_emulator_host, token)
+        subscriber = subscriber_client(s.pubsub_emulator_host, token)
         self._clients = (publisher, subscriber)
         sink = ResultPublisher(publisher, s.project)
         backend = self._build_backend()
@@ -525,3 +527,14 @@ class Service:
         if self.settings.pubsub_emulator_host:
             return NoDepth()
         return MonitoringDepth(self.settings.project)
+
+
+def _read_token(path: Path) -> str:
+    """The emulator token in ``path``; a file that cannot be read or is empty stops the start with its name."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuntimeError(f"{contract.SchedulerEnv.PUBSUB_EMULATOR_TOKEN_FILE}: cannot read {path}: {exc}") from None
+    if not token:
+        raise RuntimeError(f"{contract.SchedulerEnv.PUBSUB_EMULATOR_TOKEN_FILE}: {path} is empty")
+    return token

@@ -64,6 +64,10 @@ class Settings(BaseModel):
             raise SettingsError(f"invalid gpu-scheduler settings: {reasons}") from None
 
     pubsub_emulator_host: str | None = Field(None, validation_alias=ENV.PUBSUB_EMULATOR_HOST)
+    pubsub_emulator_token_file: Path | None = Field(
+        None, validation_alias=ENV.PUBSUB_EMULATOR_TOKEN_FILE,
+        description="A file holding this scheduler's bearer token for the emulator (the local broker's "
+        "credentials); read at start. Unset: no token is sent.")
     project: str = Field(DEFAULT_PROJECT, validation_alias=ENV.PROJECT, min_length=1)
     dask_scheduler: str = Field("", validation_alias=ENV.DASK_SCHEDULER,
                                 description="Dask scheduler address; empty starts a local Dask cluster (a Dask "
@@ -127,6 +131,10 @@ class Settings(BaseModel):
                           validation_alias=AliasChoices(ENV.POD_NAME, ENV.LOCAL_POD_NAME))
     pod_namespace: str = Field(contract.RUNTIME_NAMESPACE, validation_alias=ENV.POD_NAMESPACE)
     log_level: str = Field("INFO", validation_alias=ENV.LOG_LEVEL)
+    log_max_bytes: int | None = Field(None, validation_alias=ENV.LOG_MAX_BYTES, ge=64 * 1024,
+                                      description="When stderr is a file, keep it under this many bytes (its "
+                                      "newest half kept); unset: no cap (in the cloud the logs go to Cloud "
+                                      "Logging, not a file).")
     emulator_admin_url: str = Field("", validation_alias=ENV.EMULATOR_ADMIN_URL,
                                     description="The local emulator's admin URL, for backlog and DLQ depth.")
     tracemalloc_dir: Path | None = Field(None, validation_alias=ENV.TRACEMALLOC_DIR,

@@ -222,6 +222,7 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     assert figures["hostile input: answered within (s)"] < hostile.ANSWER_WAIT_S
     assert "replicas stayed healthy" in evidence
     # the forged result, the bogus body's rejection and the victim's own all reached the topic: the client chose
+    assert figures["local forgery: calls refused"] == "5 of 5"
     assert figures["forged result: results on the topic for the victim"] >= 3
     assert figures["forged dead letter: refused by the reclaimer after (s)"] < forgery.ANSWER_WAIT_S
     assert "1 forged message(s) taken out of the DLQ" in evidence

@@ -85,7 +85,7 @@ def test_dlq_drill_refuses_to_replay_someone_elses_dead_letters(platform) -> Non
     from validation.adapters.pubsub import GooglePubSubAdmin
 
     state = platform.running_state()
-    pubsub = GooglePubSubAdmin.for_emulator(state.emulator_host, state.project)
+    pubsub = GooglePubSubAdmin.for_emulator(state.emulator_host, state.project, state.broker_token)
     pubsub.publish(contract.REQUEST_DLQ_TOPIC, b'{"job_id": "user-job-7", "type": "noop"}', {"job_id": "user-job-7"})
 
     result = _gpurt("drill", "dlq", "--local-dir", str(platform.directory), "--timeout", DRILL_TIMEOUT_S)
@@ -94,3 +94,14 @@ def test_dlq_drill_refuses_to_replay_someone_elses_dead_letters(platform) -> Non
     assert "FAIL dlq" in result.output and "already holds 1+ message(s) (e.g. job user-job-7)" in result.output
     messages = pubsub.pull(contract.REQUEST_DLQ_SUBSCRIPTION, 10, timeout_s=2)
     assert [m.attributes["job_id"] for m in messages] == ["user-job-7"]  # untouched
+
+
+def test_the_local_forgery_is_refused_by_the_broker(platform) -> None:
+    # The chaos drill's first forgery row on its own: a user's token and no token try every call a forger needs.
+    from validation.drills import forgery
+    from validation.drills.base import DrillContext
+
+    ctx = DrillContext(platform, timeout_s=float(DRILL_TIMEOUT_S), run_id="local-forgery")
+
+    assert forgery.local_forgery(ctx) == []
+    assert ctx.figures["local forgery: calls refused"] == "5 of 5"

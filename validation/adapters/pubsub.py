@@ -95,16 +95,18 @@ class GooglePubSubAdmin:
         self._subscriber = subscriber or pubsub_v1.SubscriberClient()
 
     @classmethod
-    def for_emulator(cls, host: str, project: str) -> GooglePubSubAdmin:
-        """An adapter talking plaintext gRPC to an emulator at ``host:port``, as PUBSUB_EMULATOR_HOST does."""
-        import grpc
+    def for_emulator(cls, host: str, project: str, token: str | None = None) -> GooglePubSubAdmin:
+        """An adapter talking plaintext gRPC to an emulator at ``host:port``, as PUBSUB_EMULATOR_HOST does, sending
+        ``token`` where the emulator takes credentials (the local platform's broker: its operator's token)."""
         from google import pubsub_v1
         from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
         from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
-        publisher = pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=grpc.insecure_channel(host)))
+        from runtime.scheduler.messaging.clients import emulator_channel
+
+        publisher = pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=emulator_channel(host, token)))
         subscriber = pubsub_v1.SubscriberClient(
-            transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(host)))
+            transport=SubscriberGrpcTransport(channel=emulator_channel(host, token)))
         return cls(project, publisher, subscriber)
 
     def _topic(self, name: str) -> str:

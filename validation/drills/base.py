@@ -72,7 +72,7 @@ class DrillContext:
     def pubsub(self) -> GooglePubSubAdmin:
         """Pub/Sub admin on the platform's emulator."""
         state = self.state
-        return GooglePubSubAdmin.for_emulator(state.emulator_host, state.project)
+        return GooglePubSubAdmin.for_emulator(state.emulator_host, state.project, state.broker_token)
 
     @contextlib.contextmanager
     def first_replica_only(self) -> Iterator[None]:

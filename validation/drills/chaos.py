@@ -8,8 +8,8 @@ earlier slices are done and jobs are running:
 1. a Dask worker process is SIGKILLed (its nanny starts another);
 2. a scheduler replica is SIGKILLed with its workers, then started again;
 3. intake is drained on every replica, then resumed;
-4. a replica's API is flooded with silent connections past its cap for seconds (``validation/drills/flood.py``):
-   its probes, on their own listener, must all be answered, and the API must answer again afterwards;
+4. a replica's API, then its probes' own port, is flooded with silent connections past its cap for seconds
+   (``validation/drills/flood.py``): its probes must all be answered, and the API must answer again afterwards;
 5. the result store fails for a few seconds: made read-only (or, where root ignores that, unavailable);
 6. the result store fails for minutes (``--store-outage``, 5 by default, at real time): replicas must stop
    intake and keep the jobs they hold, so nothing is dead-lettered.
@@ -30,9 +30,11 @@ Then hostile input (``validation/drills/hostile.py``): a body built to be slow t
 name another job only in their attribute must be answered for their own ids, quickly, with every replica
 healthy throughout, and the other job must still run.
 
-Then forgeries (``validation/drills/forgery.py``): a forged result and a forged dead letter, each aimed at a
-victim's job, must leave the victim's client with its own result, and the store with it; another computation
-run under a victim's id first must leave the victim's client with a conflict, never that computation's result.
+Then forgeries (``validation/drills/forgery.py``): the broker must refuse a user's token and a caller without one
+every call a forger needs (reading requests, publishing a result); then a forged result and a forged dead
+letter, each aimed at a victim's job, must leave the victim's client with its own result, and the store with it;
+another computation run under a victim's id first must leave the victim's client with a conflict, never that
+computation's result.
 
 Last, strangers on loopback (``validation/drills/loopback.py``): every replica's Dask scheduler must refuse a
 client without the cluster's credentials, and the Vertex AI stand-in (when running) a command.

@@ -1,4 +1,5 @@
-"""The chaos drill's connection flood: one replica's API held full of silent connections while its probes are asked.
+"""The chaos drill's connection flood: one replica's API, then its probes' own port, held full of silent
+connections while its probes are asked.
 
 An attacker who can reach the API opens connections and sends nothing, and opens a new one as soon as the
 server closes one. The API keeps its cap on open connections (``runtime/scheduler/http_limits.py``), so
@@ -6,7 +7,9 @@ while the flood lasts the API refuses everyone, its own on-call tools included. 
 own listener, 500 such sockets for 60 s failed 88% of the replica's ``/healthz`` probes, and a kubelet
 would have restarted it. Now the kubelet's probes (``GPURT_PROBE_PORT``) must all be answered within the
 kubelet's timeout throughout, the load's jobs must run on (the ledger counts them: nothing lost, no wrong
-answer), and the API must answer again once the flood stops.
+answer), and the API must answer again once the flood stops. Then the probes' own port is flooded past its cap
+for as long, with the same requirement: before that port closed its oldest silent connection to admit a new
+one, such a flood failed every probe (``runtime/scheduler/http_limits.py``).
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> int | None:
 
 
 def connection_flood(ctx: DrillContext) -> Fault:
-    """Flood the last replica's API for ``FLOOD_S``; every probe must be answered, the API must come back."""
+    """Flood the last replica's API, then its probes' own port, for ``FLOOD_S`` each; every probe must be
+    answered throughout, and the API must come back."""
     record = target_replica(ctx)
     probe_port = record.env.get(contract.SchedulerEnv.PROBE_PORT)
     if not probe_port or not record.api_url:
@@ -143,36 +147,51 @@ def connection_flood(ctx: DrillContext) -> Fault:
     probes = {path: f"http://{host}:{probe_port}{path}" for path in (contract.HEALTH_PATH, contract.READY_PATH)}
     api_health = f"{record.api_url}{contract.HEALTH_PATH}"
     answered: dict[str, list[int | None]] = {path: [] for path in probes}
-    api_refused = api_asked = 0
+    api_checks: list[int | None] = []
     fault = strike(ctx, CONNECTION_FLOOD)
+    # One port at a time: the two floods together double what the replica's one event loop must turn away.
     with ConnectionFlood(host, api_port, http_limits.MAX_CONNECTIONS + EXTRA_CONNECTIONS) as flood:
-        # Full once the API closes a connection past its cap; one that never fills is reported below.
-        filling = time.monotonic() + FILL_WAIT_S
-        while not flood.closed_by_server and time.monotonic() < filling:
-            time.sleep(POLL_S)
-        end = time.monotonic() + FLOOD_S
-        while time.monotonic() < end:
-            for path, url in probes.items():
-                answered[path].append(probe(url))
-            api_asked += 1
-            api_refused += probe(api_health) is None
-            time.sleep(PROBE_EVERY_S)  # the probes' pace, not a wait for a condition
+        _ask_probes_under(flood, probes, answered, also=(api_health, api_checks))
+    with ConnectionFlood(host, int(probe_port), http_limits.PROBE_MAX_CONNECTIONS + EXTRA_CONNECTIONS) as own:
+        _ask_probes_under(own, probes, answered)
     wait_for(lambda: probe(api_health) == 200, ctx.timeout_s, f"{record.name}'s API to answer after the flood")
     fault.whole_at = time.monotonic()
     live = answered[contract.HEALTH_PATH]
     ready = answered[contract.READY_PATH]
+    api_refused = sum(status is None for status in api_checks)
     fault.detail = (
         f"{flood.opened} silent connections to {record.name}'s API in {FLOOD_S:.0f}s "
-        f"({flood.closed_by_server} closed by it; the API refused {api_refused} of {api_asked} health "
-        f"checks meanwhile); probes answered: /healthz {live.count(200)} of {len(live)}, /readyz "
+        f"({flood.closed_by_server} closed by it; the API refused {api_refused} of {len(api_checks)} health "
+        f"checks meanwhile), then {own.opened} to its probes' own port in {FLOOD_S:.0f}s ({own.closed_by_server} "
+        f"closed by it); probes answered: /healthz {live.count(200)} of {len(live)}, /readyz "
         f"{sum(s is not None for s in ready)} of {len(ready)} ({ready.count(200)} ready)"
     )
     ctx.figures["connection flood: probes unanswered"] = len(live) - live.count(200) + sum(s is None for s in ready)
-    ctx.figures["connection flood: API health checks refused"] = f"{api_refused} of {api_asked}"
+    ctx.figures["connection flood: API health checks refused"] = f"{api_refused} of {len(api_checks)}"
     if live.count(200) < len(live) or None in ready:
         fault.problems.append(f"{record.name}'s probes went unanswered during the connection flood: {fault.detail}")
     if not api_refused:
         fault.problems.append(
             f"the connection flood never filled {record.name}'s API (it proves nothing): {fault.detail}"
         )
+    if not own.closed_by_server:
+        fault.problems.append(
+            f"the connection flood never filled {record.name}'s probes' port (it proves nothing): {fault.detail}"
+        )
     return fault
+
+
+def _ask_probes_under(flood: ConnectionFlood, probes: dict[str, str], answered: dict[str, list[int | None]],
+                      also: tuple[str, list[int | None]] | None = None) -> None:
+    """Once ``flood`` fills its port (or ``FILL_WAIT_S`` passed), ask every probe (and ``also``'s URL) at the
+    kubelet's pace for ``FLOOD_S``, appending each answer."""
+    filling = time.monotonic() + FILL_WAIT_S
+    while not flood.closed_by_server and time.monotonic() < filling:
+        time.sleep(POLL_S)
+    end = time.monotonic() + FLOOD_S
+    while time.monotonic() < end:
+        for path, url in probes.items():
+            answered[path].append(probe(url))
+        if also is not None:
+            also[1].append(probe(also[0]))
+        time.sleep(PROBE_EVERY_S)  # the probes' pace, not a wait for a condition

@@ -1,6 +1,13 @@
-"""The chaos drill's forgery rows: a forged result and a forged dead letter, each aimed at a victim's job.
+"""The chaos drill's forgery rows: the broker's own refusal, then a forged result and a forged dead letter.
 
-Anyone who may publish locally may publish anywhere (the local broker has no IAM), so these are what the
+- **local forgery**: what it takes to forge a result on the local platform is to read a victim's request and
+  publish a matching result. The builtin broker lets only the scheduler do either (docs/local-platform.md,
+  "Who may reach what"): a user's token may not pull the request subscription, attach a subscription to
+  the request topic or publish to the result topic, and a caller without a token may do nothing. Every
+  such call must be refused (on the official emulator, which takes no credentials, the drill reports that
+  they went through instead of judging them).
+
+The two rows after it publish as the platform's operator, who may publish anywhere, so these are what the
 result digests and the reclaimer's attribute check must stop (docs/scheduler.md, "Whose result is it"):
 
 - **forged result**: while the victim's request (a noop of ``VICTIM_SLEEP_S``) runs, a ``succeeded`` result
@@ -26,11 +33,14 @@ import contextlib
 import json
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from google.api_core import exceptions as gexc
+
 from runtime.access.control_api import ApiError
-from runtime.access.transport import ResultCollector
+from runtime.access.transport import TEMP_SUBSCRIPTION_PREFIX, PubSubClients, ResultCollector, make_clients
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobResult, JobStatus, request_digest
 from validation.drills.base import DrillContext, DrillFailed, take_dead_letters, wait_for
@@ -47,10 +57,67 @@ REFUSAL_LOG: Final = "not a valid request or not Pub/Sub's"
 
 
 def run(ctx: DrillContext) -> None:
-    """Both forgeries in turn; raises ``DrillFailed`` with every problem found."""
-    problems = forged_result(ctx) + forged_dead_letter(ctx) + relabelled_result(ctx)
+    """The forgeries in turn; raises ``DrillFailed`` with every problem found."""
+    problems = local_forgery(ctx) + forged_result(ctx) + forged_dead_letter(ctx) + relabelled_result(ctx)
     if problems:
         raise DrillFailed("forgeries: " + "; ".join(problems))
+
+
+def local_forgery(ctx: DrillContext) -> list[str]:
+    """A user's token and no token at all try to read requests and publish a result; returns the problems."""
+    victim = ctx.job_id("local-forgery-victim", 0)
+    state = ctx.state
+    user, stranger = ctx.platform.pubsub(as_user=True), make_clients(state.project, state.emulator_host)
+    tap = user.subscription(f"{TEMP_SUBSCRIPTION_PREFIX}{victim}")
+    forged = JobResult(job_id=victim, status=JobStatus.SUCCEEDED, result={"estimate": FORGED_ESTIMATE},
+                       request_digest="0" * 64).model_dump_json().encode()
+    attempts: dict[str, Callable[[], object]] = {
+        "a user pulls the request subscription": lambda: _pull_and_release(user, contract.REQUEST_SUBSCRIPTION),
+        "a user attaches a subscription to the request topic": lambda: _attach_and_remove(user, tap),
+        "a user publishes a result": lambda: user.publisher.publish(
+            user.topic(contract.RESULT_TOPIC), forged, job_id=victim, status="succeeded").result(
+            timeout=PUBLISH_TIMEOUT_S),
+        "no token pulls the request subscription": lambda: _pull_and_release(stranger, contract.REQUEST_SUBSCRIPTION),
+        "no token publishes a result": lambda: stranger.publisher.publish(
+            stranger.topic(contract.RESULT_TOPIC), forged, job_id=victim, status="succeeded").result(
+            timeout=PUBLISH_TIMEOUT_S),
+    }
+    allowed = []
+    try:
+        for what, attempt in attempts.items():
+            try:
+                attempt()
+            except (gexc.PermissionDenied, gexc.Unauthenticated):
+                continue
+            allowed.append(what)
+    finally:
+        user.close()
+        stranger.close()
+    ctx.figures["local forgery: calls refused"] = f"{len(attempts) - len(allowed)} of {len(attempts)}"
+    if not ctx.platform.broker_checks_credentials():
+        ctx.note(f"local forgery: this broker takes no credentials (Google's emulator, or a platform started by an "
+                 f"older gpurt), so it let through: {', '.join(allowed) or 'nothing'} (the platform trusts "
+                 f"everyone on this machine)")
+        return []
+    ctx.note(f"local forgery: the broker refused {len(attempts) - len(allowed)} of {len(attempts)} calls "
+             f"a forger needs ({'; '.join(attempts)})")
+    return [f"local forgery: the broker let this through: {what}" for what in allowed]
+
+
+def _pull_and_release(clients: PubSubClients, subscription: str) -> None:
+    """Pull what waits and hand it straight back, so a broker that wrongly allows this steals no job."""
+    path = clients.subscription(subscription)
+    response = clients.subscriber.pull(subscription=path, max_messages=1, timeout=PUBLISH_TIMEOUT_S)
+    ack_ids = [received.ack_id for received in response.received_messages]
+    if ack_ids:
+        clients.subscriber.modify_ack_deadline(subscription=path, ack_ids=ack_ids, ack_deadline_seconds=0)
+
+
+def _attach_and_remove(clients: PubSubClients, subscription: str) -> None:
+    """Attach ``subscription`` to the request topic and, if the broker allowed it, remove it again."""
+    clients.subscriber.create_subscription(name=subscription, topic=clients.topic(contract.REQUEST_TOPIC),
+                                           timeout=PUBLISH_TIMEOUT_S)
+    clients.subscriber.delete_subscription(subscription=subscription, timeout=PUBLISH_TIMEOUT_S)
 
 
 def forged_result(ctx: DrillContext) -> list[str]:

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from runtime.scheduler.logs import CappedStreamHandler
+
 # Stopping takes a second (the gRPC server's grace, the journal's last write); a stop that takes longer than this
 # is wedged: the process writes every thread's stack to stderr (its log) and exits with status 1.
 STOP_TIMEOUT_S = 30.0
@@ -57,6 +59,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="keep topics, subscriptions, snapshots and unacknowledged messages in "
                              "DATA_DIR/broker.sqlite3 and start from what it holds (default: memory only)")
+    parser.add_argument("--credentials", type=Path, default=None,
+                        help="a JSON file of tokens and Pub/Sub role bindings: every call must then carry "
+                             "'authorization: Bearer <token>' and be allowed by a binding (default: open to "
+                             "every caller, as Google's emulator is); see runtime/local/broker/access.py")
+    parser.add_argument("--log-max-bytes", type=int, default=None,
+                        help="when stderr is a file, keep it under this many bytes, dropping its oldest half "
+                             "past that (default: no cap)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -64,7 +73,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run until SIGTERM/SIGINT; return the exit status."""
     args = _parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = (logging.StreamHandler(sys.stderr) if args.log_max_bytes is None
+               else CappedStreamHandler(sys.stderr, args.log_max_bytes))
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
     logging.captureWarnings(True)  # library warnings become JSON lines too
@@ -77,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         emulator = start_emulator(args.host, args.port, time_scale=args.time_scale,
                                   lease_time_scale=args.lease_time_scale, admin_port=args.admin_port,
-                                  rest_port=args.rest_port, data_dir=args.data_dir)
+                                  rest_port=args.rest_port, data_dir=args.data_dir,
+                                  credentials=args.credentials)
     except ValueError as error:
         logging.getLogger(__name__).error("invalid option", extra={"error": str(error)})
         return 2

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import functools
+from typing import Any
 
 import grpc
 
-from runtime.local.broker import proto, rpc
+from runtime.local.broker import access, proto, rpc
 from runtime.local.broker.state import Broker
 
 
 class PublisherService:
     """Translates Publisher RPCs into broker calls."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, policy: access.AccessPolicy | None = None) -> None:
         self._broker = broker
+        self._access = policy  # None: every caller may do everything, as on Google's emulator
 
     def create_topic(self, request: proto.Topic, context: grpc.ServicerContext) -> proto.Topic:
         """CreateTopic."""
@@ -62,19 +63,18 @@ class PublisherService:
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler that serves this service; each answer waits until its change is on disk."""
-        unary = functools.partial(rpc.unary, commit=self._broker.flush)
+        unary: dict[str, tuple[Any, type, type]] = {
+            "CreateTopic": (self.create_topic, proto.Topic, proto.Topic),
+            "GetTopic": (self.get_topic, proto.GetTopicRequest, proto.Topic),
+            "UpdateTopic": (self.update_topic, proto.UpdateTopicRequest, proto.Topic),
+            "DeleteTopic": (self.delete_topic, proto.DeleteTopicRequest, proto.Empty),
+            "ListTopics": (self.list_topics, proto.ListTopicsRequest, proto.ListTopicsResponse),
+            "ListTopicSubscriptions": (self.list_topic_subscriptions, proto.ListTopicSubscriptionsRequest,
+                                       proto.ListTopicSubscriptionsResponse),
+            "Publish": (self.publish, proto.PublishRequest, proto.PublishResponse),
+            "DetachSubscription": (self.detach_subscription, proto.DetachSubscriptionRequest,
+                                   proto.DetachSubscriptionResponse),
+        }
         return grpc.method_handlers_generic_handler(proto.PUBLISHER_SERVICE, {
-            "CreateTopic": unary(self.create_topic, proto.Topic, proto.Topic),
-            "GetTopic": unary(self.get_topic, proto.GetTopicRequest, proto.Topic),
-            "UpdateTopic": unary(self.update_topic, proto.UpdateTopicRequest, proto.Topic),
-            "DeleteTopic": unary(self.delete_topic, proto.DeleteTopicRequest, proto.Empty),
-            "ListTopics": unary(self.list_topics, proto.ListTopicsRequest, proto.ListTopicsResponse),
-            "ListTopicSubscriptions": unary(
-                self.list_topic_subscriptions, proto.ListTopicSubscriptionsRequest,
-                proto.ListTopicSubscriptionsResponse,
-            ),
-            "Publish": unary(self.publish, proto.PublishRequest, proto.PublishResponse),
-            "DetachSubscription": unary(
-                self.detach_subscription, proto.DetachSubscriptionRequest, proto.DetachSubscriptionResponse
-            ),
-        })
+            method: rpc.unary(*spec, commit=self._broker.flush, guard=access.guard(self._access, method))
+            for method, spec in unary.items()})

@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import grpc
 from aiohttp import web
@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from runtime.local.broker import proto
+from runtime.local.broker.access import AccessPolicy
 from runtime.local.broker.errors import PubSubError, invalid_argument
 from runtime.local.broker.state import Broker
 from runtime.local.broker.subscriber import MAX_PULL_WAIT_S, SubscriberService
@@ -37,17 +38,21 @@ _HTTP_STATUS: Final = {
     grpc.StatusCode.ALREADY_EXISTS: HTTPStatus.CONFLICT,
     grpc.StatusCode.UNIMPLEMENTED: HTTPStatus.NOT_IMPLEMENTED,
     grpc.StatusCode.UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
+    grpc.StatusCode.UNAUTHENTICATED: HTTPStatus.UNAUTHORIZED,
+    grpc.StatusCode.PERMISSION_DENIED: HTTPStatus.FORBIDDEN,
 }
 
+M = TypeVar("M", bound=Message)
 Handler = Callable[[web.Request], Awaitable[Message | None]]
 
 
 class RestServer:
     """The HTTP side of one emulator; start and stop it on the emulator's event loop."""
 
-    def __init__(self, broker: Broker, subscriber: SubscriberService) -> None:
+    def __init__(self, broker: Broker, subscriber: SubscriberService, policy: AccessPolicy | None = None) -> None:
         self._broker = broker
         self._subscriber = subscriber
+        self._access = policy  # None: every caller may do everything, as on Google's emulator
         self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -95,24 +100,30 @@ class RestServer:
     async def _create_topic(self, request: web.Request) -> Message:
         topic = await _body(request, proto.Topic())
         topic.name = _topic_name(request)
+        self._check(request, "CreateTopic", topic)
         return self._broker.create_topic(topic)
 
     async def _get_topic(self, request: web.Request) -> Message:
-        return self._broker.get_topic(_topic_name(request))
+        name = self._checked(request, "GetTopic", proto.GetTopicRequest(topic=_topic_name(request))).topic
+        return self._broker.get_topic(name)
 
     async def _delete_topic(self, request: web.Request) -> None:
-        self._broker.delete_topic(_topic_name(request))
+        self._broker.delete_topic(
+            self._checked(request, "DeleteTopic", proto.DeleteTopicRequest(topic=_topic_name(request))).topic)
 
     async def _list_topics(self, request: web.Request) -> Message:
+        self._check(request, "ListTopics", proto.ListTopicsRequest(project=_project(request)))
         topics, token = self._broker.list_topics(_project(request), *_page(request))
         return proto.ListTopicsResponse(topics=topics, next_page_token=token)
 
     async def _publish(self, request: web.Request) -> Message:
         publish = await _body(request, proto.PublishRequest())
         publish.topic = _topic_name(request)
+        self._check(request, "Publish", publish)
         return proto.PublishResponse(message_ids=self._broker.publish(publish))
 
     async def _list_topic_subscriptions(self, request: web.Request) -> Message:
+        self._check(request, "ListTopicSubscriptions", proto.ListTopicSubscriptionsRequest(topic=_topic_name(request)))
         names, token = self._broker.list_topic_subscriptions(_topic_name(request), *_page(request))
         return proto.ListTopicSubscriptionsResponse(subscriptions=names, next_page_token=token)
 
@@ -121,35 +132,55 @@ class RestServer:
     async def _create_subscription(self, request: web.Request) -> Message:
         subscription = await _body(request, proto.Subscription())
         subscription.name = _subscription_name(request)
+        self._check(request, "CreateSubscription", subscription)
         return self._broker.create_subscription(subscription)
 
     async def _get_subscription(self, request: web.Request) -> Message:
-        return self._broker.get_subscription(_subscription_name(request))
+        get = proto.GetSubscriptionRequest(subscription=_subscription_name(request))
+        return self._broker.get_subscription(self._checked(request, "GetSubscription", get).subscription)
 
     async def _delete_subscription(self, request: web.Request) -> None:
-        self._broker.delete_subscription(_subscription_name(request))
+        delete = proto.DeleteSubscriptionRequest(subscription=_subscription_name(request))
+        self._broker.delete_subscription(self._checked(request, "DeleteSubscription", delete).subscription)
 
     async def _list_subscriptions(self, request: web.Request) -> Message:
+        self._check(request, "ListSubscriptions", proto.ListSubscriptionsRequest(project=_project(request)))
         subscriptions, token = self._broker.list_subscriptions(_project(request), *_page(request))
         return proto.ListSubscriptionsResponse(subscriptions=subscriptions, next_page_token=token)
 
     async def _pull(self, request: web.Request) -> Message:
         pull = await _body(request, proto.PullRequest())
         pull.subscription = _subscription_name(request)
+        self._check(request, "Pull", pull)
         # HTTP carries no deadline: wait as long as a gRPC Pull without one.
         return await self._subscriber.pull_within(pull, 0.0 if pull.return_immediately else MAX_PULL_WAIT_S)
 
     async def _acknowledge(self, request: web.Request) -> None:
         ack = await _body(request, proto.AcknowledgeRequest())
+        ack.subscription = _subscription_name(request)
+        self._check(request, "Acknowledge", ack)
         if not ack.ack_ids:
             raise invalid_argument("No ack ids were given.")
-        self._broker.acknowledge(_subscription_name(request), ack.ack_ids)
+        self._broker.acknowledge(ack.subscription, ack.ack_ids)
 
     async def _modify_ack_deadline(self, request: web.Request) -> None:
         modify = await _body(request, proto.ModifyAckDeadlineRequest())
+        modify.subscription = _subscription_name(request)
+        self._check(request, "ModifyAckDeadline", modify)
         if not modify.ack_ids:
             raise invalid_argument("No ack ids were given.")
-        self._broker.modify_ack_deadline(_subscription_name(request), modify.ack_ids, modify.ack_deadline_seconds)
+        self._broker.modify_ack_deadline(modify.subscription, modify.ack_ids, modify.ack_deadline_seconds)
+
+
+    def _check(self, request: web.Request, method: str, message: Message) -> None:
+        """Refuse (PubSubError) a call whose ``Authorization`` header does not allow ``method`` on ``message``."""
+        if self._access is not None:
+            self._access.check(request.headers.get("Authorization"), method, message)
+
+    def _checked(self, request: web.Request, method: str, message: M) -> M:
+        """``message``, once ``_check`` let it through."""
+        self._check(request, method, message)
+        return message
 
 
 def _json_endpoint(handler: Handler, commit: Callable[[], None]) -> Callable[[web.Request], Awaitable[web.Response]]:

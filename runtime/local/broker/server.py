@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from runtime.local.broker.access import AccessPolicy
 from runtime.local.broker.admin import AdminServer
 from runtime.local.broker.clock import Clock
 from runtime.local.broker.journal import DATABASE_FILE, Journal
@@ -107,6 +108,7 @@ def start_emulator(
     admin_port: int | None = None,
     rest_port: int | None = None,
     data_dir: Path | None = None,
+    credentials: Path | None = None,
 ) -> EmulatorHandle:
     """Start an emulator on ``host:port`` (0 picks a free port) and return once it accepts connections.
 
@@ -115,20 +117,23 @@ def start_emulator(
     None serves none). ``rest_port`` serves the REST (v1 JSON) surface and ``GET /`` (same choices).
     ``data_dir`` makes the broker durable: it keeps its state in ``data_dir/broker.sqlite3`` and starts from
     what an earlier run left there (None: everything in memory). A file it cannot read is a ValueError,
-    one it cannot open an OSError, each naming the file.
+    one it cannot open an OSError, each naming the file. ``credentials`` names a credentials file
+    (runtime.local.broker.access): every call must then carry a token of it and be allowed by its bindings;
+    None lets everyone do everything, as Google's emulator does. A file it cannot read is a ValueError.
     """
+    policy = AccessPolicy.load(credentials) if credentials is not None else None
     clock = Clock(time_scale, lease_time_scale)
     broker = Broker(clock, Journal(data_dir / DATABASE_FILE) if data_dir is not None else None)
     loop = _LoopThread()
     server: grpc.aio.Server | None = None
-    subscriber = SubscriberService(broker)
+    subscriber = SubscriberService(broker, policy)
     rest = None
     if rest_port is not None:
         from runtime.local.broker.rest import RestServer  # aiohttp is imported only when REST is asked for
 
-        rest = RestServer(broker, subscriber)
+        rest = RestServer(broker, subscriber, policy)
     try:
-        server, bound = loop.call(_serve(broker, subscriber, host, port, loop.pool))
+        server, bound = loop.call(_serve(broker, subscriber, host, port, loop.pool, policy))
         bound_rest = loop.call(rest.start(host, rest_port)) if rest is not None and rest_port is not None else None
         admin = AdminServer(host, admin_port, broker.stats) if admin_port is not None else None
     except (RuntimeError, OSError) as error:
@@ -146,12 +151,13 @@ def start_emulator(
              extra={"address": handle.address, "admin_port": handle.admin_port, "rest_port": handle.rest_port,
                     "time_scale": time_scale,
                     "lease_time_scale": lease_time_scale,
-                    "data_dir": str(data_dir) if data_dir is not None else None})
+                    "data_dir": str(data_dir) if data_dir is not None else None,
+                    "access": "by credentials" if policy is not None else "open to every caller"})
     return handle
 
 
 async def _serve(broker: Broker, subscriber: SubscriberService, host: str, port: int,
-                 pool: ThreadPoolExecutor) -> tuple[grpc.aio.Server, int]:
+                 pool: ThreadPoolExecutor, policy: AccessPolicy | None) -> tuple[grpc.aio.Server, int]:
     """Create, bind and start the gRPC server (on the loop it will serve from); returns it and its port."""
     server = grpc.aio.server(
         migration_thread_pool=pool,
@@ -160,7 +166,8 @@ async def _serve(broker: Broker, subscriber: SubscriberService, host: str, port:
                  # gRPC sets SO_REUSEPORT by default: a second emulator on a taken port would silently share it.
                  ("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers((PublisherService(broker).handler(), subscriber.handler(), UnservedServices()))
+    server.add_generic_rpc_handlers(
+        (PublisherService(broker, policy).handler(), subscriber.handler(), UnservedServices()))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     return server, bound

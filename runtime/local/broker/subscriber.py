@@ -4,11 +4,11 @@ and StreamingPull (delegated to runtime.local.broker.streaming)."""
 from __future__ import annotations
 
 import asyncio
-import functools
+from typing import Any
 
 import grpc
 
-from runtime.local.broker import proto, rpc
+from runtime.local.broker import access, proto, rpc
 from runtime.local.broker.errors import invalid_argument
 from runtime.local.broker.state import Broker
 from runtime.local.broker.streaming import StreamingPull
@@ -23,8 +23,9 @@ PULL_DEADLINE_MARGIN_S = 0.2
 class SubscriberService:
     """Translates Subscriber RPCs into broker calls."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, policy: access.AccessPolicy | None = None) -> None:
         self._broker = broker
+        self._access = policy  # None: every caller may do everything, as on Google's emulator
         self._streaming = StreamingPull(broker)
 
     def create_subscription(self, request: proto.Subscription, context: grpc.ServicerContext) -> proto.Subscription:
@@ -137,25 +138,26 @@ class SubscriberService:
         """The generic handler that serves this service. Each plain RPC's answer waits until its change is on
         disk; Pull and StreamingPull, on the event loop, do not wait for the delivery attempts they record
         (the next answered RPC, or the journal's writer a moment later, commits them)."""
-        unary = functools.partial(rpc.unary, commit=self._broker.flush)
+        unary: dict[str, tuple[Any, type, type]] = {
+            "CreateSubscription": (self.create_subscription, proto.Subscription, proto.Subscription),
+            "GetSubscription": (self.get_subscription, proto.GetSubscriptionRequest, proto.Subscription),
+            "UpdateSubscription": (self.update_subscription, proto.UpdateSubscriptionRequest, proto.Subscription),
+            "DeleteSubscription": (self.delete_subscription, proto.DeleteSubscriptionRequest, proto.Empty),
+            "ListSubscriptions": (self.list_subscriptions, proto.ListSubscriptionsRequest,
+                                  proto.ListSubscriptionsResponse),
+            "Pull": (self.pull, proto.PullRequest, proto.PullResponse),
+            "Acknowledge": (self.acknowledge, proto.AcknowledgeRequest, proto.Empty),
+            "ModifyAckDeadline": (self.modify_ack_deadline, proto.ModifyAckDeadlineRequest, proto.Empty),
+            "Seek": (self.seek, proto.SeekRequest, proto.SeekResponse),
+            "CreateSnapshot": (self.create_snapshot, proto.CreateSnapshotRequest, proto.Snapshot),
+            "GetSnapshot": (self.get_snapshot, proto.GetSnapshotRequest, proto.Snapshot),
+            "UpdateSnapshot": (self.update_snapshot, proto.UpdateSnapshotRequest, proto.Snapshot),
+            "DeleteSnapshot": (self.delete_snapshot, proto.DeleteSnapshotRequest, proto.Empty),
+            "ListSnapshots": (self.list_snapshots, proto.ListSnapshotsRequest, proto.ListSnapshotsResponse),
+        }
         return grpc.method_handlers_generic_handler(proto.SUBSCRIBER_SERVICE, {
-            "CreateSubscription": unary(self.create_subscription, proto.Subscription, proto.Subscription),
-            "GetSubscription": unary(self.get_subscription, proto.GetSubscriptionRequest, proto.Subscription),
-            "UpdateSubscription": unary(
-                self.update_subscription, proto.UpdateSubscriptionRequest, proto.Subscription
-            ),
-            "DeleteSubscription": unary(self.delete_subscription, proto.DeleteSubscriptionRequest, proto.Empty),
-            "ListSubscriptions": unary(
-                self.list_subscriptions, proto.ListSubscriptionsRequest, proto.ListSubscriptionsResponse
-            ),
-            "Pull": unary(self.pull, proto.PullRequest, proto.PullResponse),
-            "Acknowledge": unary(self.acknowledge, proto.AcknowledgeRequest, proto.Empty),
-            "ModifyAckDeadline": unary(self.modify_ack_deadline, proto.ModifyAckDeadlineRequest, proto.Empty),
-            "Seek": unary(self.seek, proto.SeekRequest, proto.SeekResponse),
-            "CreateSnapshot": unary(self.create_snapshot, proto.CreateSnapshotRequest, proto.Snapshot),
-            "GetSnapshot": unary(self.get_snapshot, proto.GetSnapshotRequest, proto.Snapshot),
-            "UpdateSnapshot": unary(self.update_snapshot, proto.UpdateSnapshotRequest, proto.Snapshot),
-            "DeleteSnapshot": unary(self.delete_snapshot, proto.DeleteSnapshotRequest, proto.Empty),
-            "ListSnapshots": unary(self.list_snapshots, proto.ListSnapshotsRequest, proto.ListSnapshotsResponse),
-            "StreamingPull": rpc.bidi(self._streaming, proto.StreamingPullRequest, proto.StreamingPullResponse),
+            **{method: rpc.unary(*spec, commit=self._broker.flush, guard=access.guard(self._access, method))
+               for method, spec in unary.items()},
+            "StreamingPull": rpc.bidi(self._streaming, proto.StreamingPullRequest, proto.StreamingPullResponse,
+                                      guard=access.guard(self._access, "StreamingPull")),
         })

@@ -1,4 +1,9 @@
-"""Pub/Sub client construction: Google's endpoint with ambient credentials, or a plain-text emulator."""
+"""Pub/Sub client construction: Google's endpoint with ambient credentials, or a plain-text emulator.
+
+An emulator that takes credentials (the local platform's builtin broker) is given a bearer token, sent as
+``authorization: Bearer <token>`` on every call, as Google's APIs take an access token; Google's own emulator
+ignores it.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +15,18 @@ if TYPE_CHECKING:
     from google.cloud import pubsub_v1
 
 
-def publisher_client(emulator_host: str | None = None) -> pubsub_v1.PublisherClient:
-    """A batching publisher for Google Pub/Sub, or for the emulator at ``host:port`` when given."""
+def publisher_client(emulator_host: str | None = None, token: str | None = None) -> pubsub_v1.PublisherClient:
+    """A batching publisher for Google Pub/Sub, or for the emulator at ``host:port`` (with ``token``) when given."""
     from google.cloud import pubsub_v1
     from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
     if not emulator_host:
         return pubsub_v1.PublisherClient()
-    return pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=_insecure_channel(emulator_host)))
+    return pubsub_v1.PublisherClient(
+        transport=PublisherGrpcTransport(channel=emulator_channel(emulator_host, token)))
 
 
-def direct_publisher_client(emulator_host: str | None = None) -> pubsub_gapic.PublisherClient:
+def direct_publisher_client(emulator_host: str | None = None, token: str | None = None) -> pubsub_gapic.PublisherClient:
     """The API's own publisher (one Publish RPC per call, no batching), on Google or the emulator.
 
     For a caller that waits for every publish (the scheduler acks only after its result is out), the
@@ -31,17 +37,18 @@ def direct_publisher_client(emulator_host: str | None = None) -> pubsub_gapic.Pu
 
     if not emulator_host:
         return PublisherClient()
-    return PublisherClient(transport=PublisherGrpcTransport(channel=_insecure_channel(emulator_host)))
+    return PublisherClient(transport=PublisherGrpcTransport(channel=emulator_channel(emulator_host, token)))
 
 
-def subscriber_client(emulator_host: str | None = None) -> pubsub_v1.SubscriberClient:
-    """A subscriber for Google Pub/Sub, or for the emulator at ``host:port`` when given."""
+def subscriber_client(emulator_host: str | None = None, token: str | None = None) -> pubsub_v1.SubscriberClient:
+    """A subscriber for Google Pub/Sub, or for the emulator at ``host:port`` (with ``token``) when given."""
     from google.cloud import pubsub_v1
     from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
     if not emulator_host:
         return pubsub_v1.SubscriberClient()
-    return pubsub_v1.SubscriberClient(transport=SubscriberGrpcTransport(channel=_insecure_channel(emulator_host)))
+    return pubsub_v1.SubscriberClient(
+        transport=SubscriberGrpcTransport(channel=emulator_channel(emulator_host, token)))
 
 
 # A StreamingPull opened while the channel is not connected waits for the connection instead of failing
@@ -61,14 +68,20 @@ _RECONNECT_BACKOFF_MS: Final = 250
 _MAX_RECONNECT_BACKOFF_MS: Final = 1000
 
 
-def _insecure_channel(host: str):  # type: ignore[no-untyped-def]
+def emulator_channel(host: str, token: str | None = None):  # type: ignore[no-untyped-def]
+    """A plain-text gRPC channel to the emulator at ``host:port``, sending ``token`` as a bearer token if given."""
     import grpc
 
     # An emulator speaks plain gRPC on loopback; the client's own emulator switch does the same.
-    return grpc.insecure_channel(host, options=[
+    channel = grpc.insecure_channel(host, options=[
         ("grpc.max_receive_message_length", -1),
         ("grpc.service_config", _STREAM_SERVICE_CONFIG),
         ("grpc.initial_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS),
         ("grpc.min_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS),
         ("grpc.max_reconnect_backoff_ms", _MAX_RECONNECT_BACKOFF_MS),
     ])
+    if token is None:
+        return channel
+    from runtime.scheduler.messaging.bearer import BearerToken
+
+    return grpc.intercept_channel(channel, BearerToken(token))

@@ -92,7 +92,7 @@ def test_two_replicas_elect_exactly_one_leader_on_the_lease_file(platform: Local
 def test_restart_scheduler_replaces_every_replica_and_loses_or_repeats_no_job(platform: LocalPlatform) -> None:
     before = {r.name: r.pid for r in platform.running_state().schedulers()}
     state = platform.running_state()
-    pubsub = GooglePubSubAdmin.for_emulator(state.emulator_host, state.project)
+    pubsub = GooglePubSubAdmin.for_emulator(state.emulator_host, state.project, state.broker_token)
     job_ids = [f"restart-{i}" for i in range(JOBS)]
 
     with ResultTap(pubsub, job_ids) as tap:

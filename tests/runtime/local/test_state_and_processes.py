@@ -225,3 +225,13 @@ def test_clients_reach_a_live_replica_when_the_first_one_died(tmp_path: Path, mo
         assert resolve_target(local_dir=tmp_path / "local").api_url == "http://127.0.0.1:2"
     finally:
         processes.stop_process(second, grace_s=5)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.7", "::", "my-host"])
+def test_the_platform_refuses_to_listen_beyond_loopback(tmp_path: Path, host: str) -> None:
+    # Some of its ports take no credentials (the Dask scheduler, Prometheus, Google's emulator): loopback only.
+    from runtime.local.platform import LocalConfig, LocalPlatform, LocalPlatformError
+
+    with pytest.raises(LocalPlatformError, match="loopback only"):
+        LocalPlatform(tmp_path / "local", LocalConfig(host=host, port=0, emulator_port=0)).up()
+    assert not (tmp_path / "local" / "state.json").exists()  # refused before anything started

@@ -129,3 +129,49 @@ def _healthz(port: int) -> bytes:
     with _connect(port) as sock:
         sock.sendall(f"GET {contract.HEALTH_PATH} HTTP/1.1\r\nHost: s\r\nConnection: close\r\n\r\n".encode())
         return _answer(sock)
+
+
+def test_refused_connections_are_logged_once_per_interval_with_their_count() -> None:
+    # A flood logged one line per refused connection (265,407 lines in 96 s); now one line per interval.
+    import logging
+
+    from runtime.scheduler.logs import Throttled
+
+    now = [0.0]
+    throttle = Throttled(10.0, clock=lambda: now[0])
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("test-throttle")
+    logger.addHandler(Keep())
+    logger.propagate = False
+    for i in range(1000):  # 1,000 refusals in 10 s
+        now[0] = i * 0.01
+        throttle.warning(logger, "closed connections past the cap of %d open ones", 128)
+    now[0] = 10.0
+    throttle.warning(logger, "closed connections past the cap of %d open ones", 128)
+
+    assert records == ["closed connections past the cap of 128 open ones",
+                       "closed connections past the cap of 128 open ones (1000 times in the last 10 s)"]
+
+
+def test_a_flood_of_refused_connections_logs_a_line_per_interval_not_per_connection(
+        server: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.scheduler.logs import Throttled
+
+    # a fresh throttle: an earlier test's refusals must not hold back this one's first line
+    monkeypatch.setattr(http_limits, "_REFUSED", Throttled(http_limits.LOG_EVERY_S), raising=False)
+    refused = 50
+    held = [_connect(server) for _ in range(SMALL_CAP)]
+    try:
+        for _ in range(refused):
+            with _connect(server) as extra:
+                assert _answer(extra) == b""
+    finally:
+        for sock in held:
+            sock.close()
+    lines = [r for r in caplog.records if "past the cap" in r.getMessage() or "are open, the limit" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]

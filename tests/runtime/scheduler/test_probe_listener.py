@@ -98,3 +98,18 @@ def test_the_probes_listener_serves_nothing_but_the_probes(ports: Ports) -> None
     assert probe(_url(ports.probes, "/status")) == 404
     assert probe(_url(ports.probes, contract.METRICS_PATH)) == 404
     assert probe(_url(ports.probes, "/openapi.json")) == 404
+
+
+def test_the_probes_answer_while_their_own_port_is_flooded(ports: Ports) -> None:
+    # A flood of the probes' own port, past their cap: the flood fills it, yet every probe (whose request is in
+    # the socket when the server takes the connection) gets in by closing an old silent connection.
+    health = _url(ports.probes, contract.HEALTH_PATH)
+    live: list[int | None] = []
+    with ConnectionFlood("127.0.0.1", ports.probes, http_limits.PROBE_MAX_CONNECTIONS + 2 * EXTRA) as flood:
+        wait_for(lambda: flood.closed_by_server > 0, START_WAIT_S, "the flood to fill the probes' cap")
+        end = time.monotonic() + FLOOD_S
+        while time.monotonic() < end:
+            live.append(probe(health, PROBE_TIMEOUT_S))
+            time.sleep(PROBE_EVERY_S)  # the probes' pace, not a wait for a condition
+    assert flood.opened > http_limits.PROBE_MAX_CONNECTIONS + 2 * EXTRA  # the server closed silent ones: it was full
+    assert live and set(live) == {200}, live
