@@ -12,6 +12,7 @@ from components.bootstrap import Bootstrap, BootstrapArgs, main_stack_target
 from components.lifecycle import lifecycle_options
 
 stack = pulumi.get_stack()
+config = pulumi.Config()
 target = main_stack_target(stack, Path(__file__).resolve().parent.parent)
 # The registry holds every image a rollback may need: protected like the main stack's state.
 pulumi.runtime.register_stack_transformation(lifecycle_options(protect_state=True))
@@ -21,7 +22,9 @@ bootstrap = Bootstrap(
         project=target.project,
         region=target.region,
         repository=target.repository,
-        github_repository=pulumi.Config().require("githubRepository"),
+        github_repository=config.require("githubRepository"),
+        github_repository_id=config.require("githubRepositoryId"),
+        github_owner_id=config.require("githubOwnerId"),
         deploy_environment=stack,
     ),
 )

@@ -91,16 +91,22 @@ def account_email(account_id: str, project: str) -> str:
     return f"{account_id}@{project}.iam.gserviceaccount.com"
 
 
-def github_condition(repository: str) -> str:
-    """The provider's attribute condition: only tokens GitHub issued to workflows of ``repository``.
+def github_condition(repository: str, repository_id: str, owner_id: str) -> str:
+    """The provider's attribute condition: only tokens GitHub issued to workflows of this very repository.
 
     GitHub signs every repository's tokens with one issuer, so without a condition any repository could
-    exchange its token in this pool (Google: "Workload Identity Federation with deployment pipelines").
+    exchange its token in this pool (Google: "Workload Identity Federation with deployment pipelines"). The
+    condition compares the numeric ``repository_id`` and ``repository_owner_id`` claims, not the names: a
+    deleted or renamed repository's name (or its owner's) can be registered by someone else, an id cannot
+    (google-github-actions/auth, docs/SECURITY_CONSIDERATIONS.md, "Use GitHub's Numeric, Immutable Values").
     """
     owner, _, name = repository.partition("/")
     if not owner or not name or "/" in name or "'" in repository:
         raise ValueError(f"githubRepository must be OWNER/NAME, not {repository!r}")
-    return f"assertion.repository == '{repository}'"
+    for label, value in (("githubRepositoryId", repository_id), ("githubOwnerId", owner_id)):
+        if not value.isdigit():
+            raise ValueError(f"{label} must be GitHub's numeric id, not {value!r}")
+    return f"assertion.repository_id == '{repository_id}' && assertion.repository_owner_id == '{owner_id}'"
 
 
 def environment_principal(pool_name: str, repository: str, environment: str) -> str:
@@ -182,6 +188,12 @@ class BootstrapArgs:
 
     github_repository: str
     """``OWNER/NAME`` of the GitHub repository whose workflows deploy and preview this stack."""
+
+    github_repository_id: str
+    """That repository's numeric id (``gh api repos/OWNER/NAME --jq .id``): what the federation admits."""
+
+    github_owner_id: str
+    """Its owner's numeric id (``gh api repos/OWNER/NAME --jq .owner.id``)."""
 
     deploy_environment: str
     """The GitHub environment the deploy job of this stack runs in (the workflow names it after the stack)."""
@@ -268,9 +280,12 @@ class Bootstrap(pulumi.ComponentResource):
             attribute_mapping={
                 "google.subject": "assertion.sub",
                 "attribute.repository": "assertion.repository",
+                "attribute.repository_id": "assertion.repository_id",
+                "attribute.repository_owner_id": "assertion.repository_owner_id",
                 "attribute.environment": "assertion.environment",
             },
-            attribute_condition=github_condition(args.github_repository),
+            attribute_condition=github_condition(
+                args.github_repository, args.github_repository_id, args.github_owner_id),
             oidc=gcp.iam.WorkloadIdentityPoolProviderOidcArgs(issuer_uri=GITHUB_ISSUER),
             opts=after_apis,
         )

@@ -50,8 +50,11 @@ CI_PROOF_DESCRIPTION: Final = (
     "more (components/ci_proof.py)"
 )
 BOOTSTRAP_PROGRAM: Final = "bootstrap/__main__.py"
-# The bootstrap stack's one setting the plan cannot know; any OWNER/NAME renders the same grants.
-_PLAN_GITHUB_REPOSITORY: Final = "owner/repository"
+# The bootstrap stack's settings the plan cannot know (the repository, GitHub's ids of it and its owner); any
+# values render the same grants.
+_PLAN_GITHUB_CONFIG: Final = {"gpu-runtime-bootstrap:githubRepository": "owner/repository",
+                              "gpu-runtime-bootstrap:githubRepositoryId": "1",
+                              "gpu-runtime-bootstrap:githubOwnerId": "1"}
 
 
 class PlanError(Exception):
@@ -503,7 +506,7 @@ def _ci_proof(root: Path, stack: str, settings: StackSettings, main: Sequence[Re
         bootstrap = record(
             lambda: runpy.run_path(str(root / BOOTSTRAP_PROGRAM), run_name="__main__"), project=project,
             region=settings.config.get("gcp:region", ""), stack=stack, project_name="gpu-runtime-bootstrap",
-            config={"gpu-runtime-bootstrap:githubRepository": _PLAN_GITHUB_REPOSITORY})
+            config=dict(_PLAN_GITHUB_CONFIG))
     except Exception as exc:
         raise PlanError(f"the bootstrap program failed for stack {stack}: {type(exc).__name__}: {exc}") from exc
     proof = prove_ci(main, bootstrap.resources, project)

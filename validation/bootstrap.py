@@ -40,6 +40,8 @@ CONTROL_TOKEN_KEY: Final = "gpu-runtime:controlToken"
 IMAGES_KEY: Final = "gpu-runtime:images"
 OPERATOR_DIGEST: Final = "operatorDigest"
 GITHUB_REPOSITORY_KEY: Final = "gpu-runtime-bootstrap:githubRepository"
+GITHUB_REPOSITORY_ID_KEY: Final = "gpu-runtime-bootstrap:githubRepositoryId"
+GITHUB_OWNER_ID_KEY: Final = "gpu-runtime-bootstrap:githubOwnerId"
 POLICY_GROUP: Final = "gpu-runtime"
 # 32 random bytes, hex: what `openssl rand -hex 32` gives, as the docs suggest for a hand-set token.
 TOKEN_BYTES: Final = 32
@@ -64,8 +66,12 @@ class CloudSetup(Protocol):
 class Stacks(Protocol):
     """The Pulumi stacks of the programs in this checkout (the Pulumi CLI)."""
 
+    def qualified(self, work_dir: Path, stack: str) -> str:
+        """``ORG/PROJECT/STACK``: the one name every command uses for ``stack`` of the program in ``work_dir``."""
+        ...
+
     def exists(self, work_dir: Path, stack: str) -> bool:
-        """Whether ``stack`` of the program in ``work_dir`` exists in the backend."""
+        """Whether ``stack`` of the program in ``work_dir`` exists in the backend, in the stacks' organization."""
         ...
 
     def create(self, work_dir: Path, stack: str) -> None:
@@ -164,6 +170,8 @@ class Target:
     root: Path
     github_repository: str
     pulumi_org: str
+    # GitHub's numeric ids of the repository and its owner: the federation admits tokens by these, not names.
+    github_ids: tuple[str, str]
 
     @property
     def bootstrap_dir(self) -> Path:
@@ -197,12 +205,13 @@ def bootstrap(
 
     report.steps.append(_ensure_stack(stacks, target.bootstrap_dir, target.stack, "bootstrap stack"))
     config = stacks.config_keys(target.bootstrap_dir, target.stack)
-    wrong = config.get(GITHUB_REPOSITORY_KEY) != target.github_repository
-    if wrong:
-        stacks.set_config(
-            target.bootstrap_dir, target.stack, GITHUB_REPOSITORY_KEY, target.github_repository, secret=False
-        )
-    report.steps.append(Step("bootstrap config", wrong, f"githubRepository {target.github_repository}"))
+    wanted = {GITHUB_REPOSITORY_KEY: target.github_repository, GITHUB_REPOSITORY_ID_KEY: target.github_ids[0],
+              GITHUB_OWNER_ID_KEY: target.github_ids[1]}
+    wrong = {key: value for key, value in wanted.items() if config.get(key) != value}
+    for key, value in wrong.items():
+        stacks.set_config(target.bootstrap_dir, target.stack, key, value, secret=False)
+    report.steps.append(Step("bootstrap config", bool(wrong), f"githubRepository {target.github_repository} "
+                             f"(repository id {target.github_ids[0]}, owner id {target.github_ids[1]})"))
     changes = stacks.up(target.bootstrap_dir, target.stack)
     report.steps.append(Step("bootstrap resources", changes > 0, f"pulumi up: {changes} resources changed"))
     report.outputs = stacks.outputs(target.bootstrap_dir, target.stack)
@@ -244,10 +253,11 @@ def _pin_operator_image(target: Target, stacks: Stacks, images: ImageDigests) ->
 
 
 def _ensure_stack(stacks: Stacks, work_dir: Path, stack: str, what: str) -> Step:
+    name = stacks.qualified(work_dir, stack)
     if stacks.exists(work_dir, stack):
-        return Step(what, False, f"{stack} exists")
+        return Step(what, False, f"{name} exists")
     stacks.create(work_dir, stack)
-    return Step(what, True, f"created {stack} (pulumi stack select --create)")
+    return Step(what, True, f"created {name} (pulumi stack select --create)")
 
 
 def _policy_gate(target: Target, policies: PolicyService, bundle_dir: Path) -> list[Step]:
@@ -285,7 +295,8 @@ def check(stack: str, root: Path, cloud: CloudSetup, stacks: Stacks) -> list[str
     if not cloud.repository_exists(where.project, where.region, where.repository):
         problems.append(f"Artifact Registry repository {where.repository} does not exist in {where.region}")
     if not stacks.exists(root, stack):
-        problems.append(f"stack {stack} does not exist")
+        # a stack of the same name in another organization (the caller's default one) is not this stack
+        problems.append(f"stack {stacks.qualified(root, stack)} does not exist")
     else:
         if CONTROL_TOKEN_KEY not in stacks.config_keys(root, stack):
             problems.append(f"stack {stack} has no {CONTROL_TOKEN_KEY}")

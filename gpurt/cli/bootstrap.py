@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from gpurt.cli.common import EXIT_FAILED, console, err_console
-from gpurt.cli.stacks import StackOption, WorkDirOption, handled
+from gpurt.cli.stacks import WorkDirOption, handled
 
 
 @handled
 def bootstrap(
-    stack: StackOption,
+    stack: Annotated[str, typer.Option(
+        "--stack", "-s", help="Stack name (staging, production: its Pulumi.<stack>.yaml); the Pulumi stack is "
+        "PULUMI_ORG/gpu-runtime/STACK.")],
     github_repository: str = typer.Option(
         "",
         "--github-repository",
@@ -23,7 +26,8 @@ def bootstrap(
     pulumi_org: str = typer.Option(
         "",
         "--pulumi-org",
-        help="Pulumi Cloud organization that enforces the policy pack on the stack (a policy group).",
+        help="Pulumi Cloud organization the stack lives in (ORG of ORG/gpu-runtime/STACK), whose policy group "
+        "enforces the policy pack on it. --check looks for the stack there only.",
     ),
     check: bool = typer.Option(
         False,
@@ -41,27 +45,38 @@ def bootstrap(
     A second run changes nothing. Needs the gcloud and pulumi CLIs, logged in as
     a project owner and a Pulumi organization admin.
     """
-    from validation.adapters.bootstrap import GcloudSetup, PulumiCliStacks, PulumiCloudPolicies, RegistryDigests
+    from validation.adapters.bootstrap import (
+        GcloudSetup,
+        GithubRepositories,
+        PulumiCliStacks,
+        PulumiCloudPolicies,
+        RegistryDigests,
+    )
     from validation.bootstrap import Target
     from validation.bootstrap import bootstrap as run_steps
     from validation.bootstrap import check as check_prerequisites
 
     root = work_dir.resolve()
+    if not pulumi_org:
+        raise typer.BadParameter("--pulumi-org is needed: the stack is ORG/gpu-runtime/STACK, and a bare name would "
+                                 "be resolved in your default Pulumi organization", param_hint="--pulumi-org")
     if check:
-        problems = check_prerequisites(stack, root, GcloudSetup(), PulumiCliStacks())
+        problems = check_prerequisites(stack, root, GcloudSetup(), PulumiCliStacks(pulumi_org))
         for problem in problems:
             err_console.print(f"[red]missing:[/] {problem}")
         if problems:
-            err_console.print(f"run `gpurt bootstrap --stack {stack}` as a project owner first")
+            err_console.print(f"run `gpurt bootstrap --stack {stack} --pulumi-org {pulumi_org}` as a project owner "
+                              "first")
             raise typer.Exit(EXIT_FAILED)
-        console.print(f"stack {stack}: every prerequisite of a deploy is there")
+        console.print(f"stack {pulumi_org}/gpu-runtime/{stack}: every prerequisite of a deploy is there")
         return
-    if not github_repository or not pulumi_org:
-        raise typer.BadParameter("both --github-repository and --pulumi-org are needed (or --check)")
-    target = Target(stack, root, github_repository, pulumi_org)
+    if not github_repository:
+        raise typer.BadParameter("--github-repository is needed (or --check)", param_hint="--github-repository")
+    policies = PulumiCloudPolicies()  # first: without a Pulumi Cloud login nothing else should run
+    target = Target(stack, root, github_repository, pulumi_org, GithubRepositories().ids(github_repository))
     with tempfile.TemporaryDirectory(prefix="gpurt-policy-") as scratch:
         report = run_steps(
-            target, GcloudSetup(), PulumiCliStacks(org=pulumi_org), PulumiCloudPolicies(), RegistryDigests(),
+            target, GcloudSetup(), PulumiCliStacks(pulumi_org), policies, RegistryDigests(),
             Path(scratch) / "pack",
         )
     for step in report.steps:
@@ -73,8 +88,9 @@ def bootstrap(
         report.outputs.get(key, "?")
         for key in ("workload_identity_provider", "deploy_service_account", "preview_service_account")
     )
-    console.print("\nVariables for the workflows (docs/infrastructure.md, step 4):")
+    console.print("\nVariables for the workflows (docs/infrastructure.md, step 5):")
     console.print(f"  gh variable set GCP_WORKLOAD_IDENTITY_PROVIDER --env {stack} --body '{provider}'")
     console.print(f"  gh variable set GCP_DEPLOY_SERVICE_ACCOUNT --env {stack} --body '{deploy}'")
     console.print(f"  gh variable set GCP_WORKLOAD_IDENTITY_PROVIDER_{stack.upper()} --body '{provider}'")
     console.print(f"  gh variable set GCP_PREVIEW_SERVICE_ACCOUNT_{stack.upper()} --body '{preview}'")
+    console.print(f"  gh variable set PULUMI_ORG --body '{pulumi_org}'")

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from gpurt.cli.common import console, err_console
-from gpurt.cli.stacks import BackupDirOption, StackOption, WorkDirOption, YesOption, handled, open_stack
+from gpurt.cli.stacks import STACK_HELP, BackupDirOption, StackOption, WorkDirOption, YesOption, handled, open_stack
 from validation.state.backups import DEFAULT_BACKUP_DIR
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ RefreshOption = Annotated[bool, typer.Option("--refresh/--no-refresh", help="Ref
 
 @handled
 def rollback(
-    stack: Annotated[str | None, typer.Option("--stack", "-s", help="Pulumi stack to roll back.")] = None,
+    stack: Annotated[str | None, typer.Option("--stack", "-s", help=STACK_HELP)] = None,
     to: Annotated[int | None, typer.Option("--to", help="Stack version (or, with --kubernetes, revision).")] = None,
     since: Annotated[int | None, typer.Option(
         "--since", help="The stack's newest history version before a deploy: undo only an update newer than it, "

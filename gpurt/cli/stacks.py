@@ -14,7 +14,9 @@ from gpurt.cli.common import EXIT_FAILED, err_console, friendly_errors
 if TYPE_CHECKING:
     from validation.adapters.pulumi_stack import PulumiStack
 
-StackOption = Annotated[str, typer.Option("--stack", "-s", help="Pulumi stack name (e.g. staging).")]
+STACK_HELP = ("Pulumi stack, fully qualified: ORG/gpu-runtime/STACK (ORG/STACK is read in this project). A bare name "
+              "is refused: Pulumi would resolve it in your default organization, not the stack's.")
+StackOption = Annotated[str, typer.Option("--stack", "-s", help=STACK_HELP)]
 WorkDirOption = Annotated[Path, typer.Option("--work-dir", help="Folder holding Pulumi.yaml (the git checkout).")]
 BackupDirOption = Annotated[Path, typer.Option("--backup-dir", help="Where state backups are written.")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
@@ -63,10 +65,27 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def qualified_stack(stack: str, project: str = "gpu-runtime") -> str:
+    """``stack`` as ``ORG/PROJECT/STACK``; a bare name is refused.
+
+    Pulumi Cloud resolves a name without an owner against the caller's default organization (``pulumi org
+    get-default``, else the user; pkg/backend/httpstate/backend.go ``ParseStackReference``), so a bare
+    ``staging`` may name another stack than the one the deploys and the policy group know, or none.
+    """
+    parts = stack.split("/")
+    if len(parts) == 2 and all(parts):
+        return f"{parts[0]}/{project}/{parts[1]}"
+    if len(parts) == 3 and all(parts):
+        return stack
+    raise typer.BadParameter(f"{stack!r}: give the fully qualified stack, ORG/{project}/STACK (a bare name would be "
+                             "resolved in your default Pulumi organization, not the stack's)", param_hint="--stack")
+
+
 def open_stack(stack: str, work_dir: Path) -> PulumiStack:
-    """The stack ``stack`` of the program in ``work_dir``, through pulumi.automation."""
+    """The stack ``stack`` (``ORG/gpu-runtime/STACK``) of the program in ``work_dir``, through pulumi.automation."""
     from validation.adapters.pulumi_stack import AutomationStack
 
+    qualified = qualified_stack(stack)
     if not (work_dir / "Pulumi.yaml").exists():
         raise typer.BadParameter(f"{work_dir} holds no Pulumi.yaml; pass --work-dir", param_hint="--work-dir")
-    return AutomationStack.select(stack, work_dir.resolve())
+    return AutomationStack.select(qualified, work_dir.resolve())

@@ -8,14 +8,14 @@ from typing import Annotated
 import typer
 
 from gpurt.cli.common import LocalDirOption, console, err_console
-from gpurt.cli.stacks import WorkDirOption, handled
+from gpurt.cli.stacks import STACK_HELP, WorkDirOption, handled
 
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Also write a JUnit XML report to this file.")]
 
 
 @handled
 def validate(
-    stack: Annotated[str | None, typer.Option("--stack", "-s", help="Validate this deployed Pulumi stack.")] = None,
+    stack: Annotated[str | None, typer.Option("--stack", "-s", help=STACK_HELP)] = None,
     local: Annotated[bool, typer.Option("--local", help="Validate the local platform (gpurt local up).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     junit: JunitOption = None,

@@ -75,6 +75,9 @@ def stack_plan(stack: str) -> Plan:
 
 
 GITHUB_REPOSITORY = "impulse-risk/gpu-runtime"
+# GitHub's numeric ids of that repository and its owner (what `gh api repos/OWNER/NAME` answers)
+GITHUB_REPOSITORY_ID = "812345678"
+GITHUB_OWNER_ID = "98765"
 
 
 @cache
@@ -85,4 +88,6 @@ def bootstrap_recording(stack: str) -> Recording:
     config = stack_config(stack)
     return record(lambda: runpy.run_path(str(REPO_ROOT / "bootstrap" / "__main__.py"), run_name="__main__"),
                   project=config.project, region=config.region, stack=stack, project_name="gpu-runtime-bootstrap",
-                  config={"gpu-runtime-bootstrap:githubRepository": GITHUB_REPOSITORY})
+                  config={"gpu-runtime-bootstrap:githubRepository": GITHUB_REPOSITORY,
+                          "gpu-runtime-bootstrap:githubRepositoryId": GITHUB_REPOSITORY_ID,
+                          "gpu-runtime-bootstrap:githubOwnerId": GITHUB_OWNER_ID})

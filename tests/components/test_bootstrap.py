@@ -11,7 +11,15 @@ from components.bootstrap import (
     github_condition,
 )
 from components.plan import Recording, fake_project_number
-from tests.components.infra import GITHUB_REPOSITORY, bootstrap_recording, named, of_type, stack_config
+from tests.components.infra import (
+    GITHUB_OWNER_ID,
+    GITHUB_REPOSITORY,
+    GITHUB_REPOSITORY_ID,
+    bootstrap_recording,
+    named,
+    of_type,
+    stack_config,
+)
 
 STACKS = ("staging", "production")
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
@@ -95,7 +103,9 @@ def test_github_federation_admits_this_repository_only_and_each_job_its_own_acco
     name, project, recording = stack
     [provider] = of_type(recording, "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider")
     assert provider.props["oidc"] == {"issuerUri": "https://token.actions.githubusercontent.com"}
-    assert provider.props["attributeCondition"] == f"assertion.repository == '{GITHUB_REPOSITORY}'"
+    # by GitHub's immutable ids: a name someone else registers after a rename or deletion is not admitted
+    assert provider.props["attributeCondition"] == (
+        f"assertion.repository_id == '{GITHUB_REPOSITORY_ID}' && assertion.repository_owner_id == '{GITHUB_OWNER_ID}'")
     assert provider.props["attributeMapping"]["google.subject"] == "assertion.sub"
     pool = f"projects/{fake_project_number(project)}/locations/global/workloadIdentityPools/github"
     bindings = {
@@ -115,4 +125,10 @@ def test_github_federation_admits_this_repository_only_and_each_job_its_own_acco
 @pytest.mark.parametrize("bad", ["gpu-runtime", "a/b/c", "o/r' || true || '", ""])
 def test_a_repository_that_is_not_owner_slash_name_is_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="OWNER/NAME"):
-        github_condition(bad)
+        github_condition(bad, "1", "2")
+
+
+@pytest.mark.parametrize(("repository_id", "owner_id"), [("", "2"), ("1", "impulse-risk"), ("1' || true || '", "2")])
+def test_ids_that_are_not_githubs_numbers_are_refused(repository_id: str, owner_id: str) -> None:
+    with pytest.raises(ValueError, match="numeric id"):
+        github_condition("o/r", repository_id, owner_id)

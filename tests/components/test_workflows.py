@@ -142,7 +142,7 @@ def test_secrets_reach_only_the_approved_preview_steps_after_the_base_pack_is_bu
     # The stack check runs the Pulumi CLI on the project file only, never the pull request's code.
     assert "pr/.venv" not in preview["steps"][ready]["run"] and "uv run" not in preview["steps"][ready]["run"]
     assert preview["environment"] == "preview"  # its required reviewers approve running the PR with credentials
-    assert text.count("secrets.PULUMI_ACCESS_TOKEN") == 2
+    assert text.count("secrets.PULUMI_PREVIEW_TOKEN") == 2
 
 
 def test_deploy_is_manual_approved_by_digest_validated_and_rolls_back() -> None:
@@ -218,7 +218,7 @@ def test_a_stack_not_bootstrapped_is_reported_and_skipped_never_created_by_a_pre
         assert leg["account"] == f"${{{{ vars.GCP_PREVIEW_SERVICE_ACCOUNT_{stack.upper()} }}}}"
 
 
-def test_deploy_checks_the_bootstrap_before_pushing_and_selects_the_stack_with_create() -> None:
+def test_deploy_checks_the_bootstrap_before_pushing_and_never_creates_the_stack() -> None:
     deploy = _load("deploy.yml")["jobs"]["deploy"]
     select = _index(deploy, _runs("pulumi stack select"))
     check = _index(deploy, _runs("gpurt bootstrap --check --stack"))
@@ -226,6 +226,80 @@ def test_deploy_checks_the_bootstrap_before_pushing_and_selects_the_stack_with_c
     up = _index(deploy, _runs("pulumi up --yes"))
     auth = _index(deploy, lambda s: str(s.get("uses", "")).startswith("google-github-actions/auth@"))
     cli = _index(deploy, lambda s: str(s.get("uses", "")).startswith("pulumi/actions@"))
-    assert auth < cli < select < check < push < up
-    assert 'pulumi stack select --create "$STACK"' in deploy["steps"][select]["run"]
+    assert auth < cli < check < select < push < up
+    assert '--stack "$STACK" --pulumi-org "$PULUMI_ORG"' in deploy["steps"][check]["run"]
+    assert 'pulumi stack select "$STACK_REF"' in deploy["steps"][select]["run"]
+    assert "--create" not in _steps(deploy)  # a stack is made by `gpurt bootstrap`, in its organization only
     assert deploy["steps"][select]["id"] == "before"  # the rollback's --since still reads this step
+
+
+def _pulumi_stack_arguments(text: str) -> list[str]:
+    """What every ``--stack`` of a pulumi or gpurt command that opens a Pulumi stack names."""
+    found = []
+    for line in text.splitlines():
+        if re.search(r"\b(pulumi (?!policy)\w+|gpurt (validate|rollback|state \w+))\b.*--stack", line):
+            found += re.findall(r"--stack (\S+)", line)
+    return found
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_pulumi_stack_is_named_with_its_organization(path: Path) -> None:
+    """A bare name is resolved in the token's default organization (a personal token's: its user), where
+    another stack of that name, or none, may be: every command names ORG/gpu-runtime/STACK."""
+    text = path.read_text()
+    stacks = _pulumi_stack_arguments(text)
+    names = [step["with"]["stack-name"] for file, _, step in _all_steps()
+             if file == path.name and "stack-name" in (step.get("with") or {})]
+    assert set(stacks) <= {'"$STACK_REF"'}
+    assert all(name == "${{ vars.PULUMI_ORG }}/gpu-runtime/${{ matrix.stack }}" for name in names)
+    if path.name == "deploy.yml":
+        env = _load("deploy.yml")["jobs"]["deploy"]["env"]
+        assert env["STACK_REF"] == "${{ vars.PULUMI_ORG }}/gpu-runtime/${{ inputs.stack }}"
+        assert len(stacks) >= 8  # history, 4 config sets, up, validate, rollback
+    else:
+        [ready] = [s for file, _, s in _all_steps() if file == path.name and s.get("id") == "ready"]
+        assert '--organization "$PULUMI_ORG" --project gpu-runtime' in ready["run"]
+
+
+def test_deploys_and_previews_use_separate_pulumi_tokens() -> None:
+    """The deploy token writes the stacks; PR code runs only with the preview token (Stack Read), so an
+    approved pull request can neither update a stack nor leave the policy group."""
+    deploy, pull_request = (WORKFLOWS / "deploy.yml").read_text(), (WORKFLOWS / "pull-request.yml").read_text()
+    secrets = {name: set(re.findall(r"secrets\.(\w+)", text)) for name, text in
+               (("deploy", deploy), ("pull-request", pull_request))}
+
+    assert secrets["deploy"] == {"PULUMI_DEPLOY_TOKEN"}
+    assert secrets["pull-request"] == {"PULUMI_PREVIEW_TOKEN", "GITHUB_TOKEN"}
+    assert _load("deploy.yml")["jobs"]["deploy"]["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_DEPLOY_TOKEN }}"
+    assert "environment" in _load("deploy.yml")["jobs"]["deploy"]  # a secret of the stacks' environments only
+
+
+def test_previews_and_deploys_of_a_stack_share_one_concurrency_group() -> None:
+    """Pulumi Cloud refuses a second update of a stack while one runs (409): never two at once."""
+    deploy = _load("deploy.yml")["concurrency"]
+    preview = _load("pull-request.yml")["jobs"]["preview"]["concurrency"]
+
+    assert deploy == {"group": "pulumi-${{ inputs.stack }}", "cancel-in-progress": False}
+    assert preview == {"group": "pulumi-${{ matrix.stack }}", "cancel-in-progress": False}
+    legs = {leg["stack"] for leg in _load("pull-request.yml")["jobs"]["preview"]["strategy"]["matrix"]["include"]}
+    options = set(_load("deploy.yml")[True]["workflow_dispatch"]["inputs"]["stack"]["options"])
+    assert legs == options  # the same names fill both groups
+
+
+def _expand(name: str) -> set[str]:
+    """``GCP_PREVIEW_SERVICE_ACCOUNT_<STACK>`` as the two names it stands for."""
+    return {name.replace("<STACK>", stack) for stack in ("STAGING", "PRODUCTION")}
+
+
+def test_the_documented_variables_and_secrets_are_the_workflows() -> None:
+    """docs/infrastructure.md names the GitHub variables and secrets to set: the very ones the workflows read."""
+    doc = (ROOT / "docs" / "infrastructure.md").read_text()
+    used = {name for path in FILES for name in re.findall(r"(?:vars|secrets)\.(\w+)", path.read_text())}
+    used -= {"GITHUB_TOKEN"}  # GitHub's own
+    named = set().union(*(_expand(n) for n in re.findall(r"\b((?:GCP|PULUMI)_[A-Z_]*[A-Z](?:_<STACK>)?)", doc)))
+    to_set = set().union(*(_expand(n) for n in re.findall(r"gh\s+(?:variable|secret)\s+set\s+([A-Z_<>]+)", doc)))
+
+    assert used <= named, f"read by a workflow, never documented: {sorted(used - named)}"
+    assert used <= to_set, f"read by a workflow, no `gh ... set` step in the docs: {sorted(used - to_set)}"
+    assert to_set <= used, f"documented, read by no workflow: {sorted(to_set - used)}"
+    assert {n for n in named if n.startswith("GCP_")} <= used  # no stale name of a variable

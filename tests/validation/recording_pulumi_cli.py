@@ -2,9 +2,11 @@
 
 The Pulumi CLI cannot be installed on this project's machines, yet ``pulumi.automation`` works by running
 it. This writes a small executable named ``pulumi`` that records every invocation (argv, cwd, imported
-files) and answers from real-format fixtures (``tests/fixtures/pulumi``): ``stack history --json``,
-``stack export [--version N]``, ``stack import``, ``stack output --json``, ``up`` and ``refresh``. So the
-real automation code (argument building, JSON parsing) runs end to end; only the CLI is replaced.
+files, the config an ``up`` ran with) and answers from real-format fixtures (``tests/fixtures/pulumi``):
+``stack select``, ``stack history --json``, ``stack export [--version N]``, ``stack import``,
+``stack output --json``, ``config set-all``, ``up``, ``preview`` and ``refresh``. So the real automation code
+(argument building, JSON parsing) runs end to end; only the CLI is replaced, and it refuses what the real one
+refuses for the rules the project relies on (``tests/validation/fake_pulumi.py``).
 """
 
 from __future__ import annotations
@@ -16,66 +18,35 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pulumi"
-CLI_VERSION = "v3.140.0"
+REPO = Path(__file__).resolve().parents[2]
+# The CLI the workflows pin (at the locked SDK's version): `config set-all --json` is there.
+CLI_VERSION = "v3.272.0"
+# The organization the fixtures' stack lives in, and the caller's default organization unless a test says
+# otherwise (a bare stack name resolves against the latter: tests/validation/fake_pulumi.py).
+ORG = "impulse"
+STACK = f"{ORG}/gpu-runtime/staging"
 
-_SCRIPT = r'''#!{python}
-import json, os, shutil, subprocess, sys, time
-STATE = {state!r}
-# automation puts global flags first (--non-interactive); the command words follow
-argv = [a for a in sys.argv[1:] if a != "--non-interactive"]
-def load(name):
-    with open(os.path.join(STATE, name)) as f:
-        return json.load(f)
-def save(name, value):
-    with open(os.path.join(STATE, name), "w") as f:
-        json.dump(value, f, indent=2)
-def flag(name):
-    return argv[argv.index(name) + 1] if name in argv else None
-call = {{"argv": argv, "cwd": os.getcwd()}}
-if argv[:2] == ["stack", "import"]:
-    with open(flag("--file")) as f:
-        call["imported"] = json.load(f)
-    save("current.json", call["imported"])
-with open(os.path.join(STATE, "calls.jsonl"), "a") as f:
-    f.write(json.dumps(call) + "\n")
-def add_history(kind):
-    history = load("history.json")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
-    history.insert(0, {{"version": max(e["version"] for e in history) + 1, "kind": kind, "startTime": now,
-                        "message": "", "environment": {{"git.head": head}} if head else {{}}, "config": {{}},
-                        "result": os.environ.get("RECORDING_PULUMI_RESULT", "succeeded"), "endTime": now}})
-    save("history.json", history)
-if argv[:1] == ["version"]:
-    print({version!r})
-elif argv[:2] == ["stack", "history"]:
-    history = load("history.json")
-    print(json.dumps(history[:1] if flag("--page-size") == "1" else history))
-elif argv[:2] == ["stack", "export"]:
-    version = flag("--version")
-    name = f"export-v{{version}}.json" if version else "current.json"
-    if not os.path.exists(os.path.join(STATE, name)):
-        sys.stderr.write(f"error: no checkpoint for version {{version}}\n")
-        sys.exit(255)
-    print(json.dumps(load(name)))
-elif argv[:2] == ["stack", "output"]:
-    print(json.dumps(load("outputs.json")))
-elif argv[:1] in (["up"], ["refresh"]):
-    print(f"{{argv[0].capitalize()}} of stack {{flag('--stack')}}: done")
-    add_history("update" if argv[0] == "up" else "refresh")
-    if os.environ.get("RECORDING_PULUMI_RESULT", "succeeded") != "succeeded":
-        sys.stderr.write("error: update failed\n")
-        sys.exit(255)
-'''
+_SCRIPT = """#!{python}
+import sys
+sys.path.insert(0, {repo!r})
+from tests.validation.fake_pulumi import main
+main({state!r})
+"""
 
 
 class RecordingPulumiCli:
-    """A fake ``pulumi`` in ``<root>/bin`` over a state folder seeded from the fixtures."""
+    """A fake ``pulumi`` in ``<root>/bin`` over a state folder seeded from the fixtures.
 
-    def __init__(self, root: Path, history: list[dict[str, Any]] | None = None) -> None:
+    ``stacks``: the fully qualified stacks that exist; ``default_org``: the caller's default organization.
+    """
+
+    def __init__(self, root: Path, history: list[dict[str, Any]] | None = None, *,
+                 stacks: tuple[str, ...] = (STACK,), default_org: str = ORG) -> None:
         self.root = root
         self.state = root / "state"
         self.state.mkdir(parents=True)
+        (self.state / "cli.json").write_text(json.dumps({"version": CLI_VERSION, "default_org": default_org}))
+        (self.state / "stacks.json").write_text(json.dumps(list(stacks)))
         (self.state / "history.json").write_text(
             json.dumps(history) if history is not None else (FIXTURES / "stack_history.json").read_text())
         shutil.copy(FIXTURES / "stack_export_current.json", self.state / "current.json")
@@ -83,7 +54,7 @@ class RecordingPulumiCli:
         shutil.copy(FIXTURES / "stack_outputs.json", self.state / "outputs.json")
         binary = root / "bin" / "pulumi"
         binary.parent.mkdir()
-        binary.write_text(_SCRIPT.format(python=sys.executable, state=str(self.state), version=CLI_VERSION))
+        binary.write_text(_SCRIPT.format(python=sys.executable, repo=str(REPO), state=str(self.state)))
         binary.chmod(0o755)
 
     @property
@@ -99,6 +70,10 @@ class RecordingPulumiCli:
     def commands(self) -> list[str]:
         """The first two words of each invocation (``stack export``, ``up --yes``…)."""
         return [" ".join(c["argv"][:2]) for c in self.calls()]
+
+    def stacks(self) -> list[str]:
+        """The fully qualified stacks that exist now."""
+        return json.loads((self.state / "stacks.json").read_text())
 
     def current_state(self) -> dict[str, Any]:
         """The state the stand-in holds now (after imports)."""

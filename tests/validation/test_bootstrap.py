@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.policy.bundle import write_bundle
 from components.policy.pack import PACK_NAME
 from runtime.manifests.helm_values import operator_image_reference
 from validation.bootstrap import (
     CONTROL_TOKEN_KEY,
+    GITHUB_OWNER_ID_KEY,
+    GITHUB_REPOSITORY_ID_KEY,
     GITHUB_REPOSITORY_KEY,
     IMAGES_KEY,
     MAIN_PROJECT,
@@ -70,6 +73,9 @@ class FakeCloud:
 class FakeStacks:
     def __init__(self, world: World) -> None:
         self.w = world
+
+    def qualified(self, work_dir: Path, stack: str) -> str:
+        return f"impulse/{work_dir.name}/{stack}"
 
     def exists(self, work_dir: Path, stack: str) -> bool:
         return (work_dir.name, stack) in self.w.stacks
@@ -138,7 +144,7 @@ class FakePolicies:
 
 def _run(world: World, tmp_path: Path, tokens: list[str]) -> list[str]:
     before = len(world.changes)
-    target = Target("staging", ROOT, "impulse-risk/gpu-runtime", "impulse")
+    target = Target("staging", ROOT, "impulse-risk/gpu-runtime", "impulse", ("812345678", "98765"))
     report = bootstrap(
         target,
         FakeCloud(world),
@@ -160,6 +166,8 @@ def test_an_empty_project_is_bootstrapped_in_order(tmp_path: Path) -> None:
         "enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com",
         "create bootstrap/staging",
         f"config bootstrap/staging {GITHUB_REPOSITORY_KEY}",
+        f"config bootstrap/staging {GITHUB_REPOSITORY_ID_KEY}",
+        f"config bootstrap/staging {GITHUB_OWNER_ID_KEY}",
         "up bootstrap/staging",
         f"create {ROOT.name}/staging",
         f"config {ROOT.name}/staging {CONTROL_TOKEN_KEY} (secret)",
@@ -201,7 +209,7 @@ def test_the_deploy_check_names_every_missing_prerequisite_and_then_passes(tmp_p
         f"API serviceusage.googleapis.com is not enabled in {PROJECT}",
         f"API cloudresourcemanager.googleapis.com is not enabled in {PROJECT}",
         "Artifact Registry repository gpu-runtime does not exist in us-central1",
-        "stack staging does not exist",
+        f"stack impulse/{ROOT.name}/staging does not exist",
     ]
     world.stacks[(ROOT.name, "staging")] = {CONTROL_TOKEN_KEY: None}  # made by hand, without the digest
     assert check("staging", ROOT, FakeCloud(world), FakeStacks(world))[-1] == (
@@ -242,7 +250,8 @@ def test_the_pulumi_adapter_never_puts_or_reads_a_secret_on_the_command_line(tmp
             "pulumi stack ls": '[{"name": "impulse/staging"}]',
         }
     )
-    stacks = PulumiCliStacks(run)
+    (tmp_path / "Pulumi.yaml").write_text("name: gpu-runtime\nruntime: python\n")
+    stacks = PulumiCliStacks("impulse", run)
     stacks.set_config(tmp_path, "staging", CONTROL_TOKEN_KEY, "s3cret", secret=True)
 
     assert stacks.config_keys(tmp_path, "staging") == {CONTROL_TOKEN_KEY: None, "gcp:project": "p"}
@@ -260,8 +269,8 @@ def test_the_pulumi_adapter_never_puts_or_reads_a_secret_on_the_command_line(tmp
         "objectValue": {"repository": "gpu-runtime", "operatorDigest": digest}, "secret": False}})
     assert operator_digest(stacks, tmp_path, "staging") == digest
     # A new stack is made in the organization whose policy group enforces the pack.
-    PulumiCliStacks(run, org="impulse").create(tmp_path, "production")
-    assert run.calls[-1][0][:5] == ["pulumi", "stack", "select", "--create", "impulse/production"]
+    stacks.create(tmp_path, "production")
+    assert run.calls[-1][0][:5] == ["pulumi", "stack", "select", "--create", "impulse/gpu-runtime/production"]
 
 
 @dataclass
@@ -280,29 +289,138 @@ class Response:
         assert self.status_code < 400
 
 
+class FakePulumiCloud:
+    """Pulumi Cloud's REST API for policy groups, as ``request``: it refuses what the service refuses.
+
+    "The Pulumi Cloud REST API will return a 401 status code if the token is missing or invalid"
+    (https://www.pulumi.com/docs/reference/cloud-rest-api/api-basics/): every request needs
+    ``Authorization: token <a token it issued>``.
+    """
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self.group = {
+            "stacks": [{"name": "staging", "routingProject": "gpu-runtime"}],
+            "appliedPolicyPacks": [{"name": PACK_NAME, "version": 3, "versionTag": "0.1.0-gabc"}],
+        }
+
+    def __call__(self, method: str, url: str, json: dict | None = None, headers: dict | None = None,
+                 **_: object) -> Response:
+        if (headers or {}).get("Authorization") != f"token {self.token}" or not self.token:
+            return Response(401, {"code": 401, "message": "Unauthorized: No credentials provided or are invalid."})
+        self.requests.append((method, url, json))
+        if url.endswith("/policygroups/missing"):
+            return Response(404)
+        return Response(200, self.group if method == "GET" else {})
+
+
 def test_the_pulumi_cloud_adapter_reads_and_changes_policy_groups_through_the_rest_api() -> None:
     from validation.adapters.bootstrap import PulumiCloudPolicies
 
-    requests: list[tuple[str, str, dict | None]] = []
-    group = {
-        "stacks": [{"name": "staging", "routingProject": "gpu-runtime"}],
-        "appliedPolicyPacks": [{"name": PACK_NAME, "version": 3, "versionTag": "0.1.0-gabc"}],
-    }
-
-    def request(method: str, url: str, json: dict | None = None, **_: object) -> Response:
-        requests.append((method, url, json))
-        if url.endswith("/policygroups/missing"):
-            return Response(404)
-        return Response(200, group if method == "GET" else {})
-
-    cloud = PulumiCloudPolicies(Recorded({}), request=request, token="t")
+    service = FakePulumiCloud("t")
+    cloud = PulumiCloudPolicies(Recorded({}), request=service, token="t")
     assert cloud.group("impulse", "missing") is None
     assert cloud.group("impulse", POLICY_GROUP) == PolicyGroup(
         frozenset({("gpu-runtime", "staging")}), frozenset({(PACK_NAME, "0.1.0-gabc")})
     )
     cloud.add_stack("impulse", POLICY_GROUP, "gpu-runtime", "production")
-    assert requests[-1] == (
+    assert service.requests[-1] == (
         "PATCH",
         f"https://api.pulumi.com/api/orgs/impulse/policygroups/{POLICY_GROUP}",
         {"addStack": {"name": "production", "routingProject": "gpu-runtime"}},
     )
+    with pytest.raises(AssertionError):  # a wrong token: 401, never read as "no group"
+        PulumiCloudPolicies(Recorded({}), request=service, token="other").group("impulse", POLICY_GROUP)
+
+
+def test_the_policy_calls_use_the_token_pulumi_login_stored(tmp_path, monkeypatch) -> None:
+    """``pulumi login`` sets no environment variable: the REST calls take the CLI's stored credentials."""
+    from validation.adapters.bootstrap import PulumiCloudPolicies
+
+    monkeypatch.delenv("PULUMI_ACCESS_TOKEN", raising=False)
+    monkeypatch.delenv("PULUMI_CREDENTIALS_PATH", raising=False)
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path))
+    # the shape `pulumi login` writes (pulumi/pulumi sdk/go/common/workspace/creds.go, Credentials)
+    (tmp_path / "credentials.json").write_text(json.dumps({
+        "current": "https://api.pulumi.com", "accessTokens": {"https://api.pulumi.com": "pul-stored"},
+        "accounts": {"https://api.pulumi.com": {"accessToken": "pul-stored", "username": "alice"}}}))
+
+    cloud = PulumiCloudPolicies(Recorded({}), request=FakePulumiCloud("pul-stored"))
+
+    assert cloud.group("impulse", POLICY_GROUP) is not None
+
+
+@pytest.mark.parametrize("credentials", [None, {"current": "file://~", "accessTokens": {}}])
+def test_without_a_pulumi_cloud_login_the_bootstrap_stops_first_naming_the_command(
+        tmp_path, monkeypatch, credentials) -> None:
+    from typer.testing import CliRunner
+
+    from gpurt.cli.app import app
+
+    monkeypatch.delenv("PULUMI_ACCESS_TOKEN", raising=False)
+    monkeypatch.delenv("PULUMI_CREDENTIALS_PATH", raising=False)
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path))
+    if credentials is not None:
+        (tmp_path / "credentials.json").write_text(json.dumps(credentials))
+    result = CliRunner().invoke(app, ["bootstrap", "--stack", "staging", "--github-repository", "o/r",
+                                      "--pulumi-org", "impulse", "--work-dir", str(ROOT)], env={"COLUMNS": "200"})
+
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    # refused before the first step (which would run gcloud): the login is checked first
+    assert "no Pulumi Cloud access token: `pulumi login`" in " ".join(result.output.split())
+
+
+def test_publishing_installs_the_packs_virtualenv_first(tmp_path) -> None:
+    """``pulumi policy publish`` runs the pack in the virtualenv its PulumiPolicy.yaml names; none is made
+    by the CLI, so it must exist before (the bundle's default, ``venv``)."""
+    from validation.adapters.bootstrap import PulumiCloudPolicies
+
+    bundle = write_bundle(tmp_path / "pack")
+    run = Recorded({})
+    PulumiCloudPolicies(run, request=FakePulumiCloud("t"), token="t").publish("impulse", bundle)
+
+    commands = [call[0] for call in run.calls]
+    assert commands[0][1:] == ["-m", "venv", str(bundle / "venv")]
+    assert commands[1][:5] == [str(bundle / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    assert commands[1][-2:] == ["-r", "requirements.txt"] and run.calls[1][1] == bundle
+    assert commands[2] == ["pulumi", "policy", "publish", "impulse"]
+
+
+def test_the_pulumi_adapter_uses_the_stack_of_its_org_whatever_the_callers_default(tmp_path, monkeypatch) -> None:
+    """An admin whose default organization is their own account, holding a stack of the same name.
+
+    The stand-in CLI resolves a bare name against the default organization, as Pulumi Cloud does: a bare
+    ``staging`` would find the admin's own stack, skip creating the organization's, and configure the wrong one.
+    """
+    import os
+
+    from tests.validation.recording_pulumi_cli import RecordingPulumiCli
+    from validation.adapters.bootstrap import PulumiCliStacks
+
+    cli = RecordingPulumiCli(tmp_path / "cli", history=[], stacks=("alice/gpu-runtime/staging",),
+                             default_org="alice")
+    monkeypatch.setenv("PATH", f"{cli.bin_dir}:{os.environ['PATH']}")
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "Pulumi.yaml").write_text("name: gpu-runtime\nruntime: python\n")
+    stacks = PulumiCliStacks(org="impulse")
+
+    assert not stacks.exists(program, "staging")  # alice's own staging is not the organization's
+    stacks.create(program, "staging")
+    stacks.set_config(program, "staging", CONTROL_TOKEN_KEY, "s3cret", secret=True)
+
+    assert cli.stacks() == ["alice/gpu-runtime/staging", "impulse/gpu-runtime/staging"]
+    assert stacks.exists(program, "staging")
+    assert stacks.config_keys(program, "staging") == {CONTROL_TOKEN_KEY: None}
+    assert all(call["argv"][call["argv"].index("--stack") + 1] == "impulse/gpu-runtime/staging"
+               for call in cli.calls() if "--stack" in call["argv"])
+
+
+def test_the_repository_ids_come_from_githubs_api() -> None:
+    from validation.adapters.bootstrap import GithubRepositories
+
+    run = Recorded({"gh api repos/impulse-risk/gpu-runtime": json.dumps(
+        {"id": 812345678, "full_name": "impulse-risk/gpu-runtime", "owner": {"login": "impulse-risk", "id": 98765}})})
+
+    assert GithubRepositories(run).ids("impulse-risk/gpu-runtime") == ("812345678", "98765")

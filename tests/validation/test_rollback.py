@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from components.policy.bundle import write_bundle
 from tests.validation.conftest import git
-from tests.validation.recording_pulumi_cli import FIXTURES
+from tests.validation.fake_pulumi import history_entry
+from tests.validation.recording_pulumi_cli import FIXTURES, ORG, REPO, STACK, RecordingPulumiCli
 from validation.adapters.pulumi_stack import SECRET_MASK, AutomationStack
 from validation.rollback.execute import execute
 from validation.rollback.plan import ConfigChange, NothingToUndo, RollbackError, choose_target
@@ -96,7 +100,10 @@ def test_execute_deploys_the_good_commit_from_a_temporary_worktree(program, pulu
     config = next(c for c in calls if c["argv"][:2] == ["config", "set-all"])
     assert up["cwd"] == config["cwd"] != str(repo)
     assert up["argv"][up["argv"].index("--policy-pack") + 1] == str(pack)  # the rules of the operator's checkout
-    assert "--secret" in config["argv"] and "gpu-runtime:controlToken=s3cr3t-token-v1" in config["argv"]
+    restored = json.loads(config["argv"][config["argv"].index("--json") + 1])
+    assert restored["gpu-runtime:controlToken"] == {"value": "s3cr3t-token-v1", "secret": True}
+    assert up["config"]["gpu-runtime:controlToken"]["secure"]  # stored encrypted again
+    assert up["config"]["gpu-runtime:gpuPools"][0]["name"] == "t4-spot"  # a list again, not its JSON text
     assert not Path(up["cwd"]).exists()  # the worktree is gone
     assert git(repo, "worktree", "list").count("\n") == 0
     assert git(repo, "rev-parse", "HEAD") == bad  # the operator's checkout did not move
@@ -121,7 +128,7 @@ def test_cli_dry_run_shows_commit_and_config_and_changes_nothing(program, pulumi
     from gpurt.cli.app import app
 
     repo, _, _ = program
-    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--dry-run", "--work-dir", str(repo)],
+    result = CliRunner().invoke(app, ["rollback", "--stack", STACK, "--dry-run", "--work-dir", str(repo)],
                                 env={"COLUMNS": "200"})
 
     assert result.exit_code == 0, result.output
@@ -136,7 +143,7 @@ def test_cli_with_since_and_no_newer_update_changes_nothing_and_succeeds(program
     from gpurt.cli.app import app
 
     repo, _, _ = program
-    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--yes", "--since", "7",
+    result = CliRunner().invoke(app, ["rollback", "--stack", STACK, "--yes", "--since", "7",
                                       "--work-dir", str(repo)], env={"COLUMNS": "200"})
 
     assert result.exit_code == 0, result.output
@@ -148,8 +155,76 @@ def test_cli_with_since_and_no_newer_update_changes_nothing_and_succeeds(program
 def test_cli_rejects_a_folder_without_a_pulumi_program(tmp_path) -> None:
     from gpurt.cli.app import app
 
-    result = CliRunner().invoke(app, ["rollback", "--stack", "staging", "--work-dir", str(tmp_path)],
+    result = CliRunner().invoke(app, ["rollback", "--stack", STACK, "--work-dir", str(tmp_path)],
                                 env={"COLUMNS": "200"})
 
     assert result.exit_code == 2
     assert "holds no Pulumi.yaml" in result.output
+
+
+@pytest.mark.parametrize("command", [["rollback", "--dry-run"], ["state", "backup"], ["validate"]])
+def test_stack_commands_refuse_a_bare_stack_name(program, tmp_path, monkeypatch, command) -> None:
+    """The caller's default organization holds a ``staging`` of its own: a bare name would open that one."""
+    from gpurt.cli.app import app
+
+    cli = RecordingPulumiCli(tmp_path / "cli", stacks=(STACK, "alice/gpu-runtime/staging"), default_org="alice")
+    monkeypatch.setenv("PATH", f"{cli.bin_dir}:{os.environ['PATH']}")
+    repo, _, _ = program
+    result = CliRunner().invoke(app, [*command, "--stack", "staging", "--work-dir", str(repo)],
+                                env={"COLUMNS": "200"})
+
+    assert result.exit_code == 2, result.output
+    assert "give the fully qualified stack, ORG/gpu-runtime/STACK" in " ".join(result.output.split())
+    assert cli.calls() == []  # nothing was opened
+
+
+def _deploy(repo: Path, stack: str, message: str, **config: object) -> None:
+    """Commit ``repo`` with these keys set in its stack file (as the deploy workflow sets them), then ``up``."""
+    path = repo / f"Pulumi.{stack.rsplit('/', 1)[-1]}.yaml"
+    settings = yaml.safe_load(path.read_text())
+    settings["config"].update(config)
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", message)
+    assert AutomationStack.select(stack, repo).up() == "succeeded"
+
+
+@pytest.mark.parametrize("name", ["staging", "production"])
+def test_rollback_restores_every_typed_key_of_a_committed_stack(name: str, tmp_path, monkeypatch) -> None:
+    """Both committed stack files, deployed, then rolled back to: the CLI accepts every key's type again.
+
+    A string where ``Pulumi.yaml`` declares an array or an object (``zones``, ``gpuPools``, ``network``…) is
+    refused by ``pulumi up`` before anything runs, so the restored config must be the deployed one, typed.
+    """
+    stack = f"{ORG}/gpu-runtime/{name}"
+    cli = RecordingPulumiCli(tmp_path / "cli", history=[], stacks=(stack,))
+    monkeypatch.setenv("PATH", f"{cli.bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK", "1")
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for file in ("Pulumi.yaml", f"Pulumi.{name}.yaml"):
+        shutil.copy(REPO / file, repo / file)
+    (repo / "__main__.py").write_text("RELEASE = 'good'\n")
+    images = yaml.safe_load((REPO / f"Pulumi.{name}.yaml").read_text())["config"]["gpu-runtime:images"]
+    _deploy(repo, stack, "good", **{
+        "gpu-runtime:controlToken": {"secure": "v1:dG9rZW4="},  # "token", in the stand-in's cipher
+        "gpu-runtime:images": {**images, "schedulerDigest": "sha256:" + "a" * 64,
+                               "workerDigest": "sha256:" + "b" * 64}})
+    (repo / "__main__.py").write_text("RELEASE = 'bad'\n")
+    _deploy(repo, stack, "bad", **{"gpu-runtime:zones": ["us-central1-a"], "gpu-runtime:schedulerReplicas": 1})
+    # as the CLI reads a stack file: a scalar (2, false) is its text, an object or array keeps its structure
+    deployed = [{k: history_entry(v) for k, v in c["config"].items()} for c in cli.calls() if c["argv"][0] == "up"]
+
+    current = AutomationStack.select(stack, repo)
+    plan = choose_target(current.history())
+    outcome = execute(plan, current, repo, lambda path: AutomationStack.select(stack, path), tmp_path / "backups",
+                      validate=lambda: True, policy_pack=write_bundle(tmp_path / "policy"))
+
+    assert outcome.up_result == "succeeded"
+    rolled_back = [c for c in cli.calls() if c["argv"][0] == "up"][-1]
+    assert "error" not in rolled_back
+    # every key, with its type, as the good deploy had it
+    assert {k: history_entry(v) for k, v in rolled_back["config"].items()} == deployed[0]
+    typed = [key for key, value in deployed[0].items() if "objectValue" in value]
+    assert {"gpu-runtime:zones", "gpu-runtime:network", "gpu-runtime:gpuPools", "gpu-runtime:images"} <= set(typed)

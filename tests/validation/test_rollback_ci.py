@@ -100,7 +100,7 @@ def test_the_up_step_runs_only_pulumi_up_and_the_rollback_undoes_only_a_newer_up
     [up] = [s for s in steps if s.get("id") == "up"]
     # a refusal before `pulumi up` (stack selection, config, the pin check, the pack) is no failure of `up`
     assert [line for line in str(up["run"]).splitlines() if line.strip()] == [
-        'pulumi up --yes --stack "$STACK" --policy-pack "$RUNNER_TEMP/policy-pack" --message "deploy $GITHUB_SHA"']
+        'pulumi up --yes --stack "$STACK_REF" --policy-pack "$RUNNER_TEMP/policy-pack" --message "deploy $GITHUB_SHA"']
     [before] = [s for s in steps if s.get("id") == "before"]
     assert ids.index("before") < ids.index("up") and "pulumi stack history" in before["run"]
     [rollback] = [s for s in steps if "gpurt rollback --stack" in str(s.get("run", ""))]

@@ -108,3 +108,14 @@ def test_the_checker_catches_wrong_commands_and_flags() -> None:
 @pytest.mark.parametrize(("page", "line"), _all_commands(), ids=lambda value: value)
 def test_runbook_command_exists_with_its_flags(page: str, line: str) -> None:
     assert _problem(line) is None, f"{page}: `{line}` {_problem(line)}"
+
+
+def test_every_documented_pulumi_stack_is_fully_qualified() -> None:
+    """``gpurt`` refuses a bare ``--stack`` where it opens a Pulumi stack (Pulumi would resolve it in the caller's
+    default organization): no page may show one."""
+    opening = ("gpurt validate", "gpurt rollback", "gpurt state backup", "gpurt state restore", "gpurt state repair")
+    pages = [*DOCS.glob("*.md"), *RUNBOOKS.glob("*.md"), DOCS.parent / "README.md"]
+    bare = [(page.name, command) for page in pages for command in _commands(page.read_text())
+            if command.startswith(opening) for stack in re.findall(r"--stack (\S+)", command)
+            if "/" not in stack and stack not in ('"$STACK_REF"', "…")]
+    assert bare == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.validation.recording_pulumi_cli import FIXTURES
+from tests.validation.recording_pulumi_cli import FIXTURES, STACK
 from validation.adapters.pulumi_stack import AutomationStack
 from validation.state import checkpoints, tools
 from validation.state.backups import backup_stack, read_backup
@@ -161,7 +161,7 @@ def test_cli_restore_from_a_gcs_backend_checkpoint(gs_backend: str, stack, pulum
     from gpurt.cli.app import app
 
     result = CliRunner().invoke(app, [
-        "state", "restore", "--stack", "staging", "--backend-url", gs_backend, "--version", "2", "--yes",
+        "state", "restore", "--stack", STACK, "--backend-url", gs_backend, "--version", "2", "--yes",
         "--no-refresh", "--work-dir", str(tmp_path / "program"), "--backup-dir", str(tmp_path / "backups")],
         env={"COLUMNS": "200"})
 
@@ -174,7 +174,7 @@ def test_cli_restore_from_a_file_backend_checkpoint(stack, pulumi_cli, tmp_path)
 
     program = tmp_path / "program"
     result = CliRunner().invoke(app, [
-        "state", "restore", "--stack", "staging", "--backend-url", DIY.as_uri(), "--version", "2", "--yes",
+        "state", "restore", "--stack", STACK, "--backend-url", DIY.as_uri(), "--version", "2", "--yes",
         "--no-refresh", "--work-dir", str(program), "--backup-dir", str(tmp_path / "backups")],
         env={"COLUMNS": "200"})
 
@@ -188,7 +188,7 @@ def test_cli_restore_needs_exactly_one_source(stack, tmp_path) -> None:
     from gpurt.cli.app import app
 
     program = str(tmp_path / "program")
-    result = CliRunner().invoke(app, ["state", "restore", "--stack", "staging", "--work-dir", program],
+    result = CliRunner().invoke(app, ["state", "restore", "--stack", STACK, "--work-dir", program],
                                 env={"COLUMNS": "200"})
 
     assert result.exit_code == 2 and "choose one source" in result.output
@@ -197,7 +197,7 @@ def test_cli_restore_needs_exactly_one_source(stack, tmp_path) -> None:
 def test_cli_backup_prints_the_path(stack, tmp_path) -> None:
     from gpurt.cli.app import app
 
-    result = CliRunner().invoke(app, ["state", "backup", "--stack", "staging", "--work-dir", str(tmp_path / "program"),
+    result = CliRunner().invoke(app, ["state", "backup", "--stack", STACK, "--work-dir", str(tmp_path / "program"),
                                       "--backup-dir", str(tmp_path / "b")], env={"COLUMNS": "300"})
 
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,42 +72,70 @@ class GcloudSetup:
         return True
 
 
-class PulumiCliStacks:
-    """``Stacks`` over the Pulumi CLI, in the program's folder.
+class GithubRepositories:
+    """GitHub's numeric ids of a repository and its owner, through the ``gh`` CLI (the caller's login)."""
 
-    ``org``: the Pulumi Cloud organization new stacks are created in (the one whose policy group enforces the
-    pack); without it, the CLI's default organization.
+    def __init__(self, run: Runner = run_command) -> None:
+        self._run = run
+
+    def ids(self, repository: str) -> tuple[str, str]:
+        """``(repository id, owner id)`` of ``OWNER/NAME`` (GitHub REST: ``GET /repos/{owner}/{repo}``)."""
+        found = json.loads(self._run(["gh", "api", f"repos/{repository}"], None, None) or "{}")
+        return str(found["id"]), str(found["owner"]["id"])
+
+
+class PulumiCliStacks:
+    """``Stacks`` over the Pulumi CLI, in the program's folder, each stack named ``ORG/PROJECT/STACK``.
+
+    ``org``: the Pulumi Cloud organization the stacks live in (the one whose policy group enforces the pack).
+    Every command names the stack fully: Pulumi Cloud resolves a bare name against the caller's default
+    organization (pkg/backend/httpstate/backend.go ``ParseStackReference``), which for a personal token or an
+    admin's own account is not this one.
     """
 
-    def __init__(self, run: Runner = run_command, org: str = "") -> None:
+    def __init__(self, org: str, run: Runner = run_command) -> None:
+        if not org:
+            raise ValueError("the Pulumi organization of the stacks is needed (--pulumi-org)")
         self._run = run
         self._org = org
 
+    def qualified(self, work_dir: Path, stack: str) -> str:
+        """``ORG/PROJECT/STACK``, the project being the one ``work_dir``'s ``Pulumi.yaml`` names."""
+        import yaml
+
+        project = yaml.safe_load((work_dir / "Pulumi.yaml").read_text())["name"]
+        return f"{self._org}/{project}/{stack}"
+
     def exists(self, work_dir: Path, stack: str) -> bool:
-        """Whether ``stack`` is among the project's stacks."""
-        listed = json.loads(self._run(["pulumi", "stack", "ls", "--json"], work_dir, None) or "[]")
+        """Whether ``stack`` exists in the organization (a stack of that name in another one does not count)."""
+        project = self.qualified(work_dir, stack).split("/")[1]
+        listed = json.loads(self._run(["pulumi", "stack", "ls", "--json", "--organization", self._org,
+                                       "--project", project], work_dir, None) or "[]")
         return any(str(entry.get("name", "")).rsplit("/", 1)[-1] == stack for entry in listed)
 
     def create(self, work_dir: Path, stack: str) -> None:
-        """Create and select ``stack``."""
-        name = f"{self._org}/{stack}" if self._org else stack
-        self._run(["pulumi", "stack", "select", "--create", name, "--non-interactive"], work_dir, None)
+        """Create and select ``stack`` in the organization."""
+        self._run(["pulumi", "stack", "select", "--create", self.qualified(work_dir, stack), "--non-interactive"],
+                  work_dir, None)
 
     def config_keys(self, work_dir: Path, stack: str) -> dict[str, str | None]:
         """The config of ``stack``; secrets are listed without their values (no --show-secrets)."""
-        config = json.loads(self._run(["pulumi", "config", "--json", "--stack", stack], work_dir, None) or "{}")
+        config = json.loads(self._run(["pulumi", "config", "--json", "--stack", self.qualified(work_dir, stack)],
+                                      work_dir, None) or "{}")
         return {key: None if entry.get("secret") else str(entry.get("value")) for key, entry in config.items()}
 
     def set_config(self, work_dir: Path, stack: str, key: str, value: str, secret: bool, path: bool = False) -> None:
         """Set ``key``; the value goes through stdin, so a secret never shows in a process list."""
         flags = [*(["--secret"] if secret else []), *(["--path"] if path else [])]
-        self._run(["pulumi", "config", "set", *flags, key, "--stack", stack, "--non-interactive"], work_dir, value)
+        self._run(["pulumi", "config", "set", *flags, key, "--stack", self.qualified(work_dir, stack),
+                   "--non-interactive"], work_dir, value)
 
     def up(self, work_dir: Path, stack: str) -> int:
         """Deploy; the number of resources changed, from the update's summary."""
-        self._run(["pulumi", "up", "--yes", "--stack", stack, "--non-interactive"], work_dir, None)
+        name = self.qualified(work_dir, stack)
+        self._run(["pulumi", "up", "--yes", "--stack", name, "--non-interactive"], work_dir, None)
         history = json.loads(
-            self._run(["pulumi", "stack", "history", "--json", "--page-size", "1", "--stack", stack], work_dir, None)
+            self._run(["pulumi", "stack", "history", "--json", "--page-size", "1", "--stack", name], work_dir, None)
             or "[]"
         )
         changes = (history[0].get("resourceChanges") or {}) if history else {}
@@ -118,27 +146,66 @@ class PulumiCliStacks:
         return {
             key: str(value)
             for key, value in json.loads(
-                self._run(["pulumi", "stack", "output", "--json", "--stack", stack], work_dir, None) or "{}"
+                self._run(["pulumi", "stack", "output", "--json", "--stack", self.qualified(work_dir, stack)], work_dir,
+                          None) or "{}"
             ).items()
         }
 
 
+def pulumi_cloud_credentials(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The Pulumi Cloud API URL and access token the Pulumi CLI uses; ``ValueError`` naming the fix when none.
+
+    As the CLI: ``PULUMI_ACCESS_TOKEN`` first, else what ``pulumi login`` stored in ``credentials.json``
+    (``$PULUMI_CREDENTIALS_PATH``, else ``$PULUMI_HOME``, else ``~/.pulumi``): the token of its ``current``
+    backend in ``accessTokens`` (pulumi/pulumi sdk/go/common/workspace/creds.go, ``Credentials`` and
+    ``getCredsFilePath``). A CLI that keeps its credentials encrypted (the OS keychain) leaves no readable token:
+    then the environment variable is the way.
+    """
+    env = os.environ if env is None else env
+    fix = ("no Pulumi Cloud access token: `pulumi login` as an organization admin, or `export "
+           "PULUMI_ACCESS_TOKEN=<token>` (https://app.pulumi.com/account/tokens)")
+    if env.get("PULUMI_ACCESS_TOKEN"):
+        backend = env.get("PULUMI_BACKEND_URL", "")
+        return (backend if backend.startswith("https://") else PULUMI_API), env["PULUMI_ACCESS_TOKEN"]
+    folder = env.get("PULUMI_CREDENTIALS_PATH") or env.get("PULUMI_HOME") or str(Path.home() / ".pulumi")
+    path = Path(folder) / "credentials.json"
+    try:
+        credentials = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{fix}; {path} does not exist") from None
+    except (OSError, ValueError):
+        raise ValueError(f"{fix}; {path} is not readable JSON (encrypted by the CLI?)") from None
+    current = str(credentials.get("current") or "")
+    token = (credentials.get("accessTokens") or {}).get(current)
+    if not current.startswith("https://") or not token:
+        # a self-managed backend (file://, gs://) has no REST API and no policy groups
+        raise ValueError(f"{fix}; the CLI is logged in to {current or 'nothing'}, not to Pulumi Cloud")
+    return ("https://api.pulumi.com" if current == "https://app.pulumi.com" else current), str(token)
+
+
 class PulumiCloudPolicies:
-    """``PolicyService``: packs through the Pulumi CLI, policy groups through Pulumi Cloud's REST API."""
+    """``PolicyService``: packs through the Pulumi CLI, policy groups through Pulumi Cloud's REST API.
+
+    The REST calls use the credentials the CLI holds (``pulumi_cloud_credentials``), resolved here, so a missing
+    login stops ``gpurt bootstrap`` before its first step rather than with a 401 at its last.
+    """
 
     def __init__(
         self,
         run: Runner = run_command,
         request: Callable[..., Any] | None = None,
         token: str | None = None,
-        api: str = PULUMI_API,
+        api: str | None = None,
     ) -> None:
         import httpx
 
         self._run = run
         self._request = request or httpx.request
-        self._token = token or os.environ.get("PULUMI_ACCESS_TOKEN", "")
-        self._api = api
+        if token is None:
+            found_api, token = pulumi_cloud_credentials()
+            api = api or found_api
+        self._token = token
+        self._api = api or PULUMI_API
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         response = self._request(
@@ -164,7 +231,21 @@ class PulumiCloudPolicies:
         }
 
     def publish(self, org: str, bundle: Path) -> None:
-        """``pulumi policy publish ORG`` in the pack's folder."""
+        """``pulumi policy publish ORG`` in the pack's folder, its virtualenv installed first.
+
+        Publishing runs the pack to read its policies, in the ``virtualenv`` its ``PulumiPolicy.yaml`` names;
+        the CLI does not create that environment, so it is made here from the pack's ``requirements.txt``.
+        """
+        import sys
+
+        import yaml
+
+        settings = yaml.safe_load((bundle / "PulumiPolicy.yaml").read_text())
+        virtualenv = Path(settings["runtime"]["options"]["virtualenv"])
+        if not virtualenv.is_absolute():  # an absolute one is an existing environment (`--virtualenv`), kept
+            self._run([sys.executable, "-m", "venv", str(bundle / virtualenv)], bundle, None)
+            self._run([str(bundle / virtualenv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-r",
+                       "requirements.txt"], bundle, None)
         self._run(["pulumi", "policy", "publish", org], bundle, None)
 
     def group(self, org: str, name: str) -> PolicyGroup | None:

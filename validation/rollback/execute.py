@@ -37,7 +37,7 @@ def execute(plan: RollbackPlan, stack: PulumiStack, repo: Path, open_stack: Call
     backup = backup_stack(stack, backup_dir)
     with worktree(repo, plan.commit) as program:
         old = open_stack(program)
-        old.set_config(plan.target.config, plan.target.secret_keys)
+        old.set_config(plan.target)
         try:
             result = old.up(on_output, policy_packs=[policy_pack])
         except Exception as exc:  # whatever failed, the operator needs the backup's path with the reason
