@@ -37,6 +37,10 @@ class SchedulerMetrics:
         self.dlq = Gauge(METRICS.dlq_messages, "Messages waiting in the request dead-letter queue.", registry=r)
         self.retries = Counter(_bare(METRICS.job_retries_total), "Redeliveries seen (delivery attempt > 1).",
                                ["type"], registry=r)
+        self.cache_hits = Counter(_bare(METRICS.result_cache_hits_total), "Requests answered from the result "
+                                  "cache, without a run.", ["type"], registry=r)
+        self.cache_misses = Counter(_bare(METRICS.result_cache_misses_total), "Requests that looked in the result "
+                                    "cache, found nothing and ran.", ["type"], registry=r)
         self.spills = Counter(_bare(METRICS.job_spills_total), "Jobs that waited past the overflow budget for a "
                               "GKE GPU and ran on Vertex AI instead.", ["type"], registry=r)
         self.pool_workers = Gauge(METRICS.pool_workers, "Workers per pool.", ["pool"], registry=r)
