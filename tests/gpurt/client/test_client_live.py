@@ -24,6 +24,7 @@ import QuantLib as ql
 from google.api_core.exceptions import NotFound
 from pydantic import ValidationError
 
+from gpurt.bench.cache import timed_runs
 from gpurt.client import (
     Client,
     ClientClosed,
@@ -344,21 +345,12 @@ def test_a_repeat_is_answered_from_the_result_cache_and_cache_false_runs_again(c
     """docs/python-api.md, "Cached results": the same numbers, marked cached, and no run on a Dask worker."""
     job = EuropeanOption(spot=100, strike=97, rate=0.03, volatility=0.25, maturity=0.5, paths=PATHS, seed=4513)
     first = client.submit(job).result(timeout=RESULT_TIMEOUT_S)
-    runs = _runs(client)
+    runs = timed_runs(client.target.api_url, "european_option")  # the scheduler's timed runs: a hit is none
     again = client.submit(job).result(timeout=RESULT_TIMEOUT_S)
     assert again.cached and again.cached_from == first.job_id and not first.cached
     assert again.job_id != first.job_id and json.dumps(again.summary) == json.dumps(first.summary)
-    assert again.timings["run_s"] is None and _runs(client) == runs  # nothing ran for it
+    assert again.timings["run_s"] is None and timed_runs(client.target.api_url, "european_option") == runs
     fresh = client.submit(job, cache=False).result(timeout=RESULT_TIMEOUT_S)
-    assert not fresh.cached and fresh.cached_from is None and _runs(client) == runs + 1
+    assert not fresh.cached and fresh.cached_from is None
+    assert timed_runs(client.target.api_url, "european_option") == runs + 1
 
-
-def _runs(client: Client) -> float:
-    """European option runs the scheduler timed (its duration histogram's count): a cache hit is not one."""
-    import httpx
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = httpx.get(f"{client.target.api_url}/metrics", timeout=5.0).text
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == "gpu_runtime_job_duration_seconds_count"
-               and sample.labels.get("type") == "european_option")
