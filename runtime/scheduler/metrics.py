@@ -52,3 +52,13 @@ class SchedulerMetrics:
                                         registry=r)
         self.election_failures = Counter(_bare(METRICS.leader_election_failures_total),
                                          "Lease acquire/renew calls that failed.", registry=r)
+
+    def result_cache(self) -> dict[str, float]:
+        """Result cache hits and misses of this replica since it started, over every job type (``GET /status``)."""
+        return {"hits": _total(self.cache_hits), "misses": _total(self.cache_misses)}
+
+
+def _total(counter: Counter) -> float:
+    """A counter's value summed over its labels."""
+    return sum(sample.value for family in counter.collect() for sample in family.samples
+               if sample.name.endswith("_total"))

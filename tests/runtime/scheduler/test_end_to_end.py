@@ -492,6 +492,7 @@ def test_a_repeated_request_is_answered_from_the_result_cache_without_a_run(plat
     assert json.dumps(repeat.result) == json.dumps(first.result) and repeat.artifacts == first.artifacts
     assert "cache-repeat" not in platform.backend.runs  # no task went to Dask for it
     assert _cache_hits(platform) == hits + 1
+    assert platform.api.http.get("/status").json()["result_cache"]["hits"] == hits + 1
     assert platform.service.store.get("cache-repeat") == repeat
 
     platform.requests.raw({"job_id": "cache-opted-out", "type": "european_option", "params": params,
