@@ -172,6 +172,10 @@ GCP_CALLS: Final = (
             why="the store-health probe removes the object it wrote"),
     GcpCall(f"{_STORE}.session_jobs", "ls", _S, (_LAYOUT,), Target.RESULT_BUCKET,
             why="lists a session's jobs (GET /jobs?session_id=)"),
+    GcpCall(f"{_STORE}.sweep_cancel_markers", "ls", _S, (_LAYOUT,), Target.RESULT_BUCKET,
+            why="lists the cancel markers to remove the expired ones"),
+    GcpCall(f"{_STORE}.sweep_cancel_markers", "rm", _S, _DELETE, Target.RESULT_BUCKET,
+            why="removes cancel markers older than the request subscription's retention"),
     # (the sweep finds them by reading a local folder entry by entry; a bucket store has no temporaries)
     GcpCall(f"{_STORE}.sweep_temporary", "rm", _S, _DELETE, Target.RESULT_BUCKET,
             why="removes temporary files a failed write left"),

@@ -39,8 +39,9 @@ STATE_POLL_S: Final = 2.0  # how often --wait asks the API where a job stands (f
 
 
 def build_request(job_file: Path | None, job_type: str | None, params: list[str], job_id: str | None,
-                  timeout_s: float | None = None, session_id: str | None = None) -> JobRequest:
-    """A validated request from a JSON file, or from ``--type`` and ``--param k=v`` pairs."""
+                  timeout_s: float | None = None, session_id: str | None = None, cache: bool = True) -> JobRequest:
+    """A validated request from a JSON file, or from ``--type`` and ``--param k=v`` pairs; ``cache`` False opts
+    out of the result cache (a file's own ``"cache": false`` stands either way)."""
     if job_file is not None and job_type is not None:
         raise UserError("give a JOB.json file or --type, not both")
     if job_file is not None:
@@ -65,6 +66,8 @@ def build_request(job_file: Path | None, job_type: str | None, params: list[str]
         body["timeout_s"] = timeout_s
     if session_id is not None:
         body["session_id"] = session_id
+    if not cache:
+        body["cache"] = False
     from pydantic import ValidationError
 
     from runtime.protocol.messages import JobRequest
@@ -107,6 +110,9 @@ def submit(
                                                 "session's jobs later (gpurt jobs list --session).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the result, with progress.")] = False,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds --wait waits for the result.")] = DEFAULT_WAIT_S,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="--no-cache runs the job even when the platform "
+                                        "has the same computation's result cached (docs/scheduler.md, \"Result "
+                                        "cache\").")] = True,
     api_url: ApiUrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -115,7 +121,7 @@ def submit(
     from runtime.access.transport import ResultCollector, publish_request
     from runtime.protocol.messages import JobStatus
 
-    request = build_request(job_file, job_type, param or [], job_id, session_id=session)
+    request = build_request(job_file, job_type, param or [], job_id, session_id=session, cache=cache)
     clients = pubsub_clients(api_url)
     try:
         if not wait:

@@ -73,6 +73,8 @@ def result_detail(result: JobResult) -> Table:
     table.add_row("type", str(result.type or "-"))
     table.add_row("status", _status(result))
     table.add_row("attempt", str(result.attempt))
+    if result.cached:
+        table.add_row("cached", f"from {result.cached_from} (answered from the result cache, nothing ran)")
     table.add_row("device", metrics.device or "-")
     table.add_row("queue wait s", _seconds(metrics.queue_wait_s))
     table.add_row("run s", _seconds(metrics.run_s))

@@ -62,6 +62,17 @@ class Result:
         return self.raw.status
 
     @property
+    def cached(self) -> bool:
+        """True when the platform answered from its result cache: the earlier result of the same computation and
+        kernels (``cached_from``), bit for bit, with no new run (docs/python-api.md, "Cached results")."""
+        return self.raw.cached
+
+    @property
+    def cached_from(self) -> str | None:
+        """The job id whose result a cached result copies; ``None`` for a result that ran."""
+        return self.raw.cached_from
+
+    @property
     def summary(self) -> dict[str, Any]:
         """Everything the kernel reported, as it sent it (empty for a job that did not succeed)."""
         return dict(self.raw.result or {})

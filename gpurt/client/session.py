@@ -84,29 +84,31 @@ class Client:
     # --- submitting --------------------------------------------------------------------------------
 
     def submit(self, job: Job | JobRequest, job_id: str | None = None, *,
-               timeout_s: float | None = None) -> JobFuture:
+               timeout_s: float | None = None, cache: bool = True) -> JobFuture:
         """Publish ``job`` and return its future; an id is generated unless given.
 
         Submitting an id this client already has returns its future; an id the platform has finished
-        before is answered from its result store, not run again.
+        before is answered from its result store, not run again. A job that computes what an earlier successful
+        one did, with the same kernels, is answered from the result cache (``Result.cached``) unless ``cache`` is
+        False (docs/python-api.md, "Cached results").
         """
-        return self._submit([self._request(job, job_id, timeout_s)])[0]
+        return self._submit([self._request(job, job_id, timeout_s, cache)])[0]
 
     def map(self, jobs: Iterable[Job | JobRequest], job_ids: Sequence[str] | None = None, *,
-            timeout_s: float | None = None) -> list[JobFuture]:
+            timeout_s: float | None = None, cache: bool = True) -> list[JobFuture]:
         """Submit many jobs in one batch of publishes; futures in the order of ``jobs``."""
         jobs = list(jobs)
         if job_ids is not None and len(job_ids) != len(jobs):
             raise ValueError(f"job_ids has {len(job_ids)} ids for {len(jobs)} jobs")
         ids: Sequence[str | None] = job_ids if job_ids is not None else [None] * len(jobs)
-        return self._submit([self._request(job, i, timeout_s) for job, i in zip(jobs, ids, strict=True)])
+        return self._submit([self._request(job, i, timeout_s, cache) for job, i in zip(jobs, ids, strict=True)])
 
     async def submit_async(self, job: Job | JobRequest, job_id: str | None = None, *,
-                           timeout_s: float | None = None) -> Result:
+                           timeout_s: float | None = None, cache: bool = True) -> Result:
         """Submit ``job`` and await its ``Result`` without blocking the event loop."""
         import asyncio
 
-        future = await asyncio.to_thread(self.submit, job, job_id, timeout_s=timeout_s)
+        future = await asyncio.to_thread(self.submit, job, job_id, timeout_s=timeout_s, cache=cache)
         return await future
 
     def cancel(self, job_id: str) -> bool:
@@ -242,15 +244,19 @@ class Client:
 
     # --- internals ---------------------------------------------------------------------------------
 
-    def _request(self, job: Job | JobRequest, job_id: str | None, timeout_s: float | None) -> JobRequest:
+    def _request(self, job: Job | JobRequest, job_id: str | None, timeout_s: float | None,
+                 cache: bool) -> JobRequest:
         if isinstance(job, JobRequest):
-            changes = {k: v for k, v in (("job_id", job_id), ("timeout_s", timeout_s)) if v is not None}
+            # ``cache=False`` opts out; the default leaves a request's own ``cache`` as it is.
+            changes = {k: v for k, v in (("job_id", job_id), ("timeout_s", timeout_s),
+                                         ("cache", None if cache else False)) if v is not None}
             return JobRequest.model_validate({**job.model_dump(), **changes}) if changes else job
         if not isinstance(job, Job):
             raise TypeError(f"submit takes a job (EuropeanOption(...), OptionBook([...]), ...) or a JobRequest, "
                             f"not {type(job).__name__}")
-        return job.request(job_id or f"{job.job_type.value}-{uuid.uuid4().hex[:12]}", session_id=self.session_id,
-                           timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+        request = job.request(job_id or f"{job.job_type.value}-{uuid.uuid4().hex[:12]}", session_id=self.session_id,
+                              timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+        return request if cache else request.model_copy(update={"cache": False})
 
     def _submit(self, requests: list[JobRequest]) -> list[JobFuture]:
         from runtime.access.transport import publish_requests

@@ -320,6 +320,8 @@ class MetricNames:
     dlq_messages: str = f"{METRICS_PREFIX}dlq_messages"
     job_spills_total: str = f"{METRICS_PREFIX}job_spills_total"  # labels: type; jobs run on Vertex AI as overflow
     job_retries_total: str = f"{METRICS_PREFIX}job_retries_total"  # redeliveries seen (attempt > 1)
+    result_cache_hits_total: str = f"{METRICS_PREFIX}result_cache_hits_total"  # label: type; answered from the cache
+    result_cache_misses_total: str = f"{METRICS_PREFIX}result_cache_misses_total"  # label: type; looked, ran
     pool_workers: str = f"{METRICS_PREFIX}pool_workers"  # label: pool
     pool_evictions_total: str = f"{METRICS_PREFIX}pool_evictions_total"  # label: pool
     leader: str = f"{METRICS_PREFIX}leader"  # 1 on the replica holding the lease

@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    StrictBool,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -107,6 +108,10 @@ class JobRequest(BaseModel):
             "The client's session, printable text: echoed on the result, and the key to list and collect a "
             "session's jobs (GET /jobs?session_id=, gpurt jobs list --session)."))
     timeout_s: Annotated[float, Field(le=MAX_TIMEOUT_S), AfterValidator(_timeout_floor)] = DEFAULT_TIMEOUT_S
+    # Strict: "false" as a string would be true for a lax bool, and answer from the cache a request that opted out.
+    cache: StrictBool = Field(True, description=(
+        "Whether an earlier successful result of the same computation and kernel version may answer this request "
+        "(docs/scheduler.md, \"Result cache\"); false runs it again."))
 
     @model_validator(mode="before")
     @classmethod
@@ -158,7 +163,10 @@ class JobRequest(BaseModel):
         Unset optional fields (``None``) are left out rather than sent as ``null``: ``parse_request`` reads
         both the same, and the body stays as small as the user wrote it.
         """
-        return self.model_dump_json(exclude_none=True).encode(), {**self.attributes(), **(extra_attributes or {})}
+        # ``cache`` only when it opts out: a body stays as small as the user wrote it, and the same as before the
+        # field existed.
+        body = self.model_dump_json(exclude_none=True, exclude=None if not self.cache else {"cache"})
+        return body.encode(), {**self.attributes(), **(extra_attributes or {})}
 
     def digest(self) -> str:
         """The ``request_digest`` a result answering this request carries: of the body ``to_message`` encodes."""
@@ -236,6 +244,13 @@ class JobResult(BaseModel):
     computation_digest: str | None = Field(None, description=(
         "SHA-256 (hex) of the computation this result is the outcome of (``JobRequest.computation_digest``): "
         "a stored result answers a later request for its job id only when it names the same computation."))
+    kernel_version: str | None = Field(None, description=(
+        "The version of the kernels that computed a succeeded result (``kernels.version.KERNEL_VERSION``): the "
+        "result cache answers only requests of the same version."))
+    cached: bool = Field(False, description=(
+        "True when this result was answered from the result cache: a copy of the earlier result ``cached_from``, "
+        "not a new run (docs/scheduler.md, \"Result cache\")."))
+    cached_from: str | None = Field(None, description="The job id whose stored result a cached result copies.")
 
     def attributes(self) -> dict[str, str]:
         """Pub/Sub message attributes for this result."""

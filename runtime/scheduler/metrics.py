@@ -37,6 +37,10 @@ class SchedulerMetrics:
         self.dlq = Gauge(METRICS.dlq_messages, "Messages waiting in the request dead-letter queue.", registry=r)
         self.retries = Counter(_bare(METRICS.job_retries_total), "Redeliveries seen (delivery attempt > 1).",
                                ["type"], registry=r)
+        self.cache_hits = Counter(_bare(METRICS.result_cache_hits_total), "Requests answered from the result "
+                                  "cache, without a run.", ["type"], registry=r)
+        self.cache_misses = Counter(_bare(METRICS.result_cache_misses_total), "Requests that looked in the result "
+                                    "cache, found nothing and ran.", ["type"], registry=r)
         self.spills = Counter(_bare(METRICS.job_spills_total), "Jobs that waited past the overflow budget for a "
                               "GKE GPU and ran on Vertex AI instead.", ["type"], registry=r)
         self.pool_workers = Gauge(METRICS.pool_workers, "Workers per pool.", ["pool"], registry=r)
@@ -48,3 +52,13 @@ class SchedulerMetrics:
                                         registry=r)
         self.election_failures = Counter(_bare(METRICS.leader_election_failures_total),
                                          "Lease acquire/renew calls that failed.", registry=r)
+
+    def result_cache(self) -> dict[str, float]:
+        """Result cache hits and misses of this replica since it started, over every job type (``GET /status``)."""
+        return {"hits": _total(self.cache_hits), "misses": _total(self.cache_misses)}
+
+
+def _total(counter: Counter) -> float:
+    """A counter's value summed over its labels."""
+    return sum(sample.value for family in counter.collect() for sample in family.samples
+               if sample.name.endswith("_total"))

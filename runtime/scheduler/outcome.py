@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kernels.version import KERNEL_VERSION
 from runtime.protocol.messages import (
     MAX_RESULT_BYTES,
     ErrorKind,
@@ -21,8 +22,11 @@ from runtime.scheduler.backends.base import Execution, Placed
 
 
 def succeeded_result(request: JobRequest, output: Execution, artifacts: Mapping[str, str], *, attempt: int = 1,
-                     queue_wait_s: float | None = None) -> JobResult:
-    """The ``succeeded`` result of ``request`` from what its run produced; ``artifacts`` maps name to URL."""
+                     queue_wait_s: float | None = None, kernel_version: str = KERNEL_VERSION) -> JobResult:
+    """The ``succeeded`` result of ``request`` from what its run produced; ``artifacts`` maps name to URL.
+
+    ``kernel_version`` names the kernels that computed it: the result cache answers only requests of that version.
+    """
     where = output if isinstance(output, Placed) else None
     metrics = JobMetrics(queue_wait_s=queue_wait_s, run_s=output.elapsed_s, device=output.device,
                          paths_per_s=output.paths_per_s, backend=where.backend if where else None,
@@ -30,7 +34,7 @@ def succeeded_result(request: JobRequest, output: Execution, artifacts: Mapping[
     return JobResult(job_id=request.job_id, status=JobStatus.SUCCEEDED, type=request.type,
                      session_id=request.session_id, attempt=attempt,
                      result=output.summary, metrics=metrics, artifacts=dict(artifacts),
-                     computation_digest=request.computation_digest())
+                     computation_digest=request.computation_digest(), kernel_version=kernel_version)
 
 
 def ended_result(request: JobRequest, status: JobStatus, kind: ErrorKind, message: str, *, attempt: int = 1,

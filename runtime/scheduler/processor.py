@@ -16,6 +16,7 @@ from typing import Final
 
 from kernels.errors import JobCancelled, PermanentJobError
 from kernels.params import JobType
+from kernels.version import KERNEL_VERSION
 from runtime.protocol import contract
 from runtime.protocol.messages import (
     ErrorKind,
@@ -32,6 +33,7 @@ from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.outcome import conflict_result, ended_result, publishable, succeeded_result
 from runtime.scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle, Started
 from runtime.scheduler.registry import JobRegistry
+from runtime.scheduler.result_cache import answers, cached_answer, request_key, result_key
 from runtime.scheduler.store import ResultStore
 
 # How long a second delivery of a job that is running here waits for the first to end before it is
@@ -48,13 +50,15 @@ class Processor:
     """Turns deliveries into results: validate, deduplicate, run, store, publish, decide ack/nack."""
 
     def __init__(self, backend: ExecutionBackend, store: ResultStore, sink: ResultSink, registry: JobRegistry,
-                 metrics: SchedulerMetrics, max_attempts: int = contract.MAX_DELIVERY_ATTEMPTS) -> None:
+                 metrics: SchedulerMetrics, max_attempts: int = contract.MAX_DELIVERY_ATTEMPTS,
+                 kernel_version: str = KERNEL_VERSION) -> None:
         self._backend = backend
         self._store = store
         self._sink = sink
         self._registry = registry
         self._metrics = metrics
         self._max_attempts = max_attempts
+        self._kernel_version = kernel_version  # the result cache's key part (tests pass another to see it miss)
 
     @property
     def packs(self) -> bool:
@@ -164,12 +168,25 @@ class Processor:
                     continue
                 self._metrics.jobs.labels(result.type.value if result.type else "unknown", result.status.value).inc()
                 log.info("result published: %s", result.status.value, extra={"job_id": result.job_id})
+                self._index(result)
                 decisions[index] = Decision(conclusion.settle, result.job_id, result,
                                             reason=conclusion.reason or result.status.value)
         finally:
             for conclusion in conclusions:
                 conclusion.done()  # after the result is stored: a twin delivery waiting for it then finds it
         return [decision for decision in decisions if decision is not None]
+
+    def _index(self, result: JobResult) -> None:
+        """Index a stored, published success in the result cache. After the store write, so an entry always finds
+        its result; a failure only loses the cache hit (later requests run), never the job's own answer."""
+        key = result_key(result)
+        if key is None:
+            return
+        try:
+            self._store.put_cache_entry(key, result.job_id)
+        except Exception:
+            log.warning("could not index the result in the result cache", exc_info=True,
+                        extra={"job_id": result.job_id})
 
     def _publish(self, results: Sequence[JobResult]) -> None:
         if len(results) == 1:
@@ -215,9 +232,13 @@ class Processor:
             return lambda: self._running_elsewhere_here(request, delivery, replay)
         try:
             cancelled = entry.cancel_requested or self._store.cancel_requested(request.job_id)
+            hit = None if cancelled else self._answer_from_cache(request, delivery)
         except BaseException:
             self._registry.end(entry)
             raise
+        if hit is not None:
+            self._registry.end(entry)  # after the store write: a twin waiting for it answers from the store
+            return hit
         attempt = max(1, delivery.delivery_attempt)
         if attempt > 1 and not replay:
             self._metrics.retries.labels(request.type.value).inc()
@@ -247,6 +268,30 @@ class Processor:
             self._store.mark_published(request.job_id)
         log.info("duplicate delivery answered from the result store", extra={"job_id": request.job_id})
         return Decision(Settle.ACK, request.job_id, answer, reason="duplicate")
+
+    def _answer_from_cache(self, request: JobRequest, delivery: Delivery) -> Decision | None:
+        """Answer ``request`` with an earlier success of the same computation and kernel version, without a run;
+        ``None`` when there is none or it may not be (docs/scheduler.md, "Result cache").
+
+        The same order as a run's result: stored under the new job id (so a redelivery is answered from the
+        store by id), then published, then marked published, and only then acked.
+        """
+        key = request_key(request, self._kernel_version)
+        if key is None:
+            return None
+        source_id = self._store.cached_job(key)
+        source = self._store.get(source_id) if source_id is not None else None
+        if source is None or not answers(source, request, self._kernel_version):
+            self._metrics.cache_misses.labels(request.type.value).inc()
+            return None
+        answer = publishable(cached_answer(request, source)).answering(delivery.data, delivery.message_id)
+        self._store.put(answer)
+        self._sink.publish_result(answer)
+        self._store.mark_published(request.job_id)
+        self._metrics.cache_hits.labels(request.type.value).inc()
+        self._metrics.jobs.labels(request.type.value, answer.status.value).inc()
+        log.info("answered from the result cache", extra={"job_id": request.job_id, "cached_from": source.job_id})
+        return Decision(Settle.ACK, request.job_id, answer, reason="cached")
 
     def _conflict(self, request: JobRequest, delivery: Delivery, stored: JobResult) -> Decision:
         answer = conflict_result(request, stored).answering(delivery.data, delivery.message_id)
@@ -312,7 +357,8 @@ class Processor:
 
         def result() -> JobResult:
             urls = self._store.put_artifacts(request.job_id, execution.artifacts)
-            return succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait)
+            return succeeded_result(request, execution, urls, attempt=attempt, queue_wait_s=queue_wait,
+                                    kernel_version=self._kernel_version)
         return Conclusion(request.job_id, result)
 
     def _final(self, request: JobRequest, attempt: int, status: JobStatus, queue_wait: float | None,

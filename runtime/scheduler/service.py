@@ -350,6 +350,7 @@ class Service:
             "leader": self.leader_status(),
             "project": self.settings.project,
             "result_store": self.store.url,
+            "result_cache": self.metrics.result_cache(),
         }
 
     def _overflow_status(self) -> dict[str, Any]:

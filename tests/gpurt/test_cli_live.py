@@ -62,6 +62,15 @@ def test_submit_from_a_file_with_param_override(cli_env: dict[str, str], tmp_pat
     assert result["status"] == "succeeded" and result["result"]["paths"] == 2000
 
 
+def test_a_repeat_says_it_came_from_the_result_cache_and_no_cache_runs_it(cli_env: dict[str, str]) -> None:
+    job = ("submit", "--type", "european_option", "-p", "paths=2000", "-p", "seed=4514", "--wait")
+    first = as_json(gpurt(cli_env, *job, "--json"))
+    again = gpurt(cli_env, *job)
+    assert again.exit_code == 0 and f"from {first['job_id']}" in again.output and "result cache" in again.output
+    fresh = as_json(gpurt(cli_env, *job, "--no-cache", "--json"))
+    assert fresh["status"] == "succeeded" and not fresh["cached"] and fresh["metrics"]["run_s"] is not None
+
+
 def test_a_failed_job_exits_non_zero(cli_env: dict[str, str]) -> None:
     result = gpurt(cli_env, "submit", "--type", "noop", "-p", "fail=permanent", "--wait")
     assert result.exit_code == 1

@@ -106,3 +106,9 @@ def test_gpurt_jobs_collect_gives_the_finished_results_and_says_what_is_missing(
 def test_gpurt_submit_sets_the_session_of_the_request() -> None:
     request = jobs_commands.build_request(None, "noop", [], "j1", session_id="desk")
     assert request.session_id == "desk"
+
+
+def test_gpurt_submit_no_cache_opts_the_request_out_of_the_result_cache() -> None:
+    assert jobs_commands.build_request(None, "noop", [], "j1").to_message()[0].find(b"cache") == -1
+    request = jobs_commands.build_request(None, "noop", [], "j1", cache=False)
+    assert request.cache is False and b'"cache":false' in request.to_message()[0]

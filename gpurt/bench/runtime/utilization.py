@@ -213,8 +213,9 @@ def run_first_job(platform: LocalPlatform, workers: int, asked_at: float) -> Fir
 
 def _one_european(platform: LocalPlatform) -> tuple[float, float]:
     """Run one small european_option end to end; its run time and when its result arrived (``perf_counter``)."""
+    # cache: false, or every warm repeat would be answered from the result cache and time no run at all.
     request = JobRequest.model_validate({"job_id": f"first-{uuid.uuid4().hex[:8]}", "type": "european_option",
-                                         "params": FIRST_JOB_PARAMS})
+                                         "params": FIRST_JOB_PARAMS, "cache": False})
     clients = platform.pubsub()
     try:
         with ResultCollector(clients) as collector:

@@ -8,6 +8,8 @@ Layout under the root URL::
     cancel/<job_id>                marker: cancellation was requested (seen by every replica), holding when
                                    (epoch seconds); it expires after ``CANCEL_MARKER_TTL_S``
     sessions/<session>/<job_id>    marker: the job was started for this session (the request's session_id)
+    cache/<key>                    the result cache's index: the id of a job whose succeeded result answers
+                                   the computation and kernel version of ``key`` (runtime.scheduler.result_cache)
 
 Writes go to a temporary name and are then moved into place, so a reader never sees half a result on a
 local disk; on object stores (gs://) a single-object upload is atomic already. Artifacts are written
@@ -49,7 +51,7 @@ _JOB_FOLDERS: Final = ("results", "published", "artifacts")
 # failed and could not remove its file leaves one in one of these places.
 _TEMPORARY: Final = ".tmp"
 # Where: each folder, and how many levels of subfolders below it (a job's artifact folder).
-_TEMPORARY_PLACES: Final = (("results", 0), ("published", 0), ("artifacts", 1), ("cancel", 0))
+_TEMPORARY_PLACES: Final = (("results", 0), ("published", 0), ("artifacts", 1), ("cancel", 0), ("cache", 0))
 # The sweep removes temporaries older than this (seconds): far beyond the milliseconds a write takes.
 STALE_TEMPORARY_S: Final = 900.0
 # A session's folder is its id, %-escaped, up to this length (a file name's limit is 255 bytes); longer, its hash.
@@ -63,6 +65,9 @@ MAX_KNOWN_FOLDERS: Final = 256
 # marker for a job no replica knows is kept; past this, no request it could stop is left, and the sweep
 # removes it (issue 43: `DELETE /jobs/<any id>` left a marker for ever).
 CANCEL_MARKER_TTL_S: Final = float(MESSAGE_RETENTION_S)
+
+# A result cache key: a SHA-256 in hex (runtime.scheduler.result_cache.cache_key), so always one safe path segment.
+_CACHE_KEY: Final = re.compile(r"[0-9a-f]{64}")
 
 _T = TypeVar("_T")
 
@@ -194,6 +199,23 @@ class ResultStore:
             return True
         return not self._clock() - requested_at < CANCEL_MARKER_TTL_S
 
+    # --- result cache index ------------------------------------------------------------------------
+
+    def put_cache_entry(self, key: str, job_id: str) -> None:
+        """Index ``job_id``'s stored result under the result cache's ``key`` (replacing an earlier entry)."""
+        path = self._cache_path(key)
+        data = _checked(job_id).encode()
+        self._riding(lambda: self._write(path, data))
+
+    def cached_job(self, key: str) -> str | None:
+        """The job id indexed under the result cache's ``key``, or ``None`` when there is none (or it is no job id)."""
+        path = self._cache_path(key)
+        data = self._riding(lambda: self._read(path))
+        if data is None:
+            return None
+        job_id = data.decode(errors="replace")
+        return job_id if is_job_id(job_id) else None
+
     # --- sessions ----------------------------------------------------------------------------------
 
     def add_to_session(self, session_id: str, job_id: str) -> None:
@@ -269,6 +291,11 @@ class ResultStore:
 
     def _cancel_path(self, job_id: str) -> str:
         return f"{self._root}/cancel/{_checked(job_id)}"
+
+    def _cache_path(self, key: str) -> str:
+        if not _CACHE_KEY.fullmatch(key):
+            raise StoreError(f"cache key {key!r} is not a SHA-256 in hex")
+        return f"{self._root}/cache/{key}"
 
     def _session_dir(self, session_id: str) -> str:
         return f"{self._root}/sessions/{_session_key(session_id)}"

@@ -24,6 +24,7 @@ import QuantLib as ql
 from google.api_core.exceptions import NotFound
 from pydantic import ValidationError
 
+from gpurt.bench.cache import timed_runs
 from gpurt.client import (
     Client,
     ClientClosed,
@@ -338,3 +339,18 @@ def test_a_forged_result_and_a_bogus_request_under_its_id_leave_a_future_to_its_
     assert result.status is JobStatus.SUCCEEDED and result.raw.request_digest == future.digest
     assert (result.raw.result or {}).get("estimate") != 42.0
     assert client.jobs()[victim] == "succeeded"
+
+
+def test_a_repeat_is_answered_from_the_result_cache_and_cache_false_runs_again(client: Client) -> None:
+    """docs/python-api.md, "Cached results": the same numbers, marked cached, and no run on a Dask worker."""
+    job = EuropeanOption(spot=100, strike=97, rate=0.03, volatility=0.25, maturity=0.5, paths=PATHS, seed=4513)
+    first = client.submit(job).result(timeout=RESULT_TIMEOUT_S)
+    runs = timed_runs(client.target.api_url, "european_option")  # the scheduler's timed runs: a hit is none
+    again = client.submit(job).result(timeout=RESULT_TIMEOUT_S)
+    assert again.cached and again.cached_from == first.job_id and not first.cached
+    assert again.job_id != first.job_id and json.dumps(again.summary) == json.dumps(first.summary)
+    assert again.timings["run_s"] is None and timed_runs(client.target.api_url, "european_option") == runs
+    fresh = client.submit(job, cache=False).result(timeout=RESULT_TIMEOUT_S)
+    assert not fresh.cached and fresh.cached_from is None
+    assert timed_runs(client.target.api_url, "european_option") == runs + 1
+

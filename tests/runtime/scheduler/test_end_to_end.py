@@ -500,3 +500,34 @@ def _occupy_every_worker(platform: Platform, prefix: str, sleep_s: float) -> lis
     wait_for(lambda: sum(1 for keys in client.processing().values() if keys) == slots, 60,
              "every worker running a job")
     return blockers
+
+
+@pytest.mark.timeout(300)
+def test_a_repeated_request_is_answered_from_the_result_cache_without_a_run(platform: Platform) -> None:
+    """docs/scheduler.md, "Result cache": a repeat is the first result bit for bit, marked, and nothing runs."""
+    params = {"paths": 3000, "seed": 4511, "strike": 95.0}
+    platform.requests.job("cache-first", "european_option", **params)
+    first = platform.results.wait("cache-first", timeout_s=240)  # may compile its kernel (see above)
+    assert first.status is JobStatus.SUCCEEDED and not first.cached, first.error
+    hits = _cache_hits(platform)
+
+    platform.requests.job("cache-repeat", "european_option", **{**params, "strike": 95})  # 95 for 95.0
+    repeat = platform.results.wait("cache-repeat")
+    assert repeat.cached and repeat.cached_from == "cache-first" and repeat.status is JobStatus.SUCCEEDED
+    assert json.dumps(repeat.result) == json.dumps(first.result) and repeat.artifacts == first.artifacts
+    assert "cache-repeat" not in platform.backend.runs  # no task went to Dask for it
+    assert _cache_hits(platform) == hits + 1
+    assert platform.api.http.get("/status").json()["result_cache"]["hits"] == hits + 1
+    assert platform.service.store.get("cache-repeat") == repeat
+
+    platform.requests.raw({"job_id": "cache-opted-out", "type": "european_option", "params": params,
+                           "cache": False})
+    platform.requests.job("cache-other-seed", "european_option", **{**params, "seed": 4512})
+    for job_id in ("cache-opted-out", "cache-other-seed"):
+        ran = platform.results.wait(job_id, timeout_s=60)
+        assert ran.status is JobStatus.SUCCEEDED and not ran.cached and platform.backend.runs[job_id] == [1]
+
+
+def _cache_hits(platform: Platform) -> float:
+    registry = platform.service.metrics.registry
+    return registry.get_sample_value(contract.METRICS.result_cache_hits_total, {"type": "european_option"}) or 0.0

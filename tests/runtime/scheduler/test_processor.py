@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from kernels.errors import TransientJobError
+from kernels.version import KERNEL_VERSION
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobRequest, JobResult, JobStatus, parse_request, request_digest
 from runtime.scheduler import records
@@ -365,3 +366,100 @@ def test_a_twin_for_another_computation_waits_for_the_running_one_then_gets_a_co
     twin.join(10)
     assert other[0].reason == "conflict" and other[0].result.error.kind is ErrorKind.CONFLICT
     assert backend.calls == ["held"]
+
+
+# --- the result cache (docs/scheduler.md, "Result cache") ----------------------------------------------------
+
+
+def _cache_counts(processor: Processor) -> tuple[float, float]:
+    registry = processor._metrics.registry
+    hits = registry.get_sample_value(f"{contract.METRICS.result_cache_hits_total}", {"type": "european_option"})
+    misses = registry.get_sample_value(f"{contract.METRICS.result_cache_misses_total}", {"type": "european_option"})
+    return hits or 0.0, misses or 0.0
+
+
+def test_a_repeated_computation_is_answered_from_the_cache_bit_identical_without_a_run() -> None:
+    processor, backend, store, sink = _setup()
+    backend.summary = {"estimate": 10.45, "values": [0.1, 1e-300, 3.14159]}
+    first = processor.process(_option("first", 100, "m-1")).result
+    assert first.kernel_version is not None and not first.cached
+    # the same computation spelled otherwise, under another id and session
+    repeat = _option("second", 100.0, "m-2", seed=7)
+    repeat = dataclasses.replace(repeat, data=repeat.data.replace(b"{", b'{"session_id": "desk", ', 1))
+    decision = processor.process(repeat)
+    answer = decision.result
+    assert decision.settle is Settle.ACK and decision.reason == "cached"
+    assert backend.calls == ["first"]  # nothing ran for the repeat
+    assert answer.cached and answer.cached_from == "first" and answer.status is JobStatus.SUCCEEDED
+    # what the client matches: its own job id and the digest of its own body
+    assert answer.job_id == "second" and answer.session_id == "desk"
+    assert answer.request_digest == request_digest(repeat.data) and answer.request_message_id == "m-2"
+    assert json.dumps(answer.result) == json.dumps(first.result) and answer.artifacts == first.artifacts
+    assert answer.metrics.run_s is None  # it ran nothing
+    # stored under the new id before it went out, and marked: a redelivery is answered from the store by id
+    assert store.get("second") == answer and store.is_published("second") and sink.published[-1] == answer
+    assert store.session_jobs("desk") == ["second"]
+    again = processor.process(dataclasses.replace(repeat, delivery_attempt=2))
+    assert again.reason == "duplicate" and backend.calls == ["first"]
+    assert _cache_counts(processor) == (1.0, 1.0)  # the first looked and missed
+
+
+def test_cache_false_runs_again() -> None:
+    processor, backend, _, _ = _setup()
+    processor.process(_option("first", 100, "m-1"))
+    fresh = _option("fresh", 100, "m-2")
+    decision = processor.process(dataclasses.replace(fresh, data=fresh.data.replace(b"{", b'{"cache": false, ', 1)))
+    assert decision.reason == "succeeded" and not decision.result.cached
+    assert backend.calls == ["first", "fresh"]
+
+
+def test_another_kernel_version_another_param_or_a_noop_misses() -> None:
+    processor, backend, store, sink = _setup()
+    processor.process(_option("first", 100, "m-1"))
+    assert processor.process(_option("other-seed", 100, "m-2", seed=8)).reason == "succeeded"
+    newer = Processor(backend, store, sink, JobRegistry(), SchedulerMetrics(), kernel_version="edited-kernels")
+    decision = newer.process(_option("new-kernels", 100, "m-3"))
+    assert decision.reason == "succeeded" and decision.result.kernel_version == "edited-kernels"
+    for index in range(2):
+        processor.process(_delivery(f"noop-{index}"))
+    assert backend.calls == ["first", "other-seed", "new-kernels", "noop-0", "noop-1"]
+
+
+def test_a_changed_parameter_default_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body that leaves a field out means its default: when the default changes, the old result is another's."""
+    from kernels.params import PARAMS_BY_TYPE, EuropeanOptionParams, JobType
+
+    processor, backend, _, _ = _setup()
+    processor.process(_option("first", 100, "m-1"))
+
+    class NewDefault(EuropeanOptionParams):
+        confidence: float = 0.95  # was DEFAULT_CONFIDENCE (0.99)
+
+    monkeypatch.setitem(PARAMS_BY_TYPE, JobType.EUROPEAN_OPTION, NewDefault)
+    assert processor.process(_option("after-the-change", 100, "m-2")).reason == "succeeded"
+    assert backend.calls == ["first", "after-the-change"]
+
+
+def test_only_a_success_that_ran_answers_from_the_cache() -> None:
+    backend, store, sink = GatedBackend(), ResultStore(f"memory://proc-{uuid.uuid4().hex}"), ListSink()
+    processor = Processor(backend, store, sink, JobRegistry(), SchedulerMetrics(), max_attempts=1)
+    backend.fail.add("failed")
+    assert processor.process(_option("failed", 100, "m-1")).result.status is JobStatus.FAILED
+    assert processor.process(_option("ran", 100, "m-2")).reason == "succeeded"
+    assert processor.process(_option("copy", 100, "m-3")).result.cached_from == "ran"
+    # a copy is never indexed itself: the entry still names the job that ran
+    assert processor.process(_option("copy-2", 100, "m-4")).result.cached_from == "ran"
+    assert backend.calls == ["failed", "ran"]
+
+
+def test_an_index_entry_for_another_computation_finds_nothing() -> None:
+    """The index only names a job id: the result it finds must itself be the same computation and kernels."""
+    from runtime.scheduler.result_cache import request_key
+
+    processor, backend, store, _ = _setup()
+    processor.process(_option("strike-1", 1, "m-1"))
+    victim = _option("victim", 100, "m-2")
+    store.put_cache_entry(request_key(victim.request, KERNEL_VERSION), "strike-1")  # type: ignore[arg-type]
+    decision = processor.process(victim)
+    assert decision.reason == "succeeded" and not decision.result.cached
+    assert backend.calls == ["strike-1", "victim"]

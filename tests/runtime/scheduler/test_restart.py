@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from kernels.version import KERNEL_VERSION
 from runtime.local.broker import EmulatorHandle, start_emulator
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
@@ -40,10 +42,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start(env: dict[str, str], log: Path) -> subprocess.Popen:
+def _start(env: dict[str, str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "runtime.scheduler"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -52,7 +54,9 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHandle, tmp_path: Path) -> None:
+def _scheduler(emulator: EmulatorHandle, tmp_path: Path) -> tuple[dict[str, str], httpx.Client, Callable[[], bool]]:
+    """The environment of a scheduler process on ``emulator`` with its store under ``tmp_path``, an API client
+    for it, and its readiness check."""
     port = _free_port()
     env = {**os.environ, "PUBSUB_EMULATOR_HOST": emulator.address, "GPURT_PROJECT": PROJECT,
            "GPURT_PORT": str(port), "GPURT_LOCAL_WORKERS": "1", "GPURT_CONTROL_TOKEN": "t",
@@ -65,6 +69,11 @@ def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHa
         except httpx.HTTPError:
             return False
 
+    return env, api, ready
+
+
+def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    env, api, ready = _scheduler(emulator, tmp_path)
     results, requests = ResultListener(emulator.address, PROJECT), Requests(emulator.address, PROJECT)
     first = _start(env, tmp_path / "first.log")
     second = None
@@ -88,6 +97,53 @@ def test_killed_mid_job_gives_one_result_and_sigterm_drains(emulator: EmulatorHa
         second.wait(timeout=60)
         finished = results.wait("sigterm-1", timeout_s=5)
         assert finished.status is JobStatus.SUCCEEDED and finished.attempt == 1
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                _kill(proc)
+        requests.close()
+        results.close()
+        api.close()
+
+
+@pytest.mark.timeout(600)
+def test_a_build_with_edited_kernels_never_takes_the_old_builds_cached_result(emulator: EmulatorHandle,
+                                                                                tmp_path: Path) -> None:
+    """docs/scheduler.md, "Result cache": a deploy that changes the kernels misses every result of the old ones.
+
+    The second scheduler runs, on the same store and topics, from a copy of the source whose kernels differ by
+    one comment line: its kernel version is another, so the computation the first one ran runs again, and a
+    repeat on the new build is then answered from the new build's result.
+    """
+    root = Path(__file__).resolve().parents[3]
+    edited = tmp_path / "edited-build"
+    for package in ("kernels", "runtime"):
+        shutil.copytree(root / package, edited / package, ignore=shutil.ignore_patterns("__pycache__"))
+    with (edited / "kernels" / "european.py").open("a") as source:
+        source.write("\n# an edit: nothing the numbers see, yet another kernel version\n")
+    env, api, ready = _scheduler(emulator, tmp_path)
+    results, requests = ResultListener(emulator.address, PROJECT), Requests(emulator.address, PROJECT)
+    params = {"paths": 2000, "seed": 4515}
+    first = second = None
+    try:
+        first = _start(env, tmp_path / "first.log")
+        wait_for(ready, START_TIMEOUT_S, "the first scheduler")
+        requests.job("kv-old-build", "european_option", **params)
+        old = results.wait("kv-old-build", timeout_s=240)  # may compile the kernel
+        assert old.status is JobStatus.SUCCEEDED and old.kernel_version == KERNEL_VERSION, old.error
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)
+
+        # PYTHONPATH first: the editable install of this checkout is on every interpreter's path too.
+        second = _start({**env, "PYTHONPATH": str(edited)}, tmp_path / "second.log", cwd=edited)
+        wait_for(ready, START_TIMEOUT_S, "the scheduler of the edited build")
+        requests.job("kv-new-build", "european_option", **params)
+        new = results.wait("kv-new-build", timeout_s=240)  # compiles the edited kernel
+        assert new.status is JobStatus.SUCCEEDED and not new.cached, new.error
+        assert new.kernel_version not in (None, KERNEL_VERSION)
+        requests.job("kv-repeat", "european_option", **params)
+        repeat = results.wait("kv-repeat", timeout_s=60)
+        assert repeat.cached and repeat.cached_from == "kv-new-build"
     finally:
         for proc in (first, second):
             if proc is not None:

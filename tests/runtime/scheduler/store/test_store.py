@@ -294,3 +294,16 @@ def test_the_sweep_takes_no_more_memory_with_more_results_stored(tmp_path: Path)
     few = _sweep_peak_bytes(tmp_path / "few", 200)
     many = _sweep_peak_bytes(tmp_path / "many", 4000)
     assert many < few + 64 * 1024, (few, many)
+
+
+def test_the_result_cache_index_names_a_job_per_key_on_every_backend(store: ResultStore) -> None:
+    key, other = "a" * 64, "b" * 64
+    assert store.cached_job(key) is None
+    store.put_cache_entry(key, "job-1")
+    store.put_cache_entry(key, "job-2")  # a later run of the same computation takes the entry
+    assert store.cached_job(key) == "job-2" and store.cached_job(other) is None
+    for bad in ("../results/job-1", "A" * 64, "a" * 63, ""):
+        with pytest.raises(StoreError, match="not a SHA-256"):
+            store.cached_job(bad)
+    with pytest.raises(StoreError, match="not a valid job id"):
+        store.put_cache_entry(key, "../x")
