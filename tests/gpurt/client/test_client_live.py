@@ -220,8 +220,12 @@ def test_an_id_is_answered_once_and_then_from_the_store(platform_env: LocalPlatf
         assert first.submit(Noop(), job_id=job_id) is future  # no second publish
         original = future.result(timeout=RESULT_TIMEOUT_S)
     with Client() as second:
-        again = second.submit(Noop(sleep_s=30), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
+        again = second.submit(Noop(), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
+        # another computation under the finished id is a conflict, never the stored result under its digest
+        with pytest.raises(JobRejected) as conflict:
+            second.submit(Noop(sleep_s=30), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
     assert again.raw.finished_at == original.raw.finished_at  # the stored result, not a second run
+    assert conflict.value.kind == "conflict"
 
 
 def test_results_reach_other_readers_too(platform: LocalPlatform, client: Client) -> None:
