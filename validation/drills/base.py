@@ -79,20 +79,21 @@ class DrillContext:
         """Drain every scheduler replica but the first (whose API ``api()`` reaches) while the block runs.
 
         A drill that watches jobs in flight and counts retries through one API needs its jobs to land on
-        that replica; the others take no new job meanwhile and resume afterwards.
+        that replica; the others take no new job meanwhile and resume afterwards. Each is drained alone
+        (``replica_only``): the platform-wide mode would drain the first replica too.
         """
         state = self.state
         others = state.schedulers()[1:]
         for record in others:
             with ApiClient(record.api_url or "", state.control_token) as api:
-                api.set_maintenance("drain")
+                api.set_maintenance("drain", replica_only=True)
         try:
             yield
         finally:
             current = self.platform.state
             for record in current.schedulers()[1:] if current else []:
                 with ApiClient(record.api_url or "", current.control_token) as api:
-                    api.set_maintenance("normal")
+                    api.set_maintenance("normal", replica_only=True)
 
     def job_id(self, drill: str, index: int) -> str:
         """A job id unique to this run, so drills never collide with earlier results in the store."""

@@ -36,7 +36,8 @@ def test_the_local_dask_scheduler_runs_in_its_own_process_with_the_platforms_set
     from distributed import Client
 
     cluster = platform.service._cluster  # the SpecCluster the service started for its local pools
-    with Client(cluster.scheduler_address, timeout="30s") as client:
+    # the local cluster is TLS with credentials of its own (runtime/scheduler/local_cluster.py)
+    with Client(cluster.scheduler_address, security=cluster.security, timeout="30s") as client:
         seen = client.run_on_scheduler(_scheduler_process)
         on_workers = client.run(_settings)
     assert seen["pid"] != os.getpid()  # not the gpu-scheduler's process
