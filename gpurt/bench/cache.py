@@ -69,7 +69,7 @@ class CacheFigures:
 def measure(target: Target, jobs: int, timeout_s: float, progress: Progress | None = None) -> CacheFigures:
     """Run ``jobs`` misses, then the same ``jobs`` computations again as hits, one at a time, against ``target``."""
     report = progress or (lambda phase, done: None)
-    clients = make_clients(target.project, target.emulator_host)
+    clients = make_clients(target.project, target.emulator_host, target.emulator_user_token)  # as a user publishes
     base = secrets.randbelow(2**40)  # seeds no earlier run on this platform used: the misses are misses
     try:
         with ResultCollector(clients) as collector:

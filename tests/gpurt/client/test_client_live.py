@@ -221,9 +221,10 @@ def test_an_id_is_answered_once_and_then_from_the_store(platform_env: LocalPlatf
         original = future.result(timeout=RESULT_TIMEOUT_S)
     with Client() as second:
         again = second.submit(Noop(), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
-        # another computation under the finished id is a conflict, never the stored result under its digest
-        with pytest.raises(JobRejected) as conflict:
-            second.submit(Noop(sleep_s=30), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
+    # another computation under the finished id is a conflict, never the stored result under its digest (a client
+    # of its own: one client hands back its own future for an id it already submitted)
+    with Client() as third, pytest.raises(JobRejected) as conflict:
+        third.submit(Noop(sleep_s=30), job_id=job_id).result(timeout=RESULT_TIMEOUT_S)
     assert again.raw.finished_at == original.raw.finished_at  # the stored result, not a second run
     assert conflict.value.kind == "conflict"
 
