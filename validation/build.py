@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from validation.adapters.pulumi_stack import PulumiStack
 from validation.checks.dask import RenderedDask
@@ -11,6 +11,10 @@ from validation.targets import CloudTarget, LocalTarget
 
 if TYPE_CHECKING:
     from components.config import StackConfig
+
+
+# The image the expected Dask objects are rendered with (``rendered_dask``): no compared field holds it.
+_IMAGE_NOT_COMPARED: Final = "image-not-compared"
 
 
 class TargetError(RuntimeError):
@@ -77,10 +81,10 @@ def rendered_dask(config: StackConfig) -> RenderedDask:
     from components.dask import worker_pools
     from runtime.manifests import dask as manifests
 
-    spec = manifests.DaskClusterSpec(
-        image=config.image("gpu-worker", config.images.worker_tag, config.images.worker_digest),
-        scheduler_image=config.image("gpu-scheduler", config.images.scheduler_tag, config.images.scheduler_digest),
-        pools=tuple(worker_pools(config.gpu_pools)))
+    # The builders place the images without reading them (the program passes Pulumi Outputs): a stand-in keeps
+    # the images' references in one place, the program's __main__.
+    spec = manifests.DaskClusterSpec(image=_IMAGE_NOT_COMPARED, scheduler_image=_IMAGE_NOT_COMPARED,
+                                     pools=tuple(worker_pools(config.gpu_pools)))
     return RenderedDask(primary_pool=spec.primary.name, autoscaler=manifests.build_autoscaler(spec),
                         worker_groups={pool.name: manifests.build_worker_group(spec, pool) for pool in spec.pools[1:]})
 
