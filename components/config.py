@@ -30,6 +30,8 @@ _OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
+# Every project-namespace key the program reads into ``StackConfig`` (the control token is read on its own).
+STACK_KEYS: Final = (*_OBJECT_KEYS, *_INT_KEYS, *_BOOL_KEYS, *_STRING_KEYS)
 
 # Which machine families can host which accelerator (GCP attaches A100/L4/H100 only to their own families).
 ACCELERATOR_MACHINE_FAMILIES: Final = {

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from validation.adapters.pulumi_stack import PulumiStack
-from validation.checks.dask import PoolBounds
+from validation.checks.dask import RenderedDask
 from validation.targets import CloudTarget, LocalTarget
+
+if TYPE_CHECKING:
+    from components.config import StackConfig
+
+
+# The image the expected Dask objects are rendered with (``rendered_dask``): no compared field holds it.
+_IMAGE_NOT_COMPARED: Final = "image-not-compared"
 
 
 class TargetError(RuntimeError):
@@ -42,55 +47,70 @@ def local_target(directory: Path | None = None) -> LocalTarget:
     )
 
 
-def _config_value(config: Mapping[str, str], key: str) -> Any:
-    raw = config.get(key)
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+def stored_config(stack: PulumiStack) -> StackConfig:
+    """The config of the stack's last update (what was actually deployed), validated by the deploy's own
+    ``components.config.parse_stack_config``: every field and cross-field rule ``pulumi up`` applies, defaults
+    included.
 
-
-def stack_settings(stack: PulumiStack) -> dict[str, Any]:
-    """Project, region and GPU pools of the stack's last update (what was actually deployed).
-
-    The pools and the Vertex AI settings are read through the Pulumi program's own config models, so a
-    default (``daskWorkersMin``, say) has one home: ``components.config``.
+    Each key is read back as the program reads it (``components.config.STACK_KEYS``): an object or array value
+    from its ``objectValue``, a scalar from its text, which the model converts as ``pulumi.Config`` would.
+    Raises ``TargetError`` for a stack never deployed, or one whose stored config this program refuses.
     """
-    from components.config import PROJECT_NAMESPACE, GpuPoolConfig, VertexConfig
-    from components.quotas import quota_needs
-    from components.rendered import Resource
+    from components.config import PROJECT_NAMESPACE, STACK_KEYS, ConfigError, parse_stack_config
 
     updates = [entry for entry in stack.history() if entry.kind == "update"]
     if not updates:
         raise TargetError(f"stack {stack.name} was never deployed (no update in its history)")
-    config = updates[0].config
+    update = updates[0]
+    keys = {f"{PROJECT_NAMESPACE}:{key}": key for key in STACK_KEYS}
+    raw = {keys[key]: update.object_values.get(key, value) for key, value in update.config.items() if key in keys}
     outputs = stack.outputs()
-    project = outputs.get("project") or _config_value(config, "gcp:project")
-    region = outputs.get("region") or _config_value(config, "gcp:region")
-    if not project or not region:
-        raise TargetError(f"stack {stack.name} names no gcp:project / gcp:region in its config")
     try:
-        pools = [GpuPoolConfig.model_validate(p)
-                 for p in _config_value(config, f"{PROJECT_NAMESPACE}:gpuPools") or []]
-        vertex = _config_value(config, f"{PROJECT_NAMESPACE}:vertex")
-        vertex_config = VertexConfig.model_validate(vertex) if vertex else None
-        uses_vertex_ai = vertex_config is not None and vertex_config.uses_vertex_ai
+        return parse_stack_config(raw, update.config.get("gcp:project") or outputs.get("project"),
+                                  update.config.get("gcp:region") or outputs.get("region"),
+                                  source=f"stack {stack.name}'s update {update.version}")
+    except ConfigError as exc:
+        raise TargetError(f"{exc}\nthis program cannot validate against that config: deploy a valid one "
+                          "(`pulumi up`), or validate with the program of the commit that deployed it") from None
+
+
+def rendered_dask(config: StackConfig) -> RenderedDask:
+    """The DaskAutoscaler and worker groups the deploy renders for ``config``: the Pulumi program's own pools
+    (``components.dask.worker_pools``) through ``runtime.manifests.dask``'s builders, as ``components.dask``
+    calls them. Raises ValueError for pools the builders refuse (as ``pulumi up`` would)."""
+    from components.dask import worker_pools
+    from runtime.manifests import dask as manifests
+
+    # The builders place the images without reading them (the program passes Pulumi Outputs): a stand-in keeps
+    # the images' references in one place, the program's __main__.
+    spec = manifests.DaskClusterSpec(image=_IMAGE_NOT_COMPARED, scheduler_image=_IMAGE_NOT_COMPARED,
+                                     pools=tuple(worker_pools(config.gpu_pools)))
+    return RenderedDask(primary_pool=spec.primary.name, autoscaler=manifests.build_autoscaler(spec),
+                        worker_groups={pool.name: manifests.build_worker_group(spec, pool) for pool in spec.pools[1:]})
+
+
+def stack_settings(stack: PulumiStack) -> dict[str, Any]:
+    """Project, region, quota needs and the expected Dask objects of the stack's last update (``stored_config``)."""
+    from components.quotas import quota_needs
+    from components.rendered import Resource
+
+    config = stored_config(stack)
+    uses_vertex_ai = config.vertex.uses_vertex_ai
+    try:
         # What the stack reaches at its maxima, from the node pools as deployed (their inputs in the stack's
         # state): the same derivation `gpurt plan` reports before the deploy.
         deployed = [Resource.from_state(r) for r in (stack.export().get("deployment") or {}).get("resources") or []]
-        needs = quota_needs(deployed, region, vertex_config if uses_vertex_ai else None)
+        needs = quota_needs(deployed, config.region, config.vertex if uses_vertex_ai else None)
+        dask = rendered_dask(config)
     except ValueError as exc:
         raise TargetError(f"stack {stack.name}'s last update holds config this program cannot read: {exc}") from None
     return {
-        "project": project,
-        "region": region,
+        "project": config.project,
+        "region": config.region,
         "quota_needs": needs,
-        "scales_from_zero": bool(pools) and all(p.dask_workers_min == 0 for p in pools),
+        "scales_from_zero": all(pool.dask_workers_min == 0 for pool in config.gpu_pools),
         "routes_to_vertex": uses_vertex_ai,
-        "pool_bounds": [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
-                        for p in pools],
+        "dask": dask,
     }
 
 
@@ -116,5 +136,5 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         quota_needs=settings["quota_needs"],
         pools_scale_from_zero=settings["scales_from_zero"],
         routes_to_vertex=settings["routes_to_vertex"],
-        pool_bounds=settings["pool_bounds"],
+        rendered_dask=settings["dask"],
     )

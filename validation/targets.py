@@ -54,8 +54,8 @@ class CloudTarget:
     resource_iam: ResourceIam | None = None
     routes_to_vertex: bool = False
     """The stack routes job types to Vertex AI (``vertex.jobTypes``), so its Vertex-only grants are expected."""
-    pool_bounds: Sequence[dask.PoolBounds] = ()
-    """Each GPU pool's worker bounds in the stack's config, the primary pool first."""
+    rendered_dask: dask.RenderedDask | None = None
+    """The DaskAutoscaler and worker groups the deploy renders for the stack's config (``validation.build``)."""
 
 
 def _rules(render: Callable[[], str] | None) -> dict[str, Callable[[], str]]:
@@ -95,7 +95,7 @@ def cloud_checks(target: CloudTarget) -> list[Check]:
         scheduler.health_pods(target.kube),
         probe.probe_round_trip(target.pubsub),
         dask.gpu_workers(target.dask, gpu_expected=True, scales_from_zero=target.pools_scale_from_zero),
-        dask.autoscaler_bounds(target.kube, target.pool_bounds),
+        dask.autoscaler_bounds(target.kube, target.rendered_dask),
         vertex.vertex_reachable(target.vertex, target.region),
         quota.quota_capacity(target.vertex, target.project, target.region, target.quota_needs),
         alerts.rules_in_cluster(target.kube, **_rules(target.rules_yaml)),

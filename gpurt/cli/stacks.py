@@ -43,7 +43,10 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
             return inner(*args, **kwargs)
         except (TargetError, RollbackError, RolloutError, WorktreeError, CheckpointError, LeaderError,
                 BootstrapError, ValueError) as exc:
-            err_console.print(f"[red]error:[/] {exc}")
+            from rich.markup import escape
+
+            # Escaped: a message naming `gpuPools[t4-spot]` would otherwise lose the brackets to rich's markup.
+            err_console.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(EXIT_FAILED) from None
         except Exception as exc:
             from pulumi.automation.errors import CommandError

@@ -253,23 +253,18 @@ def test_without_a_context_the_stacks_own_kubeconfig_is_used(monkeypatch: pytest
 DASK_OBJECTS = "/apis/kubernetes.dask.org/v1/namespaces/compute"
 
 
-def _deployed_dask(stack: str = "production") -> tuple[list, dict, list]:
-    """The stack's expected bounds, and its DaskAutoscaler and worker groups as the program renders them (the
-    operator's own ``-default`` group carries the primary pool's worker template)."""
-    from components.dask import worker_pools
-    from runtime.manifests import dask as manifests
+def _deployed_dask(stack: str = "production") -> tuple[Any, dict, list]:
+    """What the deploy renders for the stack, and its DaskAutoscaler and worker groups as the cluster holds them
+    (the operator's own ``-default`` group carries the primary pool's label on its worker template)."""
     from tests.components.infra import stack_config
-    from validation.checks.dask import PoolBounds
+    from validation.build import rendered_dask
 
-    config = stack_config(stack)
-    spec = manifests.DaskClusterSpec(image="img", scheduler_image="scheduler-img",
-                                     pools=tuple(worker_pools(config.gpu_pools)))
-    default = {"metadata": {"name": f"{spec.name}-default"},
-               "spec": {"cluster": spec.name, "worker": manifests.build_worker_spec(spec.primary, "img")}}
-    groups = [default, *(manifests.build_worker_group(spec, pool) for pool in spec.pools[1:])]
-    expected = [PoolBounds(p.name, p.dask_workers_min, p.dask_workers_max, p.queued_provisioning)
-                for p in config.gpu_pools]
-    return expected, manifests.build_autoscaler(spec), groups
+    expected = rendered_dask(stack_config(stack))
+    default = {"metadata": {"name": f"{contract.DASK_CLUSTER_NAME}-default"},
+               "spec": {"cluster": contract.DASK_CLUSTER_NAME, "worker": {
+                   "metadata": {"labels": {contract.DASK_POOL_LABEL: expected.primary_pool}}}}}
+    groups = [default, *copy.deepcopy(list(expected.worker_groups.values()))]
+    return expected, copy.deepcopy(expected.autoscaler), groups
 
 
 def _bounds_check(server: RecordedKubeApi, autoscaler: dict, groups: list, expected: list) -> Any:
@@ -296,6 +291,36 @@ def test_deployed_autoscaler_bounds_are_compared_with_the_stacks(server) -> None
     result = _bounds_check(server, wider, groups, expected)
     assert result.status is Status.FAIL
     assert result.evidence == "DaskAutoscaler gpu-dask-autoscaler bounds 0..40, the stack says 0..16 (pool a100)"
+
+
+def test_the_expected_bounds_follow_the_builders_rendering(server, monkeypatch) -> None:
+    """No rule is restated in the check: a change to what the deploy's builders render moves what it expects."""
+    from runtime.manifests import dask as manifests
+
+    _, autoscaler, groups = _deployed_dask()  # the cluster as today's builders deployed it
+    render_autoscaler, render_group = manifests.build_autoscaler, manifests.build_worker_group
+
+    def wider_autoscaler(spec: manifests.DaskClusterSpec) -> dict:  # a planted change of the builder
+        rendered = render_autoscaler(spec)
+        rendered["spec"]["maximum"] += 2
+        return rendered
+
+    def wider_group(spec: manifests.DaskClusterSpec, pool: manifests.WorkerPoolSpec) -> dict:
+        rendered = render_group(spec, pool)
+        rendered["metadata"]["annotations"][contract.DASK_MAX_WORKERS_ANNOTATION] = str(pool.max_workers + 1)
+        return rendered
+
+    monkeypatch.setattr(manifests, "build_autoscaler", wider_autoscaler)
+    monkeypatch.setattr(manifests, "build_worker_group", wider_group)
+    changed, redeployed_autoscaler, redeployed_groups = _deployed_dask()
+
+    result = _bounds_check(server, autoscaler, groups, changed)
+    assert result.status is Status.FAIL
+    assert result.evidence == ("DaskAutoscaler gpu-dask-autoscaler bounds 0..16, the stack says 0..18 (pool a100); "
+                               "DaskWorkerGroup gpu-dask-t4-spot allows 32 workers (gpu-runtime.dev/max-workers), "
+                               "the stack says 33 (pool t4-spot); DaskWorkerGroup gpu-dask-v100 allows 8 workers "
+                               "(gpu-runtime.dev/max-workers), the stack says 9 (pool v100)")
+    assert _bounds_check(server, redeployed_autoscaler, redeployed_groups, changed).status is Status.PASS
 
 
 def test_bounds_an_operator_pinned_with_pools_scale_are_not_drift(server) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 from unittest import mock
 
 from typer.testing import CliRunner
 
+from tests.validation.recording_pulumi_cli import FIXTURES, STACK, RecordingPulumiCli
 from validation.adapters.pulumi_stack import AutomationStack
 from validation.build import stack_settings
 from validation.targets import CloudTarget, LocalTarget, cloud_checks, local_checks
@@ -29,7 +32,7 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
 
     settings = stack_settings(AutomationStack.select("staging", program))
 
-    pool_bounds, needs = settings.pop("pool_bounds"), settings.pop("quota_needs")
+    dask, needs = settings.pop("dask"), settings.pop("quota_needs")
     assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1", "scales_from_zero": True,
                         "routes_to_vertex": False}
     # Every quota the deployed node pools (the stack's state) reach; no Vertex AI one: nothing is routed there.
@@ -37,7 +40,40 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
         ("CPUS", "us-central1", 40), ("SSD_TOTAL_GB", "us-central1", 500),
         ("PREEMPTIBLE_NVIDIA_T4_GPUS", "us-central1", 4), ("GPUS_ALL_REGIONS", "global", 4),
         ("CPUS_ALL_REGIONS", "global", 40)}
-    assert [(b.pool, b.minimum, b.maximum, b.queued) for b in pool_bounds] == [("t4-spot", 0, 4, False)]
+    # The Dask objects the deploy's builders render for that config: one pool, the autoscaler bounding it.
+    assert (dask.pools, dask.autoscaler["spec"]["minimum"], dask.autoscaler["spec"]["maximum"]) == (["t4-spot"], 0, 4)
+
+
+def test_validate_refuses_a_stored_config_only_the_stacks_cross_field_rules_refuse(tmp_path, monkeypatch) -> None:
+    """The deploy's own ``parse_stack_config`` reads the stored config, so its stack-level rules apply too.
+
+    8 workers on a pool of at most 2 nodes in each of 2 zones, one worker per node: each pool field is valid on
+    its own (a pool read alone passes); only the stack's rule (daskWorkersMax within the pool's node capacity)
+    refuses it, as ``pulumi up`` would.
+    """
+    from gpurt.cli.app import app
+
+    history = json.loads((FIXTURES / "stack_history.json").read_text())
+    history[0]["config"]["gpu-runtime:gpuPools"]["objectValue"][0]["daskWorkersMax"] = 8
+    history[0]["config"]["gpu-runtime:gpuPools"]["value"] = json.dumps(
+        history[0]["config"]["gpu-runtime:gpuPools"]["objectValue"])
+    cli = RecordingPulumiCli(tmp_path / "pulumi-cli", history)
+    monkeypatch.setenv("PATH", f"{cli.bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK", "1")
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "Pulumi.yaml").write_text("name: gpu-runtime\nruntime: python\n")
+
+    result = CliRunner().invoke(app, ["validate", "--stack", STACK, "--work-dir", str(program)],
+                                env={"COLUMNS": "300"})
+
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # one red line, no traceback
+    words = " ".join(result.output.split())
+    assert (f"invalid stack config in stack {STACK}'s update 7: gpu-runtime config: gpuPools[t4-spot]."
+            "daskWorkersMax 8 exceeds the pool's node capacity 4") in words
+    # Refused before any cluster is contacted: only the stack's history and outputs were read.
+    assert {c["argv"][0] for c in cli.calls()} <= {"stack", "whoami", "version", "about"}
 
 
 def test_validate_needs_exactly_one_target() -> None:

@@ -1,12 +1,13 @@
 """Dask workers are registered and advertise the GPU resource GPU tasks ask for; the deployed worker bounds are
-the stack's."""
+the ones the deploy's own builders render for the stack."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runtime.manifests import dask_operator
+from runtime.manifests.common import Manifest
 from runtime.protocol import contract
 from runtime.scheduler.pools.worker_group import desired_of, max_workers_of, pool_of
 from validation.adapters.dask_info import DaskInfo
@@ -15,13 +16,22 @@ from validation.runner import Check, CheckFailed, CheckSkipped
 
 
 @dataclass(frozen=True)
-class PoolBounds:
-    """A GPU pool's Dask worker bounds as the stack's config says them (``daskWorkersMin``/``daskWorkersMax``)."""
+class RenderedDask:
+    """The Dask objects the deploy renders for the stack's config: ``runtime.manifests.dask``'s own builders
+    (``build_autoscaler``, ``build_worker_group``), called with the pools ``components.dask.worker_pools`` makes
+    of the stack's ``gpuPools``, as the Pulumi program calls them."""
 
-    pool: str
-    minimum: int
-    maximum: int
-    queued: bool = False
+    primary_pool: str
+    """The pool the cluster's own worker group serves, which the DaskAutoscaler bounds."""
+    autoscaler: Manifest
+    """The DaskAutoscaler."""
+    worker_groups: Mapping[str, Manifest]
+    """Pool name to its DaskWorkerGroup, for every GPU pool but the primary one."""
+
+    @property
+    def pools(self) -> list[str]:
+        """Every GPU pool, the primary one first."""
+        return [self.primary_pool, *self.worker_groups]
 
 
 def gpu_workers(dask: DaskInfo, gpu_expected: bool, scales_from_zero: bool = False) -> Check:
@@ -56,53 +66,57 @@ def gpu_workers(dask: DaskInfo, gpu_expected: bool, scales_from_zero: bool = Fal
     return Check("dask.gpu-workers", run)
 
 
-def _autoscaler_problem(autoscaler: dict | None, primary: PoolBounds, default_group: dict | None) -> str | None:
-    name = f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"
+def _bounds(autoscaler: Manifest) -> tuple[int | None, int | None]:
+    spec = autoscaler.get("spec") or {}
+    return spec.get("minimum"), spec.get("maximum")
+
+
+def _autoscaler_problem(autoscaler: Manifest | None, expected: RenderedDask,
+                        default_group: Manifest | None) -> str | None:
+    name = expected.autoscaler["metadata"]["name"]
     if autoscaler is None:
         return f"DaskAutoscaler {name} is missing"
-    spec = autoscaler.get("spec") or {}
-    deployed = (spec.get("minimum"), spec.get("maximum"))
-    # A queued primary pool is never autoscaled from Dask's pending work (runtime/manifests/dask.py).
-    wanted = (primary.minimum, 0 if primary.queued else primary.maximum)
+    deployed, wanted = _bounds(autoscaler), _bounds(expected.autoscaler)
     if deployed == wanted:
         return None
     pinned = desired_of(default_group) if default_group is not None else None
     if deployed[0] == deployed[1] == pinned:
         return None  # `gpurt pools scale/stop` pinned the bounds to the size an operator chose
     return (f"DaskAutoscaler {name} bounds {deployed[0]}..{deployed[1]}, the stack says {wanted[0]}..{wanted[1]} "
-            f"(pool {primary.pool})")
+            f"(pool {expected.primary_pool})")
 
 
-def autoscaler_bounds(kube: KubeApi, expected: Sequence[PoolBounds]) -> Check:
-    """The deployed worker bounds are the stack's: the DaskAutoscaler's for the primary pool (unless an operator
-    pinned it with ``gpurt pools scale``), and each other pool's DaskWorkerGroup ``daskWorkersMax`` annotation."""
+def _group_problem(group: Manifest | None, rendered: Manifest, pool: str) -> str | None:
+    if group is None:
+        return f"no DaskWorkerGroup for pool {pool}"
+    if (deployed := max_workers_of(group)) != (wanted := max_workers_of(rendered)):
+        return (f"DaskWorkerGroup {group['metadata']['name']} allows {deployed} workers "
+                f"({contract.DASK_MAX_WORKERS_ANNOTATION}), the stack says {wanted} (pool {pool})")
+    return None
+
+
+def autoscaler_bounds(kube: KubeApi, expected: RenderedDask | None) -> Check:
+    """The deployed worker bounds are the ones the deploy renders for the stack: the DaskAutoscaler's minimum and
+    maximum (unless an operator pinned them with ``gpurt pools scale``), and each other pool's DaskWorkerGroup
+    ``contract.DASK_MAX_WORKERS_ANNOTATION``."""
 
     def run() -> str:
-        if not expected:
-            raise CheckSkipped("the stack's last update names no GPU pools")
+        if expected is None:
+            raise CheckSkipped("no rendered Dask objects to compare with: the target was built without the "
+                               "stack's config")
         namespace = contract.COMPUTE_NAMESPACE
         autoscalers = {a["metadata"]["name"]: a for a in kube.list_custom_objects(
             dask_operator.GROUP, dask_operator.VERSION, namespace, dask_operator.AUTOSCALER_PLURAL)}
         groups = {pool_of(g, contract.DASK_CLUSTER_NAME): g
                   for g in kube.list_custom_objects(dask_operator.GROUP, dask_operator.VERSION, namespace,
                                                           dask_operator.WORKER_GROUP_PLURAL)}
-        primary, *others = expected
-        problems = []
-        if (problem := _autoscaler_problem(
-                autoscalers.get(f"{contract.DASK_CLUSTER_NAME}{contract.DASK_AUTOSCALER_SUFFIX}"), primary,
-                groups.get(primary.pool))) is not None:
-            problems.append(problem)
-        for bounds in others:
-            group = groups.get(bounds.pool)
-            if group is None:
-                problems.append(f"no DaskWorkerGroup for pool {bounds.pool}")
-            elif (deployed := max_workers_of(group)) != bounds.maximum:
-                problems.append(f"DaskWorkerGroup {group['metadata']['name']} allows {deployed} workers "
-                                f"({contract.DASK_MAX_WORKERS_ANNOTATION}), the stack says {bounds.maximum} "
-                                f"(pool {bounds.pool})")
-        if problems:
-            raise CheckFailed("; ".join(problems), "the cluster drifted from the stack, or the deploy did not "
-                              "finish: run `pulumi up` for the stack (or `gpurt rollback --stack`)")
-        return f"{len(expected)} pool(s) bounded as the stack says ({', '.join(b.pool for b in expected)})"
+        problems = [_autoscaler_problem(autoscalers.get(expected.autoscaler["metadata"]["name"]), expected,
+                                        groups.get(expected.primary_pool)),
+                    *(_group_problem(groups.get(pool), rendered, pool)
+                      for pool, rendered in expected.worker_groups.items())]
+        if any(problems):
+            raise CheckFailed("; ".join(p for p in problems if p), "the cluster drifted from the stack, or the "
+                              "deploy did not finish: run `pulumi up` for the stack (or `gpurt rollback --stack`)")
+        return f"{len(expected.pools)} pool(s) bounded as the stack says ({', '.join(expected.pools)})"
 
     return Check("dask.autoscaler-bounds", run)
