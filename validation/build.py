@@ -59,8 +59,8 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     default (``daskWorkersMin``, say) has one home: ``components.config``.
     """
     from components.config import PROJECT_NAMESPACE, GpuPoolConfig, VertexConfig
-    from components.quotas import quota_needs
     from components.rendered import Resource
+    from components.review.quotas import quota_needs
 
     updates = [entry for entry in stack.history() if entry.kind == "update"]
     if not updates:
