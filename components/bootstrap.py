@@ -10,7 +10,7 @@ and CI rely on but cannot make for themselves:
 - the GKE nodes' service account, so that the deploy identity can be given ``actAs`` on exactly that account
   (GKE: "to set a service account on nodes, you must also have the Service Account User role on the
   user-managed service account that your nodes will use"); the main program reads it and grants its roles;
-- the deploy and preview service accounts with the roles ``components.ci_proof`` proves sufficient and needed;
+- the deploy and preview service accounts with the roles ``components.review.ci_proof`` proves sufficient and needed;
 - CI's Workload Identity Federation: a pool, a GitHub OIDC provider whose attribute condition admits tokens of
   this repository only, and bindings that let the deploy job (GitHub environment named after the stack) act as
   the deploy account and the preview job (environment ``preview``) as the preview account.
@@ -77,7 +77,7 @@ def grants_condition(roles: tuple[str, ...]) -> str:
 
 
 # Project roles of the deploy account, each for the resources of the main program it manages (the proof in
-# components/ci_proof.py ties every role to a resource type of the rendered stack, and fails on a spare one).
+# components/review/ci_proof.py ties every role to a resource type of the rendered stack, and fails on a spare one).
 DEPLOY_PROJECT_ROLES: Final = (
     "roles/serviceusage.serviceUsageAdmin",  # the main program's APIs and the Pub/Sub service identity
     "roles/pubsub.admin",  # topics, subscriptions and their IAM members

@@ -17,7 +17,7 @@ preview Update" on ``IsForbidden`` in preview). So the preview may:
   state, which a preview of the release reads.
 
 Its IAM roles (``components.bootstrap.PREVIEW_PROJECT_ROLES``) reach no Kubernetes object; this RBAC is all it has.
-``components.ci_proof`` proves the rules below cover every object of the rendered stack and hold nothing more.
+``components.review.ci_proof`` proves the rules below cover every object of the rendered stack and hold nothing more.
 """
 
 from __future__ import annotations

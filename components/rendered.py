@@ -1,6 +1,6 @@
 """A rendered stack's resources: the one record every reader of a stack uses, and the lookups over it.
 
-The offline plan records each resource the program registers (``components.plan``), ``gpurt plan --json``
+The offline plan records each resource the program registers (``components.review.plan``), ``gpurt plan --json``
 writes them out and ``gpurt policy check`` reads them back (``to_json``/``from_json``), the policy rules judge
 them (inside the pulumi-policy pack too, which builds the same record from the engine's arguments), the IAM
 proof reads identities and grants from them, the cost estimate prices the node pools and ``gpurt plan`` prints

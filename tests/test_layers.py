@@ -6,6 +6,7 @@ the same contracts and show that they bite: an upward import planted in a copy o
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def test_the_tree_keeps_its_layers() -> None:
     ("runtime/access/target.py", "import runtime.local.processes as _processes",
      "runtime.access is not allowed to import runtime.local"),
     # the scheduler image's code reaching into the Pulumi program beside it
-    ("runtime/scheduler/settings.py", "import components.plan as _plan", "runtime is not allowed to import components"),
+    ("runtime/scheduler/settings.py", "import components.review.plan as _plan",
+     "runtime is not allowed to import components"),
     # the Pulumi program reaching into an image's code
     ("components/dask.py", "import runtime.scheduler.settings as _settings",
      "components is not allowed to import runtime.scheduler"),
@@ -71,6 +73,12 @@ def test_the_tree_keeps_its_layers() -> None:
     # the local platform's monitoring reaching up into the platform that starts it (the other old tie)
     ("runtime/local/prometheus/stack.py", "import runtime.local.platform as _platform",
      "runtime.local.prometheus is not allowed to import runtime.local.platform"),
+    # a module that declares resources reaching up into the tooling that reads the rendered stack
+    ("components/gke.py", "import components.review.cost as _cost",
+     "components.gke is not allowed to import components.review"),
+    # the policy rules (bundled into the policy pack on their own) reaching up into the offline plan
+    ("components/policy/rules.py", "from components.review import plan as _plan",
+     "components.policy is not allowed to import components.review"),
     # the kernels' parameters depending on the kernels they describe
     ("kernels/params.py", "import kernels.jobs as _jobs", "kernels.params is not allowed to import kernels.jobs"),
     # inside the kernels: the basket paths reaching up into the Greeks computed on them (the circle the
@@ -97,3 +105,21 @@ def test_cli_code_below_the_cli_breaks_a_contract(tree_copy: Path) -> None:
     done = _lint_imports(tree_copy)
     assert done.returncode != 0
     assert "validation is not allowed to import rich" in done.stdout
+
+
+def test_a_module_the_components_layers_do_not_place_breaks_them(tree_copy: Path) -> None:
+    # exhaustive: a new module beside the resource-declaring ones must be placed above or below the tooling
+    (tree_copy / "components/stray.py").write_text('"""A module nobody placed."""\n')
+    done = _lint_imports(tree_copy)
+    assert done.returncode != 0
+    assert "components.stray" in done.stdout
+
+
+@pytest.mark.parametrize("program", ["__main__.py", "bootstrap/__main__.py"])
+def test_the_pulumi_programs_do_not_import_the_review_tooling(program: str) -> None:
+    # the programs sit outside the linted packages; what they import is read from their source
+    tree = ast.parse((ROOT / program).read_text())
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported & {"components.bootstrap", "components.iam"}, imported  # the parse found the programs' imports
+    assert not {name for name in imported if name.startswith("components.review")}

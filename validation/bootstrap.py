@@ -32,7 +32,7 @@ from typing import Final, Protocol
 from components.bootstrap import BASE_APIS, main_stack_target
 from components.policy.bundle import bundle_version, write_bundle
 from components.policy.pack import PACK_NAME
-from components.quotas import COMPUTE, QuotaNeed
+from components.review.quotas import COMPUTE, QuotaNeed
 from runtime.manifests.helm_values import operator_image_reference
 
 # Enabled by gcloud before the bootstrap program runs (see step 1); none of them needs billing.

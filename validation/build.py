@@ -91,8 +91,8 @@ def rendered_dask(config: StackConfig) -> RenderedDask:
 
 def stack_settings(stack: PulumiStack) -> dict[str, Any]:
     """Project, region, quota needs and the expected Dask objects of the stack's last update (``stored_config``)."""
-    from components.quotas import quota_needs
     from components.rendered import Resource
+    from components.review.quotas import quota_needs
 
     config = stored_config(stack)
     uses_vertex_ai = config.vertex.uses_vertex_ai

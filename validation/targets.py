@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from components.quotas import QuotaNeed
+from components.review.quotas import QuotaNeed
 from runtime.protocol import contract
 from validation.adapters.dask_info import DaskInfo
 from validation.adapters.iam import ProjectIam, ResourceIam
@@ -48,7 +48,8 @@ class CloudTarget:
     dask: DaskInfo
     vertex: VertexQuota
     quota_needs: Sequence[QuotaNeed] = ()
-    """Every quota the deployed pools and the Vertex AI overflow reach at their maxima (``components.quotas``)."""
+    """Every quota the deployed pools and the Vertex AI overflow reach at their maxima
+    (``components.review.quotas``)."""
     pools_scale_from_zero: bool = False
     rules_yaml: Callable[[], str] | None = None
     resource_iam: ResourceIam | None = None

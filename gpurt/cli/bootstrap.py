@@ -62,7 +62,7 @@ def bootstrap(
         raise typer.BadParameter("--pulumi-org is needed: the stack is ORG/gpu-runtime/STACK, and a bare name would "
                                  "be resolved in your default Pulumi organization", param_hint="--pulumi-org")
     if check:
-        from components.plan import PlanError, run_plan
+        from components.review.plan import PlanError, run_plan
 
         try:
             needs = run_plan(stack, root).quotas  # the quotas the stack reaches, as `gpurt plan` reports them

@@ -19,7 +19,7 @@ def deploy_window(
     """Refuse a deploy outside the stack's deploy window (unless overridden with a reason) or while GKE runs an
     operation on the cluster (an upgrade); exit 0 when it may go."""
     from components.config import ConfigError
-    from components.plan import REPO_ROOT
+    from components.review.plan import REPO_ROOT
     from validation.adapters.gke_operations import GcloudClusterOperations
     from validation.deploy_window import check, load_stack
 

@@ -16,8 +16,8 @@ def pinned(
 
     The deploy workflow runs it after setting the pushed digests and before ``pulumi up``.
     """
-    from components.images import references, third_party
-    from components.plan import PlanError, run_plan
+    from components.review.images import references, third_party
+    from components.review.plan import PlanError, run_plan
 
     try:
         plan = run_plan(stack)
@@ -77,7 +77,7 @@ def sizes(
     The base image is not in the lock and not counted. Targets: gpu-scheduler 150 MB, gpu-worker 1.5 GB
     (a GPU node scaling from zero pulls the worker image before its first job).
     """
-    from components.image_sizes import Lock, LockError, image_sizes
+    from components.review.image_sizes import Lock, LockError, image_sizes
 
     try:
         found = image_sizes(Lock.read())

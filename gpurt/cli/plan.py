@@ -12,9 +12,9 @@ import typer
 if TYPE_CHECKING:  # heavy imports stay inside the command so `gpurt --help` stays fast
     from rich.console import Console
 
-    from components.cost import CostEstimate
-    from components.plan import Plan
     from components.rendered import Resource
+    from components.review.cost import CostEstimate
+    from components.review.plan import Plan
 
 
 policy_app = typer.Typer(help="The policy pack: bundle it for pulumi preview/up --policy-pack or publishing.",
@@ -32,7 +32,7 @@ def check(
     CI runs the base branch's gpurt on a pull request's plans, so the rules a pull request is judged by are
     the base branch's, whatever the pull request changes. Prints one Markdown section per plan.
     """
-    from components.plan import PlanError, judge_plan_json
+    from components.review.plan import PlanError, judge_plan_json
 
     failed = False
     for path in plans:
@@ -92,7 +92,7 @@ def plan(
     """
     from rich.console import Console
 
-    from components.plan import PlanError, run_plan
+    from components.review.plan import PlanError, run_plan
 
     console = Console(stderr=as_json or diff is not None)
     try:
@@ -113,9 +113,9 @@ def plan(
 
 def _print_diff(console: Console, result: Plan, ref: str, project_dir: Path | None, as_json: bool) -> None:
     """Plan ``ref`` too, and print the difference to stdout (Markdown, or JSON)."""
-    from components.plan import REPO_ROOT
-    from components.plan_diff import diff_plans, to_markdown
-    from components.plan_ref import RefPlanError, plan_at_ref
+    from components.review.plan import REPO_ROOT
+    from components.review.plan_diff import diff_plans, to_markdown
+    from components.review.plan_ref import RefPlanError, plan_at_ref
 
     try:
         with console.status(f"Running the Pulumi program of {ref} for stack {result.stack} under mocks..."):
@@ -187,7 +187,7 @@ def _usd(low: float, high: float) -> str:
 def _print_cost(console: Console, result: Plan) -> None:
     from rich.table import Table
 
-    from components.cost import EXCLUDED
+    from components.review.cost import EXCLUDED
 
     cost = result.cost
     if cost is None:

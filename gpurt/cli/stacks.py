@@ -31,7 +31,7 @@ def handled(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from components.git_worktree import WorktreeError
+        from components.review.git_worktree import WorktreeError
         from validation.bootstrap import BootstrapError
         from validation.build import TargetError
         from validation.leader import LeaderError

@@ -36,8 +36,7 @@ from gpurt.client.jobs import (
     PortfolioVaR,
     RandomWalk,
 )
-from gpurt.client.plots import plot_results
-from gpurt.client.results import GreekValue, Result, to_frame
+from gpurt.client.results import GreekValue, Result, plot_results, to_frame
 from gpurt.client.session import Client
 
 __all__ = [

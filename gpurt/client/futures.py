@@ -17,15 +17,12 @@ import contextlib
 import html
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from gpurt.client.errors import JobCancelled, JobError, JobFailed, JobRejected, JobTimeout
 from gpurt.client.progress import progress_bar
 from gpurt.client.results import Result
 from runtime.protocol.messages import JobResult, JobStatus
-
-if TYPE_CHECKING:
-    from gpurt.client.session import Client
 
 ERRORS: Final[dict[JobStatus, type[JobError]]] = {
     JobStatus.REJECTED: JobRejected, JobStatus.FAILED: JobFailed, JobStatus.CANCELLED: JobCancelled}
@@ -33,10 +30,18 @@ INTERRUPTED_NOTE: Final = ("only the wait was interrupted: the job(s) go on runn
                            "cancel() to stop them")
 
 
+class Canceller(Protocol):
+    """What a future asks of the client that made it (``gpurt.client.Client``, which imports this module)."""
+
+    def cancel(self, job_id: str) -> bool:
+        """Ask the platform to stop ``job_id``; False if it had already finished."""
+        ...
+
+
 class JobFuture:
     """The eventual result of one submitted job."""
 
-    def __init__(self, job_id: str, client: Client, digest: str) -> None:
+    def __init__(self, job_id: str, client: Canceller, digest: str) -> None:
         """``digest``: the ``request_digest`` of the request published for it (``JobRequest.digest``)."""
         self.job_id = job_id
         self.digest = digest

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from gpurt.client.results import Result
+from gpurt.client.result_view import ResultView
 
 # The summary keys under which a single-option kernel reports a reference price, and what each one is.
 REFERENCES: Final = {
@@ -56,7 +55,7 @@ class PricedOption:
         return "call" if self.call else "put"
 
 
-def priced_options(results: Iterable[Result]) -> list[PricedOption]:
+def priced_options(results: Iterable[ResultView]) -> list[PricedOption]:
     """Every option of ``results`` that succeeded: a book's contracts, or a single-option job's option."""
     out: list[PricedOption] = []
     for result in results:

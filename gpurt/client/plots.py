@@ -1,5 +1,9 @@
 """Pictures of results that a risk desk reads: ``result.plot()`` and ``plot_results(results)``.
 
+``Result.plot()`` draws with ``plot_result``, and ``gpurt.client.plot_results`` (which also takes futures and
+protocol results, made into ``Result`` objects in ``gpurt.client.results``) with ``plot_many``. Both take
+results as the ``ResultView`` they read (``gpurt.client.result_view``): this module never imports ``results``.
+
 Every figure states what it shows in numbers: axes with units and numeric ticks, a title naming the model and
 its parameters, intervals drawn exactly as the job reported them (an error bar runs from ``ci_low`` to
 ``ci_high``, at the confidence the legend states), and the closed-form or semi-analytic reference wherever the
@@ -21,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from gpurt.client.options import REFERENCES, PricedOption, priced_options
-from gpurt.client.results import Result, _as_result
+from gpurt.client.result_view import ResultView
 from gpurt.client.volatility import smile_points
 from runtime.protocol.messages import JobStatus
 
@@ -62,7 +66,7 @@ ESTIMATOR_PARAMS: Final = frozenset({"paths", "seed", "regression_paths", "antit
 # --- entry points ----------------------------------------------------------------------------------------------
 
 
-def plot_result(result: Result, ax: Axes | Sequence[Axes] | None = None, *, kind: str | None = None,
+def plot_result(result: ResultView, ax: Axes | Sequence[Axes] | None = None, *, kind: str | None = None,
                 **options: Any) -> Axes | np.ndarray:
     """Draw one result (``Result.plot``): its estimate, smile, Greeks or loss distribution; returns the Axes.
 
@@ -81,17 +85,10 @@ def plot_result(result: Result, ax: Axes | Sequence[Axes] | None = None, *, kind
     return SINGLE_KINDS[chosen](result, ax, **options)
 
 
-def plot_results(items: Iterable[Result | Any], ax: Axes | None = None, *, kind: str | None = None) -> Axes:
-    """Draw many results (or finished futures) in one picture; returns the Axes.
-
-    ``kind``: ``"convergence"`` (one option at several path counts: estimate and interval against paths),
-    ``"prices"`` (options by strike), ``"smile"`` (their implied volatilities by strike) or ``"var"`` (VaR and
-    CVaR by horizon). Left out, it is chosen from the results: VaR jobs give ``"var"``, jobs that price the same
-    option at different path counts ``"convergence"``, other option jobs ``"prices"``, and one result its own
-    default picture (as ``plot_result``). Jobs that did not succeed are left out; if none succeeded,
-    ``ValueError``.
-    """
-    results = [r for r in map(_as_result, items) if r.status is JobStatus.SUCCEEDED]
+def plot_many(items: Iterable[ResultView], ax: Axes | None = None, *, kind: str | None = None) -> Axes:
+    """Draw many results in one picture (``gpurt.client.plot_results``, which lists the kinds);
+    returns the Axes. Jobs that did not succeed are left out; if none succeeded, ``ValueError``."""
+    results = [r for r in items if r.status is JobStatus.SUCCEEDED]
     if not results:
         raise ValueError("no succeeded result to plot")
     if kind is None and len(results) == 1:
@@ -102,7 +99,7 @@ def plot_results(items: Iterable[Result | Any], ax: Axes | None = None, *, kind:
     return MANY_KINDS[chosen](results, ax)
 
 
-def _many_kind(results: list[Result]) -> str:
+def _many_kind(results: list[ResultView]) -> str:
     types = {_job_type(r) for r in results}
     if types == {"portfolio_var"}:
         return "var"
@@ -116,14 +113,14 @@ def _many_kind(results: list[Result]) -> str:
 # --- an estimate and its convergence ---------------------------------------------------------------------------
 
 
-def plot_estimate(result: Result, ax: Axes | None = None) -> Axes:
+def plot_estimate(result: ResultView, ax: Axes | None = None) -> Axes:
     """One job's estimate with its interval at its path count, beside the reference where the kernel had one."""
     if result.estimate is None:
         raise ValueError(f"job {result.job_id} ({_job_type(result)}) reports no single estimate to plot")
     return plot_convergence([result], ax)
 
 
-def plot_convergence(results: Sequence[Result], ax: Axes | None = None) -> Axes:
+def plot_convergence(results: Sequence[ResultView], ax: Axes | None = None) -> Axes:
     """Estimate and interval against paths (log scale) for results pricing one option; the reference as a line."""
     if not _one_option(results):
         raise ValueError("a convergence plot needs results of one job type whose parameters differ only in "
@@ -154,7 +151,7 @@ def plot_convergence(results: Sequence[Result], ax: Axes | None = None) -> Axes:
 # --- options by strike: prices and smile -----------------------------------------------------------------------
 
 
-def plot_prices(results: Result | Sequence[Result], ax: Axes | None = None) -> Axes:
+def plot_prices(results: ResultView | Sequence[ResultView], ax: Axes | None = None) -> Axes:
     """Option prices by strike with their intervals, one series per maturity and kind; references as curves."""
     options = _options(results)
     ax = ax or _new_axes()
@@ -174,7 +171,7 @@ def plot_prices(results: Result | Sequence[Result], ax: Axes | None = None) -> A
     return ax
 
 
-def plot_smile(results: Result | Sequence[Result], ax: Axes | None = None) -> Axes:
+def plot_smile(results: ResultView | Sequence[ResultView], ax: Axes | None = None) -> Axes:
     """Black-Scholes implied volatility by strike, one smile per maturity: Monte Carlo points with intervals
     (the price's interval divided by vega) and the reference prices' smile as a curve."""
     from matplotlib.ticker import PercentFormatter
@@ -206,7 +203,7 @@ def plot_smile(results: Result | Sequence[Result], ax: Axes | None = None) -> Ax
 # --- Greeks ----------------------------------------------------------------------------------------------------
 
 
-def plot_greeks(result: Result, ax: Axes | Sequence[Axes] | None = None, *,
+def plot_greeks(result: ResultView, ax: Axes | Sequence[Axes] | None = None, *,
                 greeks: Sequence[str] | None = None) -> np.ndarray:
     """The Greeks with their intervals, one panel per Greek: per contract of a book (by strike), per asset of a
     basket (by asset), or the one option's (at its strike). Returns the panels' Axes as an array.
@@ -271,7 +268,7 @@ def _greek_panel(ax: Axes, name: str, options: list[PricedOption]) -> None:
 # --- VaR and CVaR ----------------------------------------------------------------------------------------------
 
 
-def plot_loss(result: Result, ax: Axes | None = None) -> Axes:
+def plot_loss(result: ResultView, ax: Axes | None = None) -> Axes:
     """A VaR job's loss distribution on a money axis: the tail beyond VaR shaded, VaR and CVaR marked with their
     intervals, the delta-normal VaR beside them, the confidence level in the title and legend."""
     from matplotlib.ticker import FuncFormatter
@@ -307,7 +304,7 @@ def plot_loss(result: Result, ax: Axes | None = None) -> Axes:
     return ax
 
 
-def plot_var(results: Sequence[Result], ax: Axes | None = None) -> Axes:
+def plot_var(results: Sequence[ResultView], ax: Axes | None = None) -> Axes:
     """VaR and CVaR with their intervals by horizon (trading days), the delta-normal figures as reference curves."""
     from matplotlib.ticker import FuncFormatter
 
@@ -422,31 +419,36 @@ def _groups(items: Iterable[Any], key: Callable[[Any], Any],
 # --- what a picture is of --------------------------------------------------------------------------------------
 
 
-def _job_type(result: Result) -> str:
+def _job_type(result: ResultView) -> str:
     return result.raw.type.value if result.raw.type else ""
 
 
-def _paths(result: Result) -> int:
+def _paths(result: ResultView) -> int:
     return int(result.summary.get("paths") or result.params["paths"])
 
 
-def _options(results: Result | Sequence[Result]) -> list[PricedOption]:
-    found = priced_options([results] if isinstance(results, Result) else results)
+def _options(results: ResultView | Sequence[ResultView]) -> list[PricedOption]:
+    found = priced_options(_listed(results))
     if not found:
         raise ValueError("no option prices here (a book, or option jobs with a strike)")
     return found
 
 
-def _one_option(results: Sequence[Result]) -> bool:
+def _listed(results: ResultView | Sequence[ResultView]) -> Sequence[ResultView]:
+    # a result is no Sequence (it has __getitem__ but no __len__), a list or tuple of them is
+    return results if isinstance(results, Sequence) else [results]
+
+
+def _one_option(results: Sequence[ResultView]) -> bool:
     """Whether ``results`` price one option (or one quantity) and differ only in how they estimate it."""
-    def what(result: Result) -> tuple[str, dict[str, Any]]:
+    def what(result: ResultView) -> tuple[str, dict[str, Any]]:
         return _job_type(result), {k: v for k, v in result.params.items() if k not in ESTIMATOR_PARAMS}
 
     first = what(results[0])
     return all(r.estimate is not None and what(r) == first for r in results)
 
 
-def _estimate_unit(result: Result) -> str:
+def _estimate_unit(result: ResultView) -> str:
     job_type = _job_type(result)
     if job_type == "random_walk":
         return "mean of the paths' averages, in standard normal units"
@@ -481,7 +483,7 @@ def _basket(p: dict[str, Any]) -> str:
     return f"{len(p['spots'])} asset(s), spots [{spots}], weights [{weights}]; {model}, rate {_pct(p['rate'])}"
 
 
-def _describe(result: Result, horizon: bool = True) -> str:
+def _describe(result: ResultView, horizon: bool = True) -> str:
     """What a result is (first line) and the model with its parameters (second line): a picture's title."""
     p, job_type, paths = result.params, _job_type(result), f"{_paths(result):,} paths"
     if job_type == "european_option":
@@ -506,10 +508,11 @@ def _describe(result: Result, horizon: bool = True) -> str:
     return f"{job_type} {result.job_id}"
 
 
-def _describe_options(results: Result | Sequence[Result], options: Sequence[PricedOption]) -> str:
+def _describe_options(results: ResultView | Sequence[ResultView], options: Sequence[PricedOption]) -> str:
     """A book's own description, or the market the option jobs share."""
-    if isinstance(results, Result) or len(results) == 1:
-        return _describe(results if isinstance(results, Result) else results[0])
-    first = results[0].params
+    listed = _listed(results)
+    if len(listed) == 1:
+        return _describe(listed[0])
+    first = listed[0].params
     market = _market(first) if "spot" in first else _basket(first)
-    return f"{len(options)} options from {len(results)} jobs\n{market}"
+    return f"{len(options)} options from {len(listed)} jobs\n{market}"

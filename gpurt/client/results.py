@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from gpurt.client.errors import ClientError
+from gpurt.client.options import priced_options
+from gpurt.client.plots import plot_many, plot_result
+from gpurt.client.volatility import implied_vol_frame
 from runtime.protocol.messages import JobResult, JobStatus
 
 if TYPE_CHECKING:
@@ -226,9 +229,6 @@ class Result:
         """Black-Scholes implied volatilities of a book's contracts (or of a European or Heston option): one row
         per option with its price, implied volatility, its standard error and interval (the price's divided by
         vega) and the reference price's implied volatility."""
-        from gpurt.client.options import priced_options
-        from gpurt.client.volatility import implied_vol_frame
-
         return implied_vol_frame(priced_options([self]))
 
     # --- as a picture ------------------------------------------------------------------------------
@@ -242,8 +242,6 @@ class Result:
         ``kind="greeks"`` draws the Greeks (one panel each, an array of Axes), ``kind="prices"`` a book's prices
         by strike. With ``ax`` given it draws there; otherwise on a new figure.
         """
-        from gpurt.client.plots import plot_result
-
         return plot_result(self, ax, kind=kind, **options)
 
     # --- display -----------------------------------------------------------------------------------
@@ -275,6 +273,19 @@ def to_frame(items: Iterable[Result | Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def plot_results(items: Iterable[Result | Any], ax: Axes | None = None, *, kind: str | None = None) -> Axes:
+    """Draw many results (or finished futures) in one picture; returns the Axes (``plots.plot_many``).
+
+    ``kind``: ``"convergence"`` (one option at several path counts: estimate and interval against paths),
+    ``"prices"`` (options by strike), ``"smile"`` (their implied volatilities by strike) or ``"var"`` (VaR and
+    CVaR by horizon). Left out, it is chosen from the results: VaR jobs give ``"var"``, jobs that price the same
+    option at different path counts ``"convergence"``, other option jobs ``"prices"``, and one result its own
+    default picture (as ``Result.plot``). Jobs that did not succeed are left out; if none succeeded,
+    ``ValueError``.
+    """
+    return plot_many(map(_as_result, items), ax, kind=kind)
+
+
 def _as_result(item: Result | Any) -> Result:
     if isinstance(item, Result):
         return item
@@ -283,7 +294,7 @@ def _as_result(item: Result | Any) -> Result:
     outcome = getattr(item, "outcome", None)  # a JobFuture: its Result whatever the status, never raising
     if callable(outcome):
         return outcome()  # type: ignore[no-any-return]
-    raise TypeError(f"to_frame takes results or job futures, not {type(item).__name__}")
+    raise TypeError(f"expected results or job futures, not {type(item).__name__}")
 
 
 def _row(summary: Mapping[str, Any], leading: tuple[str, ...]) -> dict[str, Any]:

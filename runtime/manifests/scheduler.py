@@ -204,7 +204,7 @@ def build_rbac(
     """Least-privilege RBAC: Leases in its own namespace, and scaling Dask worker groups in ``compute``.
 
     ``create`` on leases cannot be limited by name (the object does not exist yet); get/update can, so
-    the scheduler can touch no other Lease. Exactly the verbs the code calls (``components.cloud_calls``):
+    the scheduler can touch no other Lease. Exactly the verbs the code calls (``components.review.cloud_calls``):
     the lease is read and replaced, worker groups are listed and patched, never fetched one by one; the
     DaskCluster is listed and worker Deployments listed and deleted to roll workers onto a new template. Only a
     stack with a queued pool (``queued_provisioning``) grants ``PROVISIONING_RULES`` as well: names of the

@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from components.config import StackConfig, parse_stack_config
-from components.plan import REPO_ROOT, Plan, Recording, record, run_plan
 from components.rendered import Resource
+from components.review.plan import REPO_ROOT, Plan, Recording, record, run_plan
 
 PROJECT = "impulse-gpu-runtime-test"
 REGION = "us-central1"

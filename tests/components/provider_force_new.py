@@ -3,7 +3,7 @@
 pulumi-gcp bridges that provider, so its ForceNew attributes are the node-pool inputs whose change makes
 Pulumi replace the pool. The schema is Go map literals: ``"name": {`` opens an attribute, ``ForceNew: true``
 directly inside it marks it, and ``"name": schemaX(),`` splices in the schema a helper function returns.
-Used by the test that keeps ``components/provider_schema/force_new.json`` equal to the provider.
+Used by the test that keeps ``components/review/provider_schema/force_new.json`` equal to the provider.
 """
 
 from __future__ import annotations

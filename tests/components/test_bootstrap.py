@@ -10,7 +10,7 @@ from components.bootstrap import (
     PREVIEW_PROJECT_ROLES,
     github_condition,
 )
-from components.plan import Recording, fake_project_number
+from components.review.plan import Recording, fake_project_number
 from tests.components.infra import (
     GITHUB_OWNER_ID,
     GITHUB_REPOSITORY,

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from components.ci_access import PREVIEW_ROLE
-from components.ci_proof import prove_ci
-from components.iam_proof import Proof
-from components.plan import CI_PROOF_RULE
 from components.rendered import Resource
+from components.review.ci_proof import prove_ci
+from components.review.iam_proof import Proof
+from components.review.plan import CI_PROOF_RULE
 from tests.components.infra import bootstrap_recording, stack_config, stack_plan
 
 pytestmark = pytest.mark.slow  # runs both programs of both stacks

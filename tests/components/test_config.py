@@ -17,7 +17,7 @@ from components.config import (
     load_stack_config,
     parse_stack_config,
 )
-from components.plan import REPO_ROOT, load_stack_settings, record
+from components.review.plan import REPO_ROOT, load_stack_settings, record
 from tests.components.infra import stack_config
 
 

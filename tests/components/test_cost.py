@@ -11,9 +11,9 @@ import yaml
 from rich.console import Console
 
 from components.config import GpuPoolConfig, StackConfig, SystemPoolConfig
-from components.cost import PRICING_DIR, CostError, Range, estimate, load_price_table, vertex_cost
-from components.plan import STACKS
 from components.rendered import NODE_POOL, Resource
+from components.review.cost import PRICING_DIR, CostError, Range, estimate, load_price_table, vertex_cost
+from components.review.plan import STACKS
 from gpurt.cli import plan as plan_commands
 from tests.components.infra import stack_config, stack_plan
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import components.plan
+import components.review.plan
 from components.dask import TYPE, DaskCluster, DaskClusterArgs, worker_pools
-from components.plan import Recording
+from components.review.plan import Recording
 from runtime.manifests import dask_operator
 from runtime.protocol import contract
 from tests.components.infra import children_of, named, of_type, run, stack_config
@@ -24,7 +24,7 @@ CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 EMAIL = "gpu-runtime@impulse-gpu-runtime-test.iam.gserviceaccount.com"
 
 
-class _OptionsMonitor(components.plan.RecordingMonitor):
+class _OptionsMonitor(components.review.plan.RecordingMonitor):
     """The plan's recording monitor, also keeping each registration's dependencies and replace options."""
 
     options: dict[str, dict[str, Any]] = {}  # noqa: RUF012 - reset per recording below
@@ -45,7 +45,7 @@ def _record(worker_image: str = "registry/worker:v1", scheduler_image: str = "re
     pools = worker_pools(stack_config("production").gpu_pools)
     _OptionsMonitor.options = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(components.plan, "RecordingMonitor", _OptionsMonitor)
+        patch.setattr(components.review.plan, "RecordingMonitor", _OptionsMonitor)
         return run(
             lambda: DaskCluster(
                 "dask", DaskClusterArgs(image=worker_image, scheduler_image=scheduler_image,

@@ -8,7 +8,7 @@ import yaml
 
 from components.config import StackConfig
 from components.gke import GkeCluster, GkeClusterArgs, render_kubeconfig
-from components.plan import MASK, Recording
+from components.review.plan import MASK, Recording
 from tests.components.infra import children_of, named, of_type, run, stack_config
 
 POOL_TYPE = "gcp:container/nodePool:NodePool"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.iam import WORKLOAD_IDENTITY_ROLE, Identities, IdentitiesArgs, role_suffix
-from components.plan import Recording
+from components.review.plan import Recording
 from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run
 

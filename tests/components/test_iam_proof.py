@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from components import cloud_calls, iam_permissions
-from components.iam_proof import ROLE, ROLE_BINDING, prove
-from components.plan import IAM_PROOF_RULE, REPO_ROOT
 from components.rendered import Resource
+from components.review import cloud_calls, iam_permissions
+from components.review.iam_proof import ROLE, ROLE_BINDING, prove
+from components.review.plan import IAM_PROOF_RULE, REPO_ROOT
 from runtime.protocol import contract
 from tests.components.infra import stack_plan
 
@@ -310,7 +310,8 @@ def test_a_call_moved_out_of_its_declared_site_is_caught() -> None:
 @pytest.mark.parametrize("module_name", sorted({*cloud_calls.CLIENT_SITES, *cloud_calls.NO_CLIENT_CALLS,
                                                  *cloud_calls.CALLER_PACKAGES}))
 def test_every_module_the_registry_names_exists(module_name: str) -> None:
-    assert importlib.util.find_spec(module_name) is not None, f"{module_name} (components/cloud_calls.py) is gone"
+    assert importlib.util.find_spec(module_name) is not None, \
+        f"{module_name} (components/review/cloud_calls.py) is gone"
 
 
 def _qualified_functions(module: object) -> Iterator[tuple[str, ast.AST]]:
@@ -359,8 +360,8 @@ def test_every_module_with_a_cloud_library_is_accounted_for() -> None:
     with_library = {name for name in _image_modules() if _imports_cloud_library(name)}
     accounted = set(cloud_calls.CLIENT_SITES) | set(cloud_calls.NO_CLIENT_CALLS)
 
-    assert with_library - accounted == set(), "declare their calls in components/cloud_calls.py"
-    assert set(cloud_calls.NO_CLIENT_CALLS) - with_library == set(), "stale entries in components/cloud_calls.py"
+    assert with_library - accounted == set(), "declare their calls in components/review/cloud_calls.py"
+    assert set(cloud_calls.NO_CLIENT_CALLS) - with_library == set(), "stale entries in components/review/cloud_calls.py"
 
 
 def test_every_role_the_proof_relies_on_has_a_source() -> None:

@@ -11,7 +11,7 @@ import pytest
 from packaging.markers import Marker
 from typer.testing import CliRunner
 
-from components.image_sizes import ENVIRONMENT, IMAGE_EXTRAS, LOCK_FILE, Lock, LockError, image_sizes
+from components.review.image_sizes import ENVIRONMENT, IMAGE_EXTRAS, LOCK_FILE, Lock, LockError, image_sizes
 
 W = "https://files.example/"
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.images import references, third_party, unpinned
-from components.plan import REPO_ROOT, run_plan
+from components.review.images import references, third_party, unpinned
+from components.review.plan import REPO_ROOT, run_plan
 from runtime.manifests.dcgm import DEFAULT_IMAGE as DCGM_IMAGE
 from runtime.manifests.helm_values import OPERATOR_IMAGE
 from tests.components.infra import stack_plan

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from components.lifecycle import FIXED_NAME_TYPES, STATEFUL_TYPES
-from components.plan import REPO_ROOT
 from components.rendered import Resource
+from components.review.plan import REPO_ROOT
 from tests.components.infra import stack_plan
 
 STACKS = ("staging", "production")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from components.monitoring import TYPE, Monitoring, MonitoringArgs
-from components.plan import Recording
 from components.policy.rules import check_container_limits, check_container_non_root
 from components.rendered import Resource
+from components.review.plan import Recording
 from runtime.manifests import alerts, dcgm, network
 from runtime.protocol import contract
 from tests.components.infra import children_of, of_type, run

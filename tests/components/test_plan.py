@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from components.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from components.policy import rules
 from components.rendered import Resource
+from components.review.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
 from gpurt.cli import plan as plan_commands
 from gpurt.cli.app import app as gpurt_app
 from runtime.protocol import contract
@@ -219,7 +219,7 @@ def test_dependencies_are_recorded(plans: dict[str, Plan]) -> None:
 def test_two_resources_with_one_urn_fail_the_plan_as_pulumi_up_would() -> None:
     import pulumi_gcp as gcp
 
-    from components.plan import DuplicateUrnError, record
+    from components.review.plan import DuplicateUrnError, record
 
     def program() -> None:
         gcp.pubsub.Topic("requests", name="a")
@@ -234,7 +234,7 @@ def test_a_program_records_after_asyncio_run_left_the_thread_without_a_loop() ->
 
     import pulumi_gcp as gcp
 
-    from components.plan import record
+    from components.review.plan import record
 
     asyncio.run(asyncio.sleep(0))  # as a notebook cell or an earlier test may have: no current loop after it
     recording = record(lambda: gcp.pubsub.Topic("requests"), project="acme-risk", region="europe-west4")

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components import plan_ref
-from components.cost import PRICING_DIR
-from components.plan import REPO_ROOT
-from components.plan_diff import MAX_ROWS, changed_paths, diff_plans, to_markdown
-from components.plan_ref import plan_at_ref
+from components.review import plan_ref
+from components.review.cost import PRICING_DIR
+from components.review.plan import REPO_ROOT
+from components.review.plan_diff import MAX_ROWS, changed_paths, diff_plans, to_markdown
+from components.review.plan_ref import plan_at_ref
 from gpurt.cli.app import app as gpurt_app
 
 pytestmark = pytest.mark.slow  # plans the whole program twice
@@ -175,3 +175,20 @@ def test_a_change_under_a_resources_own_replace_on_changes_is_marked_replace() -
     assert [c.replace for c in new_image.changed] == [()]
     assert [c.replace for c in new_dask.changed] == [(label,)]
     assert "**replace**" in to_markdown(new_dask)
+
+
+def test_a_revision_from_before_the_review_package_is_planned_by_its_own_plan_module(tmp_path: Path) -> None:
+    """A revision whose plan code is still ``components/plan.py`` (before ``components/review/``): --diff against
+    it must run that revision's own planner, not fail on the package it does not have yet."""
+    package = tmp_path / "components"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "plan.py").write_text(
+        "class _Plan:\n"
+        "    def __init__(self, stack):\n        self.stack = stack\n"
+        "    def to_json(self):\n        return {'stack': self.stack, 'planner': 'components/plan.py'}\n\n\n"
+        "def run_plan(stack, project_dir):\n    return _Plan(stack)\n")
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "old layout")
+    assert plan_at_ref("staging", "HEAD", tmp_path) == {"stack": "staging", "planner": "components/plan.py"}

@@ -6,8 +6,8 @@ import pulumi
 import pytest
 
 from components.config import VertexConfig
-from components.plan import Recording
 from components.platform_services import PlatformServices, PlatformServicesArgs
+from components.review.plan import Recording
 from tests.components.infra import PROJECT, REGION, children_of, named, of_type, run
 
 BUCKET = "gcp:storage/bucket:Bucket"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from components.plan import IAM_PROOF_RULE, judge_plan_json
+from components.review.plan import IAM_PROOF_RULE, judge_plan_json
 from runtime.protocol import contract
 from tests.components.infra import stack_plan
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.plan import Recording
 from components.pubsub import PubSub, PubSubArgs
+from components.review.plan import Recording
 from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, named, of_type, run
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.iam_proof import ROLE, prove
-from components.plan import REPO_ROOT, Plan, run_plan
 from components.rendered import DEPLOYMENT, Resource
+from components.review.iam_proof import ROLE, prove
+from components.review.plan import REPO_ROOT, Plan, run_plan
 from runtime.manifests import gpu_options, scheduler
 from runtime.protocol import contract
 from tests.components.infra import stack_config, stack_plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.quotas import (
+from components.review.quotas import (
     GLOBAL,
     QuotaNeed,
     cpu_quota_metric,

@@ -16,13 +16,13 @@ import yaml
 from pulumi import _types
 from pydantic.alias_generators import to_camel
 
-from components import replace_on_change
 from components.config import ConfigError, parse_stack_config
 from components.gke import GkeCluster, GkeClusterArgs
-from components.plan import REPO_ROOT
-from components.plan_diff import diff_plans, to_markdown
 from components.policy import rules
 from components.rendered import Resource
+from components.review import replace_on_change
+from components.review.plan import REPO_ROOT
+from components.review.plan_diff import diff_plans, to_markdown
 from tests.components.infra import named, of_type, run, stack_plan
 from tests.components.provider_force_new import extract
 from tests.components.sdk_inputs import _container, _input_types

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components.plan import Recording
 from components.policy.rules import check_container_limits, check_container_non_root
 from components.rendered import Resource
+from components.review.plan import Recording
 from components.scheduler_workload import TYPE, SchedulerWorkload, SchedulerWorkloadArgs
 from runtime.protocol import contract
 from tests.components.infra import PROJECT, children_of, of_type, run

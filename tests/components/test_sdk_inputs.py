@@ -12,7 +12,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import pytest
 
-from components.plan import STACKS, Plan, run_plan
+from components.review.plan import STACKS, Plan, run_plan
 from tests.components.sdk_inputs import args_class, check, resource_classes, unknown_inputs
 
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"

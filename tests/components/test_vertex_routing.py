@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from components.config import ConfigError
-from components.iam_proof import prove, scheduler_settings
-from components.plan import REPO_ROOT, Plan, run_plan
 from components.rendered import Resource
+from components.review.iam_proof import prove, scheduler_settings
+from components.review.plan import REPO_ROOT, Plan, run_plan
 from runtime.protocol import contract
 from tests.components.infra import stack_config, stack_plan
 

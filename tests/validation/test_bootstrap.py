@@ -12,7 +12,7 @@ import yaml
 
 from components.policy.bundle import write_bundle
 from components.policy.pack import PACK_NAME
-from components.quotas import QuotaNeed
+from components.review.quotas import QuotaNeed
 from runtime.manifests.helm_values import operator_image_reference
 from validation.bootstrap import (
     CONTROL_TOKEN_KEY,

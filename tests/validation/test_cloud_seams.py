@@ -14,8 +14,8 @@ import pytest
 from google.protobuf import json_format
 
 from components.config import VertexConfig
-from components.quotas import QuotaNeed, quota_metric, quota_needs, training_quota_metric
 from components.rendered import Resource
+from components.review.quotas import QuotaNeed, quota_metric, quota_needs, training_quota_metric
 from runtime.protocol import contract
 from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
 from validation.adapters.pubsub import GooglePubSubAdmin

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.git_worktree import WorktreeError, worktree
+from components.review.git_worktree import WorktreeError, worktree
 from tests.validation.conftest import git
 
 pytestmark = pytest.mark.timeout(120)

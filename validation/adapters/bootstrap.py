@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from components.quotas import GLOBAL
+from components.review.quotas import GLOBAL
 from validation.bootstrap import BootstrapError, PolicyGroup
 
 Runner = Callable[[Sequence[str], Path | None, str | None], str]

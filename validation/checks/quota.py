@@ -1,6 +1,6 @@
 """Every quota the stack reaches at its maxima exists in the project: capacity that exists, not capacity idle.
 
-A quota's limit is compared with the stack's need (``components.quotas``), never with what is left of it: a
+A quota's limit is compared with the stack's need (``components.review.quotas``), never with what is left of it: a
 pool busy up to its quota is a healthy pool, and its own nodes are the usage. A limit below the need is "no
 capacity" (``NoCapacity``): the platform works, nothing is rolled back, and the fix names the quota to request.
 A quota that cannot be read (API off, permission missing) is a failure: validation cannot vouch for the stack.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from components.quotas import GLOBAL, VERTEX_AI, QuotaNeed
+from components.review.quotas import GLOBAL, VERTEX_AI, QuotaNeed
 from validation.adapters.vertex import Quota, VertexQuota
 from validation.runner import Check, CheckFailed, NoCapacity
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.git_worktree import worktree
+from components.review.git_worktree import worktree
 from validation.adapters.pulumi_stack import OnOutput, PulumiStack
 from validation.rollback.plan import RollbackError, RollbackPlan
 from validation.state.backups import backup_stack

@@ -1,7 +1,7 @@
 """The Kubernetes API as the cloud pools use it: one Protocol, and its adapter over the official client.
 
 ``KubernetesPools`` and its ``QueuedProvisioner`` call only the methods of ``KubernetesApi`` (each declared,
-with its RBAC verb, in ``components.cloud_calls``); tests hand them an in-memory stand-in.
+with its RBAC verb, in ``components.review.cloud_calls``); tests hand them an in-memory stand-in.
 ``KubernetesClients`` implements it with the client's ``CustomObjectsApi``, ``CoreV1Api`` and ``AppsV1Api``,
 turning their typed answers into the plain dicts (camelCase keys, as the API server sends them) that custom
 objects already come back as, so the pools read every object one way. Errors are the client's ``ApiException``.

@@ -13,9 +13,9 @@ import yaml
 from components.config import ConfigError, StackConfig, parse_stack_config
 from components.dask import worker_pools
 from components.gke import GkeCluster, GkeClusterArgs
-from components.plan import REPO_ROOT
 from components.policy import rules
 from components.rendered import Resource
+from components.review.plan import REPO_ROOT
 from runtime.manifests import dask as manifests
 from runtime.manifests import gpu_options
 from runtime.protocol import contract

@@ -2,7 +2,7 @@
 
 One registry, next to the contract: each entry names the code that makes the call (``site``: module and
 function, and the client method it calls there), which workload's identity makes it, and what that
-identity must hold, on which resource. ``components.iam_proof`` proves from a rendered stack that every
+identity must hold, on which resource. ``components.review.iam_proof`` proves from a rendered stack that every
 need is granted and that every grant is needed; the tests check that each ``site`` really makes its call
 and that no module of the scheduler image calls a cloud client that is not declared here.
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from components.config import VertexConfig
-from components.cost import node_counts
 from components.rendered import NODE_POOL, Resource, lookup
+from components.review.cost import node_counts
 
 COMPUTE: Final = "compute.googleapis.com"
 VERTEX_AI: Final = "aiplatform.googleapis.com"
@@ -69,7 +69,8 @@ def machine_vcpus(machine_type: str) -> int:
         return _ACCELERATOR_VCPUS_PER_GPU[gpu_type["family"]] * int(gpu_type["gpus"])
     plain = _VCPU_TYPE_RE.match(machine_type)
     if plain is None or gpu_type:
-        raise ValueError(f"cannot tell the vCPUs of machine type {machine_type!r} (add it to components/quotas.py)")
+        raise ValueError(f"cannot tell the vCPUs of machine type {machine_type!r} "
+                         "(add it to components/review/quotas.py)")
     return int(plain["vcpus"] or plain["custom"])
 
 

@@ -4,8 +4,8 @@ Input: the resources a stack registers (``gpurt plan`` records them under mocks)
 identities are read from them, not assumed: the gpu-scheduler Deployment's Kubernetes service account, the
 Google account that account is annotated with *and* bound to through Workload Identity, and the account
 the Deployment names for Vertex AI jobs. Grants are every IAM member on the project, the result bucket,
-topics, subscriptions and service accounts, expanded into permissions with ``components.iam_permissions``;
-RBAC is every Role and RoleBinding. Then each ``components.cloud_calls`` entry must be covered, and each
+topics, subscriptions and service accounts, expanded into permissions with ``components.review.iam_permissions``;
+RBAC is every Role and RoleBinding. Then each ``components.review.cloud_calls`` entry must be covered, and each
 grant (role on a resource; RBAC verb on a resource) must cover some call. A call that the code makes only
 under a setting (``only_with``: queued pools, Vertex AI routing) counts only where the scheduler's
 Deployment turns it on: a stack without queued pools grants nothing for ProvisioningRequests, one that
@@ -24,11 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components import cloud_calls
-from components.cloud_calls import GcpCall, KubeCall, Target, Workload
 from components.iam import WORKLOAD_IDENTITY_ROLE, workload_identity_member
-from components.iam_permissions import ROLE_PERMISSIONS
 from components.rendered import CLUSTER, DEPLOYMENT, Resource, kubernetes_object, last_segment, lookup
+from components.review import cloud_calls
+from components.review.cloud_calls import GcpCall, KubeCall, Target, Workload
+from components.review.iam_permissions import ROLE_PERMISSIONS
 from runtime.protocol import contract
 
 K8S_SERVICE_ACCOUNT: Final = "kubernetes:core/v1:ServiceAccount"
@@ -209,7 +209,7 @@ def prove(
     accounts = {f"serviceAccount:{spec.email(project)}" for spec in contract.SERVICE_ACCOUNTS}
     granted = [grant for grant in grants(resources, project) if grant.member in accounts]
     unknown_roles = sorted({g.role for g in granted} - ROLE_PERMISSIONS.keys())
-    missing += [f"role {role} has no permission list in components/iam_permissions.py" for role in unknown_roles]
+    missing += [f"role {role} has no permission list in components/review/iam_permissions.py" for role in unknown_roles]
     used: dict[Grant, list[tuple[str, Target]]] = {}
     settings = scheduler_settings(resources)
     made = [c for c in (*gcp_calls, *kube_calls) if c.only_with is None or c.only_with.on(settings)]

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components.cost import CostEstimate, Range
-from components.plan import plan_cost
 from components.rendered import Resource
-from components.replace_on_change import replacing_paths
+from components.review.cost import CostEstimate, Range
+from components.review.plan import plan_cost
+from components.review.replace_on_change import replacing_paths
 
 # A changed resource lists at most this many input paths; a comment must stay readable.
 MAX_PATHS: Final = 8

@@ -3,8 +3,9 @@
 A child process, because the revision's program imports its own ``components`` package, which this
 process has already imported from the working tree. The child runs with the worktree first on its path,
 so the revision's program and its plan code are the revision's own; a revision without ``components``
-(a project that only uses this one's) falls back to the installed package. The dependencies are this
-checkout's environment.
+(a project that only uses this one's) falls back to the installed package, and a revision from before the
+review tools moved to ``components/review/`` is planned by its ``components/plan.py``. The dependencies are
+this checkout's environment.
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ import tempfile
 from pathlib import Path
 from typing import Any, Final
 
-from components.git_worktree import WorktreeError, worktree
+from components.review.git_worktree import WorktreeError, worktree
 
 # A plan takes seconds; imports on a loaded CI runner can take a minute. Beyond this the revision is stuck.
 PLAN_TIMEOUT_S: Final = 600.0
 GIT_TIMEOUT_S: Final = 60.0
 # The child's program: plan the stack, write its JSON to a file (stdout may carry the program's own prints).
 _CHILD: Final = """
-import json, sys
+import importlib, json, sys
 from pathlib import Path
 try:
-    from components.plan import run_plan
+    import components
+    # a revision from before components/review/ keeps its planner in components/plan.py (and an editable install
+    # would serve this checkout's components.review to it, so look at the files, not at what imports)
+    old = (Path(components.__path__[0]) / "plan.py").is_file()
+    run_plan = importlib.import_module("components.plan" if old else "components.review.plan").run_plan
     plan = run_plan(sys.argv[1], Path(sys.argv[2]))
 except Exception as exc:  # the parent reports it; a traceback would bury the reason
     print(f"{type(exc).__name__}: {exc}", file=sys.stderr)

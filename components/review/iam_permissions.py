@@ -88,7 +88,7 @@ ROLE_PERMISSIONS: Final[dict[str, frozenset[str]]] = {
     "roles/iam.serviceAccountUser": frozenset({
         "iam.serviceAccounts.actAs", "iam.serviceAccounts.get", "iam.serviceAccounts.list", *_PROJECT_READ,
     }),
-    # --- the CI identities' roles (components/ci_proof.py); excerpts in the families their calls use. ---
+    # --- the CI identities' roles (components/review/ci_proof.py); excerpts in the families their calls use. ---
     # Excerpt: enabling the stack's APIs and asking for a service agent.
     "roles/serviceusage.serviceUsageAdmin": frozenset({
         "serviceusage.services.disable", "serviceusage.services.enable", "serviceusage.services.get",

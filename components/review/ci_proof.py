@@ -1,9 +1,9 @@
 """Prove that CI's deploy and preview accounts hold what ``pulumi up`` / ``pulumi preview`` need, and no more.
 
-The workloads' proof (``components.iam_proof``) starts from the code's calls; here the calls are the Pulumi
+The workloads' proof (``components.review.iam_proof``) starts from the code's calls; here the calls are the Pulumi
 engine's, so the needs come from the rendered main stack: every resource type it declares must be created,
 read, updated and deleted by the deploy account (``MANAGE``), which also pushes the images, reads what the
-program looks up and runs ``gpurt validate`` (the ``OPERATOR`` calls of ``components.cloud_calls``). The preview
+program looks up and runs ``gpurt validate`` (the ``OPERATOR`` calls of ``components.review.cloud_calls``). The preview
 account reads what the program looks up and connects to the cluster; inside the cluster it holds only RBAC
 (``components.ci_access``), proven against every Kubernetes object of the stack.
 
@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components import cloud_calls
 from components.bootstrap import (
     DEPLOY_ACCOUNT_ID,
     GRANTS_ATTRIBUTE,
@@ -28,10 +27,11 @@ from components.bootstrap import (
     PROJECT_IAM_ADMIN_ROLE,
     account_email,
 )
-from components.cloud_calls import Target, Workload
-from components.iam_permissions import ROLE_PERMISSIONS
-from components.iam_proof import Grant, Proof, grants
 from components.rendered import Resource, lookup
+from components.review import cloud_calls
+from components.review.cloud_calls import Target, Workload
+from components.review.iam_permissions import ROLE_PERMISSIONS
+from components.review.iam_proof import Grant, Proof, grants
 from runtime.protocol import contract
 
 HELM_RELEASE: Final = "kubernetes:helm.sh/v3:Release"
@@ -176,7 +176,7 @@ def deploy_needs(main: Sequence[Resource]) -> tuple[list[Need], list[str]]:
                     for verb in ("escalate", "bind")
                 ]
         else:
-            unknown.append(f"no permission list for {resource_type} in components/ci_proof.py (MANAGE)")
+            unknown.append(f"no permission list for {resource_type} in components/review/ci_proof.py (MANAGE)")
     needs += _reads_and_connects(d, main)
     needs.append(Need(d, "serviceusage.services.list", Target.PROJECT, "", "lists the APIs (gpurt bootstrap --check)"))
     # gpurt bootstrap --check's other gcloud calls: the project's billing (Cloud Billing's getBillingInfo asks for
@@ -238,7 +238,7 @@ def prove_ci(main: Sequence[Resource], bootstrap: Sequence[Resource], project: s
     members = {f"serviceAccount:{account_email(a, project)}": a for a in (DEPLOY_ACCOUNT_ID, PREVIEW_ACCOUNT_ID)}
     granted = [g for g in grants(bootstrap, project) if g.member in members]
     missing = list(unknown) + [
-        f"role {role} has no permission list in components/iam_permissions.py"
+        f"role {role} has no permission list in components/review/iam_permissions.py"
         for role in sorted({g.role for g in granted} - ROLE_PERMISSIONS.keys())
     ]
     proven: list[str] = []

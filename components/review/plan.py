@@ -30,25 +30,25 @@ from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await  # what the SDK's own pulumi.runtime.test drives programs with
 
 from components.config import PROJECT_NAMESPACE, VertexConfig
-from components.cost import CostError, CostEstimate, estimate, load_price_table
 from components.policy import rules
-from components.quotas import QuotaNeed, quota_needs
 from components.rendered import SERVICE_ACCOUNT, Resource
+from components.review.cost import CostError, CostEstimate, estimate, load_price_table
+from components.review.quotas import QuotaNeed, quota_needs
 
-REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 STACKS: Final = ("staging", "production")
 SECRET_PLACEHOLDER: Final = "offline-plan-placeholder-not-a-secret"
 MASK: Final = "[secret]"
 _STACK_TYPE: Final = "pulumi:pulumi:Stack"
 IAM_PROOF_RULE: Final = "iam-least-privilege"
 IAM_PROOF_DESCRIPTION: Final = (
-    "every cloud call of the code (components/cloud_calls.py) is granted to the identity making it, "
+    "every cloud call of the code (components/review/cloud_calls.py) is granted to the identity making it, "
     "and every grant to the platform's accounts is needed by one"
 )
 CI_PROOF_RULE: Final = "ci-least-privilege"
 CI_PROOF_DESCRIPTION: Final = (
     "the bootstrap's deploy and preview accounts hold what pulumi up / preview of this stack need, and nothing "
-    "more (components/ci_proof.py)"
+    "more (components/review/ci_proof.py)"
 )
 BOOTSTRAP_PROGRAM: Final = "bootstrap/__main__.py"
 # The bootstrap stack's settings the plan cannot know (the repository, GitHub's ids of it and its owner); any
@@ -513,7 +513,7 @@ def plan_cost(resources: Iterable[Resource], region: str) -> tuple[CostEstimate 
 
 def _ci_proof(root: Path, stack: str, settings: StackSettings, main: Sequence[Resource]) -> RuleResult:
     """The CI proof as one more verdict: the bootstrap program of ``stack`` recorded too, its grants proven."""
-    from components.ci_proof import prove_ci
+    from components.review.ci_proof import prove_ci
 
     project = settings.config.get("gcp:project", "")
     try:
@@ -531,7 +531,7 @@ def _ci_proof(root: Path, stack: str, settings: StackSettings, main: Sequence[Re
 def _iam_proof(resources: Sequence[Resource], project: str) -> RuleResult:
     """The IAM proof as one more verdict. Plan-only: it needs resolved values (account e-mails, the pool),
     which a preview does not have yet, so the policy pack cannot run it."""
-    from components.iam_proof import prove
+    from components.review.iam_proof import prove
 
     proof = prove([r for r in resources if r.custom], project)
     violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message)

@@ -4,7 +4,7 @@ Pure: rendered resources in (``components.rendered``, as the offline plan record
 carries them), figures out. A pool costs nodes x (machine + GPUs + boot disk) x hours per month, from its minimum
 nodes always on to every node at its maximum; node counts are per zone, so each is multiplied by the
 pool's zones. Spot is a range: the documented discount band on machine and GPU prices (disks are not
-discounted). The tables are ``components/pricing/<region>.yaml``, each with the date it was recorded and
+discounted). The tables are ``components/review/pricing/<region>.yaml``, each with the date it was recorded and
 its sources. Vertex AI overflow is paid per job-hour, not per month: the estimate carries the hourly price of
 the stack's custom-job machine beside the pools (from the gpu-scheduler's rendered settings), outside the
 totals. Not counted: network egress, Pub/Sub, storage, logging, Vertex AI job-hours and any discount beyond
@@ -22,8 +22,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components.iam_proof import scheduler_settings
 from components.rendered import CLUSTER, NODE_POOL, Resource, lookup
+from components.review.iam_proof import scheduler_settings
 from runtime.protocol.contract import SchedulerEnv
 
 PRICING_DIR: Final = Path(__file__).resolve().parent / "pricing"

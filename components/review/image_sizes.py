@@ -21,7 +21,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 ROOT_PROJECT: Final = "gpu-runtime"
-LOCK_FILE: Final = Path(__file__).resolve().parents[1] / "uv.lock"
+LOCK_FILE: Final = Path(__file__).resolve().parents[2] / "uv.lock"
 # image -> the extras its Dockerfile installs (docker/*.Dockerfile).
 IMAGE_EXTRAS: Final = {"gpu-scheduler": ("scheduler",), "gpu-worker": ("gpu",)}
 # Compressed-size targets (bytes): a node scaling from zero pulls the image before its first job.

@@ -1,1 +1,0 @@
-"""Pricing tables (``<region>.yaml``) that ``components.cost`` reads; data only."""

@@ -1,0 +1,1 @@
+"""Pricing tables (``<region>.yaml``) that ``components.review.cost`` reads; data only."""
