@@ -318,7 +318,7 @@ class LocalPlatform:
                    [emulator], "the emulator did not open its port")
 
         on_step("creating the contract's topics and subscriptions")
-        from runtime.scheduler.messaging.admin import ensure_topology
+        from runtime.pubsub.admin import ensure_topology
 
         clients = make_clients(cfg.project, emulator_host, broker_tokens.operator)
         try:
@@ -498,7 +498,7 @@ class LocalPlatform:
         host, port = state.emulator_host.rsplit(":", 1)
         self._wait(lambda: processes.port_in_use(host, int(port)), EMULATOR_START_TIMEOUT_S, [new],
                    "the emulator did not open its port again")
-        from runtime.scheduler.messaging.admin import ensure_topology
+        from runtime.pubsub.admin import ensure_topology
 
         clients = make_clients(state.project, state.emulator_host, state.broker_token)
         try:

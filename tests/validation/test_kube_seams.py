@@ -299,7 +299,7 @@ def test_deployed_autoscaler_bounds_are_compared_with_the_stacks(server) -> None
 
 
 def test_bounds_an_operator_pinned_with_pools_scale_are_not_drift(server) -> None:
-    from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
+    from runtime.manifests.worker_group import DESIRED_ANNOTATION
 
     expected, autoscaler, groups = _deployed_dask()
     pinned = copy.deepcopy(autoscaler)

@@ -86,7 +86,7 @@ def test_changed_ack_deadline_fails_only_subscription_settings(platform) -> None
 
 
 def test_deleted_dlq_subscription_fails_only_its_existence_check(platform) -> None:
-    from runtime.scheduler.messaging.admin import ensure_topology
+    from runtime.pubsub.admin import ensure_topology
 
     pubsub = local_target(platform.directory).pubsub
     pubsub.delete_subscription(contract.REQUEST_DLQ_SUBSCRIPTION)
