@@ -26,6 +26,8 @@ RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra scheduler --no-install-project
 COPY runtime/__init__.py ./runtime/__init__.py
 COPY runtime/scheduler ./runtime/scheduler
+COPY runtime/pubsub ./runtime/pubsub
+COPY runtime/storage ./runtime/storage
 COPY runtime/worker ./runtime/worker
 COPY runtime/manifests ./runtime/manifests
 COPY runtime/protocol ./runtime/protocol

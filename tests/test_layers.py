@@ -88,10 +88,42 @@ def test_the_tree_keeps_its_layers() -> None:
     # a numeric every kernel shares reaching up into one job type
     ("kernels/launch.py", "import kernels.european as _european",
      "kernels.launch is not allowed to import kernels.european"),
+    # the Pub/Sub adapters and the store's filesystem opener, which others share, reaching back up into the
+    # gpu-scheduler they moved out of, or into each other
+    ("runtime/pubsub/publisher.py", "import runtime.scheduler.settings as _settings",
+     "runtime.pubsub is not allowed to import runtime.scheduler"),
+    ("runtime/storage/filesystems.py", "import runtime.pubsub.clients as _clients",
+     "runtime.storage is not allowed to import runtime.pubsub"),
 ])
 
 
 def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line: str, broken: str) -> None:
+    _assert_planted_import_breaks(tree_copy, package, line, broken)
+
+
+@pytest.mark.parametrize(("package", "line", "broken"), [
+    # the Python API reading artifacts through the scheduler's store instead of runtime.storage
+    ("gpurt/client/results.py", "import runtime.scheduler.store as _store",
+     "gpurt.client is not allowed to import runtime.scheduler"),
+    # the access layer publishing through the scheduler's code instead of runtime.pubsub
+    ("runtime/access/transport.py", "import runtime.scheduler.service as _service",
+     "runtime.access is not allowed to import runtime.scheduler"),
+    # a post-deploy check reading pools through the scheduler instead of the annotations in runtime.manifests
+    ("validation/checks/dask.py", "import runtime.scheduler.pools.kubernetes as _pools",
+     "validation is not allowed to import runtime.scheduler"),
+    # the drills taking the local platform itself instead of validation.platform's interface
+    ("validation/drills/base.py", "import runtime.local.platform as _platform",
+     "validation is not allowed to import runtime.local"),
+    # the named exceptions are single edges: the alert drill may read the monitoring stack, not the platform
+    ("validation/drills/alerts.py", "import runtime.local.platform as _platform",
+     "validation is not allowed to import runtime.local"),
+])
+def test_outside_code_reaching_into_the_scheduler_or_the_local_platform_breaks_a_contract(
+        tree_copy: Path, package: str, line: str, broken: str) -> None:
+    _assert_planted_import_breaks(tree_copy, package, line, broken)
+
+
+def _assert_planted_import_breaks(tree_copy: Path, package: str, line: str, broken: str) -> None:
     with (tree_copy / package).open("a") as module:
         module.write(f"\n\ndef _planted() -> None:\n    {line}  # noqa\n")  # lazy imports count too
     done = _lint_imports(tree_copy)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from runtime.access.local_state import ProcessRecord
 from validation.adapters.pulumi_stack import PulumiStack
 from validation.checks.dask import RenderedDask
+from validation.platform import PlatformView
 from validation.targets import CloudTarget, LocalTarget
 
 if TYPE_CHECKING:
@@ -21,20 +23,21 @@ class TargetError(RuntimeError):
     """The target cannot be reached or described; the message says what to do."""
 
 
-def local_target(directory: Path | None = None) -> LocalTarget:
-    """The running local platform (``gpurt local up``) as a validation target."""
-    from runtime.local import processes
-    from runtime.local.platform import LocalPlatform
+def local_target(platform: PlatformView, is_alive: Callable[[ProcessRecord], bool]) -> LocalTarget:
+    """The running local platform (``gpurt local up``) as a validation target.
+
+    The CLI passes the platform and its process check in (``LocalPlatform``, ``processes.is_alive``), so
+    validation does not import the local platform it checks.
+    """
     from validation.adapters.dask_info import ApiPoolsDask
     from validation.adapters.pubsub import GooglePubSubAdmin
 
-    platform = LocalPlatform(directory)
     state = platform.state
     if state is None:
         raise TargetError(f"no local platform state in {platform.directory}: start it with `gpurt local up`")
 
     def alive() -> tuple[bool, str]:
-        dead = [p for p in state.processes if not processes.is_alive(p)]
+        dead = [p for p in state.processes if not is_alive(p)]
         if dead:
             return False, "; ".join(f"{p.name} (pid {p.pid}) is not running, log: {p.log_path}" for p in dead)
         return True, ", ".join(f"{p.name} pid {p.pid}" for p in state.processes) + " running"

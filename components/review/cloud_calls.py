@@ -150,11 +150,11 @@ GCP_CALLS: Final = (
             contract.REQUEST_DLQ_SUBSCRIPTION, "reads dead letters to publish their terminal result"),
     GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "modify_ack_deadline", _S, _CONSUME,
             Target.SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION, "releases a dead letter without acking it"),
-    GcpCall("runtime.scheduler.messaging.publisher:ResultPublisher.publish_results", "publish", _S,
+    GcpCall("runtime.pubsub.publisher:ResultPublisher.publish_results", "publish", _S,
             ("pubsub.topics.publish",), Target.TOPIC, contract.RESULT_TOPIC, "publishes results"),
-    GcpCall("runtime.scheduler.messaging.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
+    GcpCall("runtime.pubsub.publisher:TopicPublisher._publish", "publish", Workload.OPERATOR,
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits, replays and probes jobs"),
-    GcpCall("runtime.scheduler.messaging.publisher:TopicPublisher.publish_raw_requests", "publish", Workload.OPERATOR,
+    GcpCall("runtime.pubsub.publisher:TopicPublisher.publish_raw_requests", "publish", Workload.OPERATOR,
             ("pubsub.topics.publish",), Target.TOPIC, contract.REQUEST_TOPIC, "submits jobs in bulk (drills)"),
     GcpCall("runtime.scheduler.messaging.depth:MonitoringDepth.undelivered", "list_time_series", _S,
             ("monitoring.timeSeries.list",), Target.PROJECT, why="backlog and dead-letter depth"),
@@ -327,7 +327,7 @@ KUBE_CALLS: Final = (
 # Every module of these that imports a cloud library is in CLIENT_SITES or NO_CLIENT_CALLS (the tests walk them).
 CALLER_PACKAGES: Final = (
     "runtime.scheduler", "runtime.scheduler.store", "runtime.scheduler.messaging", "runtime.worker", "validation.dlq",
-    "runtime.access",
+    "runtime.access", "runtime.pubsub", "runtime.storage",
     "validation.adapters", "validation.rollback", "validation.state",
 )
 # Where cloud clients are held: module -> the expressions that are one. Every call on them must be declared
@@ -343,7 +343,7 @@ CLIENT_SITES: Final = {
     "validation.state.checkpoints": ("fs",),
     "runtime.scheduler.consumer": ("self._subscriber",),
     "runtime.scheduler.reclaimer": ("self._subscriber",),
-    "runtime.scheduler.messaging.publisher": ("self._client",),
+    "runtime.pubsub.publisher": ("self._client",),
     "runtime.scheduler.messaging.depth": ("self._client",),
     "runtime.scheduler.store.store": ("self._fs",),
     "runtime.scheduler.backends.vertex": ("self._client", "fsspec", "fs"),
@@ -356,13 +356,11 @@ CLIENT_SITES: Final = {
 }
 # Modules that import a cloud library without calling a service through it.
 NO_CLIENT_CALLS: Final = {
-    "runtime.scheduler.messaging.clients": "builds clients; calls nothing",
-    "runtime.scheduler.messaging.admin": "creates topics on the local platform's emulator; Pulumi owns them in "
-                                         "the cloud",
+    "runtime.pubsub.clients": "builds clients; calls nothing",
+    "runtime.pubsub.admin": "creates topics on the local platform's emulator; Pulumi owns them in the cloud",
     "runtime.scheduler.dispatch": "uses the Pub/Sub client's scheduler class, no API",
     "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
-    "runtime.scheduler.store.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls "
-                                           "are declared",
+    "runtime.storage.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls are declared",
     "runtime.scheduler.backends.vertex_rest": "the Vertex AI REST adapter behind VertexBackend's client "
                                               "(declared there)",
     "runtime.scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind the api of KubernetesPools "

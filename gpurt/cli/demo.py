@@ -116,10 +116,11 @@ def _show_overflow(platform: LocalPlatform, run_id: str, timeout_s: float) -> bo
 
 def _validate(directory: Path) -> tuple[bool, list[dict[str, str]]]:
     """``gpurt validate --local`` on the demo's platform: (every check passed, one row per check for the report)."""
+    from runtime.local import LocalPlatform, processes
     from validation.build import local_target
     from validation.runner import run_checks
     from validation.targets import local_checks
 
-    report = run_checks("local", local_checks(local_target(directory)))
+    report = run_checks("local", local_checks(local_target(LocalPlatform(directory), processes.is_alive)))
     rows = [{"check": r.name, "status": r.status.value, "detail": r.evidence} for r in report.results]
     return report.ok, rows

@@ -35,7 +35,9 @@ def validate(
     if local == (stack is not None):
         raise typer.BadParameter("give exactly one of --local or --stack NAME")
     if stack is None:
-        name, checks = "local", local_checks(local_target(local_dir))
+        from runtime.local import LocalPlatform, processes
+
+        name, checks = "local", local_checks(local_target(LocalPlatform(local_dir), processes.is_alive))
     else:
         name, checks = f"stack {stack}", cloud_checks(cloud_target(open_stack(stack, work_dir), kube_context))
     # Progress goes to stderr so that --json output on stdout stays parseable.

@@ -151,7 +151,7 @@ class Result:
         """The raw bytes of artifact ``name``."""
         if name not in self.raw.artifacts:
             raise KeyError(f"job {self.job_id} has no artifact {name!r}; it has {self.artifact_names or 'none'}")
-        from runtime.scheduler.store.filesystems import url_to_fs
+        from runtime.storage.filesystems import url_to_fs
 
         url = self.raw.artifacts[name]
         try:

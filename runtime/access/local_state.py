@@ -21,6 +21,8 @@ from runtime.access.local_monitoring import MonitoringInfo
 
 # The first scheduler replica's name; state files written before replicas existed know only it.
 FIRST_SCHEDULER: Final = "scheduler"
+# The local stand-in of the Vertex AI custom-jobs API (runtime/local/vertex_api.py), by its process name.
+VERTEX_API: Final = "vertex-api"
 # Overrides where the local platform keeps its state and logs (default: ./.gpurt/local).
 LOCAL_DIR_ENV: Final = "GPURT_LOCAL_DIR"
 STATE_FILE: Final = "state.json"

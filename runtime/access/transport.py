@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from runtime.protocol.contract import RESULT_TOPIC
 from runtime.protocol.messages import JobRequest, JobResult
-from runtime.scheduler.messaging.publisher import TopicPublisher
+from runtime.pubsub.publisher import TopicPublisher
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
@@ -61,7 +61,7 @@ class PubSubClients:
 def make_clients(project: str, emulator_host: str | None, token: str | None = None) -> PubSubClients:
     """Clients for ``project``: on the emulator at ``emulator_host`` (sending ``token``, for a broker that takes
     credentials), else real Pub/Sub with ambient credentials."""
-    from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
+    from runtime.pubsub.clients import publisher_client, subscriber_client
 
     return PubSubClients(project, publisher_client(emulator_host, token), subscriber_client(emulator_host, token))
 

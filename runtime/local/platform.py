@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from runtime.access.control_api import ApiClient, ApiError
 from runtime.access.local_state import (
     FIRST_SCHEDULER,
+    VERTEX_API,
     LocalState,
     ProcessRecord,
     clear_state,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from runtime.local.prometheus.stack import Binaries
 
 EMULATOR: Final = "emulator"
-VERTEX_API: Final = "vertex-api"  # the local stand-in of the Vertex AI custom-jobs API (runtime/local/vertex_api.py)
 LOCAL_VERTEX_POLL_S: Final = 0.5
 SCHEDULER: Final = FIRST_SCHEDULER  # the others are "scheduler-2", "scheduler-3", …
 LEASE_FILE: Final = "leader-lease.json"
@@ -318,7 +318,7 @@ class LocalPlatform:
                    [emulator], "the emulator did not open its port")
 
         on_step("creating the contract's topics and subscriptions")
-        from runtime.scheduler.messaging.admin import ensure_topology
+        from runtime.pubsub.admin import ensure_topology
 
         clients = make_clients(cfg.project, emulator_host, broker_tokens.operator)
         try:
@@ -498,7 +498,7 @@ class LocalPlatform:
         host, port = state.emulator_host.rsplit(":", 1)
         self._wait(lambda: processes.port_in_use(host, int(port)), EMULATOR_START_TIMEOUT_S, [new],
                    "the emulator did not open its port again")
-        from runtime.scheduler.messaging.admin import ensure_topology
+        from runtime.pubsub.admin import ensure_topology
 
         clients = make_clients(state.project, state.emulator_host, state.broker_token)
         try:

@@ -27,8 +27,8 @@ from runtime.protocol.messages import (
     JobStatus,
     is_job_id,
 )
+from runtime.pubsub.publisher import ResultSink
 from runtime.scheduler.backends.base import Execution, ExecutionBackend, PackingBackend, Submission, submission
-from runtime.scheduler.messaging.publisher import ResultSink
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.outcome import conflict_result, ended_result, publishable, succeeded_result
 from runtime.scheduler.records import Conclusion, Decision, Delivery, InFlight, Settle, Started

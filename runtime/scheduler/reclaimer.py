@@ -31,8 +31,8 @@ from typing import Any, Final
 
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, InvalidRequest, JobStatus, parse_request
-from runtime.scheduler.messaging.admin import subscription_path
-from runtime.scheduler.messaging.publisher import ResultSink
+from runtime.pubsub.admin import subscription_path
+from runtime.pubsub.publisher import ResultSink
 from runtime.scheduler.outcome import ended_result
 from runtime.scheduler.store import ResultStore
 

@@ -18,6 +18,8 @@ from pydantic import BaseModel, Field
 
 from runtime.protocol import contract
 from runtime.protocol.messages import JobResult
+from runtime.pubsub.admin import subscription_path
+from runtime.pubsub.publisher import ResultPublisher
 from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
@@ -30,9 +32,7 @@ from runtime.scheduler.maintenance import (
     ReplicaReport,
     now,
 )
-from runtime.scheduler.messaging.admin import subscription_path
 from runtime.scheduler.messaging.depth import DepthSource, MonitoringDepth, NoDepth
-from runtime.scheduler.messaging.publisher import ResultPublisher
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.periodic import Periodic
 from runtime.scheduler.pools.base import PoolBackend, PoolInfo
@@ -115,7 +115,7 @@ class Service:
         """Connect everything and start consuming."""
         if self.consumer is not None:
             return
-        from runtime.scheduler.messaging.clients import direct_publisher_client, subscriber_client
+        from runtime.pubsub.clients import direct_publisher_client, subscriber_client
 
         s = self.settings
         token = _read_token(s.pubsub_emulator_token_file) if s.pubsub_emulator_token_file else None

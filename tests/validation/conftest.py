@@ -28,7 +28,7 @@ def emulator() -> Iterator[object]:
 @pytest.fixture
 def pubsub(emulator) -> GooglePubSubAdmin:
     """A ``GooglePubSubAdmin`` on the emulator, with the contract's topics and subscriptions created."""
-    from runtime.scheduler.messaging.admin import ensure_topology
+    from runtime.pubsub.admin import ensure_topology
 
     admin = GooglePubSubAdmin.for_emulator(emulator.address, PROJECT)
     ensure_topology(PROJECT, admin._publisher, admin._subscriber)

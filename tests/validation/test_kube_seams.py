@@ -324,7 +324,7 @@ def test_the_expected_bounds_follow_the_builders_rendering(server, monkeypatch) 
 
 
 def test_bounds_an_operator_pinned_with_pools_scale_are_not_drift(server) -> None:
-    from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
+    from runtime.manifests.worker_group import DESIRED_ANNOTATION
 
     expected, autoscaler, groups = _deployed_dask()
     pinned = copy.deepcopy(autoscaler)

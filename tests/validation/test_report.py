@@ -103,7 +103,7 @@ def test_validate_exits_4_on_no_capacity_and_1_when_broken(monkeypatch) -> None:
 
     checks = {"short": [Check("quota.capacity", _short)], "broken": [Check("quota.capacity", _short),
                                                                       Check("b.fail", _fails)]}
-    monkeypatch.setattr(validation.build, "local_target", lambda _dir: None)
+    monkeypatch.setattr(validation.build, "local_target", lambda _platform, _is_alive: None)
     for verdict, code in (("short", 4), ("broken", 1)):
         monkeypatch.setattr(validation.targets, "local_checks", lambda _target, v=verdict: checks[v])
         result = CliRunner().invoke(app, ["validate", "--local"], env={"COLUMNS": "200"})

@@ -131,8 +131,8 @@ def gs_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The DIY backend fixture uploaded to a bucket of a GCS API emulator (fake-gcs-server) on a free port."""
     from gcsfs.core import GCSFileSystem
 
-    from runtime.scheduler.store.filesystems import GCS_EMULATOR_ENV
-    from tests.runtime.scheduler.store.gcs_server import fake_gcs_server
+    from runtime.storage.filesystems import GCS_EMULATOR_ENV
+    from tests.runtime.storage.gcs_server import fake_gcs_server
 
     with fake_gcs_server() as endpoint:
         monkeypatch.setenv(GCS_EMULATOR_ENV, endpoint)

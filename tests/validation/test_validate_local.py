@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from runtime.local import processes
 from runtime.protocol import contract
 from validation.build import local_target
 from validation.report import Report, Status
@@ -39,7 +40,7 @@ def platform(tmp_path_factory) -> Iterator[object]:
 
 
 def _validate(platform) -> Report:
-    target = dataclasses.replace(local_target(platform.directory), probe_timeout_s=SHORT_PROBE_S)
+    target = dataclasses.replace(local_target(platform, processes.is_alive), probe_timeout_s=SHORT_PROBE_S)
     return run_checks("local", local_checks(target))
 
 
@@ -65,7 +66,7 @@ def test_cli_reports_all_green_as_json_and_junit(platform, tmp_path: Path) -> No
 
 
 def test_changed_ack_deadline_fails_only_subscription_settings(platform) -> None:
-    pubsub = local_target(platform.directory).pubsub
+    pubsub = local_target(platform, processes.is_alive).pubsub
     path = f"projects/{pubsub.project}/subscriptions/{contract.REQUEST_SUBSCRIPTION}"
 
     def set_ack(seconds: int) -> None:
@@ -86,9 +87,9 @@ def test_changed_ack_deadline_fails_only_subscription_settings(platform) -> None
 
 
 def test_deleted_dlq_subscription_fails_only_its_existence_check(platform) -> None:
-    from runtime.scheduler.messaging.admin import ensure_topology
+    from runtime.pubsub.admin import ensure_topology
 
-    pubsub = local_target(platform.directory).pubsub
+    pubsub = local_target(platform, processes.is_alive).pubsub
     pubsub.delete_subscription(contract.REQUEST_DLQ_SUBSCRIPTION)
     try:
         report = _validate(platform)

@@ -102,7 +102,7 @@ class GooglePubSubAdmin:
         from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
         from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
-        from runtime.scheduler.messaging.clients import emulator_channel
+        from runtime.pubsub.clients import emulator_channel
 
         publisher = pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=emulator_channel(host, token)))
         subscriber = pubsub_v1.SubscriberClient(

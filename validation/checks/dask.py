@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from runtime.manifests import dask_operator
 from runtime.manifests.common import Manifest
+from runtime.manifests.worker_group import desired_of, max_workers_of, pool_of
 from runtime.protocol import contract
-from runtime.scheduler.pools.worker_group import desired_of, max_workers_of, pool_of
 from validation.adapters.dask_info import DaskInfo
 from validation.adapters.kube import KubeApi
 from validation.runner import Check, CheckFailed, CheckSkipped

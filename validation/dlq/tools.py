@@ -64,7 +64,7 @@ class DeadLetterQueue:
 
     def replay(self, sample: int | None = None) -> ReplayReport:
         """Republish ``sample`` dead letters (all when None) to the request topic, acking each after its publish."""
-        from runtime.scheduler.messaging.publisher import TopicPublisher
+        from runtime.pubsub.publisher import TopicPublisher
 
         publisher = TopicPublisher(self._clients.publisher, self._clients.project)
         report = ReplayReport()

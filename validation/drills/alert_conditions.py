@@ -154,7 +154,7 @@ def corrupt_lease(ctx: DrillContext) -> Restore:
 
 def delete_dlq_subscription(ctx: DrillContext) -> Restore:
     """Delete the dead-letter subscription (only while it is empty) so the DLQ reclaimer's pulls fail."""
-    from runtime.scheduler.messaging.admin import ensure_topology
+    from runtime.pubsub.admin import ensure_topology
 
     pubsub = ctx.pubsub()
     waiting = pubsub.pull(contract.REQUEST_DLQ_SUBSCRIPTION, 1, timeout_s=1.0)

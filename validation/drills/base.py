@@ -14,10 +14,10 @@ from pydantic import BaseModel, Field, SerializeAsAny
 
 from runtime.access.control_api import ApiClient
 from runtime.access.local_state import LocalState
-from runtime.local.platform import LocalPlatform
 from runtime.protocol import contract
 from validation.adapters.pubsub import GooglePubSubAdmin
 from validation.drills import DEFAULT_LOAD_JOBS, DEFAULT_STORE_OUTAGE_S
+from validation.platform import DrillPlatform
 
 # Between two looks at a condition the drill waits for (seconds): quick to notice, light on the API.
 POLL_S = 0.25
@@ -42,9 +42,10 @@ class DrillResult(BaseModel):
 
 @dataclass
 class DrillContext:
-    """Handles on a running local platform, shared by the drills of one run."""
+    """Handles on a running local platform, shared by the drills of one run (the CLI passes the real
+    ``LocalPlatform`` in as ``platform``)."""
 
-    platform: LocalPlatform
+    platform: DrillPlatform
     timeout_s: float
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     evidence: list[str] = field(default_factory=list)

@@ -21,7 +21,7 @@ from typing import Any, Final
 import httpx
 import psutil
 
-from runtime.local.platform import VERTEX_API
+from runtime.access.local_state import VERTEX_API
 from runtime.scheduler.dask_process import CHILD_MODULE
 from validation.drills.base import DrillContext, DrillFailed
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.scheduler.store.filesystems import url_to_fs
+from runtime.storage.filesystems import url_to_fs
 
 # The deployment schema ``pulumi stack import`` accepts (apitype.DeploymentSchemaVersionCurrent).
 DEPLOYMENT_SCHEMA_VERSION = 3

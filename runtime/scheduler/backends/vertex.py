@@ -24,7 +24,7 @@ from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution, Placed
 from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
-from runtime.scheduler.store.filesystems import url_to_fs
+from runtime.storage.filesystems import url_to_fs
 from runtime.worker.vertex_task import (
     ARTIFACTS_FOLDER,
     ENTRY_POINT,

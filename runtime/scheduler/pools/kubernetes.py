@@ -20,12 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from runtime.manifests import dask_operator
-from runtime.protocol import contract
-from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
-from runtime.scheduler.pools.kubernetes_api import KubernetesApi
-from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
-from runtime.scheduler.pools.rollout import DaskWorkers, WorkerRollout
-from runtime.scheduler.pools.worker_group import (
+from runtime.manifests.worker_group import (
     DESIRED_ANNOTATION,
     desired_of,
     gpus_per_worker,
@@ -33,6 +28,11 @@ from runtime.scheduler.pools.worker_group import (
     pool_of,
     replicas_of,
 )
+from runtime.protocol import contract
+from runtime.scheduler.pools.base import PoolError, PoolInfo, PoolNotFound, check_workers, pool_status
+from runtime.scheduler.pools.kubernetes_api import KubernetesApi
+from runtime.scheduler.pools.queued import QueuedProvisioner, request_token
+from runtime.scheduler.pools.rollout import DaskWorkers, WorkerRollout
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from typing import Any, Final
 
 from runtime.manifests import dask_operator
 from runtime.manifests import provisioning as prov
+from runtime.manifests.worker_group import DESIRED_ANNOTATION, annotations_of, desired_of, replicas_of
 from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolError, ProvisioningInfo, ProvisioningRequestInfo
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION, annotations_of, desired_of, replicas_of
 
 # On a queued pool's worker group: the requests whose workers were added (comma-separated, oldest first), and
 # the last request GKE failed, which holds off new requests until the pool is scaled again.

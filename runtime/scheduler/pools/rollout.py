@@ -36,16 +36,16 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from runtime.manifests import dask_operator
-from runtime.protocol import contract
-from runtime.scheduler.pools.base import PoolError
-from runtime.scheduler.pools.kubernetes_api import KubernetesApi
-from runtime.scheduler.pools.worker_group import (
+from runtime.manifests.worker_group import (
     DESIRED_ANNOTATION,
     annotations_of,
     desired_of,
     gpus_per_worker,
     replicas_of,
 )
+from runtime.protocol import contract
+from runtime.scheduler.pools.base import PoolError
+from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 
 # Share of a group's workers of the current image that drain at once for a new template, at least one: the pool
 # keeps three quarters of its capacity while it rolls (Kubernetes' own default maxUnavailable for a rolling

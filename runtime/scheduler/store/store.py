@@ -40,7 +40,7 @@ from fsspec.spec import AbstractFileSystem
 
 from runtime.protocol.contract import MESSAGE_RETENTION_S
 from runtime.protocol.messages import JobResult, is_job_id
-from runtime.scheduler.store.filesystems import url_to_fs
+from runtime.storage.filesystems import url_to_fs
 
 # Artifact names become object keys: keep them to one path segment of safe characters.
 _ARTIFACT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from gpurt.demo.run import overflow_requests, run_requests
+from runtime.access.local_state import VERTEX_API
 from runtime.local import LocalConfig, LocalPlatform
-from runtime.local.platform import VERTEX_API
 from validation.drills import loopback
 from validation.drills.base import DrillContext
 

@@ -20,11 +20,11 @@ import httpx
 from kernels.errors import TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult
+from runtime.pubsub.admin import ensure_topology, subscription_path
+from runtime.pubsub.clients import publisher_client, subscriber_client
+from runtime.pubsub.publisher import TopicPublisher
 from runtime.scheduler.backends.base import Execution, ExecutionBackend, Submission, submission
 from runtime.scheduler.backends.dask import DaskBackend
-from runtime.scheduler.messaging.admin import ensure_topology, subscription_path
-from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
-from runtime.scheduler.messaging.publisher import TopicPublisher
 from tests.runtime.local.prometheus.polling import poll
 
 FAST_RETRY_S = 1

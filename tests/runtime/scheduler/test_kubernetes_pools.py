@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from runtime.manifests.worker_group import DESIRED_ANNOTATION
 from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolError, PoolNotFound
 from runtime.scheduler.pools.kubernetes import KubernetesPools
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
 
 
 def _group(pool: str, replicas: int, ready: int, name: str | None = None) -> dict[str, Any]:

@@ -14,12 +14,12 @@ from kubernetes.client.exceptions import ApiException
 
 from runtime.manifests import dask as dask_manifests
 from runtime.manifests import provisioning as prov
+from runtime.manifests.worker_group import DESIRED_ANNOTATION
 from runtime.protocol import contract
 from runtime.scheduler.pools.base import PoolInfo
 from runtime.scheduler.pools.kubernetes import KubernetesPools
 from runtime.scheduler.pools.kubernetes_api import KubernetesApi
 from runtime.scheduler.pools.queued import CONSUMED_ANNOTATION, FAILURE_ANNOTATION
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
 from tests.runtime.scheduler.merge_patch import merge_patch
 
 CLUSTER = "gpu-dask"

@@ -8,9 +8,9 @@ import pytest
 
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobResult, JobStatus
-from runtime.scheduler.messaging.admin import subscription_path, topic_path
-from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
-from runtime.scheduler.messaging.publisher import TopicPublisher
+from runtime.pubsub.admin import subscription_path, topic_path
+from runtime.pubsub.clients import publisher_client, subscriber_client
+from runtime.pubsub.publisher import TopicPublisher
 from runtime.scheduler.reclaimer import DlqReclaimer
 from runtime.scheduler.singletons import SINGLETON_PERIOD_S
 from tests.runtime.scheduler.conftest import Platform

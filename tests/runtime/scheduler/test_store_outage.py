@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from runtime.local.broker import EmulatorHandle
 from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
+from runtime.pubsub.admin import subscription_path
 from runtime.scheduler.api import create_app
-from runtime.scheduler.messaging.admin import subscription_path
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.service import Mode, Service
 from runtime.scheduler.settings import Settings

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from runtime.manifests.worker_group import DESIRED_ANNOTATION
 from runtime.protocol import contract
 from runtime.scheduler.pools.kubernetes import KubernetesPools
 from runtime.scheduler.pools.rollout import (
@@ -23,7 +24,6 @@ from runtime.scheduler.pools.rollout import (
     WorkerRollout,
     merge_replacing,
 )
-from runtime.scheduler.pools.worker_group import DESIRED_ANNOTATION
 from tests.runtime.scheduler.merge_patch import merge_patch
 
 pytestmark = [pytest.mark.integration]

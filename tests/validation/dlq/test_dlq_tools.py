@@ -14,7 +14,7 @@ from runtime.protocol.contract import (
     REQUEST_SUBSCRIPTION,
     REQUEST_TOPIC,
 )
-from runtime.scheduler.messaging.admin import ensure_topology
+from runtime.pubsub.admin import ensure_topology
 from validation.dlq import DeadLetterQueue
 from validation.dlq.tools import REPLAYED_FROM_ATTRIBUTE
 

@@ -11,7 +11,7 @@ _JOB = f"{_SLOT};Consumer._on_message (runtime/scheduler/consumer.py:190);Proces
 RAW = "\n".join([
     f"{_SLOT};Condition.wait (threading.py:327) 30",
     f"{_JOB};DaskBackend.run (runtime/scheduler/backends/dask.py:60);Future.result (distributed/client.py:330) 40",
-    f"{_JOB};ResultPublisher.publish_result (runtime/scheduler/messaging/publisher.py:80) 10",
+    f"{_JOB};ResultPublisher.publish_result (runtime/pubsub/publisher.py:80) 10",
     f"{_JOB};ResultStore.put (runtime/scheduler/store/store.py:55);"
     "ResultStore._write (runtime/scheduler/store/store.py:140) 6",
     f"{_JOB};ResultStore.put_artifacts (runtime/scheduler/store/store.py:98) 2",

@@ -40,7 +40,7 @@ def broker(tmp_path: Path, tokens: BrokerTokens) -> Iterator[EmulatorHandle]:
     with start_emulator(rest_port=0, credentials=credentials) as handle:
         clients = make_clients(PROJECT, handle.address, tokens.operator)
         try:
-            from runtime.scheduler.messaging.admin import ensure_topology
+            from runtime.pubsub.admin import ensure_topology
 
             ensure_topology(PROJECT, clients.publisher, clients.subscriber)
         finally:

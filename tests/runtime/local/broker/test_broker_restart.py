@@ -18,9 +18,9 @@ import pytest
 
 from runtime.local.broker import EmulatorHandle, start_emulator
 from runtime.protocol import contract
+from runtime.pubsub.admin import ensure_topology, subscription_path, topic_path
+from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.scheduler.consumer import Consumer
-from runtime.scheduler.messaging.admin import ensure_topology, subscription_path, topic_path
-from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
 from runtime.scheduler.records import Decision, Delivery, Settle
 from tests.runtime.scheduler.platform import wait_for
 

@@ -25,7 +25,7 @@ def _samples(admin_port: int) -> dict[tuple[str, str], float]:
 def test_backlog_age_and_dead_letters_per_subscription() -> None:
     from runtime.access.transport import make_clients
     from runtime.local.broker import start_emulator
-    from runtime.scheduler.messaging.admin import ensure_topology
+    from runtime.pubsub.admin import ensure_topology
 
     emulator = start_emulator(port=0, admin_port=0)
     clients = make_clients(PROJECT, emulator.address)

@@ -43,7 +43,7 @@ class Live:
 
 def _create_topology(address: str) -> None:
     from runtime.access.transport import make_clients
-    from runtime.scheduler.messaging.admin import ensure_topology
+    from runtime.pubsub.admin import ensure_topology
 
     clients = make_clients(PROJECT, address)
     try:

@@ -10,10 +10,10 @@ import pytest
 
 from runtime.protocol.messages import JobResult, JobStatus
 from runtime.scheduler.store import ResultStore, StoreError, StoreUnavailable
-from runtime.scheduler.store.filesystems import GCS_EMULATOR_ENV
 from runtime.scheduler.store.store import CANCEL_MARKER_TTL_S
+from runtime.storage.filesystems import GCS_EMULATOR_ENV
 from tests.runtime.scheduler.store.failing_fs import FailingFileSystem
-from tests.runtime.scheduler.store.gcs_server import fake_gcs_server
+from tests.runtime.storage.gcs_server import fake_gcs_server
 
 _buckets = itertools.count(1)
 

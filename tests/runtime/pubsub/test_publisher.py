@@ -7,7 +7,7 @@ from concurrent.futures import Future
 from runtime.access.transport import PubSubClients, publish_request, publish_requests
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
-from runtime.scheduler.messaging.publisher import REPLAY_ATTRIBUTE, TopicPublisher
+from runtime.pubsub.publisher import REPLAY_ATTRIBUTE, TopicPublisher
 
 
 class _RecordingPublisher:

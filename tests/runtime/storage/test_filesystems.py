@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from runtime.scheduler.store.filesystems import GCS_EMULATOR_ENV, url_to_fs
+from runtime.storage.filesystems import GCS_EMULATOR_ENV, url_to_fs
 
 
 def test_gs_on_an_emulator_gets_the_json_api_filesystem(monkeypatch: pytest.MonkeyPatch) -> None:

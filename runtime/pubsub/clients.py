@@ -82,6 +82,6 @@ def emulator_channel(host: str, token: str | None = None):  # type: ignore[no-un
     ])
     if token is None:
         return channel
-    from runtime.scheduler.messaging.bearer import BearerToken
+    from runtime.pubsub.bearer import BearerToken
 
     return grpc.intercept_channel(channel, BearerToken(token))

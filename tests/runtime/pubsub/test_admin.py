@@ -8,8 +8,8 @@ import pytest
 
 from runtime.local.broker import EmulatorHandle, start_emulator
 from runtime.protocol import contract
-from runtime.scheduler.messaging.admin import ensure_topology, subscription_path
-from runtime.scheduler.messaging.clients import publisher_client, subscriber_client
+from runtime.pubsub.admin import ensure_topology, subscription_path
+from runtime.pubsub.clients import publisher_client, subscriber_client
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult
-from runtime.scheduler.messaging.admin import topic_path
+from runtime.pubsub.admin import topic_path
 
 if TYPE_CHECKING:
     import google.pubsub_v1 as pubsub_gapic
