@@ -103,7 +103,9 @@ def _runs_code(address: str, security: Any) -> bool:
     try:
         with Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s", security=security, set_as_default=False) as client:
             return client.run_on_scheduler(os.getpid) > 0
-    except (OSError, TimeoutError):
+    # A TLS client at a plain port fails its handshake as an OSError, or, when the server has already written or
+    # closed, as tornado's ValueError ("IOStream is not idle; cannot convert to SSL"): either way, no code ran.
+    except (OSError, TimeoutError, ValueError):
         return False
 
 

@@ -48,7 +48,7 @@ def stubbed(monkeypatch: pytest.MonkeyPatch) -> type[_Service]:
     monkeypatch.setattr(api, "create_app", lambda *args, **kwargs: None)
     # Serves nothing, returns at once, as a server that started and was stopped.
     monkeypatch.setattr(http_server.QuietServer, "run", lambda self, sockets=None: setattr(self, "started", True))
-    monkeypatch.setattr(logs, "configure", lambda level: None)  # leaves the test run's logging alone
+    monkeypatch.setattr(logs, "configure", lambda level, max_bytes=None: None)  # leaves the test run's logging alone
     monkeypatch.setenv(SchedulerEnv.HOST, HOST)
     monkeypatch.setenv(SchedulerEnv.PORT, str(Service.port))
     return Service

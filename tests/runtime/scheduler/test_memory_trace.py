@@ -151,7 +151,7 @@ def test_the_scheduler_writes_a_baseline_before_its_service_and_a_snapshot_as_it
     monkeypatch.setattr(api, "create_app", lambda *args, **kwargs: None)
     # Serves nothing, returns at once, as a server that started and was stopped.
     monkeypatch.setattr(http_server.QuietServer, "run", lambda self, sockets=None: setattr(self, "started", True))
-    monkeypatch.setattr(logs, "configure", lambda level: None)  # leaves the test run's logging alone
+    monkeypatch.setattr(logs, "configure", lambda level, max_bytes=None: None)  # leaves the test run's logging alone
     monkeypatch.setenv("GPURT_TRACEMALLOC_DIR", str(tmp_path))
 
     assert scheduler_main.main() == (1 if fail_start else 0)
