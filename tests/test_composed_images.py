@@ -229,6 +229,11 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Composed]:
                 return False
 
         wait_for(ready, START_TIMEOUT_S, f"the gpu-scheduler to be ready (logs in {logs})")
+        # Ready means Pub/Sub and Dask are reached, not that both workers have joined: on a loaded machine the
+        # second one's start (a fresh environment's imports) can outlast the first jobs, and the pack check needs
+        # a slot per worker (a CI run once saw 1 slot there).
+        wait_for(lambda: api.get("/status").json()["slots"] >= 2, START_TIMEOUT_S,
+                 f"both Dask workers' slots (logs in {logs})")
         results, requests = ResultListener(broker.address, PROJECT), Requests(broker.address, PROJECT)
         yield Composed(api, requests, results, dask_address, logs, kernel_seed, base / "numba")
         requests.close()
