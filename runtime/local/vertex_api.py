@@ -47,6 +47,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernels.params import JobType
+from runtime.local.stop_signal import StopSignal
 from runtime.protocol.messages import JOB_ID_PATTERN
 from runtime.scheduler.backends.vertex import VERTEX_FOLDER
 from runtime.worker.vertex_task import ENTRY_POINT, task_args
@@ -385,10 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         parser.error(f"cannot read --token-file: {exc}")
     handle = start_vertex_api(args.host, args.port, args.log_dir, token=token, result_store=args.result_store)
-    stopped = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopped.set())
-    stopped.wait()
+    StopSignal().wait()
     handle.stop()
     return 0
 

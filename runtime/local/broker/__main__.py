@@ -11,12 +11,11 @@ import faulthandler
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
+from runtime.local.stop_signal import StopSignal
 from runtime.scheduler.logs import CappedStreamHandler
 
 # Stopping takes a second (the gRPC server's grace, the journal's last write); a stop that takes longer than this
@@ -95,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         logging.getLogger(__name__).error("cannot start the emulator", extra={"error": str(error)})
         return 1
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignal()
     print(f"PUBSUB_EMULATOR_HOST={emulator.address}", flush=True)
     if emulator.rest_port is not None:
         print(f"PUBSUB_EMULATOR_REST=http://{args.host}:{emulator.rest_port}/v1", flush=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from http import HTTPStatus
@@ -21,6 +20,7 @@ from pydantic import ValidationError
 from runtime.local.http_thread import BackgroundHttpServer, ReplyHandler
 from runtime.local.prometheus.config import RECEIVER_PATH
 from runtime.local.prometheus.notifications import record
+from runtime.local.stop_signal import StopSignal
 from runtime.protocol.contract import HEALTH_PATH
 
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024  # Alertmanager's payloads are a few kB; anything huge is not one
@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     args.record.parent.mkdir(parents=True, exist_ok=True)
     receiver = Receiver(args.host, args.port, args.record)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignal()
     receiver.start()
     log.info("recording notifications to %s on %s:%d", args.record, args.host, receiver.port)
     stop.wait()
