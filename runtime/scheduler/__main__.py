@@ -1,4 +1,4 @@
-"""``python -m scheduler``: run the gpu-scheduler (consumer, API on GPURT_HOST:GPURT_PORT)."""
+"""``python -m runtime.scheduler``: run the gpu-scheduler (consumer, API on GPURT_HOST:GPURT_PORT)."""
 
 from __future__ import annotations
 

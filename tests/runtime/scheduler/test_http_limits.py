@@ -34,7 +34,7 @@ SMALL_CAP = 4  # connections, in the connection-cap test
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """A uvicorn server as ``python -m scheduler`` runs it (short deadlines); yields its port."""
+    """A uvicorn server as ``python -m runtime.scheduler`` runs it (short deadlines); yields its port."""
     import uvicorn
 
     monkeypatch.setattr(http_limits, "HEADER_TIMEOUT_S", SHORT_TIMEOUT_S)

@@ -1,4 +1,4 @@
-"""The scheduler as a process (``python -m scheduler``), killed mid-job and started again."""
+"""The scheduler as a process (``python -m runtime.scheduler``), killed mid-job and started again."""
 
 from __future__ import annotations
 
