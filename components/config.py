@@ -19,14 +19,14 @@ from pydantic.alias_generators import to_camel
 
 from components import placeholders
 from runtime.manifests import gpu_options
-from runtime.protocol import contract
+from runtime.protocol import contract, queues
 
 PROJECT_NAMESPACE: Final = "gpu-runtime"
 CONTROL_TOKEN_KEY: Final = "controlToken"
 
 # Keys of the project namespace that hold structured (object or list) values; Pulumi passes them as JSON.
 _OBJECT_KEYS: Final = ("zones", "network", "systemPool", "gpuPools", "images", "vertex", "replaceGpuPools",
-                       "maintenanceWindow", "deployWindow", "requestPublishers")
+                       "maintenanceWindow", "deployWindow", "requestPublishers", "queues", "urgentPublishers")
 _INT_KEYS: Final = ("schedulerReplicas", "resultRetentionDays")
 _BOOL_KEYS: Final = ("deletionProtection",)
 _STRING_KEYS: Final = ("releaseChannel",)
@@ -428,6 +428,40 @@ class VertexConfig(_Model):
         return self
 
 
+_IamMember = Annotated[str, Field(pattern=r"^(user|group|serviceAccount|domain):\S+$")]
+
+
+class QueueConfig(_Model):
+    """A desk's request queue (``runtime.protocol.queues``): who may publish to it, its weight and its cap."""
+
+    name: str = Field(description="Queue name, a lowercase DNS label (topic gpu-job-request-<name>); `default` "
+                                  "tunes the built-in queue, whose publishers are requestPublishers.")
+    weight: int = Field(1, ge=1, le=queues.MAX_WEIGHT,
+                        description="Share of the slots while several queues have work waiting.")
+    max_slots: int | None = Field(None, ge=1, description="Slots this queue's jobs may hold at once; none: no cap.")
+    publishers: tuple[_IamMember, ...] = Field(
+        default=(), description="IAM members who may publish to this queue's topic, and only there.")
+
+    @model_validator(mode="after")
+    def _usable(self) -> QueueConfig:
+        if self.name == queues.URGENT_QUEUE:
+            raise ValueError("the urgent queue is built in: its publishers are urgentPublishers, and it takes no "
+                             "weight or cap")
+        try:
+            self.spec()
+        except queues.QueueError as exc:
+            raise ValueError(str(exc)) from None
+        if self.name == queues.DEFAULT_QUEUE and self.publishers:
+            raise ValueError("the default queue's publishers are requestPublishers")
+        if self.name != queues.DEFAULT_QUEUE and not self.publishers:
+            raise ValueError(f"queue {self.name} names no publishers: nobody could submit to it")
+        return self
+
+    def spec(self) -> queues.QueueSpec:
+        """The queue as the scheduler and the Pub/Sub component take it."""
+        return queues.QueueSpec(self.name, self.weight, self.max_slots)
+
+
 class StackConfig(_Model):
     """Everything one stack (staging, production) decides."""
 
@@ -448,9 +482,15 @@ class StackConfig(_Model):
         None, description="When the deploy workflow may deploy the stack without an explicit override; never "
         "inside the maintenance window, where GKE's own upgrades hold cluster operations. None: any time.")
     result_retention_days: int = Field(30, ge=1, description="Result objects older than this are deleted.")
-    request_publishers: tuple[Annotated[str, Field(pattern=r"^(user|group|serviceAccount|domain):\S+$")], ...] = Field(
+    request_publishers: tuple[_IamMember, ...] = Field(
         default=(), description="IAM members who may publish job requests (roles/pubsub.publisher on "
         "gpu-job-request only): the platform's users. Nobody else may publish to any of its topics.")
+    queues: tuple[QueueConfig, ...] = Field(
+        default=(), description="Request queues of the desks sharing the platform, each with its own topic, "
+        "publishers, weight and optional slot cap (docs/scheduler.md, Queues).")
+    urgent_publishers: tuple[_IamMember, ...] = Field(
+        default=(), description="IAM members (on-call operators) who may publish to the urgent queue, whose jobs "
+        "go ahead of every backlog; the deploy's own probe may publish there too.")
     replace_gpu_pools: tuple[str, ...] = Field(
         default=(), description="GPU pools whose replacement this deploy acknowledges: they lose Pulumi's protect "
         "for it (docs/runbooks/replace-gpu-pool.md). Empty in normal operation."
@@ -494,11 +534,25 @@ class StackConfig(_Model):
         stray = set(self.system_pool.zones) - set(self.zones)
         if stray:
             raise ValueError(f"systemPool.zones {sorted(stray)} are not among the stack zones")
+        try:
+            self.queue_specs()
+        except queues.QueueError as exc:
+            raise ValueError(f"queues: {exc}") from None
         if self.deploy_window is not None and (
                 self.deploy_window.minutes_of_week() & self.maintenance_window.minutes_of_week()):
             raise ValueError(f"deployWindow ({self.deploy_window.describe()}) overlaps maintenanceWindow "
                              f"({self.maintenance_window.describe()}), when GKE upgrades on its own: move one")
         return self
+
+    def queue_specs(self) -> tuple[queues.QueueSpec, ...]:
+        """Every request queue of the stack: the declared ones with the built-in default and urgent queues."""
+        return queues.with_built_ins(queue.spec() for queue in self.queues)
+
+    def queue_publishers(self) -> dict[str, tuple[str, ...]]:
+        """Who may publish to each queue's topic, by queue name."""
+        declared = {queue.name: queue.publishers for queue in self.queues if queue.name != queues.DEFAULT_QUEUE}
+        return {queues.DEFAULT_QUEUE: self.request_publishers, **declared,
+                queues.URGENT_QUEUE: self.urgent_publishers}
 
     def queued_pools(self) -> dict[str, int | None]:
         """The pools with queued provisioning, each with its requests' maxRunDurationSeconds (None: GKE's)."""

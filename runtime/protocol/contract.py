@@ -25,6 +25,10 @@ REQUEST_DLQ_SUBSCRIPTION: Final = "gpu-job-request-dlq-sub"
 # attribute, consumed by the gpu-scheduler apart from the request subscription, so no backlog there delays it.
 PROBE_SUBSCRIPTION: Final = "gpu-job-probe-sub"
 PROBE_ATTRIBUTE: Final = "probe"
+# The urgent class's queue (``runtime.protocol.queues``): the deploy probe and on-call operators publish here, and
+# its jobs take the next free slot ahead of every other queue's backlog.
+URGENT_REQUEST_TOPIC: Final = "gpu-job-request-urgent"
+URGENT_REQUEST_SUBSCRIPTION: Final = "gpu-job-request-urgent-sub"
 
 # The queue contract fixes these three; a GPU job may run for minutes, hence the long ack deadline.
 ACK_DEADLINE_S: Final = 600
@@ -76,6 +80,15 @@ REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
     retry_max_backoff_s=RETRY_MAX_BACKOFF_S,
 )
 RESULT_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=RESULT_SUBSCRIPTION, topic=RESULT_TOPIC)
+# The urgent queue's scheduler subscription: the request subscription's settings on the urgent topic.
+URGENT_REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
+    name=URGENT_REQUEST_SUBSCRIPTION,
+    topic=URGENT_REQUEST_TOPIC,
+    dead_letter_topic=REQUEST_DLQ_TOPIC,
+    max_delivery_attempts=MAX_DELIVERY_ATTEMPTS,
+    retry_min_backoff_s=RETRY_MIN_BACKOFF_S,
+    retry_max_backoff_s=RETRY_MAX_BACKOFF_S,
+)
 # A dead-letter topic without a subscription drops what it receives: every DLQ gets one.
 REQUEST_DLQ_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=REQUEST_DLQ_SUBSCRIPTION, topic=REQUEST_DLQ_TOPIC)
 
@@ -183,6 +196,9 @@ class SchedulerEnv:
     # The file holding the token (the Secret mounted into the pod); wins over CONTROL_TOKEN when both are set.
     CONTROL_TOKEN_FILE: Final = "GPURT_CONTROL_TOKEN_FILE"
     POOLS: Final = "GPURT_POOLS"
+    # The request queues the scheduler consumes and shares its slots between, as ``runtime.protocol.queues.encode``
+    # writes them; unset, the built-in ``default`` and ``urgent`` queues.
+    QUEUES: Final = "GPURT_QUEUES"
     # Pools whose nodes come only through ProvisioningRequests (queued provisioning):
     # ``pool[=maxRunDurationSeconds],...``. The stack renders it from gpuPools; unset, there are none.
     QUEUED_POOLS: Final = "GPURT_QUEUED_POOLS"
@@ -314,7 +330,10 @@ class MetricNames:
 
     jobs_total: str = f"{METRICS_PREFIX}jobs_total"  # labels: type, status
     job_duration_seconds: str = f"{METRICS_PREFIX}job_duration_seconds"  # histogram, label: type
-    queue_wait_seconds: str = f"{METRICS_PREFIX}queue_wait_seconds"  # histogram
+    queue_wait_seconds: str = f"{METRICS_PREFIX}queue_wait_seconds"  # histogram, label: queue; publish to start
+    queue_depth: str = f"{METRICS_PREFIX}queue_depth"  # label: queue; undelivered on its scheduler subscription
+    queue_slots: str = f"{METRICS_PREFIX}queue_slots"  # label: queue; slots its jobs hold now on this replica
+    queue_started_total: str = f"{METRICS_PREFIX}queue_started_total"  # label: queue; jobs started (share)
     jobs_in_flight: str = f"{METRICS_PREFIX}jobs_in_flight"
     backlog_messages: str = f"{METRICS_PREFIX}backlog_messages"  # undelivered on the request subscription
     dlq_messages: str = f"{METRICS_PREFIX}dlq_messages"
