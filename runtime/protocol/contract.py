@@ -80,7 +80,8 @@ REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
     retry_max_backoff_s=RETRY_MAX_BACKOFF_S,
 )
 RESULT_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=RESULT_SUBSCRIPTION, topic=RESULT_TOPIC)
-# The urgent queue's scheduler subscription: the request subscription's settings on the urgent topic.
+# The urgent queue's scheduler subscription: the request subscription's settings on the urgent topic, less the
+# deploy probe, which the probe subscription alone takes (a probe must not also wait for a slot here).
 URGENT_REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
     name=URGENT_REQUEST_SUBSCRIPTION,
     topic=URGENT_REQUEST_TOPIC,
@@ -88,6 +89,7 @@ URGENT_REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
     max_delivery_attempts=MAX_DELIVERY_ATTEMPTS,
     retry_min_backoff_s=RETRY_MIN_BACKOFF_S,
     retry_max_backoff_s=RETRY_MAX_BACKOFF_S,
+    filter=f"NOT attributes:{PROBE_ATTRIBUTE}",
 )
 # A dead-letter topic without a subscription drops what it receives: every DLQ gets one.
 REQUEST_DLQ_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=REQUEST_DLQ_SUBSCRIPTION, topic=REQUEST_DLQ_TOPIC)

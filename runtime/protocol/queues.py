@@ -30,8 +30,11 @@ from runtime.protocol.contract import (
     REQUEST_SUBSCRIPTION,
     REQUEST_SUBSCRIPTION_SPEC,
     REQUEST_TOPIC,
+    SUBSCRIPTIONS,
+    TOPICS,
     URGENT_REQUEST_SUBSCRIPTION_SPEC,
     SubscriptionSpec,
+    TopicSpec,
 )
 
 DEFAULT_QUEUE: Final = "default"
@@ -167,3 +170,10 @@ def decode(text: str) -> tuple[QueueSpec, ...]:
             raise QueueError(f"queue entry {entry!r}: name must be a string, weight and max_slots whole numbers")
         specs.append(QueueSpec(name, weight, cap))
     return with_built_ins(specs)
+
+
+def topology(queues: Sequence[QueueSpec]) -> tuple[tuple[TopicSpec, ...], tuple[SubscriptionSpec, ...]]:
+    """Every topic and subscription a platform with ``queues`` needs: the contract's and each desk queue's."""
+    desks = [queue for queue in queues if queue.subscription_spec() not in SUBSCRIPTIONS]
+    return ((*TOPICS, *(TopicSpec(queue.topic) for queue in desks)),
+            (*SUBSCRIPTIONS, *(queue.subscription_spec() for queue in desks)))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult
+from runtime.protocol.queues import DEFAULT_QUEUE, request_topic
 from runtime.pubsub.admin import topic_path
 
 if TYPE_CHECKING:
@@ -43,22 +44,24 @@ class TopicPublisher:
         """Publish ``result`` on ``gpu-job-result`` (attributes: job_id, status)."""
         return self._publish(contract.RESULT_TOPIC, *_result_message(result))
 
-    def publish_request(self, request: JobRequest, *, replay: bool = False) -> str:
-        """Publish a validated ``request`` on ``gpu-job-request``."""
-        return self._publish(contract.REQUEST_TOPIC,
+    def publish_request(self, request: JobRequest, *, replay: bool = False, queue: str = DEFAULT_QUEUE) -> str:
+        """Publish a validated ``request`` on ``queue``'s topic (``runtime.protocol.queues``)."""
+        return self._publish(request_topic(queue),
                              *request.to_message({REPLAY_ATTRIBUTE: "1"} if replay else None))
 
-    def publish_raw_request(self, data: bytes, attributes: Mapping[str, str] | None = None) -> str:
-        """Publish bytes as they are on ``gpu-job-request`` (the probe, a replayed dead letter, drills)."""
-        return self._publish(contract.REQUEST_TOPIC, data, dict(attributes or {}))
+    def publish_raw_request(self, data: bytes, attributes: Mapping[str, str] | None = None, *,
+                            queue: str = DEFAULT_QUEUE) -> str:
+        """Publish bytes as they are on ``queue``'s topic (the probe, a replayed dead letter, drills)."""
+        return self._publish(request_topic(queue), data, dict(attributes or {}))
 
-    def publish_raw_requests(self, messages: Iterable[tuple[bytes, Mapping[str, str]]]) -> list[str]:
-        """Publish many ``(data, attributes)`` on ``gpu-job-request`` at once; returns their message ids.
+    def publish_raw_requests(self, messages: Iterable[tuple[bytes, Mapping[str, str]]], *,
+                             queue: str = DEFAULT_QUEUE) -> list[str]:
+        """Publish many ``(data, attributes)`` on ``queue``'s topic at once; returns their message ids.
 
         All are handed to the client before any is waited for, so it sends them in batches instead of one
         round trip each; it returns once Pub/Sub has every one (or raises for the first it refused).
         """
-        topic = topic_path(self._project, contract.REQUEST_TOPIC)
+        topic = topic_path(self._project, request_topic(queue))
         futures = [self._client.publish(topic, data, **dict(attributes)) for data, attributes in messages]
         return [str(future.result(timeout=PUBLISH_TIMEOUT_S)) for future in futures]
 

@@ -62,3 +62,14 @@ def test_a_queue_is_found_by_its_subscription_or_topic_path() -> None:
     assert queues.queue_of_topic(declared, "projects/p/topics/gpu-job-request").name == "default"
     with pytest.raises(QueueError, match="no queue"):
         queues.queue_of_topic(declared, "gpu-job-result")
+
+
+
+def test_the_topology_adds_a_topic_and_subscription_per_queue_the_contract_lacks_and_nothing_twice() -> None:
+    topics, subscriptions = queues.topology(queues.with_built_ins((QueueSpec("rates"),)))
+    assert {t.name for t in topics} >= {*(t.name for t in contract.TOPICS), "gpu-job-request-rates",
+                                        contract.URGENT_REQUEST_TOPIC}
+    assert {s.name for s in subscriptions} >= {*(s.name for s in contract.SUBSCRIPTIONS), "gpu-job-request-rates-sub",
+                                               contract.URGENT_REQUEST_SUBSCRIPTION}
+    assert len({t.name for t in topics}) == len(topics)
+    assert len({s.name for s in subscriptions}) == len(subscriptions)

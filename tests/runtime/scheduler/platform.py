@@ -20,6 +20,7 @@ import httpx
 from kernels.errors import TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult
+from runtime.protocol.queues import DEFAULT_QUEUE
 from runtime.pubsub.admin import ensure_topology, subscription_path
 from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.pubsub.publisher import TopicPublisher
@@ -139,10 +140,10 @@ class Requests:
         request = JobRequest.model_validate({"job_id": job_id, "type": job_type, "params": params})
         return self._topics.publish_request(request)
 
-    def raw(self, body: bytes | dict, **attributes: str) -> str:
-        """Publish bytes (or a dict as JSON) exactly as given."""
+    def raw(self, body: bytes | dict, *, queue: str = DEFAULT_QUEUE, **attributes: str) -> str:
+        """Publish bytes (or a dict as JSON) exactly as given, on ``queue``'s topic."""
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return self._topics.publish_raw_request(data, attributes)
+        return self._topics.publish_raw_request(data, attributes, queue=queue)
 
     def close(self) -> None:
         """Flush and close."""
