@@ -6,10 +6,12 @@ with them, the kernels run from them. A bad or oversized parameter is a clear ``
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import operator
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
 
@@ -168,6 +170,8 @@ Paths = Annotated[Integer, Field(ge=1, le=MAX_PATHS, description="Monte Carlo pa
 class NoopParams(_Params):
     """The drill job: sleeps, optionally fails, touches no GPU."""
 
+    job_type: ClassVar[JobType] = JobType.NOOP
+
     sleep_s: float = Field(0.0, ge=0.0, le=MAX_SLEEP_S, description="Seconds to sleep (cancellable).")
     fail: Literal["transient", "permanent"] | None = Field(
         None, description="Simulate a failure: transient is retried by redelivery, permanent is not."
@@ -181,6 +185,8 @@ DEFAULT_CONFIDENCE: Final = 0.99  # the accuracy SLO is stated at 99%
 
 class RandomWalkParams(_Params):
     """The platform's smoke-test random walk: each path averages ``steps`` standard normal increments."""
+
+    job_type: ClassVar[JobType] = JobType.RANDOM_WALK
 
     paths: Paths = 1_000_000
     steps: Integer = Field(1_000, ge=1, le=MAX_STEPS)
@@ -246,11 +252,15 @@ class _OptionParams(_ContractParams):
 class EuropeanOptionParams(_OptionParams):
     """A European option under geometric Brownian motion."""
 
+    job_type: ClassVar[JobType] = JobType.EUROPEAN_OPTION
+
     antithetic: bool = True
 
 
 class AsianOptionParams(_OptionParams):
     """An arithmetic-average Asian option, monitored at ``steps`` equally spaced dates."""
+
+    job_type: ClassVar[JobType] = JobType.ASIAN_OPTION
 
     steps: Integer = Field(64, ge=1, le=MAX_STEPS)
 
@@ -266,6 +276,8 @@ class HestonOptionParams(_ContractParams):
     ``dS = (r - q) S dt + sqrt(v) S dW1``, ``dv = mean_reversion (long_variance - v) dt + vol_of_vol sqrt(v) dW2``,
     ``d<W1, W2> = correlation dt``. Variances, not volatilities: ``initial_variance`` 0.04 is 20% vol.
     """
+
+    job_type: ClassVar[JobType] = JobType.HESTON_OPTION
 
     initial_variance: Variance = 0.04
     long_variance: Variance = 0.04
@@ -293,6 +305,8 @@ class PortfolioVarParams(_Params):
     ``revaluation`` ``linear`` uses P&L = sum(exposure * vol sqrt(h/252) x) (delta-normal, the case with a
     closed form), ``full`` reprices each position as exposure * (exp(shock) - 1).
     """
+
+    job_type: ClassVar[JobType] = JobType.PORTFOLIO_VAR
 
     exposures: vector(MAX_ASSETS)
     volatilities: vector(MAX_ASSETS, "Annualised.")
@@ -363,6 +377,8 @@ class BasketOptionParams(_Params):
     GBM steps are exact (``steps`` only matters for Heston and for exercise dates); under GBM the
     geometric basket option (closed form) is the control variate, under Heston the discounted basket.
     """
+
+    job_type: ClassVar[JobType] = JobType.BASKET_OPTION
 
     spots: vector(MAX_BASKET_ASSETS)
     weights: vector(MAX_BASKET_ASSETS, "Units of each asset.")
@@ -458,6 +474,8 @@ class AmericanOptionParams(BasketOptionParams):
     ``regression_paths`` paths independent of the ``paths`` that price it, so the price is a low-biased bound.
     """
 
+    job_type: ClassVar[JobType] = JobType.AMERICAN_OPTION
+
     steps: Integer = Field(50, ge=1, le=MAX_STEPS)
     exercise_dates: Integer | None = Field(None, ge=1, le=MAX_EXERCISE_DATES)
     regression_paths: Integer = Field(100_000, ge=MIN_REGRESSION_PATHS, le=MAX_REGRESSION_PATHS)
@@ -510,6 +528,8 @@ class OptionBookParams(_Params):
     own maturity, which must fall on the step grid (``maturity * steps_per_year`` a whole number). Under
     ``black_scholes`` the steps are exact; under ``heston`` they are Andersen QE steps (as ``heston_option``'s).
     """
+
+    job_type: ClassVar[JobType] = JobType.OPTION_BOOK
 
     spot: Price = 100.0
     rate: float = Field(0.05, ge=-1.0, le=1.0)
@@ -637,20 +657,34 @@ def _check_path_steps(paths: int, steps: int) -> None:
         raise ValueError(f"paths x steps = {paths * steps:.3g} exceeds the limit of {MAX_PATH_STEPS:.3g}")
 
 
-PARAMS_BY_TYPE: Final[dict[JobType, type[_Params]]] = {
-    JobType.NOOP: NoopParams,
-    JobType.RANDOM_WALK: RandomWalkParams,
-    JobType.EUROPEAN_OPTION: EuropeanOptionParams,
-    JobType.ASIAN_OPTION: AsianOptionParams,
-    JobType.PORTFOLIO_VAR: PortfolioVarParams,
-    JobType.HESTON_OPTION: HestonOptionParams,
-    JobType.BASKET_OPTION: BasketOptionParams,
-    JobType.AMERICAN_OPTION: AmericanOptionParams,
-    JobType.OPTION_BOOK: OptionBookParams,
-}
+def job_models(base: type[BaseModel] = _Params) -> dict[str, type[BaseModel]]:
+    """The params model of each job type, by type name, in ``JobType``'s order (then any other): every model under
+    ``base`` that names its ``job_type``. A type is declared once, on its model; the tables below are read from it."""
+    found: dict[str, type[BaseModel]] = {}
+    pending = [base]
+    while pending:
+        model = pending.pop(0)
+        pending += model.__subclasses__()
+        if "job_type" in vars(model):
+            job_type = vars(model)["job_type"]
+            if job_type in found:
+                raise TypeError(f"{model.__name__} and {found[job_type].__name__} both name job type {job_type}")
+            found[job_type] = model
+    order = {job_type: i for i, job_type in enumerate(JobType)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
 
-JobParams = (NoopParams | RandomWalkParams | EuropeanOptionParams | AsianOptionParams | PortfolioVarParams
-             | HestonOptionParams | BasketOptionParams | AmericanOptionParams | OptionBookParams)
+
+def _models_of_every_type() -> dict[JobType, type[_Params]]:
+    models = job_models()
+    if missing := [job_type.value for job_type in JobType if job_type not in models]:
+        raise TypeError(f"no params model names job type(s) {', '.join(missing)} (job_type = JobType....)")
+    return {JobType(job_type): model for job_type, model in models.items()}
+
+
+PARAMS_BY_TYPE: Final[dict[JobType, type[_Params]]] = _models_of_every_type()
+
+# Every job type's params, for the protocol's ``JobRequest.params``: a union in JobType's order.
+JobParams = functools.reduce(operator.or_, PARAMS_BY_TYPE.values())  # type: ignore[arg-type]
 
 
 def parse_params(job_type: JobType | str, params: object) -> JobParams:

@@ -1,8 +1,8 @@
 """Which kernel module runs each job type, and what a kernel module provides.
 
-``KERNELS`` is the one table from job type to kernel module, by module name: the entry points
-(``kernels.jobs``, ``kernels.shards``) import a module when a job of its type runs, never when they are
-imported, so the scheduler process that plans and submits jobs loads no numba and no CUDA. What a module
+``KERNELS`` maps each job type to its descriptor (``kernels.descriptors``), which names its kernel module by
+name: the entry points (``kernels.jobs``, ``kernels.shards``) import a module when a job of its type runs, never
+when they are imported, so the scheduler process that plans and submits jobs loads no numba and no CUDA. What a module
 must provide is stated by the two protocols below (a module satisfies a protocol through its functions);
 ``tests/kernels/test_registry.py`` checks every entry against them.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from kernels.context import KernelResult, RunContext
+from kernels.descriptors import DESCRIPTORS
 from kernels.params import JobType
 
 
@@ -45,41 +45,24 @@ class ShardedKernelModule(KernelModule, Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class KernelEntry:
-    """Where a job type's kernel lives, and whether its jobs can be sharded."""
-
-    module: str
-    sharded: bool = False
-
-
-# Every job type but noop (which runs in kernels.jobs itself, without a kernel).
-KERNELS: Final = {
-    JobType.RANDOM_WALK: KernelEntry("kernels.random_walk"),
-    # Greeks take a second pass over the same paths: such jobs run as one task (kernels.shards)
-    JobType.EUROPEAN_OPTION: KernelEntry("kernels.european", sharded=True),
-    JobType.ASIAN_OPTION: KernelEntry("kernels.asian", sharded=True),
-    JobType.PORTFOLIO_VAR: KernelEntry("kernels.portfolio_var", sharded=True),
-    JobType.HESTON_OPTION: KernelEntry("kernels.heston"),
-    JobType.BASKET_OPTION: KernelEntry("kernels.basket_option"),
-    JobType.AMERICAN_OPTION: KernelEntry("kernels.lsm"),
-    JobType.OPTION_BOOK: KernelEntry("kernels.book"),
-}
+# Every job type with a kernel module (noop runs in kernels.jobs itself), read from the descriptors.
+KERNELS: Final = {JobType(job_type): descriptor for job_type, descriptor in DESCRIPTORS.items()
+                  if descriptor.kernel_module is not None}
 
 
 def kernel_module(kind: JobType) -> KernelModule:
     """The kernel module of ``kind``, imported now (raises ``KeyError`` for noop, which has none)."""
-    return cast(KernelModule, importlib.import_module(KERNELS[kind].module))
+    return cast(KernelModule, importlib.import_module(KERNELS[kind].kernel_module))
 
 
 def is_sharded(kind: JobType) -> bool:
     """Whether jobs of ``kind`` can run as shards."""
     entry = KERNELS.get(kind)
-    return entry is not None and entry.sharded
+    return entry is not None and entry.size.sharded
 
 
 def sharded_module(kind: JobType) -> ShardedKernelModule:
     """The kernel module of a shardable ``kind``, imported now (raises ``ValueError`` for other types)."""
     if not is_sharded(kind):
         raise ValueError(f"{kind.value} jobs are not sharded")
-    return cast(ShardedKernelModule, importlib.import_module(KERNELS[kind].module))
+    return cast(ShardedKernelModule, importlib.import_module(KERNELS[kind].kernel_module))

@@ -19,16 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from kernels.context import RunContext
+from kernels.descriptors import descriptor_of
 from kernels.jobs import JobOutput, expect_params, failures_of_the_job, job_output
 from kernels.params import JobParams, JobType
-from kernels.registry import is_sharded, sharded_module
-
-# Most shards one job is split into: each costs a Dask task and a kernel warm-up, and a pool has far fewer
-# GPUs; a larger job gets larger shards instead.
-MAX_SHARDS: Final = 256
+from kernels.registry import sharded_module
 
 
 @dataclass(frozen=True)
@@ -47,16 +44,13 @@ class ShardOutput:
 
 
 def shard_count(kind: JobType, params: JobParams, shard_paths: int | None) -> int:
-    """How many shards the job runs as: 1 (as one task) unless it is shardable and over ``shard_paths`` paths.
+    """How many shards the job runs as: 1 (as one task) unless it is shardable and over ``shard_paths`` paths
+    (its type's size rule, ``kernels.sizes.SizeRule.shard_count``).
 
     ``params`` are ``kind``'s validated params, as for ``kernels.jobs.run_job``.
     """
-    if not shard_paths or not is_sharded(kind):
-        return 1
     expect_params(kind, params)
-    if getattr(params, "greeks", None):
-        return 1  # a second pass over the same paths: not split (see the module docstring)
-    return max(1, min(MAX_SHARDS, -(-params.paths // shard_paths)))  # type: ignore[union-attr]
+    return descriptor_of(kind).size.shard_count(params, shard_paths)
 
 
 def block_range(n_blocks: int, index: int, shards: int) -> tuple[int, int]:

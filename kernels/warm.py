@@ -14,38 +14,17 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+from kernels.descriptors import DESCRIPTORS
 from kernels.params import JobType, parse_params
 
-_BASKET: Final = {"spots": [100.0, 95.0], "weights": [0.5, 0.5], "volatilities": [0.2, 0.25],
-                  "correlation": [[1.0, 0.5], [0.5, 1.0]], "strike": 100.0}
-_GREEKS: Final = ["delta", "gamma", "vega", "rho", "theta"]
-
-# One tiny job per kernel code path, in the order they are compiled. Each name is what ``warm_kernels``
-# reports; the params are small on purpose: the work is the compile, not the paths.
-WARM_JOBS: Final[tuple[tuple[str, JobType, Mapping[str, Any]], ...]] = (
-    ("random_walk", JobType.RANDOM_WALK, {"paths": 64, "steps": 4}),
-    ("european_option", JobType.EUROPEAN_OPTION, {"paths": 64}),
-    ("european_option with Greeks", JobType.EUROPEAN_OPTION, {"paths": 64, "greeks": _GREEKS}),
-    ("asian_option", JobType.ASIAN_OPTION, {"paths": 64, "steps": 4}),
-    ("portfolio_var", JobType.PORTFOLIO_VAR, {"exposures": [1.0, -1.0], "volatilities": [0.2, 0.3],
-                                              "correlation": [[1.0, 0.5], [0.5, 1.0]], "paths": 100}),
-    ("heston_option", JobType.HESTON_OPTION, {"paths": 64, "steps": 4}),
-    ("heston_option with Greeks", JobType.HESTON_OPTION, {"paths": 64, "steps": 4, "greeks": _GREEKS}),
-    ("basket_option", JobType.BASKET_OPTION, {**_BASKET, "paths": 64}),
-    ("basket_option with Greeks", JobType.BASKET_OPTION, {**_BASKET, "paths": 64, "greeks": _GREEKS}),
-    ("american_option", JobType.AMERICAN_OPTION, {**_BASKET, "paths": 1_000, "regression_paths": 1_000,
-                                                  "steps": 4}),
-    # one GBM asset also reports the compiled binomial tree (kernels.binomial)
-    ("american_option on one asset", JobType.AMERICAN_OPTION, {"spots": [100.0], "weights": [1.0],
-                                                               "volatilities": [0.2], "strike": 100.0,
-                                                               "paths": 1_000, "regression_paths": 1_000,
-                                                               "steps": 4}),
-    ("option_book", JobType.OPTION_BOOK, {"contracts": [{"strike": 100.0, "maturity": 0.5}], "paths": 64,
-                                          "steps_per_year": 4}),
-)
+# One tiny job per kernel code path (each descriptor's ``warm`` jobs), in the order they are compiled. Each name
+# is what ``warm_kernels`` reports; the params are small on purpose: the work is the compile, not the paths.
+WARM_JOBS: Final[tuple[tuple[str, JobType, Mapping[str, Any]], ...]] = tuple(
+    (job.name, JobType(job_type), job.params) for job_type, descriptor in DESCRIPTORS.items()
+    for job in descriptor.warm)
 
 # The job that readies a thread (``prime_thread``): the cheapest warm-up job with a parallel CPU loop.
-PRIMER: Final = WARM_JOBS[1]
+PRIMER: Final = next(job for job in WARM_JOBS if job[0] == "european_option")
 
 log = logging.getLogger(__name__)
 

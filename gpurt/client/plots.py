@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from gpurt.client.options import REFERENCES, PricedOption, priced_options
 from gpurt.client.result_view import ResultView
 from gpurt.client.volatility import smile_points
+from kernels.descriptors import DESCRIPTORS, PRICE_UNIT, money
 from runtime.protocol.messages import JobStatus
 
 if TYPE_CHECKING:
@@ -42,7 +43,6 @@ GREEK_UNITS: Final = {
     "rho": "price per 1.00 of rate",
     "theta": "price per year, -dV/dT",
 }
-PRICE_UNIT: Final = "price, in the spot's currency"
 STRIKE_LABEL: Final = "strike, in the spot's currency"
 SIZE_IN: Final = (8.0, 4.5)
 GREEK_PANEL_IN: Final = (4.8, 4.0)
@@ -54,9 +54,10 @@ REFERENCE_COLOUR: Final = "#c0392b"
 TAIL_COLOUR: Final = "#c0392b"
 BODY_COLOUR: Final = "#5b8db8"
 GROUP_COLOURS: Final = ("#1f4e79", "#c0392b", "#2e8b57", "#8e44ad", "#d68910", "#555555")
-# Which picture a result gives when no kind is asked for, by job type; any other job with an estimate gets
-# "estimate". The kinds one result can give are SINGLE_KINDS' keys; many results, MANY_KINDS'.
-DEFAULT_KIND: Final = {"option_book": "smile", "portfolio_var": "loss"}
+# Which picture a result gives when no kind is asked for is its type's (``JobDescriptor.plot``: "estimate" unless
+# it says otherwise). The kinds one result can give are SINGLE_KINDS' keys; many results, MANY_KINDS'.
+# A VaR title leaves the horizon out where the picture's axis shows it.
+HORIZON: Final = frozenset({"horizon_days"})
 # Parameters that change how an option is estimated, not which option it is: results that differ only in
 # these price the same option, and together show the estimate converging.
 ESTIMATOR_PARAMS: Final = frozenset({"paths", "seed", "regression_paths", "antithetic", "control_variate",
@@ -78,8 +79,8 @@ def plot_result(result: ResultView, ax: Axes | Sequence[Axes] | None = None, *, 
     if result.status is not JobStatus.SUCCEEDED:
         why = f": {result.raw.error.message}" if result.raw.error is not None else ""
         raise ValueError(f"job {result.job_id} {result.status.value}{why}; there is nothing to plot")
-    job_type = _job_type(result)
-    chosen = kind or DEFAULT_KIND.get(job_type, "estimate")
+    descriptor = DESCRIPTORS.get(_job_type(result))
+    chosen = kind or (descriptor.plot if descriptor is not None else "estimate")
     if chosen not in SINGLE_KINDS:
         raise ValueError(f"kind {chosen!r} is not one of {sorted(SINGLE_KINDS)}")
     return SINGLE_KINDS[chosen](result, ax, **options)
@@ -101,8 +102,9 @@ def plot_many(items: Iterable[ResultView], ax: Axes | None = None, *, kind: str 
 
 def _many_kind(results: list[ResultView]) -> str:
     types = {_job_type(r) for r in results}
-    if types == {"portfolio_var"}:
-        return "var"
+    own = {getattr(DESCRIPTORS.get(job_type), "plot_many", None) for job_type in types}
+    if len(own) == 1 and None not in own:
+        return own.pop()
     if len(results) > 1 and _one_option(results):
         return "convergence"
     if priced_options(results):
@@ -288,17 +290,17 @@ def plot_loss(result: ResultView, ax: Axes | None = None) -> Axes:
                                                  ("CVaR", cvar, s["cvar_ci"], "-", 0.8)):
         low, high = interval
         ax.axvline(value, color=REFERENCE_COLOUR, linestyle=style,
-                   label=f"{name} {level} = {_money(value)}, {_level([result])} interval "
-                         f"[{_money(low)}, {_money(high)}]")
+                   label=f"{name} {level} = {money(value)}, {_level([result])} interval "
+                         f"[{money(low)}, {money(high)}]")
         ax.errorbar([value], [top * height], xerr=[[value - low], [high - value]], fmt="o", markersize=3,
                     color=REFERENCE_COLOUR, capsize=4)
     if s.get("delta_normal_var") is not None:
         ax.axvline(s["delta_normal_var"], color="#555555", linestyle=":",
-                   label=f"delta-normal VaR {level} = {_money(s['delta_normal_var'])} (closed form)")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _money(v)))
+                   label=f"delta-normal VaR {level} = {money(s['delta_normal_var'])} (closed form)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: money(v)))
     ax.set_xlabel(f"loss over {s['horizon_trading_days']:g} trading days, in the exposures' currency "
                   "(gains negative)")
-    ax.set_ylabel(f"scenarios per bin (bins {_money(edges[1] - edges[0])} wide)")
+    ax.set_ylabel(f"scenarios per bin (bins {money(edges[1] - edges[0])} wide)")
     _title(ax, f"VaR and CVaR at {level}: {_describe(result)}")
     ax.legend(fontsize=8, loc="upper left")
     return ax
@@ -320,11 +322,11 @@ def plot_var(results: Sequence[ResultView], ax: Axes | None = None) -> Axes:
         _reference_curve(ax, [(h, r.summary.get(f"delta_normal_{key}")) for h, r in zip(horizons, ordered,
                                                                                       strict=True)],
                          f"delta-normal {name} (closed form)", colour=colour)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _money(v)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: money(v)))
     ax.set_xlabel("horizon, trading days")
     ax.set_ylabel("loss, in the exposures' currency")
     ax.set_xticks(horizons)
-    _title(ax, f"VaR and CVaR at {level} by horizon: {_describe(ordered[0], horizon=False)}")
+    _title(ax, f"VaR and CVaR at {level} by horizon: {_describe(ordered[0], HORIZON)}")
     ax.legend(fontsize=8)
     return ax
 
@@ -386,14 +388,6 @@ def _thousands(axis: Any) -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
 
 
-def _money(value: float) -> str:
-    """A money amount as a desk writes it: 1.25M, 830k, 2.1bn."""
-    for scale, suffix in ((1e9, "bn"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
 def _level_of(confidences: Iterable[float | None]) -> str:
     found = sorted({c for c in confidences if c is not None})
     return "/".join(f"{c * 100:g}%" for c in found) or "reported"
@@ -424,7 +418,7 @@ def _job_type(result: ResultView) -> str:
 
 
 def _paths(result: ResultView) -> int:
-    return int(result.summary.get("paths") or result.params["paths"])
+    return int(result.summary.get("paths") or getattr(result.job, "paths", 0))
 
 
 def _options(results: ResultView | Sequence[ResultView]) -> list[PricedOption]:
@@ -448,64 +442,18 @@ def _one_option(results: Sequence[ResultView]) -> bool:
     return all(r.estimate is not None and what(r) == first for r in results)
 
 
+def _describe(result: ResultView, varying: frozenset[str] = frozenset()) -> str:
+    """What a result is (first line) and the model with its parameters (second line): a picture's title, as its
+    type's descriptor words it (``kernels.descriptors``); ``varying`` params a picture shows on an axis."""
+    descriptor, job = DESCRIPTORS.get(_job_type(result)), result.job
+    if descriptor is None or job is None:
+        return f"{_job_type(result)} {result.job_id}"
+    return descriptor.describe(job, f"{_paths(result):,} paths", varying)
+
+
 def _estimate_unit(result: ResultView) -> str:
-    job_type = _job_type(result)
-    if job_type == "random_walk":
-        return "mean of the paths' averages, in standard normal units"
-    if job_type == "portfolio_var":
-        return f"VaR at {result['var_confidence'] * 100:g}%, in the exposures' currency"
-    return PRICE_UNIT
-
-
-def _pct(value: float) -> str:
-    return f"{value * 100:.3g}%"
-
-
-def _market(p: dict[str, Any]) -> str:
-    """The model and its parameters, named as the job's parameters are."""
-    rates = f"rate {_pct(p.get('rate', 0.0))}, dividend yield {_pct(p.get('dividend_yield') or 0.0)}"
-    if "volatility" not in p or p.get("model") == "heston":
-        return (f"Heston: spot {p['spot']:g}, initial variance {p['initial_variance']:g}, long variance "
-                f"{p['long_variance']:g}, mean reversion {p['mean_reversion']:g}, vol of vol {p['vol_of_vol']:g}, "
-                f"correlation {p['correlation']:g}, {rates}")
-    return f"Black-Scholes: spot {p['spot']:g}, volatility {_pct(p['volatility'])}, {rates}"
-
-
-def _contract(p: dict[str, Any]) -> str:
-    return f"{p.get('kind', 'call')} K={p['strike']:g}, T={p['maturity']:g}y"
-
-
-def _basket(p: dict[str, Any]) -> str:
-    spots = ", ".join(f"{s:g}" for s in p["spots"])
-    weights = ", ".join(f"{w:.3g}" for w in p["weights"])
-    vols = p.get("volatilities")
-    model = f"GBM, volatilities [{', '.join(_pct(v) for v in vols)}]" if vols else "per-asset Heston"
-    return f"{len(p['spots'])} asset(s), spots [{spots}], weights [{weights}]; {model}, rate {_pct(p['rate'])}"
-
-
-def _describe(result: ResultView, horizon: bool = True) -> str:
-    """What a result is (first line) and the model with its parameters (second line): a picture's title."""
-    p, job_type, paths = result.params, _job_type(result), f"{_paths(result):,} paths"
-    if job_type == "european_option":
-        return f"European {_contract(p)}, {paths}\n{_market(p)}"
-    if job_type == "heston_option":
-        return f"European {_contract(p)}, {p['steps']} QE steps, {paths}\n{_market(p)}"
-    if job_type == "asian_option":
-        return f"Asian (arithmetic average of {p['steps']} fixings) {_contract(p)}, {paths}\n{_market(p)}"
-    if job_type == "basket_option":
-        return f"{p['payoff'].capitalize()} basket {_contract(p)}, {paths}\n{_basket(p)}"
-    if job_type == "american_option":
-        dates = p.get("exercise_dates") or p["steps"]
-        return f"American {_contract(p)}, {dates} exercise dates, {paths}\n{_basket(p)}"
-    if job_type == "option_book":
-        return f"book of {len(p['contracts'])} options, {paths}\n{_market(p)}"
-    if job_type == "portfolio_var":
-        days = f"over {p['horizon_days']:g} trading days, " if horizon else ""
-        return (f"{len(p['exposures'])} positions, {_money(sum(map(abs, p['exposures'])))} gross, {days}"
-                f"{p['revaluation']} revaluation, {paths}")
-    if job_type == "random_walk":
-        return f"random walk of {p['steps']:,} standard normal steps, {paths}"
-    return f"{job_type} {result.job_id}"
+    descriptor = DESCRIPTORS.get(_job_type(result))
+    return descriptor.estimate_unit(result.summary) if descriptor is not None else PRICE_UNIT
 
 
 def _describe_options(results: ResultView | Sequence[ResultView], options: Sequence[PricedOption]) -> str:
@@ -513,6 +461,5 @@ def _describe_options(results: ResultView | Sequence[ResultView], options: Seque
     listed = _listed(results)
     if len(listed) == 1:
         return _describe(listed[0])
-    first = listed[0].params
-    market = _market(first) if "spot" in first else _basket(first)
+    market = _describe(listed[0]).splitlines()[-1]  # the second line of a title names the model
     return f"{len(options)} options from {len(listed)} jobs\n{market}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kernels.params import JobParams
 from runtime.protocol.messages import JobResult, JobStatus
 
 if TYPE_CHECKING:
@@ -41,6 +42,11 @@ class ResultView(Protocol):
     @property
     def params(self) -> dict[str, Any]:
         """The parameters the job ran with, defaults filled in."""
+        ...
+
+    @property
+    def job(self) -> JobParams | None:
+        """The parameters the job ran with, as its type's validated params model."""
         ...
 
     @property

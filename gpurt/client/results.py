@@ -12,12 +12,16 @@ import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import ValidationError
 
 from gpurt.client.errors import ClientError
 from gpurt.client.options import priced_options
 from gpurt.client.plots import plot_many, plot_result
 from gpurt.client.volatility import implied_vol_frame
+from kernels.params import JobParams, parse_params
 from runtime.protocol.messages import JobResult, JobStatus
 
 if TYPE_CHECKING:
@@ -121,8 +125,22 @@ class Result:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The parameters the job ran with, defaults filled in (the kernel's echo)."""
+        """The parameters the job ran with, defaults filled in (the kernel's echo), as JSON has them; ``job`` has
+        them typed."""
         return dict(self.summary.get("params", {}))
+
+    @cached_property
+    def job(self) -> JobParams | None:
+        """The parameters the job ran with as its type's validated params model (``EuropeanOptionParams`` …):
+        ``result.job.paths``, ``result.job.greeks``. ``None`` when the result carries none (a job that did not
+        succeed, a noop's result of an older platform)."""
+        if self.raw.type is None or "params" not in self.summary:
+            return None
+        try:
+            return parse_params(self.raw.type, self.summary["params"])
+        except ValidationError as exc:  # a result edited by hand, or of kernels whose params have changed since
+            raise ClientError(f"job {self.job_id}'s parameters are not valid {self.raw.type.value} parameters "
+                              f"now: {exc}") from None
 
     @property
     def seed(self) -> int | None:

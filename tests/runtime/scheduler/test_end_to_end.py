@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from kernels.sizes import PACK_MAX_SLEEP_S
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobRequest, JobStatus
 from runtime.pubsub.admin import subscription_path
 from runtime.scheduler import window
-from runtime.scheduler.packing import PACK_MAX_SLEEP_S
 from runtime.scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT, WIDEN_AFTER_TINY
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
