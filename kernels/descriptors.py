@@ -29,7 +29,6 @@ from kernels.params import (
     BookModel,
     EuropeanOptionParams,
     HestonOptionParams,
-    JobType,
     NoopParams,
     OptionBookParams,
     PortfolioVarParams,
@@ -77,8 +76,8 @@ class JobDescriptor:
 
     @property
     def type(self) -> str:
-        """The job type's name on the wire (a ``JobType`` value for the platform's own types)."""
-        return str(vars(self.params)["job_type"])
+        """The job type's name on the wire: a ``JobType`` for the platform's own types."""
+        return vars(self.params)["job_type"]  # type: ignore[no-any-return]
 
 
 # --- titles: the parameters named as the job's parameters are ---------------------------------------------------
@@ -266,12 +265,13 @@ def by_type(descriptors: Iterable[JobDescriptor], models: Mapping[str, type[Base
     return {job_type: found[job_type] for job_type in models}
 
 
-# Every job type's descriptor, in JobType's order; an import fails if a type has none.
-DESCRIPTORS: Final[Mapping[str, JobDescriptor]] = by_type(
+# Every job type's descriptor by its JobType, in JobType's order; an import fails if a type has none. Read where a
+# job is handled (``descriptor_of``), so that a test can add a throwaway type in-process.
+DESCRIPTORS: Final[dict[str, JobDescriptor]] = by_type(
     (NOOP, RANDOM_WALK, EUROPEAN_OPTION, ASIAN_OPTION, PORTFOLIO_VAR, HESTON_OPTION, BASKET_OPTION, AMERICAN_OPTION,
      OPTION_BOOK), job_models())
 
 
-def descriptor_of(job_type: JobType | str) -> JobDescriptor:
+def descriptor_of(job_type: str) -> JobDescriptor:
     """The descriptor of ``job_type`` (raises ``KeyError`` for a name no job type has)."""
     return DESCRIPTORS[job_type]

@@ -665,11 +665,13 @@ def job_models(base: type[BaseModel] = _Params) -> dict[str, type[BaseModel]]:
     while pending:
         model = pending.pop(0)
         pending += model.__subclasses__()
-        if "job_type" in vars(model):
-            job_type = vars(model)["job_type"]
-            if job_type in found:
-                raise TypeError(f"{model.__name__} and {found[job_type].__name__} both name job type {job_type}")
-            found[job_type] = model
+        if "job_type" not in vars(model):
+            continue
+        job_type = vars(model)["job_type"]
+        owner = found.setdefault(job_type, model)
+        # a subclass of a type's model is of that type (gpurt.client's job builders); another model is a mistake
+        if not issubclass(model, owner):
+            raise TypeError(f"{model.__name__} and {owner.__name__} both name job type {job_type}")
     order = {job_type: i for i, job_type in enumerate(JobType)}
     return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
 
@@ -677,7 +679,7 @@ def job_models(base: type[BaseModel] = _Params) -> dict[str, type[BaseModel]]:
 def _models_of_every_type() -> dict[JobType, type[_Params]]:
     models = job_models()
     if missing := [job_type.value for job_type in JobType if job_type not in models]:
-        raise TypeError(f"no params model names job type(s) {', '.join(missing)} (job_type = JobType....)")
+        raise TypeError(f"no params model names job type(s) {', '.join(missing)}: declare job_type on its model")
     return {JobType(job_type): model for job_type, model in models.items()}
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from kernels.context import KernelResult, RunContext
-from kernels.descriptors import DESCRIPTORS
+from kernels.descriptors import DESCRIPTORS, descriptor_of
 from kernels.params import JobType
 
 
@@ -45,24 +45,27 @@ class ShardedKernelModule(KernelModule, Protocol):
         ...
 
 
-# Every job type with a kernel module (noop runs in kernels.jobs itself), read from the descriptors.
-KERNELS: Final = {JobType(job_type): descriptor for job_type, descriptor in DESCRIPTORS.items()
+# Every job type with a kernel module (noop runs in kernels.jobs itself): its descriptor.
+KERNELS: Final = {job_type: descriptor for job_type, descriptor in DESCRIPTORS.items()
                   if descriptor.kernel_module is not None}
 
 
 def kernel_module(kind: JobType) -> KernelModule:
     """The kernel module of ``kind``, imported now (raises ``KeyError`` for noop, which has none)."""
-    return cast(KernelModule, importlib.import_module(KERNELS[kind].kernel_module))
+    name = descriptor_of(kind).kernel_module
+    if name is None:
+        raise KeyError(f"{kind} jobs run without a kernel module")
+    return cast(KernelModule, importlib.import_module(name))
 
 
 def is_sharded(kind: JobType) -> bool:
     """Whether jobs of ``kind`` can run as shards."""
-    entry = KERNELS.get(kind)
-    return entry is not None and entry.size.sharded
+    descriptor = DESCRIPTORS.get(kind)
+    return descriptor is not None and descriptor.kernel_module is not None and descriptor.size.sharded
 
 
 def sharded_module(kind: JobType) -> ShardedKernelModule:
     """The kernel module of a shardable ``kind``, imported now (raises ``ValueError`` for other types)."""
     if not is_sharded(kind):
         raise ValueError(f"{kind.value} jobs are not sharded")
-    return cast(ShardedKernelModule, importlib.import_module(KERNELS[kind].kernel_module))
+    return cast(ShardedKernelModule, kernel_module(kind))

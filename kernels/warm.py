@@ -17,11 +17,16 @@ from typing import Any, Final
 from kernels.descriptors import DESCRIPTORS
 from kernels.params import JobType, parse_params
 
-# One tiny job per kernel code path (each descriptor's ``warm`` jobs), in the order they are compiled. Each name
-# is what ``warm_kernels`` reports; the params are small on purpose: the work is the compile, not the paths.
-WARM_JOBS: Final[tuple[tuple[str, JobType, Mapping[str, Any]], ...]] = tuple(
-    (job.name, JobType(job_type), job.params) for job_type, descriptor in DESCRIPTORS.items()
-    for job in descriptor.warm)
+
+def warm_jobs() -> tuple[tuple[str, JobType, Mapping[str, Any]], ...]:
+    """One tiny job per kernel code path, in the order they are compiled: every descriptor's ``warm`` jobs, as
+    (name, job type, params). Each name is what ``warm_kernels`` reports; the params are small on purpose: the
+    work is the compile, not the paths."""
+    return tuple((job.name, job_type, job.params) for job_type, descriptor in DESCRIPTORS.items()
+                 for job in descriptor.warm)
+
+
+WARM_JOBS: Final = warm_jobs()
 
 # The job that readies a thread (``prime_thread``): the cheapest warm-up job with a parallel CPU loop.
 PRIMER: Final = next(job for job in WARM_JOBS if job[0] == "european_option")

@@ -414,7 +414,7 @@ def _groups(items: Iterable[Any], key: Callable[[Any], Any],
 
 
 def _job_type(result: ResultView) -> str:
-    return result.raw.type.value if result.raw.type else ""
+    return str(result.raw.type or "")
 
 
 def _paths(result: ResultView) -> int:

@@ -21,7 +21,8 @@ from gpurt.client.errors import ClientError
 from gpurt.client.options import priced_options
 from gpurt.client.plots import plot_many, plot_result
 from gpurt.client.volatility import implied_vol_frame
-from kernels.params import JobParams, parse_params
+from kernels.descriptors import DESCRIPTORS
+from kernels.params import JobParams
 from runtime.protocol.messages import JobResult, JobStatus
 
 if TYPE_CHECKING:
@@ -134,13 +135,14 @@ class Result:
         """The parameters the job ran with as its type's validated params model (``EuropeanOptionParams`` …):
         ``result.job.paths``, ``result.job.greeks``. ``None`` when the result carries none (a job that did not
         succeed, a noop's result of an older platform)."""
-        if self.raw.type is None or "params" not in self.summary:
+        descriptor = DESCRIPTORS.get(self.raw.type or "")
+        if descriptor is None or "params" not in self.summary:
             return None
         try:
-            return parse_params(self.raw.type, self.summary["params"])
+            return descriptor.params.model_validate(self.summary["params"])  # type: ignore[return-value]
         except ValidationError as exc:  # a result edited by hand, or of kernels whose params have changed since
-            raise ClientError(f"job {self.job_id}'s parameters are not valid {self.raw.type.value} parameters "
-                              f"now: {exc}") from None
+            raise ClientError(f"job {self.job_id}'s parameters are not valid {descriptor.type} parameters now: "
+                              f"{exc}") from None
 
     @property
     def seed(self) -> int | None:

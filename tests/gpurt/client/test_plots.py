@@ -181,6 +181,16 @@ def test_a_random_walk_says_its_unit() -> None:
     assert_readable(ax, "paths", "standard normal units")
 
 
+def test_a_title_reads_the_typed_params_defaults_included() -> None:
+    """An echo that leaves a parameter at its default out still titles the picture: the title reads the result's
+    typed job (``Result.job``), where the default is filled in, not the echoed JSON (which raised KeyError)."""
+    raw = JobResult(job_id="walk", status=JobStatus.SUCCEEDED, type=JobType.RANDOM_WALK, result={
+        "estimate": 0.002, "std_error": 0.01, "ci_low": -0.024, "ci_high": 0.028, "confidence": 0.99, "paths": 1_000,
+        "params": {"paths": 1_000}})
+    ax = Result(raw).plot(new_axes())
+    assert "random walk of 1,000 standard normal steps, 1,000 paths" in ax.get_title()
+
+
 def test_many_runs_of_one_option_show_it_converging(store: Path) -> None:
     runs = convergence(store, (16_000, 1_000, 4_000))
 

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpurt.client import ClientError, Result, to_frame
+from kernels.params import EuropeanOptionParams, OptionKind
 from kernels.risk import QUANTILE_GRID, summarise
 from runtime.protocol.messages import ErrorKind, JobError, JobResult, JobStatus, JobType
 from runtime.scheduler.store import ResultStore
@@ -85,3 +86,22 @@ def test_an_artifact_gone_from_the_store_names_job_and_url(var_result: tuple[Res
     Path(url.removeprefix("file://")).unlink()
     with pytest.raises(ClientError, match=r"cannot read artifact loss_quantiles.npy of job var-1 at .*"):
         result.loss_quantiles()
+
+
+def test_a_results_job_is_its_types_validated_params_and_params_stays_the_echo() -> None:
+    echo = {"strike": 90, "kind": "put", "paths": 1_000}
+    result = Result(JobResult(job_id="put", status=JobStatus.SUCCEEDED, type=JobType.EUROPEAN_OPTION,
+                              result={"estimate": 1.0, "params": echo}))
+    assert isinstance(result.job, EuropeanOptionParams)
+    assert (result.job.strike, result.job.kind, result.job.spot) == (90.0, OptionKind.PUT, 100.0)  # defaults filled
+    assert result.params == echo  # the JSON as the kernel echoed it, for notebooks that index it
+    failed = Result(JobResult(job_id="f", status=JobStatus.FAILED, type=JobType.EUROPEAN_OPTION,
+                              error=JobError(kind=ErrorKind.PERMANENT, message="no")))
+    assert failed.job is None
+
+
+def test_a_result_whose_params_no_longer_validate_says_so() -> None:
+    result = Result(JobResult(job_id="old", status=JobStatus.SUCCEEDED, type=JobType.EUROPEAN_OPTION,
+                              result={"params": {"paths": 0}}))
+    with pytest.raises(ClientError, match="job old's parameters are not valid european_option parameters now"):
+        _ = result.job

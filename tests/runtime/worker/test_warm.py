@@ -67,7 +67,7 @@ def test_a_fresh_worker_has_every_kernel_compiled_before_its_first_job() -> None
     with _worker([contract.DASK_WORKER_PRELOAD]) as client:
         kernels, loaded = client.submit(_first_kernel_job, pure=False).result(timeout=240)
         (warmed,) = client.run(warm_worker.warm_seconds).values()
-    assert {entry.module for entry in KERNELS.values()} <= loaded  # every job type's kernel module
+    assert {entry.kernel_module for entry in KERNELS.values()} <= loaded  # every job type's kernel module
     assert kernels and all(signatures >= 1 for signatures in kernels.values()), kernels
     assert set(warmed) == {name for name, _, _ in WARM_JOBS}
 
