@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kernels.descriptors import DESCRIPTORS
 from runtime.protocol.contract import PROBE_MESSAGE
 from runtime.protocol.messages import JobRequest
 
@@ -87,9 +88,21 @@ def _risk_desk_jobs(run_id: str, sizes: Sizes) -> list[dict[str, Any]]:
     ]
 
 
+def _every_other_type(run_id: str, covered: set[str], quick: bool) -> list[dict[str, Any]]:
+    """One job of each job type the studies above leave out, so the demo runs every type: its descriptor's
+    example (``examples/<type>.json``), or in a quick run its first warm-up job (the smallest its validation
+    takes)."""
+    jobs = []
+    for job_type, descriptor in DESCRIPTORS.items():
+        if job_type not in covered:
+            params = descriptor.warm[0].params if quick and descriptor.warm else descriptor.example
+            jobs.append({"job_id": f"{run_id}-{job_type}", "type": job_type, "params": dict(params)})
+    return jobs
+
+
 def build_workload(run_id: str, quick: bool) -> Workload:
     """The probe plus options (Heston with Greeks, a Heston book, a basket, an American put), a portfolio VaR,
-    a random walk and the convergence series."""
+    a random walk and the convergence series; then one job of any job type those leave out."""
     sizes = QUICK if quick else FULL
     # The contract's probe body under a per-run id: a job id is answered once per result store, so a
     # fixed id would go unanswered on a platform that already saw it (as `gpurt validate` does too).
@@ -120,5 +133,6 @@ def build_workload(run_id: str, quick: bool) -> Workload:
         jobs.append({"job_id": job_id, "type": "european_option",
                      "params": {**CONVERGENCE_OPTION, "paths": paths, "seed": 1000 + i,
                                 "antithetic": False, "control_variate": False}})
+    jobs += _every_other_type(run_id, {job["type"] for job in jobs}, quick)
     requests = [JobRequest.model_validate(job) for job in jobs]
     return Workload(requests, probe_id=probe_id, var_id=var_id, convergence_ids=convergence)

@@ -104,3 +104,21 @@ def test_demo_workload_covers_every_job_type_with_unique_ids(quick: bool) -> Non
     assert len(var.params.exposures) == 10
     np.linalg.cholesky(np.asarray(var.params.correlation))  # positive definite, or the kernel cannot factor it
     assert sorted(workload.convergence_ids.values()) == list(workload.convergence_ids.values())
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_type_no_study_covers_runs_from_its_descriptor(quick: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's job list is read from the descriptors too: a type the studies leave out (here: the risk desk's
+    four, as a new type would be) runs as its example, or in a quick run as its smallest warm-up job."""
+    from gpurt.demo import workload as demo_workload
+    from kernels.descriptors import DESCRIPTORS
+
+    monkeypatch.setattr(demo_workload, "_risk_desk_jobs", lambda run_id, sizes: [])
+    workload = build_workload("run", quick)
+    assert {r.type.value for r in workload.requests} == {t.value for t in JobType}
+    for job_type in (JobType.HESTON_OPTION, JobType.OPTION_BOOK, JobType.BASKET_OPTION, JobType.AMERICAN_OPTION):
+        descriptor = DESCRIPTORS[job_type]
+        (request,) = [r for r in workload.requests if r.type is job_type]
+        params = descriptor.warm[0].params if quick else descriptor.example
+        assert request.job_id == f"run-{job_type.value}"
+        assert request.params == descriptor.params.model_validate(params)
