@@ -73,6 +73,8 @@ class JobDescriptor:
     estimate_unit: Callable[[Mapping[str, Any]], str] = _price_unit
     plot: str = "estimate"  # the picture one result gives by default (gpurt.client.plots.SINGLE_KINDS)
     plot_many: str | None = None  # the picture several results of this type alone give by default
+    # Its options pay on one underlying at maturity (Europeans): a Black-Scholes implied volatility describes them.
+    implied_vol: bool = False
 
     @property
     def type(self) -> str:
@@ -195,7 +197,7 @@ EUROPEAN_OPTION: Final = JobDescriptor(
              "paths": 13000000, "seed": 2026},
     warm=(WarmJob("european_option", {"paths": 64}),
           WarmJob("european_option with Greeks", {"paths": 64, "greeks": _GREEKS})),
-    size=SizeRule(tiny=small_european, sharded=True))
+    size=SizeRule(tiny=small_european, sharded=True), implied_vol=True)
 
 ASIAN_OPTION: Final = JobDescriptor(
     AsianOptionParams, "kernels.asian", _asian,
@@ -217,7 +219,8 @@ HESTON_OPTION: Final = JobDescriptor(
     example={**_HESTON_MARKET, "strike": 100, "maturity": 1.0, "kind": "call", "steps": 128, "paths": 1000000,
              "seed": 2026, "greeks": _GREEKS},
     warm=(WarmJob("heston_option", {"paths": 64, "steps": 4}),
-          WarmJob("heston_option with Greeks", {"paths": 64, "steps": 4, "greeks": _GREEKS})))
+          WarmJob("heston_option with Greeks", {"paths": 64, "steps": 4, "greeks": _GREEKS})),
+    implied_vol=True)
 
 BASKET_OPTION: Final = JobDescriptor(
     BasketOptionParams, "kernels.basket_option", _basket_option,
@@ -246,7 +249,7 @@ OPTION_BOOK: Final = JobDescriptor(
              "paths": 500000, "seed": 2026, "greeks": ["delta", "gamma", "vega"]},
     warm=(WarmJob("option_book", {"contracts": [{"strike": 100.0, "maturity": 0.5}], "paths": 64,
                                   "steps_per_year": 4}),),
-    plot="smile")
+    plot="smile", implied_vol=True)
 
 
 def by_type(descriptors: Iterable[JobDescriptor], models: Mapping[str, type[BaseModel]]) -> dict[str, JobDescriptor]:

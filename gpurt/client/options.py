@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpurt.client.result_view import ResultView
+from kernels.descriptors import DESCRIPTORS
 
 # The summary keys under which a single-option kernel reports a reference price, and what each one is.
 REFERENCES: Final = {
@@ -19,8 +20,6 @@ REFERENCES: Final = {
     "semi_analytic": "semi-analytic Heston",
     "binomial_reference": "binomial tree (CRR)",
 }
-# Job types whose option pays on one underlying at maturity: a Black-Scholes implied volatility means something.
-EUROPEAN_ON_ONE_ASSET: Final = frozenset({"european_option", "heston_option", "option_book"})
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,8 @@ class PricedOption:
     @property
     def has_implied_vol(self) -> bool:
         """Whether a Black-Scholes implied volatility describes this option (a European on one underlying)."""
-        return self.job_type in EUROPEAN_ON_ONE_ASSET and self.spot is not None
+        descriptor = DESCRIPTORS.get(self.job_type)  # its job type's options are Europeans on one underlying
+        return descriptor is not None and descriptor.implied_vol and self.spot is not None
 
     @property
     def kind(self) -> str:
