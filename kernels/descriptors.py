@@ -6,7 +6,9 @@ A job type is its params model (``kernels.params``, which names its ``JobType``)
 - ``kernels.registry.KERNELS``: which kernel module runs it, and whether its jobs shard;
 - ``kernels.warm.WARM_JOBS``: the tiny jobs that compile its kernels before a worker's first job;
 - ``runtime.scheduler.packing.is_tiny`` and ``kernels.shards.shard_count``: its ``kernels.sizes.SizeRule``;
-- ``gpurt.client.plots``: its pictures' titles, the unit of its estimate, the picture it gives by default;
+- ``gpurt.client.plots`` and ``options``: its pictures' titles, the unit of its estimate, the picture it gives by
+  default, whether its options have a Black-Scholes implied volatility;
+- ``gpurt.demo.workload``: its demo job, where no study of the demo covers it;
 - ``examples/<type>.json``: its example request's params (``tests/kernels/test_descriptors.py`` compares them).
 
 This module imports only the params and the size policy, never a kernel (the kernels' import contract in
