@@ -54,8 +54,6 @@ REFERENCE_COLOUR: Final = "#c0392b"
 TAIL_COLOUR: Final = "#c0392b"
 BODY_COLOUR: Final = "#5b8db8"
 GROUP_COLOURS: Final = ("#1f4e79", "#c0392b", "#2e8b57", "#8e44ad", "#d68910", "#555555")
-# Which picture a result gives when no kind is asked for is its type's (``JobDescriptor.plot``: "estimate" unless
-# it says otherwise). The kinds one result can give are SINGLE_KINDS' keys; many results, MANY_KINDS'.
 # A VaR title leaves the horizon out where the picture's axis shows it.
 HORIZON: Final = frozenset({"horizon_days"})
 # Parameters that change how an option is estimated, not which option it is: results that differ only in
@@ -331,6 +329,8 @@ def plot_var(results: Sequence[ResultView], ax: Axes | None = None) -> Axes:
     return ax
 
 
+# The pictures one result can give, and many results. Which one is drawn when no kind is asked for is the job
+# type's (its descriptor's ``plot`` and ``plot_many``, kernels.descriptors).
 SINGLE_KINDS: Final[dict[str, Callable[..., Any]]] = {
     "estimate": plot_estimate, "prices": plot_prices, "smile": plot_smile, "greeks": plot_greeks, "loss": plot_loss}
 MANY_KINDS: Final[dict[str, Callable[..., Any]]] = {
