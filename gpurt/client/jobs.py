@@ -1,7 +1,7 @@
 """Typed job builders: the protocol's own parameter models, each tied to its job type.
 
-Each builder *is* the parameter model the scheduler validates a request with (a subclass that adds only
-its job type), so an IDE completes the fields, a wrong field or a value past its limit raises pydantic's
+Each builder *is* the parameter model the scheduler validates a request with (a subclass that adds nothing:
+the model names its job type), so an IDE completes the fields, a wrong field or a value past its limit raises pydantic's
 ``ValidationError`` naming the field and the limit before anything is published, and no field is defined
 twice. ``OptionBook`` also takes its contracts as its first positional argument.
 """
@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from kernels.params import (
-    PARAMS_BY_TYPE,
     AmericanOptionParams,
     AsianOptionParams,
     BasketOptionParams,
@@ -46,21 +45,18 @@ __all__ = [
 ]
 
 Contract = BookContract  # one option of an OptionBook: strike, maturity, kind
-_TYPE_OF_MODEL: dict[type, JobType] = {model: job_type for job_type, model in PARAMS_BY_TYPE.items()}
 
 
 class Job(BaseModel):
     """A job's parameters together with its type; ``request`` turns it into the message the platform takes."""
 
-    job_type: ClassVar[JobType]
+    job_type: ClassVar[JobType]  # the parameter model's own (kernels.params), which a builder extends
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Tie a builder to its job type: the one whose parameter model it extends (the nearest, if several)."""
+        """Refuse a builder that extends no job type's parameter model: it would have no type to request."""
         super().__init_subclass__(**kwargs)
-        job_type = next((_TYPE_OF_MODEL[base] for base in cls.__mro__ if base in _TYPE_OF_MODEL), None)
-        if job_type is None:
-            raise TypeError(f"{cls.__name__} extends no job type's parameter model (kernels.params.PARAMS_BY_TYPE)")
-        cls.job_type = job_type
+        if not isinstance(getattr(cls, "job_type", None), JobType):
+            raise TypeError(f"{cls.__name__} extends no job type's parameter model (kernels.params)")
 
     def request(self, job_id: str, *, session_id: str | None = None,
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> JobRequest:
