@@ -1,9 +1,9 @@
 """Typed job builders: the protocol's own parameter models, each tied to its job type.
 
 Each builder *is* the parameter model the scheduler validates a request with (a subclass that adds nothing:
-the model names its job type), so an IDE completes the fields, a wrong field or a value past its limit raises pydantic's
-``ValidationError`` naming the field and the limit before anything is published, and no field is defined
-twice. ``OptionBook`` also takes its contracts as its first positional argument.
+the model names its job type), so an IDE completes the fields, a wrong field or a value past its limit raises
+pydantic's ``ValidationError`` naming the field and the limit before anything is published, and no field is
+defined twice. ``OptionBook`` also takes its contracts as its first positional argument.
 """
 
 from __future__ import annotations
