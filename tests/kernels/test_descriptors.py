@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
@@ -12,7 +12,7 @@ from kernels import descriptors
 from kernels.descriptors import DESCRIPTORS, JobDescriptor, WarmJob, by_type, descriptor_of
 from kernels.params import PARAMS_BY_TYPE, EuropeanOptionParams, JobParams, JobType, job_models
 from kernels.registry import KERNELS, is_sharded
-from kernels.sizes import PACK_MAX_PATHS, SizeRule
+from kernels.sizes import SizeRule
 from kernels.warm import WARM_JOBS, warm_jobs
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus
 
@@ -96,23 +96,6 @@ def test_a_new_job_type_is_one_descriptor_that_every_table_reads(monkeypatch: py
                                               result={"params": large.model_dump(mode="json")}))
     assert result.job == large
     assert _describe(result) == "Knock-out call K=100, barrier 150, 2,000 paths"
-
-
-@pytest.mark.parametrize(("job_type", "params", "tiny"), [
-    ("noop", {}, True),
-    ("noop", {"sleep_s": 0.1}, True),
-    ("noop", {"sleep_s": 0.11}, False),
-    ("european_option", {"paths": PACK_MAX_PATHS}, True),
-    ("european_option", {"paths": PACK_MAX_PATHS + 1}, False),
-    ("european_option", {"paths": 1_000, "greeks": ["delta"]}, False),
-    ("asian_option", {"paths": 64, "steps": 4}, False),
-    ("random_walk", {"paths": 64, "steps": 4}, False),
-    ("heston_option", {"paths": 64, "steps": 4}, False),
-])
-def test_packing_packs_what_it_packed_before(job_type: str, params: dict[str, Any], tiny: bool) -> None:
-    from runtime.scheduler.packing import is_tiny
-
-    assert is_tiny(JobRequest.model_validate({"job_id": "j", "type": job_type, "params": params})) is tiny
 
 
 def test_only_the_types_with_a_size_rule_pack_or_shard() -> None:
