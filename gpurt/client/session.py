@@ -45,8 +45,12 @@ class Client:
 
     def __init__(self, project: str | None = None, *, api_url: str | None = None, token: str | None = None,
                  emulator_host: str | None = None, local_dir: Path | None = None,
-                 session_id: str | None = None, queue: str = DEFAULT_QUEUE) -> None:
+                 session_id: str | None = None, queue: str = DEFAULT_QUEUE, target: Target | None = None) -> None:
         """Resolve the platform (arguments win over the environment and the local state) and open the subscription.
+
+        ``target`` is a platform resolved already, named in full with its broker tokens (a ``LocalPlatform``'s
+        ``target()``: the demo and the benchmarks, whose platform's state is not where the environment points);
+        it comes alone, without ``project``, ``api_url``, ``token``, ``emulator_host`` or ``local_dir``.
 
         ``queue`` names the request queue this client's jobs go to (a desk's, declared in stack config
         ``queues``; ``urgent`` for operators): its own topic, published to with the queue's own credentials
@@ -56,9 +60,12 @@ class Client:
         from runtime.access.transport import ResultSubscription, make_clients
 
         QueueSpec(queue)  # a name no queue can have is refused before anything is opened (QueueError)
-        found = resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
+        if target is not None and any(arg is not None for arg in (project, api_url, token, emulator_host, local_dir)):
+            raise ValueError("target= names the platform in full: give it without project, api_url, token, "
+                             "emulator_host or local_dir")
+        found = target or resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
         emulator = emulator_host or found.emulator_host
-        if emulator is None and not (project or os.environ.get(PROJECT_ENV)):
+        if emulator is None and target is None and not (project or os.environ.get(PROJECT_ENV)):
             from runtime.access.local_state import LOCAL_DIR_ENV, default_local_dir
 
             # a notebook's folder is often not the one `gpurt local up` ran in: say where we looked

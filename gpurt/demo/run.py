@@ -28,11 +28,9 @@ def run_requests(platform: LocalPlatform, requests: list[JobRequest], timeout_s:
                  on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
     """Submit ``requests`` through the Python API's ``Client`` and collect their results until all arrived or
     ``timeout_s`` passed; ``on_result`` sees each as it arrives, ``on_tick`` runs while none does."""
-    state = platform.running_state()
     results: dict[str, JobResult] = {}
     # Named in full, so the demo talks to its own platform whatever the environment names.
-    with Client(state.project, api_url=state.api_url, token=state.control_token, emulator_host=state.emulator_host,
-                local_dir=platform.directory) as client:
+    with Client(target=platform.target()) as client:
         pending = set(client.map(requests))
         deadline = time.monotonic() + timeout_s
         while pending and (remaining := deadline - time.monotonic()) > 0:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpurt.client import Client, PlatformNotRunning
+from gpurt.client import Client, PlatformNotRunning, QueueError
 from runtime.access.local_state import LOCAL_DIR_ENV
-from runtime.protocol.queues import QueueError
 from tests.gpurt.client.conftest import TARGET_VARIABLES
 
 
