@@ -114,6 +114,11 @@ def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line:
     # the drills taking the local platform itself instead of validation.platform's interface
     ("validation/drills/base.py", "import runtime.local.platform as _platform",
      "validation is not allowed to import runtime.local"),
+    # the drills take the API's connection caps and the Dask child's module from the contract, not the scheduler
+    ("validation/drills/flood.py", "import runtime.scheduler.http_limits as _limits",
+     "validation is not allowed to import runtime.scheduler"),
+    ("validation/drills/loopback.py", "import runtime.scheduler.dask_process as _child",
+     "validation is not allowed to import runtime.scheduler"),
     # the named exceptions are single edges: the alert drill may read the monitoring stack, not the platform
     ("validation/drills/alerts.py", "import runtime.local.platform as _platform",
      "validation is not allowed to import runtime.local"),

@@ -26,6 +26,7 @@ from gpurt.bench.runtime.profile import SlotProfiler, StageShare, slot_stages
 from gpurt.client import Client, JobTimeout, as_completed
 from runtime.access.local_state import LocalState
 from runtime.local.platform import EMULATOR, LocalPlatform
+from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus
 
 RESULT_TIMEOUT_S: Final = 600.0  # a batch that has not finished by then is reported as incomplete
@@ -233,11 +234,10 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
 
 def platform_parts(state: LocalState) -> dict[str, Processes]:
     """The parts of a running local platform whose CPU the benchmark reads, by what they do for a job."""
-    from runtime.scheduler.dask_process import CHILD_MODULE  # imports Dask: only when a benchmark runs
 
     scheduler = state.schedulers()[0].pid
     emulator = state.process(EMULATOR)
-    dask_scheduler = child_running(scheduler, CHILD_MODULE)
+    dask_scheduler = child_running(scheduler, contract.DASK_SCHEDULER_MODULE)
     parts = {
         "scheduler": only(scheduler),
         "Dask scheduler (the scheduler's child process)": dask_scheduler,

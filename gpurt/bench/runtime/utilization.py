@@ -27,6 +27,7 @@ from gpurt.bench.runtime.goals import Goal
 from gpurt.bench.runtime.measure import fmt_duration, percentile
 from gpurt.client import Client, JobFuture, wait
 from runtime.local.platform import LocalPlatform
+from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
 
 # The grid of the goals: worker counts and job durations (seconds).
@@ -136,10 +137,10 @@ class UtilizationFigures:
 def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
               on_progress: Callable[[int], None] | None = None) -> Burst:
     """Publish ``jobs`` noop jobs of ``sleep_s`` at once; time them and read the scheduler's CPU meanwhile."""
-    from runtime.scheduler.dask_process import CHILD_MODULE  # imports Dask: only when a benchmark runs
 
     scheduler = platform.running_state().schedulers()[0].pid
-    meter = CpuMeter({"scheduler": only(scheduler), "Dask scheduler": child_running(scheduler, CHILD_MODULE)})
+    meter = CpuMeter({"scheduler": only(scheduler),
+                      "Dask scheduler": child_running(scheduler, contract.DASK_SCHEDULER_MODULE)})
     threads_before = _thread_cpu(platform)
     meter.start()
     e2e = run_end_to_end(platform, jobs, on_progress, params={"sleep_s": sleep_s})
