@@ -3,10 +3,10 @@
 The client finds its platform as the ``gpurt`` CLI does (explicit arguments, then ``GPURT_*`` and
 ``PUBSUB_EMULATOR_HOST`` variables, then the state ``gpurt local up`` leaves): the local platform with no
 configuration at all, a Google Cloud project with ``project=`` (or ``GPURT_PROJECT``) and Application
-Default Credentials or Workload Identity. It publishes requests to ``gpu-job-request`` and reads results
-through ONE private subscription of ``gpu-job-result`` (created on open, deleted on close, expiring by
-itself a day after a crashed process stops using it), handing each result to the future of its job id:
-no other reader of results loses a message to it.
+Default Credentials or Workload Identity. It publishes requests to ``gpu-job-request`` (or to the topic of
+the queue it is given, ``queue=``) and reads results through ONE private subscription of ``gpu-job-result``
+(created on open, deleted on close, expiring by itself a day after a crashed process stops using it),
+handing each result to the future of its job id: no other reader of results loses a message to it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from runtime.protocol.queues import DEFAULT_QUEUE, QueueSpec, request_topic
 if TYPE_CHECKING:
     from runtime.access.control_api import JobState
 
-# The client's private result subscriptions, told apart from the CLI's (gpu-job-result-cli-…) in listings.
+# The client's private result subscriptions (``gpurt submit``'s too, which submits through the client), told apart
+# in listings from those the Pub/Sub plumbing opens itself (gpu-job-result-cli-…: the drills, the soak benchmark).
 SUBSCRIPTION_PREFIX: Final = "gpu-job-result-client-"
 # How long an emulator may take to accept a connection before the platform counts as not running.
 CONNECT_TIMEOUT_S: Final = 3.0
