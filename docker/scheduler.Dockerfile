@@ -29,6 +29,7 @@ COPY runtime/scheduler ./runtime/scheduler
 COPY runtime/pubsub ./runtime/pubsub
 COPY runtime/storage ./runtime/storage
 COPY runtime/vertex ./runtime/vertex
+COPY runtime/leases ./runtime/leases
 COPY runtime/worker ./runtime/worker
 COPY runtime/manifests ./runtime/manifests
 COPY runtime/protocol ./runtime/protocol
