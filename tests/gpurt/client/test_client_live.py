@@ -18,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pytest
@@ -378,8 +379,8 @@ def test_a_desk_client_publishes_to_its_queue_with_its_own_token_and_reads_resul
     operator = platform.running_state().broker_token
     assert operator is not None
 
-    def with_desk_token(**kwargs: object) -> Target:
-        return dataclasses.replace(resolve_target(**kwargs), emulator_queue_tokens={desk: operator})  # type: ignore[arg-type]
+    def with_desk_token(**kwargs: Any) -> Target:
+        return dataclasses.replace(resolve_target(**kwargs), emulator_queue_tokens={desk: operator})
 
     monkeypatch.setattr(session, "resolve_target", with_desk_token)
     try:
@@ -397,6 +398,22 @@ def test_a_desk_client_publishes_to_its_queue_with_its_own_token_and_reads_resul
         clients.subscriber.delete_subscription(request={"subscription": tap})
         clients.publisher.delete_topic(request={"topic": topic})
         clients.close()
+
+
+def test_a_queue_the_platform_does_not_declare_is_a_clear_error_that_names_it(
+        platform: LocalPlatform, platform_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a token that may publish anywhere, what is left is the broker's NOT_FOUND for the topic no queue has.
+    operator = platform.running_state().broker_token
+    assert operator is not None
+
+    def with_desk_token(**kwargs: Any) -> Target:
+        return dataclasses.replace(resolve_target(**kwargs), emulator_queue_tokens={"ghost-desk": operator})
+
+    monkeypatch.setattr(session, "resolve_target", with_desk_token)
+    with Client(queue="ghost-desk") as ghost, pytest.raises(ClientError) as caught:
+        ghost.submit(Noop())
+    message = str(caught.value)
+    assert "queue ghost-desk (topic gpu-job-request-ghost-desk)" in message and "declares no such queue" in message
 
 
 def test_a_queue_the_user_may_not_publish_to_is_a_clear_error_that_names_it(client: Client,
