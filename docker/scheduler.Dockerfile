@@ -28,6 +28,8 @@ COPY runtime/__init__.py ./runtime/__init__.py
 COPY runtime/scheduler ./runtime/scheduler
 COPY runtime/pubsub ./runtime/pubsub
 COPY runtime/storage ./runtime/storage
+COPY runtime/vertex ./runtime/vertex
+COPY runtime/leases ./runtime/leases
 COPY runtime/worker ./runtime/worker
 COPY runtime/manifests ./runtime/manifests
 COPY runtime/protocol ./runtime/protocol

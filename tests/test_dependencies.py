@@ -383,7 +383,7 @@ def test_the_worker_image_carries_only_the_cuda_libraries_the_kernels_use() -> N
 
 def test_the_walk_sees_lazy_imports() -> None:
     # The Vertex backend imports its REST client's auth lazily; the walk must still find it.
-    found = external_imports(("runtime.scheduler.backends.vertex_rest",))
+    found = external_imports(("runtime.vertex.rest",))
     assert "google.auth.transport.requests" in found
     assert "google-auth" in distributions_of("google.auth.transport.requests")
 

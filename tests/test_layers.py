@@ -101,6 +101,18 @@ def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line:
     _assert_planted_import_breaks(tree_copy, package, line, broken)
 
 
+def test_outside_code_may_reach_into_the_scheduler_only_where_it_exercises_the_schedulers_own_code() -> None:
+    # What several parts share (the lease record and its stores, connection caps, the Dask child's module, the
+    # Vertex AI REST adapter) sits below the scheduler; the edges left are the failover drill, which runs the
+    # scheduler's elector, and the alert drill, which reads the local monitoring stack (docs/architecture.md).
+    sources = ["gpurt.client", "runtime.access", "validation"]
+    contract = next(c for c in CONFIG["contracts"] if c.get("source_modules") == sources)
+    assert sorted(contract["ignore_imports"]) == [
+        "validation.drills.alerts -> runtime.local.prometheus.*",
+        "validation.drills.leader -> runtime.scheduler.leader",
+    ]
+
+
 @pytest.mark.parametrize(("package", "line", "broken"), [
     # the Python API reading artifacts through the scheduler's store instead of runtime.storage
     ("gpurt/client/results.py", "import runtime.scheduler.store as _store",
@@ -114,6 +126,17 @@ def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line:
     # the drills taking the local platform itself instead of validation.platform's interface
     ("validation/drills/base.py", "import runtime.local.platform as _platform",
      "validation is not allowed to import runtime.local"),
+    # the drills take the API's connection caps and the Dask child's module from the contract, not the scheduler
+    ("validation/drills/flood.py", "import runtime.scheduler.http_limits as _limits",
+     "validation is not allowed to import runtime.scheduler"),
+    ("validation/drills/loopback.py", "import runtime.scheduler.dask_process as _child",
+     "validation is not allowed to import runtime.scheduler"),
+    # `gpurt leader`'s reader takes the lease record from runtime.leases, not from the scheduler's elector
+    ("validation/leader.py", "import runtime.scheduler.leader as _elector",
+     "validation is not allowed to import runtime.scheduler"),
+    # the Vertex AI check shares the REST adapter in runtime.vertex, not the gpu-scheduler's backend
+    ("validation/adapters/vertex.py", "import runtime.scheduler.backends.vertex as _backend",
+     "validation is not allowed to import runtime.scheduler"),
     # the named exceptions are single edges: the alert drill may read the monitoring stack, not the platform
     ("validation/drills/alerts.py", "import runtime.local.platform as _platform",
      "validation is not allowed to import runtime.local"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from runtime.scheduler.leader import LeaseRecord, LeaseStore
+from runtime.leases.records import LeaseRecord, LeaseStore
 
 
 class LeaderError(RuntimeError):

@@ -327,7 +327,7 @@ KUBE_CALLS: Final = (
 # Every module of these that imports a cloud library is in CLIENT_SITES or NO_CLIENT_CALLS (the tests walk them).
 CALLER_PACKAGES: Final = (
     "runtime.scheduler", "runtime.scheduler.store", "runtime.scheduler.messaging", "runtime.worker", "validation.dlq",
-    "runtime.access", "runtime.pubsub", "runtime.storage",
+    "runtime.access", "runtime.pubsub", "runtime.storage", "runtime.vertex",
     "validation.adapters", "validation.rollback", "validation.state",
 )
 # Where cloud clients are held: module -> the expressions that are one. Every call on them must be declared
@@ -361,8 +361,7 @@ NO_CLIENT_CALLS: Final = {
     "runtime.scheduler.dispatch": "uses the Pub/Sub client's scheduler class, no API",
     "runtime.scheduler.service": "builds clients (in-cluster config) and hands them to the modules above",
     "runtime.storage.filesystems": "maps a URL to its filesystem (gcsfs on gs://); the store's calls are declared",
-    "runtime.scheduler.backends.vertex_rest": "the Vertex AI REST adapter behind VertexBackend's client "
-                                              "(declared there)",
+    "runtime.vertex.rest": "the Vertex AI REST adapter behind VertexBackend's client (declared there)",
     "runtime.scheduler.pools.kubernetes_api": "the Kubernetes client adapter behind the api of KubernetesPools "
                                               "and QueuedProvisioner (declared there)",
 }

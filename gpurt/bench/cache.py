@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpurt.bench.runtime.measure import percentile
+from gpurt.client import Client, wait
 from runtime.access.target import Target
-from runtime.access.transport import ResultCollector, make_clients, publish_requests
 from runtime.protocol.contract import METRICS
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus
 
@@ -67,37 +67,37 @@ class CacheFigures:
 
 
 def measure(target: Target, jobs: int, timeout_s: float, progress: Progress | None = None) -> CacheFigures:
-    """Run ``jobs`` misses, then the same ``jobs`` computations again as hits, one at a time, against ``target``."""
-    report = progress or (lambda phase, done: None)
-    clients = make_clients(target.project, target.emulator_host, target.emulator_user_token)  # as a user publishes
-    base = secrets.randbelow(2**40)  # seeds no earlier run on this platform used: the misses are misses
-    try:
-        with ResultCollector(clients) as collector:
-            def timed(seed: int) -> tuple[float, JobResult]:
-                request = JobRequest.model_validate({"job_id": f"bench-cache-{uuid.uuid4().hex[:12]}",
-                                                     "type": JOB_TYPE, "params": {**JOB_PARAMS, "seed": seed}})
-                began = time.perf_counter()
-                publish_requests(clients, [request])
-                got = collector.wait([request.job_id], timeout_s, digests={request.job_id: request.digest()})
-                elapsed = time.perf_counter() - began
-                result = got.get(request.job_id)
-                if result is None or result.status is not JobStatus.SUCCEEDED:
-                    raise RuntimeError(f"the benchmark's job {request.job_id} did not succeed: {result}")
-                return elapsed, result
+    """Run ``jobs`` misses, then the same ``jobs`` computations again as hits, one at a time, against ``target``.
 
-            timed(base - 1 if base else 2**40)  # compiles the kernel; not measured
-            misses = []
-            for index in range(jobs):
-                misses.append(timed(base + index))
-                report("miss", index + 1)
-            runs_before = timed_runs(target.api_url, JOB_TYPE)
-            hits = []
-            for index in range(jobs):
-                hits.append(timed(base + index))
-                report("hit", index + 1)
-            runs_after = timed_runs(target.api_url, JOB_TYPE)
-    finally:
-        clients.close()
+    Each goes through the Python API's ``Client`` (as a user's submit does, with the user's broker token): its
+    publish is the one the raw path would make, and its future takes the result answering the very body sent.
+    """
+    report = progress or (lambda phase, done: None)
+    base = secrets.randbelow(2**40)  # seeds no earlier run on this platform used: the misses are misses
+    with Client(target=target) as client:
+        def timed(seed: int) -> tuple[float, JobResult]:
+            request = JobRequest.model_validate({"job_id": f"bench-cache-{uuid.uuid4().hex[:12]}",
+                                                 "type": JOB_TYPE, "params": {**JOB_PARAMS, "seed": seed}})
+            began = time.perf_counter()
+            future = client.submit(request)
+            done, _ = wait([future], timeout_s)
+            elapsed = time.perf_counter() - began
+            result = future.outcome().raw if done else None
+            if result is None or result.status is not JobStatus.SUCCEEDED:
+                raise RuntimeError(f"the benchmark's job {request.job_id} did not succeed: {result}")
+            return elapsed, result
+
+        timed(base - 1 if base else 2**40)  # compiles the kernel; not measured
+        misses = []
+        for index in range(jobs):
+            misses.append(timed(base + index))
+            report("miss", index + 1)
+        runs_before = timed_runs(target.api_url, JOB_TYPE)
+        hits = []
+        for index in range(jobs):
+            hits.append(timed(base + index))
+            report("hit", index + 1)
+        runs_after = timed_runs(target.api_url, JOB_TYPE)
     identical = all(
         hit.cached and not miss.cached and hit.cached_from == miss.job_id
         and json.dumps(hit.result) == json.dumps(miss.result) and hit.artifacts == miss.artifacts

@@ -8,9 +8,11 @@ not counted: they are the same for every path. The paths, measured in this order
 
 - raw: google-cloud-pubsub alone, a JSON body built by hand, results matched by their ``job_id`` attribute
   with no parsing: the floor any client pays;
-- cli: what ``gpurt submit --wait`` does, per batch: ``JobRequest`` validation, ``publish_requests``, the
-  ``ResultCollector`` parsing every result;
-- client: ``Client.map`` then ``gather``.
+- cli: what ``gpurt submit --wait`` does, per batch: each body through the scheduler's parser
+  (``parse_request``, as the command reads a job file), then the ``Client`` (``map``, then ``gather``);
+- client: typed jobs (``Noop()``) through ``Client.map`` then ``gather``.
+
+The raw path stays raw on purpose: it is the floor the two others are compared with.
 """
 
 from __future__ import annotations
@@ -19,24 +21,22 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from gpurt.client.futures import gather
-from gpurt.client.jobs import Noop
+from gpurt.client.jobs import Job, Noop
 from gpurt.client.session import Client
 from runtime.access.target import Target
 from runtime.access.transport import (
     TEMP_SUBSCRIPTION_ACK_DEADLINE_S,
     TEMP_SUBSCRIPTION_TTL_S,
     PubSubClients,
-    ResultCollector,
     make_clients,
-    publish_requests,
 )
 from runtime.protocol.contract import REQUEST_TOPIC, RESULT_TOPIC
-from runtime.protocol.messages import JobRequest
+from runtime.protocol.messages import JobRequest, parse_request
 
 if TYPE_CHECKING:
     from google.cloud.pubsub_v1.subscriber.message import Message
@@ -75,17 +75,13 @@ def measure(target: Target, jobs: int, timeout_s: float, progress: Progress | No
     report = progress or (lambda path, done: None)
     clients = make_clients(target.project, target.emulator_host, target.emulator_token)
     try:
-        with _open(target) as client:
+        with Client(target=target) as client:
             gather(client.map([Noop()] * WARM_UP_JOBS), timeout=timeout_s, progress=False)
         return [_timed("raw", jobs, lambda: _raw(clients, jobs, timeout_s, report)),
-                _timed("cli", jobs, lambda: _cli(clients, jobs, timeout_s, report)),
+                _timed("cli", jobs, lambda: _cli(target, jobs, timeout_s, report)),
                 _timed("client", jobs, lambda: _client(target, jobs, timeout_s, report))]
     finally:
         clients.close()
-
-
-def _open(target: Target) -> Client:
-    return Client(target.project, api_url=target.api_url, token=target.token, emulator_host=target.emulator_host)
 
 
 def _timed(path: str, jobs: int, run: Callable[[], None]) -> PathFigures:
@@ -131,28 +127,30 @@ def _raw(clients: PubSubClients, jobs: int, timeout_s: float, report: Progress) 
         clients.subscriber.delete_subscription(request={"subscription": name})
 
 
-def _cli(clients: PubSubClients, jobs: int, timeout_s: float, report: Progress) -> None:
-    ids = _ids("cli", jobs)
-    requests = [JobRequest.model_validate({"job_id": i, "type": "noop"}) for i in ids]
-    with ResultCollector(clients) as collector:
-        publish_requests(clients, requests)
-        got = collector.wait(ids, timeout_s, on_result=lambda _: report("cli", len(collector.received)))
-    if len(got) < jobs:
-        raise TimeoutError(f"cli path: {jobs - len(got)} of {jobs} results missing after {timeout_s:g} s")
+def _cli(target: Target, jobs: int, timeout_s: float, report: Progress) -> None:
+    bodies = [json.dumps({"job_id": i, "type": "noop"}).encode() for i in _ids("cli", jobs)]
+    _through_client(target, "cli", lambda: [parse_request(body) for body in bodies], timeout_s, report)
 
 
 def _client(target: Target, jobs: int, timeout_s: float, report: Progress) -> None:
+    ids = _ids("client", jobs)
+    _through_client(target, "client", lambda: [Noop()] * jobs, timeout_s, report, ids)
+
+
+def _through_client(target: Target, path: str, jobs: Callable[[], Sequence[Job | JobRequest]], timeout_s: float,
+                    report: Progress, job_ids: list[str] | None = None) -> None:
+    """Make the jobs, submit them with ``Client.map`` and gather every result, counting arrivals for ``path``."""
     done = [0]
     lock = threading.Lock()
 
     def count(_: object) -> None:
         with lock:
             done[0] += 1
-            report("client", done[0])
+            report(path, done[0])
 
-    # Opened and closed inside the measured span, as the other paths create and delete their subscriptions.
-    with _open(target) as client:
-        futures = client.map([Noop()] * jobs, job_ids=_ids("client", jobs))
+    # Opened and closed inside the measured span, as the raw path creates and deletes its subscription.
+    with Client(target=target) as client:
+        futures = client.map(jobs(), job_ids=job_ids)
         for future in futures:
             future.add_done_callback(count)
         gather(futures, timeout=timeout_s, progress=False)

@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
+from runtime.protocol.queues import DEFAULT_QUEUE
+
 # The clients, pydantic and the local platform are imported where they are used: `gpurt --help` imports every
 # command module, and must not pay for them (tests/gpurt/test_cli_import.py).
 if TYPE_CHECKING:
+    from gpurt.client import Client
     from runtime.access.control_api import ApiClient
     from runtime.access.target import Target
     from runtime.access.transport import PubSubClients
@@ -66,11 +69,12 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
         except Exception as exc:
+            from gpurt.client.errors import ClientError
             from runtime.access.control_api import ApiError
             from runtime.access.local_state import StateError
             from runtime.local.platform import LocalPlatformError
 
-            if isinstance(exc, ApiError | LocalPlatformError | StateError | NoPlatform):
+            if isinstance(exc, ApiError | ClientError | LocalPlatformError | StateError | NoPlatform):
                 err_console.print(f"[red]error:[/] {exc}")
                 raise typer.Exit(EXIT_FAILED) from None
             from google.api_core.exceptions import GoogleAPICallError
@@ -108,6 +112,19 @@ def pubsub_clients(api_url: str | None, operator: bool = False) -> PubSubClients
         raise NoPlatform(NO_PLATFORM)
     token = resolved.emulator_token if operator else resolved.emulator_user_token
     return make_clients(resolved.project, resolved.emulator_host, token)
+
+
+def python_client(api_url: str | None, queue: str = DEFAULT_QUEUE) -> Client:
+    """The Python API's ``Client`` on the target platform, publishing to ``queue``: the CLI submits and waits as a
+    notebook does. A name no queue can have is bad input (exit 2); no platform to talk to is ``PlatformNotRunning``.
+    """
+    from gpurt.client import Client
+    from runtime.protocol.queues import QueueError
+
+    try:
+        return Client(api_url=api_url, queue=queue)
+    except QueueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def api_client(api_url: str | None) -> ApiClient:

@@ -24,10 +24,12 @@ from gpurt.cli.common import (
     friendly_errors,
     print_answer,
     print_json,
-    pubsub_clients,
+    python_client,
 )
+from runtime.protocol.queues import DEFAULT_QUEUE
 
 if TYPE_CHECKING:  # the job models and the API client are imported where used, so `gpurt --help` stays fast
+    from gpurt.client import Client, JobFuture
     from runtime.protocol.messages import JobRequest, JobResult
 
 jobs_app = typer.Typer(help="Look up or cancel a job by its id, or list and collect a session's jobs.",
@@ -41,41 +43,36 @@ STATE_POLL_S: Final = 2.0  # how often --wait asks the API where a job stands (f
 def build_request(job_file: Path | None, job_type: str | None, params: list[str], job_id: str | None,
                   timeout_s: float | None = None, session_id: str | None = None, cache: bool = True) -> JobRequest:
     """A validated request from a JSON file, or from ``--type`` and ``--param k=v`` pairs; ``cache`` False opts
-    out of the result cache (a file's own ``"cache": false`` stands either way)."""
+    out of the result cache (a file's own ``"cache": false`` stands either way).
+
+    Files and flags alike go through the scheduler's own parser, as ``gpurt run``'s files do
+    (``gpurt.cli.job_files``): the same bad file gives the same error from both commands.
+    """
+    from gpurt.cli.job_files import parse_job, read_job_file
+
     if job_file is not None and job_type is not None:
         raise UserError("give a JOB.json file or --type, not both")
-    if job_file is not None:
-        try:
-            body = json.loads(job_file.read_text())
-        except OSError as exc:
-            raise UserError(f"cannot read {job_file}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{job_file} is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise UserError(f"{job_file} must hold a JSON object")
-        if params:
-            body["params"] = {**(body.get("params") or {}), **_parse_params(params)}
-    elif job_type is not None:
-        body = {"type": job_type, "params": _parse_params(params)}
-    else:
+    if job_file is None and job_type is None:
         raise UserError("give a JOB.json file or --type (see `gpurt submit --help`)")
-    body.setdefault("job_id", job_id or f"{body.get('type', 'job')}-{uuid.uuid4().hex[:10]}")
-    if job_id:
-        body["job_id"] = job_id
-    if timeout_s is not None:
-        body["timeout_s"] = timeout_s
-    if session_id is not None:
-        body["session_id"] = session_id
-    if not cache:
-        body["cache"] = False
-    from pydantic import ValidationError
+    overrides = _parse_params(params)
 
-    from runtime.protocol.messages import JobRequest
+    def amend(body: dict[str, Any]) -> None:
+        if overrides:
+            given = body.get("params")
+            # Merged into the file's own params; params that are not an object are left for the parser to refuse.
+            body["params"] = {**(given or {}), **overrides} if isinstance(given, dict | None) else given
+        if job_id or "job_id" not in body:
+            body["job_id"] = job_id or f"{body.get('type', 'job')}-{uuid.uuid4().hex[:10]}"
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        if session_id is not None:
+            body["session_id"] = session_id
+        if not cache:
+            body["cache"] = False
 
-    try:
-        return JobRequest.model_validate(body)
-    except (ValidationError, ValueError) as exc:
-        raise UserError(f"invalid job: {_validation_message(exc)}") from None
+    if job_file is not None:
+        return parse_job(read_job_file(job_file), job_file, amend=amend)
+    return parse_job(json.dumps({"type": job_type, "params": {}}).encode(), amend=amend)
 
 
 def _parse_params(pairs: list[str]) -> dict[str, Any]:
@@ -91,15 +88,6 @@ def _parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
-def _validation_message(exc: Exception) -> str:
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'job'}: {e['msg']}"
-                         for e in exc.errors(include_url=False))
-    return str(exc)
-
-
 @friendly_errors
 def submit(
     job_file: Annotated[Path | None, typer.Argument(help="A job request as JSON (see examples/).")] = None,
@@ -108,6 +96,8 @@ def submit(
     job_id: Annotated[str | None, typer.Option("--job-id", help="Idempotency key (default: generated).")] = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Session id, to list and collect the "
                                                 "session's jobs later (gpurt jobs list --session).")] = None,
+    queue: Annotated[str, typer.Option("--queue", "-q", help="The request queue to publish to: your desk's (stack "
+                                       "config queues), or urgent (docs/python-api.md, \"Queues\").")] = DEFAULT_QUEUE,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the result, with progress.")] = False,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds --wait waits for the result.")] = DEFAULT_WAIT_S,
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="--no-cache runs the job even when the platform "
@@ -116,26 +106,21 @@ def submit(
     api_url: ApiUrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Publish a job to gpu-job-request. With --wait, exit 1 unless the job succeeds, 3 on timeout."""
+    """Publish a job to its queue (gpu-job-request by default), through the Python API's Client. With --wait,
+    exit 1 unless the job succeeds, 3 on timeout."""
     from gpurt.cli.render import result_detail
-    from runtime.access.transport import ResultCollector, publish_request
     from runtime.protocol.messages import JobStatus
 
     request = build_request(job_file, job_type, param or [], job_id, session_id=session, cache=cache)
-    clients = pubsub_clients(api_url)
-    try:
+    with python_client(api_url, queue) as client:
+        future = client.submit(request)
         if not wait:
-            message_id = publish_request(clients, request)
             if as_json:
-                print_json({"job_id": request.job_id, "message_id": message_id})
+                print_json({"job_id": request.job_id, "message_id": future.message_id})
             else:
-                console.print(f"published [bold]{request.job_id}[/] (message {message_id})")
+                console.print(f"published [bold]{request.job_id}[/] (message {future.message_id})")
             return
-        with ResultCollector(clients) as collector:
-            publish_request(clients, request)
-            result = _wait_for(collector, request.job_id, request.digest(), timeout, api_url)
-    finally:
-        clients.close()
+        result = _wait_for(client, future, timeout)
     if result is None:
         err_console.print(f"[yellow]no result for {request.job_id} after {timeout:.0f} s; "
                           f"it may still finish: gpurt jobs get {request.job_id}[/]")
@@ -148,26 +133,26 @@ def submit(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _wait_for(collector: Any, job_id: str, digest: str, timeout_s: float, api_url: str | None) -> JobResult | None:
-    """The result that answers the request of ``digest`` published for ``job_id``, or None after ``timeout_s``."""
-    from runtime.access.control_api import ApiError
+def _wait_for(client: Client, future: JobFuture, timeout_s: float) -> JobResult | None:
+    """The result ``future`` gets (the one answering the very body published), or None after ``timeout_s``;
+    a spinner says where the platform says the job stands."""
+    from gpurt.client import ClientError, wait
+    from runtime.access.transport import WAIT_TICK_S
 
     started = time.monotonic()
     last_poll = 0.0
     state = "queued"
-    with console.status(f"waiting for {job_id}…") as spinner, api_client(api_url) as api:
-        def tick() -> None:
-            nonlocal last_poll, state
+    with console.status(f"waiting for {future.job_id}…") as spinner:
+        while not future.done() and (remaining := started + timeout_s - time.monotonic()) > 0:
+            wait([future], timeout=min(WAIT_TICK_S, remaining))
             now = time.monotonic()
             if now - last_poll >= STATE_POLL_S:
                 last_poll = now
                 # Best effort: the progress line may miss a beat; the result itself comes by Pub/Sub.
-                with contextlib.suppress(ApiError):
-                    state = api.get_job(job_id).state or state
-            spinner.update(f"waiting for {job_id}: {state}, {now - started:.0f} s")
-
-        results = collector.wait({job_id}, timeout_s, on_tick=tick, digests={job_id: digest})
-    return results.get(job_id)
+                with contextlib.suppress(ClientError):
+                    state = client.state(future.job_id) or state
+            spinner.update(f"waiting for {future.job_id}: {state}, {now - started:.0f} s")
+    return future.outcome().raw if future.done() else None
 
 
 @jobs_app.command("get")

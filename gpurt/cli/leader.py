@@ -12,7 +12,7 @@ from gpurt.cli.common import LocalDirOption, console
 from gpurt.cli.stacks import YesOption, handled
 
 if TYPE_CHECKING:
-    from runtime.scheduler.leader import LeaseStore
+    from runtime.leases.records import LeaseStore
 
 leader_app = typer.Typer(help="Leader election: who leads, and forced release of a stuck lease.",
                          no_args_is_help=True)
@@ -36,8 +36,8 @@ def _lease_store(kube_context: str | None, local: bool = False, local_dir: Path 
 
 
 def _local_lease_store(local_dir: Path | None) -> LeaseStore:
+    from runtime.leases.file import FileLeaseStore
     from runtime.local.platform import LocalPlatform
-    from runtime.scheduler.lease_file import FileLeaseStore
     from validation.leader import LeaderError
 
     platform = LocalPlatform(local_dir)

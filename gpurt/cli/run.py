@@ -19,20 +19,10 @@ DEVICE_HELP = "auto (a GPU if one exists), cpu or gpu"
 
 
 def _load_request(path: Path) -> JobRequest:
-    """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file.
+    """The job in ``path`` as a protocol ``JobRequest``; ``job_id`` may be left out of the file (the file's name)."""
+    from gpurt.cli.job_files import parse_job, read_job_file
 
-    The file goes through the scheduler's own parser, once, so it is held to the same rules as a message.
-    """
-    from runtime.protocol.messages import InvalidRequest, parse_request
-
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return parse_request(data, defaults={"job_id": path.stem.replace(" ", "-") or "local-run"})
-    except InvalidRequest as exc:
-        raise UserError(f"invalid job in {path}: {exc}") from None
+    return parse_job(read_job_file(path), path, defaults={"job_id": path.stem.replace(" ", "-") or "local-run"})
 
 
 @friendly_errors

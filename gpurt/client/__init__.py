@@ -38,6 +38,7 @@ from gpurt.client.jobs import (
 )
 from gpurt.client.results import GreekValue, Result, plot_results, to_frame
 from gpurt.client.session import Client
+from runtime.protocol.queues import QueueError
 
 __all__ = [
     "AmericanOption",
@@ -62,6 +63,7 @@ __all__ = [
     "OptionBook",
     "PlatformNotRunning",
     "PortfolioVaR",
+    "QueueError",
     "RandomWalk",
     "Result",
     "as_completed",

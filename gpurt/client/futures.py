@@ -48,6 +48,8 @@ class JobFuture:
         self._client = client
         self._future: cf.Future[JobResult] = cf.Future()
         self.submitted_at = time.time()
+        # The Pub/Sub message id of the request, once the broker has it (None for a future whose publish failed).
+        self.message_id: str | None = None
 
     # --- completion (the client's subscriber threads) ----------------------------------------------
 

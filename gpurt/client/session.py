@@ -3,10 +3,10 @@
 The client finds its platform as the ``gpurt`` CLI does (explicit arguments, then ``GPURT_*`` and
 ``PUBSUB_EMULATOR_HOST`` variables, then the state ``gpurt local up`` leaves): the local platform with no
 configuration at all, a Google Cloud project with ``project=`` (or ``GPURT_PROJECT``) and Application
-Default Credentials or Workload Identity. It publishes requests to ``gpu-job-request`` and reads results
-through ONE private subscription of ``gpu-job-result`` (created on open, deleted on close, expiring by
-itself a day after a crashed process stops using it), handing each result to the future of its job id:
-no other reader of results loses a message to it.
+Default Credentials or Workload Identity. It publishes requests to ``gpu-job-request`` (or to the topic of
+the queue it is given, ``queue=``) and reads results through ONE private subscription of ``gpu-job-result``
+(created on open, deleted on close, expiring by itself a day after a crashed process stops using it),
+handing each result to the future of its job id: no other reader of results loses a message to it.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from gpurt.client.jobs import Job
 from gpurt.client.results import Result
 from runtime.access.target import NO_PLATFORM, PROJECT_ENV, Target, resolve_target
 from runtime.protocol.messages import DEFAULT_TIMEOUT_S, JobRequest, JobResult
+from runtime.protocol.queues import DEFAULT_QUEUE, QueueSpec, request_topic
 
 if TYPE_CHECKING:
     from runtime.access.control_api import JobState
 
-# The client's private result subscriptions, told apart from the CLI's (gpu-job-result-cli-…) in listings.
+# The client's private result subscriptions (``gpurt submit``'s too, which submits through the client), told apart
+# in listings from those the Pub/Sub plumbing opens itself (gpu-job-result-cli-…: the drills, the soak benchmark).
 SUBSCRIPTION_PREFIX: Final = "gpu-job-result-client-"
 # How long an emulator may take to accept a connection before the platform counts as not running.
 CONNECT_TIMEOUT_S: Final = 3.0
@@ -44,16 +46,27 @@ class Client:
 
     def __init__(self, project: str | None = None, *, api_url: str | None = None, token: str | None = None,
                  emulator_host: str | None = None, local_dir: Path | None = None,
-                 session_id: str | None = None) -> None:
+                 session_id: str | None = None, queue: str = DEFAULT_QUEUE, target: Target | None = None) -> None:
         """Resolve the platform (arguments win over the environment and the local state) and open the subscription.
 
-        Raises ``PlatformNotRunning`` with one line saying how to start or name a platform.
+        ``target`` is a platform resolved already, named in full with its broker tokens (a ``LocalPlatform``'s
+        ``target()``: the demo and the benchmarks, whose platform's state is not where the environment points);
+        it comes alone, without ``project``, ``api_url``, ``token``, ``emulator_host`` or ``local_dir``.
+
+        ``queue`` names the request queue this client's jobs go to (a desk's, declared in stack config
+        ``queues``; ``urgent`` for operators): its own topic, published to with the queue's own credentials
+        (docs/python-api.md, "Queues"). Raises ``ValueError`` for a name no queue can have, and
+        ``PlatformNotRunning`` with one line saying how to start or name a platform.
         """
         from runtime.access.transport import ResultSubscription, make_clients
 
-        found = resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
+        QueueSpec(queue)  # a name no queue can have is refused before anything is opened (QueueError)
+        if target is not None and any(arg is not None for arg in (project, api_url, token, emulator_host, local_dir)):
+            raise ValueError("target= names the platform in full: give it without project, api_url, token, "
+                             "emulator_host or local_dir")
+        found = target or resolve_target(api_url=api_url, token=token, project=project, local_dir=local_dir)
         emulator = emulator_host or found.emulator_host
-        if emulator is None and not (project or os.environ.get(PROJECT_ENV)):
+        if emulator is None and target is None and not (project or os.environ.get(PROJECT_ENV)):
             from runtime.access.local_state import LOCAL_DIR_ENV, default_local_dir
 
             # a notebook's folder is often not the one `gpurt local up` ran in: say where we looked
@@ -62,13 +75,16 @@ class Client:
         if emulator is not None:
             _check_listening(emulator, found)
         if emulator != found.emulator_host:  # the state's broker tokens are for the state's broker alone
-            found = dataclasses.replace(found, emulator_host=emulator, emulator_token=None, emulator_user_token=None)
+            found = dataclasses.replace(found, emulator_host=emulator, emulator_token=None, emulator_user_token=None,
+                                        emulator_queue_tokens={})
         self.target = found
+        self.queue = queue
         self.session_id = session_id or f"client-{uuid.uuid4().hex[:12]}"
         self._lock = threading.Lock()
         self._futures: dict[str, JobFuture] = {}
         self._closed = False
-        self._clients = make_clients(self.target.project, emulator, self.target.emulator_user_token)
+        self._clients = make_clients(self.target.project, emulator, self.target.emulator_user_token,
+                                     publish_token=self.target.emulator_queue_tokens.get(queue))
         self._subscription = ResultSubscription(self._clients, self._on_result, prefix=SUBSCRIPTION_PREFIX)
         try:
             self._subscription.__enter__()
@@ -110,6 +126,20 @@ class Client:
 
         future = await asyncio.to_thread(self.submit, job, job_id, timeout_s=timeout_s, cache=cache)
         return await future
+
+    def state(self, job_id: str) -> str | None:
+        """Where the platform says ``job_id`` stands: ``running``, ``unfinished`` (started, no result yet) or its
+        result's status; None while it has not started it (queued, or never published)."""
+        from runtime.access.control_api import ApiClient, ApiError
+
+        self._check_open()
+        with ApiClient(self.target.api_url, self.target.token) as api:
+            try:
+                return api.get_job(job_id).state or "unknown"
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                raise ClientError(f"cannot look up job {job_id}: {exc}") from None
 
     def cancel(self, job_id: str) -> bool:
         """Ask the platform to stop ``job_id``; False if it had already finished. Its future then ends ``cancelled``."""
@@ -274,14 +304,22 @@ class Client:
                 futures.append(future)
         if new:
             try:
-                publish_requests(self._clients, new)
+                message_ids = publish_requests(self._clients, new, queue=self.queue)
             except Exception as exc:
                 with self._lock:
                     for request in new:
                         self._futures.pop(request.job_id, None)
-                raise ClientError(f"could not publish {len(new)} job(s) to project {self.target.project}: {exc}") \
-                    from None
+                raise ClientError(f"could not publish {len(new)} job(s) to {self._destination()}: "
+                                  f"{_refusal(exc)}") from None
+            for request, message_id in zip(new, message_ids, strict=True):
+                self._futures[request.job_id].message_id = message_id
         return futures
+
+    def _destination(self) -> str:
+        """Where this client publishes, for an error message: the queue and its topic when not the default."""
+        if self.queue == DEFAULT_QUEUE:
+            return f"project {self.target.project}"
+        return f"queue {self.queue} (topic {request_topic(self.queue)}) of project {self.target.project}"
 
     def _on_result(self, raw: JobResult) -> None:
         future = self._futures.get(raw.job_id)  # dict reads are atomic; other users' results find none
@@ -292,6 +330,17 @@ class Client:
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosed("this client is closed; open a new one: Client()")
+
+
+def _refusal(exc: Exception) -> str:
+    """Why Pub/Sub refused a publish, in words that say what to do for the refusals a queue name causes."""
+    from google.api_core.exceptions import NotFound, PermissionDenied
+
+    if isinstance(exc, NotFound):
+        return f"no such topic: the platform declares no such queue (stack config `queues`) ({exc.message})"
+    if isinstance(exc, PermissionDenied):
+        return f"not allowed: only the queue's members may publish to it ({exc.message})"
+    return str(exc)
 
 
 def _check_listening(host_port: str, found: Target) -> None:

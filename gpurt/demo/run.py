@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Final
 
+from gpurt.client import Client, wait
 from gpurt.demo.report import ReportInput
 from gpurt.demo.workload import Workload
 from kernels.params import MAX_SLEEP_S
 from runtime.access.local_monitoring import MonitoringInfo
-from runtime.access.transport import ResultCollector, publish_request
+from runtime.access.transport import WAIT_TICK_S
 from runtime.local.platform import LocalPlatform
 from runtime.protocol.messages import JobRequest, JobResult
 
@@ -24,15 +26,22 @@ def run_workload(platform: LocalPlatform, workload: Workload, timeout_s: float,
 def run_requests(platform: LocalPlatform, requests: list[JobRequest], timeout_s: float,
                  on_result: Callable[[JobResult], None] | None = None,
                  on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
-    """Publish ``requests`` and collect their results until all arrived or ``timeout_s`` passed."""
-    clients = platform.pubsub()
-    try:
-        with ResultCollector(clients) as collector:
-            for request in requests:
-                publish_request(clients, request)
-            return collector.wait([r.job_id for r in requests], timeout_s, on_result=on_result, on_tick=on_tick)
-    finally:
-        clients.close()
+    """Submit ``requests`` through the Python API's ``Client`` and collect their results until all arrived or
+    ``timeout_s`` passed; ``on_result`` sees each as it arrives, ``on_tick`` runs while none does."""
+    results: dict[str, JobResult] = {}
+    # Named in full, so the demo talks to its own platform whatever the environment names.
+    with Client(target=platform.target()) as client:
+        pending = set(client.map(requests))
+        deadline = time.monotonic() + timeout_s
+        while pending and (remaining := deadline - time.monotonic()) > 0:
+            done, pending = wait(pending, timeout=min(WAIT_TICK_S, remaining), return_when="FIRST_COMPLETED")
+            for future in done:
+                result = results[future.job_id] = future.outcome().raw
+                if on_result is not None:
+                    on_result(result)
+            if not done and on_tick is not None:
+                on_tick()
+    return results
 
 
 # The demo's overflow budget: short, so a full local pool spills within the demo's minute.

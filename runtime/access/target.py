@@ -40,6 +40,10 @@ class Target:
     # for an emulator named by PUBSUB_EMULATOR_HOST or a cloud project.
     emulator_token: str | None = field(default=None, repr=False)
     emulator_user_token: str | None = field(default=None, repr=False)
+    # The local broker's publish tokens of the desk queues, by queue name: locally, as in the cloud, a desk may
+    # publish to its own queue's topic and no other (docs/python-api.md, "Queues"). A queue without one here is
+    # published to with the user token (the built-in queues; a cloud project's ambient credentials).
+    emulator_queue_tokens: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def resolve_target(api_url: str | None = None, token: str | None = None, project: str | None = None,

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from runtime.protocol.contract import RESULT_TOPIC
 from runtime.protocol.messages import JobRequest, JobResult
+from runtime.protocol.queues import DEFAULT_QUEUE
 from runtime.pubsub.publisher import TopicPublisher
 
 if TYPE_CHECKING:
@@ -58,12 +59,15 @@ class PubSubClients:
             self.subscriber.close()
 
 
-def make_clients(project: str, emulator_host: str | None, token: str | None = None) -> PubSubClients:
+def make_clients(project: str, emulator_host: str | None, token: str | None = None,
+                 publish_token: str | None = None) -> PubSubClients:
     """Clients for ``project``: on the emulator at ``emulator_host`` (sending ``token``, for a broker that takes
-    credentials), else real Pub/Sub with ambient credentials."""
+    credentials), else real Pub/Sub with ambient credentials. ``publish_token`` (default: ``token``) is the
+    publisher's alone: a desk publishes to its queue with its own token and reads results with the user's."""
     from runtime.pubsub.clients import publisher_client, subscriber_client
 
-    return PubSubClients(project, publisher_client(emulator_host, token), subscriber_client(emulator_host, token))
+    return PubSubClients(project, publisher_client(emulator_host, publish_token or token),
+                         subscriber_client(emulator_host, token))
 
 
 def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, object] | bytes,
@@ -77,14 +81,16 @@ def publish_request(clients: PubSubClients, request: JobRequest | Mapping[str, o
     return TopicPublisher(clients.publisher, clients.project).publish_raw_request(data, attributes)
 
 
-def publish_requests(clients: PubSubClients, requests: Iterable[JobRequest]) -> list[str]:
-    """Publish a batch of requests at once (the client batches them); returns their message ids in order.
+def publish_requests(clients: PubSubClients, requests: Iterable[JobRequest], *,
+                     queue: str = DEFAULT_QUEUE) -> list[str]:
+    """Publish a batch of requests at once (the client batches them) to ``queue``'s topic; returns their message
+    ids in order.
 
     Waiting for each publish before the next costs a round trip and the client's batching delay per
     request; this waits once, for all of them.
     """
     publisher = TopicPublisher(clients.publisher, clients.project)
-    return publisher.publish_raw_requests(request.to_message() for request in requests)
+    return publisher.publish_raw_requests((request.to_message() for request in requests), queue=queue)
 
 
 def _message(request: JobRequest | Mapping[str, object] | bytes,

@@ -1,6 +1,6 @@
 """A local stand-in of the Vertex AI custom-jobs API: Vertex AI overflow on one machine, for real.
 
-It serves the four REST calls the gpu-scheduler makes (``runtime.scheduler.backends.vertex_rest``: create,
+It serves the four REST calls the gpu-scheduler makes (``runtime.vertex.rest``: create,
 get, cancel, list, in the v1 JSON) and runs each custom job as a process here (``python -m
 runtime.worker.vertex_task ...``: the same arguments, the same output files under the result store), so the
 scheduler's real REST client and backend are what the local platform and its tests exercise. The scheduler

@@ -256,6 +256,14 @@ SCHEDULER_PORT: Final = 8080
 SCHEDULER_PROBE_PORT: Final = 8081
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
+# How many connections each port serves at once; past that the oldest connection with no request read is evicted
+# (``runtime/scheduler/http_limits.py``, where each number's reason is given; the flood drill floods past them).
+API_MAX_CONNECTIONS: Final = 128
+PROBE_MAX_CONNECTIONS: Final = 256
+# The module the gpu-scheduler runs its Dask scheduler child as (``python -m``): the loopback drill and the
+# benchmarks find the child among the gpu-scheduler's processes by it (tests/runtime/scheduler/test_dask_process.py
+# resolves it).
+DASK_SCHEDULER_MODULE: Final = "runtime.scheduler.dask_process"
 METRICS_PATH: Final = "/metrics"
 HEALTH_BODY: Final = {"status": "ok"}
 # The deploy checklist: all scheduler pods Running within two minutes of a rollout.

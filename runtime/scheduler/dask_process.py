@@ -37,9 +37,9 @@ from distributed.deploy.subprocess import SubprocessScheduler
 
 from runtime.protocol import contract
 
-# The child's module (``python -m``), as the parent starts it and as the benchmarks find it among the
+# The child's module (``python -m``), as the parent starts it and as the drills and benchmarks find it among the
 # gpu-scheduler's children.
-CHILD_MODULE: Final = "runtime.scheduler.dask_process"
+CHILD_MODULE: Final = contract.DASK_SCHEDULER_MODULE
 # Starting the process and importing distributed (and the dashboard's bokeh) takes seconds; more on a
 # loaded machine.
 START_TIMEOUT_S: Final = 60

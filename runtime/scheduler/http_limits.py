@@ -39,6 +39,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from runtime.protocol import contract
 from runtime.scheduler.logs import Throttled
 
 # Control bodies are a few dozen bytes ({"workers": 3}); 64 KiB leaves room and costs nothing to hold.
@@ -47,14 +48,14 @@ MAX_BODY_BYTES: Final = 64 * 1024
 HEADER_TIMEOUT_S: Final = 10.0
 BODY_TIMEOUT_S: Final = 10.0
 # The API's clients are the kubelet, Prometheus and on-call tools: a handful of connections at a time.
-MAX_CONNECTIONS: Final = 128
+MAX_CONNECTIONS: Final = contract.API_MAX_CONNECTIONS
 KEEP_ALIVE_S: Final = 5
 # The kubelet needs a connection or three at a time (liveness, readiness, startup). The cap is set far above that
 # because, under a flood, a probe's connection is safe from eviction only once its request is read, and until
 # then it survives as many newer connections as the cap holds: 256 gives a probe whose request lags its
 # connection by a loaded machine's scheduling delay (tens of ms) room against a flood that reconnects a
 # thousand times a second. Each silent connection costs a descriptor and a few KB for at most a second.
-PROBE_MAX_CONNECTIONS: Final = 256
+PROBE_MAX_CONNECTIONS: Final = contract.PROBE_MAX_CONNECTIONS
 # The kubelet sends its request with the connection (microseconds later on the node); a second is ample, and a
 # third of the Deployment's probe timeout.
 PROBE_HEADER_TIMEOUT_S: Final = 1.0

@@ -20,8 +20,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from runtime.leases.file import locked, write_atomically
 from runtime.protocol import contract
-from runtime.scheduler.lease_file import locked, write_atomically
 
 # How often a replica reads the shared mode and reports its own (seconds): a drain reaches every replica
 # within this, which an operator waiting for in-flight jobs never notices.
@@ -127,7 +127,7 @@ class InMemoryModeStore:
 
 class FileModeStore:
     """The record in a JSON file, for replicas on one machine: each write holds the file's ``flock`` and lands
-    whole (``runtime.scheduler.lease_file``)."""
+    whole (``runtime.leases.file``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -510,7 +510,7 @@ class Service:
                 self._elector = LeaderElector(store, self.settings.pod_name,
                                               on_error=lambda exc: self.metrics.election_failures.inc())
             elif self.settings.leader is LeaderMode.FILE:
-                from runtime.scheduler.lease_file import FileLeaseStore
+                from runtime.leases.file import FileLeaseStore
 
                 if self.settings.lease_file is None:
                     raise RuntimeError("GPURT_LEADER=file needs GPURT_LEASE_FILE")

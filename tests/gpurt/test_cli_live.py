@@ -252,3 +252,19 @@ def test_utilization_bench_times_a_burst_and_a_stream_of_sleeping_jobs(platform:
     asked_at = time.perf_counter()
     first = run_first_job(platform, workers, asked_at)
     assert first.cold_to_first_result_s > first.first_run_s > 0 and first.warm_run_s > 0
+
+
+def test_submit_to_a_queue_publishes_through_the_clients_queue_and_says_why_it_was_refused(
+        cli_env: dict[str, str]) -> None:
+    # The local broker lets the user token publish to the default queue only (runtime/local/broker_credentials.py):
+    # the desk's topic refuses it, and the Python API's error for that reaches the command line, in one line.
+    result = gpurt(cli_env, "submit", "--type", "noop", "--queue", "rates-desk")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "Traceback" not in said
+    assert "queue rates-desk (topic gpu-job-request-rates-desk)" in said and "not allowed" in said
+
+
+def test_submit_without_wait_prints_the_message_id_the_client_got(cli_env: dict[str, str]) -> None:
+    published = as_json(gpurt(cli_env, "submit", "--type", "noop", "--job-id", "cli-nowait", "--json"))
+    assert published["job_id"] == "cli-nowait" and published["message_id"]
+    assert eventually(lambda: job_state(cli_env, "cli-nowait") == "succeeded")

@@ -59,3 +59,34 @@ def test_local_status_and_down_when_nothing_runs(env: dict[str, str]) -> None:
     assert status.exit_code == 1 and "not running" in status.output
     down = runner.invoke(app, ["local", "down"], env=env)
     assert down.exit_code == 0 and "was not running" in down.output
+
+
+@pytest.mark.parametrize("body", [
+    "[1, 2]",  # not an object
+    '{"job_id": "j", "type": "noop", "params": {"sleep_s": NaN}}',  # JSON the scheduler's strict parser refuses
+    '{"job_id": "j", "type": "noop", "type": "noop"}',  # a key given twice
+    '{"job_id": "j", "type": "nope"}',  # no such job type
+    "{",  # not JSON
+])
+def test_gpurt_run_and_gpurt_submit_refuse_the_same_bad_file_with_the_same_error(env: dict[str, str], tmp_path: Path,
+                                                                                body: str) -> None:
+    job = tmp_path / "job.json"
+    job.write_text(body)
+    ran, submitted = (runner.invoke(app, [command, str(job)], env=env) for command in ("run", "submit"))
+    assert ran.exit_code == submitted.exit_code == 2
+    assert ran.output == submitted.output and f"invalid job in {job}:" in " ".join(ran.output.split())
+
+
+def test_a_param_given_to_a_file_whose_params_are_not_an_object_is_a_clear_error(env: dict[str, str],
+                                                                                   tmp_path: Path) -> None:
+    job = tmp_path / "job.json"
+    job.write_text('{"type": "noop", "params": [1]}')
+    result = runner.invoke(app, ["submit", str(job), "-p", "sleep_s=1"], env=env)
+    assert result.exit_code == 2 and "params" in result.output and "Traceback" not in result.output
+
+
+def test_a_queue_name_no_queue_can_have_is_refused_before_looking_for_a_platform(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["submit", "--type", "noop", "--queue", "Rates_Desk"], env=env)
+    # The Python API's own check (QueueSpec), as a notebook's Client(queue=...) gets it: one line, exit 2.
+    assert result.exit_code == 2 and "'Rates_Desk' must be a lowercase DNS label" in " ".join(result.output.split())
+    assert "gpurt local up" not in result.output

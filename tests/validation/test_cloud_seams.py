@@ -236,7 +236,7 @@ def _vertex(jobs_error: Exception | None = None, region: dict | None = None,
     .../projects/get) and Vertex AI's custom-job list with the recorded fixtures, or with ``region``/``project``."""
     from google.cloud import compute_v1
 
-    from runtime.scheduler.backends.vertex_rest import RestCustomJobs
+    from runtime.vertex.rest import RestCustomJobs
 
     jobs = mock.create_autospec(RestCustomJobs, instance=True)
     if jobs_error:
@@ -309,7 +309,7 @@ def test_vertex_reachable() -> None:
 
 
 def test_vertex_api_error_fails_with_the_reason() -> None:
-    from runtime.scheduler.backends.vertex_rest import VertexApiError
+    from runtime.vertex.rest import VertexApiError
 
     vertex = _vertex(VertexApiError("Vertex AI GET projects/p/locations/us-central1/customJobs failed with "
                                     "PERMISSION_DENIED: Vertex AI API has not been used in project 284716533902"))

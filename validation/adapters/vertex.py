@@ -61,7 +61,7 @@ class GoogleVertexQuota:
         self._project, self._region = project, region
         self._session = session  # an authorized HTTP session for the Cloud Quotas API, made on first use
         if jobs is None:
-            from runtime.scheduler.backends.vertex_rest import RestCustomJobs
+            from runtime.vertex.rest import RestCustomJobs
 
             jobs = RestCustomJobs(region)
         if regions is None:

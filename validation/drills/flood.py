@@ -25,7 +25,6 @@ import httpx
 
 from runtime.manifests.scheduler import PROBE_TIMEOUT_S
 from runtime.protocol import contract
-from runtime.scheduler import http_limits
 from validation.drills.base import POLL_S, DrillContext, wait_for
 from validation.drills.faults import Fault, strike, target_replica
 
@@ -150,9 +149,9 @@ def connection_flood(ctx: DrillContext) -> Fault:
     api_checks: list[int | None] = []
     fault = strike(ctx, CONNECTION_FLOOD)
     # One port at a time: the two floods together double what the replica's one event loop must turn away.
-    with ConnectionFlood(host, api_port, http_limits.MAX_CONNECTIONS + EXTRA_CONNECTIONS) as flood:
+    with ConnectionFlood(host, api_port, contract.API_MAX_CONNECTIONS + EXTRA_CONNECTIONS) as flood:
         _ask_probes_under(flood, probes, answered, also=(api_health, api_checks))
-    with ConnectionFlood(host, int(probe_port), http_limits.PROBE_MAX_CONNECTIONS + EXTRA_CONNECTIONS) as own:
+    with ConnectionFlood(host, int(probe_port), contract.PROBE_MAX_CONNECTIONS + EXTRA_CONNECTIONS) as own:
         _ask_probes_under(own, probes, answered)
     wait_for(lambda: probe(api_health) == 200, ctx.timeout_s, f"{record.name}'s API to answer after the flood")
     fault.whole_at = time.monotonic()

@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 
 from runtime.access.control_api import ApiClient, ApiError
-from runtime.scheduler.leader import LEASE_DURATION_S, RETRY_PERIOD_S, InMemoryLeaseStore, LeaderElector
-from runtime.scheduler.lease_file import FileLeaseStore
+from runtime.leases.file import FileLeaseStore
+from runtime.leases.records import InMemoryLeaseStore
+from runtime.scheduler.leader import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 from validation.leader import force_release
 

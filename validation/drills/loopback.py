@@ -22,7 +22,7 @@ import httpx
 import psutil
 
 from runtime.access.local_state import VERTEX_API
-from runtime.scheduler.dask_process import CHILD_MODULE
+from runtime.protocol.contract import DASK_SCHEDULER_MODULE
 from validation.drills.base import DrillContext, DrillFailed
 
 # A refused client gives up at the handshake; one that is let in answers within this too.
@@ -53,7 +53,7 @@ def dask_listeners(scheduler_pid: int) -> list[str]:
     found = []
     for child in psutil.Process(scheduler_pid).children(recursive=True):
         try:
-            if CHILD_MODULE not in child.cmdline():
+            if DASK_SCHEDULER_MODULE not in child.cmdline():
                 continue
             listening = [c.laddr for c in child.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
         except psutil.Error:  # ended meanwhile

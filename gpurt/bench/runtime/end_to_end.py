@@ -10,6 +10,7 @@ and Pub/Sub add.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -22,9 +23,10 @@ from typing import Any, Final
 from gpurt.bench.runtime.cpu import CpuMeter, CpuShare, Processes, child_running, children_of, only, with_children
 from gpurt.bench.runtime.measure import percentile
 from gpurt.bench.runtime.profile import SlotProfiler, StageShare, slot_stages
+from gpurt.client import Client, JobTimeout, as_completed
 from runtime.access.local_state import LocalState
-from runtime.access.transport import ResultCollector, publish_requests
 from runtime.local.platform import EMULATOR, LocalPlatform
+from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus
 
 RESULT_TIMEOUT_S: Final = 600.0  # a batch that has not finished by then is reported as incomplete
@@ -129,21 +131,17 @@ def run_end_to_end(platform: LocalPlatform, jobs: int, on_progress: Callable[[in
     requests = [JobRequest.model_validate({"job_id": f"bench-{run}-{i}", "type": "noop", "params": params or {}})
                 for i in range(jobs)]
     arrived: dict[str, float] = {}
-
-    def on_result(result: JobResult) -> None:
-        arrived[result.job_id] = time.perf_counter()
-        if on_progress:
-            on_progress(len(arrived))
-
-    clients = platform.pubsub()
-    try:
-        with ResultCollector(clients) as collector:
-            start = time.perf_counter()
-            publish_requests(clients, requests)
-            results = collector.wait([r.job_id for r in requests], RESULT_TIMEOUT_S, on_result=on_result)
-    finally:
-        clients.close()
-    done = [r for r in results.values() if r.status is JobStatus.SUCCEEDED]
+    results: list[JobResult] = []
+    # Through the Python API's Client: its map publishes the batch at once, as a user's would.
+    with Client(target=platform.target()) as client:
+        start = time.perf_counter()
+        with contextlib.suppress(JobTimeout):  # a batch not finished by then is reported as incomplete
+            for future in as_completed(client.map(requests), RESULT_TIMEOUT_S, progress=False):
+                arrived[future.job_id] = time.perf_counter()
+                results.append(future.outcome().raw)
+                if on_progress:
+                    on_progress(len(arrived))
+    done = [r for r in results if r.status is JobStatus.SUCCEEDED]
     wall = (max(arrived.values()) - start) if arrived else float("nan")
     waits = [r.metrics.queue_wait_s for r in done if r.metrics.queue_wait_s is not None]
     latencies = [arrived[r.job_id] - start for r in done]
@@ -236,11 +234,10 @@ def measure(platform: LocalPlatform, jobs: int, on_progress: Callable[[int], Non
 
 def platform_parts(state: LocalState) -> dict[str, Processes]:
     """The parts of a running local platform whose CPU the benchmark reads, by what they do for a job."""
-    from runtime.scheduler.dask_process import CHILD_MODULE  # imports Dask: only when a benchmark runs
 
     scheduler = state.schedulers()[0].pid
     emulator = state.process(EMULATOR)
-    dask_scheduler = child_running(scheduler, CHILD_MODULE)
+    dask_scheduler = child_running(scheduler, contract.DASK_SCHEDULER_MODULE)
     parts = {
         "scheduler": only(scheduler),
         "Dask scheduler (the scheduler's child process)": dask_scheduler,

@@ -10,6 +10,10 @@ squares. With ``--tracemalloc`` the scheduler writes tracemalloc snapshots throu
 the run to its end: where a growth the trend shows comes from. With ``rejected_every`` N, every Nth message is
 a request the scheduler rejects (``rejected_body``), so the trend covers the rejection path too: each rejected
 request once kept about 5 KB plus its body for ever (issue 43).
+
+The soak publishes through the Pub/Sub plumbing itself (``runtime.access.transport``), not the Python API's
+``Client``: its rejected requests are bodies the Client refuses to send by design, and every result, the
+rejections' included, is read as it comes to time each row.
 """
 
 from __future__ import annotations

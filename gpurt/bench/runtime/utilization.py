@@ -13,6 +13,7 @@ it that of the Dask scheduler's process, which the scheduler starts as its child
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,9 +25,10 @@ from gpurt.bench.runtime.dask_floor import DaskFloor
 from gpurt.bench.runtime.end_to_end import RESULT_TIMEOUT_S, run_end_to_end
 from gpurt.bench.runtime.goals import Goal
 from gpurt.bench.runtime.measure import fmt_duration, percentile
-from runtime.access.transport import ResultCollector, publish_request
+from gpurt.client import Client, JobFuture, wait
 from runtime.local.platform import LocalPlatform
-from runtime.protocol.messages import JobRequest, JobResult
+from runtime.protocol import contract
+from runtime.protocol.messages import JobRequest
 
 # The grid of the goals: worker counts and job durations (seconds).
 GRID_WORKERS: Final = (1, 4)
@@ -135,10 +137,10 @@ class UtilizationFigures:
 def run_burst(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
               on_progress: Callable[[int], None] | None = None) -> Burst:
     """Publish ``jobs`` noop jobs of ``sleep_s`` at once; time them and read the scheduler's CPU meanwhile."""
-    from runtime.scheduler.dask_process import CHILD_MODULE  # imports Dask: only when a benchmark runs
 
     scheduler = platform.running_state().schedulers()[0].pid
-    meter = CpuMeter({"scheduler": only(scheduler), "Dask scheduler": child_running(scheduler, CHILD_MODULE)})
+    meter = CpuMeter({"scheduler": only(scheduler),
+                      "Dask scheduler": child_running(scheduler, contract.DASK_SCHEDULER_MODULE)})
     threads_before = _thread_cpu(platform)
     meter.start()
     e2e = run_end_to_end(platform, jobs, on_progress, params={"sleep_s": sleep_s})
@@ -182,25 +184,28 @@ def run_stream(platform: LocalPlatform, workers: int, sleep_s: float, jobs: int,
     job_ids = [f"stream-{run}-{i}" for i in range(jobs)]
     arrived = 0
 
-    def on_result(result: JobResult) -> None:
-        nonlocal arrived
-        arrived += 1
-        if on_progress:
-            on_progress(arrived)
+    lock = threading.Lock()
 
-    clients = platform.pubsub()
-    try:
-        with ResultCollector(clients) as collector:
-            start = time.perf_counter()
-            for i, job_id in enumerate(job_ids):
-                # Pacing to the stream's rate, not waiting for an outcome.
-                time.sleep(max(0.0, start + i / rate - time.perf_counter()))
-                publish_request(clients, JobRequest.model_validate(
-                    {"job_id": job_id, "type": "noop", "params": {"sleep_s": sleep_s}}))
-            results = collector.wait(job_ids, RESULT_TIMEOUT_S, on_result=on_result)
-    finally:
-        clients.close()
-    waits = [r.metrics.queue_wait_s for r in results.values() if r.metrics.queue_wait_s is not None]
+    def on_result(_: JobFuture) -> None:  # on the client's subscriber threads
+        nonlocal arrived
+        with lock:
+            arrived += 1
+            if on_progress:
+                on_progress(arrived)
+
+    with Client(target=platform.target()) as client:
+        start = time.perf_counter()
+        futures = []
+        for i, job_id in enumerate(job_ids):
+            # Pacing to the stream's rate, not waiting for an outcome.
+            time.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            future = client.submit(JobRequest.model_validate(
+                {"job_id": job_id, "type": "noop", "params": {"sleep_s": sleep_s}}))
+            future.add_done_callback(on_result)
+            futures.append(future)
+        done, _ = wait(futures, RESULT_TIMEOUT_S)
+    results = [future.outcome().raw for future in done]
+    waits = [r.metrics.queue_wait_s for r in results if r.metrics.queue_wait_s is not None]
     return Stream(workers, sleep_s, rate, jobs, len(results), percentile(waits, 50), percentile(waits, 95))
 
 
@@ -216,14 +221,11 @@ def _one_european(platform: LocalPlatform) -> tuple[float, float]:
     # cache: false, or every warm repeat would be answered from the result cache and time no run at all.
     request = JobRequest.model_validate({"job_id": f"first-{uuid.uuid4().hex[:8]}", "type": "european_option",
                                          "params": FIRST_JOB_PARAMS, "cache": False})
-    clients = platform.pubsub()
-    try:
-        with ResultCollector(clients) as collector:
-            publish_request(clients, request)
-            result = collector.wait([request.job_id], RESULT_TIMEOUT_S).get(request.job_id)
-            arrived = time.perf_counter()
-    finally:
-        clients.close()
+    with Client(target=platform.target()) as client:
+        future = client.submit(request)
+        done, _ = wait([future], RESULT_TIMEOUT_S)
+        arrived = time.perf_counter()
+    result = future.outcome().raw if done else None
     if result is None or result.metrics.run_s is None:
         raise RuntimeError(f"the benchmark's european_option job {request.job_id} did not succeed: {result}")
     return result.metrics.run_s, arrived

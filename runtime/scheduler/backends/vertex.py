@@ -23,8 +23,8 @@ from kernels.errors import JobCancelled, TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.base import Execution, Placed
-from runtime.scheduler.backends.vertex_rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
 from runtime.storage.filesystems import url_to_fs
+from runtime.vertex.rest import TERMINAL_STATES, CustomJobs, RestCustomJobs
 from runtime.worker.vertex_task import (
     ARTIFACTS_FOLDER,
     ENTRY_POINT,

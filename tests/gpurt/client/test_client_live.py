@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +30,7 @@ from gpurt.bench.cache import timed_runs
 from gpurt.client import (
     Client,
     ClientClosed,
+    ClientError,
     Contract,
     EuropeanOption,
     JobCancelled,
@@ -39,15 +42,18 @@ from gpurt.client import (
     PortfolioVaR,
     as_completed,
     gather,
+    session,
     to_frame,
     wait,
 )
 from gpurt.client.session import SUBSCRIPTION_PREFIX
 from kernels.params import NoopParams
+from runtime.access.target import Target, resolve_target
 from runtime.access.transport import TEMP_SUBSCRIPTION_TTL_S
 from runtime.local import LocalPlatform
 from runtime.protocol.contract import RESULT_TOPIC
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus, JobType
+from runtime.protocol.queues import request_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -359,3 +365,60 @@ def test_a_repeat_is_answered_from_the_result_cache_and_cache_false_runs_again(c
     assert not fresh.cached and fresh.cached_from is None
     assert timed_runs(client.target.api_url, "european_option") == runs + 1
 
+
+
+def test_a_desk_client_publishes_to_its_queue_with_its_own_token_and_reads_results_as_a_user(
+        platform: LocalPlatform, platform_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
+    desk = "rates-desk"
+    clients = platform.pubsub()
+    topic, tap = clients.topic(request_topic(desk)), clients.subscription(_id("desk-tap"))
+    clients.publisher.create_topic(request={"name": topic})
+    clients.subscriber.create_subscription(request={"name": tap, "topic": topic})
+    # The local state's desk tokens (Target.emulator_queue_tokens), as a platform running desk queues hands them
+    # out: here the operator's, the one token that may publish to a topic the test made.
+    operator = platform.running_state().broker_token
+    assert operator is not None
+
+    def with_desk_token(**kwargs: Any) -> Target:
+        return dataclasses.replace(resolve_target(**kwargs), emulator_queue_tokens={desk: operator})
+
+    monkeypatch.setattr(session, "resolve_target", with_desk_token)
+    try:
+        with Client(queue=desk) as opened:
+            future = opened.submit(Noop(), job_id=_id("desk"))
+            assert future.message_id
+            # The user's token opened the result subscription: the desk token is the publisher's alone.
+            assert opened.subscription.rsplit("/", 1)[1].startswith(SUBSCRIPTION_PREFIX)
+            answer = clients.subscriber.pull(request={"subscription": tap, "max_messages": 10}, timeout=10)
+            published = [JobRequest.model_validate_json(m.message.data) for m in answer.received_messages]
+            assert [(r.job_id, m.message.message_id) for r, m in zip(published, answer.received_messages,
+                                                                      strict=True)] == [(future.job_id,
+                                                                                         future.message_id)]
+    finally:
+        clients.subscriber.delete_subscription(request={"subscription": tap})
+        clients.publisher.delete_topic(request={"topic": topic})
+        clients.close()
+
+
+def test_a_queue_the_platform_does_not_declare_is_a_clear_error_that_names_it(
+        platform: LocalPlatform, platform_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a token that may publish anywhere, what is left is the broker's NOT_FOUND for the topic no queue has.
+    operator = platform.running_state().broker_token
+    assert operator is not None
+
+    def with_desk_token(**kwargs: Any) -> Target:
+        return dataclasses.replace(resolve_target(**kwargs), emulator_queue_tokens={"ghost-desk": operator})
+
+    monkeypatch.setattr(session, "resolve_target", with_desk_token)
+    with Client(queue="ghost-desk") as ghost, pytest.raises(ClientError) as caught:
+        ghost.submit(Noop())
+    message = str(caught.value)
+    assert "queue ghost-desk (topic gpu-job-request-ghost-desk)" in message and "declares no such queue" in message
+
+
+def test_a_queue_the_user_may_not_publish_to_is_a_clear_error_that_names_it(client: Client,
+                                                                            platform_env: LocalPlatform) -> None:
+    with Client(queue="rates-desk") as desk, pytest.raises(ClientError) as caught:
+        desk.submit(Noop())
+    message = str(caught.value)
+    assert "queue rates-desk (topic gpu-job-request-rates-desk)" in message and "not allowed" in message

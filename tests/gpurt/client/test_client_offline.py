@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpurt.client import Client, PlatformNotRunning
+from gpurt.client import Client, PlatformNotRunning, QueueError
 from runtime.access.local_state import LOCAL_DIR_ENV
 from tests.gpurt.client.conftest import TARGET_VARIABLES
 
@@ -41,3 +41,9 @@ def test_a_platform_that_stopped_says_how_to_start_it(nowhere: Path) -> None:
         Client(emulator_host=address)
     message = str(caught.value)
     assert address in message and "gpurt local up" in message and "\n" not in message
+
+
+def test_a_queue_name_no_queue_can_have_is_refused_before_anything_is_opened(nowhere: Path) -> None:
+    # Refused before the platform is looked for: the error names the queue, not the missing platform.
+    with pytest.raises(QueueError, match="'Rates_Desk' must be a lowercase DNS label"):
+        Client(queue="Rates_Desk")

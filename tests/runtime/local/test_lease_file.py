@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.scheduler.leader import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector, LeaseConflict, LeaseRecord
-from runtime.scheduler.lease_file import FileLeaseStore
+from runtime.leases.file import FileLeaseStore
+from runtime.leases.records import LeaseConflict, LeaseRecord
+from runtime.scheduler.leader import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector
 from validation.leader import force_release
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -79,8 +80,8 @@ _CONTENDER = """
 import sys
 from dataclasses import replace
 from pathlib import Path
-from runtime.scheduler.leader import LeaseConflict
-from runtime.scheduler.lease_file import FileLeaseStore
+from runtime.leases.records import LeaseConflict
+from runtime.leases.file import FileLeaseStore
 
 store, wins = FileLeaseStore(Path(sys.argv[1])), 0
 while wins < int(sys.argv[2]):

@@ -18,13 +18,13 @@ from typer.testing import CliRunner
 
 from runtime.access.control_api import ApiClient
 from runtime.access.local_state import LOCAL_DIR_ENV
+from runtime.leases.file import FileLeaseStore
 from runtime.local.platform import SCHEDULER, LocalConfig, LocalPlatform
 from runtime.local.status import collect_status
 from runtime.manifests import alerts
 from runtime.protocol import contract
 from runtime.protocol.contract import MAX_DELIVERY_ATTEMPTS, METRICS
 from runtime.protocol.messages import JobStatus
-from runtime.scheduler.lease_file import FileLeaseStore
 from runtime.scheduler.service import LOCAL_POOL
 from validation.adapters.pubsub import GooglePubSubAdmin
 from validation.drills.alerts import NOT_DRILLED

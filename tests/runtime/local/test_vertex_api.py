@@ -19,7 +19,7 @@ import pytest
 from runtime.local.vertex_api import LOCAL_IMAGE, VertexApiHandle, start_vertex_api, worker_args
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.vertex import VertexBackend
-from runtime.scheduler.backends.vertex_rest import RestCustomJobs
+from runtime.vertex.rest import RestCustomJobs
 
 TOKEN = "the-platform-token"
 PARENT = "projects/p/locations/us-central1"

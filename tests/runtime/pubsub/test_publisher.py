@@ -40,3 +40,10 @@ def test_extra_attributes_are_added_to_the_requests_own() -> None:
     tools = _RecordingPublisher()
     TopicPublisher(tools, "p").publish_request(REQUEST, replay=True)  # type: ignore[arg-type]
     assert tools.sent[0][2] == {"job_id": "call-1", "type": "european_option", REPLAY_ATTRIBUTE: "1"}
+
+
+def test_a_batch_for_a_queue_goes_to_that_queues_topic_with_the_same_bytes() -> None:
+    client = _RecordingPublisher()
+    clients = PubSubClients("p", client, subscriber=None)  # type: ignore[arg-type]
+    publish_requests(clients, [REQUEST], queue="rates-desk")
+    assert client.sent == [("projects/p/topics/gpu-job-request-rates-desk", *REQUEST.to_message())]

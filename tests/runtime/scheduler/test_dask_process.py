@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from runtime.protocol import contract
+from runtime.scheduler import dask_process
 from runtime.scheduler.dask_process import DaskSchedulerProcess, child_env
 from runtime.scheduler.local_cluster import start_local_cluster
 from runtime.scheduler.settings import Settings
@@ -162,3 +163,8 @@ def test_the_scheduler_process_does_not_outlive_a_sigkilled_gpu_scheduler(tmp_pa
         for stream in (parent.stdin, parent.stdout):
             if stream is not None:
                 stream.close()
+
+
+def test_the_contract_names_the_module_the_child_runs_as() -> None:
+    # The loopback drill and the benchmarks find the child by the contract's name, without importing this module.
+    assert contract.DASK_SCHEDULER_MODULE == dask_process.__name__ == dask_process.CHILD_MODULE

@@ -9,8 +9,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from runtime.leases.records import LeaseConflict, LeaseRecord
 from runtime.protocol import contract
-from runtime.scheduler.leader import KubernetesLeaseStore, LeaderElector, LeaseConflict, LeaseRecord
+from runtime.scheduler.leader import KubernetesLeaseStore, LeaderElector
 
 
 class RecordingCoordinationApi:

@@ -13,7 +13,7 @@ import pytest
 from kernels.errors import JobCancelled, PermanentJobError, TransientJobError
 from runtime.protocol.messages import JobRequest
 from runtime.scheduler.backends.vertex import VertexBackend
-from runtime.scheduler.backends.vertex_rest import RestCustomJobs, VertexApiError
+from runtime.vertex.rest import RestCustomJobs, VertexApiError
 from runtime.worker.vertex_task import main as vertex_task_main
 from runtime.worker.vertex_task import task_args
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from runtime.scheduler.leader import LeaseConflict, LeaseRecord
+from runtime.leases.records import LeaseConflict, LeaseRecord
 
 LOCK_SUFFIX: Final = ".lock"
 
