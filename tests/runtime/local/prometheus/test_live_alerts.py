@@ -138,7 +138,7 @@ def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> N
     live.metrics.in_flight.set(2)
     live.metrics.jobs.labels("noop", "succeeded").inc(5)
     for _ in range(20):
-        live.metrics.queue_wait.observe(0.3)  # all in the (0.25, 0.5] bucket
+        live.metrics.queue_wait.labels("default").observe(0.3)  # all in the (0.25, 0.5] bucket
 
     def panels() -> dict[str, object] | None:
         found = {p.title: p for p in collect_run_series(live.info.prometheus_url, start, time.time()).panels}
