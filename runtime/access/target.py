@@ -40,6 +40,8 @@ class Target:
     # for an emulator named by PUBSUB_EMULATOR_HOST or a cloud project.
     emulator_token: str | None = field(default=None, repr=False)
     emulator_user_token: str | None = field(default=None, repr=False)
+    # By request queue but default: the token of those who may publish to that queue alone (a desk; urgent).
+    emulator_queue_tokens: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def resolve_target(api_url: str | None = None, token: str | None = None, project: str | None = None,
@@ -59,6 +61,7 @@ def resolve_target(api_url: str | None = None, token: str | None = None, project
         # Only for the state's own emulator: a token is never sent to one the environment names.
         emulator_token=state.broker_token if state and not os.environ.get(EMULATOR_ENV) else None,
         emulator_user_token=state.broker_user_token if state and not os.environ.get(EMULATOR_ENV) else None,
+        emulator_queue_tokens=dict(state.broker_queue_tokens) if state and not os.environ.get(EMULATOR_ENV) else {},
     )
 
 
