@@ -606,7 +606,8 @@ class LocalPlatform:
         return Target(api_url=state.api_url, project=state.project, token=state.control_token,
                       emulator_host=state.emulator_host, emulator_admin_url=state.emulator_admin_url,
                       source="local state", emulator_token=state.broker_token,
-                      emulator_user_token=state.broker_user_token)
+                      emulator_user_token=state.broker_user_token,
+                      emulator_queue_tokens=dict(state.broker_queue_tokens))
 
     def api(self) -> ApiClient:
         """An authenticated API client of the running scheduler (close it, or use ``with``)."""

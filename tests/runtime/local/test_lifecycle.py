@@ -70,6 +70,7 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     # The stack's queues: their topology, a token per queue but default, and the scheduler consuming each.
     assert {request_subscription("desk-x"), request_subscription("urgent")} <= status.subscriptions.keys()
     assert set(state.broker_queue_tokens) == {"desk-x", "urgent"} and state.queues == queues
+    assert platform.target().emulator_queue_tokens == state.broker_queue_tokens
     assert status.scheduler is not None
     assert [(q["name"], q["weight"], q["max_slots"]) for q in status.scheduler["queues"]] == [
         ("default", 1, None), ("desk-x", 2, 1), ("urgent", 1, None)]
