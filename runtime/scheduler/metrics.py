@@ -40,7 +40,8 @@ class SchedulerMetrics:
                                   buckets=DURATION_BUCKETS_S, registry=r)
         self.queue_wait = Histogram(METRICS.queue_wait_seconds, "Publish-to-start wait of job requests, per "
                                     "request queue.", ["queue"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
-        self.queue_started = Counter(_bare(METRICS.queue_started_total), "Jobs started per request queue.",
+        self.queue_started = Counter(_bare(METRICS.queue_started_total), "Jobs started per request queue (counted as "
+                                     "their run is concluded, with its publish-to-start wait).",
                                      ["queue"], registry=r)
         self.queue_slots = Gauge(METRICS.queue_slots, "Places on the workers a request queue's jobs hold now "
                                  "on this replica (running or submitted ahead).", ["queue"], registry=r)
