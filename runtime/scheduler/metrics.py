@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -69,6 +69,14 @@ class SchedulerMetrics:
                                         registry=r)
         self.election_failures = Counter(_bare(METRICS.leader_election_failures_total),
                                          "Lease acquire/renew calls that failed.", registry=r)
+
+    def export_queues(self, queues: Iterable[str]) -> None:
+        """Each queue's series at zero from the start: a series first seen at 1 has no earlier sample, so
+        Prometheus' ``rate()`` and ``increase()`` would miss what created it (a wait p95 alert, a share)."""
+        for queue in queues:
+            self.queue_wait.labels(queue)
+            self.queue_started.labels(queue)
+            self.queue_slots.labels(queue).set(0)
 
     def job_started(self, queue: str, wait_s: float) -> None:
         """A job of ``queue`` started on its worker ``wait_s`` seconds after it was published."""

@@ -134,9 +134,7 @@ class Service:
         # Jobs wait out a store outage with their message unsettled instead of nacking it.
         job_store = self.store.waiting_out_outages(self.store_health.wait_out)
         processor = Processor(self.backend, job_store, sink, self.registry, self.metrics)
-        for queue in s.queues:  # every queue's series from the start, at zero (an alert's rate needs a first sample)
-            self.metrics.queue_started.labels(queue.name)
-            self.metrics.queue_slots.labels(queue.name).set(0)
+        self.metrics.export_queues(queue.name for queue in s.queues)
         self.consumer = Intake(subscriber, s.project, s.queues, lambda delivery: processor.start([delivery]), slots,
                                finish=processor.finish, pack=processor.start if processor.packs else None,
                                on_held=lambda queue, held: self.metrics.queue_slots.labels(queue).set(held))
