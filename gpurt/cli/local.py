@@ -214,7 +214,9 @@ def _print_queues(queues: list[dict[str, Any]]) -> None:
     from runtime.protocol.queues import URGENT_QUEUE
 
     table = Table(title="request queues (this replica; wait and share over the last 5 minutes)")
-    for column in ("queue", "weight", "cap", "waiting", "slots held", "started", "wait p95 (s)", "share"):
+    # A queue's name in full, however narrow the terminal: the other columns are short numbers.
+    table.add_column("queue", no_wrap=True, min_width=max(len(str(queue.get("name"))) for queue in queues))
+    for column in ("weight", "cap", "waiting", "slots held", "started", "wait p95 (s)", "share"):
         table.add_column(column)
     for queue in queues:
         wait = queue.get("wait_p95_s")

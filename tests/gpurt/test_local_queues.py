@@ -63,3 +63,22 @@ def test_a_desks_token_round_trips_privately_and_reaches_the_target(tmp_path: Pa
     # An emulator the environment names never gets the state's tokens.
     monkeypatch.setenv(EMULATOR_ENV, "127.0.0.1:3")
     assert resolve_target(local_dir=tmp_path).emulator_queue_tokens == {}
+
+
+def test_status_shows_each_queue_as_the_scheduler_reports_it() -> None:
+    from gpurt.cli.common import console
+    from gpurt.cli.local import _print_queues
+
+    with console.capture() as captured:
+        _print_queues([
+            {"name": "default", "weight": 1, "max_slots": None, "waiting": 3, "slots": 2, "started": 40,
+             "wait_p95_s": 0.25, "share": 0.5},
+            {"name": "credit-desk", "weight": 1, "max_slots": 8, "waiting": 0, "slots": 0, "started": 0,
+             "wait_p95_s": None, "share": 0.0},
+            {"name": "urgent", "weight": 1, "max_slots": None, "waiting": 0, "slots": 0, "started": 1,
+             "wait_p95_s": 0.1, "share": 0.012},
+        ])
+    lines = captured.get().splitlines()
+    assert any("default" in line and "0.25" in line and "50 %" in line for line in lines)
+    assert any("credit-desk" in line and " 8 " in line for line in lines)
+    assert any("urgent" in line and "first" in line for line in lines)
