@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,9 +15,45 @@ from runtime.local.broker.brokers import Broker
 if TYPE_CHECKING:
     from runtime.access.local_monitoring import MonitoringInfo
     from runtime.local.status import MonitoringStatus, PlatformStatus
+    from runtime.protocol.queues import QueueSpec
 
 local_app = typer.Typer(help="Run the whole platform on this machine: emulator, scheduler, Dask.",
                         no_args_is_help=True)
+
+
+class Stack(StrEnum):
+    """Whose request queues ``gpurt local up`` runs."""
+
+    STAGING = "staging"
+    PRODUCTION = "production"
+    NONE = "none"  # the built-in default and urgent queues only
+
+
+def stack_queues(stack: Stack, root: Path | None = None) -> tuple[QueueSpec, ...]:
+    """The request queues ``Pulumi.<stack>.yaml`` (in ``root``, default the repository's) declares, with the built-in
+    ones; read and checked as ``pulumi up`` would (``components.config.parse_stack_config``), only its queues kept."""
+    import yaml
+
+    from components.config import PROJECT_NAMESPACE, ConfigError, parse_stack_config
+    from components.review.plan import REPO_ROOT
+    from runtime.protocol.queues import BUILT_IN_QUEUES
+
+    if stack is Stack.NONE:
+        return BUILT_IN_QUEUES
+    path = (root or REPO_ROOT) / f"Pulumi.{stack}.yaml"
+    try:
+        values: dict[str, Any] = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("config") or {}
+    except (OSError, yaml.YAMLError, AttributeError) as exc:
+        raise UserError(f"--stack {stack}: cannot read {path}: {exc}") from None
+    prefix = f"{PROJECT_NAMESPACE}:"
+    # Secrets stay encrypted in the file: none of them concerns the queues.
+    raw = {key.removeprefix(prefix): value for key, value in values.items()
+           if key.startswith(prefix) and not (isinstance(value, dict) and "secure" in value)}
+    try:
+        config = parse_stack_config(raw, values.get("gcp:project"), values.get("gcp:region"), source=path.name)
+    except ConfigError as exc:
+        raise UserError(f"--stack {stack}: {exc}") from None
+    return config.queue_specs()
 
 
 @local_app.command("up")
@@ -44,6 +82,10 @@ def up(
     overflow_after: Annotated[float | None, typer.Option(
         "--overflow-after", min=0.1, help="Seconds a job may wait for a local worker before it runs as a Vertex AI "
         "custom job on the platform's local stand-in of the custom-jobs API (default: no overflow).")] = None,
+    stack: Annotated[Stack, typer.Option(
+        help="Run the request queues this stack's Pulumi.<stack>.yaml declares (each desk's topic, weight and "
+        "cap, and the urgent queue); none: the built-in default and urgent queues only. See docs/scheduler.md, "
+        "\"Queues\".")] = Stack.STAGING,
     as_json: JsonOption = False,
 ) -> None:
     """Start the emulator and the scheduler in the background and wait until they are ready."""
@@ -53,7 +95,7 @@ def up(
                                                    emulator_time_scale=time_scale, replicas=replicas,
                                                    broker=broker,
                                                    monitoring=monitoring, alert_time_scale=alert_time_scale,
-                                                   spill_after_s=overflow_after))
+                                                   spill_after_s=overflow_after, queues=stack_queues(stack)))
     with console.status("starting the local platform…") as spinner:
         outcome = platform.up(on_step=lambda step: spinner.update(step + "…"))
     state = outcome.state
@@ -62,7 +104,7 @@ def up(
                     "emulator_host": state.emulator_host, "emulator_rest_url": state.emulator_rest_url,
                     "project": state.project,
                     "result_store": state.result_store, "state_dir": str(platform.directory),
-                    "monitoring": state.monitoring})
+                    "monitoring": state.monitoring, "queues": [queue.name for queue in state.queues]})
         return
     console.print("[green]already running[/]" if outcome.already_running else "[green]local platform is up[/]")
     table = Table(show_header=False, box=None)
@@ -73,6 +115,7 @@ def up(
     table.add_row("project", state.project)
     table.add_row("result store", state.result_store)
     table.add_row("Dask workers", "scheduler default" if state.workers is None else str(state.workers))
+    table.add_row("request queues", ", ".join(_queue_label(queue) for queue in state.queues))
     if len(state.schedulers()) > 1:
         table.add_row("replicas", ", ".join(f"{p.name} {p.api_url}" for p in state.schedulers()))
         table.add_row("leader lease", str(state.lease_file))
@@ -82,6 +125,13 @@ def up(
     table.add_row("control token", f"in {platform.directory / 'state.json'} (mode 0600)")
     console.print(table)
     console.print("next: [bold]gpurt submit --type noop --wait[/]   stop: [bold]gpurt local down[/]")
+
+
+def _queue_label(queue: QueueSpec) -> str:
+    if queue.urgent:
+        return f"{queue.name} (first)"
+    cap = "" if queue.max_slots is None else f", cap {queue.max_slots}"
+    return f"{queue.name} (weight {queue.weight}{cap})"
 
 
 def _monitoring_rows(table: Table, info: MonitoringInfo | MonitoringStatus) -> None:
@@ -128,6 +178,9 @@ def _print_status(report: PlatformStatus) -> None:
                       f"{len(in_flight) if isinstance(in_flight, list) else in_flight}, "
                       f"waiting for a slot: {scheduler.get('waiting', '?')}, "
                       f"consuming: {scheduler.get('consuming', '?')}, leader: {leader.get('holder', '?')}")
+    queues = scheduler.get("queues") if scheduler else None
+    if queues:
+        _print_queues(queues)
     if report.pools:
         pools = Table(title="pools")
         for column in ("pool", "workers", "desired", "GPUs/worker", "status"):
@@ -154,6 +207,25 @@ def _print_status(report: PlatformStatus) -> None:
         console.print(table)
     for problem in report.problems:
         console.print(f"[red]problem:[/] {problem}")
+
+
+def _print_queues(queues: list[dict[str, Any]]) -> None:
+    """The scheduler's request queues as ``GET /status`` reports them (docs/scheduler.md, "Queues")."""
+    from runtime.protocol.queues import URGENT_QUEUE
+
+    table = Table(title="request queues (this replica; wait and share over the last 5 minutes)")
+    # A queue's name in full, however narrow the terminal: the other columns are short numbers.
+    table.add_column("queue", no_wrap=True, min_width=max(len(str(queue.get("name"))) for queue in queues))
+    for column in ("weight", "cap", "waiting", "slots held", "started", "wait p95 (s)", "share"):
+        table.add_column(column)
+    for queue in queues:
+        wait = queue.get("wait_p95_s")
+        weight = "first" if queue.get("name") == URGENT_QUEUE else str(queue.get("weight"))
+        table.add_row(str(queue.get("name")), weight,
+                      str(queue.get("max_slots") or "-"), str(queue.get("waiting", "-")), str(queue.get("slots", "-")),
+                      str(queue.get("started", 0)), "-" if wait is None else f"{wait:g}",
+                      f"{100 * float(queue.get('share') or 0):.0f} %")
+    console.print(table)
 
 
 @local_app.command("down")

@@ -18,6 +18,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.access.local_monitoring import MonitoringInfo
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
 
 # The first scheduler replica's name; state files written before replicas existed know only it.
 FIRST_SCHEDULER: Final = "scheduler"
@@ -64,6 +65,11 @@ class LocalState(BaseModel):
     broker_user_token: str | None = Field(None, repr=False,
                                           description="A user's: publish requests, read results on its own "
                                           "subscriptions.")
+    broker_queue_tokens: dict[str, str] = Field(
+        default_factory=dict, repr=False,
+        description="By request queue but default: its publishers' token (a desk, and urgent for on-call), which "
+        "may publish to that queue's topic alone and read results on its own subscriptions.")
+    queues: tuple[QueueSpec, ...] = Field(BUILT_IN_QUEUES, description="The request queues the platform runs.")
     result_store: str
     workers: int | None = Field(None, description="Requested Dask workers; None: the scheduler's default.")
     processes: list[ProcessRecord]

@@ -63,6 +63,7 @@ def resolve_target(api_url: str | None = None, token: str | None = None, project
         # Only for the state's own emulator: a token is never sent to one the environment names.
         emulator_token=state.broker_token if state and not os.environ.get(EMULATOR_ENV) else None,
         emulator_user_token=state.broker_user_token if state and not os.environ.get(EMULATOR_ENV) else None,
+        emulator_queue_tokens=dict(state.broker_queue_tokens) if state and not os.environ.get(EMULATOR_ENV) else {},
     )
 
 

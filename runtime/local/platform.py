@@ -39,6 +39,8 @@ from runtime.local.prometheus.config import ScrapeTargets
 from runtime.local.status import PlatformStatus, collect_status
 from runtime.local.vertex_api import LOCAL_IMAGE
 from runtime.protocol.contract import SCHEDULER_PORT, SchedulerEnv
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec, topology
+from runtime.protocol.queues import encode as encode_queues
 from runtime.scheduler.maintenance import MAINTENANCE_FILE
 
 if TYPE_CHECKING:
@@ -72,6 +74,19 @@ MONITORING_DIR: Final = "monitoring"
 STOP_GRACE_S: Final = 15.0  # SIGTERM → SIGKILL
 
 
+def _ensure_topology(state: LocalState) -> list[str]:
+    """Create what the platform's topology lacks: the contract's topics and subscriptions and each request queue's
+    (``runtime.protocol.queues.topology``); the names created."""
+    from runtime.pubsub.admin import ensure_topology
+
+    topics, subscriptions = topology(state.queues)
+    clients = make_clients(state.project, state.emulator_host, state.broker_token)
+    try:
+        return ensure_topology(state.project, clients.publisher, clients.subscriber, topics, subscriptions)
+    finally:
+        clients.close()
+
+
 def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, token_file: Path,
                   lease_file: Path | None, emulator_admin_url: str | None, vertex_url: str | None = None,
                   broker_token_file: Path | None = None) -> dict[str, str]:
@@ -91,6 +106,7 @@ def scheduler_env(cfg: LocalConfig, *, emulator_host: str, result_store: str, to
         **overflow,
         SchedulerEnv.PUBSUB_EMULATOR_HOST: emulator_host,
         SchedulerEnv.PROJECT: cfg.project,
+        SchedulerEnv.QUEUES: encode_queues(cfg.queues),
         SchedulerEnv.DASK_SCHEDULER: "",  # empty: the scheduler starts its own local Dask cluster
         # Unset, the scheduler sizes the pool (and picks LocalCUDACluster) itself.
         SchedulerEnv.LOCAL_WORKERS: "" if cfg.workers is None else str(cfg.workers),
@@ -144,6 +160,8 @@ class LocalConfig:
     alert_time_scale: float = 1.0
     # Seconds a job waits for a local worker before it overflows to the Vertex AI stand-in; None: never.
     spill_after_s: float | None = None
+    # The request queues to run (a stack's: `gpurt local up --stack`), the built-in default and urgent ones included.
+    queues: tuple[QueueSpec, ...] = BUILT_IN_QUEUES
 
 
 @dataclass(frozen=True)
@@ -288,8 +306,8 @@ class LocalPlatform:
         token_file = processes.write_private(self.directory / TOKEN_FILE, token)
         # The broker's principals, fresh each `up` (docs/local-platform.md, "Trust"). Google's emulator takes no
         # credentials: with it the tokens are sent and ignored.
-        broker_tokens = BrokerTokens()
-        credentials = write_credentials(self.directory / CREDENTIALS_FILE, cfg.project, broker_tokens)
+        broker_tokens = BrokerTokens.for_queues(cfg.queues)
+        credentials = write_credentials(self.directory / CREDENTIALS_FILE, cfg.project, broker_tokens, cfg.queues)
         broker_token_file = processes.write_private(self.directory / SCHEDULER_TOKEN_FILE, broker_tokens.scheduler)
         emulator_host = f"{cfg.host}:{emulator_port}"
         base_env = _base_env()
@@ -311,20 +329,15 @@ class LocalPlatform:
         state = LocalState(
             project=cfg.project, api_url=_url(cfg.host, ports[0]), emulator_host=emulator_host,
             emulator_admin_url=admin_url, emulator_rest_url=rest_url, control_token=token,
-            broker_token=broker_tokens.operator, broker_user_token=broker_tokens.user, result_store=result_store,
+            broker_token=broker_tokens.operator, broker_user_token=broker_tokens.user,
+            broker_queue_tokens=broker_tokens.queues, queues=cfg.queues, result_store=result_store,
             workers=cfg.workers, processes=[emulator], lease_file=lease_file)
         save_state(state, self.directory)
         self._wait(lambda: processes.port_in_use(cfg.host, emulator_port), EMULATOR_START_TIMEOUT_S,
                    [emulator], "the emulator did not open its port")
 
-        on_step("creating the contract's topics and subscriptions")
-        from runtime.pubsub.admin import ensure_topology
-
-        clients = make_clients(cfg.project, emulator_host, broker_tokens.operator)
-        try:
-            created = ensure_topology(cfg.project, clients.publisher, clients.subscriber)
-        finally:
-            clients.close()
+        on_step("creating the contract's topics and subscriptions, and each request queue's")
+        created = _ensure_topology(state)
 
         started = [emulator]
         vertex_url = None
@@ -498,13 +511,7 @@ class LocalPlatform:
         host, port = state.emulator_host.rsplit(":", 1)
         self._wait(lambda: processes.port_in_use(host, int(port)), EMULATOR_START_TIMEOUT_S, [new],
                    "the emulator did not open its port again")
-        from runtime.pubsub.admin import ensure_topology
-
-        clients = make_clients(state.project, state.emulator_host, state.broker_token)
-        try:
-            ensure_topology(state.project, clients.publisher, clients.subscriber)
-        finally:
-            clients.close()
+        _ensure_topology(state)
         return new.pid
 
     def broker_checks_credentials(self) -> bool:
@@ -599,7 +606,8 @@ class LocalPlatform:
         return Target(api_url=state.api_url, project=state.project, token=state.control_token,
                       emulator_host=state.emulator_host, emulator_admin_url=state.emulator_admin_url,
                       source="local state", emulator_token=state.broker_token,
-                      emulator_user_token=state.broker_user_token)
+                      emulator_user_token=state.broker_user_token,
+                      emulator_queue_tokens=dict(state.broker_queue_tokens))
 
     def api(self) -> ApiClient:
         """An authenticated API client of the running scheduler (close it, or use ``with``)."""

@@ -20,6 +20,12 @@ never handed back (a nack would burn a delivery attempt): it starts as soon as i
 not, and is acked like any other. When the slots change (a
 pool was scaled) or the window does, the stream is replaced the same way: the old one drains, a new one
 opens with the new flow control.
+
+A consumer of one of several request queues (``runtime.scheduler.intake``) shares the replica's workers with the
+others through a ``FairShare``: a slot takes a place there before it starts a job, and the job gives it back when
+it ends on its worker (``runtime.scheduler.fair_share`` says who gets the next free one). A slot that finds no
+place free completes the job it submitted ahead before it waits, so a place it holds is never kept by a thread
+that is waiting for another.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from runtime.protocol.queues import DEFAULT_QUEUE
 from runtime.scheduler.dispatch import SlotScheduler
+from runtime.scheduler.fair_share import FairShare
 from runtime.scheduler.packing import PACK_MAX_JOBS, tiny_job_id
 from runtime.scheduler.records import Conclusion, Decision, Delivery, Settle, Started
 from runtime.scheduler.window import Window, lease_s
@@ -69,7 +77,8 @@ class _Deliveries:
     holds its message too, so that no other message can take its ``id`` while it is kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, queue: str) -> None:
+        self._queue = queue
         self._lock = threading.Lock()
         self._made: dict[int, tuple[Any, Delivery]] = {}
 
@@ -77,14 +86,14 @@ class _Deliveries:
         """``message`` as a delivery, kept for when it runs."""
         with self._lock:
             if (kept := self._made.get(id(message))) is None:
-                kept = self._made[id(message)] = (message, _delivery(message))
+                kept = self._made[id(message)] = (message, _delivery(message, self._queue))
         return kept[1]
 
     def take(self, message: Any) -> Delivery:
         """``message`` as a delivery, forgotten here: it runs now."""
         with self._lock:
             kept = self._made.pop(id(message), None)
-        return kept[1] if kept is not None else _delivery(message)
+        return kept[1] if kept is not None else _delivery(message, self._queue)
 
 
 class Consumer:
@@ -93,10 +102,13 @@ class Consumer:
     def __init__(self, subscriber: Any, subscription: str,
                  process: Callable[[Delivery], Decision | Conclusion | Started], slots: int, *,
                  finish: Callable[[Sequence[Conclusion]], list[Decision]] | None = None,
-                 pack: Callable[[Sequence[Delivery]], list[Decision | Conclusion] | Started] | None = None) -> None:
+                 pack: Callable[[Sequence[Delivery]], list[Decision | Conclusion] | Started] | None = None,
+                 queue: str = DEFAULT_QUEUE, fair: FairShare | None = None) -> None:
         """``process`` runs a delivery's job, or starts it (``Started``: the slot takes its next message while
         the job is in flight); ``finish`` concludes those that come back as ``Conclusion`` (needed if any
-        does); ``pack``, if given, runs or starts tiny jobs waiting together (``runtime.scheduler.packing``)."""
+        does); ``pack``, if given, runs or starts tiny jobs waiting together (``runtime.scheduler.packing``).
+        ``queue`` is the request queue the subscription belongs to (each delivery carries it); ``fair``, if given,
+        is the arbiter whose place each job takes before it starts (shared with the other queues' consumers)."""
         if slots < 1:
             raise ValueError("a consumer needs at least one slot")
         self._subscriber = subscriber
@@ -105,6 +117,8 @@ class Consumer:
         self._finish = finish
         self._pack = pack
         self._slots = slots
+        self._queue = queue
+        self._fair = fair
         self._lock = threading.Lock()
         self._stream: _Stream | None = None
         self._draining: list[_Stream] = []
@@ -216,6 +230,8 @@ class Consumer:
         if self.wait_drained(remaining):
             return True
         self._abort.set()
+        if self._fair is not None:
+            self._fair.wake()  # slots waiting for a place give up: their messages are redelivered
         return False
 
     def _open(self) -> _Stream:
@@ -225,7 +241,7 @@ class Consumer:
         per_slot = self._window.places_per_slot
         places = self._slots * per_slot
         slots = SlotScheduler(self._slots, places=places)
-        deliveries = _Deliveries()
+        deliveries = _Deliveries(self._queue)
         future = self._subscriber.subscribe(
             self._subscription,
             callback=lambda message: self._on_message(slots, deliveries, message),
@@ -248,6 +264,9 @@ class Consumer:
 
     def _on_message(self, slots: SlotScheduler, made: _Deliveries, message: Any) -> None:
         messages = [message]
+        if not self._take_place(slots):
+            slots.settle(message, False)  # a shutdown past its deadline: redelivered, as a running job would be
+            return
         try:
             first = tiny_job_id(made.peek(message)) if self._pack is not None else None
             if first is not None:
@@ -270,6 +289,7 @@ class Consumer:
             begun = pack(deliveries) if pack is not None and len(deliveries) > 1 else self._process(deliveries[0])
         except Exception:  # the processor never raises; a malformed message object could
             log.exception("could not read a delivery; it will be redelivered")
+            self._give_place()
             for m in messages:
                 slots.settle(m, False)
             return
@@ -295,6 +315,8 @@ class Consumer:
             for m in messages:
                 slots.settle(m, False)
             return
+        finally:
+            self._give_place()  # its job ended on the worker: the next queue in line may start one
         concluding: list[tuple[Any, Conclusion]] = []
         for m, outcome in zip(messages, outcomes, strict=True):
             if isinstance(outcome, Conclusion):
@@ -308,6 +330,20 @@ class Consumer:
             conclusions = [conclusion for _, conclusion in concluding]
             # This slot's thread takes its next message while a concluding thread stores and publishes.
             slots.conclude([m for m, _ in concluding], lambda: finish(conclusions))
+
+    def _take_place(self, slots: SlotScheduler) -> bool:
+        """Take a place on the workers from the arbiter for the job about to start; False: give up, shutting down."""
+        fair = self._fair
+        if fair is None or fair.try_acquire(self._queue):
+            return True
+        # None is free: the job this slot submitted ahead ends first, so that its place is not held by a thread
+        # waiting for another (with every place held that way, no job would ever give one back).
+        slots.complete_carried()
+        return fair.acquire(self._queue, give_up=self._abort.is_set)
+
+    def _give_place(self) -> None:
+        if self._fair is not None:
+            self._fair.release(self._queue)
 
     def _observe(self, slots: SlotScheduler, tiny: bool, jobs: int) -> None:
         """Count the jobs a slot of the open stream took; replace the stream when its window changes."""
@@ -361,11 +397,12 @@ def _done(outcome: Decision | Conclusion | list[Decision | Conclusion]) -> Start
     return Started(lambda: outcomes, ready=lambda: True)
 
 
-def _delivery(message: Any) -> Delivery:
+def _delivery(message: Any, queue: str) -> Delivery:
     return Delivery(
         message_id=message.message_id,
         data=message.data,
         attributes=dict(message.attributes),
         delivery_attempt=message.delivery_attempt or 1,
         publish_time=message.publish_time,
+        queue=queue,
     )

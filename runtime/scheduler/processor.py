@@ -320,7 +320,7 @@ class Processor:
         if delivery.publish_time is not None:
             # Publish to the job's start on its worker: a job submitted ahead waited there too.
             queue_wait = max(0.0, (began - delivery.publish_time).total_seconds())
-            self._metrics.queue_wait.observe(queue_wait)
+            self._metrics.job_started(delivery.queue, queue_wait)
         conclusion = self._outcome(admitted, outcome, queue_wait)
         if isinstance(conclusion, Decision):
             self._registry.end(admitted.entry)

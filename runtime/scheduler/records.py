@@ -12,6 +12,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from runtime.protocol.messages import InvalidRequest, JobRequest, JobResult, parse_request
+from runtime.protocol.queues import DEFAULT_QUEUE
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Delivery:
     attributes: dict[str, str]
     delivery_attempt: int
     publish_time: datetime | None
+    queue: str = DEFAULT_QUEUE  # the request queue it arrived on: who sent it (runtime.protocol.queues)
 
     @cached_property
     def request(self) -> JobRequest | InvalidRequest:

@@ -23,6 +23,7 @@ from runtime.pubsub.publisher import ResultPublisher
 from runtime.scheduler.backends.base import ExecutionBackend
 from runtime.scheduler.cancel_watch import CancelWatcher
 from runtime.scheduler.consumer import Consumer
+from runtime.scheduler.intake import Intake
 from runtime.scheduler.maintenance import (
     FOLLOW_PERIOD_S,
     InMemoryModeStore,
@@ -89,7 +90,7 @@ class Service:
         self.backend: ExecutionBackend | None = None
         self._unwrapped_backend: ExecutionBackend | None = None  # the built one, before any test's wrapper
         self.pools: PoolBackend | None = None
-        self.consumer: Consumer | None = None
+        self.consumer: Intake | None = None  # every request queue's stream
         self.probe_consumer: Consumer | None = None
         self._loop: SingletonLoop | None = None
         self._clients: tuple[Any, Any] | None = None
@@ -133,9 +134,10 @@ class Service:
         # Jobs wait out a store outage with their message unsettled instead of nacking it.
         job_store = self.store.waiting_out_outages(self.store_health.wait_out)
         processor = Processor(self.backend, job_store, sink, self.registry, self.metrics)
-        self.consumer = Consumer(subscriber, subscription_path(s.project, contract.REQUEST_SUBSCRIPTION),
-                                 lambda delivery: processor.start([delivery]), slots, finish=processor.finish,
-                                 pack=processor.start if processor.packs else None)
+        self.metrics.export_queues(queue.name for queue in s.queues)
+        self.consumer = Intake(subscriber, s.project, s.queues, lambda delivery: processor.start([delivery]), slots,
+                               finish=processor.finish, pack=processor.start if processor.packs else None,
+                               on_held=lambda queue, held: self.metrics.queue_slots.labels(queue).set(held))
         # The deploy probe's own stream and slot: a backlog on the request subscription fills that stream's
         # flow control, never this one (docs/validation.md, "The probe's own path").
         self.probe_consumer = Consumer(subscriber, subscription_path(s.project, contract.PROBE_SUBSCRIPTION),
@@ -143,7 +145,7 @@ class Service:
                                        finish=processor.finish)
         reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
         self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
-                                   reconcile=self._reconcile_pools, reclaim=reclaimer.run)
+                                   reconcile=self._reconcile_pools, reclaim=reclaimer.run, queues=s.queues)
         self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)
         self._slot_follower = SlotFollower(self.follow_slots)
         self._store_sweep = Periodic("gpurt-store-sweep", self._sweep_store, STORE_SWEEP_PERIOD_S)
@@ -291,7 +293,8 @@ class Service:
             if self.consumer is None:
                 return
             intake_open = self.mode is Mode.NORMAL and not self._replica_drain and self.store_health.available
-            for consumer in (self.consumer, self.probe_consumer):
+            consumers: tuple[Intake | Consumer | None, ...] = (self.consumer, self.probe_consumer)
+            for consumer in consumers:
                 if consumer is None:
                     continue
                 if intake_open:
@@ -351,7 +354,17 @@ class Service:
             "project": self.settings.project,
             "result_store": self.store.url,
             "result_cache": self.metrics.result_cache(),
+            "queues": self.queues_status(),
         }
+
+    def queues_status(self) -> list[dict[str, Any]]:
+        """Each request queue: weight, cap, messages waiting here, places held, and over the recent window
+        (``metrics.RECENT_STARTS_S``) its starts, their publish-to-start wait p95 and its share of all starts."""
+        if self.consumer is None:
+            return []
+        recent = self.metrics.recent_starts.summary()
+        return [{**share, **recent.get(share["name"], {"started": 0, "wait_p95_s": None, "share": 0.0})}
+                for share in self.consumer.shares()]
 
     def _overflow_status(self) -> dict[str, Any]:
         """Vertex AI overflow: the budget, the pinned job types and the jobs running as custom jobs now."""

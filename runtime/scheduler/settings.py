@@ -17,6 +17,7 @@ from typing import Any, Final
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from runtime.protocol import contract
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueError, QueueSpec, decode
 
 DEFAULT_PROJECT: Final = "gpurt-local"
 DEFAULT_RESULT_DIR: Final = Path(".gpurt/results")
@@ -94,6 +95,10 @@ class Settings(BaseModel):
                                     description=f"The shared lease file when {ENV.LEADER}=file.")
     max_in_flight: int | None = Field(None, validation_alias=ENV.MAX_IN_FLIGHT, ge=1, le=10_000,
                                       description="GPU slots; unset means what the pools report (at least 1).")
+    queues: tuple[QueueSpec, ...] = Field(
+        BUILT_IN_QUEUES, validation_alias=ENV.QUEUES,
+        description="The request queues consumed and sharing the slots, as JSON (runtime.protocol.queues.encode); "
+        "unset: the built-in default and urgent queues.")
     backend: ExecutionBackendName = Field(ExecutionBackendName.DASK, validation_alias=ENV.BACKEND)
     vertex_types: frozenset[str] = Field(frozenset(), validation_alias=ENV.VERTEX_TYPES,
                                          description="Job types routed to Vertex AI (comma-separated).")
@@ -180,6 +185,16 @@ class Settings(BaseModel):
             raise ValueError(f"unknown job types {unknown}; known: {[t.value for t in JobType]}")
         return value
 
+    @field_validator("queues", mode="before")
+    @classmethod
+    def _decode_queues(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return decode(value)
+        except QueueError as exc:  # pydantic shows a ValueError's message after the variable's name
+            raise ValueError(str(exc)) from None
+
     @field_validator("queued_pools", mode="before")
     @classmethod
     def _split_queued(cls, value: object) -> object:
@@ -231,9 +246,10 @@ class Settings(BaseModel):
 
 def _reason(error: Any) -> str:
     """``VARIABLE: why``; a check of several settings at once names its variables itself."""
+    message = str(error["msg"]).removeprefix("Value error, ")
     if not error["loc"]:
-        return str(error["msg"]).removeprefix("Value error, ")
-    return f"{_alias(error['loc'])}: {error['msg']}"
+        return message
+    return f"{_alias(error['loc'])}: {message}"
 
 
 def _alias(loc: tuple[object, ...]) -> str:

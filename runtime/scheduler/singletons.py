@@ -3,8 +3,8 @@
 Two loops, so a slow singleton (a DLQ pull, a pool resize) can never delay a lease renewal:
 
 - election, every ``RETRY_PERIOD_S``: tick the elector, publish the leader gauge;
-- work, every ``SINGLETON_PERIOD_S``: sample backlog and DLQ depth; if leading, reconcile the pools
-  and run the DLQ reclaimer.
+- work, every ``SINGLETON_PERIOD_S``: sample backlog, DLQ and each request queue's depth; if leading, reconcile
+  the pools and run the DLQ reclaimer.
 
 ``start``/``stop`` are idempotent; a failing step is logged and counted, never fatal to its loop.
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from runtime.protocol import contract
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
 from runtime.scheduler.leader import RETRY_PERIOD_S
 from runtime.scheduler.messaging.depth import DepthSource
 from runtime.scheduler.metrics import SchedulerMetrics
@@ -43,8 +44,10 @@ class SingletonLoop:
 
     def __init__(self, elector: Elector, metrics: SchedulerMetrics, depth: DepthSource,
                  reconcile: Callable[[], None], reclaim: Callable[[], object],
-                 period_s: float = RETRY_PERIOD_S, singleton_period_s: float = SINGLETON_PERIOD_S) -> None:
+                 period_s: float = RETRY_PERIOD_S, singleton_period_s: float = SINGLETON_PERIOD_S,
+                 queues: Sequence[QueueSpec] = BUILT_IN_QUEUES) -> None:
         self._elector = elector
+        self._queues = tuple(queues)
         self._metrics = metrics
         self._depth = depth
         self._reconcile = reconcile
@@ -105,8 +108,9 @@ class SingletonLoop:
             action()
 
     def _sample_depth(self) -> None:
+        queues = [(self._metrics.queue_depth.labels(queue.name), queue.subscription) for queue in self._queues]
         for gauge, subscription in ((self._metrics.backlog, contract.REQUEST_SUBSCRIPTION),
-                                    (self._metrics.dlq, contract.REQUEST_DLQ_SUBSCRIPTION)):
+                                    (self._metrics.dlq, contract.REQUEST_DLQ_SUBSCRIPTION), *queues):
             try:
                 depth = self._depth.undelivered(subscription)
             except Exception as exc:

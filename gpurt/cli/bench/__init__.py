@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpurt.cli.bench import broker, cache, client, kernels, runtime, scaling, utilization
+from gpurt.cli.bench import broker, cache, client, kernels, queues, runtime, scaling, utilization
 
 bench_app = typer.Typer(help="Benchmarks: figures are printed and can be written to BENCHMARKS.md.",
                         no_args_is_help=True)
@@ -16,3 +16,4 @@ bench_app.command("scaling")(scaling.bench_scaling)
 bench_app.command("client")(client.bench_client)
 bench_app.command("utilization")(utilization.bench_utilization)
 bench_app.command("cache")(cache.bench_cache)
+bench_app.command("queues")(queues.bench_queues)

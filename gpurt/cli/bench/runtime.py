@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpurt.bench.runtime.goals import Goal
     from gpurt.bench.runtime.report import LabelledBaseline, Rows
     from runtime.local import LocalPlatform
+    from runtime.protocol.queues import QueueSpec
 
 
 # Worker counts measured when none are given: enough to see whether throughput grows with workers.
@@ -74,11 +75,13 @@ def bench_runtime(
 @contextmanager
 def bench_platform(workers: int | None, out: Console,
                    scheduler_env: Callable[[Path], dict[str, str]] | None = None,
-                   ready_timeout_s: float | None = None) -> Iterator[LocalPlatform]:
+                   ready_timeout_s: float | None = None,
+                   queues: Sequence[QueueSpec] | None = None) -> Iterator[LocalPlatform]:
     """A local platform on free ports and temporary state, stopped on exit.
 
     ``scheduler_env`` gives extra scheduler settings from the platform's temporary folder;
-    ``ready_timeout_s`` replaces the platform's start-up budget.
+    ``ready_timeout_s`` replaces the platform's start-up budget; ``queues``, if given, are the request queues it runs
+    (default: the built-in ones).
     """
     from runtime.local import LocalConfig, LocalPlatform
 
@@ -87,6 +90,8 @@ def bench_platform(workers: int | None, out: Console,
         config = LocalConfig(workers=workers, port=0, emulator_port=0, scheduler_env=extra)
         if ready_timeout_s is not None:
             config = dataclasses.replace(config, ready_timeout_s=ready_timeout_s)
+        if queues is not None:
+            config = dataclasses.replace(config, queues=tuple(queues))
         platform = LocalPlatform(Path(tmp), config)
         with out.status(f"starting a local platform ({workers or 'default'} workers) for the benchmark…") as spinner:
             platform.up(on_step=lambda step: spinner.update(step + "…"))

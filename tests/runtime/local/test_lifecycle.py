@@ -12,6 +12,7 @@ import pytest
 from runtime.local import LocalConfig, LocalPlatform, LocalPlatformError
 from runtime.local.processes import port_in_use
 from runtime.protocol.contract import SUBSCRIPTIONS
+from runtime.protocol.queues import QueueSpec, request_subscription, with_built_ins
 from tests.file_modes import modes_open_to_others
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -49,7 +50,8 @@ def _carrying(procs: list[psutil.Process], secret: str) -> list[str]:
 
 @pytest.mark.usefixtures("open_umask")
 def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
-    platform = LocalPlatform(tmp_path / "local", LocalConfig(workers=1, port=0, emulator_port=0))
+    queues = with_built_ins([QueueSpec("desk-x", weight=2, max_slots=1)])  # as `--stack` reads a stack's
+    platform = LocalPlatform(tmp_path / "local", LocalConfig(workers=1, port=0, emulator_port=0, queues=queues))
     steps: list[str] = []
 
     started = platform.up(on_step=steps.append)
@@ -65,6 +67,13 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     assert status.running and status.healthy and status.ready
     assert [(p.id, p.workers) for p in status.pools] == [("local", 1)]
     assert {s.name for s in SUBSCRIPTIONS} <= status.subscriptions.keys()
+    # The stack's queues: their topology, a token per queue but default, and the scheduler consuming each.
+    assert {request_subscription("desk-x"), request_subscription("urgent")} <= status.subscriptions.keys()
+    assert set(state.broker_queue_tokens) == {"desk-x", "urgent"} and state.queues == queues
+    assert platform.target().emulator_queue_tokens == state.broker_queue_tokens
+    assert status.scheduler is not None
+    assert [(q["name"], q["weight"], q["max_slots"]) for q in status.scheduler["queues"]] == [
+        ("default", 1, None), ("desk-x", 2, 1), ("urgent", 1, None)]
 
     tree = _tree([p.pid for p in state.processes])
     assert len(tree) >= 3  # emulator, scheduler, and the scheduler's Dask worker(s)

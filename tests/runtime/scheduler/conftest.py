@@ -11,11 +11,13 @@ from dataclasses import dataclass
 import pytest
 
 from runtime.local.broker import EmulatorHandle, start_emulator
+from runtime.protocol import queues
 from runtime.protocol.contract import SchedulerEnv
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.service import Service
 from runtime.scheduler.settings import Settings
 from tests.runtime.scheduler.platform import (
+    TEST_QUEUES,
     Api,
     Requests,
     ResultListener,
@@ -61,6 +63,7 @@ def platform(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory)
         "GPURT_RESULT_STORE": tmp_path_factory.mktemp("results").as_uri(), "GPURT_CONTROL_TOKEN": token,
         "GPURT_EMULATOR_ADMIN_URL": f"http://127.0.0.1:{emulator.admin_port}", "GPURT_DEVICE": "cpu",
         SchedulerEnv.WARM_WORKERS: os.environ[SchedulerEnv.WARM_WORKERS],  # as every test platform (tests/conftest.py)
+        SchedulerEnv.QUEUES: queues.encode(TEST_QUEUES),
     })
     wrapped: list[ScriptedBackend] = []
 

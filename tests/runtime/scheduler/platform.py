@@ -20,7 +20,7 @@ import httpx
 from kernels.errors import TransientJobError
 from runtime.protocol import contract
 from runtime.protocol.messages import JobRequest, JobResult
-from runtime.protocol.queues import DEFAULT_QUEUE
+from runtime.protocol.queues import DEFAULT_QUEUE, QueueSpec, topology, with_built_ins
 from runtime.pubsub.admin import ensure_topology, subscription_path
 from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.pubsub.publisher import TopicPublisher
@@ -29,10 +29,14 @@ from runtime.scheduler.backends.dask import DaskBackend
 from tests.runtime.local.prometheus.polling import poll
 
 FAST_RETRY_S = 1
+# The request queues of the session's platform (conftest.py): two desks of equal weight, one capped at one slot,
+# besides the built-in default and urgent queues. A harness of its own consumes the built-in ones only.
+TEST_QUEUES = with_built_ins([QueueSpec("desk-a"), QueueSpec("desk-b", max_slots=1)])
+TEST_TOPICS, _SUBSCRIPTIONS = topology(TEST_QUEUES)
 TEST_SUBSCRIPTIONS = tuple(
     dataclasses.replace(spec, retry_min_backoff_s=FAST_RETRY_S, retry_max_backoff_s=FAST_RETRY_S)
     if spec.retry_min_backoff_s is not None else spec
-    for spec in contract.SUBSCRIPTIONS
+    for spec in _SUBSCRIPTIONS
 )
 
 
@@ -135,10 +139,10 @@ class Requests:
         self._client = publisher_client(emulator_host)
         self._topics = TopicPublisher(self._client, project)
 
-    def job(self, job_id: str, job_type: str = "noop", **params: Any) -> str:
-        """Publish a valid request."""
+    def job(self, job_id: str, job_type: str = "noop", *, queue: str = DEFAULT_QUEUE, **params: Any) -> str:
+        """Publish a valid request on ``queue``'s topic."""
         request = JobRequest.model_validate({"job_id": job_id, "type": job_type, "params": params})
-        return self._topics.publish_request(request)
+        return self._topics.publish_request(request, queue=queue)
 
     def raw(self, body: bytes | dict, *, queue: str = DEFAULT_QUEUE, **attributes: str) -> str:
         """Publish bytes (or a dict as JSON) exactly as given, on ``queue``'s topic."""
@@ -151,10 +155,10 @@ class Requests:
 
 
 def create_topology(emulator_host: str, project: str) -> None:
-    """The contract's topics and (fast-retry) subscriptions in ``project``."""
+    """The contract's topics and (fast-retry) subscriptions in ``project``, with those of ``TEST_QUEUES``."""
     publisher, subscriber = publisher_client(emulator_host), subscriber_client(emulator_host)
     try:
-        ensure_topology(project, publisher, subscriber, subscriptions=TEST_SUBSCRIPTIONS)
+        ensure_topology(project, publisher, subscriber, topics=TEST_TOPICS, subscriptions=TEST_SUBSCRIPTIONS)
     finally:
         subscriber.close()
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from unittest import mock
@@ -12,11 +14,13 @@ import pytest
 from google.cloud.pubsub_v1 import SubscriberClient
 
 from runtime.protocol.messages import MAX_TIMEOUT_S, JobRequest, parse_request
+from runtime.protocol.queues import QueueSpec
 from runtime.scheduler import consumer as consumer_module
 from runtime.scheduler import dispatch, records
 from runtime.scheduler.consumer import Consumer
 from runtime.scheduler.dispatch import SlotScheduler
-from runtime.scheduler.records import Decision, Delivery, Settle
+from runtime.scheduler.fair_share import FairShare
+from runtime.scheduler.records import Decision, Delivery, Settle, Started
 from runtime.scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT, WIDEN_AFTER_TINY
 from tests.runtime.scheduler.platform import wait_for
 
@@ -280,4 +284,45 @@ def test_each_message_is_parsed_once_though_packs_look_at_it_first(subscriber: m
     release.set()
     wait_for(lambda: all(m.ack.called for m in waiting), 5, "every message acked")
     assert sorted(parsed) == sorted(m.data for m in [_noop_message("busy", sleep_s=1.0), *waiting])
+    consumer.stop(timeout_s=1)
+
+
+def test_a_slot_that_finds_no_place_completes_the_job_it_submitted_ahead_before_it_waits(
+        subscriber: mock.Mock) -> None:
+    # One slot, two places, one held by another queue's job: "a" takes the last place and is carried (its task on a
+    # worker), then "b" finds none. Were the slot to wait for a place while carrying "a", "a"'s place would never
+    # be given back: it completes "a" first, and "b" starts once "a" has ended.
+    fair = FairShare([QueueSpec("desk"), QueueSpec("other")], slots=1)
+    assert fair.try_acquire("other")
+    ended = {job_id: threading.Event() for job_id in ("a", "b")}
+    wakes: dict[str, Callable[[], None]] = {}
+    started: list[Delivery] = []
+
+    def end(job_id: str) -> None:  # the job ends on its worker, which calls back as Dask's future does
+        ended[job_id].set()
+        wakes[job_id]()
+
+    def process(delivery: Delivery) -> Started:
+        started.append(delivery)
+        job_id = delivery.message_id
+        return Started(lambda: [Decision(Settle.ACK, job_id)] if ended[job_id].wait(5) else [],
+                       in_flight=True, ready=ended[job_id].is_set,
+                       on_ready=lambda wake: wakes.__setitem__(job_id, wake), start_clock=lambda: math.inf)
+
+    consumer = Consumer(subscriber, "s", process, slots=1, queue="desk", fair=fair)
+    consumer.start()
+    kwargs = subscriber.subscribe.call_args.kwargs
+    scheduler, callback = kwargs["scheduler"], kwargs["callback"]
+    first, second = _noop_message("a", sleep_s=1.0), _noop_message("b", sleep_s=1.0)
+    scheduler.schedule(callback, first)
+    wait_for(lambda: [d.message_id for d in started] == ["a"], 5, "a started")
+    scheduler.schedule(callback, second)
+    wait_for(lambda: scheduler.waiting == 0, 5, "the slot taking b")
+    assert [d.message_id for d in started] == ["a"]  # no place for b until a ends
+    end("a")
+    wait_for(lambda: [d.message_id for d in started] == ["a", "b"], 5, "b started once a ended")
+    assert first.ack.called and all(d.queue == "desk" for d in started)
+    end("b")
+    wait_for(lambda: second.ack.called, 5, "b acked")
+    wait_for(lambda: [s.held for s in fair.shares()] == [0, 1], 5, "desk's places given back")
     consumer.stop(timeout_s=1)

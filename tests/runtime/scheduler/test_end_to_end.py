@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -12,8 +13,10 @@ import pytest
 from kernels.sizes import PACK_MAX_SLEEP_S
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobRequest, JobStatus
+from runtime.protocol.queues import DEFAULT_QUEUE
 from runtime.pubsub.admin import subscription_path
 from runtime.scheduler import window
+from runtime.scheduler.intake import stream_slots
 from runtime.scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT, WIDEN_AFTER_TINY
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
@@ -23,16 +26,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 @pytest.fixture(autouse=True)
 def narrow_window(platform: Platform) -> None:
-    """Each test starts on one narrow stream: the platform is shared, and a test before may have left a run of
-    tiny jobs behind (docs/scheduler.md, "Wide window for tiny jobs"), which a job that is not tiny narrows,
-    or a replaced stream still closing, whose last acks would land in this test."""
+    """Each test starts on one narrow stream per queue: the platform is shared, and a test before may have left a
+    run of tiny jobs behind (docs/scheduler.md, "Wide window for tiny jobs"), which a job that is not tiny
+    narrows, or a replaced stream still closing, whose last acks would land in this test."""
     consumer = platform.service.consumer
-    narrow = NARROW_PLACES_PER_SLOT * consumer.slots
-    if platform.api.http.get("/status").json()["places"] != narrow:
-        platform.requests.job("narrow-window", sleep_s=2 * PACK_MAX_SLEEP_S)
-        platform.results.wait("narrow-window")
-        wait_for(lambda: platform.api.http.get("/status").json()["places"] == narrow, 10, "a narrow window")
+    for queue in consumer.queues:
+        narrow = NARROW_PLACES_PER_SLOT * stream_slots(queue, consumer.slots)
+        if _places(platform, queue.name) != narrow:
+            job_id = f"narrow-window-{queue.name}-{uuid.uuid4().hex[:8]}"
+            platform.requests.job(job_id, sleep_s=2 * PACK_MAX_SLEEP_S, queue=queue.name)
+            platform.results.wait(job_id)
+            wait_for(lambda q=queue.name, n=narrow: _places(platform, q) == n, 10, "a narrow window")
     wait_for(lambda: consumer.wait_drained(0.1), 30, "replaced streams to close")
+
+
+def _places(platform: Platform, queue: str = DEFAULT_QUEUE) -> int:
+    """The messages ``queue``'s stream may hold now, as ``GET /status`` shows them."""
+    (shown,) = [q for q in platform.api.http.get("/status").json()["queues"] if q["name"] == queue]
+    return int(shown["places"])
 
 
 def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> None:
@@ -47,7 +58,8 @@ def test_the_probe_is_answered_past_a_request_backlog(platform: Platform) -> Non
     published with the probe attribute, comes back through the probe subscription's own stream and slot."""
     release = threading.Event()
     consumer = platform.service.consumer
-    backlog = [f"backlog-{i}" for i in range(consumer.places + consumer.slots)]  # more than the stream holds
+    default = consumer.consumer(DEFAULT_QUEUE)
+    backlog = [f"backlog-{i}" for i in range(default.places + default.slots)]  # more than the stream holds
     platform.backend.held.update({job_id: release for job_id in backlog})
     try:
         for job_id in backlog:  # not tiny, so they leave the stream's window narrow for the tests after this one
@@ -293,10 +305,10 @@ def test_a_backlog_of_tiny_jobs_widens_the_window_and_a_large_job_narrows_it(pla
     # Past the run of tiny jobs the replica held more than the narrow window's places; never more than the wide
     # window's and, while the narrow stream drained beside it, that stream's.
     assert NARROW_PLACES_PER_SLOT * slots < max(leased) <= (NARROW_PLACES_PER_SLOT + WIDE_PLACES_PER_SLOT) * slots
-    assert platform.api.http.get("/status").json()["places"] == WIDE_PLACES_PER_SLOT * slots
+    assert _places(platform) == WIDE_PLACES_PER_SLOT * slots
     platform.requests.job("wide-large", sleep_s=2 * PACK_MAX_SLEEP_S)
     assert platform.results.wait("wide-large").status is JobStatus.SUCCEEDED
-    assert platform.api.http.get("/status").json()["places"] == NARROW_PLACES_PER_SLOT * slots
+    assert _places(platform) == NARROW_PLACES_PER_SLOT * slots
     assert nacked == []  # replacing the stream, twice, gave nothing back
 
 

@@ -19,6 +19,8 @@ from runtime.local.platform import LocalConfig, replica_env, scheduler_env
 from runtime.manifests import scheduler as manifest
 from runtime.protocol import contract
 from runtime.protocol.contract import SchedulerEnv
+from runtime.protocol.queues import QueueSpec
+from runtime.protocol.queues import encode as encode_queues
 from runtime.scheduler.settings import Settings, SettingsError
 
 # What Kubernetes' downward API puts in the variables the manifest fills from the pod itself.
@@ -43,6 +45,8 @@ def _as_text(value: Any) -> str:
         return str(value.value)
     if isinstance(value, frozenset):
         return ",".join(sorted(value))
+    if isinstance(value, tuple) and value and all(isinstance(item, QueueSpec) for item in value):  # GPURT_QUEUES
+        return encode_queues(value)
     if isinstance(value, dict):  # pool[=seconds],...
         return ",".join(key if seconds is None else f"{key}={seconds}" for key, seconds in value.items())
     return str(value)

@@ -24,25 +24,29 @@ from runtime.local.broker.access import AccessPolicy
 from runtime.local.broker.errors import PubSubError
 from runtime.local.broker_credentials import CLIENT_SUBSCRIPTION_PREFIX, BrokerTokens, write_credentials
 from runtime.protocol import contract
+from runtime.protocol.queues import QueueSpec, request_subscription, request_topic, topology, with_built_ins
 
 PROJECT = "gpurt-access"
 TIMEOUT_S = 10.0
+# Two desks besides the built-in queues, as a stack declares them (Pulumi.staging.yaml).
+QUEUES = with_built_ins([QueueSpec("rates-desk"), QueueSpec("credit-desk", max_slots=8)])
 
 
 @pytest.fixture
 def tokens() -> BrokerTokens:
-    return BrokerTokens()
+    return BrokerTokens.for_queues(QUEUES)
 
 
 @pytest.fixture
 def broker(tmp_path: Path, tokens: BrokerTokens) -> Iterator[EmulatorHandle]:
-    credentials = write_credentials(tmp_path / "credentials.json", PROJECT, tokens)
+    credentials = write_credentials(tmp_path / "credentials.json", PROJECT, tokens, QUEUES)
     with start_emulator(rest_port=0, credentials=credentials) as handle:
         clients = make_clients(PROJECT, handle.address, tokens.operator)
         try:
             from runtime.pubsub.admin import ensure_topology
 
-            ensure_topology(PROJECT, clients.publisher, clients.subscriber)
+            topics, subscriptions = topology(QUEUES)
+            ensure_topology(PROJECT, clients.publisher, clients.subscriber, topics, subscriptions)
         finally:
             clients.close()
         yield handle
@@ -124,6 +128,25 @@ def test_the_scheduler_consumes_requests_and_publishes_results_only(as_, tokens:
         scheduler.publisher.delete_topic(topic=_topic(contract.RESULT_TOPIC), timeout=TIMEOUT_S)
 
 
+def test_a_desk_publishes_to_its_own_queue_only_and_the_scheduler_consumes_every_queue(
+        as_, tokens: BrokerTokens) -> None:
+    # A desk's identity is the topic it may publish to: its token cannot pass a job off as another desk's, nor as
+    # urgent or default work, nor read any request.
+    assert set(tokens.queues) == {"rates-desk", "credit-desk", "urgent"}
+    rates = as_(tokens.queues["rates-desk"])
+    assert _publish(rates, request_topic("rates-desk"))
+    for other in ("credit-desk", "urgent", "default"):
+        with pytest.raises(exceptions.PermissionDenied, match=r"pubsub\.topics\.publish"):
+            _publish(rates, request_topic(other))
+    with pytest.raises(exceptions.PermissionDenied, match=r"pubsub\.subscriptions\.consume"):
+        _pull(rates, request_subscription("rates-desk"))
+    with pytest.raises(exceptions.PermissionDenied, match=r"pubsub\.topics\.publish"):
+        _publish(as_(tokens.user), request_topic("rates-desk"))  # the default queue's users neither
+    assert _publish(as_(tokens.queues["urgent"]), request_topic("urgent"))
+    scheduler = as_(tokens.scheduler)
+    assert [len(_pull(scheduler, queue.subscription)) for queue in QUEUES] == [0, 1, 0, 1]
+
+
 def test_a_streaming_pull_is_checked_on_its_first_request(as_, tokens: BrokerTokens) -> None:
     user = as_(tokens.user)
     future = user.subscriber.subscribe(_subscription(contract.REQUEST_SUBSCRIPTION), callback=lambda m: m.ack())
@@ -176,10 +199,12 @@ def test_a_credentials_file_it_cannot_use_is_a_clear_error(tmp_path: Path, conte
 
 
 def test_the_credentials_file_is_private_and_the_tokens_differ(tmp_path: Path, tokens: BrokerTokens) -> None:
-    path = write_credentials(tmp_path / "credentials.json", PROJECT, tokens)
+    path = write_credentials(tmp_path / "credentials.json", PROJECT, tokens, QUEUES)
     assert path.stat().st_mode & 0o777 == 0o600
-    assert len(set(json.loads(path.read_text())["principals"])) == 3
-    assert tokens.user not in repr(tokens)
+    assert len(set(json.loads(path.read_text())["principals"])) == 3 + 3  # and one per queue but default
+    assert tokens.user not in repr(tokens) and tokens.queues["urgent"] not in repr(tokens)
+    with pytest.raises(ValueError, match="no broker token for the queue"):
+        write_credentials(tmp_path / "other.json", PROJECT, BrokerTokens(), QUEUES)
 
 
 def test_the_status_codes_are_the_services() -> None:

@@ -131,6 +131,7 @@ def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> N
     from runtime.local.prometheus.prometheus_api import PrometheusApi
     from runtime.local.prometheus.run_series import collect_run_series, last_scrape
 
+    live.metrics.export_queues(["default"])  # as the scheduler does at its start: the wait histogram from zero
     start = time.time()
     # A scrape that began before ``start`` could still read what follows; the run starts after one began later.
     with PrometheusApi(live.info.prometheus_url) as api:
@@ -138,7 +139,7 @@ def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> N
     live.metrics.in_flight.set(2)
     live.metrics.jobs.labels("noop", "succeeded").inc(5)
     for _ in range(20):
-        live.metrics.queue_wait.observe(0.3)  # all in the (0.25, 0.5] bucket
+        live.metrics.queue_wait.labels("default").observe(0.3)  # all in the (0.25, 0.5] bucket
 
     def panels() -> dict[str, object] | None:
         found = {p.title: p for p in collect_run_series(live.info.prometheus_url, start, time.time()).panels}
