@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -17,6 +18,7 @@ from gpurt.bench.chaos import SECTION, write_benchmarks
 from runtime.access.local_state import ProcessRecord
 from runtime.access.transport import PubSubClients
 from runtime.protocol.messages import InvalidRequest, JobResult, JobStatus, parse_request
+from runtime.protocol.queues import QueueSpec, with_built_ins
 from validation.drills import forgery, hostile
 from validation.drills.base import DrillContext, DrillResult
 from validation.drills.chaos import BROKER_RESTART_JOBS, FAULTS, LONG_PER_SLICE, plan
@@ -33,6 +35,8 @@ from validation.drills.faults import (
 from validation.drills.flood import CONNECTION_FLOOD
 from validation.drills.ledger import ResultLedger
 
+# Two desks beside the built-in queues, one capped: the faults strike replicas consuming four queues at once.
+DRILL_DESKS = (QueueSpec("desk-a", weight=2), QueueSpec("desk-b", max_slots=1))
 JOBS = 49  # 7 per slice: the 4 long jobs that faults catch running, and a few of each kind
 SHORT_OUTAGE_S = 20.0  # the long store outage, shortened: --store-outage keeps the default at 5 minutes
 EMULATOR_TIME_SCALE = 0.1
@@ -43,6 +47,22 @@ def _context(tmp_path: Path) -> DrillContext:
     from runtime.local.platform import LocalPlatform
 
     return DrillContext(LocalPlatform(tmp_path), timeout_s=1.0, run_id="t")
+
+
+class _QueuedPlatform:
+    """A platform whose saved state names its request queues (all the load's planning reads)."""
+
+    def __init__(self, queues: tuple[QueueSpec, ...]) -> None:
+        self.state = SimpleNamespace(queues=queues)
+
+
+def test_the_load_goes_round_robin_through_every_queue_the_platform_runs(tmp_path: Path) -> None:
+    queues = with_built_ins(DRILL_DESKS)
+    load = plan(DrillContext(_QueuedPlatform(queues), timeout_s=1.0, run_id="t"), 40)  # type: ignore[arg-type]
+    assert [r.queue for r in load[:4]] == ["default", "desk-a", "desk-b", "urgent"]
+    assert {q: sum(r.queue == q for r in load) for q in ("default", "desk-a", "desk-b", "urgent")} == dict.fromkeys(
+        ("default", "desk-a", "desk-b", "urgent"), 10)
+    assert {r.queue for r in plan(_context(tmp_path), 8)} == {"default", "urgent"}  # not started: the built-in ones
 
 
 def test_the_load_mixes_every_kind_with_the_outcome_the_parser_gives(tmp_path: Path) -> None:
@@ -185,7 +205,8 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from runtime.local.platform import LocalConfig, LocalPlatform
 
     local = LocalPlatform(tmp_path_factory.mktemp("chaos"), LocalConfig(
-        port=0, emulator_port=0, workers=1, replicas=2, emulator_time_scale=EMULATOR_TIME_SCALE))
+        port=0, emulator_port=0, workers=1, replicas=2, emulator_time_scale=EMULATOR_TIME_SCALE,
+        queues=with_built_ins(DRILL_DESKS)))
     local.up()
     yield local
     local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
@@ -207,6 +228,7 @@ def test_chaos_drill_loses_nothing_across_every_fault(replicas, tmp_path: Path) 
     figures, evidence = chaos["figures"], " | ".join(chaos["evidence"])
     assert chaos["passed"], chaos["failure"]
     assert figures["jobs"] == JOBS and figures["scheduler replicas"] == 2
+    assert figures["request queues"] == "default, desk-a, desk-b, urgent"  # the load went through all four
     assert sum(v for k, v in figures.items() if k.startswith("results ")) == JOBS
     assert figures["lost"] == 0 and figures["duplicated (differing)"] == 0 and figures["dead-lettered"] == 0
     assert figures["results rejected"] == rejected and figures["unexpected outcome"] == 0

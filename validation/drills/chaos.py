@@ -21,7 +21,11 @@ from the strike until the platform was whole again and every job it caught runni
 passes with 0 lost, 0 differing duplicates, no unexpected outcome, nothing dead-lettered and no problem
 found by a fault.
 
-Then it restarts the local broker: with intake drained, a few requests wait in the subscription, the
+The load is spread over every request queue the platform runs (``gpurt local up --stack``: the desks, the
+default and the urgent queue), round robin, so the faults strike a replica consuming several queues at once; the
+accounting is per job, whichever queue it came through.
+
+Then it restarts the local broker: with intake drained, a few requests wait in the queues' subscriptions, the
 emulator is restarted, and every one of them must still get its result (the builtin broker keeps them on
 disk; on the official emulator, which keeps them in memory only, the loss is reported, not judged); the
 drill also checks that the platform serves a new job.
@@ -50,8 +54,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runtime.access.transport import PubSubClients
-from runtime.protocol import contract
 from runtime.protocol.messages import JobStatus
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec, request_topic
 from validation.drills import faults, flood, forgery, hostile, loopback
 from validation.drills.base import POLL_S, DrillContext, DrillFailed, take_dead_letters, wait_for
 from validation.drills.ledger import ResultLedger, Tally
@@ -84,11 +88,18 @@ class Planned:
     data: bytes
     attributes: dict[str, str]
     expect: JobStatus
+    queue: str = BUILT_IN_QUEUES[0].name
+
+
+def platform_queues(ctx: DrillContext) -> tuple[QueueSpec, ...]:
+    """The request queues the platform under drill runs, from its saved state (the built-in ones without one)."""
+    return tuple(getattr(ctx.platform.state, "queues", ())) or BUILT_IN_QUEUES
 
 
 def plan(ctx: DrillContext, jobs: int) -> list[Planned]:
-    """The mixed load: ``jobs`` requests with their expected outcomes."""
+    """The mixed load: ``jobs`` requests with their expected outcomes, spread round robin over the queues."""
     slice_size = max(1, -(-jobs // (len(FAULTS) + 1)))
+    queues = [queue.name for queue in platform_queues(ctx)]
     load = []
     for index in range(jobs):
         job_id = ctx.job_id("chaos", index)
@@ -107,14 +118,15 @@ def plan(ctx: DrillContext, jobs: int) -> list[Planned]:
             body |= {"type": "random_walk", "params": {"paths": 1_000, "steps": 4, "seed": index}}
         else:
             body["params"] = {"sleep_s": NOOP_SLEEPS_S[index % len(NOOP_SLEEPS_S)]}
-        load.append(Planned(job_id, json.dumps(body).encode(), {"job_id": job_id, "type": body["type"]}, expect))
+        load.append(Planned(job_id, json.dumps(body).encode(), {"job_id": job_id, "type": body["type"]}, expect,
+                            queues[index % len(queues)]))
     return load
 
 
 def publish(clients: PubSubClients, requests: list[Planned]) -> None:
-    """Publish ``requests`` in the client's batches and wait until the broker has them all."""
-    topic = clients.topic(contract.REQUEST_TOPIC)
-    futures = [clients.publisher.publish(topic, r.data, **r.attributes) for r in requests]
+    """Publish ``requests``, each to its queue's topic, in the client's batches; wait until the broker has them all."""
+    futures = [clients.publisher.publish(clients.topic(request_topic(r.queue)), r.data, **r.attributes)
+               for r in requests]
     for future in futures:
         future.result(timeout=PUBLISH_TIMEOUT_S)
 
@@ -218,6 +230,7 @@ def _account(ctx: DrillContext, tally: Tally, recoveries: dict[str, float | None
     ctx.figures.update({
         "jobs": tally.jobs,
         "scheduler replicas": replicas,
+        "request queues": ", ".join(queue.name for queue in platform_queues(ctx)),
         "duration_s": round(elapsed, 1),
         "throughput_jobs_per_s": round(tally.jobs / elapsed, 1) if elapsed else None,
         **{f"results {status}": count for status, count in sorted(tally.by_status.items())},
@@ -242,8 +255,10 @@ def _broker_restart(ctx: DrillContext) -> int:
     """
     job_ids = [ctx.job_id("chaos-broker", i) for i in range(BROKER_RESTART_JOBS)]
     durable = ctx.platform.broker_is_durable()
+    queues = [queue.name for queue in platform_queues(ctx)]
     requests = [Planned(job_id, json.dumps({"job_id": job_id, "type": "noop"}).encode(),
-                        {"job_id": job_id, "type": "noop"}, JobStatus.SUCCEEDED) for job_id in job_ids]
+                        {"job_id": job_id, "type": "noop"}, JobStatus.SUCCEEDED, queues[i % len(queues)])
+                for i, job_id in enumerate(job_ids)]
     probe = ctx.job_id("chaos-broker", BROKER_RESTART_JOBS)
     with contextlib.ExitStack() as stack:
         with ctx.platform.intake_drained(ctx.timeout_s, on_step=ctx.on_step):
@@ -276,7 +291,8 @@ def _broker_restart(ctx: DrillContext) -> int:
     ctx.figures["broker restart: waiting requests lost"] = f"{lost} of {BROKER_RESTART_JOBS}"
     kept = "the broker keeps them on disk" if durable else "this broker keeps messages in memory only"
     ctx.note(f"broker restart (emulator now pid {pid}): {lost} of {BROKER_RESTART_JOBS} requests waiting in "
-             f"{contract.REQUEST_SUBSCRIPTION} were lost ({kept}); a new job finished {took:.1f}s after the restart")
+             f"{len(queues)} queues' subscriptions were lost ({kept}); a new job finished {took:.1f}s after the "
+             "restart")
     return lost if durable else 0
 
 
