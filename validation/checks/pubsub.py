@@ -147,17 +147,18 @@ def service_agent_grants(pubsub: PubSubAdmin, project_number: Callable[[], str],
     def run() -> str:
         agent = "serviceAccount:" + contract.PUBSUB_SERVICE_AGENT.format(project_number=project_number())
         missing = []
-        for spec in topology(queues)[1]:
-            if spec.dead_letter_topic is None:
-                continue
-            publishers = pubsub.iam_members("topic", spec.dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE)
+        sources = [spec for spec in topology(queues)[1] if spec.dead_letter_topic is not None]
+        # Every queue forwards to the one dead-letter topic: its policy is read once.
+        for dead_letter_topic in dict.fromkeys(str(spec.dead_letter_topic) for spec in sources):
+            publishers = pubsub.iam_members("topic", dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE)
             if agent not in publishers:
-                missing.append(f"{contract.DLQ_TOPIC_AGENT_ROLE} on topic {spec.dead_letter_topic}")
+                missing.append(f"{contract.DLQ_TOPIC_AGENT_ROLE} on topic {dead_letter_topic}")
             if others := sorted(publishers - {agent}):
-                raise CheckFailed(f"{', '.join(others)} may publish to {spec.dead_letter_topic}, whose messages the "
+                raise CheckFailed(f"{', '.join(others)} may publish to {dead_letter_topic}, whose messages the "
                                   "leader answers as dead letters",
                                   f"remove them from the topic's {contract.DLQ_TOPIC_AGENT_ROLE} binding: only the "
                                   "Pub/Sub service agent may publish there (docs/scheduler.md, who may publish where)")
+        for spec in sources:
             if agent not in pubsub.iam_members("subscription", spec.name, contract.SOURCE_SUBSCRIPTION_AGENT_ROLE):
                 missing.append(f"{contract.SOURCE_SUBSCRIPTION_AGENT_ROLE} on subscription {spec.name}")
         if missing:
