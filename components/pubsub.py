@@ -24,6 +24,12 @@ import pulumi_gcp as gcp
 from runtime.protocol import contract, queues
 
 TYPE: Final = "gpu-runtime:pubsub:PubSub"
+# Subscriptions never protected, whatever the stack's deletionProtection (components/lifecycle.py): the deploy
+# probe's holds only noop probes, kept a day, which a new probe replaces. Its topic moved from the request topic to
+# the urgent one (issue 45), which Pub/Sub cannot change in place (a subscription's topic is fixed at creation), so
+# the deploy replaces it; Pulumi refuses to replace a resource whose new state is protected and allows it when the
+# program unprotects it in the same update (https://github.com/pulumi/pulumi/pull/8873).
+_DISPOSABLE: Final = frozenset({contract.PROBE_SUBSCRIPTION})
 # The component's recorded input: who the stack declares may publish to each queue topic (topic -> members), so
 # that `gpurt plan`'s IAM proof (components.review.iam_proof) checks the bindings against the declaration.
 QUEUE_PUBLISHERS_INPUT: Final = "queuePublishers"
@@ -72,6 +78,7 @@ class PubSub(pulumi.ComponentResource):
         declared = {by_name[queue].topic: list(members) for queue, members in args.publishers.items()}
         super().__init__(TYPE, name, {QUEUE_PUBLISHERS_INPUT: declared}, opts)
         child = pulumi.ResourceOptions(parent=self)
+        unprotected = pulumi.ResourceOptions(parent=self, protect=False)
         self._project = args.project
         topics, subscriptions = queues.topology(args.queues)
         self.topics = {
@@ -84,7 +91,7 @@ class PubSub(pulumi.ComponentResource):
         self.subscriptions = {}
         forwarding_to: set[str] = set()
         for spec in subscriptions:
-            subscription = self._subscription(name, spec, args, child)
+            subscription = self._subscription(name, spec, args, unprotected if spec.name in _DISPOSABLE else child)
             self.subscriptions[spec.name] = subscription
             if spec.dead_letter_topic:
                 # One publisher grant per dead-letter topic, named after its first source subscription (the request
