@@ -5,7 +5,7 @@ granted ``roles/pubsub.publisher`` on the request topic alone (``components/pubs
 the same boundary from a credentials file (``runtime/local/broker/access.py``) that ``gpurt local up`` writes
 each time it starts the platform:
 
-- ``scheduler`` (the replicas, by a token file): consumes the request and dead-letter subscriptions, publishes
+- ``scheduler`` (the replicas, by a token file): consumes the request, probe and dead-letter subscriptions, publishes
   results, reads every resource's settings;
 - ``user`` (the job commands, the Python client and benchmarks that only submit and collect): publishes to the
   request topic, attaches its own result subscriptions (named ``gpu-job-result-cli-…``/``gpu-job-result-client-…``)
@@ -67,6 +67,8 @@ def broker_policy(project: str, tokens: BrokerTokens) -> dict[str, Any]:
             bind("roles/pubsub.viewer", SCHEDULER, root),
             bind("roles/pubsub.subscriber", SCHEDULER, subscription(contract.REQUEST_SUBSCRIPTION)),
             bind("roles/pubsub.subscriber", SCHEDULER, subscription(contract.REQUEST_DLQ_SUBSCRIPTION)),
+            # The deploy probe's own subscription (contract.PROBE_SUBSCRIPTION_SPEC), as the stack grants it.
+            bind("roles/pubsub.subscriber", SCHEDULER, subscription(contract.PROBE_SUBSCRIPTION)),
             bind("roles/pubsub.publisher", SCHEDULER, topic(contract.RESULT_TOPIC)),
             bind("roles/pubsub.viewer", USER, root),
             bind(contract.REQUEST_PUBLISHER_ROLE, USER, topic(contract.REQUEST_TOPIC)),

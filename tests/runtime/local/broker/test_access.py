@@ -124,6 +124,16 @@ def test_the_scheduler_consumes_requests_and_publishes_results_only(as_, tokens:
         scheduler.publisher.delete_topic(topic=_topic(contract.RESULT_TOPIC), timeout=TIMEOUT_S)
 
 
+def test_the_scheduler_consumes_the_deploy_probe(as_, tokens: BrokerTokens) -> None:
+    """issue #45: the probe, published to the urgent topic as validation does, reaches the probe subscription
+    alone, which the scheduler must be able to consume (on the request topic a copy reached the request
+    subscription too, and that one was answered)."""
+    operator, scheduler = as_(tokens.operator), as_(tokens.scheduler)
+    operator.publisher.publish(_topic(contract.URGENT_REQUEST_TOPIC), b'{"job_id": "deploy-probe", "type": "noop"}',
+                               **{contract.PROBE_ATTRIBUTE: "true"}).result(timeout=TIMEOUT_S)
+    assert len(_pull(scheduler, contract.PROBE_SUBSCRIPTION)) == 1
+
+
 def test_a_streaming_pull_is_checked_on_its_first_request(as_, tokens: BrokerTokens) -> None:
     user = as_(tokens.user)
     future = user.subscriber.subscribe(_subscription(contract.REQUEST_SUBSCRIPTION), callback=lambda m: m.ack())
