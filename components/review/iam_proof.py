@@ -9,7 +9,10 @@ RBAC is every Role and RoleBinding. Then each ``components.review.cloud_calls`` 
 grant (role on a resource; RBAC verb on a resource) must cover some call. A call that the code makes only
 under a setting (``only_with``: queued pools, Vertex AI routing) counts only where the scheduler's
 Deployment turns it on: a stack without queued pools grants nothing for ProvisioningRequests, one that
-routes nothing to Vertex AI holds neither ``roles/aiplatform.user`` nor actAs on ``gpu-runtime``.
+routes nothing to Vertex AI holds neither ``roles/aiplatform.user`` nor actAs on ``gpu-runtime``. A call made on
+every request queue (``per_queue``: the scheduler's consume) counts once per queue its Deployment declares
+(``GPURT_QUEUES``), and each queue topic's publishers must be exactly the members the stack's config declares there
+(the Pub/Sub component's recorded input): a job's queue is who sent it (docs/infrastructure.md, "Request queues").
 
 A used grant can still be wider than its calls (``Proof.wider``): bound on the project where every call it
 serves is on the result bucket or a service account (which the IAM component binds on), or a role where a
