@@ -37,8 +37,9 @@ services = PlatformServices(
     ),
 )
 after_apis = pulumi.ResourceOptions(depends_on=services.apis)
+queues = config.queue_specs()
 pubsub = PubSub("pubsub", PubSubArgs(project=config.project, service_agent=services.pubsub_agent.member,
-                                     request_publishers=config.request_publishers), opts=after_apis)
+                                     queues=queues, publishers=config.queue_publishers()), opts=after_apis)
 gke = GkeCluster("gke", GkeClusterArgs(config=config, depends_on=services.apis))
 # Vertex AI roles are granted only to a stack that sends jobs there (vertex.jobTypes, or vertex.overflow on).
 routes_to_vertex = config.vertex.uses_vertex_ai
@@ -46,7 +47,8 @@ identities = Identities(
     "iam",
     IdentitiesArgs(
         project=config.project, workload_pool=gke.workload_pool, result_bucket=services.result_bucket.name,
-        vertex=routes_to_vertex, topics=pubsub.topic_names, subscriptions=pubsub.subscription_names,
+        vertex=routes_to_vertex, queue_subscriptions=tuple(queue.subscription for queue in queues),
+        topics=pubsub.topic_names, subscriptions=pubsub.subscription_names,
     ),
     opts=after_apis,
 )
@@ -86,6 +88,7 @@ scheduler = SchedulerWorkload(
         replicas=config.scheduler_replicas,
         compute_namespace=dask.namespace,
         queued_pools=config.queued_pools(),
+        queues=queues,
     ),
     opts=in_cluster,
 )

@@ -72,8 +72,12 @@ class IdentitiesArgs:
     vertex: bool = False
     """The scheduler routes jobs to Vertex AI: only then are the contract's Vertex-only grants bound."""
 
+    queue_subscriptions: tuple[str, ...] = ()
+    """Every request queue's subscription (``StackConfig.queue_specs()``): the scheduler consumes each."""
+
     grants: tuple[contract.ScopedGrant, ...] | None = None
-    """Resource-scoped grants of those accounts; by default the contract's for this ``vertex`` setting."""
+    """Resource-scoped grants of those accounts; by default the contract's for this ``vertex`` setting and these
+    queues (``contract.scoped_grants``)."""
 
     topics: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Topic name -> the topic's name as its resource outputs it (``PubSub.topic_names``), so that a grant on a
@@ -122,7 +126,9 @@ class Identities(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-        for grant in args.grants if args.grants is not None else contract.scoped_grants(args.vertex):
+        grants = args.grants if args.grants is not None else contract.scoped_grants(args.vertex,
+                                                                                   args.queue_subscriptions)
+        for grant in grants:
             self._grant(name, grant, args, child)
         self.emails = {key: account.email for key, account in self.accounts.items()}
         self.register_outputs({"emails": self.emails})

@@ -4,7 +4,9 @@ Applied to every resource of the program through one stack transformation, so no
 
 - ``protect`` on what holds state that a replacement or a ``pulumi destroy`` would lose (results, images,
   queued messages, the cluster): Pulumi then refuses to delete them until someone unprotects them on
-  purpose. It follows the stack's ``deletionProtection`` (off for throw-away stacks).
+  purpose. It follows the stack's ``deletionProtection`` (off for throw-away stacks). A component may opt one
+  resource out by setting ``protect=False`` itself, saying why (the deploy probe's subscription, whose messages
+  are disposable: ``components/pubsub.py``); the transformation leaves an explicit choice alone.
 - ``delete_before_replace`` on resources with a fixed physical name: Pulumi replaces create-first by
   default, and the new resource cannot take a name the old one still holds. IAM members too: for an
   unchanged role and member, create-first adds a binding that already exists, then the old member's
@@ -48,7 +50,7 @@ def lifecycle_options(protect_state: bool) -> pulumi.ResourceTransformation:
 
     def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
         extra = pulumi.ResourceOptions(
-            protect=True if protect_state and args.type_ in STATEFUL_TYPES else None,
+            protect=True if protect_state and args.type_ in STATEFUL_TYPES and args.opts.protect is None else None,
             delete_before_replace=True if args.type_ in FIXED_NAME_TYPES else None,
         )
         if extra.protect is None and extra.delete_before_replace is None:

@@ -1,20 +1,38 @@
 """Pub/Sub: the job topics, their pull subscriptions, dead-lettering and the service agent's grants.
 
-Everything is built from ``runtime.protocol.contract``: one topic per ``TopicSpec``, one subscription per
-``SubscriptionSpec``. A subscription whose spec names a dead-letter topic gets the dead-letter policy,
-the exponential retry policy and the two grants the Pub/Sub service agent needs to forward messages. The
-platform's users (stack config ``requestPublishers``) may publish to the request topic and nowhere else; the
-scheduler's own grants are the identities component's.
+Everything is built from ``runtime.protocol.contract`` and the stack's request queues
+(``runtime.protocol.queues.topology``): one topic per ``TopicSpec``, one subscription per ``SubscriptionSpec``, the
+contract's and a topic with its scheduler subscription per desk queue (stack config ``queues``). A subscription
+whose spec names a dead-letter topic gets the dead-letter policy, the exponential retry policy and the grants the
+Pub/Sub service agent needs to forward messages. Each queue's publishers (``requestPublishers`` for the default
+queue, a desk's ``publishers``, ``urgentPublishers``) may publish to that queue's topic and nowhere else, which is
+how a job's queue says who sent it; the scheduler's own grants are the identities component's.
+
+Resources are named after their topic or subscription, so a desk added or removed adds or removes its own and
+leaves every other queue's untouched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 import pulumi
 import pulumi_gcp as gcp
 
-from runtime.protocol import contract
+from runtime.protocol import contract, queues
+
+TYPE: Final = "gpu-runtime:pubsub:PubSub"
+# Subscriptions never protected, whatever the stack's deletionProtection (components/lifecycle.py): the deploy
+# probe's holds only noop probes, kept a day, which a new probe replaces. Its topic moved from the request topic to
+# the urgent one (issue 45), which Pub/Sub cannot change in place (a subscription's topic is fixed at creation), so
+# the deploy replaces it; Pulumi refuses to replace a resource whose new state is protected and allows it when the
+# program unprotects it in the same update (https://github.com/pulumi/pulumi/pull/8873).
+_DISPOSABLE: Final = frozenset({contract.PROBE_SUBSCRIPTION})
+# The component's recorded input: who the stack declares may publish to each queue topic (topic -> members), so
+# that `gpurt plan`'s IAM proof (components.review.iam_proof) checks the bindings against the declaration.
+QUEUE_PUBLISHERS_INPUT: Final = "queuePublishers"
 
 # Subscriptions expire after 31 idle days by default; an idle staging queue must not vanish.
 _NEVER_EXPIRE = ""
@@ -38,9 +56,12 @@ class PubSubArgs:
     labels: dict[str, str] = field(default_factory=lambda: dict(contract.GCP_LABELS))
     """Labels on every topic and subscription."""
 
-    request_publishers: tuple[str, ...] = ()
-    """IAM members (``user:``, ``group:``, ``serviceAccount:``) who may publish job requests: each gets
-    ``roles/pubsub.publisher`` on the request topic alone (stack config ``requestPublishers``)."""
+    queues: tuple[queues.QueueSpec, ...] = queues.BUILT_IN_QUEUES
+    """The stack's request queues (``StackConfig.queue_specs()``): a topic and a scheduler subscription each."""
+
+    publishers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Queue name -> IAM members (``user:``, ``group:``, ``serviceAccount:``) who may publish to that queue: each
+    gets ``roles/pubsub.publisher`` on the queue's topic alone (``StackConfig.queue_publishers()``)."""
 
 
 class PubSub(pulumi.ComponentResource):
@@ -50,32 +71,49 @@ class PubSub(pulumi.ComponentResource):
     subscriptions: dict[str, gcp.pubsub.Subscription]
 
     def __init__(self, name: str, args: PubSubArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-runtime:pubsub:PubSub", name, None, opts)
+        unknown = sorted(set(args.publishers) - {queue.name for queue in args.queues})
+        if unknown:
+            raise ValueError(f"publishers named for queues the stack does not declare: {', '.join(unknown)}")
+        by_name = {queue.name: queue for queue in args.queues}
+        declared = {by_name[queue].topic: list(members) for queue, members in args.publishers.items()}
+        super().__init__(TYPE, name, {QUEUE_PUBLISHERS_INPUT: declared}, opts)
         child = pulumi.ResourceOptions(parent=self)
+        unprotected = pulumi.ResourceOptions(parent=self, protect=False)
         self._project = args.project
+        topics, subscriptions = queues.topology(args.queues)
         self.topics = {
             spec.name: gcp.pubsub.Topic(
                 f"{name}-{spec.name}", name=spec.name, project=args.project, labels=args.labels, opts=child
             )
-            for spec in contract.TOPICS
+            for spec in topics
         }
         service_agent = pulumi.Output.from_input(args.service_agent)
         self.subscriptions = {}
-        for spec in contract.SUBSCRIPTIONS:
-            subscription = self._subscription(name, spec, args, child)
+        forwarding_to: set[str] = set()
+        for spec in subscriptions:
+            subscription = self._subscription(name, spec, args, unprotected if spec.name in _DISPOSABLE else child)
             self.subscriptions[spec.name] = subscription
             if spec.dead_letter_topic:
-                self._grant_service_agent(name, spec.name, spec.dead_letter_topic, service_agent, child)
+                # One publisher grant per dead-letter topic, named after its first source subscription (the request
+                # subscription's, as ever): identical IAM members would share one binding, and deleting either (a
+                # desk removed) would take it away from every queue's dead-lettering.
+                if spec.dead_letter_topic not in forwarding_to:
+                    forwarding_to.add(spec.dead_letter_topic)
+                    self._grant_agent_publisher(name, spec.name, spec.dead_letter_topic, service_agent, child)
+                self._grant_agent_subscriber(name, spec.name, service_agent, child)
 
-        for index, member in enumerate(args.request_publishers):
-            gcp.pubsub.TopicIAMMember(
-                f"{name}-request-publisher-{index}",
-                project=args.project,
-                topic=self.topics[contract.REQUEST_TOPIC].name,
-                role=contract.REQUEST_PUBLISHER_ROLE,
-                member=member,
-                opts=child,
-            )
+        for queue, members in args.publishers.items():
+            # The default queue's grants keep the names they had before there were other queues.
+            prefix = f"{name}-request" if queue == queues.DEFAULT_QUEUE else f"{name}-{by_name[queue].topic}"
+            for index, member in enumerate(members):
+                gcp.pubsub.TopicIAMMember(
+                    f"{prefix}-publisher-{index}",
+                    project=args.project,
+                    topic=self.topics[by_name[queue].topic].name,
+                    role=contract.REQUEST_PUBLISHER_ROLE,
+                    member=member,
+                    opts=child,
+                )
 
         self.topic_names = {key: topic.name for key, topic in self.topics.items()}
         self.subscription_names = {key: sub.name for key, sub in self.subscriptions.items()}
@@ -122,12 +160,8 @@ class PubSub(pulumi.ComponentResource):
             opts=opts,
         )
 
-    def _grant_service_agent(
-        self,
-        name: str,
-        source_subscription: str,
-        dead_letter_topic: str,
-        service_agent: pulumi.Output[str],
+    def _grant_agent_publisher(
+        self, name: str, source_subscription: str, dead_letter_topic: str, service_agent: pulumi.Output[str],
         opts: pulumi.ResourceOptions,
     ) -> None:
         gcp.pubsub.TopicIAMMember(
@@ -138,6 +172,10 @@ class PubSub(pulumi.ComponentResource):
             member=service_agent,
             opts=opts,
         )
+
+    def _grant_agent_subscriber(
+        self, name: str, source_subscription: str, service_agent: pulumi.Output[str], opts: pulumi.ResourceOptions
+    ) -> None:
         gcp.pubsub.SubscriptionIAMMember(
             f"{name}-{source_subscription}-agent-subscriber",
             project=self._project,

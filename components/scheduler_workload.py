@@ -16,6 +16,7 @@ from components.k8s_objects import apply_manifest
 from runtime.manifests import common, network
 from runtime.manifests import scheduler as manifests
 from runtime.protocol import contract
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
 
 TYPE = "gpu-runtime:scheduler_workload:SchedulerWorkload"
 
@@ -48,6 +49,9 @@ class SchedulerWorkloadArgs:
     queued_pools: Mapping[str, int | None] = field(default_factory=dict)
     """Pools with queued provisioning and their requests' maxRunDurationSeconds; with any, the scheduler is
     told which (``GPURT_QUEUED_POOLS``) and may create and delete ProvisioningRequests in ``compute``."""
+    queues: tuple[QueueSpec, ...] = BUILT_IN_QUEUES
+    """The stack's request queues (``StackConfig.queue_specs()``), which the scheduler consumes and shares its
+    slots between (``GPURT_QUEUES``)."""
 
 
 class SchedulerWorkload(pulumi.ComponentResource):
@@ -71,6 +75,7 @@ class SchedulerWorkload(pulumi.ComponentResource):
             extra_env=dict(args.extra_env),
             vertex=args.vertex,
             queued_pools=dict(args.queued_pools),
+            queues=args.queues,
         )
         ns = apply_manifest(name, common.namespace(contract.RUNTIME_NAMESPACE), pulumi.ResourceOptions(parent=self))
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])

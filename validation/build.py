@@ -93,7 +93,8 @@ def rendered_dask(config: StackConfig) -> RenderedDask:
 
 
 def stack_settings(stack: PulumiStack) -> dict[str, Any]:
-    """Project, region, quota needs and the expected Dask objects of the stack's last update (``stored_config``)."""
+    """Project, region, quota needs, the expected Dask objects and the request queues of the stack's last update
+    (``stored_config``)."""
     from components.rendered import Resource
     from components.review.quotas import quota_needs
 
@@ -114,6 +115,7 @@ def stack_settings(stack: PulumiStack) -> dict[str, Any]:
         "scales_from_zero": all(pool.dask_workers_min == 0 for pool in config.gpu_pools),
         "routes_to_vertex": uses_vertex_ai,
         "dask": dask,
+        "queues": config.queue_specs(),
     }
 
 
@@ -140,4 +142,5 @@ def cloud_target(stack: PulumiStack, kube_context: str | None = None) -> CloudTa
         pools_scale_from_zero=settings["scales_from_zero"],
         routes_to_vertex=settings["routes_to_vertex"],
         rendered_dask=settings["dask"],
+        queues=settings["queues"],
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from components.review.quotas import QuotaNeed
 from runtime.protocol import contract
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
 from validation.adapters.dask_info import DaskInfo
 from validation.adapters.iam import ProjectIam, ResourceIam
 from validation.adapters.kube import KubeApi
@@ -57,6 +58,8 @@ class CloudTarget:
     """The stack routes job types to Vertex AI (``vertex.jobTypes``), so its Vertex-only grants are expected."""
     rendered_dask: dask.RenderedDask | None = None
     """The DaskAutoscaler and worker groups the deploy renders for the stack's config (``validation.build``)."""
+    queues: tuple[QueueSpec, ...] = BUILT_IN_QUEUES
+    """The request queues of the stack's config (``validation.build``): their topics and subscriptions are expected."""
 
 
 def _rules(render: Callable[[], str] | None) -> dict[str, Callable[[], str]]:
@@ -86,11 +89,11 @@ def local_checks(target: LocalTarget) -> list[Check]:
 def cloud_checks(target: CloudTarget) -> list[Check]:
     """The checklist for ``gpurt validate --stack NAME``."""
     return [
-        pubsub.topics_exist(target.pubsub),
+        pubsub.topics_exist(target.pubsub, target.queues),
         pubsub.dlq_subscriptions_exist(target.pubsub),
         pubsub.dlqs_empty(target.pubsub),
-        pubsub.subscription_settings(target.pubsub),
-        pubsub.service_agent_grants(target.pubsub, target.iam.project_number),
+        pubsub.subscription_settings(target.pubsub, target.queues),
+        pubsub.service_agent_grants(target.pubsub, target.iam.project_number, target.queues),
         identity.service_account_roles(target.iam, target.project, target.resource_iam, target.routes_to_vertex),
         scheduler.pods_running(target.kube),
         scheduler.health_pods(target.kube),

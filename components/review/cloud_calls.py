@@ -24,13 +24,14 @@ call, so a rename or a moved call fails the tests instead of leaving a declarati
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
 from runtime.manifests import dask_operator
 from runtime.protocol import contract
+from runtime.protocol.queues import QueueSpec
 
 
 class Workload(StrEnum):
@@ -96,6 +97,16 @@ class GcpCall:
     why: str = ""
     only_with: Switch | None = None
     """The calls are made only when the scheduler's settings turn this on (Vertex AI routing)."""
+    per_queue: bool = False
+    """Made on every request queue's subscription (``name`` left empty): the built-in queues' and each desk's that
+    the scheduler's Deployment declares (``GPURT_QUEUES``); ``for_queues`` names them."""
+
+    def for_queues(self, queues: Sequence[QueueSpec]) -> tuple[GcpCall, ...]:
+        """This call as it is made on ``queues``: one per queue subscription if ``per_queue``, else itself."""
+        if not self.per_queue:
+            return (self,)
+        return tuple(replace(self, name=queue.subscription, per_queue=False,
+                             why=f"{self.why} of queue {queue.name}") for queue in queues)
 
 
 @dataclass(frozen=True)
@@ -143,7 +154,7 @@ _VERTEX = "runtime.scheduler.backends.vertex:VertexBackend"
 
 GCP_CALLS: Final = (
     GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
-            contract.REQUEST_SUBSCRIPTION, "streaming pull of job requests (pull, ack, modify deadline)"),
+            why="streaming pull of job requests (pull, ack, modify deadline)", per_queue=True),
     GcpCall("runtime.scheduler.consumer:Consumer._open", "subscribe", _S, _CONSUME, Target.SUBSCRIPTION,
             contract.PROBE_SUBSCRIPTION, "streaming pull of the deploy probe, apart from the request backlog"),
     GcpCall("runtime.scheduler.reclaimer:DlqReclaimer.run", "pull", _S, _CONSUME, Target.SUBSCRIPTION,

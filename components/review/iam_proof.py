@@ -9,7 +9,10 @@ RBAC is every Role and RoleBinding. Then each ``components.review.cloud_calls`` 
 grant (role on a resource; RBAC verb on a resource) must cover some call. A call that the code makes only
 under a setting (``only_with``: queued pools, Vertex AI routing) counts only where the scheduler's
 Deployment turns it on: a stack without queued pools grants nothing for ProvisioningRequests, one that
-routes nothing to Vertex AI holds neither ``roles/aiplatform.user`` nor actAs on ``gpu-runtime``.
+routes nothing to Vertex AI holds neither ``roles/aiplatform.user`` nor actAs on ``gpu-runtime``. A call made on
+every request queue (``per_queue``: the scheduler's consume) counts once per queue its Deployment declares
+(``GPURT_QUEUES``), and each queue topic's publishers must be exactly the members the stack's config declares there
+(the Pub/Sub component's recorded input): a job's queue is who sent it (docs/infrastructure.md, "Request queues").
 
 A used grant can still be wider than its calls (``Proof.wider``): bound on the project where every call it
 serves is on the result bucket or a service account (which the IAM component binds on), or a role where a
@@ -25,11 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from components.iam import WORKLOAD_IDENTITY_ROLE, workload_identity_member
+from components.pubsub import QUEUE_PUBLISHERS_INPUT
+from components.pubsub import TYPE as PUBSUB_COMPONENT
 from components.rendered import CLUSTER, DEPLOYMENT, Resource, kubernetes_object, last_segment, lookup
 from components.review import cloud_calls
 from components.review.cloud_calls import GcpCall, KubeCall, Target, Workload
 from components.review.iam_permissions import ROLE_PERMISSIONS
-from runtime.protocol import contract
+from runtime.protocol import contract, queues
 
 K8S_SERVICE_ACCOUNT: Final = "kubernetes:core/v1:ServiceAccount"
 ROLE: Final = "kubernetes:rbac.authorization.k8s.io/v1:Role"
@@ -201,8 +206,14 @@ def prove(
     gcp_calls: tuple[GcpCall, ...] = cloud_calls.GCP_CALLS,
     kube_calls: tuple[KubeCall, ...] = cloud_calls.KUBE_CALLS,
 ) -> Proof:
-    """Check every declared call against the stack's grants, and every grant against the calls."""
+    """Check every declared call against the stack's grants, and every grant against the calls.
+
+    ``resources`` may include the components: the Pub/Sub component's recorded input says who the stack
+    declares may publish to each queue topic (``components.pubsub.QUEUE_PUBLISHERS_INPUT``).
+    """
     resources = list(resources)
+    declared = declared_publishers(resources)
+    resources = [r for r in resources if r.custom]
     missing: list[str] = []
     proven: list[str] = []
     who = identities(resources, missing)
@@ -212,6 +223,8 @@ def prove(
     missing += [f"role {role} has no permission list in components/review/iam_permissions.py" for role in unknown_roles]
     used: dict[Grant, list[tuple[str, Target]]] = {}
     settings = scheduler_settings(resources)
+    stack_queues = _queues(settings, missing)
+    gcp_calls = tuple(made_on for call in gcp_calls for made_on in call.for_queues(stack_queues))
     made = [c for c in (*gcp_calls, *kube_calls) if c.only_with is None or c.only_with.on(settings)]
     not_made = tuple(f"{c.site} {c.method}: not made, {c.only_with}" for c in (*gcp_calls, *kube_calls)
                      if c not in made and c.workload in cloud_calls.STACK_WORKLOADS)
@@ -245,6 +258,9 @@ def prove(
                if any(g in used and (_account_id(g.member), g.role) == (account, role) for g in granted)]
     wider = _wider(used) + _workload_identity_wider(resources, project)
     publishers = _topic_publishers(resources, project)
+    queue_publishers = _queue_publishers(resources, stack_queues, declared)
+    missing += queue_publishers.missing
+    wider += queue_publishers.wider
     missing += publishers.missing
     wider += publishers.wider
     missing_rbac, unused_rbac, proven_rbac = _prove_rbac(
@@ -306,6 +322,52 @@ def _topic_publishers(resources: list[Resource], project: str) -> _Publishers:
             agent_publishes.add(topic)
     found.missing.extend(f"the Pub/Sub service agent may not publish to {topic}: dead-lettering would do nothing"
                          for topic in sorted(set(allowed) - {contract.RESULT_TOPIC} - agent_publishes))
+    return found
+
+
+def declared_publishers(resources: Iterable[Resource]) -> dict[str, frozenset[str]]:
+    """Queue topic -> the members the stack's config declares may publish there (the Pub/Sub component's input)."""
+    found: dict[str, frozenset[str]] = {}
+    for resource in resources:
+        if resource.type == PUBSUB_COMPONENT:
+            for topic, members in (lookup(resource.props, QUEUE_PUBLISHERS_INPUT) or {}).items():
+                found[str(topic)] = found.get(str(topic), frozenset()) | {str(member) for member in members}
+    return found
+
+
+def _queues(settings: Mapping[str, str], problems: list[str]) -> tuple[queues.QueueSpec, ...]:
+    """The request queues the scheduler's Deployment declares (``GPURT_QUEUES``; none: the built-in ones)."""
+    try:
+        return queues.decode(settings.get(contract.SchedulerEnv.QUEUES) or "[]")
+    except queues.QueueError as exc:
+        problems.append(f"the scheduler's {contract.SchedulerEnv.QUEUES} cannot be read: {exc}")
+        return queues.BUILT_IN_QUEUES
+
+
+def _queue_publishers(resources: list[Resource], stack_queues: Iterable[queues.QueueSpec],
+                      declared: Mapping[str, frozenset[str]]) -> _Publishers:
+    """Who may publish to each queue's topic, against who the stack's config says may.
+
+    A job's queue is who sent it (docs/scheduler.md, Queues): a member publishing to a desk's topic without being
+    among its declared publishers (a desk granted on another desk's topic) could pass its jobs off as that desk's,
+    so it fails; a declared publisher without its binding could not submit at all.
+    """
+    topics = {queue.topic for queue in stack_queues}
+    bound: dict[str, set[str]] = {}
+    for resource in resources:
+        if _MEMBER_TYPES.get(resource.type) is not Target.TOPIC or \
+                _PUBLISH not in ROLE_PERMISSIONS.get(str(lookup(resource.props, "role")), frozenset()):
+            continue
+        topic = last_segment(lookup(resource.props, "topic") or "")
+        if topic in topics:
+            bound.setdefault(topic, set()).add(str(lookup(resource.props, "member") or ""))
+    found = _Publishers([], [])
+    for topic in sorted(topics):
+        wanted, held = declared.get(topic, frozenset()), bound.get(topic, set())
+        found.wider.extend(f"{member} may publish to queue topic {topic}, but the stack's config does not name it "
+                           "among that queue's publishers" for member in sorted(held - wanted))
+        found.missing.extend(f"{member} is declared a publisher of queue topic {topic} but holds no "
+                             f"{contract.REQUEST_PUBLISHER_ROLE} there" for member in sorted(wanted - held))
     return found
 
 

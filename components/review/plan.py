@@ -533,7 +533,7 @@ def _iam_proof(resources: Sequence[Resource], project: str) -> RuleResult:
     which a preview does not have yet, so the policy pack cannot run it."""
     from components.review.iam_proof import prove
 
-    proof = prove([r for r in resources if r.custom], project)
+    proof = prove(resources, project)
     violations = tuple(rules.Violation(IAM_PROOF_RULE, "stack", message)
                        for message in proof.missing + proof.unused + proof.wider)
     return RuleResult(IAM_PROOF_RULE, IAM_PROOF_DESCRIPTION, violations)

@@ -37,7 +37,8 @@ class ResourceChange:
     replace: tuple[str, ...] = ()
     """The changed inputs the provider cannot update in place: non-empty means the resource is replaced."""
     protected: bool = False
-    """The resource is protected on the base side: Pulumi refuses to replace or delete it."""
+    """The resource is protected on both sides: Pulumi refuses to replace it. (It allows the replacement when the
+    program unprotects the resource in the same update: https://github.com/pulumi/pulumi/pull/8873.)"""
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,8 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any], ref: str) -> Pl
         if paths:
             replace = replacing_paths(new[urn]["type"], old[urn].get("inputs") or {}, new[urn].get("inputs") or {},
                                       paths) + option_replacing(new[urn].get("replace_on_changes") or (), paths)
-            changed.append(record(new[urn], paths, replace, bool(old[urn].get("protect"))))
+            changed.append(record(new[urn], paths, replace,
+                                  bool(old[urn].get("protect")) and bool(new[urn].get("protect"))))
     return PlanDiff(
         stack=str(head.get("stack") or base.get("stack") or ""),
         ref=ref,

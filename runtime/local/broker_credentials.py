@@ -5,8 +5,8 @@ granted ``roles/pubsub.publisher`` on the request topic alone (``components/pubs
 the same boundary from a credentials file (``runtime/local/broker/access.py``) that ``gpurt local up`` writes
 each time it starts the platform:
 
-- ``scheduler`` (the replicas, by a token file): consumes every request queue's subscription and the dead-letter
-  subscription, publishes results, reads every resource's settings;
+- ``scheduler`` (the replicas, by a token file): consumes every request queue's subscription, the probe and
+  dead-letter subscriptions, publishes results, reads every resource's settings;
 - ``user`` (the job commands, the Python client and benchmarks that only submit and collect): publishes to the
   request topic, attaches its own result subscriptions (named ``gpu-job-result-cli-…``/``gpu-job-result-client-…``)
   to the result topic and consumes them; it cannot read a request, nor publish a result;
@@ -109,6 +109,8 @@ def broker_policy(project: str, tokens: BrokerTokens,
             bind("roles/pubsub.viewer", SCHEDULER, root),
             *(bind("roles/pubsub.subscriber", SCHEDULER, subscription(queue.subscription)) for queue in queues),
             bind("roles/pubsub.subscriber", SCHEDULER, subscription(contract.REQUEST_DLQ_SUBSCRIPTION)),
+            # The deploy probe's own subscription (contract.PROBE_SUBSCRIPTION_SPEC), as the stack grants it.
+            bind("roles/pubsub.subscriber", SCHEDULER, subscription(contract.PROBE_SUBSCRIPTION)),
             bind("roles/pubsub.publisher", SCHEDULER, topic(contract.RESULT_TOPIC)),
             *submitter(USER, contract.REQUEST_TOPIC),
             *(binding for queue in desks for binding in submitter(queue_principal(queue.name), queue.topic)),

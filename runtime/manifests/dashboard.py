@@ -53,11 +53,21 @@ PANELS: Final = (
         ),
         "s",
     ),
+    # Per request queue (docs/scheduler.md, Queues): each desk's wait against the SLO, its backlog, and the share
+    # of the slots its jobs got.
     Panel(
-        "Queue wait p95",
-        ((f"histogram_quantile(0.95, sum by (le) (rate({M.queue_wait_seconds}_bucket[5m])))", "p95"),),
+        "Queue wait p95 by queue",
+        ((f"histogram_quantile(0.95, sum by (le, queue) (rate({M.queue_wait_seconds}_bucket[5m])))", "{{queue}}"),),
         "s",
     ),
+    Panel("Queue depth by queue", ((f"max by (queue) ({M.queue_depth})", "{{queue}}"),)),
+    Panel(
+        "Share of job starts by queue",
+        ((f"sum by (queue) (rate({M.queue_started_total}[5m])) / ignoring (queue) group_left "
+          f"sum(rate({M.queue_started_total}[5m]))", "{{queue}}"),),
+        "percentunit",
+    ),
+    Panel("Slots held by queue", ((f"sum by (queue) ({M.queue_slots})", "{{queue}}"),)),
     Panel(
         "Backlog, dead letters, in flight",
         (

@@ -20,8 +20,9 @@ from runtime.manifests.common import (
     scratch_volume,
     workload_identity_service_account,
 )
-from runtime.protocol import contract
+from runtime.protocol import contract, queues
 from runtime.protocol.contract import SchedulerEnv
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
 
 # Seconds a terminating pod keeps running. The preStop hook switches the replica to drain at once, so no
 # new message is pulled; in-flight jobs then have this long to finish and publish. Short jobs (the bulk)
@@ -131,6 +132,8 @@ class SchedulerSpec:
     queued_pools: Mapping[str, int | None] = field(default_factory=dict)
     """Pools with queued provisioning, each with its requests' maxRunDurationSeconds (None: GKE's default);
     the scheduler creates ProvisioningRequests for their workers (``GPURT_QUEUED_POOLS``)."""
+    queues: tuple[QueueSpec, ...] = BUILT_IN_QUEUES
+    """The request queues the scheduler consumes, with their weights and caps (``GPURT_QUEUES``)."""
 
     def __post_init__(self) -> None:
         # The scheduler ignores variables it does not read, so a misspelt setting would change nothing, silently.
@@ -269,6 +272,7 @@ def _env(spec: SchedulerSpec) -> list[Manifest]:
         plain.update(spec.vertex.settings())
     if spec.queued_pools:
         plain[SchedulerEnv.QUEUED_POOLS] = queued_pools_setting(spec.queued_pools)
+    plain[SchedulerEnv.QUEUES] = queues.encode(spec.queues)
     plain.update(spec.extra_env)
     env: list[Manifest] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [

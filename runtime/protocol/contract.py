@@ -8,6 +8,7 @@ CLI and the Pulumi program can all import it cheaply.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -21,8 +22,8 @@ REQUEST_DLQ_TOPIC: Final = "gpu-job-request-dlq"
 REQUEST_SUBSCRIPTION: Final = "gpu-job-request-sub"
 RESULT_SUBSCRIPTION: Final = "gpu-job-result-sub"
 REQUEST_DLQ_SUBSCRIPTION: Final = "gpu-job-request-dlq-sub"
-# The deploy probe's own way in: a subscription of the request topic that admits only messages carrying the probe
-# attribute, consumed by the gpu-scheduler apart from the request subscription, so no backlog there delays it.
+# The deploy probe's own way in: a subscription of the urgent topic that admits only messages carrying the probe
+# attribute, consumed by the gpu-scheduler apart from every queue's subscription, so no backlog delays it.
 PROBE_SUBSCRIPTION: Final = "gpu-job-probe-sub"
 PROBE_ATTRIBUTE: Final = "probe"
 # The urgent class's queue (``runtime.protocol.queues``): the deploy probe and on-call operators publish here, and
@@ -67,6 +68,7 @@ class TopicSpec:
 
 TOPICS: Final = (
     TopicSpec(REQUEST_TOPIC),
+    TopicSpec(URGENT_REQUEST_TOPIC),
     TopicSpec(RESULT_TOPIC),
     TopicSpec(REQUEST_DLQ_TOPIC, is_dead_letter=True),
 )
@@ -94,17 +96,20 @@ URGENT_REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
 # A dead-letter topic without a subscription drops what it receives: every DLQ gets one.
 REQUEST_DLQ_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=REQUEST_DLQ_SUBSCRIPTION, topic=REQUEST_DLQ_TOPIC)
 
-# Every message of the request topic reaches every subscription: the probe also lands on the request
-# subscription, behind its backlog, where the scheduler answers it from the result store (same job id). A filter
-# on attributes is Pub/Sub's own (https://cloud.google.com/pubsub/docs/subscription-message-filter); the probe
-# is a noop, so a short ack deadline and a day's retention are plenty, and it needs no dead-letter topic.
+# The probe is published to the urgent topic, not the request topic: every message of a topic reaches every one of
+# its subscriptions, so on the request topic it also landed on the request subscription, behind its backlog, and
+# came back twice (once from each). On the urgent topic the urgent subscription's filter leaves it out
+# (URGENT_REQUEST_SUBSCRIPTION_SPEC), so this subscription alone delivers it, and only the deploy (and the urgent
+# queue's publishers, who are on call) may publish there. A filter on attributes is Pub/Sub's own
+# (https://cloud.google.com/pubsub/docs/subscription-message-filter); the probe is a noop, so a short ack deadline
+# and a day's retention are plenty, and it needs no dead-letter topic.
 PROBE_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
-    name=PROBE_SUBSCRIPTION, topic=REQUEST_TOPIC, ack_deadline_s=60, retention_s=24 * 3600,
+    name=PROBE_SUBSCRIPTION, topic=URGENT_REQUEST_TOPIC, ack_deadline_s=60, retention_s=24 * 3600,
     filter=f'attributes.{PROBE_ATTRIBUTE} = "true"',
 )
 
-SUBSCRIPTIONS: Final = (REQUEST_SUBSCRIPTION_SPEC, RESULT_SUBSCRIPTION_SPEC, REQUEST_DLQ_SUBSCRIPTION_SPEC,
-                        PROBE_SUBSCRIPTION_SPEC)
+SUBSCRIPTIONS: Final = (REQUEST_SUBSCRIPTION_SPEC, URGENT_REQUEST_SUBSCRIPTION_SPEC, RESULT_SUBSCRIPTION_SPEC,
+                        REQUEST_DLQ_SUBSCRIPTION_SPEC, PROBE_SUBSCRIPTION_SPEC)
 
 # The Pub/Sub service agent forwards dead letters; without these two grants dead-lettering silently
 # does nothing.
@@ -481,12 +486,19 @@ class ScopedGrant:
     that need it are made only then, so any other stack holding it would hold a grant nobody uses."""
 
 
+def queue_consume_grant(subscription: str) -> ScopedGrant:
+    """The gpu-scheduler's grant on one request queue's subscription (``runtime.protocol.queues``)."""
+    return ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
+                       "pulls, acks and nacks job requests of its queue", target=subscription)
+
+
+# The grants every stack binds; each desk queue a stack declares adds the scheduler's on its subscription
+# (``scoped_grants``).
 SCOPED_GRANTS: Final = (
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.publisher", GrantScope.TOPIC,
                 "publishes results; the only account that may (docs/scheduler.md, who may publish where)",
                 target=RESULT_TOPIC),
-    ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
-                "pulls, acks and nacks job requests", target=REQUEST_SUBSCRIPTION),
+    *(queue_consume_grant(subscription) for subscription in (REQUEST_SUBSCRIPTION, URGENT_REQUEST_SUBSCRIPTION)),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
                 "the DLQ reclaimer reads and releases dead letters", target=REQUEST_DLQ_SUBSCRIPTION),
     ScopedGrant(SCHEDULER_SERVICE_ACCOUNT.account_id, "roles/pubsub.subscriber", GrantScope.SUBSCRIPTION,
@@ -508,6 +520,11 @@ SCOPED_GRANTS: Final = (
 )
 
 
-def scoped_grants(vertex: bool) -> tuple[ScopedGrant, ...]:
-    """The scoped grants of a stack: those that only Vertex AI routing needs are left out when ``vertex`` is off."""
-    return tuple(grant for grant in SCOPED_GRANTS if vertex or not grant.vertex_only)
+def scoped_grants(vertex: bool, queue_subscriptions: Iterable[str] = ()) -> tuple[ScopedGrant, ...]:
+    """The scoped grants of a stack: those that only Vertex AI routing needs are left out when ``vertex`` is off,
+    and the scheduler consumes each of ``queue_subscriptions`` (every queue's subscription of the stack's config,
+    ``runtime.protocol.queues``), besides the built-in queues' that every stack has."""
+    fixed = tuple(grant for grant in SCOPED_GRANTS if vertex or not grant.vertex_only)
+    bound = {(grant.scope, grant.target) for grant in fixed}
+    desks = dict.fromkeys(s for s in queue_subscriptions if (GrantScope.SUBSCRIPTION, s) not in bound)
+    return (*fixed, *(queue_consume_grant(subscription) for subscription in desks))

@@ -67,6 +67,10 @@ class QueueSpec:
             raise QueueError(f"queue {self.name}: maxSlots {self.max_slots} must be at least 1 (or left out)")
         if self.urgent and (self.weight != 1 or self.max_slots is not None):
             raise QueueError("the urgent queue goes ahead of every other: it takes neither a weight nor a cap")
+        if self.name not in (DEFAULT_QUEUE, URGENT_QUEUE) and (
+                self.topic in {t.name for t in TOPICS} or self.subscription in {s.name for s in SUBSCRIPTIONS}):
+            # "dlq" would make gpu-job-request-dlq, the dead-letter topic, a desk's request topic.
+            raise QueueError(f"queue name {self.name!r} is taken: its topic or subscription is the platform's own")
 
     @property
     def urgent(self) -> bool:
@@ -135,6 +139,24 @@ def queue_of_subscription(queues: Sequence[QueueSpec], subscription: str) -> Que
         if queue.subscription == name:
             return queue
     raise QueueError(f"no queue has the subscription {name!r}")
+
+
+def queue_name_of_subscription(subscription: str) -> str:
+    """The name of the queue whose scheduler subscription is ``subscription`` (a name or a full path), read from
+    the name alone (``request_subscription``'s inverse), for tools that do not have the stack's queue list: a dead
+    letter's ``CloudPubSubDeadLetterSourceSubscription`` says which queue to replay it to. ``QueueError`` for a
+    subscription that is no queue's."""
+    name = subscription.rsplit("/", 1)[-1]
+    if name == REQUEST_SUBSCRIPTION:
+        return DEFAULT_QUEUE
+    queue = name.removeprefix(f"{REQUEST_TOPIC}-").removesuffix("-sub")
+    try:
+        spec = QueueSpec(queue)
+    except QueueError:
+        spec = None
+    if spec is None or spec.subscription != name:
+        raise QueueError(f"{name!r} is not a request queue's subscription")
+    return queue
 
 
 def queue_of_topic(queues: Sequence[QueueSpec], topic: str) -> QueueSpec:

@@ -15,8 +15,9 @@ publishes nothing for it and logs it once; it stays in the DLQ, counted by the D
 ``gpurt dlq list`` and ``gpurt dlq replay`` (which sends it through the consumer, whose answer is
 ``rejected``).
 
-Only a message Pub/Sub itself dead-lettered from the request subscription is answered: it carries the
-service's dead-letter attributes naming that subscription and its project. Anything else on the topic (a
+Only a message Pub/Sub itself dead-lettered from a request queue's subscription (``runtime.protocol.queues``: the
+default, urgent and desk queues share the dead-letter topic) is answered: it carries the service's dead-letter
+attributes naming that subscription and its project. Anything else on the topic (a
 message published straight to ``gpu-job-request-dlq``) is refused like an invalid body: logged once, left
 there, never answered, so it cannot store ``failed`` for a job whose own request would then never run. On
 Google Cloud only the Pub/Sub service agent may publish to the topic (docs/scheduler.md, "Who may publish
@@ -26,11 +27,12 @@ where"); the attributes check keeps a stray or forged message out where that gra
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, InvalidRequest, JobStatus, parse_request
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
 from runtime.pubsub.admin import subscription_path
 from runtime.pubsub.publisher import ResultSink
 from runtime.scheduler.outcome import ended_result
@@ -50,8 +52,11 @@ log = logging.getLogger(__name__)
 class DlqReclaimer:
     """One ``run()`` reads a batch of dead letters; each ends with a published terminal result."""
 
-    def __init__(self, subscriber: Any, project: str, store: ResultStore, sink: ResultSink) -> None:
+    def __init__(self, subscriber: Any, project: str, store: ResultStore, sink: ResultSink,
+                 queues: Sequence[QueueSpec] = BUILT_IN_QUEUES) -> None:
+        """``queues``: the request queues the scheduler consumes (``GPURT_QUEUES``), whose dead letters it answers."""
         self._subscriber = subscriber
+        self._sources = {queue.subscription for queue in queues}
         self._subscription = subscription_path(project, contract.REQUEST_DLQ_SUBSCRIPTION)
         self._project = project
         self._store = store
@@ -110,13 +115,14 @@ class DlqReclaimer:
         return reclaimed
 
     def _not_dead_lettered(self, attributes: Mapping[str, str]) -> str | None:
-        """Why a message on the dead-letter topic was not dead-lettered by Pub/Sub from the request subscription,
-        or None when it was (its source attributes name that subscription, by id or full name, and project)."""
+        """Why a message on the dead-letter topic was not dead-lettered by Pub/Sub from a request queue's
+        subscription, or None when it was (its source attributes name one, by id or full name, and the project)."""
         source = attributes.get(contract.DEAD_LETTER_SOURCE_SUBSCRIPTION, "")
         project = attributes.get(contract.DEAD_LETTER_SOURCE_PROJECT, "")
-        if source.rsplit("/", 1)[-1] == contract.REQUEST_SUBSCRIPTION and project == self._project:
+        if source.rsplit("/", 1)[-1] in self._sources and project == self._project:
             return None
-        return (f"not dead-lettered from {contract.REQUEST_SUBSCRIPTION} (attributes "
+        return (f"not dead-lettered from a request queue's subscription ({', '.join(sorted(self._sources))}; "
+                f"attributes "
                 f"{contract.DEAD_LETTER_SOURCE_SUBSCRIPTION}={source[:200]!r}, "
                 f"{contract.DEAD_LETTER_SOURCE_PROJECT}={project[:200]!r})")
 

@@ -143,7 +143,7 @@ class Service:
         self.probe_consumer = Consumer(subscriber, subscription_path(s.project, contract.PROBE_SUBSCRIPTION),
                                        lambda delivery: processor.start([delivery]), PROBE_SLOTS,
                                        finish=processor.finish)
-        reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink)
+        reclaimer = DlqReclaimer(subscriber, s.project, self.store, sink, queues=s.queues)
         self._loop = SingletonLoop(self._build_elector(), self.metrics, self._build_depth(),
                                    reconcile=self._reconcile_pools, reclaim=reclaimer.run, queues=s.queues)
         self._cancel_watch = CancelWatcher(self.registry, self.store, self._cancel_here)

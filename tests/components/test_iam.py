@@ -106,3 +106,24 @@ def test_accounts_without_keys(recording: Recording) -> None:
 
 def test_role_suffix_is_name_safe() -> None:
     assert role_suffix("roles/stackdriver.resourceMetadata.writer") == "stackdriver-resourcemetadata-writer"
+
+
+def test_the_scheduler_consumes_every_queue_subscription_and_no_other(recording: Recording) -> None:
+    """issue #45: subscriber on each queue's subscription (the built-in ones always, each desk's the stack
+    declares), named after it so a desk added or removed leaves the others' grants as they are."""
+    desks = run(lambda: Identities("iam", IdentitiesArgs(
+        project=PROJECT, workload_pool=POOL, result_bucket=BUCKET,
+        queue_subscriptions=(contract.REQUEST_SUBSCRIPTION, "gpu-job-request-rates-desk-sub",
+                             contract.URGENT_REQUEST_SUBSCRIPTION))))
+    scheduler = f"serviceAccount:{contract.SCHEDULER_SERVICE_ACCOUNT.email(PROJECT)}"
+
+    def consumed(rec: Recording) -> dict[str, str]:
+        return {r.props["subscription"]: r.name for r in of_type(rec, "gcp:pubsub/subscriptionIAMMember:"
+                                                                        "SubscriptionIAMMember")
+                if r.props["member"] == scheduler and r.props["role"] == "roles/pubsub.subscriber"}
+
+    built_in = {contract.REQUEST_SUBSCRIPTION, contract.URGENT_REQUEST_SUBSCRIPTION, contract.REQUEST_DLQ_SUBSCRIPTION,
+                contract.PROBE_SUBSCRIPTION}
+    assert set(consumed(recording)) == built_in
+    assert set(consumed(desks)) == built_in | {"gpu-job-request-rates-desk-sub"}
+    assert {k: v for k, v in consumed(desks).items() if k in built_in} == consumed(recording)

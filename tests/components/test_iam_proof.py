@@ -20,9 +20,10 @@ import pytest
 
 from components.rendered import Resource
 from components.review import cloud_calls, iam_permissions
-from components.review.iam_proof import ROLE, ROLE_BINDING, prove
+from components.review.iam_proof import ROLE, ROLE_BINDING, prove, scheduler_settings
 from components.review.plan import IAM_PROOF_RULE, REPO_ROOT
 from runtime.protocol import contract
+from runtime.protocol.queues import decode
 from tests.components.infra import stack_plan
 
 CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes", "fsspec", "gcsfs")
@@ -32,7 +33,7 @@ CLOUD_LIBRARIES = ("google.cloud", "google.auth", "google.api_core", "kubernetes
 def rendered(request: pytest.FixtureRequest) -> tuple[list[Resource], str]:
     plan = stack_plan(request.param)
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [r for r in plan.resources if r.custom], project
+    return list(plan.resources), project
 
 
 def _without(resources: list[Resource], drop: Callable[[Resource], bool]) -> list[Resource]:
@@ -49,7 +50,9 @@ def test_both_stacks_grant_exactly_what_the_code_needs(rendered: tuple[list[Reso
     always = [c for c in (*cloud_calls.GCP_CALLS, *cloud_calls.KUBE_CALLS) if c.workload in stack]
     # Both stacks overflow to Vertex AI, so its calls are made; neither has queued pools.
     made = [c for c in always if c.only_with in (None, cloud_calls.VERTEX_AI)]
-    assert len(proof.proven) == (sum(len(c.permissions) for c in made if isinstance(c, cloud_calls.GcpCall))
+    queues = decode(scheduler_settings([r for r in rendered[0] if r.custom])[contract.SchedulerEnv.QUEUES])
+    assert len(proof.proven) == (sum(len(c.permissions) * len(c.for_queues(queues)) for c in made
+                                     if isinstance(c, cloud_calls.GcpCall))
                                  + len([c for c in made if isinstance(c, cloud_calls.KubeCall)]))
     # Calls a stack's settings switch off need no grant, and have none.
     assert len(proof.not_made) == len(always) - len(made)
@@ -408,10 +411,68 @@ def test_a_user_who_may_publish_to_the_dead_letter_or_result_topic_fails(
     assert proof.wider == (f"group:risk-desk@example.com may publish to {topic}, where only {only} may",)
 
 
-def test_a_user_who_may_publish_requests_passes(rendered: tuple[list[Resource], str]) -> None:
+def test_a_member_the_config_does_not_name_may_not_publish_requests(rendered: tuple[list[Resource], str]) -> None:
+    # issue #45: a job's queue is who sent it, so only a queue's declared publishers may publish to its topic
     resources, project = rendered
-    assert prove([*resources, _publisher_on(project, "group:risk-desk@example.com", contract.REQUEST_TOPIC)],
-                 project).ok
+    proof = prove([*resources, _publisher_on(project, "group:risk-desk@example.com", contract.REQUEST_TOPIC)],
+                  project)
+
+    assert proof.wider == ("group:risk-desk@example.com may publish to queue topic gpu-job-request, but the stack's "
+                           "config does not name it among that queue's publishers",)
+
+
+_RATES, _CREDIT = "group:gpu-rates-desk@impulse-risk.com", "gpu-job-request-credit-desk"
+
+
+def test_a_desk_granted_on_another_desks_topic_fails(rendered: tuple[list[Resource], str]) -> None:
+    """issue #45: the rates desk publishing to the credit desk's topic could pass its jobs off as credit's."""
+    resources, project = rendered
+    proof = prove([*resources, _publisher_on(project, _RATES, _CREDIT)], project)
+
+    assert proof.wider == (f"{_RATES} may publish to queue topic {_CREDIT}, but the stack's config does not name it "
+                           "among that queue's publishers",)
+
+
+def test_each_desk_publishes_to_its_own_topic_and_the_scheduler_consumes_every_queue(
+        rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(resources, project)
+    subscriptions = {r.props["name"] for r in resources if r.type == "gcp:pubsub/subscription:Subscription"}
+    queue_subscriptions = {s for s in subscriptions if s.startswith(contract.REQUEST_TOPIC)
+                           and s not in (contract.REQUEST_DLQ_SUBSCRIPTION,)}
+    consumed = {line.split(" on subscription ")[1].split(" via ")[0] for line in proof.proven
+                if line.startswith("runtime.scheduler.consumer:Consumer._open subscribe")}
+
+    assert {contract.REQUEST_SUBSCRIPTION, contract.URGENT_REQUEST_SUBSCRIPTION, f"{_CREDIT}-sub",
+            "gpu-job-request-rates-desk-sub"} <= consumed
+    assert consumed - {contract.PROBE_SUBSCRIPTION} == queue_subscriptions
+    publishers = {(r.props["topic"], r.props["member"]) for r in resources
+                  if r.type == _TOPIC_MEMBER and r.props["member"].startswith("group:")}
+    assert ("gpu-job-request-rates-desk", _RATES) in publishers
+    assert not [topic for topic, member in publishers if member == _RATES and topic != "gpu-job-request-rates-desk"]
+
+
+def test_without_the_schedulers_grant_on_a_desk_subscription_the_proof_fails(
+        rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(_without(resources, lambda r: r.type == "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember"
+                           and r.props.get("subscription") == f"{_CREDIT}-sub"
+                           and r.props.get("member") == _member(contract.SCHEDULER_SERVICE_ACCOUNT, project)),
+                  project)
+
+    assert proof.missing == (
+        f"gpu-scheduler lacks pubsub.subscriptions.consume on subscription {_CREDIT}-sub, needed by "
+        "runtime.scheduler.consumer:Consumer._open (subscribe: streaming pull of job requests (pull, ack, modify "
+        "deadline) of queue credit-desk)",)
+
+
+def test_a_declared_desk_publisher_without_its_binding_fails(rendered: tuple[list[Resource], str]) -> None:
+    resources, project = rendered
+    proof = prove(_without(resources, lambda r: r.type == _TOPIC_MEMBER and r.props.get("member") == _RATES),
+                  project)
+
+    assert proof.missing == (f"{_RATES} is declared a publisher of queue topic gpu-job-request-rates-desk but holds "
+                             f"no {contract.REQUEST_PUBLISHER_ROLE} there",)
 
 
 def test_without_the_service_agents_publisher_on_the_dead_letter_topic_the_proof_fails(

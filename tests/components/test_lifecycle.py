@@ -8,6 +8,7 @@ import yaml
 from components.lifecycle import FIXED_NAME_TYPES, STATEFUL_TYPES
 from components.rendered import Resource
 from components.review.plan import REPO_ROOT
+from runtime.protocol import contract
 from tests.components.infra import stack_plan
 
 STACKS = ("staging", "production")
@@ -25,8 +26,14 @@ def test_production_protects_exactly_its_state() -> None:
 
     gpu_pools = {(r.type, r.name) for r in resources
                  if r.type == "gcp:container/nodePool:NodePool" and "guestAccelerators" in r.props["nodeConfig"]}
-    # State by type, and the GPU pools (components/gke.py), whose replacement must be acknowledged.
-    assert protected == {(r.type, r.name) for r in resources if r.type in STATEFUL_TYPES} | gpu_pools
+    # State by type, and the GPU pools (components/gke.py), whose replacement must be acknowledged; not the deploy
+    # probe's subscription, which holds disposable probes (components/pubsub.py, issue #45).
+    probe = ("gcp:pubsub/subscription:Subscription", f"pubsub-{contract.PROBE_SUBSCRIPTION}")
+    assert probe in {(r.type, r.name) for r in resources} and probe not in protected
+    assert protected == {(r.type, r.name) for r in resources if r.type in STATEFUL_TYPES} - {probe} | gpu_pools
+    # Every queue's topic and scheduler subscription, the desks' included.
+    assert {name for t, name in protected if t == "gcp:pubsub/topic:Topic"} >= {
+        "pubsub-gpu-job-request-urgent", "pubsub-gpu-job-request-rates-desk", "pubsub-gpu-job-request-market-risk"}
     # The registry is the bootstrap's (protected there: tests/components/test_bootstrap.py).
     assert {t for t, _ in protected} == (STATEFUL_TYPES - {"gcp:artifactregistry/repository:Repository"}) | {
         "gcp:container/nodePool:NodePool"}

@@ -61,8 +61,11 @@ def test_exports_an_operator_needs(plans: dict[str, Plan], stack: str) -> None:
     assert set(outputs) >= EXPORTS
     assert outputs["cluster_name"] == "gpu-scheduler"
     assert outputs["scheduler_url"] == "http://gpu-scheduler.gpu-runtime.svc.cluster.local:8080"
-    assert set(outputs["topics"]) == {t.name for t in contract.TOPICS}
-    assert set(outputs["subscriptions"]) == {s.name for s in contract.SUBSCRIPTIONS}
+    # The contract's, and a topic and scheduler subscription per desk queue of the stack file (issue #45).
+    desks = {"staging": ("rates-desk", "credit-desk"), "production": ("rates-desk", "credit-desk", "market-risk")}
+    assert set(outputs["topics"]) == {t.name for t in contract.TOPICS} | {f"gpu-job-request-{d}" for d in desks[stack]}
+    assert set(outputs["subscriptions"]) == {s.name for s in contract.SUBSCRIPTIONS} | {
+        f"gpu-job-request-{d}-sub" for d in desks[stack]}
     assert set(outputs["service_accounts"]) == {"gpu-scheduler", "gpu-runtime"}
     assert outputs["kubeconfig"] == MASK
 

@@ -48,7 +48,8 @@ def queued_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def _resources(plan: Plan) -> tuple[list[Resource], str]:
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [r for r in plan.resources if r.custom], project
+    # The components too: the proof reads who may publish to each queue from the Pub/Sub component's input.
+    return list(plan.resources), project
 
 
 def _pools_role(resources: list[Resource]) -> Resource:

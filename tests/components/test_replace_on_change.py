@@ -117,6 +117,20 @@ def test_adding_a_reservation_is_reported_as_a_replacement_of_a_protected_pool()
     assert diff.to_json()["changed"][0]["replace"] == list(replaced)
 
 
+def test_a_replacement_the_program_unprotects_in_the_same_update_is_not_refused() -> None:
+    """Pulumi refuses to replace a resource only if its new state is protected too (pulumi/pulumi#8873): a pool
+    acknowledged in replaceGpuPools, or the deploy probe's subscription moved to the urgent topic (issue #45)."""
+    base = _production()
+    head = copy.deepcopy(base)
+    _pool(head)["inputs"]["nodeConfig"]["reservationAffinity"] = {"consumeReservationType": "ANY_RESERVATION"}
+    _pool(head)["protect"] = False
+
+    [change] = diff_plans(base, head, "main").changed
+
+    assert change.replace and not change.protected
+    assert "refuses" not in to_markdown(diff_plans(base, head, "main"))
+
+
 @pytest.mark.parametrize(
     ("edit", "replaced"),
     [

@@ -11,6 +11,7 @@ from components.rendered import Resource
 from components.review.plan import Recording
 from components.scheduler_workload import TYPE, SchedulerWorkload, SchedulerWorkloadArgs
 from runtime.protocol import contract
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec, decode, with_built_ins
 from tests.components.infra import PROJECT, children_of, of_type, run
 
 EMAIL = f"gpu-scheduler@{PROJECT}.iam.gserviceaccount.com"
@@ -113,3 +114,21 @@ def test_outputs() -> None:
 
     run(program)
     assert outputs == {"url": contract.SCHEDULER_URL, "deployment": contract.SCHEDULER_DEPLOYMENT}
+
+
+def test_the_scheduler_is_told_the_stacks_queues() -> None:
+    """issue #45: GPURT_QUEUES carries the stack's queues, weights and caps, as the scheduler decodes them."""
+    desks = with_built_ins([QueueSpec("rates-desk", weight=2), QueueSpec("credit-desk", max_slots=8)])
+    recording = run(lambda: SchedulerWorkload("scheduler", SchedulerWorkloadArgs(
+        project=PROJECT, image="registry/scheduler:v1", result_store="gs://bucket/results",
+        scheduler_service_account_email=EMAIL, control_token=pulumi.Output.secret(TOKEN), queues=desks)))
+    (container,) = _one(recording, "apps/v1:Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+
+    assert decode(env[contract.SchedulerEnv.QUEUES]) == desks
+
+
+def test_without_declared_queues_the_scheduler_is_told_the_built_in_ones(recording: Recording) -> None:
+    (container,) = _one(recording, "apps/v1:Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert decode(env[contract.SchedulerEnv.QUEUES]) == BUILT_IN_QUEUES

@@ -42,7 +42,8 @@ def vertex_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def _resources(plan: Plan) -> tuple[list[Resource], str]:
     project = next(r.props["project"] for r in plan.resources if r.type == "gcp:serviceaccount/account:Account")
-    return [r for r in plan.resources if r.custom], project
+    # The components too: the proof reads who may publish to each queue from the Pub/Sub component's input.
+    return list(plan.resources), project
 
 
 def _vertex_grants(resources: list[Resource], project: str) -> set[tuple[str, str, str]]:

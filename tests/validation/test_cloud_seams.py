@@ -17,6 +17,7 @@ from components.config import VertexConfig
 from components.rendered import Resource
 from components.review.quotas import QuotaNeed, quota_metric, quota_needs, training_quota_metric
 from runtime.protocol import contract
+from runtime.protocol.queues import QueueSpec, with_built_ins
 from validation.adapters.iam import GoogleResourceIam, ResourceManagerIam
 from validation.adapters.pubsub import GooglePubSubAdmin
 from validation.adapters.vertex import GoogleVertexQuota
@@ -214,8 +215,22 @@ def test_service_agent_grants_pass_with_both_roles() -> None:
     assert "service-284716533902@gcp-sa-pubsub.iam.gserviceaccount.com" in result.evidence
     admin._publisher.get_iam_policy.assert_called_once_with(
         request={"resource": f"projects/{PROJECT}/topics/{contract.REQUEST_DLQ_TOPIC}"})
-    admin._subscriber.get_iam_policy.assert_called_once_with(
-        request={"resource": f"projects/{PROJECT}/subscriptions/{contract.REQUEST_SUBSCRIPTION}"})
+    # Each source subscription once: the request subscription and the urgent queue's (issue #45)
+    assert admin._subscriber.get_iam_policy.call_args_list == [
+        mock.call(request={"resource": f"projects/{PROJECT}/subscriptions/{name}"})
+        for name in (contract.REQUEST_SUBSCRIPTION, contract.URGENT_REQUEST_SUBSCRIPTION)]
+
+
+def test_service_agent_grants_are_checked_on_every_queue_the_stack_declares() -> None:
+    admin = _pubsub("dlq_topic_iam_policy.json", "request_subscription_iam_policy.json")
+
+    result = run_check(service_agent_grants(admin, _iam().project_number,
+                                            with_built_ins([QueueSpec("rates-desk")])))
+
+    assert result.status is Status.PASS, result
+    read = [c.kwargs["request"]["resource"] for c in admin._subscriber.get_iam_policy.call_args_list]
+    assert f"projects/{PROJECT}/subscriptions/gpu-job-request-rates-desk-sub" in read
+    admin._publisher.get_iam_policy.assert_called_once()  # one dead-letter topic, read once
 
 
 def test_missing_publisher_grant_on_the_dlq_topic_fails() -> None:

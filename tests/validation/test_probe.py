@@ -19,8 +19,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _answer(pubsub, status: JobStatus, stop: threading.Event,
-            subscription: str = contract.REQUEST_SUBSCRIPTION) -> None:
-    """Consume requests on ``subscription`` and publish a result for each, as the scheduler would."""
+            subscription: str = contract.PROBE_SUBSCRIPTION) -> None:
+    """Consume requests on ``subscription`` (the probe's, by default) and publish a result for each, as the
+    scheduler would."""
     while not stop.is_set():
         for message in pubsub.pull(subscription, 10, timeout_s=0.5):
             request = json.loads(message.data)
@@ -83,11 +84,12 @@ def test_each_probe_carries_the_contract_message_with_a_fresh_job_id() -> None:
         k: v for k, v in contract.PROBE_MESSAGE.items() if k != "job_id"}
 
 
-def test_the_probe_reaches_its_own_subscription_where_no_request_waits(pubsub) -> None:
-    """issue #42: answered from the probe subscription alone (the scheduler's probe stream, which no backlog
-    holds), the probe passes; an ordinary request never reaches that subscription, as Pub/Sub applies the
-    subscription's filter (the emulator does too: docs/emulator.md, "filters")."""
-    pubsub.publish(contract.REQUEST_TOPIC, json.dumps({"job_id": "ordinary", "type": "noop"}).encode(),
+def test_the_probe_reaches_its_own_subscription_alone(pubsub) -> None:
+    """issues #42, #45: answered from the probe subscription alone (the scheduler's probe stream, which no backlog
+    holds), the probe passes, and no queue's subscription gets a copy of it to answer a second time; an ordinary
+    urgent request never reaches the probe subscription, as Pub/Sub applies the subscriptions' filters (the
+    emulator does too: docs/emulator.md, "filters")."""
+    pubsub.publish(contract.URGENT_REQUEST_TOPIC, json.dumps({"job_id": "ordinary", "type": "noop"}).encode(),
                    {"job_id": "ordinary", "type": "noop"})
     stop = threading.Event()
     thread = threading.Thread(target=_answer, args=(pubsub, JobStatus.SUCCEEDED, stop, contract.PROBE_SUBSCRIPTION),
@@ -101,5 +103,9 @@ def test_the_probe_reaches_its_own_subscription_where_no_request_waits(pubsub) -
 
     assert result.status is Status.PASS, result
     assert pubsub.pull(contract.PROBE_SUBSCRIPTION, 10, timeout_s=0.5) == []
-    assert [json.loads(m.data)["job_id"] for m in pubsub.pull(contract.REQUEST_SUBSCRIPTION, 10, timeout_s=0.5)][:1] \
-        == ["ordinary"]  # the request subscription holds both; the probe's copy there is answered from the store
+    def pulled(subscription: str) -> list[str]:
+        return [json.loads(m.data)["job_id"] for m in pubsub.pull(subscription, 10, timeout_s=0.5)]
+
+    assert pulled(contract.URGENT_REQUEST_SUBSCRIPTION) == ["ordinary"]
+    request = pulled(contract.REQUEST_SUBSCRIPTION)
+    assert not [job_id for job_id in request if job_id.startswith(contract.PROBE_MESSAGE["job_id"])]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from runtime.protocol import contract
+from runtime.protocol.queues import QueueSpec, topology, with_built_ins
 from validation.checks import pubsub as checks
 from validation.report import Status
 from validation.runner import run_check
@@ -56,7 +57,8 @@ def test_missing_topic_fails_topics_check(emulator) -> None:
     result = run_check(checks.topics_exist(admin))
 
     assert result.status is Status.FAIL
-    assert result.evidence == f"missing topics: {contract.RESULT_TOPIC}, {contract.REQUEST_DLQ_TOPIC}"
+    assert result.evidence == (f"missing topics: {contract.URGENT_REQUEST_TOPIC}, {contract.RESULT_TOPIC}, "
+                               f"{contract.REQUEST_DLQ_TOPIC}")
 
 
 def test_dead_letter_is_reported_by_job_id_and_left_in_place(pubsub) -> None:
@@ -79,3 +81,31 @@ def test_a_missing_dlq_subscription_fails_one_check_only(pubsub) -> None:
 
     assert statuses == {"pubsub.topics": Status.PASS, "pubsub.dlq-subscriptions": Status.FAIL,
                         "pubsub.dlq-empty": Status.SKIP, "pubsub.subscription-settings": Status.PASS}
+
+
+def test_every_queue_the_stack_declares_is_expected_with_its_dead_letter_policy(emulator) -> None:
+    """issue #45: a desk's topic and subscription are checked like the request subscription: missing fails, and a
+    subscription without its dead-letter policy fails, naming what differs."""
+    from runtime.pubsub.admin import ensure_topology
+    from validation.adapters.pubsub import GooglePubSubAdmin
+
+    admin = GooglePubSubAdmin.for_emulator(emulator.address, "desk-project")
+    desks = with_built_ins([QueueSpec("rates-desk", weight=2)])
+    ensure_topology("desk-project", admin._publisher, admin._subscriber)  # the contract's only
+
+    missing = run_check(checks.topics_exist(admin, desks))
+    assert (missing.status, missing.evidence) == (Status.FAIL, "missing topics: gpu-job-request-rates-desk")
+    assert run_check(checks.subscription_settings(admin, desks)).evidence == "gpu-job-request-rates-desk-sub: missing"
+
+    admin._publisher.create_topic(request={"name": "projects/desk-project/topics/gpu-job-request-rates-desk"})
+    admin.create_subscription("gpu-job-request-rates-desk-sub", "gpu-job-request-rates-desk",
+                              contract.ACK_DEADLINE_S)  # no dead-letter policy, no retry policy, a week's retention
+    lax = run_check(checks.subscription_settings(admin, desks))
+    assert lax.status is Status.FAIL
+    assert "gpu-job-request-rates-desk-sub: dead-letter topic is None, expected gpu-job-request-dlq" in lax.evidence
+
+    admin.delete_subscription("gpu-job-request-rates-desk-sub")
+    ensure_topology("desk-project", admin._publisher, admin._subscriber, *topology(desks))
+    for check in (checks.topics_exist(admin, desks), checks.subscription_settings(admin, desks)):
+        result = run_check(check)
+        assert result.status is Status.PASS, result

@@ -8,6 +8,7 @@ from unittest import mock
 
 from typer.testing import CliRunner
 
+from runtime.protocol.queues import BUILT_IN_QUEUES
 from tests.validation.recording_pulumi_cli import FIXTURES, STACK, RecordingPulumiCli
 from validation.adapters.pulumi_stack import AutomationStack
 from validation.build import stack_settings
@@ -33,6 +34,8 @@ def test_stack_settings_come_from_the_last_update(pulumi_cli, tmp_path) -> None:
     settings = stack_settings(AutomationStack.select("staging", program))
 
     dask, needs = settings.pop("dask"), settings.pop("quota_needs")
+    # The queues the deployed config declares (this recorded update predates desk queues): the built-in ones.
+    assert settings.pop("queues") == BUILT_IN_QUEUES
     assert settings == {"project": "impulse-gpu-runtime-staging", "region": "us-central1", "scales_from_zero": True,
                         "routes_to_vertex": False}
     # Every quota the deployed node pools (the stack's state) reach; no Vertex AI one: nothing is routed there.

@@ -1,8 +1,8 @@
 """The deploy probe of the post-deploy checklist: a noop request must come back as a result within 30 seconds.
 
-It is published to the request topic with the probe attribute, so besides the request subscription it reaches
-the probe subscription, which the scheduler consumes on a stream and slot of its own: a backlog of requests
-(load, not breakage) cannot hold it back.
+It is published to the urgent queue's topic with the probe attribute, so it reaches the probe subscription alone
+(the urgent subscription's filter leaves it out), which the scheduler consumes on a stream and slot of its own: a
+backlog of requests on any queue (load, not breakage) cannot hold it back, and it is answered once.
 
 The result is read on a temporary subscription of the result topic, created before the publish (so the
 result cannot slip past) and deleted afterwards, so the probe never steals results from real consumers.
@@ -40,9 +40,9 @@ def probe_round_trip(pubsub: PubSubAdmin, timeout_s: float = contract.PROBE_TIME
         pubsub.create_subscription(temp, contract.RESULT_TOPIC, ack_deadline_s=60)
         try:
             start = time.monotonic()
-            # The probe attribute routes it to the scheduler's probe subscription too, which no request backlog
+            # The probe attribute routes it to the scheduler's probe subscription only, which no request backlog
             # delays (contract.PROBE_SUBSCRIPTION_SPEC).
-            pubsub.publish(contract.REQUEST_TOPIC, json.dumps(probe).encode(),
+            pubsub.publish(contract.URGENT_REQUEST_TOPIC, json.dumps(probe).encode(),
                            {"job_id": probe["job_id"], "type": probe["type"], contract.PROBE_ATTRIBUTE: "true"})
             result = _await_result(pubsub, temp, probe["job_id"], start + timeout_s)
             elapsed = time.monotonic() - start

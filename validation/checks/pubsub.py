@@ -1,11 +1,17 @@
-"""Pub/Sub checks of the contract: topics, dead-letter subscriptions and their backlog, settings, agent grants."""
+"""Pub/Sub checks of the contract: topics, dead-letter subscriptions and their backlog, settings, agent grants.
+
+The topics and subscriptions expected are the contract's and each request queue's of the stack's config
+(``runtime.protocol.queues.topology``; ``validation.build`` renders the queues from the deployed config), so a
+desk's topic or subscription missing, or its dead-letter policy gone, fails like the request subscription's.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from runtime.protocol import contract
+from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec, topology
 from validation.adapters.pubsub import PEEK_TIMEOUT_S, PubSubAdmin, SubscriptionInfo
 from validation.runner import Check, CheckFailed, CheckSkipped
 
@@ -18,16 +24,17 @@ def _dead_letter_subscriptions() -> list[contract.SubscriptionSpec]:
     return [s for s in contract.SUBSCRIPTIONS if s.topic in dlq_topics]
 
 
-def topics_exist(pubsub: PubSubAdmin) -> Check:
-    """Every topic of the contract exists."""
+def topics_exist(pubsub: PubSubAdmin, queues: Sequence[QueueSpec] = BUILT_IN_QUEUES) -> Check:
+    """Every topic of the contract and of each of ``queues`` exists."""
 
     def run() -> str:
         present = pubsub.topic_names()
-        missing = [t.name for t in contract.TOPICS if t.name not in present]
+        topics, _ = topology(queues)
+        missing = [t.name for t in topics if t.name not in present]
         if missing:
             raise CheckFailed(f"missing topics: {', '.join(missing)}",
                               f"create {', '.join(missing)} in project {pubsub.project} (pulumi up creates them)")
-        return f"{len(contract.TOPICS)} topics present: {', '.join(t.name for t in contract.TOPICS)}"
+        return f"{len(topics)} topics present: {', '.join(t.name for t in topics)}"
 
     return Check("pubsub.topics", run)
 
@@ -106,13 +113,15 @@ def _differences(spec: contract.SubscriptionSpec, info: SubscriptionInfo) -> lis
     return [f"{key} is {actual[key]}, expected {value}" for key, value in expected.items() if actual[key] != value]
 
 
-def subscription_settings(pubsub: PubSubAdmin) -> Check:
-    """Every subscription's ack deadline, retention, dead-letter policy and retry policy match the contract."""
+def subscription_settings(pubsub: PubSubAdmin, queues: Sequence[QueueSpec] = BUILT_IN_QUEUES) -> Check:
+    """Every subscription's ack deadline, retention, dead-letter policy and retry policy match the contract, each
+    of ``queues``' scheduler subscription included."""
 
     def run() -> str:
         problems = []
         dead_letter = {spec.name for spec in _dead_letter_subscriptions()}
-        for spec in contract.SUBSCRIPTIONS:
+        _, subscriptions = topology(queues)
+        for spec in subscriptions:
             info = pubsub.subscription(spec.name)
             if info is None:
                 if spec.name not in dead_letter:  # a missing DLQ subscription is pubsub.dlq-subscriptions' finding
@@ -124,36 +133,38 @@ def subscription_settings(pubsub: PubSubAdmin) -> Check:
                               "set the listed subscription fields back to the contract (runtime/protocol/contract.py); "
                               "`pulumi up` or `gpurt local up` reconciles them")
         request = contract.REQUEST_SUBSCRIPTION_SPEC
-        return (f"{len(contract.SUBSCRIPTIONS)} subscriptions match: ack {request.ack_deadline_s}s, retention "
+        return (f"{len(subscriptions)} subscriptions match: ack {request.ack_deadline_s}s, retention "
                 f"{request.retention_s}s, {request.max_delivery_attempts} attempts to {request.dead_letter_topic}")
 
     return Check("pubsub.subscription-settings", run)
 
 
-def service_agent_grants(pubsub: PubSubAdmin, project_number: Callable[[], str]) -> Check:
+def service_agent_grants(pubsub: PubSubAdmin, project_number: Callable[[], str],
+                         queues: Sequence[QueueSpec] = BUILT_IN_QUEUES) -> Check:
     """The Pub/Sub service agent may publish to each DLQ topic, and nobody else may; it may subscribe to each
-    source subscription."""
+    source subscription (each of ``queues``' included)."""
 
     def run() -> str:
         agent = "serviceAccount:" + contract.PUBSUB_SERVICE_AGENT.format(project_number=project_number())
         missing = []
-        for spec in contract.SUBSCRIPTIONS:
-            if spec.dead_letter_topic is None:
-                continue
-            publishers = pubsub.iam_members("topic", spec.dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE)
+        sources = [spec for spec in topology(queues)[1] if spec.dead_letter_topic is not None]
+        # Every queue forwards to the one dead-letter topic: its policy is read once.
+        for dead_letter_topic in dict.fromkeys(str(spec.dead_letter_topic) for spec in sources):
+            publishers = pubsub.iam_members("topic", dead_letter_topic, contract.DLQ_TOPIC_AGENT_ROLE)
             if agent not in publishers:
-                missing.append(f"{contract.DLQ_TOPIC_AGENT_ROLE} on topic {spec.dead_letter_topic}")
+                missing.append(f"{contract.DLQ_TOPIC_AGENT_ROLE} on topic {dead_letter_topic}")
             if others := sorted(publishers - {agent}):
-                raise CheckFailed(f"{', '.join(others)} may publish to {spec.dead_letter_topic}, whose messages the "
+                raise CheckFailed(f"{', '.join(others)} may publish to {dead_letter_topic}, whose messages the "
                                   "leader answers as dead letters",
                                   f"remove them from the topic's {contract.DLQ_TOPIC_AGENT_ROLE} binding: only the "
                                   "Pub/Sub service agent may publish there (docs/scheduler.md, who may publish where)")
+        for spec in sources:
             if agent not in pubsub.iam_members("subscription", spec.name, contract.SOURCE_SUBSCRIPTION_AGENT_ROLE):
                 missing.append(f"{contract.SOURCE_SUBSCRIPTION_AGENT_ROLE} on subscription {spec.name}")
         if missing:
             raise CheckFailed(f"{agent} lacks {'; '.join(missing)}",
                               "grant the Pub/Sub service agent these roles, or dead-lettering silently does "
                               "nothing (the Pub/Sub component declares them)")
-        return f"{agent} holds publisher on the DLQ topic and subscriber on the source subscription"
+        return f"{agent} holds publisher on the DLQ topic and subscriber on each source subscription"
 
     return Check("pubsub.service-agent", run)

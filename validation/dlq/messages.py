@@ -8,6 +8,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel, Field
 
+from runtime.protocol.contract import DEAD_LETTER_SOURCE_SUBSCRIPTION
+from runtime.protocol.queues import DEFAULT_QUEUE, queue_name_of_subscription
+
 # Attributes real Pub/Sub adds when it dead-letters a message; a replay must not carry them forward.
 DEAD_LETTER_ATTRIBUTE_PREFIX: Final = "CloudPubSubDeadLetter"
 PREVIEW_CHARS: Final = 200  # enough of a body to recognise the job in a listing
@@ -29,6 +32,13 @@ class DeadLetter(BaseModel):
         """A short, single-line view of the body."""
         flat = " ".join(self.data.split())
         return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + "…"
+
+    def source_queue(self) -> str:
+        """The request queue this letter was dead-lettered from, by its source subscription (Pub/Sub's
+        ``CloudPubSubDeadLetterSourceSubscription``); the default queue for a letter without one (published to the
+        dead-letter topic by hand). ``QueueError`` when the source is no request queue's subscription."""
+        source = self.attributes.get(DEAD_LETTER_SOURCE_SUBSCRIPTION)
+        return DEFAULT_QUEUE if source is None else queue_name_of_subscription(source)
 
     def replay_attributes(self) -> dict[str, str]:
         """The original attributes, without those Pub/Sub added when it dead-lettered the message."""

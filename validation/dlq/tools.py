@@ -2,8 +2,10 @@
 
 All three read ``gpu-job-request-dlq-sub`` with synchronous pulls through the real Pub/Sub client.
 Listing holds every message it pulled until it has seen them all, then releases them (ack deadline 0),
-so a listing never consumes a message. A replay acks a dead letter only after its republication to
-``gpu-job-request`` succeeded; a message whose publish fails stays on the DLQ.
+so a listing never consumes a message. A replay republishes a dead letter to the topic of the queue it was
+dead-lettered from (its ``CloudPubSubDeadLetterSourceSubscription``; ``gpu-job-request`` when it has none), so a
+desk's job goes back to that desk's queue, and acks it only after that succeeded; a message whose publish fails,
+or whose source is no request queue, stays on the DLQ.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ class DeadLetterQueue:
         return next((h.letter for h in held if key in (h.letter.message_id, h.letter.job_id)), None)
 
     def replay(self, sample: int | None = None) -> ReplayReport:
-        """Republish ``sample`` dead letters (all when None) to the request topic, acking each after its publish."""
+        """Republish ``sample`` dead letters (all when None) to their source queue's topic, acking each after its
+        publish."""
         from runtime.pubsub.publisher import TopicPublisher
 
         publisher = TopicPublisher(self._clients.publisher, self._clients.project)
@@ -72,8 +75,9 @@ class DeadLetterQueue:
             attributes = {**item.letter.replay_attributes(), REPLAY_ATTRIBUTE: "1",
                           REPLAYED_FROM_ATTRIBUTE: item.letter.message_id}
             try:
-                new_id = publisher.publish_raw_request(item.data, attributes)
-            except Exception as exc:  # any publish failure keeps the letter on the DLQ
+                queue = item.letter.source_queue()
+                new_id = publisher.publish_raw_request(item.data, attributes, queue=queue)
+            except Exception as exc:  # any publish failure (or no queue to go back to) keeps the letter on the DLQ
                 report.failed[item.letter.message_id] = str(exc) or type(exc).__name__
                 self._release([item])
                 continue

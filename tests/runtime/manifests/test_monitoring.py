@@ -108,3 +108,14 @@ def test_operator_chart_matches_the_locked_package() -> None:
     chart = helm_values.dask_operator_chart()
     assert (chart.name, chart.repository) == ("dask-kubernetes-operator", "https://helm.dask.org")
     assert chart.version == version("dask-kubernetes")
+
+
+def test_the_dashboard_shows_each_queues_depth_wait_and_share_of_starts() -> None:
+    """issue #45: per request queue, against the SLO and each other."""
+    exprs = [expr for panel in dashboard.PANELS for expr, _ in panel.queries]
+    M = contract.METRICS
+    assert f"histogram_quantile(0.95, sum by (le, queue) (rate({M.queue_wait_seconds}_bucket[5m])))" in exprs
+    assert f"max by (queue) ({M.queue_depth})" in exprs
+    share = next(e for e in exprs if M.queue_started_total in e)
+    assert share.startswith(f"sum by (queue) (rate({M.queue_started_total}[5m])) / ")  # a queue's starts over all
+    assert share.endswith(f"group_left sum(rate({M.queue_started_total}[5m]))")

@@ -31,6 +31,7 @@ def test_a_desk_queue_gets_its_own_topic_and_the_request_subscriptions_dead_lett
     ({"name": "rates", "weight": 0}, "between 1 and"),
     ({"name": "rates", "max_slots": 0}, "at least 1"),
     ({"name": "urgent", "weight": 2}, "neither a weight nor a cap"),
+    ({"name": "dlq"}, "is taken"),  # issue #45: its topic would be the dead-letter topic
 ])
 def test_a_bad_declaration_is_refused_with_its_reason(kwargs: dict[str, object], words: str) -> None:
     with pytest.raises(QueueError, match=words):
@@ -63,6 +64,23 @@ def test_a_queue_is_found_by_its_subscription_or_topic_path() -> None:
     with pytest.raises(QueueError, match="no queue"):
         queues.queue_of_topic(declared, "gpu-job-result")
 
+
+
+
+@pytest.mark.parametrize("queue", ["default", "urgent", "rates-desk"])
+def test_a_queue_is_named_by_its_subscription_alone(queue: str) -> None:
+    """issue #45: what a dead letter's source subscription says, for tools without the stack's queue list."""
+    subscription = queues.request_subscription(queue)
+    assert queues.queue_name_of_subscription(subscription) == queue
+    assert queues.queue_name_of_subscription(f"projects/p/subscriptions/{subscription}") == queue
+
+
+@pytest.mark.parametrize("subscription", [contract.RESULT_SUBSCRIPTION, contract.PROBE_SUBSCRIPTION,
+                                          contract.REQUEST_DLQ_SUBSCRIPTION, "gpu-job-request-default-sub",
+                                          "gpu-job-request-Rates-sub", "gpu-job-request--sub"])
+def test_a_subscription_that_is_no_queues_names_none(subscription: str) -> None:
+    with pytest.raises(QueueError, match="is not a request queue's subscription"):
+        queues.queue_name_of_subscription(subscription)
 
 
 def test_the_topology_adds_a_topic_and_subscription_per_queue_the_contract_lacks_and_nothing_twice() -> None:

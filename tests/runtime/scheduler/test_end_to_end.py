@@ -13,7 +13,7 @@ import pytest
 from kernels.sizes import PACK_MAX_SLEEP_S
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobRequest, JobStatus
-from runtime.protocol.queues import DEFAULT_QUEUE
+from runtime.protocol.queues import DEFAULT_QUEUE, URGENT_QUEUE
 from runtime.pubsub.admin import subscription_path
 from runtime.scheduler import window
 from runtime.scheduler.intake import stream_slots
@@ -55,7 +55,7 @@ def test_probe_round_trip_within_the_contract_timeout(platform: Platform) -> Non
 
 def test_the_probe_is_answered_past_a_request_backlog(platform: Platform) -> None:
     """issue #42: with every slot busy and requests waiting behind them (load, not breakage), the deploy probe,
-    published with the probe attribute, comes back through the probe subscription's own stream and slot."""
+    published as validation publishes it, comes back through the probe subscription's own stream and slot."""
     release = threading.Event()
     consumer = platform.service.consumer
     default = consumer.consumer(DEFAULT_QUEUE)
@@ -67,7 +67,9 @@ def test_the_probe_is_answered_past_a_request_backlog(platform: Platform) -> Non
         wait_for(lambda: sum(bool(platform.backend.runs[j]) for j in backlog) >= consumer.slots,
                  30, "every slot to hold a backlog job")
         probe = {**contract.PROBE_MESSAGE, "job_id": "deploy-probe-past-backlog"}
-        platform.requests.raw(probe, job_id=probe["job_id"], type=probe["type"], **{contract.PROBE_ATTRIBUTE: "true"})
+        # As validation publishes it (validation/checks/probe.py): on the urgent queue, with the probe attribute.
+        platform.requests.raw(probe, queue=URGENT_QUEUE, job_id=probe["job_id"], type=probe["type"],
+                              **{contract.PROBE_ATTRIBUTE: "true"})
         result = platform.results.wait(probe["job_id"], timeout_s=contract.PROBE_TIMEOUT_S)
         assert result.status is JobStatus.SUCCEEDED
         assert all(platform.service.store.get(j) is None for j in backlog)  # the backlog is still waiting

@@ -8,12 +8,14 @@ import pytest
 
 from runtime.protocol import contract
 from runtime.protocol.messages import ErrorKind, JobResult, JobStatus
+from runtime.protocol.queues import QueueSpec, with_built_ins
 from runtime.pubsub.admin import subscription_path, topic_path
 from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.pubsub.publisher import TopicPublisher
 from runtime.scheduler.reclaimer import DlqReclaimer
 from runtime.scheduler.singletons import SINGLETON_PERIOD_S
 from tests.runtime.scheduler.conftest import Platform
+from tests.runtime.scheduler.platform import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -59,3 +61,28 @@ def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -
     finally:
         publisher.stop()
         subscriber.close()
+
+
+def test_dead_letters_of_the_urgent_and_desk_queues_are_answered(platform: Platform) -> None:
+    """issue #45: every request queue dead-letters to the one topic; the reclaimer answers a dead letter from any
+    queue the scheduler consumes, not only from the default queue's subscription."""
+    publisher = publisher_client(platform.emulator.address)
+    subscriber = subscriber_client(platform.emulator.address)
+    store = platform.service.store
+    reclaimer = DlqReclaimer(subscriber, platform.project, store, TopicPublisher(publisher, platform.project),
+                             queues=with_built_ins([QueueSpec("rates-desk")]))
+    dlq = topic_path(platform.project, contract.REQUEST_DLQ_TOPIC)
+    letters = {"dlq-urgent": contract.URGENT_REQUEST_SUBSCRIPTION, "dlq-rates": "gpu-job-request-rates-desk-sub"}
+    try:
+        for job_id, source in letters.items():
+            publisher.publish(dlq, json.dumps({"job_id": job_id, "type": "noop"}).encode(), job_id=job_id,
+                              **{contract.DEAD_LETTER_SOURCE_SUBSCRIPTION: source,
+                                 contract.DEAD_LETTER_SOURCE_PROJECT: platform.project}).result(10)
+        # The service's own reclaimer reads the same subscription and releases what it holds after each run.
+        wait_for(lambda: reclaimer.run() is not None and all(store.get(job_id) for job_id in letters), 30,
+                 "both dead letters answered")
+        for job_id in letters:
+            result = platform.results.wait(job_id, timeout_s=20)
+            assert result.status is JobStatus.FAILED and result.error.kind is ErrorKind.TRANSIENT
+    finally:
+        publisher.stop()

@@ -14,6 +14,7 @@ from runtime.protocol.contract import (
     REQUEST_SUBSCRIPTION,
     REQUEST_TOPIC,
 )
+from runtime.protocol.queues import QueueSpec, topology, with_built_ins
 from runtime.pubsub.admin import ensure_topology
 from validation.dlq import DeadLetterQueue
 from validation.dlq.tools import REPLAYED_FROM_ATTRIBUTE
@@ -116,4 +117,35 @@ def test_a_failed_publish_leaves_the_letter_on_the_dlq(clients: PubSubClients) -
     report = DeadLetterQueue(clients).replay()
 
     assert report.replayed == {} and message_id in report.failed
+    assert [letter.message_id for letter in DeadLetterQueue(clients).list()] == [message_id]
+
+
+def test_a_desks_dead_letter_is_replayed_to_that_desks_queue(clients: PubSubClients) -> None:
+    """issue #45: the queue is who sent the job, so a replay puts it back on the queue it was dead-lettered from
+    (Pub/Sub's source-subscription attribute), never on the default queue."""
+    desks = with_built_ins([QueueSpec("rates-desk")])
+    ensure_topology(PROJECT, clients.publisher, clients.subscriber, *topology(desks))
+    body = json.dumps({"job_id": "rates-1", "type": "noop"}).encode()
+    clients.publisher.publish(clients.topic(REQUEST_DLQ_TOPIC), body, job_id="rates-1", type="noop",
+                              CloudPubSubDeadLetterSourceSubscription="gpu-job-request-rates-desk-sub",
+                              CloudPubSubDeadLetterSourceSubscriptionProject=PROJECT).result(timeout=10)
+
+    report = DeadLetterQueue(clients).replay()
+
+    assert len(report.replayed) == 1 and not report.failed
+    response = clients.subscriber.pull(request={"subscription": clients.subscription("gpu-job-request-rates-desk-sub"),
+                                                "max_messages": 10}, timeout=5)
+    assert [json.loads(r.message.data)["job_id"] for r in response.received_messages] == ["rates-1"]
+    assert pull_requests(clients, 0) == []  # nothing went to the default queue
+
+
+def test_a_dead_letter_from_no_request_queue_stays_on_the_dlq(clients: PubSubClients) -> None:
+    message_id = clients.publisher.publish(
+        clients.topic(REQUEST_DLQ_TOPIC), b"{}", CloudPubSubDeadLetterSourceSubscription="gpu-job-result-sub",
+    ).result(timeout=10)
+
+    report = DeadLetterQueue(clients).replay()
+
+    assert report.replayed == {}
+    assert "'gpu-job-result-sub' is not a request queue's subscription" in report.failed[message_id]
     assert [letter.message_id for letter in DeadLetterQueue(clients).list()] == [message_id]

@@ -147,6 +147,16 @@ def test_a_desk_publishes_to_its_own_queue_only_and_the_scheduler_consumes_every
     assert [len(_pull(scheduler, queue.subscription)) for queue in QUEUES] == [0, 1, 0, 1]
 
 
+def test_the_scheduler_consumes_the_deploy_probe(as_, tokens: BrokerTokens) -> None:
+    """issue #45: the probe, published to the urgent topic as validation does, reaches the probe subscription
+    alone, which the scheduler must be able to consume (on the request topic a copy reached the request
+    subscription too, and that one was answered)."""
+    operator, scheduler = as_(tokens.operator), as_(tokens.scheduler)
+    operator.publisher.publish(_topic(contract.URGENT_REQUEST_TOPIC), b'{"job_id": "deploy-probe", "type": "noop"}',
+                               **{contract.PROBE_ATTRIBUTE: "true"}).result(timeout=TIMEOUT_S)
+    assert len(_pull(scheduler, contract.PROBE_SUBSCRIPTION)) == 1
+
+
 def test_a_streaming_pull_is_checked_on_its_first_request(as_, tokens: BrokerTokens) -> None:
     user = as_(tokens.user)
     future = user.subscriber.subscribe(_subscription(contract.REQUEST_SUBSCRIPTION), callback=lambda m: m.ack())
