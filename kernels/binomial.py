@@ -33,8 +33,9 @@ def binomial_price(spot: float, strike: float, rate: float, dividend_yield: floa
     else:
         for d in range(1, exercise_dates):
             allowed[round(steps * d / exercise_dates)] = True
-    return float(_backward_induction(spot, strike, up, prob, math.exp(-rate * dt), 1.0 if call else -1.0, steps,
-                                     allowed))
+    # float() and int(): numba compiles the loop anew for each argument type it sees (a spot of 100, not 100.0)
+    return float(_backward_induction(float(spot), float(strike), up, prob, math.exp(-rate * dt),
+                                     1.0 if call else -1.0, int(steps), allowed))
 
 
 @njit(cache=True)

@@ -232,8 +232,14 @@ def case_cash_flows(cases: list[Bump], coeffs: np.ndarray, every: int, n_paths: 
 
     if device == CPU:
         def compute_cpu(start: int, count: int) -> None:
+            # Into a chunk of its own, then copied into place, as on the GPU: a column slice of ``out`` is
+            # contiguous only when it is all of it (a one-chunk job, as the warm-up's and the image build's),
+            # and numba compiles the kernel again for each array layout it is handed: a worker's first
+            # job of more than one chunk paid that compile (some 12 CPU-seconds) after its warm-up.
             first, size = paths(start, count)
-            _cpu_case_cash_flows(out[:, first:first + size], np.int64(first), *args)
+            chunk = np.empty((len(cases), size), dtype=np.float32)
+            _cpu_case_cash_flows(chunk, np.int64(first), *args)
+            out[:, first:first + size] = chunk
 
         warm_up(compute_cpu, ctx, warm_key(_cpu_case_cash_flows, CPU, args))
         run_chunks(n_blocks, max(1, CPU_CHUNK_ASSET_STEPS // per_block), compute_cpu, ctx)

@@ -12,8 +12,8 @@ compiles as before. Without ``DIR``, ``build`` fills numba's default cache besid
 is what every process of a development checkout reads (``make setup``).
 
 The compile is split by job type over processes of their own, one per core (numba compiles on one core, and
-job types share few kernels), each writing its kernels into the same cache, which numba allows: it writes a
-file under a temporary name and renames it into place.
+job types share few kernels; those that share one go to the same process), each writing its kernels into the
+same cache, which numba allows: it writes a file under a temporary name and renames it into place.
 
 numba keys each cached kernel by its source file's time stamp and by the CPU model and features it was
 compiled for, and ignores an entry that does not match
@@ -42,6 +42,12 @@ from kernels.params import JobType
 SEED_ENV: Final = "GPURT_KERNEL_CACHE_SEED"
 # numba's cache folder (numba reads it once, as it is imported).
 NUMBA_CACHE_ENV: Final = "NUMBA_CACHE_DIR"
+# Job types whose warm-up jobs compile a kernel in common: handed to one process, or every process that gets
+# one of them compiles that kernel again (an American option prices on the basket's paths: basket._cpu_sums,
+# some 13 CPU-seconds of every build).
+COMPILED_TOGETHER: Final[tuple[frozenset[JobType], ...]] = (
+    frozenset({JobType.BASKET_OPTION, JobType.AMERICAN_OPTION}),
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +65,29 @@ def build(cache: Path | None = None, processes: int | None = None) -> list[str]:
 
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
-    job_types = list(dict.fromkeys(job_type for _, job_type, _ in WARM_JOBS))
-    count = max(1, min(processes or os.cpu_count() or 1, len(job_types)))
-    parts = [job_types[index::count] for index in range(count)]
+    units = _units(list(dict.fromkeys(job_type for _, job_type, _ in WARM_JOBS)))
+    count = max(1, min(processes or os.cpu_count() or 1, len(units)))
+    parts = [[job_type for unit in units[index::count] for job_type in unit] for index in range(count)]
     with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
         compiled = [name for names in pool.map(_compile, parts, [cache] * count) for name in names]
     missing = [name for name, _, _ in WARM_JOBS if name not in compiled]
     if missing:
         raise RuntimeError(f"could not compile the CPU kernels of: {', '.join(missing)} (the log above says why)")
     return compiled
+
+
+def _units(job_types: list[JobType]) -> list[list[JobType]]:
+    """``job_types`` in order, those ``COMPILED_TOGETHER`` joined into the unit of the first of them: what one
+    build process takes."""
+    units: list[list[JobType]] = []
+    for job_type in job_types:
+        together = next((group for group in COMPILED_TOGETHER if job_type in group), frozenset())
+        unit = next((unit for unit in units if unit[0] in together), None)
+        if unit is None:
+            units.append([job_type])
+        else:
+            unit.append(job_type)
+    return units
 
 
 def _compile(job_types: list[JobType], cache: Path | None) -> list[str]:

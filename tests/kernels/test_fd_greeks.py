@@ -119,6 +119,20 @@ def test_common_random_numbers_make_the_differences_precise() -> None:
     assert s["greeks"]["delta"][0]["std_error"] < independent / 10
 
 
+def test_revaluations_in_several_chunks_equal_one_chunk_and_hand_the_cpu_kernel_one_layout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """numba compiles a kernel anew for each array layout it is handed. The warm-up and the image build run
+    one-chunk jobs; a job of several chunks once handed the kernel a column slice (another layout) and paid a
+    second compile (some 12 CPU-seconds) after the worker's warm-up."""
+    params = {**TWO, "paths": 1_000, "seed": 8, "greeks": ["delta", "rho"]}
+    whole = run_raw("basket_option", params, device="cpu").summary["greeks"]
+    monkeypatch.setattr(fd_greeks, "CPU_CHUNK_ASSET_STEPS", 1)  # a block of paths per chunk: four chunks
+    chunked = run_raw("basket_option", params, device="cpu").summary["greeks"]
+
+    assert chunked == whole  # each chunk's cash flows land in their own columns
+    assert {signature[0].layout for signature in fd_greeks._cpu_case_cash_flows.signatures} == {"C"}
+
+
 def test_differences_of_a_known_function_are_its_derivatives() -> None:
     """The bumps and the difference arithmetic, on a valuation with known derivatives (Heston: vega to sqrt(v0))."""
     heston = {"initial_variance": [0.04, 0.09], "long_variance": [0.04, 0.04], "mean_reversion": [1.0, 1.0],

@@ -66,6 +66,18 @@ def test_binomial_tree_matches_quantlib_american_put() -> None:
     assert binomial_price(100, 110, 0.05, 0.02, 0.3, 1.0, False, 4000) == pytest.approx(option.NPV(), rel=1e-4)
 
 
+def test_the_tree_compiles_once_whether_given_whole_numbers_or_floats() -> None:
+    """numba compiles a function anew for each argument type it is called with: a spot or strike written 100
+    rather than 100.0 (as in a script, or this file) cost the tree a compile of its own."""
+    from numba import types
+
+    from kernels.binomial import _backward_induction
+
+    whole, floats = (binomial_price(s, k, 0.05, 0.0, 0.3, 1.0, False, 50, 5) for s, k in ((100, 95), (100.0, 95.0)))
+    assert whole == floats
+    assert {signature[:2] for signature in _backward_induction.signatures} == {(types.float64, types.float64)}
+
+
 @pytest.mark.parametrize(("dates", "steps", "strike"), [(50, 50, 100.0), (4, 48, 110.0)])
 def test_american_and_bermudan_puts_match_the_tree_from_below(dates: int, steps: int, strike: float) -> None:
     params = {**ONE, "kind": "put", "strike": strike, "steps": steps, "exercise_dates": dates, "paths": 100_000,

@@ -31,8 +31,6 @@ FIRST_JOB: Final[dict[str, Any]] = {"paths": 1_000_000, "seed": 1}
 WARM_REPEATS: Final = 5
 CHILD_TIMEOUT_S: Final = 600.0  # a cold numba cache compiles every kernel: minutes on a small CPU
 MODES: Final = ("warmed", "cold")
-# What the empty-cache process warms: None is every job type, as a worker's warm-up does.
-EMPTY_CACHE_JOB_TYPES: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ def measure(device: str, empty_cache: bool = False) -> WarmStart:
     empty: dict[str, float] = {}
     if empty_cache:
         with tempfile.TemporaryDirectory(prefix="gpurt-empty-numba-cache-") as folder:
-            empty = warm_up_in(Path(folder), device, EMPTY_CACHE_JOB_TYPES)
+            empty = warm_up_in(Path(folder), device)  # every job type, as a worker's warm-up
     return WarmStart(device, warmed["warm_up_s"], warmed["first_s"], cold["first_s"], warmed["warm_s"],
                      empty.get("warm_up_s"), empty.get("first_s"))
 

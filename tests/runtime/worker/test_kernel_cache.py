@@ -107,6 +107,16 @@ def test_build_splits_the_job_types_over_the_processes_and_names_what_failed(tmp
     assert seed.is_dir() and [seed] * 3 == CACHES  # each process caches there
 
 
+@pytest.mark.parametrize("processes", [2, 3, 7])
+def test_job_types_that_compile_a_kernel_in_common_go_to_one_process(tmp_path: Path, parts, processes: int) -> None:
+    # two processes compiling basket._cpu_sums (the basket's and the American option's warm-ups) each
+    # compiled it: some 13 CPU-seconds more in every image build and `make setup`
+    kernel_cache.main(["build", str(tmp_path / "seed"), "--processes", str(processes)])
+
+    assert len(parts) == processes
+    assert any({JobType.BASKET_OPTION, JobType.AMERICAN_OPTION} <= set(part) for part in parts), parts
+
+
 def test_build_without_a_folder_leaves_numbas_default_and_one_process_per_core(parts, monkeypatch) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     with pytest.raises(RuntimeError, match="heston_option with Greeks"):
