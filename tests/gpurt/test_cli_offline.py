@@ -74,7 +74,8 @@ def test_gpurt_run_and_gpurt_submit_refuse_the_same_bad_file_with_the_same_error
     job.write_text(body)
     ran, submitted = (runner.invoke(app, [command, str(job)], env=env) for command in ("run", "submit"))
     assert ran.exit_code == submitted.exit_code == 2
-    assert ran.output == submitted.output and f"invalid job in {job}:" in " ".join(ran.output.split())
+    # Rich wraps at the terminal's width, inside the path too when it is long (an xdist worker's temporary folder).
+    assert ran.output == submitted.output and f"invalidjobin{job}:" in "".join(ran.output.split())
 
 
 def test_a_param_given_to_a_file_whose_params_are_not_an_object_is_a_clear_error(env: dict[str, str],
