@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from typing import Final
 
 import pytest
 
@@ -39,6 +40,34 @@ def open_umask() -> Iterator[None]:
         os.umask(previous)
 
 
+# The grouped modules that take longest (their tests' seconds together, measured in a full run on the 2-core
+# machine, 2026-11-28), longest first. Handed out first, they run while the short groups and the unit tests fill
+# the other workers, instead of one of them starting last and running on alone (it did: xdist's own order, by
+# number of tests, started the composed images' three tests after some forty larger groups). Only the order
+# depends on this list: a module missing from it runs all the same, after those listed.
+LONGEST_GROUPS: Final = (
+    "tests/runtime/local/test_replicas.py",
+    "tests/test_composed_images.py",
+    "tests/validation/test_drill_chaos.py",
+    "tests/kernels/test_cudasim.py",
+    "tests/runtime/scheduler/test_queues_end_to_end.py",
+    "tests/validation/test_drills.py",
+    "tests/runtime/scheduler/test_restart.py",
+    "tests/gpurt/bench/kernels/test_warm_start.py",
+    "tests/gpurt/test_demo.py",
+    "tests/components/test_plan_diff.py",
+    "tests/runtime/scheduler/test_overflow.py",
+    "tests/components/test_sdk_inputs.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``--dist loadgroup``, xdist hands out the groups in collection order (``pytest_collection_modifyitems``
+    puts the longest first), not re-sorted by their number of tests."""
+    if getattr(config.option, "dist", None) == "loadgroup":
+        config.option.loadscopereorder = False
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` starts two workers more than this process may use cores: much of the suite waits on real
     time (drills, leases, alert windows, jobs that sleep, platforms starting) rather than on a core, and the
@@ -68,11 +97,12 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
         if loadgroup and not item.nodeid.endswith(f"@{group}"):  # a fixed xdist has written it already
             _name_group(item, group)
     if loadgroup:
-        # The scheduler hands out groups in collection order: the long modules first, so that the many
-        # one-test units left at the end fill both workers up to the same finish instead of one long
-        # module starting last while the other worker idles.
-        first = {id(item) for item in grouped}
-        items.sort(key=lambda item: id(item) not in first)
+        # The scheduler hands out groups in collection order: the long modules first, longest first
+        # (LONGEST_GROUPS), then the other groups, so that the many one-test units left at the end fill the
+        # workers up to the same finish instead of one long module starting last while the others idle.
+        rank = {group: index for index, group in enumerate(LONGEST_GROUPS)}
+        first = {id(item): rank.get(item.nodeid.split("::", 1)[0], len(rank)) for item in grouped}
+        items.sort(key=lambda item: first.get(id(item), len(rank) + 1))
 
 
 def _name_group(item: pytest.Item, group: str) -> None:

@@ -56,3 +56,29 @@ def _env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+
+
+@pytest.mark.slow  # two xdist workers in a child pytest: seconds of start-up
+@pytest.mark.timeout(120)
+def test_a_long_group_with_few_tests_is_handed_out_before_larger_ones(tmp_path: Path) -> None:
+    """xdist's own order, by number of tests, started the composed images' three tests after some forty larger
+    groups; the suite's conftest hands out LONGEST_GROUPS first, whatever their size."""
+    (tmp_path / "tests").mkdir()
+    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    for name, count in (("test_composed_images", 1), ("test_many", 8)):
+        tests = "".join(f"def test_{i}(made): pass\n" for i in range(count))
+        (tmp_path / "tests" / f"{name}.py").write_text(MODULE.format(mark="slow", name=name, tests=tests))
+    made = tmp_path / "made.log"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert made.read_text().split() == ["test_composed_images", "test_many"]
+
+
+def test_every_longest_group_is_a_module_of_the_suite() -> None:
+    from tests.conftest import LONGEST_GROUPS
+
+    root = CONFTEST.parent.parent
+    assert [group for group in LONGEST_GROUPS if not (root / group).is_file()] == []
