@@ -9,7 +9,7 @@ CLI and the Pulumi program can all import it cheaply.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
@@ -84,15 +84,9 @@ REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
 RESULT_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=RESULT_SUBSCRIPTION, topic=RESULT_TOPIC)
 # The urgent queue's scheduler subscription: the request subscription's settings on the urgent topic, less the
 # deploy probe, which the probe subscription alone takes (a probe must not also wait for a slot here).
-URGENT_REQUEST_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(
-    name=URGENT_REQUEST_SUBSCRIPTION,
-    topic=URGENT_REQUEST_TOPIC,
-    dead_letter_topic=REQUEST_DLQ_TOPIC,
-    max_delivery_attempts=MAX_DELIVERY_ATTEMPTS,
-    retry_min_backoff_s=RETRY_MIN_BACKOFF_S,
-    retry_max_backoff_s=RETRY_MAX_BACKOFF_S,
-    filter=f"NOT attributes:{PROBE_ATTRIBUTE}",
-)
+URGENT_REQUEST_SUBSCRIPTION_SPEC: Final = replace(
+    REQUEST_SUBSCRIPTION_SPEC, name=URGENT_REQUEST_SUBSCRIPTION, topic=URGENT_REQUEST_TOPIC,
+    filter=f"NOT attributes:{PROBE_ATTRIBUTE}")
 # A dead-letter topic without a subscription drops what it receives: every DLQ gets one.
 REQUEST_DLQ_SUBSCRIPTION_SPEC: Final = SubscriptionSpec(name=REQUEST_DLQ_SUBSCRIPTION, topic=REQUEST_DLQ_TOPIC)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from runtime.protocol.contract import (
@@ -93,13 +93,7 @@ class QueueSpec:
             return REQUEST_SUBSCRIPTION_SPEC
         if self.urgent:
             return URGENT_REQUEST_SUBSCRIPTION_SPEC
-        return SubscriptionSpec(
-            name=self.subscription, topic=self.topic,
-            dead_letter_topic=REQUEST_SUBSCRIPTION_SPEC.dead_letter_topic,
-            max_delivery_attempts=REQUEST_SUBSCRIPTION_SPEC.max_delivery_attempts,
-            retry_min_backoff_s=REQUEST_SUBSCRIPTION_SPEC.retry_min_backoff_s,
-            retry_max_backoff_s=REQUEST_SUBSCRIPTION_SPEC.retry_max_backoff_s,
-        )
+        return replace(REQUEST_SUBSCRIPTION_SPEC, name=self.subscription, topic=self.topic)
 
 
 def request_topic(queue: str) -> str:
@@ -132,14 +126,6 @@ def with_built_ins(declared: Iterable[QueueSpec]) -> tuple[QueueSpec, ...]:
     return (default, *by_name.values(), urgent)
 
 
-def queue_of_subscription(queues: Sequence[QueueSpec], subscription: str) -> QueueSpec:
-    """The queue whose scheduler subscription is ``subscription`` (a name or a full path)."""
-    name = subscription.rsplit("/", 1)[-1]
-    for queue in queues:
-        if queue.subscription == name:
-            return queue
-    raise QueueError(f"no queue has the subscription {name!r}")
-
 
 def queue_name_of_subscription(subscription: str) -> str:
     """The name of the queue whose scheduler subscription is ``subscription`` (a name or a full path), read from
@@ -158,14 +144,6 @@ def queue_name_of_subscription(subscription: str) -> str:
         raise QueueError(f"{name!r} is not a request queue's subscription")
     return queue
 
-
-def queue_of_topic(queues: Sequence[QueueSpec], topic: str) -> QueueSpec:
-    """The queue whose request topic is ``topic`` (a name or a full path)."""
-    name = topic.rsplit("/", 1)[-1]
-    for queue in queues:
-        if queue.topic == name:
-            return queue
-    raise QueueError(f"no queue has the topic {name!r}")
 
 
 def encode(queues: Sequence[QueueSpec]) -> str:

@@ -57,32 +57,6 @@ def test_the_scheduler_env_round_trips_and_refuses_what_it_cannot_read() -> None
             queues.decode(text)
 
 
-def test_a_queue_is_found_by_its_subscription_or_topic_path() -> None:
-    declared = queues.with_built_ins((QueueSpec("rates"),))
-    assert queues.queue_of_subscription(declared, "projects/p/subscriptions/gpu-job-request-rates-sub").name == "rates"
-    assert queues.queue_of_topic(declared, "projects/p/topics/gpu-job-request").name == "default"
-    with pytest.raises(QueueError, match="no queue"):
-        queues.queue_of_topic(declared, "gpu-job-result")
-
-
-
-
-@pytest.mark.parametrize("queue", ["default", "urgent", "rates-desk"])
-def test_a_queue_is_named_by_its_subscription_alone(queue: str) -> None:
-    """issue #45: what a dead letter's source subscription says, for tools without the stack's queue list."""
-    subscription = queues.request_subscription(queue)
-    assert queues.queue_name_of_subscription(subscription) == queue
-    assert queues.queue_name_of_subscription(f"projects/p/subscriptions/{subscription}") == queue
-
-
-@pytest.mark.parametrize("subscription", [contract.RESULT_SUBSCRIPTION, contract.PROBE_SUBSCRIPTION,
-                                          contract.REQUEST_DLQ_SUBSCRIPTION, "gpu-job-request-default-sub",
-                                          "gpu-job-request-Rates-sub", "gpu-job-request--sub"])
-def test_a_subscription_that_is_no_queues_names_none(subscription: str) -> None:
-    with pytest.raises(QueueError, match="is not a request queue's subscription"):
-        queues.queue_name_of_subscription(subscription)
-
-
 def test_the_topology_adds_a_topic_and_subscription_per_queue_the_contract_lacks_and_nothing_twice() -> None:
     topics, subscriptions = queues.topology(queues.with_built_ins((QueueSpec("rates"),)))
     assert {t.name for t in topics} >= {*(t.name for t in contract.TOPICS), "gpu-job-request-rates",

@@ -134,12 +134,12 @@ def test_the_backlog_stays_in_the_broker(platform: Platform, monkeypatch: pytest
             leased.append(queue.stats().outstanding)
         return received
     monkeypatch.setattr(broker, "lease_locked", recording)
-    jobs = _ids("deep", 2000)
+    jobs = _ids("deep", 600)  # several times the most a replica's streams may hold (the assertion's bound)
     with _drained(platform):
         for job_id in jobs:
             platform.requests.job(job_id, queue="desk-a")
     waiting = wait_for(lambda: platform.emulator.stats().subscription(subscription).undelivered, 10, "the backlog")
-    assert waiting > 1500
+    assert waiting > 400
     _all_succeed_once(platform, jobs)
     slots = platform.service.consumer.slots
     # At most a wide window's places, and a narrow stream's still draining beside it while the window widened.
