@@ -93,7 +93,7 @@ def _show_overflow(platform: LocalPlatform, run_id: str, timeout_s: float) -> bo
     """Fill the local pool so the jobs behind it overflow to the Vertex AI stand-in; print where each ran.
     True when at least one job spilled and every job succeeded, or when the platform (one the user started and
     the demo reuses) runs without overflow, which is then said."""
-    from gpurt.demo.run import overflow_requests, run_requests
+    from gpurt.demo.run import overflow_requests, run_overflow
 
     with platform.api() as api:
         budget = api.status().get("overflow", {}).get("spill_after_s")
@@ -102,10 +102,11 @@ def _show_overflow(platform: LocalPlatform, run_id: str, timeout_s: float) -> bo
         console.print("[yellow]overflow not shown[/] (the running platform has none: `gpurt local up "
                       "--overflow-after SECONDS`)")
         return True
-    requests = overflow_requests(f"{run_id}-overflow", max(1, workers), budget)
+    workers = max(1, workers)
+    requests = overflow_requests(f"{run_id}-overflow", workers, budget)
     with console.status(f"filling the local pool ({workers} worker(s)); jobs waiting over "
                         f"{budget:g} s overflow to Vertex AI (local stand-in)…"):
-        results = run_requests(platform, requests, timeout_s)
+        results = run_overflow(platform, requests, workers, timeout_s)
     spilled = [r for r in results.values() if r.metrics.backend == "vertex"]
     for result in sorted(results.values(), key=lambda r: r.job_id):
         where = (f"Vertex AI custom job, after waiting {result.metrics.spilled_after_s:.1f} s for a worker"

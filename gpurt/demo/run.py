@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from gpurt.client import Client, wait
+from gpurt.client import Client, JobFuture, wait
 from gpurt.demo.report import ReportInput
 from gpurt.demo.workload import Workload
 from kernels.params import MAX_SLEEP_S
@@ -28,19 +28,24 @@ def run_requests(platform: LocalPlatform, requests: list[JobRequest], timeout_s:
                  on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
     """Submit ``requests`` through the Python API's ``Client`` and collect their results until all arrived or
     ``timeout_s`` passed; ``on_result`` sees each as it arrives, ``on_tick`` runs while none does."""
-    results: dict[str, JobResult] = {}
     # Named in full, so the demo talks to its own platform whatever the environment names.
     with Client(target=platform.target()) as client:
-        pending = set(client.map(requests))
-        deadline = time.monotonic() + timeout_s
-        while pending and (remaining := deadline - time.monotonic()) > 0:
-            done, pending = wait(pending, timeout=min(WAIT_TICK_S, remaining), return_when="FIRST_COMPLETED")
-            for future in done:
-                result = results[future.job_id] = future.outcome().raw
-                if on_result is not None:
-                    on_result(result)
-            if not done and on_tick is not None:
-                on_tick()
+        return _collect(client.map(requests), time.monotonic() + timeout_s, on_result, on_tick)
+
+
+def _collect(futures: list[JobFuture], deadline: float, on_result: Callable[[JobResult], None] | None = None,
+             on_tick: Callable[[], None] | None = None) -> dict[str, JobResult]:
+    """The results of ``futures`` as they arrive, until all have or ``deadline`` (monotonic) passed."""
+    results: dict[str, JobResult] = {}
+    pending = set(futures)
+    while pending and (remaining := deadline - time.monotonic()) > 0:
+        done, pending = wait(pending, timeout=min(WAIT_TICK_S, remaining), return_when="FIRST_COMPLETED")
+        for future in done:
+            result = results[future.job_id] = future.outcome().raw
+            if on_result is not None:
+                on_result(result)
+        if not done and on_tick is not None:
+            on_tick()
     return results
 
 
@@ -51,12 +56,30 @@ _FILL_BUDGETS: Final = 3
 
 
 def overflow_requests(run_id: str, workers: int, spill_after_s: float) -> list[JobRequest]:
-    """Fill the local pool: one job per worker holds it, and one more per worker waits behind, past the budget
-    ``spill_after_s``, then overflows to the Vertex AI stand-in (docs/scheduler.md, "Overflow to Vertex AI")."""
+    """Fill the local pool: one job per worker holds it (the first ``workers``), and one more per worker waits
+    behind, past the budget ``spill_after_s``, then overflows to the Vertex AI stand-in (docs/scheduler.md,
+    "Overflow to Vertex AI"). ``run_overflow`` submits them so that the holders are the ones that start."""
     hold_s = min(_FILL_BUDGETS * spill_after_s, MAX_SLEEP_S)
     return [JobRequest.model_validate({"job_id": f"{run_id}-fill-{index}", "type": "noop",
                                        "params": {"sleep_s": hold_s if index < workers else 1.0}})
             for index in range(2 * workers)]
+
+
+def run_overflow(platform: LocalPlatform, requests: list[JobRequest], workers: int,
+                 timeout_s: float) -> dict[str, JobResult]:
+    """Run ``overflow_requests``: the holders first, the waiters once the platform runs every holder.
+
+    Published together, a replica's slot may take a waiter ahead of a holder (each slot submits the next job
+    ahead of the one it runs), and a free worker then runs the short waiter first: nothing waits past the budget,
+    nothing overflows. A holder the platform runs is on its way to a worker of its own, the workers being idle.
+    """
+    holders, waiters = requests[:workers], requests[workers:]
+    deadline = time.monotonic() + timeout_s
+    with Client(target=platform.target()) as client:
+        futures = client.map(holders)
+        while any(client.state(r.job_id) is None for r in holders) and time.monotonic() < deadline:
+            time.sleep(WAIT_TICK_S)
+        return _collect([*futures, *client.map(waiters)], deadline)
 
 
 def build_report(workload: Workload, results: dict[str, JobResult], title: str,

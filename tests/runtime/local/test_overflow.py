@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpurt.demo.run import overflow_requests, run_requests
+from gpurt.demo.run import overflow_requests, run_overflow
 from runtime.access.local_state import VERTEX_API
 from runtime.local import LocalConfig, LocalPlatform
 from validation.drills import loopback
@@ -24,7 +24,7 @@ def test_a_full_local_pool_overflows_to_the_stand_in_and_down_stops_it(tmp_path:
         stand_in = state.process(VERTEX_API)
         assert stand_in is not None
         requests = overflow_requests("local-overflow", workers=1, spill_after_s=2)
-        results = run_requests(platform, requests, timeout_s=120)
+        results = run_overflow(platform, requests, workers=1, timeout_s=120)
 
         assert [results[r.job_id].status for r in requests] == ["succeeded", "succeeded"]
         holder, waiter = (results[r.job_id].metrics for r in requests)
