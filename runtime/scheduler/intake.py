@@ -11,8 +11,8 @@ does (start, drain, resume, resize, stop), over all of them; the deploy probe's 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from runtime.protocol.queues import QueueSpec
@@ -120,21 +120,12 @@ class Intake:
         """Each queue's weight, cap, messages its stream may hold (``places``) and holds waiting, and the places on
         the workers its jobs hold now (``slots``), for ``GET /status``."""
         return [{"name": share.name, "weight": share.weight, "max_slots": share.max_slots,
-                 "places": self._consumers[share.name].places,
-                 "waiting": self._consumers[share.name].waiting + share.waiting, "slots": share.held}
+                 "places": self._consumers[share.name].places, "waiting": self.waiting_in(share.name),
+                 "slots": share.held}
                 for share in self.fair.shares()]
 
     def _each(self, action: Callable[[Consumer], bool | None]) -> list[bool | None]:
         """``action`` on every consumer, on a thread each: a drain waits for its stream to close, and the queues'
         streams close side by side rather than one after another."""
-        results: list[bool | None] = [None] * len(self._consumers)
-
-        def run(index: int, consumer: Consumer) -> None:
-            results[index] = action(consumer)
-        threads = [threading.Thread(target=run, args=(i, c), name="gpurt-intake", daemon=True)
-                   for i, c in enumerate(self._consumers.values())]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return results
+        with ThreadPoolExecutor(len(self._consumers), thread_name_prefix="gpurt-intake") as pool:
+            return list(pool.map(action, self._consumers.values()))

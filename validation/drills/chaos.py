@@ -93,7 +93,8 @@ class Planned:
 
 def platform_queues(ctx: DrillContext) -> tuple[QueueSpec, ...]:
     """The request queues the platform under drill runs, from its saved state (the built-in ones without one)."""
-    return tuple(getattr(ctx.platform.state, "queues", ())) or BUILT_IN_QUEUES
+    state = ctx.platform.state
+    return state.queues if state is not None and state.queues else BUILT_IN_QUEUES
 
 
 def plan(ctx: DrillContext, jobs: int) -> list[Planned]:
