@@ -1,6 +1,6 @@
 """Leader stuck-lock recovery over the scheduler's ``LeaseStore`` seam (docs/runbooks/leader-stuck-lock.md).
 
-The gpu-scheduler elects its leader on a Kubernetes Lease (``runtime.scheduler.leader``). A holder that
+The gpu-scheduler elects its leader on a Kubernetes Lease (``runtime.leases.elector``). A holder that
 died without releasing keeps the lease until it expires (15 s); one that hangs while still renewing keeps
 it forever. ``force_release`` empties the holder with a compare-and-swap write, so the next candidate
 takes over at its next retry instead of waiting.

@@ -264,11 +264,11 @@ GCP_CALLS: Final = (
 )
 
 KUBE_CALLS: Final = (
-    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", _S, *_LEASES, "get",
+    KubeCall("runtime.leases.kubernetes:KubernetesLeaseStore.get", "read_namespaced_lease", _S, *_LEASES, "get",
              contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
-    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "create_namespaced_lease", _S, *_LEASES,
+    KubeCall("runtime.leases.kubernetes:KubernetesLeaseStore._write", "create_namespaced_lease", _S, *_LEASES,
              "create", contract.RUNTIME_NAMESPACE),
-    KubeCall("runtime.scheduler.leader:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
+    KubeCall("runtime.leases.kubernetes:KubernetesLeaseStore._write", "replace_namespaced_lease", _S, *_LEASES,
              "update", contract.RUNTIME_NAMESPACE, contract.LEADER_LEASE_NAME),
     # The maintenance mode every replica follows, and their reports (runtime.scheduler.maintenance): the deploy
     # creates the ConfigMap, the scheduler reads and patches it by name.
@@ -311,7 +311,7 @@ KUBE_CALLS: Final = (
     # The operator's tools (gpurt validate, leader --kubernetes, rollback --kubernetes), on their kubeconfig.
     *(KubeCall(site, method, Workload.OPERATOR, group, resource, verb, namespace)
       for site, method, group, resource, verb, namespace in (
-          ("runtime.scheduler.leader:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
+          ("runtime.leases.kubernetes:KubernetesLeaseStore.get", "read_namespaced_lease", *_LEASES, "get",
            contract.RUNTIME_NAMESPACE),
           (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.RUNTIME_NAMESPACE),
           (f"{_KUBE}.list_pods", "list_namespaced_pod", "", "pods", "list", contract.COMPUTE_NAMESPACE),
@@ -338,7 +338,7 @@ KUBE_CALLS: Final = (
 # Every module of these that imports a cloud library is in CLIENT_SITES or NO_CLIENT_CALLS (the tests walk them).
 CALLER_PACKAGES: Final = (
     "runtime.scheduler", "runtime.scheduler.store", "runtime.scheduler.messaging", "runtime.worker", "validation.dlq",
-    "runtime.access", "runtime.pubsub", "runtime.storage", "runtime.vertex",
+    "runtime.access", "runtime.pubsub", "runtime.storage", "runtime.vertex", "runtime.leases",
     "validation.adapters", "validation.rollback", "validation.state",
 )
 # Where cloud clients are held: module -> the expressions that are one. Every call on them must be declared
@@ -359,7 +359,7 @@ CLIENT_SITES: Final = {
     "runtime.scheduler.store.store": ("self._fs",),
     "runtime.scheduler.backends.vertex": ("self._client", "fsspec", "fs"),
     "runtime.worker.vertex_task": ("fsspec",),
-    "runtime.scheduler.leader": ("self._api",),
+    "runtime.leases.kubernetes": ("self._api",),
     "runtime.scheduler.maintenance": ("self._api",),
     "runtime.scheduler.pools.kubernetes": ("self._api",),
     "runtime.scheduler.pools.queued": ("self._api",),

@@ -24,9 +24,9 @@ def list_alerts(
     as_json: JsonOption = False,
 ) -> None:
     """Alerts pending or firing in Prometheus, and the notifications the alert receiver recorded."""
+    from runtime.access.prometheus_api import PrometheusError
     from runtime.local.platform import LocalPlatform
     from runtime.local.prometheus.overview import collect_overview
-    from runtime.local.prometheus.prometheus_api import PrometheusError
 
     notifications_file = None
     if prometheus_url is None:

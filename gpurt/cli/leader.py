@@ -28,8 +28,8 @@ def _lease_store(kube_context: str | None, local: bool = False, local_dir: Path 
         return _local_lease_store(local_dir)
     from kubernetes import client
 
+    from runtime.leases.kubernetes import KubernetesLeaseStore
     from runtime.protocol import contract
-    from runtime.scheduler.leader import KubernetesLeaseStore
     from validation.adapters.kube import api_client
 
     return KubernetesLeaseStore(client.CoordinationV1Api(api_client(kube_context)), contract.RUNTIME_NAMESPACE)

@@ -107,7 +107,7 @@ def monitoring_unavailable() -> str | None:
 
 def with_live_series(report: ReportInput, monitoring: MonitoringInfo | None, start: float, end: float) -> ReportInput:
     """``report`` with the platform's Prometheus panels over the run (unix times), or a note saying why not."""
-    from runtime.local.prometheus.prometheus_api import PrometheusError
+    from runtime.access.prometheus_api import PrometheusError
     from runtime.local.prometheus.run_series import collect_run_series
 
     if monitoring is None:

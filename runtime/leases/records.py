@@ -1,8 +1,9 @@
 """The leader lease as a record, the store it lives behind, and the store's in-memory stand-in.
 
-The gpu-scheduler's elector (``runtime.scheduler.leader``) writes the record through a ``LeaseStore`` (the
-Kubernetes API in the cloud, a file on one machine: ``runtime.leases.file``); ``gpurt leader`` and validation read
-it through the same interface without the elector. Writes are optimistic: each carries the version it read.
+The elector (``runtime.leases.elector``) writes the record through a ``LeaseStore`` (the Kubernetes API in the
+cloud: ``runtime.leases.kubernetes``; a file on one machine: ``runtime.leases.file``); ``gpurt leader`` and
+validation read it through the same interface without the elector. Writes are optimistic: each carries the
+version it read.
 """
 
 from __future__ import annotations

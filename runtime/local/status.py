@@ -87,7 +87,7 @@ def collect_status(state: LocalState | None, directory: Path) -> PlatformStatus:
 
 
 def _monitoring_status(info: MonitoringInfo, problems: list[str]) -> MonitoringStatus:
-    from runtime.local.prometheus.prometheus_api import PrometheusApi, PrometheusError
+    from runtime.access.prometheus_api import PrometheusApi, PrometheusError
 
     found = MonitoringStatus(prometheus_url=info.prometheus_url, alertmanager_url=info.alertmanager_url,
                              alert_time_scale=info.alert_time_scale)

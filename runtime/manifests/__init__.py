@@ -8,5 +8,6 @@ Modules: ``common`` (labels, security contexts, resources), ``scheduler`` (gpu-s
 ``network`` (NetworkPolicies), ``dask`` (DaskCluster, worker groups, autoscaler), ``provisioning`` (the
 PodTemplate and ProvisioningRequest of a queued pool, which the gpu-scheduler creates at run time),
 ``dcgm`` (GPU exporter), ``monitors`` (ClusterPodMonitorings), ``alerts`` (rule groups, ClusterRules),
+``alert_timescale`` (those rule groups with shorter windows, for the local platform and its alert drill),
 ``dashboard`` (Grafana).
 """

@@ -41,7 +41,7 @@ from runtime.scheduler.processor import Processor
 from runtime.scheduler.reclaimer import DlqReclaimer
 from runtime.scheduler.registry import JobRegistry
 from runtime.scheduler.settings import ExecutionBackendName, LeaderMode, PoolsBackend, Settings
-from runtime.scheduler.singletons import Elector, SingletonLoop
+from runtime.scheduler.singletons import AlwaysLeader, Elector, SingletonLoop
 from runtime.scheduler.slot_follow import SlotFollower
 from runtime.scheduler.store import ResultStore, StoreError
 from runtime.scheduler.store_health import StoreHealth
@@ -512,11 +512,13 @@ class Service:
         return LocalPools(self._cluster, {LOCAL_POOL: workers}, gpus=gpus, on_evict=self.count_eviction)
 
     def _build_elector(self) -> Elector:
-        from runtime.scheduler.leader import AlwaysLeader, KubernetesLeaseStore, LeaderElector
+        from runtime.leases.elector import LeaderElector
 
         if self._elector is None:
             if self.settings.leader is LeaderMode.KUBERNETES:
                 from kubernetes import client, config
+
+                from runtime.leases.kubernetes import KubernetesLeaseStore
 
                 config.load_incluster_config()
                 store = KubernetesLeaseStore(client.CoordinationV1Api(), self.settings.pod_namespace)

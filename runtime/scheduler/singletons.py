@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
+from runtime.leases.elector import RETRY_PERIOD_S
 from runtime.protocol import contract
 from runtime.protocol.queues import BUILT_IN_QUEUES, QueueSpec
-from runtime.scheduler.leader import RETRY_PERIOD_S
 from runtime.scheduler.messaging.depth import DepthSource
 from runtime.scheduler.metrics import SchedulerMetrics
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class Elector(Protocol):
-    """``LeaderElector`` or ``AlwaysLeader``."""
+    """``runtime.leases.elector.LeaderElector`` or ``AlwaysLeader``."""
 
     @property
     def is_leader(self) -> bool: ...
@@ -37,6 +37,38 @@ class Elector(Protocol):
     def tick(self) -> bool: ...
 
     def release(self) -> None: ...
+
+
+class AlwaysLeader:
+    """The single local replica: leads from the start, no lease involved."""
+
+    def __init__(self, identity: str, on_change: Callable[[bool], None] = lambda leading: None) -> None:
+        self.identity = identity
+        self._on_change = on_change
+        self._leading = False
+
+    @property
+    def is_leader(self) -> bool:
+        """True once ticked."""
+        return self._leading
+
+    @property
+    def holder(self) -> str | None:
+        """This replica."""
+        return self.identity
+
+    def tick(self) -> bool:
+        """Lead."""
+        if not self._leading:
+            self._leading = True
+            self._on_change(True)
+        return True
+
+    def release(self) -> None:
+        """Step down on shutdown."""
+        if self._leading:
+            self._leading = False
+            self._on_change(False)
 
 
 class SingletonLoop:

@@ -13,6 +13,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from runtime.access.local_monitoring import MonitoringInfo
+from runtime.local.prometheus import config
+from runtime.manifests.alert_timescale import longest_lookback_s
 from validation.drills import alerts as alert_drill
 from validation.drills.alert_conditions import NO_LEADER
 from validation.drills.base import DrillContext
@@ -83,3 +85,14 @@ def test_one_replica_says_how_to_drill_the_leader_alerts() -> None:
     reason = NO_LEADER.unavailable(_ctx(RecordingPlatform(lease_file=None)))
     assert reason is not None and "`gpurt local up --replicas 2`" in reason
     assert NO_LEADER.unavailable(_ctx(RecordingPlatform(lease_file=Path("/leases/leader.json")))) is None
+
+
+def test_the_history_the_drill_waits_for_is_what_the_rules_the_stack_writes_look_back() -> None:
+    # The drill rescales the cloud's rules from what the platform's monitoring recorded; the local stack writes
+    # its rules file with build_rules. Both must agree, GPU rules (which cannot fire here) left out.
+    info = _info(alert_drill.DRILL_TIME_SCALE).model_copy(update={
+        "scrape_interval_s": config.SCRAPE_INTERVAL_S, "evaluation_interval_s": config.EVALUATION_INTERVAL_S})
+    written = [{**g, "rules": [r for r in g["rules"] if r["alert"] not in alert_drill.GPU_RULES]}
+               for g in config.build_rules(alert_drill.DRILL_TIME_SCALE)["groups"]]
+
+    assert alert_drill._history_needed_s(info) == longest_lookback_s(written) > 0

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from runtime.leases.elector import LeaderElector
+from runtime.leases.kubernetes import KubernetesLeaseStore
 from runtime.leases.records import InMemoryLeaseStore
 from runtime.protocol import contract
-from runtime.scheduler.leader import KubernetesLeaseStore, LeaderElector
 from tests.validation.recorded_kube import RecordedKubeApi
 from validation.leader import LeaderError, force_release, view
 

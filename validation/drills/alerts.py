@@ -19,16 +19,15 @@ from typing import Final
 
 from pydantic import BaseModel
 
+from runtime.access.alert_notifications import read_log
 from runtime.access.local_monitoring import MonitoringInfo
-from runtime.local.prometheus.config import build_rules
-from runtime.local.prometheus.notifications import read_log
-from runtime.local.prometheus.prometheus_api import PrometheusApi
-from runtime.local.prometheus.timescale import format_duration, longest_lookback_s
+from runtime.access.prometheus_api import PrometheusApi
 from runtime.manifests import alerts
+from runtime.manifests.alert_timescale import format_duration, longest_lookback_s, scale_rule_groups
 from validation.drills.alert_conditions import PHASES, Condition
 from validation.drills.base import POLL_S, DrillContext, DrillFailed, wait_for
 
-# 10-minute for: windows become 12 s; the rules' shapes are unchanged (see runtime/local/prometheus/timescale.py).
+# 10-minute for: windows become 12 s; the rules' shapes are unchanged (see runtime/manifests/alert_timescale.py).
 DRILL_TIME_SCALE: Final = 0.02
 GPU_RULES: Final = frozenset(rule.alert for rule in alerts.GPU_RULES)
 GPU_REASON: Final = ("needs a GPU: its series come from the DCGM exporter on GPU nodes (DCGM_FI_*, "
@@ -128,14 +127,24 @@ def _check_ready(ctx: DrillContext, api: PrometheusApi, info: MonitoringInfo) ->
     broken = {r.name: r.last_error for g in api.rule_groups() for r in g.rules if r.health == "err"}
     if broken:
         raise DrillFailed(f"rules fail to evaluate: {broken}")
-    # A rule comparing now with earlier (JobQueueGrowing's offset) sees nothing until that much history exists.
-    groups = [{**g, "rules": [r for r in g["rules"] if r["alert"] not in GPU_RULES]}
-              for g in build_rules(info.alert_time_scale)["groups"]]
-    lookback = longest_lookback_s(groups)
+    lookback = _history_needed_s(info)
     took = wait_for(lambda: bool(api.query(f"count(up offset {format_duration(lookback)})")), ctx.timeout_s,
                     f"Prometheus to hold the {lookback:g} s of history the rules look back")
     if took > POLL_S:
         ctx.note(f"waited {took:.0f}s for {lookback:g}s of metric history")
+
+
+def _history_needed_s(info: MonitoringInfo) -> float:
+    """Seconds of history the rules that can fire here look back: a rule comparing now with earlier
+    (JobQueueGrowing's offset) sees nothing until that much history exists.
+
+    The rules are the cloud's at the alert time scale and scrape interval the monitoring recorded, which is
+    what the local monitoring stack wrote into the rules file its Prometheus evaluates.
+    """
+    scaled = scale_rule_groups(alerts.build_rule_groups(), info.alert_time_scale, info.scrape_interval_s,
+                               info.evaluation_interval_s)
+    return longest_lookback_s([{**g, "rules": [r for r in g["rules"] if r["alert"] not in GPU_RULES]}
+                               for g in scaled])
 
 
 def _drill_phase(ctx: DrillContext, api: PrometheusApi, info: MonitoringInfo, conditions: list[Condition],

@@ -8,7 +8,7 @@ new leader and recovers the "stuck lock" with ``force_release`` (``gpurt leader 
 the platform is whole afterwards.
 
 A single replica always leads (no lease), so there the same two scenarios run with two in-process
-candidates on the scheduler's in-memory lease store and its real ``LeaderElector``.
+candidates on the in-memory lease store and the elector the scheduler runs (``runtime.leases.elector``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 
 from runtime.access.control_api import ApiClient, ApiError
+from runtime.leases.elector import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector
 from runtime.leases.file import FileLeaseStore
 from runtime.leases.records import InMemoryLeaseStore
-from runtime.scheduler.leader import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector
 from validation.drills.base import DrillContext, DrillFailed, wait_for
 from validation.leader import force_release
 

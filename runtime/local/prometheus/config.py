@@ -17,8 +17,8 @@ from typing import Final
 import yaml
 
 from runtime.local.processes import private_dir, write_private
-from runtime.local.prometheus.timescale import format_duration, scale_rule_groups
 from runtime.manifests import alerts
+from runtime.manifests.alert_timescale import format_duration, scale_rule_groups
 from runtime.manifests.common import Manifest
 from runtime.protocol import contract
 

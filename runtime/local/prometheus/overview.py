@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from runtime.local.prometheus.notifications import Notification, read_log
-from runtime.local.prometheus.prometheus_api import ActiveAlert, PrometheusApi
+from runtime.access.alert_notifications import Notification, read_log
+from runtime.access.prometheus_api import ActiveAlert, PrometheusApi
 
 
 class AlertsOverview(BaseModel):

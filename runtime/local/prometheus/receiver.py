@@ -17,9 +17,9 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from runtime.access.alert_notifications import record
 from runtime.local.http_thread import BackgroundHttpServer, ReplyHandler
 from runtime.local.prometheus.config import RECEIVER_PATH
-from runtime.local.prometheus.notifications import record
 from runtime.local.stop_signal import StopSignal
 from runtime.protocol.contract import HEALTH_PATH
 

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from runtime.access.prometheus_api import PrometheusApi, Series
 from runtime.local.processes import wait_until
 from runtime.local.prometheus.config import SCRAPE_INTERVAL_S
-from runtime.local.prometheus.prometheus_api import PrometheusApi, Series
 from runtime.local.prometheus.series import Line, Panel, RunSeries
 from runtime.protocol import contract
 

@@ -17,11 +17,11 @@ from typing import Final
 
 import httpx
 
+from runtime.access.alert_notifications import NOTIFICATIONS_FILE
 from runtime.access.local_monitoring import MonitoringInfo
 from runtime.access.local_state import ProcessRecord
 from runtime.local.processes import start_process
 from runtime.local.prometheus import config
-from runtime.local.prometheus.notifications import NOTIFICATIONS_FILE
 from runtime.protocol.contract import HEALTH_PATH
 
 PROMETHEUS: Final = "prometheus"

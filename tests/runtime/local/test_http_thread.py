@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.access.alert_notifications import read_log
 from runtime.local.http_thread import BackgroundHttpServer, ReplyHandler
-from runtime.local.prometheus.notifications import read_log
 from runtime.local.prometheus.receiver import Receiver
 from runtime.protocol.contract import HEALTH_PATH
 

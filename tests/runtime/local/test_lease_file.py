@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from runtime.leases.elector import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector
 from runtime.leases.file import FileLeaseStore
 from runtime.leases.records import LeaseConflict, LeaseRecord
-from runtime.scheduler.leader import LEASE_DURATION_S, RETRY_PERIOD_S, LeaderElector
 from validation.leader import force_release
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

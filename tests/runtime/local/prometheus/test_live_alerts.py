@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from runtime.access.alert_notifications import read_log
 from runtime.access.local_monitoring import MonitoringInfo
 from runtime.access.local_state import ProcessRecord
+from runtime.access.prometheus_api import PrometheusApi
 from runtime.local import processes
 from runtime.local.prometheus import config, stack
-from runtime.local.prometheus.notifications import read_log
-from runtime.local.prometheus.prometheus_api import PrometheusApi
 from runtime.manifests import alerts
 from runtime.scheduler.metrics import SchedulerMetrics
 from tests.runtime.local.prometheus.polling import poll
@@ -128,7 +128,7 @@ def test_backlog_above_threshold_fires_notifies_and_resolves(live: Live) -> None
 
 def test_the_report_panels_come_from_prometheus(live: Live, tmp_path: Path) -> None:
     from gpurt.demo.report import ReportInput, write_report
-    from runtime.local.prometheus.prometheus_api import PrometheusApi
+    from runtime.access.prometheus_api import PrometheusApi
     from runtime.local.prometheus.run_series import collect_run_series, last_scrape
 
     live.metrics.export_queues(["default"])  # as the scheduler does at its start: the wait histogram from zero

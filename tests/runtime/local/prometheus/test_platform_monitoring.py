@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
+from runtime.access.prometheus_api import PrometheusApi
 from runtime.local import LocalConfig, LocalPlatform, processes
 from runtime.local.prometheus import config, stack
-from runtime.local.prometheus.prometheus_api import PrometheusApi
 from runtime.protocol import contract
 from tests.runtime.local.prometheus.polling import poll
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from runtime.access.prometheus_api import Series
 from runtime.local.prometheus import run_series
-from runtime.local.prometheus.prometheus_api import Series
 from runtime.local.prometheus.run_series import MAX_POINTS, PANELS, finished_per_second, panel_of, run_grid
 
 SCRAPE_S = 1.0

@@ -1,10 +1,14 @@
-"""Leader election on a Kubernetes Lease (``coordination.k8s.io/v1``), the way client-go does it.
+"""Leader election on a lease, the way client-go elects on a Kubernetes Lease (``coordination.k8s.io/v1``).
 
-Every replica consumes jobs; only the leader runs the singletons (pool reconciler, DLQ reclaimer).
-The lease record lives behind ``LeaseStore`` (the Kubernetes API in the cloud, a dict in tests) and
-updates are optimistic: a write carries the version it read, so two candidates can never both win.
-Expiry is judged on the candidate's own clock from when it last *saw the record change*, never by
-comparing another node's timestamps, so clock skew between nodes cannot cause a split brain.
+Every gpu-scheduler replica consumes jobs; only the leader runs the singletons (pool reconciler, DLQ reclaimer).
+The lease record lives behind ``LeaseStore`` (the Kubernetes API in the cloud: ``runtime.leases.kubernetes``; a
+file on one machine: ``runtime.leases.file``; a dict in tests) and updates are optimistic: a write carries the
+version it read, so two candidates can never both win. Expiry is judged on the candidate's own clock from when it
+last *saw the record change*, never by comparing another node's timestamps, so clock skew between nodes cannot
+cause a split brain.
+
+The elector is lease plumbing, not the scheduler's own code: the gpu-scheduler ticks it, and the leader drill runs
+two of it in-process, so it sits here, below both (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from runtime.leases.records import LeaseConflict, LeaseRecord, LeaseStore
-from runtime.protocol import contract
 
 # client-go's defaults: a lease lasts 15 s, the holder must renew within 10 s or step down, and
 # candidates retry every 2 s (docs/runbooks/leader-election.md: an election every 2 seconds).
@@ -26,70 +29,6 @@ RENEW_DEADLINE_S: Final = 10.0
 RETRY_PERIOD_S: Final = 2.0
 
 log = logging.getLogger(__name__)
-
-
-class KubernetesLeaseStore:
-    """The Lease object ``name`` in ``namespace``, through ``kubernetes.client.CoordinationV1Api``."""
-
-    def __init__(self, api: Any, namespace: str, name: str = contract.LEADER_LEASE_NAME) -> None:
-        self._api = api
-        self._namespace = namespace
-        self._name = name
-
-    def get(self) -> LeaseRecord | None:
-        """Read the Lease; ``None`` on 404."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            lease = self._api.read_namespaced_lease(self._name, self._namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        spec = lease.spec
-        return LeaseRecord(
-            holder=spec.holder_identity or None,
-            duration_s=float(spec.lease_duration_seconds or LEASE_DURATION_S),
-            acquired_at=spec.acquire_time,
-            renewed_at=spec.renew_time,
-            transitions=spec.lease_transitions or 0,
-            version=lease.metadata.resource_version,
-        )
-
-    def create(self, record: LeaseRecord) -> LeaseRecord:
-        """POST the Lease; 409 becomes ``LeaseConflict``."""
-        return self._write(record, create=True)
-
-    def update(self, record: LeaseRecord) -> LeaseRecord:
-        """PUT the Lease with its resourceVersion; 409 becomes ``LeaseConflict``."""
-        return self._write(record, create=False)
-
-    def _write(self, record: LeaseRecord, *, create: bool) -> LeaseRecord:
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
-        body = client.V1Lease(
-            metadata=client.V1ObjectMeta(name=self._name, namespace=self._namespace,
-                                         resource_version=None if create else record.version,
-                                         labels=dict(contract.SCHEDULER_LABELS)),
-            spec=client.V1LeaseSpec(
-                holder_identity=record.holder or "",
-                lease_duration_seconds=max(1, round(record.duration_s)),
-                acquire_time=record.acquired_at,
-                renew_time=record.renewed_at,
-                lease_transitions=record.transitions,
-            ),
-        )
-        try:
-            if create:
-                written = self._api.create_namespaced_lease(self._namespace, body)
-            else:
-                written = self._api.replace_namespaced_lease(self._name, self._namespace, body)
-        except ApiException as exc:
-            if exc.status == 409:
-                raise LeaseConflict(exc.reason) from None
-            raise
-        return replace(record, version=written.metadata.resource_version)
 
 
 class LeaderElector:
@@ -188,35 +127,3 @@ class LeaderElector:
             self._leading = leading
             log.info("leadership %s", "acquired" if leading else "lost", extra={"identity": self.identity})
             self._on_change(leading)
-
-
-class AlwaysLeader:
-    """The single local replica: leads from the start, no lease involved."""
-
-    def __init__(self, identity: str, on_change: Callable[[bool], None] = lambda leading: None) -> None:
-        self.identity = identity
-        self._on_change = on_change
-        self._leading = False
-
-    @property
-    def is_leader(self) -> bool:
-        """True once ticked."""
-        return self._leading
-
-    @property
-    def holder(self) -> str | None:
-        """This replica."""
-        return self.identity
-
-    def tick(self) -> bool:
-        """Lead."""
-        if not self._leading:
-            self._leading = True
-            self._on_change(True)
-        return True
-
-    def release(self) -> None:
-        """Step down on shutdown."""
-        if self._leading:
-            self._leading = False
-            self._on_change(False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.local.prometheus import config
-from runtime.local.prometheus.timescale import (
+from runtime.manifests import alerts
+from runtime.manifests.alert_timescale import (
     TimeScaleError,
     format_duration,
     longest_lookback_s,
@@ -14,7 +15,6 @@ from runtime.local.prometheus.timescale import (
     scale_expr,
     scale_rule_groups,
 )
-from runtime.manifests import alerts
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10m", 600), ("1h30m", 5400), ("500ms", 0.5), ("0m", 0),

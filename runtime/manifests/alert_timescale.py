@@ -4,6 +4,10 @@ The cloud rules wait minutes before firing (``for: 10m``) and look back minutes 
 ``--alert-time-scale 0.02`` multiplies every such duration by 0.02, keeping each rule's shape: what fires
 after 10 minutes in the cloud fires after 12 seconds here. A range vector never shrinks below a few
 scrape intervals, or ``rate()`` would see fewer than two samples and never fire at all.
+
+Pure arithmetic on Prometheus durations and on the rule groups ``alerts`` builds, with no tie to the processes
+that evaluate them: it sits beside the rules it rescales, where the local monitoring stack that writes them and
+the alert drill that waits out their windows both read it.
 """
 
 from __future__ import annotations

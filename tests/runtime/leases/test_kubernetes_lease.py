@@ -9,9 +9,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from runtime.leases.elector import LeaderElector
+from runtime.leases.kubernetes import KubernetesLeaseStore
 from runtime.leases.records import LeaseConflict, LeaseRecord
 from runtime.protocol import contract
-from runtime.scheduler.leader import KubernetesLeaseStore, LeaderElector
 
 
 class RecordingCoordinationApi:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runtime.local.prometheus.notifications import NotifiedAlert
-from runtime.local.prometheus.prometheus_api import ActiveAlert
+from runtime.access.alert_notifications import NotifiedAlert
+from runtime.access.prometheus_api import ActiveAlert
 
 
 def test_prometheus_alerts_and_notified_alerts_are_named_by_their_alertname_label() -> None:

@@ -2,6 +2,10 @@
 
 Answers come back as typed records; an unreachable server or an API error raises ``PrometheusError``
 with what was asked and why it failed.
+
+A client of a platform's monitoring, as ``control_api`` is of its scheduler: the local platform's status and
+report, ``gpurt alerts`` and the alert drill read Prometheus through it, so it sits in the access layer, below
+the local platform that runs the server (validation may not import ``runtime.local``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from runtime.leases.elector import LEASE_DURATION_S, RENEW_DEADLINE_S, LeaderElector
 from runtime.leases.records import InMemoryLeaseStore
-from runtime.scheduler.leader import LEASE_DURATION_S, RENEW_DEADLINE_S, LeaderElector
 
 
 class FakeClock:

@@ -3,6 +3,9 @@
 The receiver appends one JSON line per notification (``notifications.jsonl`` under the monitoring
 folder); ``gpurt alerts list`` and the alert drill read it back. A line that cannot be parsed is reported,
 never silently dropped.
+
+The file's format is what a running local platform records for those outside it to read, like its state file
+(``local_state``), so it sits in the access layer: validation reads it without importing the local platform.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runtime.local.prometheus.prometheus_api import LabelledAlert
+from runtime.access.prometheus_api import LabelledAlert
 
 NOTIFICATIONS_FILE: Final = "notifications.jsonl"
 
