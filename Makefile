@@ -7,15 +7,22 @@ BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 GPURT := $(BIN)/gpurt
 
-.PHONY: setup bytecode system-deps demo-system-deps lint test test-fast demo bench lock clean
+# Every process of the tests and the demo (schedulers, brokers, Dask workers, CLI runs, the test workers) imports
+# Dask, numba, the Google clients and the project. Python caches each module's bytecode the first time any
+# process imports it, and every later process loads that instead of compiling the source again: half the CPU of
+# starting a local platform. A machine that turns the cache off for everything (PYTHONDONTWRITEBYTECODE, as the
+# CI machine does) would have each of those processes compile from source again, so the recipes here run with
+# Python's default. Only what is imported gets compiled: about a third of the environment's 23,000 modules
+# (compiling all of them at install, `uv sync --compile-bytecode`, took a minute of the set-up). The images
+# still compile theirs at build: their trees are read-only at run time (docker/*.Dockerfile).
+unexport PYTHONDONTWRITEBYTECODE
 
-# uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes. Bytecode is compiled
-# at install, as in the images: every process of the platform imports Dask, numba and the Google clients, and
-# where nothing writes .pyc files (PYTHONDONTWRITEBYTECODE, read-only trees) each would compile them from
-# source again: half the CPU of starting a local platform.
+.PHONY: setup system-deps demo-system-deps lint test test-fast demo bench lock clean
+
+# uv installs exactly what uv.lock pins; the stamp is refreshed whenever the lock changes.
 $(VENV)/.synced: uv.lock pyproject.toml
 	$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
-	$(UV) sync --frozen --compile-bytecode
+	$(UV) sync --frozen
 	touch $@
 
 # The kernels' CPU twins compiled once, into numba's cache beside their sources, as the worker image compiles
@@ -27,16 +34,7 @@ $(VENV)/.kernels: $(VENV)/.synced $(wildcard kernels/*.py)
 	$(BIN)/python -m runtime.worker.kernel_cache build
 	touch $@
 
-# The project's own modules compiled to bytecode beside their sources. `uv sync --compile-bytecode` compiles
-# the installed packages only, and where nothing writes .pyc files (PYTHONDONTWRITEBYTECODE, as on the CI
-# machine) every process the tests and the demo start (schedulers, brokers, Dask workers, the test workers'
-# collection) would compile the project's modules from source again. A second or two, and a no-op when
-# nothing changed; a module edited later is compiled from source until the next `make setup`, as before.
-PROJECT_SOURCES := components runtime kernels validation gpurt tests __main__.py
-bytecode: $(VENV)/.synced
-	$(BIN)/python -m compileall -q -j 0 $(PROJECT_SOURCES) >/dev/null
-
-setup: $(VENV)/.synced $(VENV)/.kernels bytecode
+setup: $(VENV)/.synced $(VENV)/.kernels
 
 # System packages (Debian), each for one feature, installed only where that feature is used:
 #   prometheus               promtool, which checks the alert rules (tests), and the Prometheus server
