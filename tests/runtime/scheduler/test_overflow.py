@@ -180,7 +180,7 @@ def test_a_scheduler_restart_while_a_custom_job_runs_gives_one_result(
              "spilled-4's custom job")
     scheduler.restart()
     result = results.wait("spilled-4", timeout_s=90)
-    assert result.status is JobStatus.SUCCEEDED and result.attempt >= 2
+    assert result.status is JobStatus.SUCCEEDED and result.attempt >= 2, (result.status, result.attempt, result.error)
     assert results.wait("busy-4", timeout_s=60).status is JobStatus.SUCCEEDED
     requests.job("after-restart")  # once this is through, a second spilled-4 result would have shown
     results.wait("after-restart", timeout_s=60)
