@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from kernels.closed_form import black_scholes
@@ -13,12 +15,16 @@ CONTRACT = {"spot": 100.0, "strike": 100.0, "rate": 0.03, "dividend_yield": 0.01
 MODEL = {"initial_variance": 0.04, "long_variance": 0.05, "mean_reversion": 1.5, "vol_of_vol": 0.5,
          "correlation": -0.7}
 HESTON = HestonModel(**MODEL)
+# The semi-analytic price is two numerical Fourier integrals (a tenth of a CPU-second or more); the tests take
+# it at the same arguments many times over (the base price in every difference, a spot bump in both delta and
+# gamma), so the module computes each once.
+_semi_analytic = functools.cache(heston_price)
 
 
 def _reference(strike: float = 100.0, call: bool = True, **bump: float) -> float:
     args = {"spot": 100.0, "rate": 0.03, "maturity": 1.0, "v0": 0.04, **bump}
     model = HestonModel(args["v0"], 0.05, 1.5, 0.5, -0.7)
-    return heston_price(args["spot"], strike, args["rate"], 0.01, args["maturity"], model, call)
+    return _semi_analytic(args["spot"], strike, args["rate"], 0.01, args["maturity"], model, call)
 
 
 def test_semi_analytic_price_tends_to_black_scholes_without_vol_of_vol() -> None:
@@ -49,8 +55,11 @@ def test_semi_analytic_price_matches_quantlib() -> None:
 def test_kernel_matches_the_semi_analytic_price() -> None:
     cases = [{"kind": "call"}, {"kind": "put"}, {"kind": "call", "control_variate": False, "strike": 120.0}]
     z = bonferroni_z(len(cases))
+    # 32 QE steps: the kernel's step-halving estimate of the bias there is +0.0002, +0.0002 and +0.0008 (each
+    # +-0.0026 or less), under 0.035 of the tolerances (0.035, 0.035, 0.025) this test allows; none above 0.1 of
+    # them over five seeds
     for i, case in enumerate(cases):
-        s = run_raw("heston_option", {**CONTRACT, **MODEL, **case, "steps": 128, "paths": 300_000, "seed": 60 + i},
+        s = run_raw("heston_option", {**CONTRACT, **MODEL, **case, "steps": 32, "paths": 300_000, "seed": 60 + i},
                     device="cpu").summary
         exact = _reference(case.get("strike", 100.0), case["kind"] == "call")
         assert s["semi_analytic"] == pytest.approx(exact, rel=1e-12)
@@ -63,8 +72,11 @@ FELLER_VIOLATED = {"initial_variance": 0.04, "long_variance": 0.04, "mean_revers
 
 @pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 def test_feller_violating_case_matches_the_semi_analytic_price() -> None:
-    """Full-truncation Euler was 1-4% high here (z 27 at 1e6 paths); the QE scheme is within the error."""
-    s = run_raw("heston_option", {**CONTRACT, **FELLER_VIOLATED, "steps": 128, "paths": 400_000, "seed": 2501},
+    """Full-truncation Euler was 1-4% high here (z 27 at 1e6 paths); the QE scheme is within the error.
+
+    64 QE steps: the step-halving bias estimate there, over five seeds, is -0.0019 +- 0.0013 (-0.0047 at 32
+    steps, halving as a first-order scheme's does), a ninth of the 0.0166 allowed."""
+    s = run_raw("heston_option", {**CONTRACT, **FELLER_VIOLATED, "steps": 64, "paths": 400_000, "seed": 2501},
                 device="cpu").summary
     exact = heston_price(100.0, 100.0, 0.03, 0.01, 1.0, HestonModel(**FELLER_VIOLATED), True)
     assert s["discretisation"] == "Andersen QE with martingale correction"
@@ -105,7 +117,10 @@ def test_greeks_match_finite_differences_of_the_semi_analytic_price() -> None:
             "rho": (_reference(call=call, rate=0.03 + e) - _reference(call=call, rate=0.03 - e)) / (2 * e),
             "theta": -(_reference(call=call, maturity=1 + e) - _reference(call=call, maturity=1 - e)) / (2 * e),
         }
-        s = run_raw("heston_option", {**CONTRACT, **MODEL, "kind": kind, "steps": 128, "paths": 60_000, "seed": 2,
+        # 32 QE steps: the price's step-halving bias estimate there is under 0.1 x 3 of its standard errors, and
+        # over five seeds each Greek's distance from its difference at 32 steps followed that at 64 (the largest,
+        # gamma of the put at one seed: 3.2 errors at 32 steps, 3.1 at 64, 2.9 at 128, the paths' draw)
+        s = run_raw("heston_option", {**CONTRACT, **MODEL, "kind": kind, "steps": 32, "paths": 60_000, "seed": 2,
                                       "greeks": list(reference)}, device="cpu").summary
         for name, exact in reference.items():
             greek = s["greeks"][name]
@@ -117,17 +132,22 @@ def _gamma_by_differences(strike: float, model: HestonModel, call: bool = True) 
     h = 0.1
 
     def price(spot: float) -> float:
-        return heston_price(spot, strike, 0.03, 0.01, 1.0, model, call)
+        return _semi_analytic(spot, strike, 0.03, 0.01, 1.0, model, call)
 
     return (price(100 + h) - 2 * price(100) + price(100 - h)) / h**2
 
 
 @pytest.mark.slow  # enough Heston paths to test against the semi-analytic price: seconds of CPU
 def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
-    """The case where a weight on the price shock alone came out 0.0144 +- 0.0005 against 0.0240: at 200,000
-    paths the error bar is about 0.0009, so that bias would stand some ten errors off."""
-    s = run_raw("heston_option", {**CONTRACT, **MODEL, "strike": 120.0, "kind": "call", "steps": 128,
-                                  "paths": 200_000, "seed": 1202, "greeks": ["gamma"]}, device="cpu").summary
+    """The case where a weight on the price shock alone came out 0.0144 +- 0.0005 against 0.0240: at 50,000
+    paths of 32 steps the error bar is about 0.0009, so that bias would stand some ten errors off.
+
+    The likelihood-ratio weight divides by the first step's spread, so the error bar grows as the square root of
+    the steps: 200,000 paths of 128 steps gave the same 0.0009 at sixteen times the work. At 32 steps gamma is
+    within +0.0002 +- 0.0003 of the differences of the semi-analytic price (six seeds, 450,000 paths in all),
+    under a quarter of the 0.0028 allowed."""
+    s = run_raw("heston_option", {**CONTRACT, **MODEL, "strike": 120.0, "kind": "call", "steps": 32,
+                                  "paths": 50_000, "seed": 1202, "greeks": ["gamma"]}, device="cpu").summary
     exact = _gamma_by_differences(120.0, HESTON)
     gamma = s["greeks"]["gamma"]
     assert abs(gamma["estimate"] - exact) < bonferroni_z(1) * gamma["std_error"], (gamma, exact)
@@ -138,11 +158,13 @@ def test_gamma_at_strong_negative_correlation_out_of_the_money() -> None:
 def test_greeks_at_other_correlations(correlation: float) -> None:
     model = {**MODEL, "correlation": correlation}
     heston = HestonModel(**model)
-    s = run_raw("heston_option", {**CONTRACT, **model, "strike": 110.0, "kind": "put", "steps": 64,
+    # 32 QE steps: the price's step-halving bias estimate there is under 0.14 x 3 standard errors of the price
+    # at either correlation, and delta and gamma stayed within 1.5 errors of the differences over five seeds
+    s = run_raw("heston_option", {**CONTRACT, **model, "strike": 110.0, "kind": "put", "steps": 32,
                                   "paths": 100_000, "seed": 7, "greeks": ["delta", "gamma"]}, device="cpu").summary
     h = 0.1
-    delta = (heston_price(100 + h, 110.0, 0.03, 0.01, 1.0, heston, False)
-             - heston_price(100 - h, 110.0, 0.03, 0.01, 1.0, heston, False)) / (2 * h)
+    delta = (_semi_analytic(100 + h, 110.0, 0.03, 0.01, 1.0, heston, False)
+             - _semi_analytic(100 - h, 110.0, 0.03, 0.01, 1.0, heston, False)) / (2 * h)
     z = bonferroni_z(2)
     for name, exact in (("delta", delta), ("gamma", _gamma_by_differences(110.0, heston, call=False))):
         greek = s["greeks"][name]
