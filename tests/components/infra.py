@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import fcntl
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+import pytest
 import yaml
 
+import components.review.plan
 from components.config import StackConfig, parse_stack_config
 from components.rendered import Resource
 from components.review.plan import REPO_ROOT, Plan, Recording, record, run_plan
@@ -72,6 +75,21 @@ def stack_plan(stack: str) -> Plan:
         plan = run_plan(stack)
         stored.write_bytes(pickle.dumps(plan))
         return plan
+
+
+@contextmanager
+def committed_plans_served() -> Iterator[None]:
+    """Inside: a command's plan of this checkout's committed stack (``run_plan(stack)``, as ``gpurt plan`` and
+    ``gpurt images pinned`` make it) is ``stack_plan``'s, rendered once per run, instead of a render of its own;
+    a plan of another project folder is still rendered."""
+    render = components.review.plan.run_plan
+
+    def served(stack: str, root: Path | None = None) -> Plan:
+        return stack_plan(stack) if root is None else render(stack, root)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(components.review.plan, "run_plan", served)
+        yield
 
 
 GITHUB_REPOSITORY = "impulse-risk/gpu-runtime"
