@@ -320,6 +320,28 @@ def test_the_operators_crds_are_the_locked_packages_applied_before_the_operator(
     assert {crd.urn for crd in crds.values()} <= set(_OptionsMonitor.options[release.name]["depends_on"])
 
 
+def test_the_crds_are_parsed_once_per_process_and_each_caller_gets_its_own_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render reads the CRDs twice and the tests render dozens of times: the 900 KB of YAML is parsed once (a
+    second of CPU each time it was not), and no caller's change to its copy reaches the next one."""
+    import yaml
+
+    from runtime.manifests.helm_values import dask_operator_crds
+
+    parse = yaml.load
+    parsed: list[object] = []
+    monkeypatch.setattr(yaml, "load", lambda *args, **kwargs: parsed.append(args) or parse(*args, **kwargs))
+    first = dask_operator_crds()
+    parses = len(parsed)  # none when an earlier test of this process parsed them already
+    first[0]["metadata"]["name"] = "changed"
+    first[0]["spec"]["versions"].clear()
+    second = dask_operator_crds()
+
+    assert len(parsed) == parses
+    assert second[0]["metadata"]["name"] != "changed" and second[0]["spec"]["versions"]
+    assert [crd["metadata"]["name"] for crd in second[1:]] == [crd["metadata"]["name"] for crd in first[1:]]
+
+
 def test_the_dask_scheduler_has_a_disruption_budget_in_compute(recording: Recording) -> None:
     (budget,) = of_type(recording, "kubernetes:policy/v1:PodDisruptionBudget")
     assert budget.props["metadata"]["namespace"] == contract.COMPUTE_NAMESPACE

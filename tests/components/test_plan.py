@@ -16,7 +16,7 @@ from components.review.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanE
 from gpurt.cli import plan as plan_commands
 from gpurt.cli.app import app as gpurt_app
 from runtime.protocol import contract
-from tests.components.infra import stack_plan
+from tests.components.infra import committed_plans_served, stack_plan
 
 # Each test module run executes the whole Pulumi program twice (a few seconds of imports and mocks).
 pytestmark = pytest.mark.slow
@@ -146,7 +146,8 @@ def test_cli_exits_1_on_a_violation(violating_project: Path) -> None:
 
 
 def test_cli_table_and_exit_0() -> None:
-    result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
+    with committed_plans_served():  # the staging plan the tests above read, not a render of its own
+        result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "gke-gpu-t4-spot" in result.output and "dead-letter-topics-subscribed" in result.output
     assert "kubeconfig = [secret]" in result.output

@@ -12,14 +12,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from components.review import plan as plan_module
 from components.review import plan_ref
 from components.review.cost import PRICING_DIR
-from components.review.plan import REPO_ROOT
+from components.review.plan import REPO_ROOT, Plan, run_plan
 from components.review.plan_diff import MAX_ROWS, changed_paths, diff_plans, to_markdown
 from components.review.plan_ref import plan_at_ref
 from gpurt.cli.app import app as gpurt_app
 
-pytestmark = pytest.mark.slow  # plans the whole program twice
+pytestmark = pytest.mark.slow  # plans the whole program twice (the base in a child process)
 PRICES = yaml.safe_load((PRICING_DIR / "us-central1.yaml").read_text())
 KEY = ('\nimport pulumi_gcp as gcp\n'
        'gcp.serviceaccount.Key("ci-key", service_account_id=identities.accounts["gpu-runtime"].name)\n')
@@ -64,21 +65,34 @@ def base(repo: Path) -> dict[str, Any]:
     return plan
 
 
-def _diff(repo: Path, base: dict[str, Any], *options: str) -> Any:
-    """``gpurt plan --diff HEAD~1`` of the repository, its base plan served from the fixture (made once)."""
+@pytest.fixture(scope="module")
+def head(repo: Path) -> Plan:
+    """The plan of HEAD, rendered once in this process, as ``gpurt plan --project-dir`` renders it: every command
+    below is served it instead of rendering the same commit again (three renders, seconds of CPU each)."""
+    return run_plan("staging", repo)
+
+
+def _plan_cli(repo: Path, head: Plan, *options: str, base: dict[str, Any] | None = None) -> Any:
+    """``gpurt plan --stack staging --project-dir REPO [OPTIONS]``, the head's plan served from its fixture, and
+    the plan of HEAD~1 too when ``base`` is given (both made once)."""
+    def planned(stack: str, project_dir: Path | None) -> Plan:
+        assert (stack, project_dir) == ("staging", repo)
+        return head
+
     def served(stack: str, ref: str, project_dir: Path) -> dict[str, Any]:
         assert (stack, ref, project_dir) == ("staging", "HEAD~1", repo)
-        return base
+        return base  # type: ignore[return-value]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plan_ref, "plan_at_ref", served)
-        return CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(repo),
-                                               "--diff", "HEAD~1", *options])
+        patch.setattr(plan_module, "run_plan", planned)
+        if base is not None:
+            patch.setattr(plan_ref, "plan_at_ref", served)
+        return CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(repo), *options])
 
 
 @pytest.fixture(scope="module")
-def as_json(repo: Path, base: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    result = _diff(repo, base, "--json")
+def as_json(repo: Path, head: Plan, base: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    result = _plan_cli(repo, head, "--diff", "HEAD~1", "--json", base=base)
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -113,8 +127,8 @@ def test_diff_reports_policy_and_cost_changes(as_json: tuple[int, dict[str, Any]
     assert total["head"]["high"] - total["base"]["high"] == pytest.approx(_pool_month(2), abs=0.02)
 
 
-def test_markdown_of_the_same_diff(repo: Path, base: dict[str, Any]) -> None:
-    result = _diff(repo, base)
+def test_markdown_of_the_same_diff(repo: Path, head: Plan, base: dict[str, Any]) -> None:
+    result = _plan_cli(repo, head, "--diff", "HEAD~1", base=base)
     assert result.exit_code == 1
     text = result.stdout
     assert text.startswith("### `staging`: 2 to add, ")
@@ -123,9 +137,8 @@ def test_markdown_of_the_same_diff(repo: Path, base: dict[str, Any]) -> None:
     assert "| gpu-t4 | - | $" in text and "| **total** |" in text
 
 
-def test_an_unknown_revision_is_a_clear_error(repo: Path) -> None:
-    result = CliRunner().invoke(gpurt_app, ["plan", "--stack", "staging", "--project-dir", str(repo),
-                                             "--diff", "no-such-branch"])
+def test_an_unknown_revision_is_a_clear_error(repo: Path, head: Plan) -> None:
+    result = _plan_cli(repo, head, "--diff", "no-such-branch")
     assert result.exit_code == 2
     assert "plan of no-such-branch failed" in result.output and "Traceback" not in result.output
 

@@ -12,21 +12,19 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import pytest
 
-from components.review.plan import STACKS, Plan, run_plan
-from tests.components.sdk_inputs import args_class, check, resource_classes, unknown_inputs
+from components.review.plan import STACKS, Plan
+from tests.components.infra import stack_classes, stack_plan
+from tests.components.sdk_inputs import args_class, check, unknown_inputs
 
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
-# Runs the whole program once per stack (a few seconds of imports and mocks).
+# Reads the whole program's plan of each stack (a few seconds of imports and mocks, shared with the other tests).
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def stacks() -> dict[str, tuple[Plan, dict[str, type]]]:
-    planned = {}
-    for stack in STACKS:
-        with resource_classes() as classes:
-            planned[stack] = (run_plan(stack), dict(classes))
-    return planned
+    # The committed stacks' plans the other tests read, each with the classes recorded during its render.
+    return {stack: (stack_plan(stack), stack_classes(stack)) for stack in STACKS}
 
 
 @pytest.mark.parametrize("stack", STACKS)
