@@ -86,14 +86,24 @@ def start_process(name: str, command: Sequence[str], env: Mapping[str, str], log
 
 
 def stop_process(record: ProcessRecord, grace_s: float) -> bool:
-    """SIGTERM the process group of ``record``, SIGKILL it after ``grace_s``. True if it had to be killed."""
+    """SIGTERM the process of ``record``, then what is left of its group; SIGKILL the group after ``grace_s``.
+    True if it had to be killed.
+
+    The leader goes first, alone: a gpu-scheduler stops its own Dask workers as it shuts down, and a worker
+    signalled from outside while the scheduler still runs is one its nanny sees die and starts again (a fresh
+    interpreter importing Dask and numba, only to be stopped a moment later).
+    """
     proc = running_process(record)
     if proc is None:
         return False
     # The group outlives its leader when a child ignores SIGTERM: collect the members first.
     members = [proc, *_children(proc)]
+    deadline = time.monotonic() + grace_s
+    with contextlib.suppress(psutil.NoSuchProcess):
+        proc.terminate()
+    psutil.wait_procs([proc], timeout=grace_s)
     _signal_group(record.pid, signal.SIGTERM)
-    _, alive = psutil.wait_procs(members, timeout=grace_s)
+    _, alive = psutil.wait_procs(members, timeout=max(0.0, deadline - time.monotonic()))
     if not alive:
         _reap(record.pid)
         return False

@@ -88,6 +88,10 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
 
     assert stopped.was_running and stopped.drained and stopped.killed == []
     assert not any(_alive(proc) for proc in tree)
+    # Stopped from the top, the scheduler closes its own Dask workers: none was signalled from outside while the
+    # scheduler still ran, which its nanny would have answered by starting a new worker process.
+    scheduler_log = next(p.log_path for p in state.processes if p.name == "scheduler")
+    assert "Restarting worker" not in Path(scheduler_log).read_text(errors="replace")
     assert not port_in_use(host, int(port)) and not port_in_use(host, emulator_port)
     assert platform.state is None
     assert not platform.status().running
