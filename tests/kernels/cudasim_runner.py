@@ -18,12 +18,9 @@ def main() -> None:
     """Run every job of argv[1] with device ``gpu`` (the simulator) and print the summaries."""
     warnings.simplefilter("ignore")  # numba's simulator warns about object-mode fallbacks it makes itself
     import numpy as np
-    from numba.cuda import random
 
-    _object_mode_as_python(random)  # before the kernels import the generator's functions by name
+    prepare()
     from kernels import asian, european, fd_greeks, random_walk
-
-    _object_mode_as_python(random_walk)
     from tests.kernels.job_input import run_raw
 
     if len(sys.argv) > 2:
@@ -32,7 +29,6 @@ def main() -> None:
         table = np.load(sys.argv[2])
         random_walk.jump_table = lambda: table
 
-    _without_warm_up()
     summaries = []
     for job, params, chunk in json.loads(sys.argv[1]):
         if chunk is not None:
@@ -43,6 +39,18 @@ def main() -> None:
         out = run_raw(job, params, device="gpu")
         summaries.append({"device": out.device, **out.summary})
     print(json.dumps(summaries))
+
+
+def prepare() -> None:
+    """What a child does before it runs kernels on the simulator (this one, and test_shards_cudasim.py's): the
+    random generator's and the random walk's object-mode functions as Python, every kernel's warm-up skipped."""
+    from numba.cuda import random
+
+    _object_mode_as_python(random)  # before the kernels import the generator's functions by name
+    from kernels import random_walk
+
+    _object_mode_as_python(random_walk)
+    _without_warm_up()
 
 
 def _object_mode_as_python(module: ModuleType) -> None:
