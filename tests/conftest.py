@@ -86,23 +86,39 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     integration modules may run at once, one per worker, which every platform here allows (free ports,
     its own temporary directory).
 
+    Modules that share a package-scoped fixture (a package's one local platform) name one group of their own
+    with xdist's marker, ``pytest.mark.xdist_group(name)``: a package fixture is made once per worker that runs
+    a test of the package, so the modules must run on the same worker for it to be made once.
+
     pytest-xdist 3.8 groups by a suffix it writes into the test's id, which pytest 9.2's structured ids
     no longer take (https://github.com/pytest-dev/pytest-xdist/issues/1386): without the suffix written
     here, every test is scheduled alone and a module's fixtures are made on both workers."""
     loadgroup = bool(getattr(config.option, "loadgroup", False))  # set on xdist's workers under --dist loadgroup
-    grouped = [item for item in items if item.get_closest_marker("integration") or item.get_closest_marker("slow")]
+    groups = {id(item): _group_of(item) for item in items}
+    grouped = [item for item in items if groups[id(item)] is not None]
     for item in grouped:
-        group = item.nodeid.split("::", 1)[0]
+        group = groups[id(item)]
         item.add_marker(pytest.mark.xdist_group(group))
         if loadgroup and not item.nodeid.endswith(f"@{group}"):  # a fixed xdist has written it already
             _name_group(item, group)
     if loadgroup:
-        # The scheduler hands out groups in collection order: the long modules first, longest first
+        # The scheduler hands out groups in collection order: the long groups first, longest first
         # (LONGEST_GROUPS), then the other groups, so that the many one-test units left at the end fill the
         # workers up to the same finish instead of one long module starting last while the others idle.
         rank = {group: index for index, group in enumerate(LONGEST_GROUPS)}
-        first = {id(item): rank.get(item.nodeid.split("::", 1)[0], len(rank)) for item in grouped}
+        first = {id(item): rank.get(groups[id(item)], len(rank)) for item in grouped}
         items.sort(key=lambda item: first.get(id(item), len(rank) + 1))
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    """The xdist group ``item`` runs in: the one its module names, else its module's where it is an
+    ``integration`` or ``slow`` test; None (any worker) for the other tests."""
+    named = item.get_closest_marker("xdist_group")
+    if named is not None:
+        return str(named.kwargs.get("name", named.args[0] if named.args else "default"))
+    if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
+        return item.nodeid.split("::", 1)[0]
+    return None
 
 
 def _name_group(item: pytest.Item, group: str) -> None:

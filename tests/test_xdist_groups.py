@@ -77,6 +77,45 @@ def test_a_long_group_with_few_tests_is_handed_out_before_larger_ones(tmp_path: 
     assert made.read_text().split() == ["test_composed_images", "test_many"]
 
 
+PACKAGE_CONFTEST = """
+import os, pytest
+@pytest.fixture(scope="package")
+def shared():
+    with open(os.environ["MADE_LOG"], "a") as log:
+        log.write("shared\\n")
+"""
+SHARING_MODULE = """
+import pytest
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tests/shared/conftest.py::shared")]
+{tests}
+"""
+
+
+@pytest.mark.slow  # two xdist workers in a child pytest: seconds of start-up
+@pytest.mark.timeout(120)
+def test_modules_naming_one_group_share_their_package_fixture_on_one_worker(tmp_path: Path) -> None:
+    """Each module of integration tests is a group of its own unless it names one: two modules sharing a
+    package-scoped fixture (a package's local platform) made it once per worker, twice in all, before they named
+    the same group."""
+    package = tmp_path / "tests" / "shared"
+    package.mkdir(parents=True)
+    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    (package / "conftest.py").write_text(PACKAGE_CONFTEST)
+    for name in ("test_first", "test_second"):
+        tests = "".join(f"def test_{i}(shared): pass\n" for i in range(6))
+        (package / f"{name}.py").write_text(SHARING_MODULE.format(tests=tests))
+    (tmp_path / "tests" / "test_unit.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(6)))
+    made = tmp_path / "made.log"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED tests/shared/test_\w+\.py::\S+", done.stdout)
+    assert len(ran) == 12 and len(set(ran)) == 1, ran  # both modules, one worker
+    assert made.read_text().split() == ["shared"]  # the package fixture made once
+
+
 def test_every_longest_group_is_a_module_of_the_suite() -> None:
     from tests.conftest import LONGEST_GROUPS
 

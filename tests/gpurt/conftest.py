@@ -1,4 +1,5 @@
-"""One running local platform shared by the CLI tests, with the emulator's backoffs scaled down."""
+"""One running local platform shared by the CLI tests (those of this package, not the client's, which has its own),
+with the emulator's backoffs scaled down."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from runtime.local import LocalConfig, LocalPlatform
 TIME_SCALE = 0.01
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")  # its modules name ON_THE_CLI_PLATFORM, so it is made once
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]:
     directory: Path = tmp_path_factory.mktemp("cli-platform")
     local = LocalPlatform(directory, LocalConfig(workers=1, port=0, emulator_port=0, emulator_time_scale=TIME_SCALE))

@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 from gpurt.cli.app import app
 from runtime.local import LocalPlatform
 from runtime.protocol.contract import REQUEST_DLQ_TOPIC
+from tests.gpurt import ON_THE_CLI_PLATFORM
 from tests.runtime.local.prometheus.polling import poll
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180), ON_THE_CLI_PLATFORM]
 runner = CliRunner()
 
 

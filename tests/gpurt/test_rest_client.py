@@ -17,8 +17,9 @@ from gcloud.aio.pubsub import PublisherClient, PubsubMessage, SubscriberClient
 
 from runtime.local import LocalPlatform
 from runtime.protocol import contract
+from tests.gpurt import ON_THE_CLI_PLATFORM
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), ON_THE_CLI_PLATFORM]
 RESULT_WAIT_S = 60
 
 

@@ -1,0 +1,8 @@
+"""Tests of the Python API (``gpurt.client``), its plots and the example notebooks."""
+
+import pytest
+
+# The modules whose tests use this package's one local platform (``platform`` in conftest.py) name this xdist
+# group: a package fixture is made once per worker that runs the package, so they share one worker
+# (tests/conftest.py).
+ON_THE_CLIENT_PLATFORM = pytest.mark.xdist_group("tests/gpurt/client/conftest.py::platform")

@@ -9,9 +9,10 @@ import pytest
 from gpurt.bench.client import PATHS, measure
 from runtime.access.local_state import LOCAL_DIR_ENV
 from runtime.local import LocalPlatform
+from tests.gpurt.client import ON_THE_CLIENT_PLATFORM
 from tests.gpurt.client.conftest import TARGET_VARIABLES
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300), ON_THE_CLIENT_PLATFORM]
 
 
 def test_each_path_gets_every_result_and_its_cpu_is_counted(platform: LocalPlatform, tmp_path: Path,

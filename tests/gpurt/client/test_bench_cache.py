@@ -6,8 +6,9 @@ import pytest
 
 from gpurt.bench.cache import measure
 from runtime.local import LocalPlatform
+from tests.gpurt.client import ON_THE_CLIENT_PLATFORM
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300), ON_THE_CLIENT_PLATFORM]
 
 
 def test_every_hit_is_its_miss_bit_for_bit_and_no_dask_run_happens_during_the_hits(platform_env: LocalPlatform) -> None:

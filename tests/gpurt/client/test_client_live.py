@@ -54,8 +54,9 @@ from runtime.local import LocalPlatform
 from runtime.protocol.contract import RESULT_TOPIC
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus, JobType
 from runtime.protocol.queues import request_topic
+from tests.gpurt.client import ON_THE_CLIENT_PLATFORM
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300), ON_THE_CLIENT_PLATFORM]
 
 # Generous: the first option job loads the kernels on a loaded two-core machine.
 RESULT_TIMEOUT_S = 150.0

@@ -10,6 +10,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from runtime.local import LocalPlatform
+from tests.gpurt.client import ON_THE_CLIENT_PLATFORM
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
@@ -31,6 +32,7 @@ def test_the_examples_include_the_three_notebooks() -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
+@ON_THE_CLIENT_PLATFORM
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_an_example_notebook_runs_against_the_local_platform(path: Path, platform_env: LocalPlatform,
