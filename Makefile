@@ -68,8 +68,8 @@ lint: $(VENV)/.synced
 	$(BIN)/lint-imports
 
 # Everything, on every core (meant to stay within 10 minutes on a quiet 2-core machine: README.md,
-# Development). Each module of integration or slow tests runs on one worker, so its platform or plan is made
-# once (tests/conftest.py groups them); the modules and the unit tests spread over the workers.
+# Development). Each test module runs on one worker, so its platform or plan is made once (tests/conftest.py
+# groups them); the modules spread over the workers, those that start processes first.
 # Before them, three things side by side, so that neither core waits: the kernels' compile, the lint, and one
 # collection of the tests. The test workers all start by importing every test module; one collection ahead of
 # them leaves pytest's rewritten test modules and the bytecode of what they import, which the four workers then

@@ -1,5 +1,5 @@
-"""``make test``'s xdist grouping (tests/conftest.py) takes effect: a module of integration or slow tests
-runs on one worker, its module fixture made once, and the grouped modules are handed out first.
+"""``make test``'s xdist grouping (tests/conftest.py) takes effect: a module runs on one worker, its module
+fixture made once, and the modules of integration or slow tests are handed out first.
 
 A throw-away project with the suite's own conftest, run in a child pytest on two xdist workers."""
 
@@ -75,6 +75,23 @@ def test_a_long_group_with_few_tests_is_handed_out_before_larger_ones(tmp_path: 
                           text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert made.read_text().split() == ["test_composed_images", "test_many"]
+
+
+@pytest.mark.slow  # two xdist workers in a child pytest: seconds of start-up
+@pytest.mark.timeout(120)
+def test_a_module_of_unit_tests_runs_on_one_worker(tmp_path: Path) -> None:
+    """Unit tests were scheduled one by one, each worker paying what a module's tests warm up (a lazy import,
+    parsed CRDs) again; they run module by module now."""
+    (tmp_path / "tests").mkdir()
+    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    (tmp_path / "tests" / "test_unit.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(40)))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=110, check=False, env=_env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED tests/test_unit\.py::\S+", done.stdout)
+    assert len(ran) == 40 and len(set(ran)) == 1, sorted(set(ran))
 
 
 PACKAGE_CONFTEST = """
