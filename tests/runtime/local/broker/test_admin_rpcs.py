@@ -7,9 +7,10 @@ from google.api_core import exceptions
 from google.cloud.pubsub_v1.publisher._batch.thread import _SERVER_PUBLISH_MAX_BYTES
 from google.protobuf import field_mask_pb2
 
+from tests.runtime.local.broker import ON_THE_OFFICIAL_EMULATOR
 from tests.runtime.local.broker.conftest import PubSub
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, ON_THE_OFFICIAL_EMULATOR]
 
 # Past the 64 MiB that gRPC's receive cap used to stop a request at, with RESOURCE_EXHAUSTED (bytes of data).
 OVER_GRPC_CAP_BYTES = 68_000_000

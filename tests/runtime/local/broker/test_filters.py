@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from google.api_core import exceptions
 
+from tests.runtime.local.broker import ON_THE_OFFICIAL_EMULATOR
 from tests.runtime.local.broker.conftest import PubSub
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, ON_THE_OFFICIAL_EMULATOR]
 
 # (attributes of a message, its data) published to every filtered subscription below
 MESSAGES = [

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 from google.cloud import pubsub_v1
 
+from tests.runtime.local.broker import ON_THE_OFFICIAL_EMULATOR
 from tests.runtime.local.broker.conftest import PubSub
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, ON_THE_OFFICIAL_EMULATOR]
 
 KEYS = {"job-7": [b"a1", b"a2", b"a3", b"a4"], "job-8": [b"b1", b"b2", b"b3"]}
 UNKEYED = [b"u1", b"u2"]

@@ -11,9 +11,10 @@ import pytest
 from google.api_core import exceptions
 from google.protobuf import timestamp_pb2
 
+from tests.runtime.local.broker import ON_THE_OFFICIAL_EMULATOR
 from tests.runtime.local.broker.conftest import PubSub
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, ON_THE_OFFICIAL_EMULATOR]
 
 # At this scale a 10 s ack deadline lasts 0.5 s and a 600 s one 30 s: short deadlines expire quickly,
 # long ones never expire within a test.

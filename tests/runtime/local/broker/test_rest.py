@@ -12,9 +12,10 @@ import aiohttp
 import pytest
 from gcloud.aio.pubsub import PublisherClient, PubsubMessage, SubscriberClient
 
+from tests.runtime.local.broker import ON_THE_OFFICIAL_EMULATOR
 from tests.runtime.local.broker.conftest import PubSub
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60), ON_THE_OFFICIAL_EMULATOR]
 HTTP_TIMEOUT_S = 10
 
 

@@ -13,9 +13,10 @@ from google.api_core import exceptions
 from google.cloud import pubsub_v1
 from google.pubsub_v1 import types
 
+from tests.runtime.local.broker import ON_THE_OFFICIAL_EMULATOR
 from tests.runtime.local.broker.conftest import PubSub
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60), ON_THE_OFFICIAL_EMULATOR]
 
 WAIT_S = 10  # generous bound for anything that should happen within milliseconds
 
