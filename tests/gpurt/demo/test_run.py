@@ -10,8 +10,9 @@ from gpurt.demo.run import run_requests
 from runtime.local import LocalPlatform
 from runtime.protocol.contract import RESULT_TOPIC
 from runtime.protocol.messages import JobRequest, JobResult, JobStatus
+from tests.gpurt import ON_THE_CLI_PLATFORM
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180), ON_THE_CLI_PLATFORM]
 
 
 def test_a_result_published_under_a_demo_jobs_id_that_answers_another_body_is_passed_over(
