@@ -41,14 +41,16 @@ class Platform:
     token: str
 
 
-@pytest.fixture(scope="session")
+# Package-scoped, not session: torn down once this package's tests are done instead of idling (its Dask workers
+# heartbeating) until the run ends. The modules using ``platform`` share one worker (ON_THE_PACKAGE_PLATFORM).
+@pytest.fixture(scope="package")
 def emulator() -> Iterator[EmulatorHandle]:
     handle = start_emulator("127.0.0.1", 0, admin_port=0)
     yield handle
     handle.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def platform(emulator: EmulatorHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     import uvicorn
 

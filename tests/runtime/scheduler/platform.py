@@ -29,7 +29,7 @@ from runtime.scheduler.backends.dask import DaskBackend
 from tests.runtime.local.prometheus.polling import poll
 
 FAST_RETRY_S = 1
-# The request queues of the session's platform (conftest.py): two desks of equal weight, one capped at one slot,
+# The request queues of the package's platform (conftest.py): two desks of equal weight, one capped at one slot,
 # besides the built-in default and urgent queues. A harness of its own consumes the built-in ones only.
 TEST_QUEUES = with_built_ins([QueueSpec("desk-a"), QueueSpec("desk-b", max_slots=1)])
 TEST_TOPICS, _SUBSCRIPTIONS = topology(TEST_QUEUES)

@@ -8,11 +8,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime.protocol import contract
 from runtime.protocol.contract import METRICS
 from runtime.scheduler.service import LOCAL_POOL
-from tests.runtime.scheduler import ON_THE_SESSION_PLATFORM
+from tests.runtime.scheduler import ON_THE_PACKAGE_PLATFORM
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), ON_THE_SESSION_PLATFORM]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), ON_THE_PACKAGE_PLATFORM]
 
 
 def _samples(platform: Platform) -> dict[tuple[str, tuple], float]:

@@ -18,11 +18,11 @@ from runtime.pubsub.admin import subscription_path
 from runtime.scheduler import window
 from runtime.scheduler.intake import stream_slots
 from runtime.scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT, WIDEN_AFTER_TINY
-from tests.runtime.scheduler import ON_THE_SESSION_PLATFORM
+from tests.runtime.scheduler import ON_THE_PACKAGE_PLATFORM
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), ON_THE_SESSION_PLATFORM]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), ON_THE_PACKAGE_PLATFORM]
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Request queues end to end: real emulator, real LocalCluster, the session's platform with two desk queues.
+"""Request queues end to end: real emulator, real LocalCluster, the package's platform with two desk queues.
 
 ``TEST_QUEUES`` (platform.py): ``default`` and ``desk-a`` of equal weight, ``desk-b`` capped at one slot, ``urgent``.
 """
@@ -18,11 +18,11 @@ from runtime.protocol.messages import JobStatus
 from runtime.protocol.queues import DEFAULT_QUEUE, URGENT_QUEUE, request_subscription
 from runtime.pubsub.admin import subscription_path
 from runtime.scheduler.window import NARROW_PLACES_PER_SLOT, WIDE_PLACES_PER_SLOT
-from tests.runtime.scheduler import ON_THE_SESSION_PLATFORM
+from tests.runtime.scheduler import ON_THE_PACKAGE_PLATFORM
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240), ON_THE_SESSION_PLATFORM]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240), ON_THE_PACKAGE_PLATFORM]
 
 # Not tiny (runtime.scheduler.packing): one job per task, so starts count grants one for one.
 JOB_SLEEP_S = 0.15

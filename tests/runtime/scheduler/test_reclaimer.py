@@ -14,11 +14,11 @@ from runtime.pubsub.clients import publisher_client, subscriber_client
 from runtime.pubsub.publisher import TopicPublisher
 from runtime.scheduler.reclaimer import DlqReclaimer
 from runtime.scheduler.singletons import SINGLETON_PERIOD_S
-from tests.runtime.scheduler import ON_THE_SESSION_PLATFORM
+from tests.runtime.scheduler import ON_THE_PACKAGE_PLATFORM
 from tests.runtime.scheduler.conftest import Platform
 from tests.runtime.scheduler.platform import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60), ON_THE_SESSION_PLATFORM]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60), ON_THE_PACKAGE_PLATFORM]
 
 
 def test_dead_letters_without_a_result_get_failed_and_stay(platform: Platform) -> None:

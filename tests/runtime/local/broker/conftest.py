@@ -116,9 +116,10 @@ def builtin_clients(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -
     yield from _clients(BUILTIN, emulator.address, monkeypatch, emulator=emulator)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def official_emulator() -> Iterator[OfficialEmulatorHandle]:
-    """Google's official emulator, one per test session; skipped only where gcloud is absent."""
+    """Google's official emulator, one for this package's tests (a JVM: stopped once they are done rather than
+    left running to the end of the run); skipped only where gcloud is absent."""
     installed = find_official_emulator()  # raises (the tests error) where gcloud lacks the emulator
     if installed is None:
         pytest.skip("gcloud is not installed, so the official Pub/Sub emulator is not available")
