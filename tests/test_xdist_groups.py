@@ -29,19 +29,14 @@ def made():
 @pytest.mark.slow  # two xdist workers in a child pytest: seconds of start-up
 @pytest.mark.timeout(120)
 def test_a_grouped_module_runs_on_one_worker_with_its_fixture_made_once(tmp_path: Path) -> None:
-    (tmp_path / "tests").mkdir()
-    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    _project(tmp_path)
     for name, mark in (("test_platform", "integration"), ("test_plan", "slow")):
         tests = "".join(f"def test_{i}(made): pass\n" for i in range(6))
         (tmp_path / "tests" / f"{name}.py").write_text(MODULE.format(mark=mark, name=name, tests=tests))
     (tmp_path / "tests" / "test_unit.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(6)))
     made = tmp_path / "made.log"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
-                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED (tests/(\w+)\.py::\S+)", done.stdout)
+    stdout = _run_xdist(tmp_path, 2, made)
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED (tests/(\w+)\.py::\S+)", stdout)
     workers: dict[str, set[str]] = defaultdict(set)
     for worker, _, module in ran:
         workers[module].add(worker)
@@ -50,6 +45,24 @@ def test_a_grouped_module_runs_on_one_worker_with_its_fixture_made_once(tmp_path
     assert sorted(made.read_text().split()) == ["test_plan", "test_platform"]  # each module's fixture once
     order = [module for _, _, module in ran]
     assert set(order[:2]) <= {"test_platform", "test_plan"}  # the grouped modules are handed out first
+
+
+def _project(root: Path) -> None:
+    """A throw-away project at ``root``: a ``tests`` folder with the suite's conftest, and the two markers."""
+    (root / "tests").mkdir()
+    shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+
+
+def _run_xdist(root: Path, workers: int, made: Path | None = None) -> str:
+    """Run the project at ``root`` on ``workers`` xdist workers under ``--dist loadgroup``, each test's worker
+    shown (``-v``); its output. ``made`` is where the projects' fixtures log that they were made."""
+    env = {**_env(), **({"MADE_LOG": str(made)} if made is not None else {})}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=root, capture_output=True,
+                          text=True, timeout=110, check=False, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
 
 
 def _env() -> dict[str, str]:
@@ -63,17 +76,12 @@ def _env() -> dict[str, str]:
 def test_a_long_group_with_few_tests_is_handed_out_before_larger_ones(tmp_path: Path) -> None:
     """xdist's own order, by number of tests, started the composed images' three tests after some forty larger
     groups; the suite's conftest hands out LONGEST_GROUPS first, whatever their size."""
-    (tmp_path / "tests").mkdir()
-    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    _project(tmp_path)
     for name, count in (("test_composed_images", 1), ("test_many", 8)):
         tests = "".join(f"def test_{i}(made): pass\n" for i in range(count))
         (tmp_path / "tests" / f"{name}.py").write_text(MODULE.format(mark="slow", name=name, tests=tests))
     made = tmp_path / "made.log"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "-v", "-p",
-                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    _run_xdist(tmp_path, 1, made)
     assert made.read_text().split() == ["test_composed_images", "test_many"]
 
 
@@ -82,15 +90,10 @@ def test_a_long_group_with_few_tests_is_handed_out_before_larger_ones(tmp_path: 
 def test_a_module_of_unit_tests_runs_on_one_worker(tmp_path: Path) -> None:
     """Unit tests were scheduled one by one, each worker paying what a module's tests warm up (a lazy import,
     parsed CRDs) again; they run module by module now."""
-    (tmp_path / "tests").mkdir()
-    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    _project(tmp_path)
     (tmp_path / "tests" / "test_unit.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(40)))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
-                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=110, check=False, env=_env())
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED tests/test_unit\.py::\S+", done.stdout)
+    stdout = _run_xdist(tmp_path, 2)
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED tests/test_unit\.py::\S+", stdout)
     assert len(ran) == 40 and len(set(ran)) == 1, sorted(set(ran))
 
 
@@ -114,21 +117,17 @@ def test_modules_naming_one_group_share_their_package_fixture_on_one_worker(tmp_
     """Each module of integration tests is a group of its own unless it names one: two modules sharing a
     package-scoped fixture (a package's local platform) made it once per worker, twice in all, before they named
     the same group."""
+    _project(tmp_path)
     package = tmp_path / "tests" / "shared"
-    package.mkdir(parents=True)
-    shutil.copy(CONFTEST, tmp_path / "tests" / "conftest.py")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
+    package.mkdir()
     (package / "conftest.py").write_text(PACKAGE_CONFTEST)
     for name in ("test_first", "test_second"):
         tests = "".join(f"def test_{i}(shared): pass\n" for i in range(6))
         (package / f"{name}.py").write_text(SHARING_MODULE.format(tests=tests))
     (tmp_path / "tests" / "test_unit.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(6)))
     made = tmp_path / "made.log"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
-                           "no:cacheprovider", "-p", "no:randomly", "tests"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=110, check=False, env={**_env(), "MADE_LOG": str(made)})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED tests/shared/test_\w+\.py::\S+", done.stdout)
+    stdout = _run_xdist(tmp_path, 2, made)
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED tests/shared/test_\w+\.py::\S+", stdout)
     assert len(ran) == 12 and len(set(ran)) == 1, ran  # both modules, one worker
     assert made.read_text().split() == ["shared"]  # the package fixture made once
 
