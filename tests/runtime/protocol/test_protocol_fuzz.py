@@ -109,12 +109,17 @@ def amplification_costs() -> dict[str, list[dict[str, Any]]]:
     """What each amplification body cost a processor, measured in a child process of its own: tracemalloc and
     ``time.process_time`` count every thread of the process they run in, and an xdist worker still carries
     the threads of the tests it ran before (one left 325 KB allocated inside this measurement once)."""
-    measure = f"from {__name__} import _amplification_costs; _amplification_costs()"
-    child = subprocess.run([sys.executable, "-c", measure], cwd=ROOT, capture_output=True, text=True, timeout=240,
-                           check=False)
-    assert child.returncode == 0, child.stderr[-4000:]
-    costs: dict[str, list[dict[str, Any]]] = json.loads(child.stdout.splitlines()[-1])
+    costs: dict[str, list[dict[str, Any]]] = _in_a_child("_amplification_costs")
     return costs
+
+
+def _in_a_child(function: str) -> Any:
+    """Run this module's ``function`` in a child process of its own, where no other test's threads allocate or
+    use CPU meanwhile; the JSON it prints on its last line."""
+    child = subprocess.run([sys.executable, "-c", f"from {__name__} import {function}; {function}()"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
+    assert child.returncode == 0, child.stderr[-4000:]
+    return json.loads(child.stdout.splitlines()[-1])
 
 
 @pytest.mark.slow  # three bodies of each kind up to the size limit, each twice (once under tracemalloc)
@@ -169,10 +174,7 @@ def _amplification_costs() -> None:
 @pytest.mark.slow  # a child process parses 1,200 fuzzed bodies, a few at the size limit: seconds
 @pytest.mark.timeout(300)
 def test_a_thousand_rejected_requests_leave_memory_flat() -> None:
-    child = subprocess.run([sys.executable, "-c", f"from {__name__} import _rejection_growth; _rejection_growth()"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
-    assert child.returncode == 0, child.stderr[-4000:]
-    growth = json.loads(child.stdout.splitlines()[-1])
+    growth = _in_a_child("_rejection_growth")
     assert growth["bytes"] < LEAK_BOUND_BYTES, (
         f"{LEAK_MESSAGES:,} rejected requests kept {growth['bytes']:,} bytes; most at:\n{growth['top']}")
 
