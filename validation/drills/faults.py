@@ -54,6 +54,7 @@ class Fault:
     struck_at: float = 0.0  # time.monotonic()
     whole_at: float = 0.0
     caught: list[str] = field(default_factory=list)  # jobs in flight (any replica) when it struck
+    holding: set[str] = field(default_factory=set)  # the replicas those jobs were running on
     skipped: str | None = None  # why the fault could not be injected here
     problems: list[str] = field(default_factory=list)  # what the fault itself found wrong; fails the drill
 
@@ -66,18 +67,25 @@ def replica_apis(ctx: DrillContext, timeout_s: float = 5.0) -> dict[str, ApiClie
     return {r.name: ApiClient(r.api_url or "", state.control_token, timeout_s=timeout_s) for r in state.schedulers()}
 
 
-def jobs_in_flight(ctx: DrillContext) -> list[str]:
-    """Job ids running on any live replica now."""
-    running: list[str] = []
-    for api in replica_apis(ctx).values():
+def in_flight_by_replica(ctx: DrillContext) -> dict[str, list[str]]:
+    """Job ids running on each live replica now (a replica running none, or not answering, is left out)."""
+    running: dict[str, list[str]] = {}
+    for name, api in replica_apis(ctx).items():
         with api, contextlib.suppress(ApiError):
             found = api.status().get("in_flight", [])
-            running.extend(found if isinstance(found, list) else [])
+            if isinstance(found, list) and found:
+                running[name] = found
     return running
 
 
+def jobs_in_flight(ctx: DrillContext) -> list[str]:
+    """Job ids running on any live replica now."""
+    return [job for jobs in in_flight_by_replica(ctx).values() for job in jobs]
+
+
 def strike(ctx: DrillContext, name: str) -> Fault:
-    fault = Fault(name, caught=jobs_in_flight(ctx))
+    running = in_flight_by_replica(ctx)
+    fault = Fault(name, caught=[job for jobs in running.values() for job in jobs], holding=set(running))
     fault.struck_at = time.monotonic()
     return fault
 
@@ -281,7 +289,12 @@ def _store_outage(ctx: DrillContext, name: str, hold_s: float, watch: bool = Fal
         fault.problems.append(f"{name}: /readyz gave its reasons to a caller without the token on {sorted(told)}")
     fault.detail = f"{folder.name} {how} for {hold_s:.0f}s"
     if watch:
-        fault.detail += f"; {len(stopped)} replica(s) stopped intake for it (not ready)"
+        # Only a replica with a result to write finds the store gone (docs/scheduler.md#store-outages): one
+        # that held no job when it struck may rightly keep intake open, so the judgement is on the holders.
+        fault.detail += (f"; {len(stopped)} replica(s) stopped intake for it (not ready), "
+                         f"{len(fault.holding)} held jobs when it struck")
+        if kept_open := sorted(fault.holding - stopped):
+            fault.problems.append(f"{name}: {kept_open} held jobs when the store failed and never stopped intake")
     return fault
 
 
