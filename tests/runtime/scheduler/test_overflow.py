@@ -25,7 +25,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240
 PROJECT = "sched-overflow"
 SPILL_AFTER_S = 2.0
 START_TIMEOUT_S = 90.0
-LEASE_TIME_SCALE = 0.1  # the killed scheduler's leases lapse in seconds (test_restart.py)
 PARENT = f"projects/{PROJECT}/locations/us-central1"
 
 
@@ -68,7 +67,7 @@ class Scheduler:
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorHandle]:
-    handle = start_emulator("127.0.0.1", 0, lease_time_scale=LEASE_TIME_SCALE)
+    handle = start_emulator("127.0.0.1", 0)  # leases at real time: see test_restart.py's emulator
     create_topology(handle.address, PROJECT)
     yield handle
     handle.stop()
