@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -22,19 +23,24 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
-    # --no-cache: each copy of the tree is a different graph
+    # --no-cache: each copy of the tree is a different graph; a wide terminal, so no line of the report wraps
     return subprocess.run([str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
                           cwd=tree, capture_output=True, text=True, timeout=240,
-                          env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, check=False)
+                          env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "COLUMNS": "400"}, check=False)
+
+
+def _copy_tree(where: Path) -> Path:
+    """The project's packages and pyproject.toml, copied to ``where``, where a test may break them."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, where / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", where / "pyproject.toml")
+    return where
 
 
 @pytest.fixture
 def tree_copy(tmp_path: Path) -> Path:
-    """The project's packages and pyproject.toml, copied where a test may break them."""
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    return tmp_path
+    """A copy of the tree for one test to break."""
+    return _copy_tree(tmp_path)
 
 
 def test_the_tree_keeps_its_layers() -> None:
@@ -43,7 +49,7 @@ def test_the_tree_keeps_its_layers() -> None:
     assert f"{len(CONFIG['contracts'])} kept, 0 broken" in done.stdout
 
 
-@pytest.mark.parametrize(("package", "line", "broken"), [
+UPWARD_IMPORTS = [
     # the local platform reaching up into the CLI (the circle the demo once closed)
     ("runtime/local/__init__.py", "from gpurt.cli import app as _app", "runtime is not allowed to import gpurt"),
     # the kernels reaching up into the scheduler
@@ -94,11 +100,12 @@ def test_the_tree_keeps_its_layers() -> None:
      "runtime.pubsub is not allowed to import runtime.scheduler"),
     ("runtime/storage/filesystems.py", "import runtime.pubsub.clients as _clients",
      "runtime.storage is not allowed to import runtime.pubsub"),
-])
+]
 
 
-def test_an_upward_import_breaks_the_layers(tree_copy: Path, package: str, line: str, broken: str) -> None:
-    _assert_planted_import_breaks(tree_copy, package, line, broken)
+@pytest.mark.parametrize(("package", "line", "broken"), UPWARD_IMPORTS)
+def test_an_upward_import_breaks_the_layers(planted: Planted, package: str, line: str, broken: str) -> None:
+    planted.assert_breaks(package, line, broken)
 
 
 def test_outside_code_reaches_neither_the_scheduler_nor_the_local_platform_with_no_exception() -> None:
@@ -112,7 +119,7 @@ def test_outside_code_reaches_neither_the_scheduler_nor_the_local_platform_with_
     assert "ignore_imports" not in contract
 
 
-@pytest.mark.parametrize(("package", "line", "broken"), [
+REACHING_IN = [
     # the Python API reading artifacts through the scheduler's store instead of runtime.storage
     ("gpurt/client/results.py", "import runtime.scheduler.store as _store",
      "gpurt.client is not allowed to import runtime.scheduler"),
@@ -147,26 +154,61 @@ def test_outside_code_reaches_neither_the_scheduler_nor_the_local_platform_with_
      "validation is not allowed to import runtime.local"),
     ("validation/drills/alerts.py", "import runtime.local.platform as _platform",
      "validation is not allowed to import runtime.local"),
-])
+]
+
+
+@pytest.mark.parametrize(("package", "line", "broken"), REACHING_IN)
 def test_outside_code_reaching_into_the_scheduler_or_the_local_platform_breaks_a_contract(
-        tree_copy: Path, package: str, line: str, broken: str) -> None:
-    _assert_planted_import_breaks(tree_copy, package, line, broken)
+        planted: Planted, package: str, line: str, broken: str) -> None:
+    planted.assert_breaks(package, line, broken)
 
 
-def _assert_planted_import_breaks(tree_copy: Path, package: str, line: str, broken: str) -> None:
-    with (tree_copy / package).open("a") as module:
-        module.write(f"\n\ndef _planted() -> None:\n    {line}  # noqa\n")  # lazy imports count too
-    done = _lint_imports(tree_copy)
-    assert done.returncode != 0
-    assert broken in done.stdout
+# CLI code below the CLI: the report of a validation run drawn with Rich (import-linter names the package only)
+CLI_BELOW_THE_CLI = ("validation/report.py", "from rich.table import Table as _Table", "validation is not allowed "
+                     "to import rich")
 
 
-def test_cli_code_below_the_cli_breaks_a_contract(tree_copy: Path) -> None:
-    with (tree_copy / "validation/report.py").open("a") as module:
-        module.write("\nfrom rich.table import Table as _Table  # noqa\n")
-    done = _lint_imports(tree_copy)
-    assert done.returncode != 0
-    assert "validation is not allowed to import rich" in done.stdout
+def test_cli_code_below_the_cli_breaks_a_contract(planted: Planted) -> None:
+    planted.assert_breaks(*CLI_BELOW_THE_CLI, imported="rich")
+
+
+@dataclass
+class Planted:
+    """A copy of the tree with every import of the cases above planted in it, and import-linter's report on it.
+
+    One run reports each broken contract under its own heading (``X is not allowed to import Y:``) with every
+    illegal import as ``importer -> imported (l.N)``, so each planted line is found at its own line number:
+    what a run with that line alone would have reported (and thirty runs of the linter cost some 15 CPU-s).
+    """
+
+    tree: Path
+    report: str = ""
+    lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, planted line) -> its line number
+
+    def plant(self, package: str, line: str) -> None:
+        with (self.tree / package).open("a") as module:
+            module.write(f"\n\ndef _planted_{len(self.lines)}() -> None:\n    {line}  # noqa\n")  # lazy ones count
+        self.lines[package, line] = len((self.tree / package).read_text().splitlines())
+
+    def assert_breaks(self, package: str, line: str, broken: str, imported: str | None = None) -> None:
+        importer = package.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        parts = line.split()
+        imported = imported or (parts[1] if parts[0] == "import" else f"{parts[1]}.{parts[3]}")
+        illegal = f"{importer} -> {imported} (l.{self.lines[package, line]})"
+        section = self.report.split(f"\n{broken}:\n", 1)
+        assert len(section) == 2, f"no contract reports {broken!r}:\n{self.report[-3000:]}"
+        assert illegal in section[1].split(" is not allowed to import ", 1)[0], (illegal, section[1][:2000])
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Planted:
+    tree = Planted(_copy_tree(tmp_path_factory.mktemp("planted")))
+    for package, line, _ in [*UPWARD_IMPORTS, *REACHING_IN, CLI_BELOW_THE_CLI]:
+        tree.plant(package, line)
+    done = _lint_imports(tree.tree)
+    assert done.returncode != 0, done.stdout[-3000:]
+    tree.report = done.stdout
+    return tree
 
 
 def test_a_module_the_components_layers_do_not_place_breaks_them(tree_copy: Path) -> None:
