@@ -7,33 +7,22 @@ throughout (it used to restart the live replica first, leaving none for 10-15 s)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from typer.testing import CliRunner
 
 from runtime.access.local_state import LOCAL_DIR_ENV
 from runtime.local import processes
-from runtime.local.platform import EMULATOR, SCHEDULER, LocalConfig, LocalPlatform, _replica_ready
+from runtime.local.platform import EMULATOR, SCHEDULER, LocalPlatform, _replica_ready
 from runtime.protocol.messages import JobStatus
+from tests.runtime.local.two_replicas import ON_TWO_REPLICAS, STOP_GRACE_S
 from validation.adapters.pubsub import GooglePubSubAdmin
 from validation.drills.jobs import publish_noop
 from validation.drills.results import ResultTap
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
-STOP_GRACE_S = 3.0  # the platform is thrown away at the end
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300), ON_TWO_REPLICAS]
 KILL_TIMEOUT_S = 10.0
 RESULT_WAIT_S = 90.0
 SECOND = f"{SCHEDULER}-2"
-
-
-@pytest.fixture(scope="module")
-def platform(tmp_path_factory) -> Iterator[LocalPlatform]:
-    local = LocalPlatform(tmp_path_factory.mktemp("recovery"),
-                          LocalConfig(port=0, emulator_port=0, workers=1, replicas=2))
-    local.up()
-    yield local
-    local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
 
 
 def _round_trip(platform: LocalPlatform, job_id: str) -> None:

@@ -4,7 +4,6 @@ followed by every replica, kept across a rolling restart, undone by `gpurt maint
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
@@ -12,20 +11,11 @@ from typer.testing import CliRunner
 from runtime.access.control_api import ApiClient, ApiError
 from runtime.access.local_state import LOCAL_DIR_ENV
 from runtime.local import processes
-from runtime.local.platform import SCHEDULER, LocalConfig, LocalPlatform
+from runtime.local.platform import SCHEDULER, LocalPlatform
+from tests.runtime.local.two_replicas import ON_TWO_REPLICAS
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
-STOP_GRACE_S = 3.0  # the platform is thrown away at the end
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240), ON_TWO_REPLICAS]
 RESUME_WAIT_S = 30.0  # the other replica follows within the follow period (2 s); generous on a loaded machine
-
-
-@pytest.fixture(scope="module")
-def platform(tmp_path_factory) -> Iterator[LocalPlatform]:
-    local = LocalPlatform(tmp_path_factory.mktemp("drain"), LocalConfig(port=0, emulator_port=0, workers=1,
-                                                                          replicas=2))
-    local.up()
-    yield local
-    local.down(drain_timeout_s=0, grace_s=STOP_GRACE_S)
 
 
 def _gpurt(platform: LocalPlatform, *args: str) -> object:
