@@ -18,11 +18,10 @@ import threading
 import uuid
 from collections.abc import Iterator
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-import QuantLib as ql
 from google.api_core.exceptions import NotFound
 from pydantic import ValidationError
 
@@ -56,6 +55,9 @@ from runtime.protocol.messages import JobRequest, JobResult, JobStatus, JobType
 from runtime.protocol.queues import request_topic
 from tests.gpurt.client import ON_THE_CLIENT_PLATFORM
 
+if TYPE_CHECKING:
+    import QuantLib as ql
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300), ON_THE_CLIENT_PLATFORM]
 
 # Generous: the first option job loads the kernels on a loaded two-core machine.
@@ -77,6 +79,8 @@ def _id(prefix: str) -> str:
 
 def _black_scholes(spot: float, strike: float, rate: float, vol: float, years: float,
                    call: bool = True) -> ql.BlackCalculator:
+    import QuantLib as ql  # the reference, 0.3 s to import: only where a test prices against it
+
     forward = spot * math.exp(rate * years)
     payoff = ql.PlainVanillaPayoff(ql.Option.Call if call else ql.Option.Put, strike)
     return ql.BlackCalculator(payoff, forward, vol * math.sqrt(years), math.exp(-rate * years))

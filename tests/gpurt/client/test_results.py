@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from gpurt.client import ClientError, Result, to_frame
@@ -45,6 +44,8 @@ def test_the_loss_histogram_counts_every_scenario_once(var_result: tuple[Result,
 
 
 def test_an_array_artifact_goes_to_parquet_and_back(var_result: tuple[Result, np.ndarray], tmp_path: Path) -> None:
+    import pyarrow.parquet as pq  # 0.3 s to import: only where a test writes Parquet
+
     result, _ = var_result
     pq.write_table(result.artifact_table("loss_quantiles.npy"), tmp_path / "q.parquet")
     back = pq.read_table(tmp_path / "q.parquet").column("loss_quantiles").to_numpy()
