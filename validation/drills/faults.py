@@ -80,12 +80,16 @@ def in_flight_by_replica(ctx: DrillContext) -> dict[str, list[str]]:
 
 def jobs_in_flight(ctx: DrillContext) -> list[str]:
     """Job ids running on any live replica now."""
-    return [job for jobs in in_flight_by_replica(ctx).values() for job in jobs]
+    return _all_jobs(in_flight_by_replica(ctx))
+
+
+def _all_jobs(running: dict[str, list[str]]) -> list[str]:
+    return [job for jobs in running.values() for job in jobs]
 
 
 def strike(ctx: DrillContext, name: str) -> Fault:
     running = in_flight_by_replica(ctx)
-    fault = Fault(name, caught=[job for jobs in running.values() for job in jobs], holding=set(running))
+    fault = Fault(name, caught=_all_jobs(running), holding=set(running))
     fault.struck_at = time.monotonic()
     return fault
 
