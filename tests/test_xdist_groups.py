@@ -72,8 +72,7 @@ def grouped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, lis
 
     In it: two modules of integration or slow tests with a module fixture each; a module of forty unit tests;
     a slow module of one test named in LONGEST_GROUPS (the composed images') beside a slow one of eight that is
-    collected before it; and
-    a package whose two modules share a package fixture and name one xdist group for it.
+    collected before it; and a package whose two modules share a package fixture and name one xdist group for it.
     """
     root = tmp_path_factory.mktemp("grouped")
     _project(root)
@@ -111,8 +110,7 @@ def test_a_grouped_module_runs_on_one_worker_with_its_fixture_made_once(grouped_
     for tests in ran.values():  # the integration and slow modules are handed out before the unit modules
         modules = [test.split("::")[0] for test in tests]
         first_unit = modules.index("test_unit") if "test_unit" in modules else len(modules)
-        assert set(modules[:first_unit]) <= HEAVY and "test_unit" not in HEAVY and set(modules[first_unit:]) == (
-            {"test_unit"} if first_unit < len(modules) else set()), modules
+        assert set(modules[:first_unit]) <= HEAVY and set(modules[first_unit:]) <= {"test_unit"}, modules
 
 
 @pytest.mark.slow  # two xdist workers in a child pytest: seconds of start-up

@@ -66,7 +66,7 @@ def test_a_drain_through_one_replica_drains_every_replica_and_survives_their_rol
         resumed = _gpurt(platform, "maintenance", "normal")
     assert resumed.exit_code == 0, resumed.output
     # The replica that answered resumes at once, the other within the follow period.
-    assert processes.wait_until(lambda: all_in("normal", consuming=True), 30, interval_s=0.25), (
+    assert processes.wait_until(lambda: all_in("normal", consuming=True), RESUME_WAIT_S, interval_s=0.25), (
         _replica_statuses(platform))
 
 
