@@ -10,6 +10,10 @@ from typing import Final
 import pytest
 
 from runtime.protocol.contract import SchedulerEnv
+from tests.ast_parse_race import PARSES_RACE, guard_ast_parse
+
+if PARSES_RACE:  # before any test starts a thread (see tests/ast_parse_race.py)
+    guard_ast_parse()
 
 # Keep Google client libraries from looking for credentials or metadata servers.
 os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "gpurt-test")
@@ -21,8 +25,7 @@ os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 # a real LocalCluster with the preload (tests/runtime/worker/test_warm.py).
 os.environ.setdefault(SchedulerEnv.WARM_WORKERS, "false")
 # A record that a handler cannot write (a background thread of a finished test logging into pytest's closed
-# capture stream) is dropped, not printed with its traceback on stderr: that printing is noise in the report,
-# and on Python 3.11 it parses source lines on the thread, racing the AST parses of tests that read the code.
+# capture stream) is dropped, not printed with its traceback on stderr: that printing is noise in the report.
 logging.raiseExceptions = False
 
 # The usual umask: what the code writes is private only if it makes it so, not because the test runner's umask

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+TESTS = Path(__file__).resolve().parent
+CONFTEST = TESTS / "conftest.py"
 MODULE = """
 import os, pytest
 pytestmark = [pytest.mark.{mark}]
@@ -42,9 +43,11 @@ HEAVY = {"test_composed_images", "test_big", "test_plan", "test_platform", "test
 
 
 def _project(root: Path) -> None:
-    """A throw-away project at ``root``: a ``tests`` folder with the suite's conftest, and the two markers."""
+    """A throw-away project at ``root``: a ``tests`` folder with the suite's conftest (and the module of ours it
+    imports), and the two markers."""
     (root / "tests").mkdir()
     shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    shutil.copy(TESTS / "ast_parse_race.py", root / "tests" / "ast_parse_race.py")
     (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    integration: x\n    slow: x\n")
 
 
@@ -149,5 +152,5 @@ def test_modules_naming_one_group_share_their_package_fixture_on_one_worker(grou
 def test_every_longest_group_is_a_module_of_the_suite() -> None:
     from tests.conftest import LONGEST_GROUPS
 
-    root = CONFTEST.parent.parent
+    root = TESTS.parent
     assert [group for group in LONGEST_GROUPS if not (root / group).is_file()] == []
