@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Iterator
@@ -27,6 +28,13 @@ os.environ.setdefault(SchedulerEnv.WARM_WORKERS, "false")
 # A record that a handler cannot write (a background thread of a finished test logging into pytest's closed
 # capture stream) is dropped, not printed with its traceback on stderr: that printing is noise in the report.
 logging.raiseExceptions = False
+
+# The garbage collector, tuned for a test worker's heap: after the collection and a few rendered stacks it holds a
+# million objects, and Python's default thresholds (700, 10, 10) walk all of them in every full collection. Measured
+# on the unit tests of components/, validation/ and runtime/manifests/ in one process (1,221 tests, 2026-11-29):
+# 12.2 s of 104 CPU-s in the collector (23 full collections, 0.4 s each, and 6,600 young ones), 3.7 s with these
+# (5 full). Cyclic garbage waits longer to be freed, which a test that needs it gone sooner asks for (gc.collect()).
+gc.set_threshold(50_000, 20, 10)
 
 # The usual umask: what the code writes is private only if it makes it so, not because the test runner's umask
 # (077 on some machines) happens to.
