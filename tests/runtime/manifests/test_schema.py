@@ -7,21 +7,19 @@ field that would be dropped — a typo there would otherwise vanish without a tr
 
 from __future__ import annotations
 
-from importlib.resources import files
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
-import yaml
 
 from runtime.manifests import common, dashboard, dcgm, network, scheduler
 from runtime.manifests import dask as dask_manifests
 from runtime.manifests.common import Manifest
+from runtime.manifests.helm_values import dask_operator_crds
 
 # A recent Kubernetes minor that GKE's regular channel runs; kubernetes-validate ships its schemas.
 K8S_VERSION = "1.33.0"
-CRD_DIR = files("dask_kubernetes") / "operator/deployment/helm/dask-kubernetes-operator/crds"
 
 
 def _cluster_spec() -> dask_manifests.DaskClusterSpec:
@@ -73,7 +71,8 @@ def test_strict_schema_rejects_a_misspelt_field() -> None:
 
 
 def _crd_schema(kind: str) -> dict[str, Any]:
-    crd = yaml.safe_load((CRD_DIR / f"{kind.lower()}.yaml").read_text())
+    """The schema the API server stores for ``kind``: from the locked package's CRDs, as the deploy applies them."""
+    (crd,) = [crd for crd in dask_operator_crds() if crd["spec"]["names"]["kind"] == kind]
     (served,) = [v for v in crd["spec"]["versions"] if v["served"] and v["storage"]]
     return served["schema"]["openAPIV3Schema"]
 
