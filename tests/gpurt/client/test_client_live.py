@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
 import signal
 import sys
 import threading
@@ -177,12 +176,18 @@ def test_a_timeout_names_the_pending_jobs_and_leaves_them_running(client: Client
 
 @contextlib.contextmanager
 def _ctrl_c_once_waiting(function: str) -> Iterator[None]:
-    """Send this process SIGINT (Ctrl-C) once the main thread is blocked inside ``function``, never before,
-    and never after the block ends.
+    """Send the main thread SIGINT (Ctrl-C) once it is blocked inside ``function``, never before, and never
+    after the block ends.
 
     A timer that fires after a fixed delay races the main thread on a loaded machine: a SIGINT that lands
     before the wait begins, or after it, interrupts the test run itself, and on an xdist worker that stops
-    every worker's run. Polling the main thread's stack makes the interrupt hit the wait under test."""
+    every worker's run. Polling the main thread's stack makes the interrupt hit the wait under test.
+
+    Python's own handler is installed for the block. Python keeps SIGINT ignored when it starts with it
+    ignored, which is how a shell without job control starts a command run in the background (``make test &``
+    in a script): there the signal did nothing and the wait ran to its result. The signal goes to the main
+    thread itself (``pthread_kill``), whose wait it must interrupt, not to whichever thread of this busy
+    process the kernel would pick."""
     main = threading.main_thread()
     done = threading.Event()
 
@@ -195,9 +200,10 @@ def _ctrl_c_once_waiting(function: str) -> Iterator[None]:
                 frame = frame.f_back
             # Inside ``function`` and blocked in its condition's wait (threading's ``wait`` innermost).
             if function in names and names[0] == "wait":
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.pthread_kill(main.ident or 0, signal.SIGINT)
                 return
 
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     sender = threading.Thread(target=interrupt_when_waiting, name="ctrl-c", daemon=True)
     sender.start()
     try:
@@ -205,6 +211,7 @@ def _ctrl_c_once_waiting(function: str) -> Iterator[None]:
     finally:
         done.set()
         sender.join()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_interrupts_the_wait_not_the_job(client: Client) -> None:
