@@ -72,7 +72,7 @@ lint: $(VENV)/.synced
 # groups them); the modules spread over the workers, those that start processes first.
 # Before them, three things side by side, so that neither core waits: the kernels' compile, the lint, and one
 # collection of the tests. The test workers all start by importing every test module; one collection ahead of
-# them leaves pytest's rewritten test modules and the bytecode of what they import, which the four workers then
+# them leaves pytest's rewritten test modules and the bytecode of what they import, which the five workers then
 # load instead of each making them at once (measured on a clean checkout: 129 CPU-seconds of four cold
 # collections, against 37 for the one ahead and 45 for the four after it). Its log is reports/collect.log;
 # an error there shows again, in full, in the run itself.

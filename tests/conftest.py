@@ -80,12 +80,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` starts two workers more than this process may use cores: much of the suite waits on real
+    """``-n auto`` starts three workers more than this process may use cores: much of the suite waits on real
     time (drills, leases, alert windows, jobs that sleep, platforms starting) rather than on a core, and the
-    extra workers on two cores fill those waits. Measured on the 2-core machine, quiet: 521 s with three workers
-    against 630 to 644 s with two (2026-11-26); later, with more tests, 637 s with four against 677 s with
-    three (2026-11-27), every test passing each way."""
-    return len(os.sched_getaffinity(0)) + 2
+    extra workers on two cores fill those waits. Measured on the 2-core machine, quiet, every test passing each
+    way: 521 s with three workers against 630 to 644 s with two (2026-11-26); 637 s with four against 677 s
+    with three (2026-11-27); then, with the suite grown and each worker's collector tuned, 501 s with five
+    against 526 s with four and 521 s with six, the three one after another (and 460 s against 514 s in another
+    pair), 2026-11-29. A sixth worker's collection and memory cost more than the waits it fills."""
+    return len(os.sched_getaffinity(0)) + 3
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names a group it sees (see below)
