@@ -152,6 +152,7 @@ class Processor:
                 except Exception as exc:
                     decisions[index] = _infrastructure_error(conclusion.job_id, exc)
                     continue
+                self._index(result)
                 stored.append((index, result))
             try:
                 self._publish([result for _, result in stored])
@@ -168,7 +169,6 @@ class Processor:
                     continue
                 self._metrics.jobs.labels(result.type.value if result.type else "unknown", result.status.value).inc()
                 log.info("result published: %s", result.status.value, extra={"job_id": result.job_id})
-                self._index(result)
                 decisions[index] = Decision(conclusion.settle, result.job_id, result,
                                             reason=conclusion.reason or result.status.value)
         finally:
@@ -177,8 +177,10 @@ class Processor:
         return [decision for decision in decisions if decision is not None]
 
     def _index(self, result: JobResult) -> None:
-        """Index a stored, published success in the result cache. After the store write, so an entry always finds
-        its result; a failure only loses the cache hit (later requests run), never the job's own answer."""
+        """Index a stored success in the result cache: after the store write, so an entry always finds its
+        result, and before the publish, so whoever has the result and asks for the same computation again is
+        answered from the cache (indexed after the publish, a repeat sent at once could arrive first and run
+        again). A failure only loses the cache hit (later requests run), never the job's own answer."""
         key = result_key(result)
         if key is None:
             return

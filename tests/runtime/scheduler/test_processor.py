@@ -404,6 +404,26 @@ def test_a_repeated_computation_is_answered_from_the_cache_bit_identical_without
     assert _cache_counts(processor) == (1.0, 1.0)  # the first looked and missed
 
 
+def test_a_result_is_in_the_cache_before_it_is_published() -> None:
+    """A client that sends the same computation the moment its result arrives is answered from the cache: the
+    index entry is written before the publish (an end-to-end repeat once ran again, indexed only after it)."""
+    from runtime.scheduler.result_cache import request_key
+
+    processor, _, store, sink = _setup()
+    first = _option("first", 100, "m-1")
+    key = request_key(first.request, KERNEL_VERSION)  # type: ignore[arg-type]
+    indexed_at_publish: list[str | None] = []
+    publish = sink.publish_results
+
+    def publish_after_looking(results: list[JobResult]) -> list[str]:
+        indexed_at_publish.append(store.cached_job(key))  # type: ignore[arg-type]
+        return publish(results)
+
+    sink.publish_results = publish_after_looking  # type: ignore[method-assign]
+    assert processor.process(first).reason == "succeeded"
+    assert indexed_at_publish == ["first"]
+
+
 def test_cache_false_runs_again() -> None:
     processor, backend, _, _ = _setup()
     processor.process(_option("first", 100, "m-1"))
