@@ -393,13 +393,25 @@ class Recording:
     outputs: Mapping[str, Any]
 
 
-def _ensure_event_loop() -> None:
-    """Give this thread an event loop if it has none: the SDK's mocks run on the current one, and a caller
+def _ensure_event_loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop, made if it has none: the SDK's mocks run on the current one, and a caller
     that ran ``asyncio.run`` before (a notebook, a test) is left with none."""
     try:
-        asyncio.get_event_loop_policy().get_event_loop()
+        return asyncio.get_event_loop_policy().get_event_loop()
     except RuntimeError:
-        asyncio.set_event_loop(asyncio.new_event_loop())
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop
+
+
+def _refusals_raised_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler under ``record``: a registration the monitor refuses fails every future the
+    SDK made for that resource, and ``record`` raises the refusal to its caller once. The other futures are never
+    read; without this each would be logged ("Future exception was never retrieved", with the traceback) when
+    the next recording lets them go, 26 of them for one duplicate name. Anything else is reported as usual."""
+    if isinstance(context.get("exception"), DuplicateUrnError):
+        return
+    loop.default_exception_handler(context)
 
 
 def record(
@@ -417,7 +429,9 @@ def record(
     Exceptions from the program propagate. Safe to call repeatedly in one process: each call resets the
     SDK's global settings and installs its own stack.
     """
-    _ensure_event_loop()
+    loop = _ensure_event_loop()
+    if loop.get_exception_handler() is None:  # a caller's own handler (a notebook's) is left in place
+        loop.set_exception_handler(_refusals_raised_once)
     monitor = RecordingMonitor(RealisticMocks(project, region))
     settings.reset_options(project=project_name, stack=stack, preview=False)
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)

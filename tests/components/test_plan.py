@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -12,7 +14,16 @@ from typer.testing import CliRunner
 
 from components.policy import rules
 from components.rendered import Resource
-from components.review.plan import MASK, SECRET_PLACEHOLDER, STACKS, Plan, PlanError, load_stack_settings, run_plan
+from components.review.plan import (
+    MASK,
+    REPO_ROOT,
+    SECRET_PLACEHOLDER,
+    STACKS,
+    Plan,
+    PlanError,
+    load_stack_settings,
+    run_plan,
+)
 from gpurt.cli import plan as plan_commands
 from gpurt.cli.app import app as gpurt_app
 from runtime.protocol import contract
@@ -231,6 +242,35 @@ def test_two_resources_with_one_urn_fail_the_plan_as_pulumi_up_would() -> None:
 
     with pytest.raises(DuplicateUrnError, match="share the name 'requests'"):
         record(program, project="acme-risk", region="europe-west4")
+
+
+# A refused registration, then the recording that lets the SDK's futures of it go, in a process of its own: what a
+# user's terminal or a CI log shows of it is that process's stderr.
+REFUSED_THEN_RECORDED = """
+import gc
+import pulumi_gcp as gcp
+from components.review.plan import DuplicateUrnError, record
+
+def program():
+    gcp.pubsub.Topic("requests", name="a")
+    gcp.pubsub.Topic("requests", name="b")
+
+try:
+    record(program, project="acme-risk", region="europe-west4")
+except DuplicateUrnError:
+    print("refused")
+record(lambda: gcp.pubsub.Topic("requests"), project="acme-risk", region="europe-west4")
+gc.collect()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_refused_registration_is_raised_once_not_logged_again_for_each_future() -> None:
+    # Without the loop's handler, the next recording let 26 futures go, each logged with its traceback.
+    done = subprocess.run([sys.executable, "-c", REFUSED_THEN_RECORDED], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=100, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "refused", done.stderr[-2000:]
+    assert "never retrieved" not in done.stderr, done.stderr[-2000:]
 
 
 def test_a_program_records_after_asyncio_run_left_the_thread_without_a_loop() -> None:
