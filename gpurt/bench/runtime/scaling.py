@@ -98,14 +98,18 @@ def measure(max_workers: int, device: str, gpus: int, repeats: int, scale: float
     requests = jobs(scale)
     best: dict[tuple[str, int], tuple[float, Any]] = {}
     with _clusters(list(range(1, max_workers + 1)), gpus) as clients:
-        # round 0 is not timed: it loads the kernels and the Dask machinery (worker clients, topics) everywhere
-        for repeat in range(repeats + 1):
-            for workers, client in clients.items():
-                for request in requests:
+        # A backend per worker count and job (the job's shard size), each closed at the end: its span pruner is a
+        # thread that would otherwise poll a closed cluster, and log that it cannot, as long as the process lives.
+        backends = {(workers, index): DaskBackend(
+            client, device=device, shard_paths=-(-request.params.paths // workers))  # type: ignore[union-attr]
+            for workers, client in clients.items() for index, request in enumerate(requests)}
+        try:
+            # round 0 is not timed: it loads the kernels and the Dask machinery (worker clients, topics) everywhere
+            for repeat in range(repeats + 1):
+                for (workers, index), backend in backends.items():
+                    request = requests[index]
                     on_step(f"{request.type.value} on {workers} worker(s), " +
                             (f"run {repeat} of {repeats}" if repeat else "warming up"))
-                    paths = request.params.paths  # type: ignore[union-attr]
-                    backend = DaskBackend(client, device=device, shard_paths=-(-paths // workers))
                     runs = GPU_REPEAT_JOBS if gpus else 1
                     began = time.perf_counter()
                     for attempt in range(runs):
@@ -114,6 +118,9 @@ def measure(max_workers: int, device: str, gpus: int, repeats: int, scale: float
                     key = (request.type.value, workers)
                     if repeat and (key not in best or seconds < best[key][0]):
                         best[key] = (seconds, out)
+        finally:
+            for backend in backends.values():
+                backend.close(client=False)  # the clients close with their clusters
     result = ScalingRun(device=device)
     for (job, workers), (seconds, out) in sorted(best.items()):
         speed_up = best[(job, 1)][0] / seconds

@@ -159,10 +159,12 @@ class DaskBackend:
         """Ask the Dask scheduler to forget the spans of finished jobs; returns how many it dropped."""
         return int(self._client.run_on_scheduler(forget_finished_spans))
 
-    def close(self) -> None:
-        """Stop the span pruner, close the client."""
+    def close(self, *, client: bool = True) -> None:
+        """Stop the span pruner and close the client; ``client=False`` leaves open a client the caller shares
+        with other backends (each backend's pruner is a thread of its own, polling until it is stopped)."""
         self._span_pruner.stop()
-        self._client.close()
+        if client:
+            self._client.close()
 
 
 class _TaskRun:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -12,11 +13,19 @@ from gpurt.cli.app import app
 from gpurt.cli.bench.scaling import markdown
 
 
+def _span_pruners() -> set[int | None]:
+    """The Dask backends' pruner threads alive in this process (``runtime.scheduler.backends.dask``)."""
+    return {thread.ident for thread in threading.enumerate() if thread.name == "gpurt-dask-spans"}
+
+
 @pytest.mark.slow  # a Dask cluster per worker count (free ports, no fixed one)
 def test_scaling_json_gives_every_worker_count_and_the_same_estimates() -> None:
+    pruners_before = _span_pruners()
     result = CliRunner().invoke(app, ["bench", "scaling", "--workers", "2", "--repeats", "1", "--scale", "0.0001",
                                       "--device", "cpu", "--json"])
     assert result.exit_code == 0, result.output
+    # every backend it made is closed: none of their threads is left polling the closed clusters
+    assert _span_pruners() <= pruners_before
     body = json.loads(result.stdout)
     assert set(body["efficiency"]) == {"european_option", "portfolio_var"}
     for job, by_workers in body["efficiency"].items():
