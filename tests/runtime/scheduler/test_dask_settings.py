@@ -9,8 +9,9 @@ import pytest
 
 from runtime.manifests.dask_settings import DASK_SETTINGS
 from runtime.protocol import contract
+from tests.runtime.scheduler import ON_THE_PACKAGE_PLATFORM
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), ON_THE_PACKAGE_PLATFORM]
 
 
 # Distributed adds this route itself where bokeh is not installed (a page saying the dashboard needs it).
