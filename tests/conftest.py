@@ -110,6 +110,7 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     here, every test is scheduled alone and a module's fixtures are made on both workers."""
     loadgroup = bool(getattr(config.option, "loadgroup", False))  # set on xdist's workers under --dist loadgroup
     groups = {id(item): _group_of(item) for item in items}
+    _check_package_fixture_groups(items, groups)
     for item in items:
         group = groups[id(item)]
         item.add_marker(pytest.mark.xdist_group(group))
@@ -124,6 +125,25 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
         heavy = {groups[id(item)] for item in items
                  if item.get_closest_marker("integration") or item.get_closest_marker("slow")}
         items.sort(key=lambda item: (rank.get(groups[id(item)], len(rank)), groups[id(item)] not in heavy))
+
+
+def _check_package_fixture_groups(items: list[pytest.Item], groups: dict[int, str]) -> None:
+    """Refuse the run when a test uses a package-scoped fixture that has a group of its own (some module names
+    ``<package>/conftest.py::<fixture>`` with xdist's marker) from outside that group: under xdist, its
+    worker would make the fixture a second time (a second local platform) and keep it to the end of the
+    package. Twice a module was missed so (the scheduler's Dask-settings test, the CLI's broker restart)."""
+    declared = set(groups.values())
+    strays: set[str] = set()
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        for name, definitions in (info.name2fixturedefs.items() if info is not None else ()):
+            fixture = definitions[-1]
+            group = f"{fixture.baseid}/conftest.py::{name}"
+            if fixture.scope == "package" and group in declared and groups[id(item)] != group:
+                strays.add(f"{item.nodeid.split('::', 1)[0]} uses {group} outside its xdist group")
+    if strays:
+        raise pytest.UsageError("\n".join(sorted(strays)) + "\n(name the group in the module's pytestmark, "
+                                "as the package's __init__.py defines it)")
 
 
 def _group_of(item: pytest.Item) -> str:

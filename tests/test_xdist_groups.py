@@ -149,6 +149,23 @@ def test_modules_naming_one_group_share_their_package_fixture_on_one_worker(grou
     assert made.count("shared") == 1  # the package fixture made once
 
 
+@pytest.mark.timeout(120)
+def test_a_module_using_a_grouped_package_fixture_outside_its_group_is_refused(tmp_path: Path) -> None:
+    """A module that uses a package fixture another module names a group for, without naming it, would make the
+    fixture again on its own worker (a second local platform): the collection is refused, naming it."""
+    _project(tmp_path)
+    package = tmp_path / "tests" / "shared"
+    package.mkdir()
+    (package / "conftest.py").write_text(PACKAGE_CONFTEST)
+    (package / "test_first.py").write_text(SHARING_MODULE.format(tests="def test_0(shared): pass\n"))
+    (package / "test_stray.py").write_text("def test_0(shared): pass\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=100, check=False, env=_env())
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "tests/shared/test_stray.py uses tests/shared/conftest.py::shared outside its xdist group" in done.stderr
+    assert "test_first.py" not in done.stderr
+
+
 def test_every_longest_group_is_a_module_of_the_suite() -> None:
     from tests.conftest import LONGEST_GROUPS
 

@@ -18,9 +18,10 @@ from runtime.access.control_api import ApiError
 from runtime.local import LocalPlatform
 from runtime.local.platform import EMULATOR
 from runtime.protocol import contract
+from tests.gpurt import ON_THE_CLI_PLATFORM
 from tests.runtime.local.prometheus.polling import poll
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240), ON_THE_CLI_PLATFORM]
 
 JOBS = 6
 JOB_SLEEP_S = 0.4  # one local worker: a few seconds of work, so the restart finds some running, some waiting

@@ -16,7 +16,6 @@ from runtime.protocol.contract import SchedulerEnv
 from runtime.scheduler.metrics import SchedulerMetrics
 from runtime.scheduler.service import Service
 from runtime.scheduler.settings import Settings
-from tests.runtime.scheduler import ON_THE_PACKAGE_PLATFORM
 from tests.runtime.scheduler.platform import (
     TEST_QUEUES,
     Api,
@@ -40,19 +39,6 @@ class Platform:
     requests: Requests
     api: Api
     token: str
-
-
-@pytest.fixture(autouse=True)
-def _in_the_platforms_group(request: pytest.FixtureRequest) -> None:
-    """Fail a test that uses the package's ``platform`` from a module outside its xdist group: under xdist that
-    module's worker would make a second platform of its own (a scheduler, a Dask cluster) and keep it to the
-    end of the package, as ``test_dask_settings.py`` once did."""
-    if "platform" not in request.fixturenames:
-        return
-    group = ON_THE_PACKAGE_PLATFORM.args[0]
-    if group not in {marker.args[0] for marker in request.node.iter_markers("xdist_group") if marker.args}:
-        pytest.fail(f"{request.node.path.name} uses the package's platform: add ON_THE_PACKAGE_PLATFORM "
-                    "(tests/runtime/scheduler/__init__.py) to its pytestmark", pytrace=False)
 
 
 # Package-scoped, not session: torn down once this package's tests are done instead of idling (its Dask workers
